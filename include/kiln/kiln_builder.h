@@ -1,0 +1,63 @@
+/* kiln_builder.h - building a network into a serialized plan: optimization
+ * passes, optimization profiles, tactic selection and the memory plan. */
+#ifndef KILN_BUILDER_H
+#define KILN_BUILDER_H
+
+#include "kiln_network.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_builder_config kiln_builder_config;
+
+/* Builder flags (bit set). */
+typedef enum kiln_builder_flag {
+    KILN_BUILDER_FLAG_NONE = 0,
+    KILN_BUILDER_FLAG_NO_FUSION = 1u << 0,  /* keep every layer as it is (debugging) */
+    KILN_BUILDER_FLAG_NO_TIMING = 1u << 1,  /* pick tactics by rule, time nothing */
+    KILN_BUILDER_FLAG_FP16 = 1u << 2,       /* allow FP16 layers (GPU backends) */
+    KILN_BUILDER_FLAG_BF16 = 1u << 3,       /* allow BF16 layers (GPU backends) */
+    KILN_BUILDER_FLAG_TF32 = 1u << 4        /* allow TF32 matrix math (GPU backends) */
+} kiln_builder_flag;
+
+/* Added in 0.1. *out set only on success; free with kiln_builder_config_destroy. */
+KILN_API KILN_NODISCARD kiln_status kiln_builder_config_create(kiln_builder_config **out);
+/* Accepts NULL. Added in 0.1. */
+KILN_API void kiln_builder_config_destroy(kiln_builder_config *cfg);
+
+/* OR of kiln_builder_flag. Added in 0.1. */
+KILN_API void kiln_builder_config_set_flags(kiln_builder_config *cfg, uint32_t flags);
+/* The most scratch memory one layer may use, in bytes (0 = no limit). Tactics
+ * that need more are not chosen. Added in 0.1. */
+KILN_API void kiln_builder_config_set_workspace_limit(kiln_builder_config *cfg, uint64_t bytes);
+/* Name of the backend to build for: "cpu" (default) or "cuda". Copied. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_backend(kiln_builder_config *cfg,
+                                                                    const char *backend);
+/* Threads the CPU backend uses (0 = one per core). Added in 0.1. */
+KILN_API void kiln_builder_config_set_threads(kiln_builder_config *cfg, int threads);
+
+/* Add an optimization profile; its index is returned in *index. Inputs with
+ * dynamic dimensions need min/opt/max shapes in every profile. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_builder_config_add_profile(kiln_builder_config *cfg,
+                                                                    int *index);
+/* Set the min/opt/max shape of one input in profile `profile`. min <= opt <=
+ * max dimension by dimension; static dimensions must match the network.
+ * Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_shape(kiln_builder_config *cfg,
+                                                                  int profile, const char *input,
+                                                                  int rank, const int64_t *min,
+                                                                  const int64_t *opt,
+                                                                  const int64_t *max);
+
+/* Build `net` into a serialized plan. On success *plan is a buffer of *size
+ * bytes owned by the caller (free with kiln_free). The network is not changed.
+ * Progress and timing go to the logger (info). Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_build_serialized(const kiln_network *net,
+                                                          const kiln_builder_config *cfg,
+                                                          void **plan, size_t *size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

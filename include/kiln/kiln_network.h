@@ -1,0 +1,85 @@
+/* kiln_network.h - the network: a graph of named tensors and nodes (ONNX
+ * semantics), made by the ONNX parser or built by hand, then given to the
+ * builder. */
+#ifndef KILN_NETWORK_H
+#define KILN_NETWORK_H
+
+#include "kiln.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_network kiln_network;
+
+/* A dimension below 0 is dynamic: its size is set at run time within a profile. */
+#define KILN_DIM_DYNAMIC (-1)
+
+/* Make an empty network. *out is set only on success; free with
+ * kiln_network_destroy. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_network_create(kiln_network **out);
+/* Accepts NULL. Added in 0.1. */
+KILN_API void kiln_network_destroy(kiln_network *net);
+
+/* Add a graph input. dims[i] < 0 marks a dynamic dimension; dim_names may be
+ * NULL, or give a name per dimension ("batch"; NULL entries allowed).
+ * Strings are copied. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_network_add_input(kiln_network *net, const char *name,
+                                                           kiln_dtype dtype, int rank,
+                                                           const int64_t *dims,
+                                                           const char *const *dim_names);
+
+/* Add a constant (an initializer). The data is copied. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_network_add_constant(kiln_network *net, const char *name,
+                                                              kiln_dtype dtype, int rank,
+                                                              const int64_t *dims, const void *data,
+                                                              size_t nbytes);
+
+/* Add a node with ONNX semantics. Input names may be "" for an absent optional
+ * input. domain "" or "ai.onnx" is the standard domain. opset is the version of
+ * that domain the node follows. Returns the node's index in *index (may be
+ * NULL). Tensors named as outputs are created. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_network_add_node(kiln_network *net, const char *name,
+                                                          const char *op_type, const char *domain,
+                                                          int opset, int n_inputs,
+                                                          const char *const *inputs, int n_outputs,
+                                                          const char *const *outputs, int *index);
+
+/* Attributes of node `node` (an index from kiln_network_add_node). Values are
+ * copied. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_network_set_attr_int(kiln_network *net, int node,
+                                                              const char *name, int64_t value);
+KILN_API KILN_NODISCARD kiln_status kiln_network_set_attr_float(kiln_network *net, int node,
+                                                                const char *name, float value);
+KILN_API KILN_NODISCARD kiln_status kiln_network_set_attr_string(kiln_network *net, int node,
+                                                                 const char *name,
+                                                                 const char *value);
+KILN_API KILN_NODISCARD kiln_status kiln_network_set_attr_ints(kiln_network *net, int node,
+                                                               const char *name,
+                                                               const int64_t *values, size_t n);
+KILN_API KILN_NODISCARD kiln_status kiln_network_set_attr_floats(kiln_network *net, int node,
+                                                                 const char *name,
+                                                                 const float *values, size_t n);
+
+/* Mark an existing tensor as a graph output. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_network_mark_output(kiln_network *net, const char *name);
+
+/* Inspection. Indices run from 0 to count-1; returned strings are borrowed
+ * from the network. Added in 0.1. */
+KILN_API int kiln_network_num_inputs(const kiln_network *net);
+KILN_API int kiln_network_num_outputs(const kiln_network *net);
+KILN_API int kiln_network_num_nodes(const kiln_network *net);
+KILN_API const char *kiln_network_input_name(const kiln_network *net, int i);
+KILN_API const char *kiln_network_output_name(const kiln_network *net, int i);
+KILN_API const char *kiln_network_node_name(const kiln_network *net, int i);
+KILN_API const char *kiln_network_node_op_type(const kiln_network *net, int i);
+/* Shape and type of a named tensor as currently known (dims < 0 are dynamic).
+ * *rank is -1 when unknown. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_network_tensor_info(const kiln_network *net,
+                                                             const char *name, kiln_dtype *dtype,
+                                                             int *rank, int64_t *dims);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,105 @@
+/* kiln_runtime.h - loading plans into engines and running them through
+ * execution contexts. An engine is immutable and may be shared by threads;
+ * each thread uses its own execution context. */
+#ifndef KILN_RUNTIME_H
+#define KILN_RUNTIME_H
+
+#include "kiln.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_engine kiln_engine;
+typedef struct kiln_context kiln_context;
+
+/* What a plan's header says, readable without loading the rest. */
+typedef struct kiln_plan_info {
+    uint32_t format_version;  /* plan byte layout version */
+    uint32_t kiln_version;    /* KILN_VERSION_NUMBER of the builder */
+    char backend[16];         /* "cpu" or "cuda" */
+    char target[64];          /* device architecture the plan is bound to ("x86_64", "sm_90") */
+    char libraries[128];      /* library versions bound into the plan, "name=ver;..." */
+    uint64_t file_size;       /* whole plan size in bytes */
+} kiln_plan_info;
+
+/* Read the header of a plan (at least the first 256 bytes of it, or all of
+ * it). Fails with KILN_ERR_PLAN when the bytes are not a kiln plan. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_plan_read_info(const void *data, size_t size,
+                                                        kiln_plan_info *info);
+
+/* Load a plan from memory (copied) or from a file (mapped). Checks the header,
+ * checksum, version and target before any other work. *out set only on
+ * success. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_engine_load(const void *data, size_t size,
+                                                     kiln_engine **out);
+KILN_API KILN_NODISCARD kiln_status kiln_engine_load_file(const char *path, kiln_engine **out);
+/* Accepts NULL. The engine must outlive its contexts. Added in 0.1. */
+KILN_API void kiln_engine_destroy(kiln_engine *engine);
+
+typedef enum kiln_io_mode { KILN_IO_NONE = 0, KILN_IO_INPUT = 1, KILN_IO_OUTPUT = 2 } kiln_io_mode;
+
+/* The engine's I/O tensors: inputs first, then outputs. Strings are borrowed
+ * from the engine. Added in 0.1. */
+KILN_API int kiln_engine_num_io_tensors(const kiln_engine *engine);
+KILN_API const char *kiln_engine_io_tensor_name(const kiln_engine *engine, int index);
+KILN_API kiln_io_mode kiln_engine_tensor_io_mode(const kiln_engine *engine, const char *name);
+KILN_API kiln_dtype kiln_engine_tensor_dtype(const kiln_engine *engine, const char *name);
+/* Shape as built: dynamic dims are -1. Returns the rank, or -1 if no such tensor. */
+KILN_API int kiln_engine_tensor_shape(const kiln_engine *engine, const char *name, int64_t *dims);
+KILN_API int kiln_engine_num_profiles(const kiln_engine *engine);
+/* min/opt/max shape of an input in a profile; any pointer may be NULL. */
+KILN_API KILN_NODISCARD kiln_status kiln_engine_profile_shape(const kiln_engine *engine,
+                                                              int profile, const char *input,
+                                                              int *rank, int64_t *min,
+                                                              int64_t *opt, int64_t *max);
+
+/* Layers after fusion, for inspection and profiling. Borrowed strings. */
+KILN_API int kiln_engine_num_layers(const kiln_engine *engine);
+KILN_API const char *kiln_engine_layer_name(const kiln_engine *engine, int layer);
+KILN_API const char *kiln_engine_layer_op(const kiln_engine *engine, int layer);
+KILN_API const char *kiln_engine_layer_tactic(const kiln_engine *engine, int layer);
+/* JSON text describing every layer (inputs, outputs, types, tactic) and the
+ * memory plan. Caller frees with kiln_free. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_engine_layer_info_json(const kiln_engine *engine,
+                                                                char **json);
+
+/* Make an execution context with its own activation memory. *out set only on
+ * success. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_context_create(kiln_engine *engine, kiln_context **out);
+/* Accepts NULL. Added in 0.1. */
+KILN_API void kiln_context_destroy(kiln_context *ctx);
+
+/* Choose the optimization profile (default 0). Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_context_set_profile(kiln_context *ctx, int profile);
+/* Set the shape of an input; it must lie inside the profile. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_context_set_input_shape(kiln_context *ctx,
+                                                                 const char *name, int rank,
+                                                                 const int64_t *dims);
+/* Shape of any I/O tensor for the current input shapes. For outputs whose size
+ * depends on data, valid after execution. Returns the rank, or -1 with a
+ * message when it cannot be known (an input shape is unset). Added in 0.1. */
+KILN_API int kiln_context_tensor_shape(kiln_context *ctx, const char *name, int64_t *dims);
+/* Bind caller memory to an I/O tensor (borrowed until rebound or the context
+ * is destroyed). An output left unbound is allocated by the context; find it
+ * with kiln_context_tensor_address after execution. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_context_set_tensor_address(kiln_context *ctx,
+                                                                    const char *name, void *data);
+KILN_API void *kiln_context_tensor_address(kiln_context *ctx, const char *name);
+
+/* Run the network once. On the CPU this returns when outputs are ready; on a
+ * GPU backend it enqueues on `stream` (a cudaStream_t, NULL for the default
+ * stream) and returns. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_context_enqueue(kiln_context *ctx, void *stream);
+
+/* Per-layer timing. When on, every run records each layer's time. Added in 0.1. */
+KILN_API void kiln_context_set_profiling(kiln_context *ctx, int enabled);
+/* Total time spent in layer `layer` over all profiled runs (ms) and the run
+ * count. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_context_layer_time(const kiln_context *ctx, int layer,
+                                                            double *total_ms, uint64_t *runs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,84 @@
+/* backend.h - the private interface between kiln and its backends: kernels
+ * (one per op and tactic) that the builder times and the runtime binds, and
+ * the device description that binds a plan to its target. */
+#ifndef KILN_BACKEND_H
+#define KILN_BACKEND_H
+
+#include "graph/graph.h"
+
+/* A tensor as a kernel sees it: contiguous, row-major. For an absent optional
+ * input, data is NULL and dtype is UNDEFINED. */
+typedef struct kb_tensor {
+    void *data;
+    kiln_dtype dtype;
+    int rank;
+    int64_t dims[KILN_MAX_DIMS];
+} kb_tensor;
+
+/* One call of a kernel. */
+typedef struct kb_run {
+    const kn_node *node;      /* attributes: kn_attr_* */
+    const void *state;        /* from init, may be NULL */
+    void *inst;               /* from prepare, may be NULL */
+    int n_in;
+    const kb_tensor *in;
+    int n_out;
+    kb_tensor *out;           /* memory allocated with the inferred shapes; for a
+                                 data-dependent output the kernel writes the true dims */
+    void *workspace;          /* `workspace` bytes from prepare, 64-byte aligned */
+    size_t workspace_size;
+    int threads;              /* threads the kernel may use (>= 1) */
+} kb_run;
+
+/* A kernel: one way (tactic) to run one op on one backend. */
+typedef struct kb_kernel {
+    const char *op_type;
+    const char *domain;       /* "" for the default ONNX domain, "kiln" for fused ops */
+    const char *tactic;       /* stable name stored in plans: "ref", "dnnl", "blas", ... */
+    /* May be NULL (accepts every node the schema accepts): whether this kernel
+     * handles the node with these input and output types and shapes. */
+    bool (*supports)(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                     int n_out);
+    /* May be NULL: parse attributes once per engine into immutable state
+     * shared by all contexts. */
+    kiln_status (*init)(const kn_node *node, void **state);
+    void (*fini)(void *state);
+    /* May be NULL: per context, whenever shapes change: build per-shape
+     * objects into *inst and say how much workspace a run needs. Never
+     * called on the execution path. */
+    kiln_status (*prepare)(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                           const kb_tensor *out, int n_out, void **inst, size_t *workspace);
+    void (*release)(void *inst);
+    /* Run. Must not allocate on a GPU backend; may on the CPU only through
+     * the workspace. Returns a status with a message naming the node. */
+    kiln_status (*run)(const kb_run *r);
+} kb_kernel;
+
+/* Kernel tables of the CPU backend, one per op family. */
+extern const kb_kernel kb_cpu_elementwise[];
+extern const size_t kb_cpu_elementwise_count;
+extern const kb_kernel kb_cpu_tensor[];
+extern const size_t kb_cpu_tensor_count;
+extern const kb_kernel kb_cpu_nn[];
+extern const size_t kb_cpu_nn_count;
+extern const kb_kernel kb_cpu_fast[];   /* library-backed tactics (oneDNN / BLAS) */
+extern const size_t kb_cpu_fast_count;
+extern const kb_kernel kb_cpu_fused[];
+extern const size_t kb_cpu_fused_count;
+
+/* All CPU kernels for (domain, op_type), reference ("ref") first. Fills up to
+ * cap pointers and returns how many exist. */
+KN_HIDDEN int kb_cpu_kernels_for(const char *domain, const char *op_type, const kb_kernel **out,
+                                 int cap);
+/* The CPU kernel with this tactic name, or NULL. */
+KN_HIDDEN const kb_kernel *kb_cpu_kernel_find(const char *domain, const char *op_type,
+                                              const char *tactic);
+/* What binds a CPU plan: architecture and library versions. */
+KN_HIDDEN void kb_cpu_describe(char *target, size_t target_cap, char *libs, size_t libs_cap);
+/* "dnnl=2.6;openblas=0.3.21"-style versions of the libraries the CPU kernels
+ * use (defined by the fast-tactics file). */
+KN_HIDDEN const char *kb_cpu_library_versions(void);
+/* Threads to use when the caller asked for 0. */
+KN_HIDDEN int kb_cpu_default_threads(void);
+
+#endif

@@ -1,0 +1,71 @@
+/* cpu_backend.c - the CPU backend's kernel registry and device description. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+
+static const struct {
+    const kb_kernel *t;
+    const size_t *n;
+} kb_tables[] = {
+    {kb_cpu_elementwise, &kb_cpu_elementwise_count},
+    {kb_cpu_tensor, &kb_cpu_tensor_count},
+    {kb_cpu_nn, &kb_cpu_nn_count},
+    {kb_cpu_fused, &kb_cpu_fused_count},
+    {kb_cpu_fast, &kb_cpu_fast_count},
+};
+
+static bool same_domain(const char *a, const char *b) {
+    if (!a || strcmp(a, "ai.onnx") == 0)
+        a = "";
+    if (!b || strcmp(b, "ai.onnx") == 0)
+        b = "";
+    return strcmp(a, b) == 0;
+}
+
+int kb_cpu_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {
+    int n = 0;
+    /* reference kernels first */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t k = 0; k < KN_ARRAY_LEN(kb_tables); k++)
+            for (size_t i = 0; i < *kb_tables[k].n; i++) {
+                const kb_kernel *kk = &kb_tables[k].t[i];
+                if (strcmp(kk->op_type, op_type) != 0 || !same_domain(kk->domain, domain))
+                    continue;
+                if ((strcmp(kk->tactic, "ref") == 0) != (pass == 0))
+                    continue;
+                if (n < cap)
+                    out[n] = kk;
+                n++;
+            }
+    return n;
+}
+
+const kb_kernel *kb_cpu_kernel_find(const char *domain, const char *op_type, const char *tactic) {
+    for (size_t k = 0; k < KN_ARRAY_LEN(kb_tables); k++)
+        for (size_t i = 0; i < *kb_tables[k].n; i++) {
+            const kb_kernel *kk = &kb_tables[k].t[i];
+            if (strcmp(kk->op_type, op_type) == 0 && same_domain(kk->domain, domain) &&
+                strcmp(kk->tactic, tactic) == 0)
+                return kk;
+        }
+    return NULL;
+}
+
+int kb_cpu_default_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+void kb_cpu_describe(char *target, size_t target_cap, char *libs, size_t libs_cap) {
+#if defined(__x86_64__)
+    const char *arch = "x86_64";
+#elif defined(__aarch64__)
+    const char *arch = "aarch64";
+#else
+    const char *arch = "unknown";
+#endif
+    snprintf(target, target_cap, "%s", arch);
+    snprintf(libs, libs_cap, "%s", kb_cpu_library_versions());
+}

@@ -1,0 +1,36 @@
+/* builder.h - what the builder's passes share: the network being optimized,
+ * the profile shapes, and shape inference over them. */
+#ifndef KILN_BUILDER_INTERNAL_H
+#define KILN_BUILDER_INTERNAL_H
+
+#include "graph/graph.h"
+#include "plan/plan.h"
+
+typedef struct kbld {
+    kn_net *net;            /* the copy being optimized (toposorted) */
+    uint32_t flags;         /* kiln_builder_flag */
+    const kp_meta *meta;    /* profiles (inputs in net->inputs order) */
+    int threads;
+} kbld;
+
+/* Which profile shapes to infer with. */
+typedef enum kbld_which { KBLD_MIN = 0, KBLD_OPT = 1, KBLD_MAX = 2 } kbld_which;
+
+/* Infer every tensor's type and shape at one profile point. *ti is an array
+ * of net->n_tensors entries (kn_free it); values of constant and host-value
+ * tensors are NOT kept (value is NULL on return). */
+KN_HIDDEN kiln_status kbld_infer(kbld *b, int profile, kbld_which which, kn_tinfo **ti);
+
+/* Whether tensor t has the same shape at every point of every profile;
+ * fills *static_ti with it when so (value NULL). Used for shape folding. */
+KN_HIDDEN kiln_status kbld_static_shapes(kbld *b, bool **is_static, kn_tinfo **ti);
+
+/* Evaluate node `node` whose inputs are all constants with the reference
+ * kernels, and turn its outputs into constants (the node becomes dead). */
+KN_HIDDEN kiln_status kbld_fold_node(kbld *b, int node);
+
+/* Run every optimization pass to a fixed point (passes.c). Skips fusion when
+ * KILN_BUILDER_FLAG_NO_FUSION is set. Logs what each pass changed (verbose). */
+KN_HIDDEN kiln_status kbld_optimize(kbld *b);
+
+#endif

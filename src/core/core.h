@@ -1,0 +1,128 @@
+/* core.h - kiln's private foundation: errors, logging, allocation (with a
+ * fault-injection hook), half-precision conversions, files, hashing and a
+ * growable byte buffer. Depends on libc only. */
+#ifndef KILN_CORE_H
+#define KILN_CORE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/kiln.h"
+
+#define KN_HIDDEN __attribute__((visibility("hidden")))
+#define KN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define KN_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- errors: set the thread's last-error message and return the status ---- */
+KN_HIDDEN kiln_status kn_error(kiln_status status, const char *fmt, ...) KN_PRINTF(2, 3);
+KN_HIDDEN kiln_status kn_verror(kiln_status status, const char *fmt, va_list ap);
+/* Prefix the current message with "context: " (keeps status). */
+KN_HIDDEN kiln_status kn_error_wrap(kiln_status status, const char *fmt, ...) KN_PRINTF(2, 3);
+KN_HIDDEN void kn_error_clear(void);
+
+/* Propagate a failure: `KN_TRY(f(x));` returns f's status when it is not OK. */
+#define KN_TRY(expr)                         \
+    do {                                     \
+        kiln_status kn_try_st_ = (expr);     \
+        if (kn_try_st_ != KILN_OK)           \
+            return kn_try_st_;               \
+    } while (0)
+
+/* ---- logging ---- */
+KN_HIDDEN void kn_log(kiln_severity sev, const char *fmt, ...) KN_PRINTF(2, 3);
+KN_HIDDEN bool kn_log_enabled(kiln_severity sev);
+
+/* ---- allocation: every allocation in the library goes through these so a
+ * test can make the N-th one fail (KILN_FAIL_ALLOC_AT, see mem.c). They set
+ * the last-error message on failure. ---- */
+KN_HIDDEN void *kn_malloc(size_t size);
+KN_HIDDEN void *kn_calloc(size_t n, size_t size);
+KN_HIDDEN void *kn_realloc(void *p, size_t size);
+/* 64-byte aligned; free with kn_aligned_free. */
+KN_HIDDEN void *kn_aligned_alloc(size_t size);
+KN_HIDDEN void kn_aligned_free(void *p);
+KN_HIDDEN void kn_free(void *p);
+KN_HIDDEN char *kn_strdup(const char *s);
+KN_HIDDEN char *kn_strndup(const char *s, size_t n);
+/* Grow *arr (elements of elem_size) so it holds at least need elements. */
+KN_HIDDEN kiln_status kn_grow(void **arr, int *cap, int need, size_t elem_size);
+/* Fault injection: fail the n-th allocation from now (1-based); 0 disables.
+ * Returns the count of allocations made since the last call. */
+KN_HIDDEN uint64_t kn_fault_inject_set(uint64_t fail_at);
+
+/* ---- checked size arithmetic ---- */
+static inline bool kn_mul_overflow(size_t a, size_t b, size_t *out) {
+    return __builtin_mul_overflow(a, b, out);
+}
+static inline bool kn_add_overflow(size_t a, size_t b, size_t *out) {
+    return __builtin_add_overflow(a, b, out);
+}
+
+/* ---- half precision ---- */
+KN_HIDDEN float kn_half_to_float(uint16_t h);
+KN_HIDDEN uint16_t kn_float_to_half(float f);
+KN_HIDDEN float kn_bf16_to_float(uint16_t h);
+KN_HIDDEN uint16_t kn_float_to_bf16(float f);
+KN_HIDDEN float kn_fp8e4m3_to_float(uint8_t v);
+KN_HIDDEN uint8_t kn_float_to_fp8e4m3(float f);
+KN_HIDDEN float kn_fp8e5m2_to_float(uint8_t v);
+KN_HIDDEN uint8_t kn_float_to_fp8e5m2(float f);
+
+/* ---- files ---- */
+typedef struct kn_mapped {
+    const uint8_t *data;
+    size_t size;
+    void *base_;   /* private */
+    size_t len_;   /* private */
+} kn_mapped;
+/* Map a whole file read-only. Empty files map to data=NULL, size=0. */
+KN_HIDDEN kiln_status kn_file_map(const char *path, kn_mapped *out);
+KN_HIDDEN void kn_file_unmap(kn_mapped *m);
+/* Read a whole file into a kn_malloc'd buffer. */
+KN_HIDDEN kiln_status kn_file_read(const char *path, uint8_t **data, size_t *size);
+KN_HIDDEN kiln_status kn_file_write(const char *path, const void *data, size_t size);
+
+/* ---- hashing ---- */
+KN_HIDDEN uint64_t kn_hash64(const void *data, size_t n, uint64_t seed);
+typedef struct kn_sha256 {
+    uint32_t h[8];
+    uint64_t len;
+    uint8_t buf[64];
+    size_t fill;
+} kn_sha256;
+KN_HIDDEN void kn_sha256_init(kn_sha256 *s);
+KN_HIDDEN void kn_sha256_update(kn_sha256 *s, const void *data, size_t n);
+KN_HIDDEN void kn_sha256_final(kn_sha256 *s, uint8_t out[32]);
+/* Hex digest into out (65 bytes with the NUL). */
+KN_HIDDEN void kn_sha256_hex(const void *data, size_t n, char out[65]);
+
+/* ---- growable byte buffer (plan writer, JSON) ---- */
+typedef struct kn_buf {
+    uint8_t *data;
+    size_t len, cap;
+    bool failed; /* sticky: set when an append could not allocate */
+} kn_buf;
+KN_HIDDEN void kn_buf_append(kn_buf *b, const void *data, size_t n);
+KN_HIDDEN void kn_buf_printf(kn_buf *b, const char *fmt, ...) KN_PRINTF(2, 3);
+KN_HIDDEN void kn_buf_pad(kn_buf *b, size_t align);
+KN_HIDDEN void kn_buf_free(kn_buf *b);
+/* Append a JSON string literal with escapes. */
+KN_HIDDEN void kn_buf_json_string(kn_buf *b, const char *s);
+
+/* ---- time ---- */
+KN_HIDDEN double kn_now_ms(void);
+
+/* ---- small string map (name -> int), open addressing ---- */
+typedef struct kn_strmap {
+    const char **keys; /* borrowed */
+    int *vals;
+    size_t cap, count;
+} kn_strmap;
+KN_HIDDEN kiln_status kn_strmap_put(kn_strmap *m, const char *key, int val);
+/* Returns -1 when absent. */
+KN_HIDDEN int kn_strmap_get(const kn_strmap *m, const char *key);
+KN_HIDDEN void kn_strmap_free(kn_strmap *m);
+
+#endif

@@ -1,0 +1,56 @@
+/* plan.h - writing and reading kiln plan files. The byte layout is described
+ * in plan.c, where it is read and written, and in docs/plan-format.md.
+ * A plan holds the optimized network (tensors, constants, nodes with their
+ * attributes and chosen tactics), the I/O list, the optimization profiles, a
+ * memory report and the identity of the target it was built for. */
+#ifndef KILN_PLAN_H
+#define KILN_PLAN_H
+
+#include "graph/graph.h"
+#include "kiln/kiln_runtime.h"
+
+#define KP_FORMAT_VERSION 1u
+
+/* min/opt/max shape of each graph input (in net->inputs order). */
+typedef struct kp_profile {
+    int n_inputs;
+    int *rank;                       /* per input */
+    int64_t (*min)[KILN_MAX_DIMS];
+    int64_t (*opt)[KILN_MAX_DIMS];
+    int64_t (*max)[KILN_MAX_DIMS];
+} kp_profile;
+
+typedef struct kp_meta {
+    char backend[16];                /* "cpu", "cuda" */
+    char target[64];                 /* "x86_64", "sm_90" */
+    char libraries[128];             /* "dnnl=2.6;openblas=0.3.21" */
+    uint32_t flags;                  /* builder flags used */
+    int n_profiles;
+    kp_profile *profiles;
+    uint64_t arena_bytes;            /* activation arena at the largest profile shapes */
+    uint64_t activation_sum_bytes;   /* all activations side by side, same shapes */
+    uint64_t workspace_bytes;        /* largest per-layer workspace */
+    double build_ms;
+} kp_meta;
+
+/* Allocate n_profiles profiles of n_inputs each (zeroed). */
+KN_HIDDEN kiln_status kp_meta_alloc_profiles(kp_meta *m, int n_profiles, int n_inputs);
+KN_HIDDEN void kp_meta_free(kp_meta *m);
+
+/* Serialize. *out is kn_malloc'd (free with kn_free / kiln_free). */
+KN_HIDDEN kiln_status kp_write(const kn_net *net, const kp_meta *meta, void **out, size_t *size);
+
+/* Parse and check a whole plan: magic, format version, sizes, section table,
+ * checksum, every index and string bound. Constants are copied into aligned
+ * memory, or, when owner is not NULL and the data is 64-byte aligned in
+ * memory, borrowed from it (the network takes a reference on owner).
+ * Version and target are checked by the caller (runtime) so that it can say
+ * which one differs. On failure nothing is allocated and the message names
+ * the section and byte offset. */
+KN_HIDDEN kiln_status kp_read(const void *data, size_t size, kn_blob *owner, kn_net **net,
+                              kp_meta *meta);
+
+/* Header only (first bytes of the file). */
+KN_HIDDEN kiln_status kp_read_info(const void *data, size_t size, kiln_plan_info *info);
+
+#endif

@@ -1,0 +1,650 @@
+/* exec.c - binding nodes to kernels, shape inference with host values, the
+ * activation memory plan and the run loop. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+
+static size_t tinfo_bytes(const kn_tinfo *t) {
+    int64_t n = kn_numel(t->rank, t->dims);
+    if (n < 0)
+        return 0;
+    size_t bytes;
+    if (kn_mul_overflow((size_t)n, kiln_dtype_size(t->dtype), &bytes))
+        return SIZE_MAX;
+    return bytes;
+}
+
+static size_t align64(size_t n) { return (n + 63u) & ~(size_t)63u; }
+
+/* ---------------- program ---------------- */
+
+static kiln_status mark_host(kn_net *net) {
+    for (int i = 0; i < net->n_tensors; i++)
+        net->tensors[i].flags &= ~(uint32_t)KN_T_HOST;
+    for (int i = 0; i < net->n_nodes; i++) {
+        const kn_node *n = &net->nodes[i];
+        const kn_op_schema *s = kn_op_find(n->domain, n->op_type);
+        if (!s)
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                 "op type '%s' of domain '%s' (opset %d) is not supported",
+                                 n->op_type, n->domain[0] ? n->domain : "ai.onnx", n->opset);
+        for (int j = 0; j < n->n_in && j < 32; j++)
+            if ((s->value_inputs >> j & 1u) && n->in[j] >= 0 &&
+                !(net->tensors[n->in[j]].flags & KN_T_CONST))
+                net->tensors[n->in[j]].flags |= KN_T_HOST;
+    }
+    /* values needed on the host need their producers' inputs there too */
+    for (int i = net->n_nodes - 1; i >= 0; i--) {
+        const kn_node *n = &net->nodes[i];
+        bool host = false;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0 && (net->tensors[n->out[j]].flags & KN_T_HOST))
+                host = true;
+        if (!host)
+            continue;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0 && !(net->tensors[n->in[j]].flags & KN_T_CONST))
+                net->tensors[n->in[j]].flags |= KN_T_HOST;
+    }
+    return KILN_OK;
+}
+
+kiln_status kx_program_init(kx_program *p, kn_net *net, int threads) {
+    memset(p, 0, sizeof *p);
+    p->net = net;
+    p->threads = threads > 0 ? threads : kb_cpu_default_threads();
+    KN_TRY(mark_host(net));
+    if (net->n_nodes) {
+        p->steps = kn_calloc((size_t)net->n_nodes, sizeof *p->steps);
+        if (!p->steps)
+            return KILN_ERR_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < net->n_nodes; i++) {
+        const kn_node *n = &net->nodes[i];
+        kx_step *s = &p->steps[i];
+        s->node = i;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0 && (net->tensors[n->out[j]].flags & KN_T_HOST))
+                s->host = true;
+        const char *tactic = (!s->host && n->tactic) ? n->tactic : "ref";
+        s->k = kb_cpu_kernel_find(n->domain, n->op_type, tactic);
+        if (!s->k && !n->tactic) { /* no reference kernel: take any */
+            const kb_kernel *any[1];
+            if (kb_cpu_kernels_for(n->domain, n->op_type, any, 1) > 0)
+                s->k = any[0];
+        }
+        if (!s->k) {
+            kx_program_fini(p);
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED, "no CPU kernel with tactic '%s'", tactic);
+        }
+        if (s->k->init) {
+            kiln_status st = s->k->init(n, &s->state);
+            if (st != KILN_OK) {
+                p->n_steps = i;
+                kx_program_fini(p);
+                return st;
+            }
+        }
+        p->n_steps = i + 1;
+    }
+    return KILN_OK;
+}
+
+void kx_program_fini(kx_program *p) {
+    for (int i = 0; i < p->n_steps; i++)
+        if (p->steps[i].k && p->steps[i].k->fini && p->steps[i].state)
+            p->steps[i].k->fini(p->steps[i].state);
+    kn_free(p->steps);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---------------- context ---------------- */
+
+kiln_status kx_ctx_init(kx_ctx *c, const kx_program *p) {
+    memset(c, 0, sizeof *c);
+    c->p = p;
+    const kn_net *net = p->net;
+    size_t nt = (size_t)net->n_tensors + 1, ns = (size_t)p->n_steps + 1;
+    size_t nviews = 1;
+    for (int i = 0; i < p->n_steps; i++) {
+        const kn_node *n = &net->nodes[p->steps[i].node];
+        nviews += (size_t)(n->n_in + n->n_out);
+    }
+    c->ti = kn_calloc(nt, sizeof *c->ti);
+    c->hostval = kn_calloc(nt, sizeof *c->hostval);
+    c->addr = kn_calloc(nt, sizeof *c->addr);
+    c->user = kn_calloc(nt, sizeof *c->user);
+    c->offset = kn_calloc(nt, sizeof *c->offset);
+    c->in_dims = kn_calloc((size_t)net->n_inputs + 1, sizeof *c->in_dims);
+    c->in_rank = kn_calloc((size_t)net->n_inputs + 1, sizeof *c->in_rank);
+    c->inst = kn_calloc(ns, sizeof *c->inst);
+    c->ws = kn_calloc(ns, sizeof *c->ws);
+    c->views = kn_calloc(nviews, sizeof *c->views);
+    c->view_at = kn_calloc(ns, sizeof *c->view_at);
+    c->step_ms = kn_calloc(ns, sizeof *c->step_ms);
+    if (!c->ti || !c->hostval || !c->addr || !c->user || !c->offset || !c->in_dims ||
+        !c->in_rank || !c->inst || !c->ws || !c->views || !c->view_at || !c->step_ms) {
+        kx_ctx_fini(c);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < net->n_inputs; i++)
+        c->in_rank[i] = -1;
+    int v = 0;
+    for (int i = 0; i < p->n_steps; i++) {
+        const kn_node *n = &net->nodes[p->steps[i].node];
+        c->view_at[i] = v;
+        v += n->n_in + n->n_out;
+    }
+    return KILN_OK;
+}
+
+static void release_instances(kx_ctx *c) {
+    for (int i = 0; i < c->p->n_steps; i++) {
+        if (c->inst[i] && c->p->steps[i].k->release)
+            c->p->steps[i].k->release(c->inst[i]);
+        c->inst[i] = NULL;
+    }
+}
+
+static void free_hostvals(kx_ctx *c) {
+    for (int i = 0; i < c->p->net->n_tensors; i++) {
+        kn_aligned_free(c->hostval[i]);
+        c->hostval[i] = NULL;
+    }
+}
+
+void kx_ctx_fini(kx_ctx *c) {
+    if (!c->p)
+        return;
+    if (c->inst)
+        release_instances(c);
+    if (c->hostval)
+        free_hostvals(c);
+    kn_free(c->ti);
+    kn_free(c->hostval);
+    kn_free(c->addr);
+    kn_free(c->user);
+    kn_free(c->offset);
+    kn_free(c->in_dims);
+    kn_free(c->in_rank);
+    kn_free(c->inst);
+    kn_free(c->ws);
+    kn_free(c->views);
+    kn_free(c->view_at);
+    kn_free(c->step_ms);
+    kn_aligned_free(c->arena);
+    kn_aligned_free(c->workspace);
+    memset(c, 0, sizeof *c);
+}
+
+kiln_status kx_ctx_set_input_shape(kx_ctx *c, int input, int rank, const int64_t *dims) {
+    const kn_net *net = c->p->net;
+    if (input < 0 || input >= net->n_inputs)
+        return kn_error(KILN_ERR_NOT_FOUND, "no input %d", input);
+    const kn_tensor *t = &net->tensors[net->inputs[input]];
+    if (rank != t->rank)
+        return kn_error(KILN_ERR_SHAPE, "input '%s' has rank %d, a shape of rank %d was given",
+                        t->name, t->rank, rank);
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0)
+            return kn_error(KILN_ERR_SHAPE, "input '%s': dimension %d is negative (%lld)", t->name,
+                            i, (long long)dims[i]);
+        if (t->dims[i] >= 0 && dims[i] != t->dims[i])
+            return kn_error(KILN_ERR_SHAPE,
+                            "input '%s': dimension %d must be %lld (static in the model), got %lld",
+                            t->name, i, (long long)t->dims[i], (long long)dims[i]);
+    }
+    if (c->in_rank[input] == rank &&
+        (rank == 0 || memcmp(c->in_dims[input], dims, (size_t)rank * sizeof(int64_t)) == 0))
+        return KILN_OK;
+    c->in_rank[input] = rank;
+    if (rank)
+        memcpy(c->in_dims[input], dims, (size_t)rank * sizeof(int64_t));
+    c->shapes_ok = false;
+    c->prepared = false;
+    return KILN_OK;
+}
+
+void kx_ctx_bind(kx_ctx *c, int tensor, void *data) {
+    if (c->user[tensor] == data)
+        return;
+    c->user[tensor] = data;
+    /* a host-value input's value feeds shape inference */
+    if (c->p->net->tensors[tensor].flags & KN_T_HOST) {
+        c->shapes_ok = false;
+        c->prepared = false;
+    }
+}
+
+/* Gather input infos of node n from c->ti into in[]. */
+static void gather_inputs(const kx_ctx *c, const kn_node *n, kn_tinfo *in) {
+    for (int j = 0; j < n->n_in; j++) {
+        if (n->in[j] >= 0)
+            in[j] = c->ti[n->in[j]];
+        else
+            memset(&in[j], 0, sizeof in[j]);
+    }
+}
+
+static kiln_status run_host_step(kx_ctx *c, int si, kn_tinfo *in, kn_tinfo *out) {
+    const kx_step *s = &c->p->steps[si];
+    const kn_net *net = c->p->net;
+    const kn_node *n = &net->nodes[s->node];
+    kb_tensor kin[64], kout[16];
+    if (n->n_in > 64 || n->n_out > 16)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "too many inputs or outputs");
+    for (int j = 0; j < n->n_in; j++) {
+        memset(&kin[j], 0, sizeof kin[j]);
+        if (n->in[j] < 0)
+            continue;
+        if (!in[j].value && tinfo_bytes(&in[j]) > 0)
+            return kn_node_error(n, KILN_ERR_INTERNAL, "host value of input '%s' is unknown",
+                                 net->tensors[n->in[j]].name);
+        kin[j].data = (void *)in[j].value;
+        kin[j].dtype = in[j].dtype;
+        kin[j].rank = in[j].rank;
+        memcpy(kin[j].dims, in[j].dims, sizeof kin[j].dims);
+    }
+    for (int j = 0; j < n->n_out; j++) {
+        memset(&kout[j], 0, sizeof kout[j]);
+        int t = n->out[j];
+        if (t < 0)
+            continue;
+        kn_aligned_free(c->hostval[t]);
+        size_t bytes = tinfo_bytes(&out[j]);
+        if (bytes == SIZE_MAX)
+            return kn_node_error(n, KILN_ERR_SHAPE, "output size overflows");
+        c->hostval[t] = kn_aligned_alloc(bytes ? bytes : 1);
+        if (!c->hostval[t])
+            return KILN_ERR_OUT_OF_MEMORY;
+        kout[j].data = c->hostval[t];
+        kout[j].dtype = out[j].dtype;
+        kout[j].rank = out[j].rank;
+        memcpy(kout[j].dims, out[j].dims, sizeof kout[j].dims);
+    }
+    void *inst = NULL, *ws = NULL;
+    size_t wsz = 0;
+    kiln_status st = KILN_OK;
+    if (s->k->prepare)
+        st = s->k->prepare(s->state, n, kin, n->n_in, kout, n->n_out, &inst, &wsz);
+    if (st == KILN_OK && wsz && !(ws = kn_aligned_alloc(wsz)))
+        st = KILN_ERR_OUT_OF_MEMORY;
+    if (st == KILN_OK) {
+        kb_run r = {n, s->state, inst, n->n_in, kin, n->n_out, kout, ws, wsz, 1};
+        st = s->k->run(&r);
+    }
+    if (inst && s->k->release)
+        s->k->release(inst);
+    kn_aligned_free(ws);
+    if (st != KILN_OK)
+        return st;
+    for (int j = 0; j < n->n_out; j++) {
+        if (n->out[j] < 0)
+            continue;
+        out[j].rank = kout[j].rank; /* data-dependent kernels report true dims */
+        memcpy(out[j].dims, kout[j].dims, sizeof out[j].dims);
+        out[j].data_dependent = false;
+        out[j].value = c->hostval[n->out[j]];
+    }
+    return KILN_OK;
+}
+
+/* Infer shapes of steps [from, n_steps). */
+static kiln_status infer_from(kx_ctx *c, int from) {
+    const kn_net *net = c->p->net;
+    kn_tinfo in[64], out[16];
+    for (int si = from; si < c->p->n_steps; si++) {
+        const kx_step *s = &c->p->steps[si];
+        const kn_node *n = &net->nodes[s->node];
+        if (n->n_in > 64 || n->n_out > 16)
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED, "too many inputs or outputs");
+        const kn_op_schema *sch = kn_op_find(n->domain, n->op_type);
+        if (!sch)
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED, "unknown op");
+        gather_inputs(c, n, in);
+        memset(out, 0, sizeof(kn_tinfo) * (size_t)n->n_out);
+        for (int j = 0; j < n->n_out; j++)
+            out[j].rank = -1;
+        kn_infer ic = {n, n->n_in, in, n->n_out, out};
+        KN_TRY(sch->infer(&ic));
+        for (int j = 0; j < n->n_out; j++) {
+            if (n->out[j] < 0)
+                continue;
+            if (out[j].rank < 0 || out[j].rank > KILN_MAX_DIMS ||
+                out[j].dtype == KILN_DTYPE_UNDEFINED)
+                return kn_node_error(n, KILN_ERR_INTERNAL,
+                                     "shape inference left output %d undefined", j);
+            for (int d = 0; d < out[j].rank; d++)
+                if (out[j].dims[d] < 0)
+                    return kn_node_error(n, KILN_ERR_SHAPE,
+                                         "output %d has negative dimension %lld", j,
+                                         (long long)out[j].dims[d]);
+            if (out[j].data_dependent)
+                c->has_data_dependent = true;
+        }
+        if (s->host)
+            KN_TRY(run_host_step(c, si, in, out));
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0) {
+                if (!s->host)
+                    out[j].value = NULL;
+                c->ti[n->out[j]] = out[j];
+            }
+    }
+    return KILN_OK;
+}
+
+kiln_status kx_ctx_infer(kx_ctx *c) {
+    const kn_net *net = c->p->net;
+    c->shapes_ok = false;
+    c->prepared = false;
+    c->has_data_dependent = false;
+    free_hostvals(c);
+    for (int i = 0; i < net->n_tensors; i++) {
+        const kn_tensor *t = &net->tensors[i];
+        kn_tinfo *ti = &c->ti[i];
+        memset(ti, 0, sizeof *ti);
+        ti->rank = -1;
+        if (t->flags & KN_T_CONST) {
+            ti->dtype = t->value.dtype;
+            ti->rank = t->value.rank;
+            memcpy(ti->dims, t->value.dims, sizeof ti->dims);
+            void *tmp;
+            ti->value = kn_tdata_aligned(&t->value, &tmp);
+            if (!ti->value && t->value.nbytes)
+                return KILN_ERR_OUT_OF_MEMORY;
+            c->hostval[i] = tmp; /* freed with the other host values */
+        }
+    }
+    for (int k = 0; k < net->n_inputs; k++) {
+        int i = net->inputs[k];
+        const kn_tensor *t = &net->tensors[i];
+        kn_tinfo *ti = &c->ti[i];
+        ti->dtype = t->dtype;
+        ti->rank = t->rank;
+        if (c->in_rank[k] >= 0) {
+            memcpy(ti->dims, c->in_dims[k], sizeof ti->dims);
+        } else {
+            memcpy(ti->dims, t->dims, sizeof ti->dims);
+            for (int d = 0; d < t->rank; d++)
+                if (t->dims[d] < 0)
+                    return kn_error(KILN_ERR_SHAPE,
+                                    "input '%s' has dynamic dimension %d (%s): set its shape first",
+                                    t->name, d, t->dim_names[d] ? t->dim_names[d] : "unnamed");
+        }
+        if (t->flags & KN_T_HOST) {
+            if (!c->user[i])
+                return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                                "input '%s' is a shape tensor: bind its data before shapes are "
+                                "inferred",
+                                t->name);
+            ti->value = c->user[i];
+        }
+    }
+    KN_TRY(infer_from(c, 0));
+    c->shapes_ok = true;
+    return KILN_OK;
+}
+
+/* ---------------- memory plan ---------------- */
+
+typedef struct live {
+    int t;
+    int first, last;
+    size_t size;
+} live;
+
+static int by_size_desc(const void *a, const void *b) {
+    const live *x = a, *y = b;
+    if (x->size != y->size)
+        return x->size < y->size ? 1 : -1;
+    return x->t - y->t;
+}
+
+/* Greedy by size: place each tensor at the lowest offset where it overlaps
+ * no already-placed tensor whose lifetime overlaps its own. */
+static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes) {
+    const kn_net *net = c->p->net;
+    int nt = net->n_tensors;
+    live *lv = kn_calloc((size_t)nt + 1, sizeof *lv);
+    size_t *placed_off = kn_calloc((size_t)nt + 1, sizeof *placed_off);
+    int *placed = kn_calloc((size_t)nt + 1, sizeof *placed);
+    if (!lv || !placed_off || !placed) {
+        kn_free(lv);
+        kn_free(placed_off);
+        kn_free(placed);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    int *first = kn_malloc(((size_t)nt + 1) * sizeof(int));
+    int *last = kn_malloc(((size_t)nt + 1) * sizeof(int));
+    if (!first || !last) {
+        kn_free(lv);
+        kn_free(placed_off);
+        kn_free(placed);
+        kn_free(first);
+        kn_free(last);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < nt; i++) {
+        first[i] = -1;
+        last[i] = -1;
+        c->offset[i] = SIZE_MAX;
+    }
+    for (int si = 0; si < c->p->n_steps; si++) {
+        const kx_step *s = &c->p->steps[si];
+        const kn_node *n = &net->nodes[s->node];
+        if (s->host)
+            continue;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0 && first[n->out[j]] < 0)
+                first[n->out[j]] = si;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0)
+                last[n->in[j]] = si;
+    }
+    for (int k = 0; k < net->n_outputs; k++)
+        last[net->outputs[k]] = c->p->n_steps;
+    int n = 0;
+    size_t sum = 0;
+    for (int i = 0; i < nt; i++) {
+        const kn_tensor *t = &net->tensors[i];
+        if (first[i] < 0 || (t->flags & (KN_T_CONST | KN_T_INPUT)) || c->hostval[i])
+            continue;
+        lv[n].t = i;
+        lv[n].first = first[i];
+        lv[n].last = last[i] < first[i] ? first[i] : last[i];
+        lv[n].size = align64(tinfo_bytes(&c->ti[i]));
+        sum += lv[n].size;
+        n++;
+    }
+    qsort(lv, (size_t)n, sizeof *lv, by_size_desc);
+    size_t total = 0;
+    for (int a = 0; a < n; a++) {
+        size_t off = 0;
+        bool moved = true;
+        while (moved) { /* first fit among conflicts, rescanning after each move */
+            moved = false;
+            for (int b = 0; b < a; b++) {
+                if (lv[b].last < lv[a].first || lv[a].last < lv[b].first)
+                    continue;
+                size_t bo = placed_off[b];
+                if (off < bo + lv[b].size && bo < off + lv[a].size) {
+                    off = bo + lv[b].size;
+                    moved = true;
+                }
+            }
+        }
+        placed_off[a] = off;
+        c->offset[lv[a].t] = off;
+        if (off + lv[a].size > total)
+            total = off + lv[a].size;
+    }
+    *arena_bytes = total;
+    *sum_bytes = sum;
+    kn_free(lv);
+    kn_free(placed_off);
+    kn_free(placed);
+    kn_free(first);
+    kn_free(last);
+    return KILN_OK;
+}
+
+static void fill_views(kx_ctx *c, int si) {
+    const kn_net *net = c->p->net;
+    const kn_node *n = &net->nodes[c->p->steps[si].node];
+    kb_tensor *v = &c->views[c->view_at[si]];
+    for (int j = 0; j < n->n_in + n->n_out; j++) {
+        int t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+        memset(&v[j], 0, sizeof v[j]);
+        if (t < 0)
+            continue;
+        v[j].data = c->addr[t];
+        v[j].dtype = c->ti[t].dtype;
+        v[j].rank = c->ti[t].rank;
+        memcpy(v[j].dims, c->ti[t].dims, sizeof v[j].dims);
+    }
+}
+
+kiln_status kx_ctx_prepare(kx_ctx *c) {
+    if (!c->shapes_ok)
+        KN_TRY(kx_ctx_infer(c));
+    if (c->prepared)
+        return KILN_OK;
+    size_t arena = 0, sum = 0;
+    KN_TRY(plan_memory(c, &arena, &sum));
+    if (arena > c->arena_cap) {
+        uint8_t *na = kn_aligned_alloc(arena);
+        if (!na)
+            return KILN_ERR_OUT_OF_MEMORY;
+        kn_aligned_free(c->arena);
+        c->arena = na;
+        c->arena_cap = arena;
+    }
+    release_instances(c);
+    const kn_net *net = c->p->net;
+    /* provisional addresses so prepare functions see real pointers */
+    for (int i = 0; i < net->n_tensors; i++)
+        c->addr[i] = c->offset[i] != SIZE_MAX ? c->arena + c->offset[i]
+                     : c->hostval[i]          ? c->hostval[i]
+                                              : c->user[i];
+    size_t ws_max = 0;
+    for (int si = 0; si < c->p->n_steps; si++) {
+        const kx_step *s = &c->p->steps[si];
+        c->ws[si] = 0;
+        if (s->host)
+            continue;
+        fill_views(c, si);
+        if (s->k->prepare) {
+            const kn_node *n = &net->nodes[s->node];
+            kb_tensor *v = &c->views[c->view_at[si]];
+            KN_TRY(s->k->prepare(s->state, n, v, n->n_in, v + n->n_in, n->n_out, &c->inst[si],
+                                 &c->ws[si]));
+        }
+        if (c->ws[si] > ws_max)
+            ws_max = c->ws[si];
+    }
+    if (ws_max > c->workspace_cap) {
+        void *w = kn_aligned_alloc(ws_max);
+        if (!w)
+            return KILN_ERR_OUT_OF_MEMORY;
+        kn_aligned_free(c->workspace);
+        c->workspace = w;
+        c->workspace_cap = ws_max;
+    }
+    c->info.arena_bytes = arena;
+    c->info.sum_bytes = sum;
+    c->info.workspace_bytes = ws_max;
+    c->prepared = true;
+    return KILN_OK;
+}
+
+/* After a data-dependent step: re-infer later shapes, and check that they
+ * still fit the memory planned from the upper bounds. */
+static kiln_status after_data_dependent(kx_ctx *c, int si) {
+    const kn_net *net = c->p->net;
+    size_t nt = (size_t)net->n_tensors;
+    size_t *planned = kn_malloc((nt + 1) * sizeof *planned);
+    if (!planned)
+        return KILN_ERR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < nt; i++)
+        planned[i] = tinfo_bytes(&c->ti[i]);
+    const kn_node *n = &net->nodes[c->p->steps[si].node];
+    const kb_tensor *v = &c->views[c->view_at[si]] + n->n_in;
+    for (int j = 0; j < n->n_out; j++) {
+        if (n->out[j] < 0)
+            continue;
+        kn_tinfo *ti = &c->ti[n->out[j]];
+        ti->rank = v[j].rank;
+        memcpy(ti->dims, v[j].dims, sizeof ti->dims);
+        ti->data_dependent = false;
+    }
+    kiln_status st = infer_from(c, si + 1);
+    for (size_t i = 0; st == KILN_OK && i < nt; i++)
+        if (c->offset[i] != SIZE_MAX && tinfo_bytes(&c->ti[i]) > planned[i])
+            st = kn_error(KILN_ERR_RUNTIME,
+                          "tensor '%s' grew past its planned size after a data-dependent shape",
+                          net->tensors[i].name);
+    kn_free(planned);
+    return st;
+}
+
+kiln_status kx_ctx_run(kx_ctx *c) {
+    const kn_net *net = c->p->net;
+    KN_TRY(kx_ctx_prepare(c));
+    if (c->has_data_dependent) /* earlier runs may have shrunk shapes */
+        c->shapes_ok = false, c->prepared = false;
+    for (int i = 0; i < net->n_tensors; i++) {
+        void *a;
+        if (c->offset[i] != SIZE_MAX)
+            a = (c->user[i] && (net->tensors[i].flags & KN_T_OUTPUT)) ? c->user[i]
+                                                                      : c->arena + c->offset[i];
+        else if (c->hostval[i])
+            a = c->hostval[i];
+        else if (net->tensors[i].flags & KN_T_CONST)
+            a = (void *)c->ti[i].value;
+        else
+            a = c->user[i];
+        c->addr[i] = a;
+    }
+    for (int k = 0; k < net->n_inputs; k++) {
+        int t = net->inputs[k];
+        if (!c->user[t] && tinfo_bytes(&c->ti[t]) > 0)
+            return kn_error(KILN_ERR_INVALID_ARGUMENT, "input '%s' has no address bound",
+                            net->tensors[t].name);
+    }
+    for (int si = 0; si < c->p->n_steps; si++) {
+        const kx_step *s = &c->p->steps[si];
+        if (s->host)
+            continue;
+        const kn_node *n = &net->nodes[s->node];
+        fill_views(c, si);
+        kb_tensor *v = &c->views[c->view_at[si]];
+        kb_run r = {n, s->state, c->inst[si], n->n_in, v, n->n_out, v + n->n_in,
+                    c->workspace, c->ws[si], c->p->threads};
+        double t0 = c->profiling ? kn_now_ms() : 0;
+        kiln_status st = s->k->run(&r);
+        if (c->profiling)
+            c->step_ms[si] += kn_now_ms() - t0;
+        if (st != KILN_OK)
+            return st;
+        bool dd = false;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0 && c->ti[n->out[j]].data_dependent)
+                dd = true;
+        if (dd)
+            KN_TRY(after_data_dependent(c, si));
+    }
+    /* outputs that no step wrote: constants, inputs and host values */
+    for (int k = 0; k < net->n_outputs; k++) {
+        int t = net->outputs[k];
+        if (c->offset[t] != SIZE_MAX || !c->user[t] || c->user[t] == c->addr[t])
+            continue;
+        size_t bytes = tinfo_bytes(&c->ti[t]);
+        if (bytes && c->addr[t])
+            memmove(c->user[t], c->addr[t], bytes);
+    }
+    if (c->profiling)
+        c->runs++;
+    return KILN_OK;
+}

@@ -1,0 +1,80 @@
+/* exec.h - the executor shared by the builder and the runtime: a program
+ * (nodes bound to kernels, immutable, shared by threads) and per-context
+ * state (shapes for the current inputs, host values computed at shape time,
+ * the activation arena, per-step kernel instances and pre-bound tensor views). */
+#ifndef KILN_EXEC_H
+#define KILN_EXEC_H
+
+#include "backends/backend.h"
+
+typedef struct kx_step {
+    int node;                 /* index in the net */
+    const kb_kernel *k;       /* kernel that runs it */
+    void *state;              /* k->init's state */
+    bool host;                /* computed on the host at shape time (its outputs'
+                                 values are needed to infer shapes) */
+    bool data_dependent;      /* may produce data-dependent output shapes */
+} kx_step;
+
+typedef struct kx_program {
+    const kn_net *net;        /* borrowed; nodes in topological order */
+    int n_steps;
+    kx_step *steps;
+    int threads;
+} kx_program;
+
+/* Bind every node to a kernel: the tactic named on the node (node->tactic),
+ * else the reference kernel. Marks host-value tensors (KN_T_HOST) in net. */
+KN_HIDDEN kiln_status kx_program_init(kx_program *p, kn_net *net, int threads);
+KN_HIDDEN void kx_program_fini(kx_program *p);
+
+typedef struct kx_alloc_info {
+    size_t arena_bytes;       /* packed activation arena */
+    size_t sum_bytes;         /* all activations side by side */
+    size_t workspace_bytes;   /* largest per-step workspace */
+} kx_alloc_info;
+
+typedef struct kx_ctx {
+    const kx_program *p;
+    kn_tinfo *ti;             /* per tensor: type and shape for the current inputs */
+    void **hostval;           /* per tensor: host value computed at shape time (owned) */
+    void **addr;              /* per tensor: memory during a run */
+    void **user;              /* per tensor: caller-bound address (I/O only) */
+    size_t *offset;           /* per tensor: offset in the arena, SIZE_MAX if none */
+    int64_t (*in_dims)[KILN_MAX_DIMS];  /* per graph input: shape set by the caller */
+    int *in_rank;             /* per graph input: -1 until set */
+    void **inst;              /* per step: kernel instance */
+    size_t *ws;               /* per step: workspace size */
+    kb_tensor *views;         /* per step: n_in + n_out pre-bound views */
+    int *view_at;             /* per step: first view index */
+    uint8_t *arena;
+    size_t arena_cap;
+    void *workspace;
+    size_t workspace_cap;
+    bool shapes_ok;           /* shapes inferred for the current inputs */
+    bool prepared;            /* memory planned and kernels prepared */
+    bool has_data_dependent;
+    kx_alloc_info info;
+    /* profiling */
+    bool profiling;
+    double *step_ms;
+    uint64_t runs;
+} kx_ctx;
+
+KN_HIDDEN kiln_status kx_ctx_init(kx_ctx *c, const kx_program *p);
+KN_HIDDEN void kx_ctx_fini(kx_ctx *c);
+/* Set the shape of graph input i (index into net->inputs). */
+KN_HIDDEN kiln_status kx_ctx_set_input_shape(kx_ctx *c, int input, int rank, const int64_t *dims);
+/* Infer every tensor's shape for the current input shapes, computing host
+ * values on the way. Uses input values bound with kx_ctx_bind when an input
+ * itself is a host-value tensor. */
+KN_HIDDEN kiln_status kx_ctx_infer(kx_ctx *c);
+/* Infer if needed, plan memory and prepare kernels (allocates; not on the
+ * execution path when shapes do not change). */
+KN_HIDDEN kiln_status kx_ctx_prepare(kx_ctx *c);
+/* Bind caller memory to a tensor (graph inputs and outputs). */
+KN_HIDDEN void kx_ctx_bind(kx_ctx *c, int tensor, void *data);
+/* Run every step. Inputs must be bound. */
+KN_HIDDEN kiln_status kx_ctx_run(kx_ctx *c);
+
+#endif
