@@ -1,0 +1,14 @@
+/* onnx.h - private entry points of the ONNX reader used by tests and tools
+ * inside the project (the conformance runner reads TensorProto files). */
+#ifndef KILN_ONNX_PRIVATE_H
+#define KILN_ONNX_PRIVATE_H
+
+#include "graph/graph.h"
+
+/* Decode one serialized TensorProto (a .pb file of ONNX's test data) into an
+ * owned, aligned value. The tensor's name, when present, is copied into
+ * name (cap bytes, may be NULL). */
+KN_HIDDEN kiln_status kx_onnx_read_tensor(const void *data, size_t size, kn_tdata *out, char *name,
+                                          size_t cap);
+
+#endif
