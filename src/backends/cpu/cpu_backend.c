@@ -1,5 +1,6 @@
 /* cpu_backend.c - the CPU backend's kernel registry and device description. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -54,6 +55,9 @@ const kb_kernel *kb_cpu_kernel_find(const char *domain, const char *op_type, con
 }
 
 int kb_cpu_default_threads(void) {
+    const char *env = getenv("KILN_NUM_THREADS");
+    if (env && atoi(env) > 0)
+        return atoi(env);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }

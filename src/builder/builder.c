@@ -1,0 +1,758 @@
+/* builder.c - the public builder: configuration and profiles, the build
+ * pipeline (order, check, optimize, choose tactics, plan memory, serialize)
+ * and the services passes share (shape inference at profile points,
+ * folding a node into constants). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "builder.h"
+#include "kiln/kiln_builder.h"
+#include "runtime/exec.h"
+
+typedef struct cfg_shape {
+    char *name;
+    int rank;
+    int64_t min[KILN_MAX_DIMS], opt[KILN_MAX_DIMS], max[KILN_MAX_DIMS];
+} cfg_shape;
+
+typedef struct cfg_profile {
+    int n, cap;
+    cfg_shape *shapes;
+} cfg_profile;
+
+struct kiln_builder_config {
+    uint32_t flags;
+    uint64_t workspace_limit;
+    char backend[16];
+    int threads;
+    int n_profiles, cap_profiles;
+    cfg_profile *profiles;
+};
+
+/* ---------------- configuration ---------------- */
+
+KILN_API kiln_status kiln_builder_config_create(kiln_builder_config **out) {
+    if (!out)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_builder_config_create: out is NULL");
+    kiln_builder_config *c = kn_calloc(1, sizeof *c);
+    if (!c)
+        return KILN_ERR_OUT_OF_MEMORY;
+    snprintf(c->backend, sizeof c->backend, "cpu");
+    *out = c;
+    return KILN_OK;
+}
+
+KILN_API void kiln_builder_config_destroy(kiln_builder_config *cfg) {
+    if (!cfg)
+        return;
+    for (int p = 0; p < cfg->n_profiles; p++) {
+        for (int i = 0; i < cfg->profiles[p].n; i++)
+            kn_free(cfg->profiles[p].shapes[i].name);
+        kn_free(cfg->profiles[p].shapes);
+    }
+    kn_free(cfg->profiles);
+    kn_free(cfg);
+}
+
+KILN_API void kiln_builder_config_set_flags(kiln_builder_config *cfg, uint32_t flags) {
+    if (cfg)
+        cfg->flags = flags;
+}
+
+KILN_API void kiln_builder_config_set_workspace_limit(kiln_builder_config *cfg, uint64_t bytes) {
+    if (cfg)
+        cfg->workspace_limit = bytes;
+}
+
+KILN_API void kiln_builder_config_set_threads(kiln_builder_config *cfg, int threads) {
+    if (cfg)
+        cfg->threads = threads < 0 ? 0 : threads;
+}
+
+KILN_API kiln_status kiln_builder_config_set_backend(kiln_builder_config *cfg, const char *backend) {
+    if (!cfg || !backend)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "builder config or backend name is NULL");
+    if (strcmp(backend, "cpu") != 0 && strcmp(backend, "cuda") != 0)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "unknown backend '%s' (expected cpu or cuda)",
+                        backend);
+    snprintf(cfg->backend, sizeof cfg->backend, "%s", backend);
+    return KILN_OK;
+}
+
+KILN_API kiln_status kiln_builder_config_add_profile(kiln_builder_config *cfg, int *index) {
+    if (!cfg)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "builder config is NULL");
+    KN_TRY(kn_grow((void **)&cfg->profiles, &cfg->cap_profiles, cfg->n_profiles + 1,
+                   sizeof *cfg->profiles));
+    memset(&cfg->profiles[cfg->n_profiles], 0, sizeof *cfg->profiles);
+    if (index)
+        *index = cfg->n_profiles;
+    cfg->n_profiles++;
+    return KILN_OK;
+}
+
+KILN_API kiln_status kiln_builder_config_set_shape(kiln_builder_config *cfg, int profile,
+                                                   const char *input, int rank,
+                                                   const int64_t *min, const int64_t *opt,
+                                                   const int64_t *max) {
+    if (!cfg || !input || !min || !opt || !max)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "set_shape: NULL argument");
+    if (profile < 0 || profile >= cfg->n_profiles)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "profile %d does not exist (%d added)", profile,
+                        cfg->n_profiles);
+    if (rank < 0 || rank > KILN_MAX_DIMS)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "input '%s': rank %d is outside 0..%d", input,
+                        rank, KILN_MAX_DIMS);
+    for (int i = 0; i < rank; i++)
+        if (min[i] < 0 || min[i] > opt[i] || opt[i] > max[i])
+            return kn_error(KILN_ERR_SHAPE,
+                            "input '%s', dimension %d: need 0 <= min <= opt <= max, got %lld, "
+                            "%lld, %lld",
+                            input, i, (long long)min[i], (long long)opt[i], (long long)max[i]);
+    cfg_profile *p = &cfg->profiles[profile];
+    cfg_shape *s = NULL;
+    for (int i = 0; i < p->n; i++)
+        if (strcmp(p->shapes[i].name, input) == 0)
+            s = &p->shapes[i];
+    if (!s) {
+        KN_TRY(kn_grow((void **)&p->shapes, &p->cap, p->n + 1, sizeof *p->shapes));
+        s = &p->shapes[p->n];
+        memset(s, 0, sizeof *s);
+        if (!(s->name = kn_strdup(input)))
+            return KILN_ERR_OUT_OF_MEMORY;
+        p->n++;
+    }
+    s->rank = rank;
+    memcpy(s->min, min, (size_t)rank * sizeof(int64_t));
+    memcpy(s->opt, opt, (size_t)rank * sizeof(int64_t));
+    memcpy(s->max, max, (size_t)rank * sizeof(int64_t));
+    return KILN_OK;
+}
+
+/* ---------------- profiles -> plan metadata ---------------- */
+
+static void shape_text(int rank, const int64_t *d, char *buf, size_t cap) {
+    kn_shape_str(rank, d, buf, cap);
+}
+
+static kiln_status make_profiles(const kn_net *net, const kiln_builder_config *cfg, kp_meta *meta) {
+    int np = cfg->n_profiles > 0 ? cfg->n_profiles : 1;
+    KN_TRY(kp_meta_alloc_profiles(meta, np, net->n_inputs));
+    /* every name in the config must be a graph input */
+    for (int p = 0; p < cfg->n_profiles; p++)
+        for (int i = 0; i < cfg->profiles[p].n; i++) {
+            int t = kn_net_find(net, cfg->profiles[p].shapes[i].name);
+            if (t < 0 || !(net->tensors[t].flags & KN_T_INPUT))
+                return kn_error(KILN_ERR_NOT_FOUND,
+                                "profile %d gives a shape for '%s', which is not an input of the "
+                                "network",
+                                p, cfg->profiles[p].shapes[i].name);
+        }
+    for (int p = 0; p < np; p++) {
+        kp_profile *pr = &meta->profiles[p];
+        for (int k = 0; k < net->n_inputs; k++) {
+            const kn_tensor *t = &net->tensors[net->inputs[k]];
+            const cfg_shape *s = NULL;
+            if (p < cfg->n_profiles)
+                for (int i = 0; i < cfg->profiles[p].n; i++)
+                    if (strcmp(cfg->profiles[p].shapes[i].name, t->name) == 0)
+                        s = &cfg->profiles[p].shapes[i];
+            pr->rank[k] = t->rank;
+            if (s) {
+                if (s->rank != t->rank)
+                    return kn_error(KILN_ERR_SHAPE,
+                                    "profile %d: input '%s' has rank %d but the shape given has "
+                                    "rank %d",
+                                    p, t->name, t->rank, s->rank);
+                for (int d = 0; d < t->rank; d++) {
+                    if (t->dims[d] >= 0 && (s->min[d] != t->dims[d] || s->max[d] != t->dims[d]))
+                        return kn_error(KILN_ERR_SHAPE,
+                                        "profile %d: input '%s' dimension %d is %lld in the "
+                                        "network; the profile gives %lld..%lld",
+                                        p, t->name, d, (long long)t->dims[d], (long long)s->min[d],
+                                        (long long)s->max[d]);
+                    pr->min[k][d] = s->min[d];
+                    pr->opt[k][d] = s->opt[d];
+                    pr->max[k][d] = s->max[d];
+                }
+                continue;
+            }
+            bool dynamic = false;
+            for (int d = 0; d < t->rank; d++) {
+                int64_t v = t->dims[d] >= 0 ? t->dims[d] : 1;
+                dynamic |= t->dims[d] < 0;
+                pr->min[k][d] = pr->opt[k][d] = pr->max[k][d] = v;
+            }
+            if (dynamic && cfg->n_profiles > 0)
+                return kn_error(KILN_ERR_SHAPE,
+                                "input '%s' has dynamic dimensions but profile %d gives no shape "
+                                "for it",
+                                t->name, p);
+            if (dynamic) {
+                char buf[128];
+                shape_text(t->rank, pr->opt[k], buf, sizeof buf);
+                kn_log(KILN_LOG_WARNING,
+                       "input '%s' has dynamic dimensions and no profile was given: using %s",
+                       t->name, buf);
+            }
+        }
+    }
+    return KILN_OK;
+}
+
+/* ---------------- shape inference at profile points ---------------- */
+
+static const int64_t (*profile_dims(const kp_profile *pr, kbld_which w))[KILN_MAX_DIMS] {
+    return w == KBLD_MIN ? (const int64_t (*)[KILN_MAX_DIMS])pr->min
+           : w == KBLD_OPT ? (const int64_t (*)[KILN_MAX_DIMS])pr->opt
+                           : (const int64_t (*)[KILN_MAX_DIMS])pr->max;
+}
+
+/* Run shape inference; on success the context holds shapes (caller finis). */
+static kiln_status infer_ctx(kbld *b, int profile, kbld_which which, kx_program *prog, kx_ctx *ctx) {
+    KN_TRY(kx_program_init(prog, b->net, 1));
+    kiln_status st = kx_ctx_init(ctx, prog);
+    if (st != KILN_OK) {
+        kx_program_fini(prog);
+        return st;
+    }
+    const kp_profile *pr = &b->meta->profiles[profile];
+    const int64_t (*dims)[KILN_MAX_DIMS] = profile_dims(pr, which);
+    for (int k = 0; k < b->net->n_inputs && st == KILN_OK; k++)
+        st = kx_ctx_set_input_shape(ctx, k, pr->rank[k], dims[k]);
+    if (st == KILN_OK)
+        st = kx_ctx_infer(ctx);
+    if (st != KILN_OK) {
+        kx_ctx_fini(ctx);
+        kx_program_fini(prog);
+    }
+    return st;
+}
+
+kiln_status kbld_infer(kbld *b, int profile, kbld_which which, kn_tinfo **ti) {
+    kx_program prog;
+    kx_ctx ctx;
+    KN_TRY(infer_ctx(b, profile, which, &prog, &ctx));
+    kn_tinfo *out = kn_calloc((size_t)b->net->n_tensors + 1, sizeof *out);
+    if (out) {
+        memcpy(out, ctx.ti, (size_t)b->net->n_tensors * sizeof *out);
+        for (int i = 0; i < b->net->n_tensors; i++)
+            out[i].value = NULL;
+    }
+    kx_ctx_fini(&ctx);
+    kx_program_fini(&prog);
+    if (!out)
+        return KILN_ERR_OUT_OF_MEMORY;
+    *ti = out;
+    return KILN_OK;
+}
+
+kiln_status kbld_static_shapes(kbld *b, bool **is_static, kn_tinfo **ti) {
+    int nt = b->net->n_tensors;
+    bool *st = kn_calloc((size_t)nt + 1, sizeof *st);
+    kn_tinfo *base = NULL;
+    if (!st)
+        return KILN_ERR_OUT_OF_MEMORY;
+    kiln_status s = kbld_infer(b, 0, KBLD_OPT, &base);
+    if (s != KILN_OK) {
+        kn_free(st);
+        return s;
+    }
+    for (int i = 0; i < nt; i++)
+        st[i] = true;
+    for (int p = 0; p < b->meta->n_profiles && s == KILN_OK; p++)
+        for (int w = KBLD_MIN; w <= KBLD_MAX && s == KILN_OK; w++) {
+            kn_tinfo *o = NULL;
+            s = kbld_infer(b, p, (kbld_which)w, &o);
+            for (int i = 0; s == KILN_OK && i < nt; i++)
+                if (o[i].rank != base[i].rank || o[i].data_dependent || base[i].data_dependent ||
+                    (base[i].rank > 0 &&
+                     memcmp(o[i].dims, base[i].dims, (size_t)base[i].rank * sizeof(int64_t)) != 0))
+                    st[i] = false;
+            kn_free(o);
+        }
+    if (s != KILN_OK) {
+        kn_free(st);
+        kn_free(base);
+        return s;
+    }
+    *is_static = st;
+    *ti = base;
+    return KILN_OK;
+}
+
+/* ---------------- running one node on constants ---------------- */
+
+typedef struct node_io {
+    kn_tinfo in[64], out[16];
+    kb_tensor kin[64], kout[16];
+    void *tmp[64];   /* aligned copies of unaligned constants */
+} node_io;
+
+static void node_io_free(node_io *io, int n_in, int n_out, bool free_out) {
+    for (int j = 0; j < n_in; j++)
+        kn_aligned_free(io->tmp[j]);
+    if (free_out)
+        for (int j = 0; j < n_out; j++)
+            kn_aligned_free(io->kout[j].data);
+}
+
+kiln_status kbld_fold_node(kbld *b, int node) {
+    kn_net *net = b->net;
+    kn_node *n = &net->nodes[node];
+    if (n->n_in > 64 || n->n_out > 16)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "too many inputs or outputs to fold");
+    const kn_op_schema *sch = kn_op_find(n->domain, n->op_type);
+    const kb_kernel *k = kb_cpu_kernel_find(n->domain, n->op_type, "ref");
+    if (!sch || !k)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "cannot fold: no reference kernel");
+    node_io *io = kn_calloc(1, sizeof *io);
+    if (!io)
+        return KILN_ERR_OUT_OF_MEMORY;
+    kiln_status st = KILN_OK;
+    for (int j = 0; j < n->n_in && st == KILN_OK; j++) {
+        if (n->in[j] < 0)
+            continue;
+        const kn_tensor *t = &net->tensors[n->in[j]];
+        if (!(t->flags & KN_T_CONST)) {
+            st = kn_node_error(n, KILN_ERR_INTERNAL, "cannot fold: input '%s' is not constant",
+                               t->name);
+            break;
+        }
+        const void *p = kn_tdata_aligned(&t->value, &io->tmp[j]);
+        if (!p && t->value.nbytes) {
+            st = KILN_ERR_OUT_OF_MEMORY;
+            break;
+        }
+        io->in[j].dtype = t->value.dtype;
+        io->in[j].rank = t->value.rank;
+        memcpy(io->in[j].dims, t->value.dims, sizeof io->in[j].dims);
+        io->in[j].value = p;
+        io->kin[j].data = (void *)p;
+        io->kin[j].dtype = t->value.dtype;
+        io->kin[j].rank = t->value.rank;
+        memcpy(io->kin[j].dims, t->value.dims, sizeof io->kin[j].dims);
+    }
+    if (st == KILN_OK) {
+        for (int j = 0; j < n->n_out; j++)
+            io->out[j].rank = -1;
+        kn_infer ic = {n, n->n_in, io->in, n->n_out, io->out};
+        st = sch->infer(&ic);
+    }
+    for (int j = 0; j < n->n_out && st == KILN_OK; j++) {
+        if (n->out[j] < 0)
+            continue;
+        int64_t cnt = kn_numel(io->out[j].rank, io->out[j].dims);
+        size_t bytes = (size_t)(cnt < 0 ? 0 : cnt) * kiln_dtype_size(io->out[j].dtype);
+        io->kout[j].data = kn_aligned_alloc(bytes ? bytes : 1);
+        if (!io->kout[j].data) {
+            st = KILN_ERR_OUT_OF_MEMORY;
+            break;
+        }
+        memset(io->kout[j].data, 0, bytes ? bytes : 1);
+        io->kout[j].dtype = io->out[j].dtype;
+        io->kout[j].rank = io->out[j].rank;
+        memcpy(io->kout[j].dims, io->out[j].dims, sizeof io->kout[j].dims);
+    }
+    void *state = NULL, *inst = NULL, *ws = NULL;
+    size_t wsz = 0;
+    if (st == KILN_OK && k->init)
+        st = k->init(n, &state);
+    if (st == KILN_OK && k->prepare)
+        st = k->prepare(state, n, io->kin, n->n_in, io->kout, n->n_out, &inst, &wsz);
+    if (st == KILN_OK && wsz && !(ws = kn_aligned_alloc(wsz)))
+        st = KILN_ERR_OUT_OF_MEMORY;
+    if (st == KILN_OK) {
+        kb_run r = {n, state, inst, n->n_in, io->kin, n->n_out, io->kout, ws, wsz, b->threads};
+        st = k->run(&r);
+    }
+    kn_aligned_free(ws);
+    if (inst && k->release)
+        k->release(inst);
+    if (state && k->fini)
+        k->fini(state);
+    if (st != KILN_OK) {
+        node_io_free(io, n->n_in, n->n_out, true);
+        kn_free(io);
+        return st;
+    }
+    for (int j = 0; j < n->n_out; j++) {
+        if (n->out[j] < 0)
+            continue;
+        kn_tdata v = {0};
+        v.dtype = io->kout[j].dtype;
+        v.rank = io->kout[j].rank;
+        memcpy(v.dims, io->kout[j].dims, sizeof v.dims);
+        v.data = io->kout[j].data;
+        v.nbytes = (size_t)kn_numel(v.rank, v.dims) * kiln_dtype_size(v.dtype);
+        io->kout[j].data = NULL;
+        kn_tensor *t = &net->tensors[n->out[j]];
+        kn_tensor_set_value(t, &v);
+        t->producer = -1;
+    }
+    n->dead = 1;
+    node_io_free(io, n->n_in, n->n_out, true);
+    kn_free(io);
+    return KILN_OK;
+}
+
+/* ---------------- tactic selection ---------------- */
+
+/* A signature of a node's op, attributes and input shapes, so identical
+ * layers are timed once per build. */
+static uint64_t node_signature(const kn_net *net, const kn_node *n, const kn_tinfo *ti) {
+    uint64_t h = kn_hash64(n->op_type, strlen(n->op_type), 1);
+    h = kn_hash64(n->domain, strlen(n->domain), h);
+    for (int j = 0; j < n->n_in; j++) {
+        if (n->in[j] < 0) {
+            h = kn_hash64("-", 1, h);
+            continue;
+        }
+        const kn_tinfo *t = &ti[n->in[j]];
+        h = kn_hash64(&t->dtype, sizeof t->dtype, h);
+        h = kn_hash64(&t->rank, sizeof t->rank, h);
+        h = kn_hash64(t->dims, sizeof(int64_t) * (size_t)(t->rank > 0 ? t->rank : 0), h);
+        uint32_t c = net->tensors[n->in[j]].flags & KN_T_CONST;
+        h = kn_hash64(&c, sizeof c, h);
+    }
+    for (int a = 0; a < n->n_attr; a++) {
+        const kn_attr *at = &n->attrs[a];
+        h = kn_hash64(at->name, strlen(at->name), h);
+        h = kn_hash64(&at->i, sizeof at->i, h);
+        h = kn_hash64(&at->f, sizeof at->f, h);
+        if (at->s)
+            h = kn_hash64(at->s, at->s_len, h);
+        if (at->ints)
+            h = kn_hash64(at->ints, at->n * sizeof(int64_t), h);
+        if (at->floats)
+            h = kn_hash64(at->floats, at->n * sizeof(float), h);
+    }
+    return h;
+}
+
+static void fill_random(void *data, const kn_tinfo *t, uint64_t *seed) {
+    int64_t n = kn_numel(t->rank, t->dims);
+    if (t->dtype == KILN_DTYPE_FLOAT) {
+        float *f = data;
+        for (int64_t i = 0; i < n; i++) {
+            *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+            f[i] = (float)((double)(*seed >> 40) / (double)(1ull << 24)) * 2.f - 1.f;
+        }
+    } else {
+        memset(data, 0, (size_t)n * kiln_dtype_size(t->dtype));
+    }
+}
+
+/* Time kernel k on node n with random inputs at the shapes in ti; returns
+ * the median of a few runs in *ms, or fails when the kernel cannot prepare
+ * or exceeds the workspace limit. */
+static kiln_status time_kernel(kbld *b, const kb_kernel *k, const kn_node *n, const kn_tinfo *ti,
+                               uint64_t ws_limit, double *ms) {
+    const kn_net *net = b->net;
+    kb_tensor kin[64], kout[16];
+    void *bufs[80] = {0};
+    int nb = 0;
+    kiln_status st = KILN_OK;
+    uint64_t seed = 42;
+    memset(kin, 0, sizeof kin);
+    memset(kout, 0, sizeof kout);
+    for (int j = 0; j < n->n_in + n->n_out && st == KILN_OK; j++) {
+        int t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+        kb_tensor *v = j < n->n_in ? &kin[j] : &kout[j - n->n_in];
+        if (t < 0)
+            continue;
+        const kn_tensor *tt = &net->tensors[t];
+        size_t bytes = (size_t)kn_numel(ti[t].rank, ti[t].dims) * kiln_dtype_size(ti[t].dtype);
+        v->dtype = ti[t].dtype;
+        v->rank = ti[t].rank;
+        memcpy(v->dims, ti[t].dims, sizeof v->dims);
+        void *p = kn_aligned_alloc(bytes ? bytes : 1);
+        if (!p) {
+            st = KILN_ERR_OUT_OF_MEMORY;
+            break;
+        }
+        bufs[nb++] = p;
+        if (j < n->n_in && (tt->flags & KN_T_CONST))
+            memcpy(p, tt->value.data, bytes < tt->value.nbytes ? bytes : tt->value.nbytes);
+        else if (j < n->n_in)
+            fill_random(p, &ti[t], &seed);
+        v->data = p;
+    }
+    void *state = NULL, *inst = NULL, *ws = NULL;
+    size_t wsz = 0;
+    if (st == KILN_OK && k->init)
+        st = k->init(n, &state);
+    if (st == KILN_OK && k->prepare)
+        st = k->prepare(state, n, kin, n->n_in, kout, n->n_out, &inst, &wsz);
+    if (st == KILN_OK && ws_limit && wsz > ws_limit)
+        st = kn_node_error(n, KILN_ERR_OUT_OF_MEMORY,
+                           "tactic '%s' needs %zu bytes of workspace, over the limit of %llu",
+                           k->tactic, wsz, (unsigned long long)ws_limit);
+    if (st == KILN_OK && wsz && !(ws = kn_aligned_alloc(wsz)))
+        st = KILN_ERR_OUT_OF_MEMORY;
+    double times[7];
+    int nt = 0;
+    if (st == KILN_OK) {
+        kb_run r = {n, state, inst, n->n_in, kin, n->n_out, kout, ws, wsz, b->threads};
+        double total = 0;
+        for (int it = 0; it < 8 && st == KILN_OK; it++) {
+            double t0 = kn_now_ms();
+            st = k->run(&r);
+            double dt = kn_now_ms() - t0;
+            if (it > 0 && nt < 7)
+                times[nt++] = dt; /* first run is warm-up */
+            total += dt;
+            if (total > 200.0 && nt >= 1)
+                break; /* slow candidate: a few runs are enough */
+        }
+    }
+    if (st == KILN_OK) {
+        for (int i = 1; i < nt; i++) /* insertion sort for the median */
+            for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
+                double tmp = times[j];
+                times[j] = times[j - 1];
+                times[j - 1] = tmp;
+            }
+        *ms = nt ? times[nt / 2] : 1e30;
+    }
+    kn_aligned_free(ws);
+    if (inst && k->release)
+        k->release(inst);
+    if (state && k->fini)
+        k->fini(state);
+    for (int i = 0; i < nb; i++)
+        kn_aligned_free(bufs[i]);
+    return st;
+}
+
+typedef struct tcache_entry {
+    uint64_t sig;
+    const kb_kernel *k;
+    double ms;
+} tcache_entry;
+
+static kiln_status choose_tactics(kbld *b, uint64_t ws_limit) {
+    kn_net *net = b->net;
+    kn_tinfo *ti = NULL;
+    KN_TRY(kbld_infer(b, 0, KBLD_OPT, &ti));
+    tcache_entry *cache = kn_calloc((size_t)net->n_nodes + 1, sizeof *cache);
+    if (!cache) {
+        kn_free(ti);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    int ncache = 0, timed = 0;
+    double t_start = kn_now_ms(), last_report = t_start;
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < net->n_nodes && st == KILN_OK; i++) {
+        kn_node *n = &net->nodes[i];
+        const kb_kernel *cand[16];
+        int nc = kb_cpu_kernels_for(n->domain, n->op_type, cand, 16);
+        if (nc > 16)
+            nc = 16;
+        kn_tinfo in[64], out[16];
+        if (n->n_in > 64 || n->n_out > 16)
+            continue;
+        for (int j = 0; j < n->n_in; j++) {
+            memset(&in[j], 0, sizeof in[j]);
+            if (n->in[j] >= 0)
+                in[j] = ti[n->in[j]];
+        }
+        for (int j = 0; j < n->n_out; j++) {
+            memset(&out[j], 0, sizeof out[j]);
+            if (n->out[j] >= 0)
+                out[j] = ti[n->out[j]];
+        }
+        int ok = 0;
+        for (int c = 0; c < nc; c++)
+            if (!cand[c]->supports || cand[c]->supports(n, in, n->n_in, out, n->n_out))
+                cand[ok++] = cand[c];
+        if (ok == 0) {
+            st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                               "no CPU kernel supports this node with these input types");
+            break;
+        }
+        const kb_kernel *best = cand[0];
+        double best_ms = -1;
+        if (ok > 1 && !(b->flags & KILN_BUILDER_FLAG_NO_TIMING)) {
+            uint64_t sig = node_signature(net, n, ti);
+            int hit = -1;
+            for (int e = 0; e < ncache; e++)
+                if (cache[e].sig == sig)
+                    hit = e;
+            if (hit >= 0) {
+                best = cache[hit].k;
+                best_ms = cache[hit].ms;
+            } else {
+                best = NULL;
+                for (int c = 0; c < ok; c++) {
+                    double ms = 0;
+                    kiln_status ts = time_kernel(b, cand[c], n, ti, ws_limit, &ms);
+                    if (ts != KILN_OK) {
+                        kn_log(KILN_LOG_VERBOSE, "layer '%s': tactic '%s' skipped: %s", n->name,
+                               cand[c]->tactic, kiln_last_error());
+                        continue;
+                    }
+                    kn_log(KILN_LOG_VERBOSE, "layer '%s': tactic '%s' %.3f ms", n->name,
+                           cand[c]->tactic, ms);
+                    if (!best || ms < best_ms) {
+                        best = cand[c];
+                        best_ms = ms;
+                    }
+                }
+                timed++;
+                if (!best) {
+                    st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                       "no tactic could run this layer (last: %s)",
+                                       kiln_last_error());
+                    break;
+                }
+                cache[ncache].sig = sig;
+                cache[ncache].k = best;
+                cache[ncache].ms = best_ms;
+                ncache++;
+            }
+        } else if (ok > 1) {
+            best = cand[ok - 1]; /* by rule: the library tactic registered last */
+        }
+        kn_free(n->tactic);
+        if (!(n->tactic = kn_strdup(best->tactic))) {
+            st = KILN_ERR_OUT_OF_MEMORY;
+            break;
+        }
+        double now = kn_now_ms();
+        if (now - last_report > 2000.0) {
+            kn_log(KILN_LOG_INFO, "choosing tactics: %d/%d layers (%.1f s)", i + 1, net->n_nodes,
+                   (now - t_start) / 1e3);
+            last_report = now;
+        }
+    }
+    if (st == KILN_OK)
+        kn_log(KILN_LOG_INFO, "tactics chosen for %d layers (%d timed) in %.1f ms", net->n_nodes,
+               timed, kn_now_ms() - t_start);
+    kn_free(cache);
+    kn_free(ti);
+    return st;
+}
+
+/* ---------------- memory report ---------------- */
+
+static kiln_status memory_report(kbld *b, kp_meta *meta) {
+    for (int p = 0; p < meta->n_profiles; p++) {
+        kx_program prog;
+        kx_ctx ctx;
+        KN_TRY(infer_ctx(b, p, KBLD_MAX, &prog, &ctx));
+        /* prepare plans the arena; kernel instances are released with ctx */
+        kiln_status st = kx_ctx_prepare(&ctx);
+        if (st == KILN_OK) {
+            if (ctx.info.arena_bytes > meta->arena_bytes)
+                meta->arena_bytes = ctx.info.arena_bytes;
+            if (ctx.info.sum_bytes > meta->activation_sum_bytes)
+                meta->activation_sum_bytes = ctx.info.sum_bytes;
+            if (ctx.info.workspace_bytes > meta->workspace_bytes)
+                meta->workspace_bytes = ctx.info.workspace_bytes;
+        }
+        kx_ctx_fini(&ctx);
+        kx_program_fini(&prog);
+        KN_TRY(st);
+    }
+    return KILN_OK;
+}
+
+/* ---------------- the build ---------------- */
+
+static kiln_status check_network(const kn_net *net) {
+    if (net->n_outputs == 0)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "the network has no outputs");
+    for (int k = 0; k < net->n_inputs; k++) {
+        const kn_tensor *t = &net->tensors[net->inputs[k]];
+        if (kiln_dtype_size(t->dtype) == 0)
+            return kn_error(KILN_ERR_UNSUPPORTED, "input '%s' has unsupported type %s", t->name,
+                            kiln_dtype_name(t->dtype));
+    }
+    for (int k = 0; k < net->n_outputs; k++) {
+        const kn_tensor *t = &net->tensors[net->outputs[k]];
+        if (t->producer < 0 && !(t->flags & (KN_T_INPUT | KN_T_CONST)))
+            return kn_error(KILN_ERR_PARSE, "output '%s' is not produced by any node", t->name);
+    }
+    return KILN_OK;
+}
+
+static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void **plan,
+                         size_t *size) {
+    double t0 = kn_now_ms();
+    if (strcmp(cfg->backend, "cpu") != 0)
+        return kn_error(KILN_ERR_DEVICE, "backend '%s' is not available in this build of kiln",
+                        cfg->backend);
+    kn_net *net = NULL;
+    kp_meta meta;
+    memset(&meta, 0, sizeof meta);
+    KN_TRY(kn_net_clone(src, &net));
+    kiln_status st = kn_net_toposort(net);
+    if (st == KILN_OK)
+        st = check_network(net);
+    if (st == KILN_OK)
+        st = make_profiles(net, cfg, &meta);
+    kbld b = {net, cfg->flags, &meta, cfg->threads > 0 ? cfg->threads : kb_cpu_default_threads()};
+    int nodes_before = net->n_nodes;
+    kn_log(KILN_LOG_INFO, "building: %d layers, %d inputs, %d outputs, %d profile(s)",
+           net->n_nodes, net->n_inputs, net->n_outputs, meta.n_profiles);
+    /* every profile point must infer before any work is done */
+    for (int p = 0; st == KILN_OK && p < meta.n_profiles; p++)
+        for (int w = KBLD_MIN; st == KILN_OK && w <= KBLD_MAX; w++) {
+            kn_tinfo *ti = NULL;
+            st = kbld_infer(&b, p, (kbld_which)w, &ti);
+            kn_free(ti);
+        }
+    double t1 = kn_now_ms();
+    if (st == KILN_OK)
+        st = kbld_optimize(&b);
+    if (st == KILN_OK)
+        st = kn_net_compact(net);
+    if (st == KILN_OK)
+        st = kn_net_toposort(net);
+    if (st == KILN_OK)
+        kn_log(KILN_LOG_INFO, "optimized: %d layers -> %d in %.1f ms", nodes_before, net->n_nodes,
+               kn_now_ms() - t1);
+    if (st == KILN_OK)
+        st = choose_tactics(&b, cfg->workspace_limit);
+    if (st == KILN_OK)
+        st = memory_report(&b, &meta);
+    if (st == KILN_OK && cfg->workspace_limit && meta.workspace_bytes > cfg->workspace_limit)
+        st = kn_error(KILN_ERR_OUT_OF_MEMORY,
+                      "the chosen layers need %llu bytes of workspace, over the limit of %llu",
+                      (unsigned long long)meta.workspace_bytes,
+                      (unsigned long long)cfg->workspace_limit);
+    if (st == KILN_OK) {
+        snprintf(meta.backend, sizeof meta.backend, "cpu");
+        kb_cpu_describe(meta.target, sizeof meta.target, meta.libraries, sizeof meta.libraries);
+        meta.flags = cfg->flags;
+        meta.build_ms = kn_now_ms() - t0;
+        st = kp_write(net, &meta, plan, size);
+    }
+    if (st == KILN_OK)
+        kn_log(KILN_LOG_INFO,
+               "build finished in %.1f ms: %d layers, activation arena %llu bytes (sum of "
+               "activations %llu), workspace %llu bytes, plan %zu bytes",
+               kn_now_ms() - t0, net->n_nodes, (unsigned long long)meta.arena_bytes,
+               (unsigned long long)meta.activation_sum_bytes,
+               (unsigned long long)meta.workspace_bytes, *size);
+    kp_meta_free(&meta);
+    kn_net_free(net);
+    return st;
+}
+
+KILN_API kiln_status kiln_build_serialized(const kiln_network *net, const kiln_builder_config *cfg,
+                                           void **plan, size_t *size) {
+    if (!net || !cfg || !plan || !size)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_build_serialized: NULL argument");
+    void *p = NULL;
+    size_t n = 0;
+    kiln_status st = build(net, cfg, &p, &n);
+    if (st != KILN_OK)
+        return kn_error_wrap(st, "build failed");
+    *plan = p;
+    *size = n;
+    return KILN_OK;
+}

@@ -1,0 +1,423 @@
+/* engine.c - the public runtime: loading plans into immutable engines,
+ * execution contexts (shapes, addresses, profiles, profiling), layer info. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "exec.h"
+#include "kiln/kiln_runtime.h"
+#include "plan/plan.h"
+
+struct kiln_engine {
+    kn_net *net;
+    kp_meta meta;
+    kx_program prog;
+    int n_io;
+    int *io;              /* tensor indices: inputs then outputs */
+};
+
+struct kiln_context {
+    kiln_engine *e;
+    kx_ctx c;
+    int profile;
+};
+
+/* A mapped plan file shared by the engine's borrowed weights. */
+typedef struct mapped_blob {
+    kn_blob base;
+    kn_mapped map;
+} mapped_blob;
+
+static void mapped_blob_release(kn_blob *b) {
+    mapped_blob *m = (mapped_blob *)b;
+    kn_file_unmap(&m->map);
+    kn_free(m);
+}
+
+KILN_API kiln_status kiln_plan_read_info(const void *data, size_t size, kiln_plan_info *info) {
+    if (!data || !info)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_plan_read_info: NULL argument");
+    return kp_read_info(data, size, info);
+}
+
+/* The checks that bind a plan to this process: backend, target, version. */
+static kiln_status check_target(const kiln_plan_info *info) {
+    char target[64], libs[128];
+    if (strcmp(info->backend, "cpu") != 0)
+        return kn_error(KILN_ERR_VERSION,
+                        "the plan was built for the '%s' backend, which this build of kiln cannot "
+                        "run",
+                        info->backend);
+    kb_cpu_describe(target, sizeof target, libs, sizeof libs);
+    if (strcmp(info->target, target) != 0)
+        return kn_error(KILN_ERR_VERSION,
+                        "the plan was built for target '%s' but this machine is '%s': rebuild the "
+                        "plan here",
+                        info->target, target);
+    if (info->kiln_version / 100 != KILN_VERSION_NUMBER / 100)
+        return kn_error(KILN_ERR_VERSION,
+                        "the plan was built by kiln %u.%u.%u; this is kiln %s: rebuild the plan",
+                        info->kiln_version / 10000, info->kiln_version / 100 % 100,
+                        info->kiln_version % 100, kiln_version_string());
+    if (strcmp(info->libraries, libs) != 0)
+        kn_log(KILN_LOG_WARNING, "plan built with libraries '%s'; this process has '%s'",
+               info->libraries, libs);
+    return KILN_OK;
+}
+
+static kiln_status engine_from(const void *data, size_t size, kn_blob *owner, kiln_engine **out) {
+    kiln_plan_info info;
+    KN_TRY(kp_read_info(data, size, &info));
+    KN_TRY(check_target(&info));
+    kiln_engine *e = kn_calloc(1, sizeof *e);
+    if (!e)
+        return KILN_ERR_OUT_OF_MEMORY;
+    kiln_status st = kp_read(data, size, owner, &e->net, &e->meta);
+    if (st != KILN_OK) {
+        kn_free(e);
+        return st;
+    }
+    e->n_io = e->net->n_inputs + e->net->n_outputs;
+    e->io = kn_calloc((size_t)e->n_io + 1, sizeof *e->io);
+    if (!e->io)
+        st = KILN_ERR_OUT_OF_MEMORY;
+    for (int i = 0; st == KILN_OK && i < e->net->n_inputs; i++)
+        e->io[i] = e->net->inputs[i];
+    for (int i = 0; st == KILN_OK && i < e->net->n_outputs; i++)
+        e->io[e->net->n_inputs + i] = e->net->outputs[i];
+    if (st == KILN_OK)
+        st = kx_program_init(&e->prog, e->net, 0);
+    if (st != KILN_OK) {
+        kp_meta_free(&e->meta);
+        kn_net_free(e->net);
+        kn_free(e->io);
+        kn_free(e);
+        return st;
+    }
+    *out = e;
+    return KILN_OK;
+}
+
+KILN_API kiln_status kiln_engine_load(const void *data, size_t size, kiln_engine **out) {
+    if (!data || !out)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_engine_load: NULL argument");
+    kiln_status st = engine_from(data, size, NULL, out);
+    return st == KILN_OK ? st : kn_error_wrap(st, "cannot load plan");
+}
+
+KILN_API kiln_status kiln_engine_load_file(const char *path, kiln_engine **out) {
+    if (!path || !out)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_engine_load_file: NULL argument");
+    mapped_blob *mb = kn_calloc(1, sizeof *mb);
+    if (!mb)
+        return KILN_ERR_OUT_OF_MEMORY;
+    kiln_status st = kn_file_map(path, &mb->map);
+    if (st != KILN_OK) {
+        kn_free(mb);
+        return st;
+    }
+    mb->base.refs = 1;
+    mb->base.release = mapped_blob_release;
+    st = engine_from(mb->map.data, mb->map.size, &mb->base, out);
+    kn_blob_unref(&mb->base); /* the engine holds its own references */
+    return st == KILN_OK ? st : kn_error_wrap(st, "cannot load plan '%s'", path);
+}
+
+KILN_API void kiln_engine_destroy(kiln_engine *e) {
+    if (!e)
+        return;
+    kx_program_fini(&e->prog);
+    kp_meta_free(&e->meta);
+    kn_net_free(e->net);
+    kn_free(e->io);
+    kn_free(e);
+}
+
+KILN_API int kiln_engine_num_io_tensors(const kiln_engine *e) { return e ? e->n_io : 0; }
+
+KILN_API const char *kiln_engine_io_tensor_name(const kiln_engine *e, int index) {
+    return e && index >= 0 && index < e->n_io ? e->net->tensors[e->io[index]].name : NULL;
+}
+
+/* Position of an I/O tensor in e->io, or -1. */
+static int io_index(const kiln_engine *e, const char *name) {
+    if (!e || !name)
+        return -1;
+    for (int i = 0; i < e->n_io; i++)
+        if (strcmp(e->net->tensors[e->io[i]].name, name) == 0)
+            return i;
+    return -1;
+}
+
+KILN_API kiln_io_mode kiln_engine_tensor_io_mode(const kiln_engine *e, const char *name) {
+    int i = io_index(e, name);
+    if (i < 0)
+        return KILN_IO_NONE;
+    return i < e->net->n_inputs ? KILN_IO_INPUT : KILN_IO_OUTPUT;
+}
+
+KILN_API kiln_dtype kiln_engine_tensor_dtype(const kiln_engine *e, const char *name) {
+    int i = io_index(e, name);
+    return i < 0 ? KILN_DTYPE_UNDEFINED : e->net->tensors[e->io[i]].dtype;
+}
+
+KILN_API int kiln_engine_tensor_shape(const kiln_engine *e, const char *name, int64_t *dims) {
+    int i = io_index(e, name);
+    if (i < 0)
+        return -1;
+    const kn_tensor *t = &e->net->tensors[e->io[i]];
+    if (dims && t->rank > 0)
+        memcpy(dims, t->dims, (size_t)t->rank * sizeof(int64_t));
+    return t->rank;
+}
+
+KILN_API int kiln_engine_num_profiles(const kiln_engine *e) { return e ? e->meta.n_profiles : 0; }
+
+KILN_API kiln_status kiln_engine_profile_shape(const kiln_engine *e, int profile, const char *input,
+                                               int *rank, int64_t *min, int64_t *opt,
+                                               int64_t *max) {
+    if (!e)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "engine is NULL");
+    if (profile < 0 || profile >= e->meta.n_profiles)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "profile %d does not exist (the plan has %d)",
+                        profile, e->meta.n_profiles);
+    int i = io_index(e, input);
+    if (i < 0 || i >= e->net->n_inputs)
+        return kn_error(KILN_ERR_NOT_FOUND, "'%s' is not an input of the engine",
+                        input ? input : "(null)");
+    const kp_profile *p = &e->meta.profiles[profile];
+    size_t n = (size_t)p->rank[i] * sizeof(int64_t);
+    if (rank)
+        *rank = p->rank[i];
+    if (min && n)
+        memcpy(min, p->min[i], n);
+    if (opt && n)
+        memcpy(opt, p->opt[i], n);
+    if (max && n)
+        memcpy(max, p->max[i], n);
+    return KILN_OK;
+}
+
+KILN_API int kiln_engine_num_layers(const kiln_engine *e) { return e ? e->net->n_nodes : 0; }
+
+KILN_API const char *kiln_engine_layer_name(const kiln_engine *e, int layer) {
+    return e && layer >= 0 && layer < e->net->n_nodes ? e->net->nodes[layer].name : NULL;
+}
+
+KILN_API const char *kiln_engine_layer_op(const kiln_engine *e, int layer) {
+    return e && layer >= 0 && layer < e->net->n_nodes ? e->net->nodes[layer].op_type : NULL;
+}
+
+KILN_API const char *kiln_engine_layer_tactic(const kiln_engine *e, int layer) {
+    if (!e || layer < 0 || layer >= e->net->n_nodes)
+        return NULL;
+    if (e->prog.steps[layer].host)
+        return "host";
+    return e->prog.steps[layer].k->tactic;
+}
+
+static void json_tensor(kn_buf *b, const kiln_engine *e, int t) {
+    const kn_tensor *tt = &e->net->tensors[t];
+    kn_buf_printf(b, "{\"name\":");
+    kn_buf_json_string(b, tt->name);
+    kn_buf_printf(b, ",\"dtype\":\"%s\",\"shape\":[", kiln_dtype_name(tt->dtype));
+    for (int d = 0; d < tt->rank; d++)
+        kn_buf_printf(b, "%s%lld", d ? "," : "", (long long)tt->dims[d]);
+    kn_buf_printf(b, "],\"kind\":\"%s\"}",
+                  (tt->flags & KN_T_CONST)    ? "constant"
+                  : (tt->flags & KN_T_INPUT)  ? "input"
+                  : (tt->flags & KN_T_OUTPUT) ? "output"
+                                              : "activation");
+}
+
+KILN_API kiln_status kiln_engine_layer_info_json(const kiln_engine *e, char **json) {
+    if (!e || !json)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_engine_layer_info_json: NULL argument");
+    kn_buf b = {0};
+    kn_buf_printf(&b, "{\"backend\":");
+    kn_buf_json_string(&b, e->meta.backend);
+    kn_buf_printf(&b, ",\"target\":");
+    kn_buf_json_string(&b, e->meta.target);
+    kn_buf_printf(&b, ",\"libraries\":");
+    kn_buf_json_string(&b, e->meta.libraries);
+    kn_buf_printf(&b,
+                  ",\"memory\":{\"activation_arena_bytes\":%llu,\"activation_sum_bytes\":%llu,"
+                  "\"workspace_bytes\":%llu},\"build_ms\":%.1f,\"layers\":[",
+                  (unsigned long long)e->meta.arena_bytes,
+                  (unsigned long long)e->meta.activation_sum_bytes,
+                  (unsigned long long)e->meta.workspace_bytes, e->meta.build_ms);
+    for (int i = 0; i < e->net->n_nodes; i++) {
+        const kn_node *n = &e->net->nodes[i];
+        kn_buf_printf(&b, "%s{\"name\":", i ? "," : "");
+        kn_buf_json_string(&b, n->name);
+        kn_buf_printf(&b, ",\"op\":");
+        kn_buf_json_string(&b, n->op_type);
+        kn_buf_printf(&b, ",\"domain\":");
+        kn_buf_json_string(&b, n->domain);
+        kn_buf_printf(&b, ",\"tactic\":");
+        kn_buf_json_string(&b, kiln_engine_layer_tactic(e, i));
+        kn_buf_printf(&b, ",\"precision\":");
+        int o = n->n_out > 0 ? n->out[0] : -1;
+        kn_buf_json_string(&b, o >= 0 ? kiln_dtype_name(e->net->tensors[o].dtype) : "");
+        kn_buf_printf(&b, ",\"inputs\":[");
+        int first = 1;
+        for (int j = 0; j < n->n_in; j++) {
+            if (n->in[j] < 0)
+                continue;
+            kn_buf_printf(&b, "%s", first ? "" : ",");
+            json_tensor(&b, e, n->in[j]);
+            first = 0;
+        }
+        kn_buf_printf(&b, "],\"outputs\":[");
+        first = 1;
+        for (int j = 0; j < n->n_out; j++) {
+            if (n->out[j] < 0)
+                continue;
+            kn_buf_printf(&b, "%s", first ? "" : ",");
+            json_tensor(&b, e, n->out[j]);
+            first = 0;
+        }
+        kn_buf_printf(&b, "]}");
+    }
+    kn_buf_printf(&b, "]}");
+    kn_buf_append(&b, "", 1);
+    if (b.failed) {
+        kn_buf_free(&b);
+        return kn_error(KILN_ERR_OUT_OF_MEMORY, "out of memory writing layer info");
+    }
+    *json = (char *)b.data;
+    return KILN_OK;
+}
+
+/* ---------------- contexts ---------------- */
+
+KILN_API kiln_status kiln_context_create(kiln_engine *e, kiln_context **out) {
+    if (!e || !out)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_context_create: NULL argument");
+    kiln_context *c = kn_calloc(1, sizeof *c);
+    if (!c)
+        return KILN_ERR_OUT_OF_MEMORY;
+    c->e = e;
+    kiln_status st = kx_ctx_init(&c->c, &e->prog);
+    if (st != KILN_OK) {
+        kn_free(c);
+        return st;
+    }
+    /* inputs whose shapes are fixed by the only profile need no call */
+    if (e->meta.n_profiles == 1) {
+        const kp_profile *p = &e->meta.profiles[0];
+        for (int k = 0; k < e->net->n_inputs; k++)
+            if (p->rank[k] == 0 ||
+                memcmp(p->min[k], p->max[k], (size_t)p->rank[k] * sizeof(int64_t)) == 0)
+                (void)kx_ctx_set_input_shape(&c->c, k, p->rank[k], p->min[k]);
+    }
+    *out = c;
+    return KILN_OK;
+}
+
+KILN_API void kiln_context_destroy(kiln_context *c) {
+    if (!c)
+        return;
+    kx_ctx_fini(&c->c);
+    kn_free(c);
+}
+
+KILN_API kiln_status kiln_context_set_profile(kiln_context *c, int profile) {
+    if (!c)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "context is NULL");
+    if (profile < 0 || profile >= c->e->meta.n_profiles)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "profile %d does not exist (the plan has %d)",
+                        profile, c->e->meta.n_profiles);
+    c->profile = profile;
+    return KILN_OK;
+}
+
+KILN_API kiln_status kiln_context_set_input_shape(kiln_context *c, const char *name, int rank,
+                                                  const int64_t *dims) {
+    if (!c || !name || (rank > 0 && !dims))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_context_set_input_shape: NULL argument");
+    const kiln_engine *e = c->e;
+    int i = io_index(e, name);
+    if (i < 0 || i >= e->net->n_inputs)
+        return kn_error(KILN_ERR_NOT_FOUND, "'%s' is not an input of the engine", name);
+    const kp_profile *p = &e->meta.profiles[c->profile];
+    if (rank != p->rank[i])
+        return kn_error(KILN_ERR_SHAPE, "input '%s' has rank %d; a shape of rank %d was given", name,
+                        p->rank[i], rank);
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] < p->min[i][d] || dims[d] > p->max[i][d]) {
+            char got[160], lo[160], hi[160];
+            kn_shape_str(rank, dims, got, sizeof got);
+            kn_shape_str(rank, p->min[i], lo, sizeof lo);
+            kn_shape_str(rank, p->max[i], hi, sizeof hi);
+            return kn_error(KILN_ERR_SHAPE,
+                            "input '%s': shape %s is outside optimization profile %d (min %s, "
+                            "max %s) at dimension %d",
+                            name, got, c->profile, lo, hi, d);
+        }
+    }
+    return kx_ctx_set_input_shape(&c->c, i, rank, dims);
+}
+
+KILN_API int kiln_context_tensor_shape(kiln_context *c, const char *name, int64_t *dims) {
+    if (!c || !name) {
+        kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_context_tensor_shape: NULL argument");
+        return -1;
+    }
+    int i = io_index(c->e, name);
+    if (i < 0) {
+        kn_error(KILN_ERR_NOT_FOUND, "'%s' is not an input or output of the engine", name);
+        return -1;
+    }
+    if (!c->c.shapes_ok && kx_ctx_infer(&c->c) != KILN_OK)
+        return -1;
+    const kn_tinfo *t = &c->c.ti[c->e->io[i]];
+    if (dims && t->rank > 0)
+        memcpy(dims, t->dims, (size_t)t->rank * sizeof(int64_t));
+    return t->rank;
+}
+
+KILN_API kiln_status kiln_context_set_tensor_address(kiln_context *c, const char *name,
+                                                     void *data) {
+    if (!c || !name)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_context_set_tensor_address: NULL argument");
+    int i = io_index(c->e, name);
+    if (i < 0)
+        return kn_error(KILN_ERR_NOT_FOUND, "'%s' is not an input or output of the engine", name);
+    kx_ctx_bind(&c->c, c->e->io[i], data);
+    return KILN_OK;
+}
+
+KILN_API void *kiln_context_tensor_address(kiln_context *c, const char *name) {
+    int i = c ? io_index(c->e, name) : -1;
+    if (i < 0)
+        return NULL;
+    int t = c->e->io[i];
+    return c->c.user[t] ? c->c.user[t] : c->c.addr[t];
+}
+
+KILN_API kiln_status kiln_context_enqueue(kiln_context *c, void *stream) {
+    (void)stream; /* the CPU backend runs synchronously */
+    if (!c)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "context is NULL");
+    return kx_ctx_run(&c->c);
+}
+
+KILN_API void kiln_context_set_profiling(kiln_context *c, int enabled) {
+    if (c)
+        c->c.profiling = enabled != 0;
+}
+
+KILN_API kiln_status kiln_context_layer_time(const kiln_context *c, int layer, double *total_ms,
+                                             uint64_t *runs) {
+    if (!c)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "context is NULL");
+    if (layer < 0 || layer >= c->e->prog.n_steps)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "no layer %d", layer);
+    if (total_ms)
+        *total_ms = c->c.step_ms[layer];
+    if (runs)
+        *runs = c->c.runs;
+    return KILN_OK;
+}
