@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# setup.sh - install what kiln needs on a fresh Debian machine (system
+# packages, a Python virtualenv with onnx/onnxruntime/numpy) and build it.
+# Usage: scripts/setup.sh [build-dir]   (default: build)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+
+pkgs=(build-essential cmake ninja-build pkg-config python3-venv
+      libdnnl-dev libopenblas-dev protobuf-c-compiler libprotobuf-c-dev
+      libonnx-testdata)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+venv=$root/.venv
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating $venv"
+  python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c "import onnx, onnxruntime, numpy" >/dev/null 2>&1; then
+  echo "setup: installing onnx, onnxruntime, numpy into $venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/requirements.txt"
+fi
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${KILN_CMAKE_ARGS:-} >/dev/null
+ninja -C "$build"

@@ -1,0 +1,239 @@
+/* test_runtime.c - builder + runtime through the public API: profiles and
+ * dynamic batch, shape errors, missing addresses, plan files, data-dependent
+ * outputs, and several contexts on one engine in parallel threads. */
+#include <pthread.h>
+#include <unistd.h>
+
+#include "kiln/kiln_builder.h"
+#include "kiln/kiln_network.h"
+#include "kiln/kiln_runtime.h"
+#include "test.h"
+
+/* y = Relu(x @ W + b), x: [batch, 4], W: [4, 3], b: [3] */
+static const float W[12] = {0.5f, -1.f, 2.f, 1.f, 0.25f, -0.5f, -1.5f, 1.f, 0.f, 0.75f, 0.5f, 1.f};
+static const float B[3] = {0.1f, -0.2f, 0.3f};
+
+static kiln_network *make_mlp(void) {
+    kiln_network *net = NULL;
+    if (kiln_network_create(&net) != KILN_OK)
+        return NULL;
+    int64_t xd[2] = {-1, 4}, wd[2] = {4, 3}, bd[1] = {3};
+    const char *names[2] = {"batch", NULL};
+    const char *mm_in[2] = {"x", "W"}, *mm_out[1] = {"xw"};
+    const char *add_in[2] = {"xw", "b"}, *add_out[1] = {"z"};
+    const char *relu_in[1] = {"z"}, *relu_out[1] = {"y"};
+    if (kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, xd, names) ||
+        kiln_network_add_constant(net, "W", KILN_DTYPE_FLOAT, 2, wd, W, sizeof W) ||
+        kiln_network_add_constant(net, "b", KILN_DTYPE_FLOAT, 1, bd, B, sizeof B) ||
+        kiln_network_add_node(net, "mm", "MatMul", "", 17, 2, mm_in, 1, mm_out, NULL) ||
+        kiln_network_add_node(net, "add", "Add", "", 17, 2, add_in, 1, add_out, NULL) ||
+        kiln_network_add_node(net, "relu", "Relu", "", 17, 1, relu_in, 1, relu_out, NULL) ||
+        kiln_network_mark_output(net, "y")) {
+        kiln_network_destroy(net);
+        return NULL;
+    }
+    return net;
+}
+
+static void mlp_ref(const float *x, int batch, float *y) {
+    for (int r = 0; r < batch; r++)
+        for (int c = 0; c < 3; c++) {
+            float s = B[c];
+            for (int k = 0; k < 4; k++)
+                s += x[r * 4 + k] * W[k * 3 + c];
+            y[r * 3 + c] = s > 0 ? s : 0;
+        }
+}
+
+static kiln_status build_mlp(void **plan, size_t *size) {
+    kiln_network *net = make_mlp();
+    kiln_builder_config *cfg = NULL;
+    if (!net)
+        return KILN_ERR_INTERNAL;
+    kiln_status st = kiln_builder_config_create(&cfg);
+    int p = 0;
+    int64_t mn[2] = {1, 4}, op[2] = {2, 4}, mx[2] = {8, 4};
+    if (st == KILN_OK)
+        st = kiln_builder_config_add_profile(cfg, &p);
+    if (st == KILN_OK)
+        st = kiln_builder_config_set_shape(cfg, p, "x", 2, mn, op, mx);
+    if (st == KILN_OK)
+        st = kiln_build_serialized(net, cfg, plan, size);
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+    return st;
+}
+
+static int run_check(kiln_context *ctx, int batch, unsigned seed) {
+    float x[8 * 4], y[8 * 3], want[8 * 3];
+    for (int i = 0; i < batch * 4; i++) {
+        seed = seed * 1103515245u + 12345u;
+        x[i] = (float)((seed >> 16) % 2000) / 500.f - 2.f;
+    }
+    mlp_ref(x, batch, want);
+    int64_t dims[2] = {batch, 4};
+    if (kiln_context_set_input_shape(ctx, "x", 2, dims) != KILN_OK ||
+        kiln_context_set_tensor_address(ctx, "x", x) != KILN_OK ||
+        kiln_context_set_tensor_address(ctx, "y", y) != KILN_OK ||
+        kiln_context_enqueue(ctx, NULL) != KILN_OK)
+        return 0;
+    for (int i = 0; i < batch * 3; i++)
+        if (fabsf(y[i] - want[i]) > 1e-5f)
+            return 0;
+    return 1;
+}
+
+static void test_dynamic_batch(kiln_engine *eng) {
+    kiln_context *ctx = NULL;
+    KT_OK(kiln_context_create(eng, &ctx));
+    KT_CHECK(kiln_engine_num_io_tensors(eng) == 2);
+    KT_CHECK(kiln_engine_tensor_io_mode(eng, "x") == KILN_IO_INPUT);
+    KT_CHECK(kiln_engine_tensor_io_mode(eng, "y") == KILN_IO_OUTPUT);
+    int64_t d[8];
+    KT_CHECK(kiln_engine_tensor_shape(eng, "x", d) == 2 && d[0] == -1 && d[1] == 4);
+    KT_CHECK(run_check(ctx, 1, 1));
+    KT_CHECK(run_check(ctx, 3, 2));
+    KT_CHECK(run_check(ctx, 8, 3));
+    KT_CHECK(kiln_context_tensor_shape(ctx, "y", d) == 2 && d[0] == 8 && d[1] == 3);
+    /* out of profile, wrong rank, static dim mismatch */
+    int64_t big[2] = {9, 4}, bad[2] = {2, 5}, r3[3] = {1, 4, 1};
+    KT_FAILS(kiln_context_set_input_shape(ctx, "x", 2, big), KILN_ERR_SHAPE,
+             "outside optimization profile 0");
+    KT_FAILS(kiln_context_set_input_shape(ctx, "x", 2, bad), KILN_ERR_SHAPE, "input 'x'");
+    KT_FAILS(kiln_context_set_input_shape(ctx, "x", 3, r3), KILN_ERR_SHAPE, "rank");
+    KT_FAILS(kiln_context_set_input_shape(ctx, "nope", 2, bad), KILN_ERR_NOT_FOUND, "'nope'");
+    kiln_context_destroy(ctx);
+
+    /* an input with no address */
+    KT_OK(kiln_context_create(eng, &ctx));
+    int64_t two[2] = {2, 4};
+    KT_OK(kiln_context_set_input_shape(ctx, "x", 2, two));
+    KT_FAILS(kiln_context_enqueue(ctx, NULL), KILN_ERR_INVALID_ARGUMENT,
+             "input 'x' has no address bound");
+    kiln_context_destroy(ctx);
+}
+
+typedef struct worker {
+    kiln_engine *eng;
+    int ok;
+    unsigned seed;
+} worker;
+
+static void *work(void *arg) {
+    worker *w = arg;
+    kiln_context *ctx = NULL;
+    w->ok = kiln_context_create(w->eng, &ctx) == KILN_OK;
+    for (int it = 0; w->ok && it < 200; it++)
+        w->ok = run_check(ctx, 1 + (int)((w->seed + (unsigned)it) % 8), w->seed * 7919u + (unsigned)it);
+    kiln_context_destroy(ctx);
+    return NULL;
+}
+
+static void test_threads(kiln_engine *eng) {
+    pthread_t th[4];
+    worker w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i].eng = eng;
+        w[i].ok = 0;
+        w[i].seed = (unsigned)i + 1;
+        pthread_create(&th[i], NULL, work, &w[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        KT_CHECK(w[i].ok);
+    }
+}
+
+static void test_plan_file(const void *plan, size_t size) {
+    char path[] = "/tmp/kiln_test_plan_XXXXXX";
+    int fd = mkstemp(path);
+    KT_CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    KT_CHECK(write(fd, plan, size) == (ssize_t)size);
+    close(fd);
+    kiln_engine *eng = NULL;
+    KT_OK(kiln_engine_load_file(path, &eng));
+    if (eng) {
+        kiln_context *ctx = NULL;
+        KT_OK(kiln_context_create(eng, &ctx));
+        KT_CHECK(ctx && run_check(ctx, 5, 9));
+        kiln_context_destroy(ctx);
+        kiln_engine_destroy(eng);
+    }
+    unlink(path);
+    kiln_plan_info info;
+    KT_OK(kiln_plan_read_info(plan, size < 256 ? size : 256, &info));
+    KT_CHECK(strcmp(info.backend, "cpu") == 0);
+    KT_CHECK(info.kiln_version == KILN_VERSION_NUMBER);
+    /* damaged plans never load */
+    kiln_engine *bad = NULL;
+    KT_CHECK(kiln_engine_load(plan, size / 2, &bad) != KILN_OK && bad == NULL);
+    unsigned char *copy = malloc(size);
+    memcpy(copy, plan, size);
+    copy[size / 2] ^= 0x40;
+    KT_CHECK(kiln_engine_load(copy, size, &bad) != KILN_OK && bad == NULL);
+    memcpy(copy, "NOTAPLAN", 8);
+    KT_FAILS(kiln_engine_load(copy, size, &bad), KILN_ERR_PLAN, "not a kiln plan");
+    free(copy);
+}
+
+static void test_no_profile_and_errors(void) {
+    /* dynamic input without a profile: built with 1 for the dynamic dim */
+    kiln_network *net = make_mlp();
+    kiln_builder_config *cfg = NULL;
+    void *plan = NULL;
+    size_t size = 0;
+    KT_OK(kiln_builder_config_create(&cfg));
+    KT_OK(kiln_build_serialized(net, cfg, &plan, &size));
+    kiln_free(plan);
+    /* a profile naming a tensor that is no input */
+    int p;
+    int64_t mn[2] = {1, 4};
+    KT_OK(kiln_builder_config_add_profile(cfg, &p));
+    KT_OK(kiln_builder_config_set_shape(cfg, p, "W", 2, mn, mn, mn));
+    KT_FAILS(kiln_build_serialized(net, cfg, &plan, &size), KILN_ERR_NOT_FOUND,
+             "not an input");
+    kiln_builder_config_destroy(cfg);
+    /* min > opt */
+    KT_OK(kiln_builder_config_create(&cfg));
+    KT_OK(kiln_builder_config_add_profile(cfg, &p));
+    int64_t a[2] = {4, 4}, b2[2] = {2, 4};
+    KT_FAILS(kiln_builder_config_set_shape(cfg, p, "x", 2, a, b2, a), KILN_ERR_SHAPE,
+             "min <= opt <= max");
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+
+    /* an unknown op is refused naming the node */
+    KT_OK(kiln_network_create(&net));
+    int64_t d[1] = {4};
+    const char *in[1] = {"x"}, *out[1] = {"y"};
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 1, d, NULL));
+    KT_OK(kiln_network_add_node(net, "weird", "NoSuchOp", "", 17, 1, in, 1, out, NULL));
+    KT_OK(kiln_network_mark_output(net, "y"));
+    KT_OK(kiln_builder_config_create(&cfg));
+    KT_FAILS(kiln_build_serialized(net, cfg, &plan, &size), KILN_ERR_UNSUPPORTED,
+             "node 'weird' (NoSuchOp)");
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+}
+
+int main(void) {
+    kiln_set_logger(NULL, NULL, KILN_LOG_ERROR);
+    void *plan = NULL;
+    size_t size = 0;
+    KT_OK(build_mlp(&plan, &size));
+    if (!plan)
+        return kt_finish();
+    kiln_engine *eng = NULL;
+    KT_OK(kiln_engine_load(plan, size, &eng));
+    if (eng) {
+        test_dynamic_batch(eng);
+        test_threads(eng);
+        kiln_engine_destroy(eng);
+    }
+    test_plan_file(plan, size);
+    kiln_free(plan);
+    test_no_profile_and_errors();
+    return kt_finish();
+}
