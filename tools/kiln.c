@@ -1,9 +1,60 @@
-/* kiln.c - the kiln command line (placeholder until the CLI lands). */
-#include <stdio.h>
+/* kiln.c - the kiln command line: dispatches to the subcommands (exec,
+ * inspect) and answers --version and help. */
+#include <stdlib.h>
+#include <string.h>
 
-#include "kiln/kiln.h"
+#include "cli.h"
 
-int main(void) {
-    printf("kiln %s\n", kiln_version_string());
-    return 0;
+static void usage(FILE *f) {
+    fprintf(f,
+            "kiln %s - ONNX inference optimizer and runtime\n"
+            "\n"
+            "Usage: kiln COMMAND [flags]\n"
+            "\n"
+            "Commands:\n"
+            "  exec      build an ONNX model into a plan (or load one), run it and report\n"
+            "            the performance (trtexec's flags)\n"
+            "  inspect   show a plan's or model's I/O, layers after fusion, tactics,\n"
+            "            precisions and memory plan\n"
+            "  help      this text; `kiln help COMMAND` for a command's flags\n"
+            "\n"
+            "  --version print the version\n"
+            "\n"
+            "Examples:\n"
+            "  kiln exec --onnx=model.onnx --saveEngine=model.plan --shapes=input:1x3x224x224\n"
+            "  kiln exec --loadEngine=model.plan --iterations=100 --exportProfile=prof.json\n"
+            "  kiln inspect model.plan\n"
+            "\n"
+            "docs/cli.md describes every flag.\n",
+            kiln_version_string());
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("kiln %s\n", kiln_version_string());
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        if (argc > 2 && strcmp(argv[2], "exec") == 0)
+            cli_exec_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "inspect") == 0)
+            cli_inspect_usage(stdout);
+        else if (argc > 2) {
+            cli_error("no command named '%s' (commands: exec, inspect)", argv[2]);
+            return 2;
+        } else
+            usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "exec") == 0)
+        return cli_cmd_exec(argc - 2, argv + 2);
+    if (strcmp(cmd, "inspect") == 0)
+        return cli_cmd_inspect(argc - 2, argv + 2);
+    cli_error("unknown command '%s' (commands: exec, inspect, help; see kiln help)", cmd);
+    return 2;
 }

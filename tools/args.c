@@ -1,0 +1,538 @@
+/* args.c - flag parsing for the kiln command line: "--name=value" splitting,
+ * numbers, sizes with suffixes, shape lists and the flags that steer a build. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+bool cli_split_flag(const char *arg, const char **name, const char **value) {
+    static char buf[128];
+    if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
+        return false;
+    const char *eq = strchr(arg, '=');
+    size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+    if (n >= sizeof buf)
+        n = sizeof buf - 1;
+    memcpy(buf, arg, n);
+    buf[n] = '\0';
+    *name = buf;
+    *value = eq ? eq + 1 : NULL;
+    return true;
+}
+
+bool cli_need_value(const char *flag, const char *value) {
+    if (value && *value)
+        return true;
+    cli_error("%s needs a value (%s=...)", flag, flag);
+    return false;
+}
+
+bool cli_no_value(const char *flag, const char *value) {
+    if (!value)
+        return true;
+    cli_error("%s takes no value (got '%s')", flag, value);
+    return false;
+}
+
+bool cli_parse_int(const char *flag, const char *s, long long lo, long long hi, long long *out) {
+    if (!cli_need_value(flag, s))
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0') {
+        cli_error("%s: expected an integer, got '%s'", flag, s);
+        return false;
+    }
+    if (v < lo || v > hi) {
+        cli_error("%s: %lld is out of range [%lld, %lld]", flag, v, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_double(const char *flag, const char *s, double lo, double hi, double *out) {
+    if (!cli_need_value(flag, s))
+        return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !isfinite(v)) {
+        cli_error("%s: expected a number, got '%s'", flag, s);
+        return false;
+    }
+    if (v < lo || v > hi) {
+        cli_error("%s: %g is out of range [%g, %g]", flag, v, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_parse_size(const char *flag, const char *s, uint64_t default_unit, uint64_t *out) {
+    if (!cli_need_value(flag, s))
+        return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    uint64_t unit = default_unit;
+    if (errno || end == s || !isfinite(v) || v < 0) {
+        cli_error("%s: expected a size such as 512, 64M or 2G, got '%s'", flag, s);
+        return false;
+    }
+    if (*end) {
+        switch (toupper((unsigned char)*end)) {
+        case 'B': unit = 1; break;
+        case 'K': unit = 1ull << 10; break;
+        case 'M': unit = 1ull << 20; break;
+        case 'G': unit = 1ull << 30; break;
+        default:
+            cli_error("%s: unknown size suffix in '%s' (use B, K, M or G)", flag, s);
+            return false;
+        }
+        if (end[1] != '\0') {
+            cli_error("%s: unexpected text after the size in '%s'", flag, s);
+            return false;
+        }
+    }
+    double bytes = v * (double)unit;
+    if (bytes > 9.0e18) {
+        cli_error("%s: size '%s' is too large", flag, s);
+        return false;
+    }
+    *out = (uint64_t)bytes;
+    return true;
+}
+
+/* ---- shape lists ---- */
+
+static bool parse_dims(const char *flag, const char *name, const char *s, cli_shape *sh) {
+    sh->rank = 0;
+    if (*s == '\0') /* a scalar: "name:" */
+        return true;
+    const char *p = s;
+    for (;;) {
+        if (sh->rank == KILN_MAX_DIMS) {
+            cli_error("%s: '%s' has more than %d dimensions", flag, name, KILN_MAX_DIMS);
+            return false;
+        }
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < 0) {
+            cli_error("%s: bad dimension list '%s' for '%s' (expected e.g. 1x3x224x224)", flag,
+                      s, name);
+            return false;
+        }
+        sh->dims[sh->rank++] = v;
+        if (*end == '\0')
+            return true;
+        if (*end != 'x' && *end != 'X') {
+            cli_error("%s: bad dimension list '%s' for '%s' (expected e.g. 1x3x224x224)", flag,
+                      s, name);
+            return false;
+        }
+        p = end + 1;
+    }
+}
+
+static bool shape_list_put(cli_shape_list *list, const char *name, size_t name_len,
+                           const cli_shape *sh) {
+    for (int i = 0; i < list->n; i++) {
+        if (strlen(list->items[i].name) == name_len &&
+            memcmp(list->items[i].name, name, name_len) == 0) {
+            char *keep = list->items[i].name;
+            list->items[i] = *sh;
+            list->items[i].name = keep;
+            return true;
+        }
+    }
+    cli_shape *items = realloc(list->items, (size_t)(list->n + 1) * sizeof *items);
+    char *copy = malloc(name_len + 1);
+    if (!items || !copy) {
+        free(copy);
+        if (items)
+            list->items = items;
+        cli_error("out of memory");
+        return false;
+    }
+    memcpy(copy, name, name_len);
+    copy[name_len] = '\0';
+    list->items = items;
+    list->items[list->n] = *sh;
+    list->items[list->n].name = copy;
+    list->n++;
+    return true;
+}
+
+bool cli_parse_shapes(const char *flag, const char *spec, cli_shape_list *list) {
+    if (!cli_need_value(flag, spec))
+        return false;
+    const char *p = spec;
+    while (*p) {
+        const char *name = p, *name_end, *dims;
+        if (*p == '\'') { /* quoted name: 'a:b,c':1x2 */
+            name = p + 1;
+            name_end = strchr(name, '\'');
+            if (!name_end || name_end[1] != ':') {
+                cli_error("%s: unterminated quoted name in '%s'", flag, spec);
+                return false;
+            }
+            dims = name_end + 2;
+        } else {
+            /* the entry runs to the next ',', and its last ':' ends the name */
+            const char *comma = strchr(p, ',');
+            const char *end = comma ? comma : p + strlen(p);
+            const char *colon = NULL;
+            for (const char *q = p; q < end; q++)
+                if (*q == ':')
+                    colon = q;
+            if (!colon || colon == p) {
+                cli_error("%s: expected name:dims in '%.*s'", flag, (int)(end - p), p);
+                return false;
+            }
+            name_end = colon;
+            dims = colon + 1;
+        }
+        const char *comma = strchr(dims, ',');
+        size_t dlen = comma ? (size_t)(comma - dims) : strlen(dims);
+        char dbuf[256];
+        if (dlen >= sizeof dbuf) {
+            cli_error("%s: dimension list too long in '%s'", flag, spec);
+            return false;
+        }
+        memcpy(dbuf, dims, dlen);
+        dbuf[dlen] = '\0';
+        char nbuf[256];
+        size_t nlen = (size_t)(name_end - name);
+        snprintf(nbuf, sizeof nbuf, "%.*s", (int)nlen, name);
+        cli_shape sh = {0};
+        if (!parse_dims(flag, nbuf, dbuf, &sh))
+            return false;
+        if (!shape_list_put(list, name, nlen, &sh))
+            return false;
+        p = comma ? comma + 1 : dims + dlen;
+    }
+    return true;
+}
+
+const cli_shape *cli_shape_find(const cli_shape_list *list, const char *name) {
+    for (int i = 0; i < list->n; i++)
+        if (strcmp(list->items[i].name, name) == 0)
+            return &list->items[i];
+    return NULL;
+}
+
+void cli_shape_list_free(cli_shape_list *list) {
+    for (int i = 0; i < list->n; i++)
+        free(list->items[i].name);
+    free(list->items);
+    list->items = NULL;
+    list->n = 0;
+}
+
+void cli_format_dims(char *buf, size_t cap, int rank, const int64_t *dims) {
+    size_t used = 0;
+    if (cap == 0)
+        return;
+    buf[0] = '\0';
+    if (rank == 0) {
+        snprintf(buf, cap, "scalar");
+        return;
+    }
+    for (int i = 0; i < rank && used < cap; i++) {
+        int n = snprintf(buf + used, cap - used, "%s%lld", i ? "x" : "", (long long)dims[i]);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
+/* ---- build flags ---- */
+
+/* The k-th occurrence of --minShapes (or opt/max) fills profile k. */
+static cli_shape_list *profile_slot(cli_build_opts *o, int which) {
+    for (int k = 0; k < o->n_profiles; k++) {
+        cli_profile *p = &o->profiles[k];
+        cli_shape_list *l = which == 0 ? &p->min : which == 1 ? &p->opt : &p->max;
+        if (l->n == 0)
+            return l;
+    }
+    cli_profile *ps = realloc(o->profiles, (size_t)(o->n_profiles + 1) * sizeof *ps);
+    if (!ps) {
+        cli_error("out of memory");
+        return NULL;
+    }
+    o->profiles = ps;
+    memset(&ps[o->n_profiles], 0, sizeof *ps);
+    cli_profile *p = &ps[o->n_profiles++];
+    return which == 0 ? &p->min : which == 1 ? &p->opt : &p->max;
+}
+
+int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
+    static const char *const prof_flags[] = {"--minShapes", "--optShapes", "--maxShapes"};
+    for (int w = 0; w < 3; w++) {
+        if (strcmp(name, prof_flags[w]) == 0) {
+            if (!cli_need_value(name, value))
+                return -1;
+            cli_shape_list *l = profile_slot(o, w);
+            return l && cli_parse_shapes(name, value, l) ? 1 : -1;
+        }
+    }
+    if (strcmp(name, "--shapes") == 0)
+        return cli_parse_shapes(name, value, &o->shapes) ? 1 : -1;
+    if (strcmp(name, "--memPoolSize") == 0) {
+        if (!cli_need_value(name, value))
+            return -1;
+        /* pool:size[,pool:size...] */
+        const char *p = value;
+        while (*p) {
+            const char *colon = strchr(p, ':');
+            const char *comma = strchr(p, ',');
+            if (!colon || (comma && comma < colon)) {
+                cli_error("%s: expected pool:size (e.g. workspace:1024), got '%s'", name, value);
+                return -1;
+            }
+            size_t plen = (size_t)(colon - p);
+            char size_buf[64];
+            size_t slen = comma ? (size_t)(comma - colon - 1) : strlen(colon + 1);
+            if (slen >= sizeof size_buf) {
+                cli_error("%s: size too long in '%s'", name, value);
+                return -1;
+            }
+            memcpy(size_buf, colon + 1, slen);
+            size_buf[slen] = '\0';
+            uint64_t bytes;
+            if (!cli_parse_size(name, size_buf, 1ull << 20, &bytes))
+                return -1;
+            if (plen == 9 && strncmp(p, "workspace", 9) == 0) {
+                o->workspace = bytes;
+            } else if ((plen == 7 && strncmp(p, "dlaSRAM", 7) == 0) ||
+                       (plen == 12 && strncmp(p, "dlaLocalDRAM", 12) == 0) ||
+                       (plen == 13 && strncmp(p, "dlaGlobalDRAM", 13) == 0) ||
+                       (plen == 15 && strncmp(p, "tacticSharedMem", 15) == 0)) {
+                cli_warn("%s: pool '%.*s' does not exist on kiln; ignored", name, (int)plen, p);
+            } else {
+                cli_error("%s: unknown memory pool '%.*s' (kiln has: workspace)", name,
+                          (int)plen, p);
+                return -1;
+            }
+            p = comma ? comma + 1 : colon + 1 + slen;
+        }
+        return 1;
+    }
+    if (strcmp(name, "--threads") == 0) {
+        long long t;
+        if (!cli_parse_int(name, value, 0, 4096, &t))
+            return -1;
+        o->threads = (int)t;
+        return 1;
+    }
+    if (strcmp(name, "--backend") == 0) {
+        if (!cli_need_value(name, value))
+            return -1;
+        if (strcmp(value, "cpu") != 0 && strcmp(value, "cuda") != 0) {
+            cli_error("%s: unknown backend '%s' (use cpu or cuda)", name, value);
+            return -1;
+        }
+        o->backend = value;
+        return 1;
+    }
+    static const struct {
+        const char *flag;
+        uint32_t set, clear;
+    } bools[] = {
+        {"--fp16", KILN_BUILDER_FLAG_FP16, 0},
+        {"--bf16", KILN_BUILDER_FLAG_BF16, 0},
+        {"--tf32", KILN_BUILDER_FLAG_TF32, 0},
+        {"--noTF32", 0, KILN_BUILDER_FLAG_TF32},
+        {"--best", KILN_BUILDER_FLAG_FP16 | KILN_BUILDER_FLAG_BF16 | KILN_BUILDER_FLAG_TF32, 0},
+        {"--noFusion", KILN_BUILDER_FLAG_NO_FUSION, 0},
+        {"--noTiming", KILN_BUILDER_FLAG_NO_TIMING, 0},
+    };
+    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++) {
+        if (strcmp(name, bools[i].flag) == 0) {
+            if (!cli_no_value(name, value))
+                return -1;
+            o->flags = (o->flags | bools[i].set) & ~bools[i].clear;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void cli_build_opts_free(cli_build_opts *o) {
+    for (int k = 0; k < o->n_profiles; k++) {
+        cli_shape_list_free(&o->profiles[k].min);
+        cli_shape_list_free(&o->profiles[k].opt);
+        cli_shape_list_free(&o->profiles[k].max);
+    }
+    free(o->profiles);
+    o->profiles = NULL;
+    o->n_profiles = 0;
+    cli_shape_list_free(&o->shapes);
+}
+
+/* ---- building ---- */
+
+/* Shapes of one network input within one profile: the given ones, completed
+ * the way trtexec does (a missing opt takes max, else min; missing min and
+ * max take opt), or, with none given, --shapes, or the network's shape with
+ * dynamic dims set to 1. */
+static bool input_profile_shape(const cli_build_opts *o, int k, const char *name, int net_rank,
+                                const int64_t *net_dims, int *rank, int64_t *mn, int64_t *op,
+                                int64_t *mx) {
+    const cli_shape *smin = NULL, *sopt = NULL, *smax = NULL;
+    if (k < o->n_profiles) {
+        smin = cli_shape_find(&o->profiles[k].min, name);
+        sopt = cli_shape_find(&o->profiles[k].opt, name);
+        smax = cli_shape_find(&o->profiles[k].max, name);
+    }
+    if (!smin && !sopt && !smax) {
+        const cli_shape *s = cli_shape_find(&o->shapes, name);
+        if (s) {
+            smin = sopt = smax = s;
+        } else {
+            bool dynamic = false;
+            for (int d = 0; d < net_rank; d++)
+                dynamic |= net_dims[d] < 0;
+            *rank = net_rank;
+            for (int d = 0; d < net_rank; d++)
+                mn[d] = op[d] = mx[d] = net_dims[d] < 0 ? 1 : net_dims[d];
+            if (dynamic)
+                cli_warn("dynamic input '%s' has no shape given (--minShapes/--optShapes/"
+                         "--maxShapes or --shapes); using 1 for its dynamic dimensions",
+                         name);
+            return true;
+        }
+    }
+    if (!sopt)
+        sopt = smax ? smax : smin;
+    if (!smin)
+        smin = sopt;
+    if (!smax)
+        smax = sopt;
+    if (smin->rank != sopt->rank || smax->rank != sopt->rank) {
+        cli_error("profile %d: min/opt/max shapes of '%s' have different ranks", k, name);
+        return false;
+    }
+    if (net_rank >= 0 && sopt->rank != net_rank) {
+        cli_error("profile %d: shape of '%s' has rank %d, the model's input has rank %d", k,
+                  name, sopt->rank, net_rank);
+        return false;
+    }
+    *rank = sopt->rank;
+    for (int d = 0; d < sopt->rank; d++) {
+        mn[d] = smin->dims[d];
+        op[d] = sopt->dims[d];
+        mx[d] = smax->dims[d];
+        if (mn[d] > op[d] || op[d] > mx[d]) {
+            cli_error("profile %d: input '%s' dimension %d needs min <= opt <= max "
+                      "(got %lld, %lld, %lld)",
+                      k, name, d, (long long)mn[d], (long long)op[d], (long long)mx[d]);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool names_exist(const kiln_network *net, const cli_shape_list *l, const char *flag) {
+    for (int i = 0; i < l->n; i++) {
+        bool found = false;
+        for (int j = 0; j < kiln_network_num_inputs(net) && !found; j++)
+            found = strcmp(kiln_network_input_name(net, j), l->items[i].name) == 0;
+        if (!found) {
+            cli_error("%s: the model has no input named '%s'", flag, l->items[i].name);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool configure(const cli_build_opts *o, const kiln_network *net, kiln_builder_config *cfg) {
+    kiln_status st;
+    kiln_builder_config_set_flags(cfg, o->flags);
+    kiln_builder_config_set_workspace_limit(cfg, o->workspace);
+    kiln_builder_config_set_threads(cfg, o->threads);
+    if (o->backend && (st = kiln_builder_config_set_backend(cfg, o->backend)) != KILN_OK) {
+        cli_kiln_error("--backend", st);
+        return false;
+    }
+    if (!names_exist(net, &o->shapes, "--shapes"))
+        return false;
+    for (int k = 0; k < o->n_profiles; k++)
+        if (!names_exist(net, &o->profiles[k].min, "--minShapes") ||
+            !names_exist(net, &o->profiles[k].opt, "--optShapes") ||
+            !names_exist(net, &o->profiles[k].max, "--maxShapes"))
+            return false;
+    int n_profiles = o->n_profiles > 0 ? o->n_profiles : 1;
+    for (int k = 0; k < n_profiles; k++) {
+        int index;
+        if ((st = kiln_builder_config_add_profile(cfg, &index)) != KILN_OK) {
+            cli_kiln_error("adding an optimization profile", st);
+            return false;
+        }
+        for (int i = 0; i < kiln_network_num_inputs(net); i++) {
+            const char *name = kiln_network_input_name(net, i);
+            kiln_dtype dt;
+            int net_rank = -1, rank;
+            int64_t nd[KILN_MAX_DIMS], mn[KILN_MAX_DIMS], op[KILN_MAX_DIMS], mx[KILN_MAX_DIMS];
+            if ((st = kiln_network_tensor_info(net, name, &dt, &net_rank, nd)) != KILN_OK) {
+                cli_kiln_error(name, st);
+                return false;
+            }
+            if (!input_profile_shape(o, k, name, net_rank, nd, &rank, mn, op, mx))
+                return false;
+            if ((st = kiln_builder_config_set_shape(cfg, index, name, rank, mn, op, mx)) !=
+                KILN_OK) {
+                char what[300];
+                snprintf(what, sizeof what, "profile %d, input '%s'", k, name);
+                cli_kiln_error(what, st);
+                return false;
+            }
+            if (cli_verbose) {
+                char a[128], b[128], c[128];
+                cli_format_dims(a, sizeof a, rank, mn);
+                cli_format_dims(b, sizeof b, rank, op);
+                cli_format_dims(c, sizeof c, rank, mx);
+                cli_vlog("profile %d: %s min %s opt %s max %s", k, name, a, b, c);
+            }
+        }
+    }
+    return true;
+}
+
+bool cli_build_plan(const cli_build_opts *o, void **plan, size_t *size, double *build_s) {
+    kiln_network *net = NULL;
+    kiln_builder_config *cfg = NULL;
+    bool ok = false;
+    double t0 = cli_now_s();
+    kiln_status st = kiln_onnx_parse_file(o->onnx, &net);
+    if (st != KILN_OK) {
+        cli_kiln_error(o->onnx, st);
+        return false;
+    }
+    cli_info("Parsed %s: %d inputs, %d outputs, %d nodes", o->onnx,
+             kiln_network_num_inputs(net), kiln_network_num_outputs(net),
+             kiln_network_num_nodes(net));
+    if ((st = kiln_builder_config_create(&cfg)) != KILN_OK) {
+        cli_kiln_error("creating the builder config", st);
+        goto done;
+    }
+    if (!configure(o, net, cfg))
+        goto done;
+    if ((st = kiln_build_serialized(net, cfg, plan, size)) != KILN_OK) {
+        cli_kiln_error("building the engine", st);
+        goto done;
+    }
+    *build_s = cli_now_s() - t0;
+    ok = true;
+done:
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+    return ok;
+}

@@ -1,0 +1,304 @@
+/* cmd_inspect.c - `kiln inspect FILE`: show a plan's (or an ONNX model's,
+ * built in memory) I/O tensors, profiles, layers after fusion with their op,
+ * tactic and precision, and the memory plan. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "json.h"
+
+void cli_inspect_usage(FILE *f) {
+    fputs("Usage: kiln inspect FILE [flags]\n"
+          "\n"
+          "FILE is a kiln plan or an ONNX model (told apart by the plan header). A model\n"
+          "is built in memory first (nothing is saved); the build flags of kiln exec\n"
+          "(--minShapes/--optShapes/--maxShapes, --shapes, --memPoolSize, --threads,\n"
+          "--noFusion, --noTiming, ...) apply to it.\n"
+          "\n"
+          "  --json       print the engine's layer report as JSON instead of tables\n"
+          "  --verbose    print the library's detailed log\n"
+          "  --help       this text\n",
+          f);
+}
+
+static const char *io_mode_name(kiln_io_mode m) {
+    return m == KILN_IO_INPUT ? "input" : m == KILN_IO_OUTPUT ? "output" : "?";
+}
+
+static void human_bytes(char *buf, size_t cap, double b) {
+    if (b >= 1024.0 * 1024.0 * 1024.0)
+        snprintf(buf, cap, "%.2f GiB", b / (1024.0 * 1024.0 * 1024.0));
+    else if (b >= 1024.0 * 1024.0)
+        snprintf(buf, cap, "%.2f MiB", b / (1024.0 * 1024.0));
+    else if (b >= 1024.0)
+        snprintf(buf, cap, "%.1f KiB", b / 1024.0);
+    else
+        snprintf(buf, cap, "%.0f B", b);
+}
+
+static void print_plan_header(const char *path, const kiln_plan_info *info) {
+    printf("Plan %s\n", path);
+    printf("  format version  %u\n", info->format_version);
+    printf("  built by kiln   %u.%u.%u\n", info->kiln_version / 10000,
+           (info->kiln_version / 100) % 100, info->kiln_version % 100);
+    printf("  backend         %s\n", info->backend);
+    printf("  target          %s\n", info->target);
+    printf("  libraries       %s\n", info->libraries[0] ? info->libraries : "(none)");
+    printf("  size            %llu bytes\n", (unsigned long long)info->file_size);
+}
+
+static void print_io(const kiln_engine *eng) {
+    int n = kiln_engine_num_io_tensors(eng);
+    int n_prof = kiln_engine_num_profiles(eng);
+    printf("\nI/O tensors (%d; dynamic dimensions are -1)\n", n);
+    for (int i = 0; i < n; i++) {
+        const char *name = kiln_engine_io_tensor_name(eng, i);
+        int64_t dims[KILN_MAX_DIMS];
+        int rank = kiln_engine_tensor_shape(eng, name, dims);
+        char shape[160];
+        if (rank < 0)
+            snprintf(shape, sizeof shape, "?");
+        else
+            cli_format_dims(shape, sizeof shape, rank, dims);
+        printf("  %-6s  %-24s %-8s %s\n", io_mode_name(kiln_engine_tensor_io_mode(eng, name)),
+               name, kiln_dtype_name(kiln_engine_tensor_dtype(eng, name)), shape);
+    }
+    printf("\nOptimization profiles (%d)\n", n_prof);
+    for (int p = 0; p < n_prof; p++) {
+        for (int i = 0; i < n; i++) {
+            const char *name = kiln_engine_io_tensor_name(eng, i);
+            if (kiln_engine_tensor_io_mode(eng, name) != KILN_IO_INPUT)
+                continue;
+            int rank = 0;
+            int64_t mn[KILN_MAX_DIMS], op[KILN_MAX_DIMS], mx[KILN_MAX_DIMS];
+            if (kiln_engine_profile_shape(eng, p, name, &rank, mn, op, mx) != KILN_OK)
+                continue;
+            char a[160], b[160], c[160];
+            cli_format_dims(a, sizeof a, rank, mn);
+            cli_format_dims(b, sizeof b, rank, op);
+            cli_format_dims(c, sizeof c, rank, mx);
+            printf("  %d  %-24s min %s  opt %s  max %s\n", p, name, a, b, c);
+        }
+    }
+}
+
+/* Bytes of one tensor record {"dtype","shape"} of the layer report; 0 when
+ * its shape is dynamic. */
+static double tensor_bytes(const cj_value *t) {
+    const cj_value *shape = cj_get(t, "shape");
+    const char *dt = cj_str(t, "dtype", "");
+    double size = 0;
+    for (int d = 0; d <= KILN_DTYPE_FLOAT8E5M2FNUZ; d++)
+        if (strcmp(kiln_dtype_name((kiln_dtype)d), dt) == 0)
+            size = (double)kiln_dtype_size((kiln_dtype)d);
+    if (!shape || shape->type != CJ_ARRAY)
+        return 0;
+    for (size_t i = 0; i < shape->n; i++) {
+        if (shape->items[i].number < 0)
+            return 0;
+        size *= shape->items[i].number;
+    }
+    return size;
+}
+
+/* Sum of the constants the layers read, each counted once. */
+static double weight_bytes(const cj_value *layers, size_t *count) {
+    double total = 0;
+    const char **seen = NULL;
+    size_t n_seen = 0, cap = 0;
+    for (size_t i = 0; layers && i < layers->n; i++) {
+        const cj_value *ins = cj_get(&layers->items[i], "inputs");
+        for (size_t j = 0; ins && ins->type == CJ_ARRAY && j < ins->n; j++) {
+            const cj_value *t = &ins->items[j];
+            if (strcmp(cj_str(t, "kind", ""), "constant") != 0)
+                continue;
+            const char *name = cj_str(t, "name", "");
+            bool dup = false;
+            for (size_t k = 0; k < n_seen && !dup; k++)
+                dup = strcmp(seen[k], name) == 0;
+            if (dup)
+                continue;
+            if (n_seen == cap) {
+                size_t ncap = cap ? 2 * cap : 64;
+                const char **ns = realloc(seen, ncap * sizeof *ns);
+                if (!ns)
+                    break;
+                seen = ns;
+                cap = ncap;
+            }
+            seen[n_seen++] = name;
+            total += tensor_bytes(t);
+        }
+    }
+    free(seen);
+    *count = n_seen;
+    return total;
+}
+
+static void print_layers_api(const kiln_engine *eng) {
+    int n = kiln_engine_num_layers(eng);
+    printf("\nLayers after fusion (%d)\n", n);
+    printf("  %4s  %-22s %-26s %s\n", "#", "op", "tactic", "name");
+    for (int i = 0; i < n; i++) {
+        const char *tactic = kiln_engine_layer_tactic(eng, i);
+        printf("  %4d  %-22s %-26s %s\n", i, kiln_engine_layer_op(eng, i), tactic ? tactic : "-",
+               kiln_engine_layer_name(eng, i));
+    }
+}
+
+static void print_report(const kiln_engine *eng, const cj_value *root) {
+    const cj_value *layers = cj_get(root, "layers");
+    if (!layers || layers->type != CJ_ARRAY) {
+        print_layers_api(eng);
+        return;
+    }
+    printf("\nLayers after fusion (%zu)\n", layers->n);
+    printf("  %4s  %-22s %-26s %-9s %s\n", "#", "op", "tactic", "precision", "name");
+    for (size_t i = 0; i < layers->n; i++) {
+        const cj_value *l = &layers->items[i];
+        printf("  %4zu  %-22s %-26s %-9s %s\n", i, cj_str(l, "op", "?"), cj_str(l, "tactic", "-"),
+               cj_str(l, "precision", "-"), cj_str(l, "name", ""));
+    }
+    const cj_value *mem = cj_get(root, "memory");
+    printf("\nMemory\n");
+    if (mem) {
+        char a[32], s[32], w[32];
+        double arena = cj_num(mem, "activation_arena_bytes", -1);
+        double sum = cj_num(mem, "activation_sum_bytes", -1);
+        double ws = cj_num(mem, "workspace_bytes", -1);
+        human_bytes(a, sizeof a, arena);
+        human_bytes(s, sizeof s, sum);
+        human_bytes(w, sizeof w, ws);
+        if (arena >= 0)
+            printf("  activation arena     %-12s (%.0f bytes, at the largest profile shapes)\n", a,
+                   arena);
+        if (sum >= 0)
+            printf("  all activations      %-12s (%.0f bytes side by side)%s\n", s, sum,
+                   "");
+        if (arena >= 0 && sum > 0)
+            printf("  arena / sum          %.1f%% (reuse saves %.1f%%)\n", 100.0 * arena / sum,
+                   100.0 - 100.0 * arena / sum);
+        if (ws >= 0)
+            printf("  workspace            %-12s (largest layer scratch)\n", w);
+    } else {
+        printf("  (the engine's report has no memory section)\n");
+    }
+    size_t n_weights = 0;
+    double wb = weight_bytes(layers, &n_weights);
+    char wbuf[32];
+    human_bytes(wbuf, sizeof wbuf, wb);
+    printf("  weights              %-12s (%zu constants)\n", wbuf, n_weights);
+    double build_ms = cj_num(root, "build_ms", -1);
+    if (build_ms >= 0)
+        printf("\nBuild time %.3f s\n", build_ms / 1e3);
+}
+
+int cli_cmd_inspect(int argc, char **argv) {
+    cli_build_opts b;
+    memset(&b, 0, sizeof b);
+    const char *path = NULL;
+    bool as_json = false;
+    int rc = 2;
+    kiln_engine *eng = NULL;
+    char *json = NULL;
+    cj_value *root = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *name, *value;
+        if (!cli_split_flag(argv[i], &name, &value)) {
+            if (path) {
+                cli_error("inspect takes one file (got '%s' and '%s')", path, argv[i]);
+                goto done;
+            }
+            path = argv[i];
+            continue;
+        }
+        int r = cli_build_flag(&b, name, value);
+        if (r < 0)
+            goto done;
+        if (r > 0)
+            continue;
+        if (strcmp(name, "--help") == 0) {
+            cli_inspect_usage(stdout);
+            rc = 0;
+            goto done;
+        } else if (strcmp(name, "--json") == 0) {
+            if (!cli_no_value(name, value))
+                goto done;
+            as_json = true;
+        } else if (strcmp(name, "--verbose") == 0) {
+            if (!cli_no_value(name, value))
+                goto done;
+            cli_verbose = true;
+        } else {
+            cli_error("unknown flag '%s' (see kiln inspect --help)", name);
+            goto done;
+        }
+    }
+    if (!path) {
+        cli_error("inspect needs a file: kiln inspect model.onnx|plan.kiln");
+        goto done;
+    }
+    rc = 1;
+    cli_install_logger(cli_verbose);
+
+    unsigned char head[4096];
+    long n = cli_read_head(path, head, sizeof head);
+    if (n < 0)
+        goto done;
+    kiln_plan_info info;
+    kiln_status st = kiln_plan_read_info(head, (size_t)n, &info);
+    if (st == KILN_OK) {
+        if (!as_json)
+            print_plan_header(path, &info);
+        if ((st = kiln_engine_load_file(path, &eng)) != KILN_OK) {
+            cli_kiln_error(path, st);
+            goto done;
+        }
+    } else {
+        void *plan = NULL;
+        size_t size = 0;
+        double build_s = 0;
+        if (!as_json)
+            printf("%s is not a kiln plan; building it as an ONNX model in memory (not "
+                   "saved)\n",
+                   path);
+        fflush(stdout);
+        b.onnx = path;
+        if (!cli_build_plan(&b, &plan, &size, &build_s))
+            goto done;
+        st = kiln_engine_load(plan, size, &eng);
+        kiln_free(plan);
+        if (st != KILN_OK) {
+            cli_kiln_error("loading the built plan", st);
+            goto done;
+        }
+        if (!as_json)
+            printf("Built in %.3f s; the plan would be %zu bytes\n", build_s, size);
+    }
+    if ((st = kiln_engine_layer_info_json(eng, &json)) != KILN_OK) {
+        cli_kiln_error("reading the engine's layer report", st);
+        if (as_json)
+            goto done;
+    }
+    if (as_json) {
+        printf("%s\n", json);
+        rc = 0;
+        goto done;
+    }
+    print_io(eng);
+    char err[160];
+    root = json ? cj_parse(json, err, sizeof err) : NULL;
+    if (json && !root)
+        cli_warn("the engine's layer report does not parse (%s); showing the basics", err);
+    if (root)
+        print_report(eng, root);
+    else
+        print_layers_api(eng);
+    rc = 0;
+done:
+    cj_free(root);
+    kiln_free(json);
+    kiln_engine_destroy(eng);
+    cli_build_opts_free(&b);
+    return rc;
+}

@@ -1,0 +1,278 @@
+/* util.c - helpers for the kiln command line: message printing, whole-file
+ * reads and writes, a monotonic clock, element access for every data type
+ * and JSON value writing. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+bool cli_verbose;
+
+static void vprint(FILE *f, const char *tag, const char *fmt, va_list ap) {
+    fputs(tag, f);
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    fflush(f);
+}
+
+void cli_info(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vprint(stdout, "[I] ", fmt, ap);
+    va_end(ap);
+}
+
+void cli_vlog(const char *fmt, ...) {
+    if (!cli_verbose)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprint(stdout, "[V] ", fmt, ap);
+    va_end(ap);
+}
+
+void cli_warn(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fflush(stdout);
+    vprint(stderr, "[W] ", fmt, ap);
+    va_end(ap);
+}
+
+void cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fflush(stdout);
+    vprint(stderr, "[E] ", fmt, ap);
+    va_end(ap);
+}
+
+void cli_kiln_error(const char *what, kiln_status st) {
+    const char *msg = kiln_last_error();
+    cli_error("%s: %s%s%s", what, kiln_status_name(st), msg && *msg ? ": " : "", msg ? msg : "");
+}
+
+static void log_sink(void *user, kiln_severity sev, const char *message) {
+    (void)user;
+    switch (sev) {
+    case KILN_LOG_ERROR: cli_error("%s", message); break;
+    case KILN_LOG_WARNING: cli_warn("%s", message); break;
+    case KILN_LOG_INFO: cli_info("%s", message); break;
+    default: cli_vlog("%s", message); break;
+    }
+}
+
+void cli_install_logger(bool verbose) {
+    cli_verbose = verbose;
+    kiln_set_logger(log_sink, NULL, verbose ? KILN_LOG_VERBOSE : KILN_LOG_WARNING);
+}
+
+/* ---- files ---- */
+
+bool cli_read_file(const char *path, void **data, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_error("cannot open '%s': %s", path, strerror(errno));
+        return false;
+    }
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap)
+            break;
+        unsigned char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    bool failed = !buf || ferror(f);
+    fclose(f);
+    if (failed) {
+        free(buf);
+        cli_error("cannot read '%s'%s", path, buf ? "" : ": out of memory");
+        return false;
+    }
+    *data = buf;
+    *size = n;
+    return true;
+}
+
+long cli_read_head(const char *path, void *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_error("cannot open '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    size_t n = fread(buf, 1, cap, f);
+    bool failed = ferror(f) != 0;
+    fclose(f);
+    if (failed) {
+        cli_error("cannot read '%s'", path);
+        return -1;
+    }
+    return (long)n;
+}
+
+bool cli_write_file(const char *path, const void *data, size_t size) {
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        cli_error("cannot create '%s': %s", path, strerror(errno));
+        return false;
+    }
+    bool ok = fwrite(data, 1, size, f) == size;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok)
+        cli_error("cannot write '%s': %s", path, strerror(errno));
+    return ok;
+}
+
+double cli_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- element access ---- */
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp == 0) {
+        /* zero or subnormal: value = man * 2^-24 */
+        float v = ldexpf((float)man, -24);
+        return sign ? -v : v;
+    } else {
+        bits = sign | ((exp + 112u) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static uint16_t float_to_half(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    float a = fabsf(f);
+    if (isnan(f))
+        return (uint16_t)(sign | 0x7e00u);
+    if (a >= 65520.0f)
+        return (uint16_t)(sign | 0x7c00u);
+    if (a < 6.103515625e-05f) /* subnormal half: round to a multiple of 2^-24 */
+        return (uint16_t)(sign | (uint16_t)lrintf(a * 16777216.0f));
+    uint32_t ax;
+    memcpy(&ax, &a, sizeof ax);
+    /* round to nearest even on the 13 dropped mantissa bits */
+    uint32_t rounded = ax + 0xfffu + ((ax >> 13) & 1u);
+    return (uint16_t)(sign | (uint16_t)(((rounded >> 13) - (112u << 10)) & 0x7fffu));
+}
+
+static float bf16_to_float(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static uint16_t float_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if (isnan(f))
+        return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+bool cli_dtype_is_float(kiln_dtype dt) {
+    return dt == KILN_DTYPE_FLOAT || dt == KILN_DTYPE_DOUBLE || dt == KILN_DTYPE_FLOAT16 ||
+           dt == KILN_DTYPE_BFLOAT16;
+}
+
+double cli_elem_get(kiln_dtype dt, const void *p, size_t i) {
+    switch (dt) {
+    case KILN_DTYPE_FLOAT: return ((const float *)p)[i];
+    case KILN_DTYPE_DOUBLE: return ((const double *)p)[i];
+    case KILN_DTYPE_FLOAT16: return half_to_float(((const uint16_t *)p)[i]);
+    case KILN_DTYPE_BFLOAT16: return bf16_to_float(((const uint16_t *)p)[i]);
+    case KILN_DTYPE_INT8: return ((const int8_t *)p)[i];
+    case KILN_DTYPE_UINT8: return ((const uint8_t *)p)[i];
+    case KILN_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case KILN_DTYPE_INT16: return ((const int16_t *)p)[i];
+    case KILN_DTYPE_UINT16: return ((const uint16_t *)p)[i];
+    case KILN_DTYPE_INT32: return ((const int32_t *)p)[i];
+    case KILN_DTYPE_UINT32: return ((const uint32_t *)p)[i];
+    case KILN_DTYPE_INT64: return (double)((const int64_t *)p)[i];
+    case KILN_DTYPE_UINT64: return (double)((const uint64_t *)p)[i];
+    default: return NAN;
+    }
+}
+
+void cli_elem_set(kiln_dtype dt, void *p, size_t i, double v) {
+    switch (dt) {
+    case KILN_DTYPE_FLOAT: ((float *)p)[i] = (float)v; break;
+    case KILN_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
+    case KILN_DTYPE_FLOAT16: ((uint16_t *)p)[i] = float_to_half((float)v); break;
+    case KILN_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = float_to_bf16((float)v); break;
+    case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case KILN_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case KILN_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case KILN_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case KILN_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case KILN_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case KILN_DTYPE_INT64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case KILN_DTYPE_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+    default: break; /* fp8 and others: left as zero bytes */
+    }
+}
+
+size_t cli_volume(int rank, const int64_t *dims) {
+    size_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= dims[i] > 0 ? (size_t)dims[i] : 0;
+    return n;
+}
+
+/* ---- JSON output ---- */
+
+void cli_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            if (*p < 0x20)
+                fprintf(f, "\\u%04x", *p);
+            else
+                fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+void cli_json_number(FILE *f, double v, bool integer) {
+    if (isnan(v))
+        fputs("NaN", f);
+    else if (isinf(v))
+        fputs(v > 0 ? "Infinity" : "-Infinity", f);
+    else if (integer)
+        fprintf(f, "%.0f", v);
+    else
+        fprintf(f, "%.9g", v);
+}
