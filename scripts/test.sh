@@ -1,10 +1,42 @@
 #!/usr/bin/env bash
-# test.sh - set up, build and run every test (ctest). GPU tests skip on
-# machines without a GPU and say so.
+# test.sh - set up, build and run every test (ctest): the release build first,
+# then the same suite under AddressSanitizer + UndefinedBehaviorSanitizer, the
+# multi-threaded tests under ThreadSanitizer, and each fuzz target for a short
+# fixed time. GPU tests skip on machines without a GPU and say so.
+# KILN_TEST_SANITIZERS=0 runs the release suite only.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${KILN_BUILD_DIR:-$root/build}
 "$root/scripts/setup.sh" "$build"
 export KILN_PYTHON=${KILN_PYTHON:-$root/.venv/bin/python}
-cd "$build"
-ctest --output-on-failure -j"$(nproc)" "$@"
+jobs=$(nproc)
+status=0
+
+echo "== release build: all tests"
+(cd "$build" && ctest --output-on-failure -j"$jobs" "$@") || status=1
+
+if [ "${KILN_TEST_SANITIZERS:-1}" != 0 ]; then
+  echo "== AddressSanitizer + UndefinedBehaviorSanitizer: all tests"
+  cmake -S "$root" -B "$root/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DKILN_SANITIZE=ON >/dev/null
+  ninja -C "$root/build-asan" >/dev/null
+  (cd "$root/build-asan" && ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 \
+     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+     ctest --output-on-failure -j"$jobs" "$@") || status=1
+
+  echo "== ThreadSanitizer: multi-threaded tests"
+  cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DKILN_TSAN=ON >/dev/null
+  ninja -C "$root/build-tsan" test_runtime >/dev/null
+  # OpenMP's runtime is not instrumented: run kernels single-threaded so the
+  # reports are about kiln's own sharing of engines between threads.
+  (cd "$root/build-tsan" && KILN_NUM_THREADS=1 OMP_NUM_THREADS=1 \
+     TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'unit.test_runtime') || status=1
+
+  echo "== libFuzzer targets (short runs)"
+  CC=clang cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DKILN_FUZZ=ON -DKILN_SANITIZE=ON -DKILN_FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-30}" >/dev/null
+  ninja -C "$root/build-fuzz" fuzz_onnx fuzz_plan >/dev/null
+  (cd "$root/build-fuzz" && ctest --output-on-failure -R '^fuzz\.') || status=1
+fi
+exit $status
