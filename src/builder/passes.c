@@ -1,7 +1,581 @@
-/* passes.c - the optimization pass manager (placeholder until passes land). */
-#include "builder.h"
+/* passes.c - the optimization pass manager (kbld_optimize) and the helpers
+ * passes share: reader tables, shapes at every profile point, constants and
+ * node rewriting. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "kiln/kiln_builder.h"
+#include "passes.h"
+
+/* ---------------- per-pass state ---------------- */
+
+static void shapes_free(kpass *p) {
+    for (int k = 0; k < p->n_points; k++)
+        kn_free(p->pts[k]);
+    kn_free(p->pts);
+    kn_free(p->dd);
+    p->pts = NULL;
+    p->dd = NULL;
+    p->n_points = 0;
+    p->shapes_state = 0;
+    p->shapes_tensors = 0;
+}
+
+static void readers_free(kpass *p) {
+    kn_free(p->uses);
+    kn_free(p->rd_start);
+    kn_free(p->rd_node);
+    kn_free(p->is_output);
+    kn_free(p->touched);
+    p->uses = p->rd_start = p->rd_node = NULL;
+    p->is_output = p->touched = NULL;
+}
+
+static void kpass_fini(kpass *p) {
+    readers_free(p);
+    shapes_free(p);
+}
+
+/* Build the reader tables for the network as it is now. */
+static kiln_status readers_build(kpass *p) {
+    kn_net *net = p->net;
+    readers_free(p);
+    p->n_tensors = net->n_tensors;
+    p->n_nodes = net->n_nodes;
+    size_t nt = (size_t)net->n_tensors + 1;
+    KN_TRY(kn_net_use_counts(net, &p->uses));
+    p->rd_start = kn_calloc(nt + 1, sizeof(int));
+    p->is_output = kn_calloc(nt, sizeof(bool));
+    p->touched = kn_calloc((size_t)net->n_nodes + 1, sizeof(bool));
+    size_t total = 0;
+    for (int i = 0; i < net->n_nodes; i++)
+        if (!net->nodes[i].dead)
+            total += (size_t)net->nodes[i].n_in;
+    p->rd_node = kn_calloc(total + 1, sizeof(int));
+    if (!p->rd_start || !p->is_output || !p->touched || !p->rd_node) {
+        readers_free(p);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    for (int k = 0; k < net->n_outputs; k++)
+        p->is_output[net->outputs[k]] = true;
+    for (int i = 0; i < net->n_nodes; i++) {
+        const kn_node *n = &net->nodes[i];
+        if (n->dead)
+            continue;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0)
+                p->rd_start[n->in[j] + 1]++;
+    }
+    for (int t = 0; t < net->n_tensors; t++)
+        p->rd_start[t + 1] += p->rd_start[t];
+    int *fill = kn_calloc(nt, sizeof(int));
+    if (!fill) {
+        readers_free(p);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < net->n_nodes; i++) {
+        const kn_node *n = &net->nodes[i];
+        if (n->dead)
+            continue;
+        for (int j = 0; j < n->n_in; j++) {
+            int t = n->in[j];
+            if (t >= 0)
+                p->rd_node[p->rd_start[t] + fill[t]++] = i;
+        }
+    }
+    kn_free(fill);
+    return KILN_OK;
+}
+
+/* ---------------- shapes ---------------- */
+
+static bool same_point(const kp_profile *a, const int64_t (*da)[KILN_MAX_DIMS],
+                       const int64_t (*db)[KILN_MAX_DIMS]) {
+    for (int k = 0; k < a->n_inputs; k++)
+        if (a->rank[k] > 0 && memcmp(da[k], db[k], (size_t)a->rank[k] * sizeof(int64_t)) != 0)
+            return false;
+    return true;
+}
+
+kiln_status kpass_need_shapes(kpass *p) {
+    if (p->shapes_state != 0)
+        return KILN_OK;
+    const kp_meta *meta = p->b->meta;
+    if (!meta || meta->n_profiles < 1) {
+        p->shapes_state = -1;
+        return KILN_OK;
+    }
+    int cap = meta->n_profiles * 3;
+    p->pts = kn_calloc((size_t)cap, sizeof *p->pts);
+    p->dd = kn_calloc((size_t)p->net->n_tensors + 1, sizeof(bool));
+    if (!p->pts || !p->dd) {
+        shapes_free(p);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    kiln_status st = KILN_OK;
+    for (int pr = 0; pr < meta->n_profiles && st == KILN_OK; pr++) {
+        const kp_profile *prof = &meta->profiles[pr];
+        const int64_t (*pd[3])[KILN_MAX_DIMS] = {(const int64_t (*)[KILN_MAX_DIMS])prof->min,
+                                                 (const int64_t (*)[KILN_MAX_DIMS])prof->opt,
+                                                 (const int64_t (*)[KILN_MAX_DIMS])prof->max};
+        for (int w = KBLD_MIN; w <= KBLD_MAX && st == KILN_OK; w++) {
+            bool dup = false;
+            for (int v = KBLD_MIN; v < w && !dup; v++)
+                dup = same_point(prof, pd[v], pd[w]);
+            if (dup)
+                continue;
+            st = kbld_infer(p->b, pr, (kbld_which)w, &p->pts[p->n_points]);
+            if (st == KILN_OK)
+                p->n_points++;
+        }
+    }
+    if (st == KILN_ERR_OUT_OF_MEMORY) {
+        shapes_free(p);
+        return st;
+    }
+    if (st != KILN_OK) {
+        kn_log(KILN_LOG_VERBOSE, "passes: shape inference failed (%s); rewrites that need "
+               "shapes are skipped", kiln_last_error());
+        kn_error_clear();
+        shapes_free(p);
+        p->shapes_state = -1;
+        return KILN_OK;
+    }
+    p->shapes_tensors = p->net->n_tensors;
+    /* A data-dependent dimension is only an upper bound; everything computed
+     * from it is equally uncertain. */
+    const kn_net *net = p->net;
+    for (int t = 0; t < net->n_tensors; t++)
+        for (int k = 0; k < p->n_points; k++)
+            if (p->pts[k][t].data_dependent)
+                p->dd[t] = true;
+    for (int i = 0; i < net->n_nodes; i++) {
+        const kn_node *n = &net->nodes[i];
+        bool any = false;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0 && p->dd[n->in[j]])
+                any = true;
+        for (int j = 0; any && j < n->n_out; j++)
+            if (n->out[j] >= 0)
+                p->dd[n->out[j]] = true;
+    }
+    p->shapes_state = 1;
+    return KILN_OK;
+}
+
+const kn_tinfo *kpass_shape(const kpass *p, int k, int t) {
+    if (p->shapes_state != 1 || t < 0 || t >= p->shapes_tensors || k < 0 || k >= p->n_points)
+        return NULL;
+    const kn_tinfo *ti = &p->pts[k][t];
+    if (ti->rank < 0 || ti->dtype == KILN_DTYPE_UNDEFINED)
+        return NULL;
+    return ti;
+}
+
+static bool tinfo_same(const kn_tinfo *a, const kn_tinfo *b) {
+    return a->rank == b->rank &&
+           (a->rank == 0 || memcmp(a->dims, b->dims, (size_t)a->rank * sizeof(int64_t)) == 0);
+}
+
+bool kpass_same_shape(const kpass *p, int a, int b) {
+    if (p->shapes_state != 1)
+        return false;
+    for (int k = 0; k < p->n_points; k++) {
+        const kn_tinfo *x = kpass_shape(p, k, a), *y = kpass_shape(p, k, b);
+        if (!x || !y || !tinfo_same(x, y))
+            return false;
+    }
+    return true;
+}
+
+bool kpass_static_shape(const kpass *p, int t, kn_tinfo *out) {
+    if (p->shapes_state != 1 || t >= p->shapes_tensors || p->dd[t])
+        return false;
+    const kn_tinfo *first = kpass_shape(p, 0, t);
+    if (!first)
+        return false;
+    for (int k = 1; k < p->n_points; k++) {
+        const kn_tinfo *x = kpass_shape(p, k, t);
+        if (!x || !tinfo_same(x, first))
+            return false;
+    }
+    if (out) {
+        *out = *first;
+        out->value = NULL;
+    }
+    return true;
+}
+
+kiln_dtype kpass_dtype(const kpass *p, int t) {
+    const kn_tensor *x = &p->net->tensors[t];
+    if (x->flags & KN_T_CONST)
+        return x->value.dtype;
+    const kn_tinfo *ti = kpass_shape(p, 0, t);
+    if (ti)
+        return ti->dtype;
+    return x->dtype;
+}
+
+int kpass_rank(const kpass *p, int t) {
+    const kn_tensor *x = &p->net->tensors[t];
+    if (x->flags & KN_T_CONST)
+        return x->value.rank;
+    if (p->shapes_state != 1)
+        return (x->flags & KN_T_INPUT) ? x->rank : -1;
+    int r = -1;
+    for (int k = 0; k < p->n_points; k++) {
+        const kn_tinfo *ti = kpass_shape(p, k, t);
+        if (!ti || (r >= 0 && ti->rank != r))
+            return -1;
+        r = ti->rank;
+    }
+    return r;
+}
+
+/* ---------------- readers ---------------- */
+
+bool kpass_free(const kpass *p, int i) {
+    return i >= 0 && i < p->net->n_nodes && !p->net->nodes[i].dead &&
+           (i >= p->n_nodes || !p->touched[i]);
+}
+
+void kpass_touch(kpass *p, int i) {
+    if (i < p->n_nodes)
+        p->touched[i] = true;
+}
+
+void kpass_kill(kpass *p, int i) {
+    p->net->nodes[i].dead = 1;
+    kpass_touch(p, i);
+}
+
+int kpass_sole_reader(const kpass *p, int t) {
+    if (t < 0 || t >= p->n_tensors || p->uses[t] != 1 || p->is_output[t])
+        return -1;
+    if (p->rd_start[t + 1] - p->rd_start[t] != 1)
+        return -1;
+    int r = p->rd_node[p->rd_start[t]];
+    return kpass_free(p, r) ? r : -1;
+}
+
+int kpass_producer(const kpass *p, int t) {
+    if (t < 0)
+        return -1;
+    int i = p->net->tensors[t].producer;
+    if (!kpass_free(p, i))
+        return -1;
+    const kn_node *n = &p->net->nodes[i];
+    for (int j = 0; j < n->n_out; j++)
+        if (n->out[j] == t)
+            return i;
+    return -1;
+}
+
+bool kpass_is(const kn_node *n, const char *op) {
+    return n->domain[0] == 0 && strcmp(n->op_type, op) == 0;
+}
+
+bool kpass_is_kiln(const kn_node *n, const char *op) {
+    return strcmp(n->domain, KN_DOMAIN_KILN) == 0 && strcmp(n->op_type, op) == 0;
+}
+
+/* ---------------- constants ---------------- */
+
+bool kpass_is_const(const kn_net *net, int t) {
+    return t >= 0 && (net->tensors[t].flags & KN_T_CONST);
+}
+
+int64_t kpass_numel(const kn_tdata *v) { return kn_numel(v->rank, v->dims); }
+
+double kpass_value_at(const kn_tdata *v, int64_t k) {
+    const uint8_t *b = (const uint8_t *)v->data + (size_t)k * kiln_dtype_size(v->dtype);
+    switch (v->dtype) {
+    case KILN_DTYPE_FLOAT: { float x; memcpy(&x, b, 4); return x; }
+    case KILN_DTYPE_DOUBLE: { double x; memcpy(&x, b, 8); return x; }
+    case KILN_DTYPE_FLOAT16: { uint16_t h; memcpy(&h, b, 2); return kn_half_to_float(h); }
+    case KILN_DTYPE_BFLOAT16: { uint16_t h; memcpy(&h, b, 2); return kn_bf16_to_float(h); }
+    case KILN_DTYPE_INT64: { int64_t x; memcpy(&x, b, 8); return (double)x; }
+    case KILN_DTYPE_INT32: { int32_t x; memcpy(&x, b, 4); return x; }
+    case KILN_DTYPE_INT16: { int16_t x; memcpy(&x, b, 2); return x; }
+    case KILN_DTYPE_INT8: return (int8_t)b[0];
+    case KILN_DTYPE_UINT8: case KILN_DTYPE_BOOL: return b[0];
+    case KILN_DTYPE_UINT16: { uint16_t x; memcpy(&x, b, 2); return x; }
+    case KILN_DTYPE_UINT32: { uint32_t x; memcpy(&x, b, 4); return x; }
+    case KILN_DTYPE_UINT64: { uint64_t x; memcpy(&x, b, 8); return (double)x; }
+    default: return 0.0;
+    }
+}
+
+bool kpass_const_scalar(const kn_net *net, int t, double *out) {
+    if (!kpass_is_const(net, t))
+        return false;
+    const kn_tdata *v = &net->tensors[t].value;
+    if (kpass_numel(v) != 1 || kiln_dtype_size(v->dtype) == 0 || v->dtype == KILN_DTYPE_STRING)
+        return false;
+    *out = kpass_value_at(v, 0);
+    return true;
+}
+
+kiln_status kpass_const_floats(const kn_net *net, int t, float **out) {
+    const kn_tdata *v = &net->tensors[t].value;
+    int64_t n = kpass_numel(v);
+    if (v->dtype != KILN_DTYPE_FLOAT || n < 0 || v->nbytes != (size_t)n * sizeof(float))
+        return kn_error(KILN_ERR_INTERNAL, "constant '%s' is not a float tensor",
+                        net->tensors[t].name);
+    float *f = kn_malloc((size_t)n * sizeof(float) + 1);
+    if (!f)
+        return KILN_ERR_OUT_OF_MEMORY;
+    if (n)
+        memcpy(f, v->data, (size_t)n * sizeof(float));
+    *out = f;
+    return KILN_OK;
+}
+
+kiln_status kpass_add_const(kn_net *net, const char *hint, kn_tdata *v, int *index) {
+    int t;
+    kiln_status st = kn_net_new_tensor(net, hint, &t);
+    if (st != KILN_OK) {
+        kn_tdata_free(v);
+        return st;
+    }
+    kn_tensor_set_value(&net->tensors[t], v);
+    *index = t;
+    return KILN_OK;
+}
+
+/* ---------------- node rewriting ---------------- */
+
+kiln_status kpass_retype(kn_node *n, const char *op_type, const char *domain, int opset) {
+    char *o = kn_strdup(op_type), *d = kn_strdup(domain);
+    if (!o || !d) {
+        kn_free(o);
+        kn_free(d);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    kn_free(n->op_type);
+    kn_free(n->domain);
+    n->op_type = o;
+    n->domain = d;
+    n->opset = opset;
+    return KILN_OK;
+}
+
+kiln_status kpass_join_name(kn_node *n, const char *other) {
+    size_t a = strlen(n->name), b = strlen(other);
+    char *s = kn_malloc(a + b + 4);
+    if (!s)
+        return KILN_ERR_OUT_OF_MEMORY;
+    memcpy(s, n->name, a);
+    memcpy(s + a, " + ", 3);
+    memcpy(s + a + 3, other, b + 1);
+    kn_free(n->name);
+    n->name = s;
+    return KILN_OK;
+}
+
+kiln_status kpass_set_input(kn_node *n, int i, int t) {
+    if (i >= n->n_in) {
+        int *in = kn_realloc(n->in, (size_t)(i + 1) * sizeof(int));
+        if (!in)
+            return KILN_ERR_OUT_OF_MEMORY;
+        for (int j = n->n_in; j <= i; j++)
+            in[j] = -1;
+        n->in = in;
+        n->n_in = i + 1;
+    }
+    n->in[i] = t;
+    return KILN_OK;
+}
+
+void kpass_set_output(kn_net *net, int node, int j, int t) {
+    net->nodes[node].out[j] = t;
+    net->tensors[t].producer = node;
+}
+
+kiln_status kpass_set_strings(kn_node *n, const char *name, const char *const *v, size_t count) {
+    kn_attr a;
+    memset(&a, 0, sizeof a);
+    a.type = KN_ATTR_STRINGS;
+    a.n = count;
+    a.name = kn_strdup(name);
+    a.strings = kn_calloc(count + 1, sizeof(char *));
+    bool ok = a.name && a.strings;
+    for (size_t i = 0; ok && i < count; i++)
+        ok = (a.strings[i] = kn_strdup(v[i])) != NULL;
+    if (!ok) {
+        kn_attr_free(&a);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < n->n_attr; i++)
+        if (strcmp(n->attrs[i].name, name) == 0) {
+            kn_attr_free(&n->attrs[i]);
+            n->attrs[i] = a;
+            return KILN_OK;
+        }
+    kn_attr *na = kn_realloc(n->attrs, (size_t)(n->n_attr + 1) * sizeof *na);
+    if (!na) {
+        kn_attr_free(&a);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    n->attrs = na;
+    n->attrs[n->n_attr++] = a;
+    return KILN_OK;
+}
+
+int kpass_replace_reads(kn_net *net, int from, int to) {
+    int count = 0;
+    for (int i = 0; i < net->n_nodes; i++) {
+        kn_node *n = &net->nodes[i];
+        if (n->dead)
+            continue;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] == from) {
+                n->in[j] = to;
+                count++;
+            }
+    }
+    return count;
+}
+
+/* Clip's bounds: inputs 1 and 2 from opset 11, attributes before. */
+static bool clip_bounds(const kn_net *net, const kn_node *n, float *lo, float *hi) {
+    *lo = -FLT_MAX;
+    *hi = FLT_MAX;
+    if (n->n_in > 1 || (n->opset >= 11)) {
+        double v;
+        if (n->n_in > 1 && n->in[1] >= 0) {
+            if (!kpass_const_scalar(net, n->in[1], &v))
+                return false;
+            *lo = (float)v;
+        }
+        if (n->n_in > 2 && n->in[2] >= 0) {
+            if (!kpass_const_scalar(net, n->in[2], &v))
+                return false;
+            *hi = (float)v;
+        }
+        return true;
+    }
+    *lo = kn_attr_float(n, "min", -FLT_MAX);
+    *hi = kn_attr_float(n, "max", FLT_MAX);
+    return true;
+}
+
+bool kpass_activation(const kn_net *net, const kn_node *n, const char **name, float *alpha,
+                      float *beta) {
+    *alpha = 0.f;
+    *beta = 0.f;
+    if (n->domain[0] != 0 || n->n_out < 1)
+        return false;
+    const char *op = n->op_type;
+    static const char *const plain[] = {"Relu", "Sigmoid", "Tanh", "HardSwish", "Softplus"};
+    for (size_t i = 0; i < KN_ARRAY_LEN(plain); i++)
+        if (strcmp(op, plain[i]) == 0) {
+            *name = plain[i];
+            return true;
+        }
+    if (strcmp(op, "LeakyRelu") == 0) {
+        *name = "LeakyRelu";
+        *alpha = kn_attr_float(n, "alpha", 0.01f);
+        return true;
+    }
+    if (strcmp(op, "Elu") == 0) {
+        *name = "Elu";
+        *alpha = kn_attr_float(n, "alpha", 1.0f);
+        return true;
+    }
+    if (strcmp(op, "HardSigmoid") == 0) {
+        *name = "HardSigmoid";
+        *alpha = kn_attr_float(n, "alpha", 0.2f);
+        *beta = kn_attr_float(n, "beta", 0.5f);
+        return true;
+    }
+    if (strcmp(op, "Gelu") == 0) {
+        const char *approx = kn_attr_string(n, "approximate", "none");
+        if (strcmp(approx, "none") == 0)
+            *name = "Gelu";
+        else if (strcmp(approx, "tanh") == 0)
+            *name = "GeluTanh";
+        else
+            return false;
+        return true;
+    }
+    if (strcmp(op, "Clip") == 0) {
+        *name = "Clip";
+        return clip_bounds(net, n, alpha, beta);
+    }
+    return false;
+}
+
+/* ---------------- the pass manager ---------------- */
+
+typedef struct pass_entry {
+    const char *name;
+    kpass_fn fn;
+    bool fusion;   /* skipped under KILN_BUILDER_FLAG_NO_FUSION */
+} pass_entry;
+
+/* Order matters inside a round: Gelu patterns must become Gelu nodes before
+ * bias/activation fusion looks for activations, and BatchNormalization must
+ * fold into a Conv before the Conv grows an activation. */
+static const pass_entry kpass_rounds[] = {
+    {"dead-code", kpass_dead_code, false},
+    {"canonicalize", kpass_canonicalize, false},
+    {"constant-fold", kpass_fold, false},
+    {"conv-bn", kpass_conv_bn, true},
+    {"gelu", kpass_gelu, true},
+    {"bias-activation", kpass_bias_act, true},
+};
+
+/* Elementwise chains run once everything else is settled, so they do not
+ * swallow a bias or activation that a matrix op's epilogue could take. */
+static const pass_entry kpass_final[] = {
+    {"elementwise-chain", kpass_chain, true},
+    {"dead-code", kpass_dead_code, false},
+};
+
+static kiln_status run_pass(kbld *b, const pass_entry *e, int *changed) {
+    kpass p;
+    memset(&p, 0, sizeof p);
+    p.b = b;
+    p.net = b->net;
+    kiln_status st = readers_build(&p);
+    int n = 0;
+    if (st == KILN_OK)
+        st = e->fn(&p, &n);
+    kpass_fini(&p);
+    if (st != KILN_OK)
+        return kn_error_wrap(st, "pass %s", e->name);
+    if (n > 0) {
+        KN_TRY(kn_net_compact(b->net));
+        KN_TRY(kn_net_toposort(b->net));
+        kn_log(KILN_LOG_VERBOSE, "pass %s: %d rewrite(s), %d layers now", e->name, n,
+               b->net->n_nodes);
+    }
+    *changed += n;
+    return KILN_OK;
+}
 
 kiln_status kbld_optimize(kbld *b) {
-    (void)b;
+    bool fuse = !(b->flags & KILN_BUILDER_FLAG_NO_FUSION);
+    int before = b->net->n_nodes;
+    KN_TRY(kn_net_compact(b->net));
+    KN_TRY(kn_net_toposort(b->net));
+    enum { MAX_ROUNDS = 32 };
+    int round = 0, changed = 1, total = 0;
+    for (; changed && round < MAX_ROUNDS; round++) {
+        changed = 0;
+        for (size_t i = 0; i < KN_ARRAY_LEN(kpass_rounds); i++)
+            if (fuse || !kpass_rounds[i].fusion)
+                KN_TRY(run_pass(b, &kpass_rounds[i], &changed));
+        total += changed;
+    }
+    if (changed)
+        kn_log(KILN_LOG_VERBOSE, "passes: stopped after %d rounds still changing", round);
+    for (size_t i = 0; i < KN_ARRAY_LEN(kpass_final); i++)
+        if (fuse || !kpass_final[i].fusion)
+            KN_TRY(run_pass(b, &kpass_final[i], &total));
+    kn_log(KILN_LOG_VERBOSE, "passes: %d rewrite(s) in %d round(s): %d layers -> %d", total,
+           round, before, b->net->n_nodes);
     return KILN_OK;
 }

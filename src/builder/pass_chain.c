@@ -1,0 +1,172 @@
+/* pass_chain.c - elementwise-chain fusion: a run of elementwise ops, each
+ * the only reader of the previous one's output, whose values all keep the
+ * run's shape (other operands broadcast onto it), becomes one
+ * kiln::ElementwiseChain node (encoding in graph/fused.h). One op alone is
+ * left as it is. Float tensors only. */
+#include <float.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "passes.h"
+
+/* Longest run fused into one node; longer runs become several. */
+#define CHAIN_MAX_OPS 32
+#define CHAIN_MAX_INPUTS 16
+
+/* Ops the ElementwiseChain kernel evaluates, with their arity. */
+static int chain_arity(const kn_node *n) {
+    static const char *const binary[] = {"Add", "Sub", "Mul", "Div", "Pow"};
+    static const char *const unary[] = {"Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Exp",
+                                        "Log", "Sqrt", "Erf", "LeakyRelu", "Clip"};
+    if (n->domain[0] != 0 || n->n_out != 1 || n->out[0] < 0)
+        return 0;
+    for (size_t i = 0; i < KN_ARRAY_LEN(binary); i++)
+        if (strcmp(n->op_type, binary[i]) == 0)
+            return n->n_in == 2 && n->in[0] >= 0 && n->in[1] >= 0 ? 2 : 0;
+    for (size_t i = 0; i < KN_ARRAY_LEN(unary); i++)
+        if (strcmp(n->op_type, unary[i]) == 0)
+            return n->in[0] >= 0 ? 1 : 0;
+    return 0;
+}
+
+typedef struct chain {
+    int n_ops;
+    int nodes[CHAIN_MAX_OPS];
+    const char *ops[CHAIN_MAX_OPS];
+    int64_t operand[CHAIN_MAX_OPS], swap[CHAIN_MAX_OPS];
+    float alphas[CHAIN_MAX_OPS], betas[CHAIN_MAX_OPS];
+    int n_x;
+    int x[CHAIN_MAX_INPUTS];
+} chain;
+
+static int chain_input(chain *c, int t) {
+    for (int k = 0; k < c->n_x; k++)
+        if (c->x[k] == t)
+            return k;
+    if (c->n_x == CHAIN_MAX_INPUTS)
+        return -1;
+    c->x[c->n_x] = t;
+    return c->n_x++;
+}
+
+/* Append node i, whose chain-value input is `cur` (or slot `slot` for the
+ * first op). Returns false when the op cannot join. */
+static bool chain_add(const kpass *p, chain *c, int i, int cur) {
+    const kn_net *net = p->net;
+    const kn_node *n = &net->nodes[i];
+    int ar = chain_arity(n);
+    if (!ar || c->n_ops == CHAIN_MAX_OPS || kpass_dtype(p, n->out[0]) != KILN_DTYPE_FLOAT ||
+        !kpass_same_shape(p, n->out[0], cur))
+        return false;
+    int k = c->n_ops;
+    float a = 0.f, b = 0.f;
+    if (strcmp(n->op_type, "LeakyRelu") == 0) {
+        a = kn_attr_float(n, "alpha", 0.01f);
+    } else if (strcmp(n->op_type, "Clip") == 0) {
+        const char *nm;
+        if (!kpass_activation(net, n, &nm, &a, &b))
+            return false;
+    }
+    int64_t operand = -1, swap = 0;
+    if (ar == 2) {
+        int slot = n->in[0] == cur ? 0 : (n->in[1] == cur ? 1 : -1);
+        if (slot < 0)
+            return false;
+        int other = n->in[1 - slot];
+        if (kpass_dtype(p, other) != KILN_DTYPE_FLOAT)
+            return false;
+        if (other == cur) {
+            if (k != 0) /* the running value is no input of the fused node */
+                return false;
+            operand = 0;
+        } else {
+            int x = chain_input(c, other);
+            if (x < 0)
+                return false;
+            operand = x;
+        }
+        swap = slot;
+    } else if (n->in[0] != cur) {
+        return false;
+    }
+    c->nodes[k] = i;
+    c->ops[k] = n->op_type;
+    c->operand[k] = operand;
+    c->swap[k] = swap;
+    c->alphas[k] = a;
+    c->betas[k] = b;
+    c->n_ops++;
+    return true;
+}
+
+static kiln_status emit(kpass *p, chain *c) {
+    kn_net *net = p->net;
+    char name[1024];
+    size_t len = 0;
+    name[0] = 0;
+    for (int k = 0; k < c->n_ops && len < sizeof name; k++) {
+        int w = snprintf(name + len, sizeof name - len, "%s%s", k ? " + " : "",
+                         net->nodes[c->nodes[k]].name);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+    int out = net->nodes[c->nodes[c->n_ops - 1]].out[0], gi;
+    for (int k = 0; k < c->n_ops; k++)
+        kpass_kill(p, c->nodes[k]);
+    KN_TRY(kn_net_add_node(net, name, "ElementwiseChain", KN_DOMAIN_KILN, 1, c->n_x, c->x, 1,
+                           &out, &gi));
+    kn_node *g = &net->nodes[gi];
+    KN_TRY(kpass_set_strings(g, "ops", c->ops, (size_t)c->n_ops));
+    KN_TRY(kn_node_set_ints(g, "operand", c->operand, (size_t)c->n_ops));
+    KN_TRY(kn_node_set_ints(g, "swap", c->swap, (size_t)c->n_ops));
+    KN_TRY(kn_node_set_floats(g, "alphas", c->alphas, (size_t)c->n_ops));
+    KN_TRY(kn_node_set_floats(g, "betas", c->betas, (size_t)c->n_ops));
+    kn_log(KILN_LOG_VERBOSE, "elementwise-chain: %d ops -> kiln::ElementwiseChain '%s'",
+           c->n_ops, name);
+    return KILN_OK;
+}
+
+kiln_status kpass_chain(kpass *p, int *changed) {
+    kn_net *net = p->net;
+    bool any = false;
+    for (int i = 0; i < p->n_nodes && !any; i++)
+        any = !net->nodes[i].dead && chain_arity(&net->nodes[i]) > 0;
+    if (!any)
+        return KILN_OK;
+    KN_TRY(kpass_need_shapes(p));
+    if (p->shapes_state != 1)
+        return KILN_OK;
+    for (int i = 0; i < p->n_nodes; i++) {
+        if (!kpass_free(p, i))
+            continue;
+        const kn_node *n = &net->nodes[i];
+        int ar = chain_arity(n);
+        if (!ar)
+            continue;
+        /* the chain value: an input that already has the output's shape */
+        int v = -1;
+        for (int s = 0; s < ar && v < 0; s++)
+            if (kpass_same_shape(p, n->in[s], n->out[0]) && !kpass_is_const(net, n->in[s]))
+                v = n->in[s];
+        if (v < 0)
+            continue;
+        chain c;
+        memset(&c, 0, sizeof c);
+        c.x[c.n_x++] = v;
+        if (!chain_add(p, &c, i, v))
+            continue;
+        int cur = n->out[0];
+        for (;;) {
+            int r = kpass_sole_reader(p, cur);
+            if (r < 0 || !chain_add(p, &c, r, cur))
+                break;
+            cur = net->nodes[r].out[0];
+        }
+        if (c.n_ops < 2)
+            continue;
+        KN_TRY(emit(p, &c));
+        (*changed)++;
+    }
+    return KILN_OK;
+}

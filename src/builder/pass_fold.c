@@ -1,0 +1,226 @@
+/* pass_fold.c - constant folding. A node whose inputs are all constants is
+ * evaluated once with the reference kernels (kbld_fold_node). Shape and Size
+ * of a tensor whose shape is the same at every profile point become
+ * constants, as does Gather over a Shape when only the gathered dimensions
+ * are static (the batch may stay dynamic); folding then continues
+ * downstream, which removes the Shape -> Gather -> Concat -> Reshape chains
+ * of traced exports. */
+#include <string.h>
+
+#include "passes.h"
+
+/* Outputs larger than this stay computed at run time. */
+#define FOLD_MAX_BYTES ((size_t)64 << 20)
+/* Ops that make a large tensor out of a small description: folding them
+ * buys nothing at run time and stores the whole tensor in the plan, so only
+ * small results are folded. */
+#define FOLD_EXPAND_MAX_BYTES ((size_t)1 << 20)
+
+static bool never_fold(const kn_node *n) {
+    static const char *const ops[] = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                                      "RandomUniformLike", "Multinomial", "Bernoulli", "If",
+                                      "Loop", "Scan", "Identity"};
+    if (n->domain[0] && strcmp(n->domain, KN_DOMAIN_KILN) != 0)
+        return true; /* plugins and foreign domains have no reference kernel */
+    for (size_t i = 0; i < KN_ARRAY_LEN(ops); i++)
+        if (strcmp(n->op_type, ops[i]) == 0)
+            return true;
+    return false;
+}
+
+static bool expands(const kn_node *n) {
+    static const char *const ops[] = {"ConstantOfShape", "Expand", "Tile", "Range", "EyeLike",
+                                      "Resize", "Upsample"};
+    for (size_t i = 0; i < KN_ARRAY_LEN(ops); i++)
+        if (kpass_is(n, ops[i]))
+            return true;
+    return false;
+}
+
+/* Bytes the node's outputs will take, from the inferred shapes; 0 when unknown. */
+static size_t output_bytes(const kpass *p, const kn_node *n) {
+    size_t total = 0;
+    for (int j = 0; j < n->n_out; j++) {
+        const kn_tinfo *ti = kpass_shape(p, 0, n->out[j]);
+        if (!ti)
+            continue;
+        int64_t cnt = kn_numel(ti->rank, ti->dims);
+        if (cnt < 0)
+            continue;
+        size_t b;
+        if (kn_mul_overflow((size_t)cnt, kiln_dtype_size(ti->dtype), &b))
+            return SIZE_MAX;
+        total += b;
+    }
+    return total;
+}
+
+/* Give tensor t a 1-D (or, when scalar, 0-D) int64 value. */
+static kiln_status set_int64(kn_net *net, int t, const int64_t *v, int64_t n, bool scalar) {
+    kn_tdata d;
+    int64_t dims[1] = {n};
+    KN_TRY(kn_tdata_alloc(&d, KILN_DTYPE_INT64, scalar ? 0 : 1, dims));
+    if (n)
+        memcpy(d.data, v, (size_t)n * sizeof(int64_t));
+    kn_tensor_set_value(&net->tensors[t], &d);
+    net->tensors[t].producer = -1;
+    return KILN_OK;
+}
+
+/* The [start, end) range of dimensions a Shape node reports (opset 15). */
+static void shape_range(const kn_node *n, int rank, int *start, int *end) {
+    int64_t s = kn_attr_int(n, "start", 0), e = kn_attr_int(n, "end", rank);
+    if (s < 0)
+        s += rank;
+    if (e < 0)
+        e += rank;
+    s = s < 0 ? 0 : (s > rank ? rank : s);
+    e = e < 0 ? 0 : (e > rank ? rank : e);
+    *start = (int)s;
+    *end = (int)(e < s ? s : e);
+}
+
+/* Shape or Size of a tensor with one shape everywhere. */
+static kiln_status fold_shape(kpass *p, int i, const bool *is_static, const kn_tinfo *sti,
+                              bool *done) {
+    kn_net *net = p->net;
+    kn_node *n = &net->nodes[i];
+    *done = false;
+    int x = n->in[0];
+    kn_tinfo s;
+    if (kpass_is_const(net, x)) {
+        memset(&s, 0, sizeof s);
+        s.rank = net->tensors[x].value.rank;
+        memcpy(s.dims, net->tensors[x].value.dims, sizeof s.dims);
+    } else if (is_static && x < p->shapes_tensors && is_static[x] &&
+               kpass_static_shape(p, x, NULL)) {
+        s = sti[x];
+    } else {
+        return KILN_OK;
+    }
+    if (kpass_is(n, "Shape")) {
+        int a, e;
+        shape_range(n, s.rank, &a, &e);
+        KN_TRY(set_int64(net, n->out[0], s.dims + a, e - a, false));
+    } else {
+        int64_t cnt = kn_numel(s.rank, s.dims);
+        KN_TRY(set_int64(net, n->out[0], &cnt, 1, true));
+    }
+    *done = true;
+    return KILN_OK;
+}
+
+/* Gather(Shape(x), constant indices) where the gathered dims are static. */
+static kiln_status fold_shape_gather(kpass *p, int i, bool *done) {
+    kn_net *net = p->net;
+    kn_node *g = &net->nodes[i];
+    *done = false;
+    if (g->n_in < 2 || !kpass_is_const(net, g->in[1]) || kn_attr_int(g, "axis", 0) != 0)
+        return KILN_OK;
+    int sp = kpass_producer(p, g->in[0]);
+    if (sp < 0 || !kpass_is(&net->nodes[sp], "Shape") || p->shapes_state != 1)
+        return KILN_OK;
+    int x = net->nodes[sp].in[0];
+    if (x < 0 || x >= p->shapes_tensors || p->dd[x])
+        return KILN_OK;
+    int rank = kpass_rank(p, x);
+    if (rank < 0)
+        return KILN_OK;
+    int a, e;
+    shape_range(&net->nodes[sp], rank, &a, &e);
+    const kn_tdata *idx = &net->tensors[g->in[1]].value;
+    int64_t cnt = kpass_numel(idx);
+    if (cnt < 0 || cnt > KILN_MAX_DIMS || idx->rank > 1)
+        return KILN_OK;
+    int64_t vals[KILN_MAX_DIMS];
+    for (int64_t k = 0; k < cnt; k++) {
+        int64_t d = (int64_t)kpass_value_at(idx, k);
+        if (d < 0)
+            d += e - a;
+        if (d < 0 || d >= e - a)
+            return KILN_OK;
+        d += a;
+        int64_t v0 = kpass_shape(p, 0, x)->dims[d];
+        for (int pt = 1; pt < p->n_points; pt++)
+            if (kpass_shape(p, pt, x)->dims[d] != v0)
+                return KILN_OK;
+        vals[k] = v0;
+    }
+    KN_TRY(set_int64(net, g->out[0], vals, cnt, idx->rank == 0));
+    *done = true;
+    return KILN_OK;
+}
+
+static bool all_inputs_const(const kn_net *net, const kn_node *n) {
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] >= 0 && !kpass_is_const(net, n->in[j]))
+            return false;
+    return true;
+}
+
+kiln_status kpass_fold(kpass *p, int *changed) {
+    kn_net *net = p->net;
+    bool *is_static = NULL;
+    kn_tinfo *sti = NULL;
+    bool want_static = false, want_shapes = false;
+    for (int i = 0; i < p->n_nodes; i++) {
+        const kn_node *n = &net->nodes[i];
+        if (n->dead)
+            continue;
+        if ((kpass_is(n, "Shape") || kpass_is(n, "Size")) && !kpass_is_const(net, n->in[0]))
+            want_static = true;
+        if (all_inputs_const(net, n) || kpass_is(n, "Gather"))
+            want_shapes = true;
+    }
+    if (!want_static && !want_shapes)
+        return KILN_OK;
+    KN_TRY(kpass_need_shapes(p));
+    if (want_static) {
+        kiln_status st = kbld_static_shapes(p->b, &is_static, &sti);
+        if (st == KILN_ERR_OUT_OF_MEMORY)
+            return st;
+        if (st != KILN_OK) {
+            kn_log(KILN_LOG_VERBOSE, "constant-fold: no static shapes (%s)", kiln_last_error());
+            kn_error_clear();
+            is_static = NULL;
+            sti = NULL;
+        }
+    }
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < p->n_nodes && st == KILN_OK; i++) {
+        if (!kpass_free(p, i))
+            continue;
+        kn_node *n = &net->nodes[i];
+        bool done = false;
+        if ((kpass_is(n, "Shape") || kpass_is(n, "Size")) && n->n_in >= 1 && n->in[0] >= 0 &&
+            n->n_out >= 1 && n->out[0] >= 0) {
+            st = fold_shape(p, i, is_static, sti, &done);
+        } else if (kpass_is(n, "Gather") && n->n_out >= 1 && !all_inputs_const(net, n)) {
+            st = fold_shape_gather(p, i, &done);
+        } else if (all_inputs_const(net, n) && !never_fold(n)) {
+            size_t bytes = output_bytes(p, n);
+            if (bytes > FOLD_MAX_BYTES || (expands(n) && bytes > FOLD_EXPAND_MAX_BYTES)) {
+                kn_log(KILN_LOG_VERBOSE, "constant-fold: kept %s '%s' (%zu bytes of output)",
+                       n->op_type, n->name, bytes);
+                continue;
+            }
+            st = kbld_fold_node(p->b, i);
+            if (st == KILN_OK) {
+                done = true;
+            } else if (st != KILN_ERR_OUT_OF_MEMORY) {
+                kn_log(KILN_LOG_VERBOSE, "constant-fold: kept %s '%s': %s", n->op_type, n->name,
+                       kiln_last_error());
+                kn_error_clear();
+                st = KILN_OK;
+            }
+        }
+        if (st == KILN_OK && done) {
+            kn_log(KILN_LOG_VERBOSE, "constant-fold: %s '%s' -> constant", n->op_type, n->name);
+            kpass_kill(p, i);
+            (*changed)++;
+        }
+    }
+    kn_free(is_static);
+    kn_free(sti);
+    return st;
+}

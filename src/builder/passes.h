@@ -1,0 +1,109 @@
+/* passes.h - what the optimization passes share: a per-pass view of the
+ * network (readers of each tensor, shapes at every profile point) and small
+ * helpers to read constants and rewrite nodes. passes.c implements them and
+ * the pass manager; each pass lives in its own pass_*.c. */
+#ifndef KILN_PASSES_H
+#define KILN_PASSES_H
+
+#include "builder.h"
+#include "graph/fused.h"
+
+/* Shared state of one pass run. Node and tensor indices stay valid for the
+ * whole run of a pass: rewrites mark nodes dead and append tensors, and the
+ * pass manager compacts and reorders the network between passes. */
+typedef struct kpass {
+    kbld *b;
+    kn_net *net;
+    /* readers, built for the network as it was when the pass began */
+    int n_tensors;        /* tensor count the tables below cover */
+    int n_nodes;
+    int *uses;            /* per tensor: readers, a graph output counting one */
+    int *rd_start;        /* per tensor: first entry in rd_node (n_tensors + 1) */
+    int *rd_node;         /* reader nodes, one entry per reading input slot */
+    bool *is_output;      /* per tensor: a graph output */
+    bool *touched;        /* per node: rewritten or killed during this pass */
+    /* shapes at every distinct profile point (computed on demand) */
+    int shapes_state;     /* 0 not computed, 1 available, -1 inference failed */
+    int shapes_tensors;   /* tensor count the shape tables cover */
+    int n_points;
+    kn_tinfo **pts;       /* n_points arrays of shapes_tensors entries */
+    bool *dd;             /* per tensor: a data-dependent shape feeds it */
+} kpass;
+
+/* A pass: rewrites p->net and adds the number of rewrites to *changed. */
+typedef kiln_status (*kpass_fn)(kpass *p, int *changed);
+
+KN_HIDDEN kiln_status kpass_canonicalize(kpass *p, int *changed);
+KN_HIDDEN kiln_status kpass_fold(kpass *p, int *changed);
+KN_HIDDEN kiln_status kpass_dead_code(kpass *p, int *changed);
+KN_HIDDEN kiln_status kpass_conv_bn(kpass *p, int *changed);
+KN_HIDDEN kiln_status kpass_gelu(kpass *p, int *changed);
+KN_HIDDEN kiln_status kpass_bias_act(kpass *p, int *changed);
+KN_HIDDEN kiln_status kpass_chain(kpass *p, int *changed);
+
+/* ---- shapes ---- */
+/* Infer shapes at every profile point if not done since the last rewrite.
+ * Fails only on lack of memory; when inference itself fails, shapes are
+ * reported unknown (and passes skip rewrites that need them). */
+KN_HIDDEN kiln_status kpass_need_shapes(kpass *p);
+/* Shape of tensor t at profile point k, or NULL when unknown. */
+KN_HIDDEN const kn_tinfo *kpass_shape(const kpass *p, int k, int t);
+/* Whether a and b have the same known shape at every profile point. */
+KN_HIDDEN bool kpass_same_shape(const kpass *p, int a, int b);
+/* Whether tensor t's shape is known and identical at every profile point,
+ * and no data-dependent shape feeds it; fills *out when so. */
+KN_HIDDEN bool kpass_static_shape(const kpass *p, int t, kn_tinfo *out);
+/* Element type of t when known (constant, input, or inferred), else UNDEFINED. */
+KN_HIDDEN kiln_dtype kpass_dtype(const kpass *p, int t);
+/* Rank of t when known at every profile point, else -1. */
+KN_HIDDEN int kpass_rank(const kpass *p, int t);
+
+/* ---- readers ---- */
+/* The one node that reads t, when t has exactly one reader, is not a graph
+ * output, and that reader is alive and untouched; else -1. */
+KN_HIDDEN int kpass_sole_reader(const kpass *p, int t);
+/* Live, untouched producer of t, or -1. */
+KN_HIDDEN int kpass_producer(const kpass *p, int t);
+/* Whether node i is alive and untouched in this pass. */
+KN_HIDDEN bool kpass_free(const kpass *p, int i);
+/* Mark node i rewritten (kill: also dead). */
+KN_HIDDEN void kpass_touch(kpass *p, int i);
+KN_HIDDEN void kpass_kill(kpass *p, int i);
+/* Whether node n is (domain "", op). */
+KN_HIDDEN bool kpass_is(const kn_node *n, const char *op);
+/* Whether node n is (domain "kiln", op). */
+KN_HIDDEN bool kpass_is_kiln(const kn_node *n, const char *op);
+
+/* ---- constants ---- */
+KN_HIDDEN bool kpass_is_const(const kn_net *net, int t);
+/* Element count of a value. */
+KN_HIDDEN int64_t kpass_numel(const kn_tdata *v);
+/* Element k of a numeric value as double (reads unaligned data safely). */
+KN_HIDDEN double kpass_value_at(const kn_tdata *v, int64_t k);
+/* Whether t is a constant holding one number; *out gets it. */
+KN_HIDDEN bool kpass_const_scalar(const kn_net *net, int t, double *out);
+/* Copy a FLOAT constant's values into a fresh kn_malloc'd array. */
+KN_HIDDEN kiln_status kpass_const_floats(const kn_net *net, int t, float **out);
+/* Make a new constant tensor named after hint; takes v's data. */
+KN_HIDDEN kiln_status kpass_add_const(kn_net *net, const char *hint, kn_tdata *v, int *index);
+
+/* ---- node rewriting ---- */
+/* Change a node's op (strings copied). */
+KN_HIDDEN kiln_status kpass_retype(kn_node *n, const char *op_type, const char *domain, int opset);
+/* Append " + other" to the node's name. */
+KN_HIDDEN kiln_status kpass_join_name(kn_node *n, const char *other);
+/* Set input slot i, growing the input list with absent (-1) entries. */
+KN_HIDDEN kiln_status kpass_set_input(kn_node *n, int i, int t);
+/* Make node `node` produce tensor t as its output slot j. */
+KN_HIDDEN void kpass_set_output(kn_net *net, int node, int j, int t);
+/* A list-of-strings attribute (graph.h has no setter for those). */
+KN_HIDDEN kiln_status kpass_set_strings(kn_node *n, const char *name, const char *const *v,
+                                        size_t count);
+/* Replace every read of tensor `from` by `to` in live nodes; returns count. */
+KN_HIDDEN int kpass_replace_reads(kn_net *net, int from, int to);
+/* The activation that node n computes, when it is one an epilogue accepts:
+ * name as kb_act_parse knows it, and its alpha/beta. */
+KN_HIDDEN bool kpass_activation(const kn_net *net, const kn_node *n, const char **name,
+                                float *alpha, float *beta);
+
+#endif
