@@ -11,4 +11,16 @@
 KN_HIDDEN kiln_status kx_onnx_read_tensor(const void *data, size_t size, kn_tdata *out, char *name,
                                           size_t cap);
 
+/* Parse flags. */
+enum {
+    /* Skip the final check that kiln knows every node's (domain, op_type):
+     * for inspecting models and for tests of the reader itself. */
+    KX_ONNX_NO_OP_CHECK = 1u << 0
+};
+
+/* kiln_onnx_parse_memory / kiln_onnx_parse_file with flags. */
+KN_HIDDEN kiln_status kx_onnx_parse_memory(const void *data, size_t size, const char *base_dir,
+                                           unsigned flags, kn_net **out);
+KN_HIDDEN kiln_status kx_onnx_parse_file(const char *path, unsigned flags, kn_net **out);
+
 #endif
