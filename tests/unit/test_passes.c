@@ -1,0 +1,672 @@
+/* test_passes.c - the builder's optimization passes: each test builds a small
+ * network, optimizes a copy, checks the rewrite (node count, op types,
+ * names) and that both give the same outputs through the executor. */
+#include <string.h>
+
+#include "builder/builder.h"
+#include "graph/fused.h"
+#include "kiln/kiln_builder.h"
+#include "test.h"
+#include "kt_exec.h"
+
+static int kt_skipped;
+
+/* ---------------- building ---------------- */
+
+#define IN(...) ((const char *const[]){__VA_ARGS__})
+#define DIMS(...) ((const int64_t[]){__VA_ARGS__})
+
+static int node(kiln_network *net, const char *name, const char *op, int n_in,
+                const char *const *in, const char *out) {
+    int idx = -1;
+    const char *outs[1] = {out};
+    KT_OK(kiln_network_add_node(net, name, op, "", 20, n_in, in, 1, outs, &idx));
+    return idx;
+}
+
+static uint32_t rng_state = 12345u;
+static float frand(void) {
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)((rng_state >> 8) & 0xffff) / 65536.f * 2.f - 1.f;
+}
+
+/* A float constant with values in [lo, lo + span). */
+static void fconst(kiln_network *net, const char *name, int rank, const int64_t *dims, float lo,
+                   float span) {
+    int64_t n = kn_numel(rank, dims);
+    float *v = malloc((size_t)n * sizeof(float) + 1);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = lo + span * (frand() + 1.f) * 0.5f;
+    KT_OK(kiln_network_add_constant(net, name, KILN_DTYPE_FLOAT, rank, dims, v,
+                                    (size_t)n * sizeof(float)));
+    free(v);
+}
+
+static void iconst(kiln_network *net, const char *name, int rank, const int64_t *dims,
+                   const int64_t *v) {
+    int64_t n = kn_numel(rank, dims);
+    KT_OK(kiln_network_add_constant(net, name, KILN_DTYPE_INT64, rank, dims, v,
+                                    (size_t)n * sizeof(int64_t)));
+}
+
+static void fscalar(kiln_network *net, const char *name, float v) {
+    KT_OK(kiln_network_add_constant(net, name, KILN_DTYPE_FLOAT, 0, NULL, &v, sizeof v));
+}
+
+/* ---------------- optimizing ---------------- */
+
+/* Profile 0 of meta: min/opt/max from the inputs' static dims; a dynamic
+ * dim takes dyn_min/dyn_opt/dyn_max. */
+static kiln_status make_meta(const kn_net *net, kp_meta *meta, int64_t dyn_min, int64_t dyn_opt,
+                             int64_t dyn_max) {
+    memset(meta, 0, sizeof *meta);
+    KN_TRY(kp_meta_alloc_profiles(meta, 1, net->n_inputs));
+    kp_profile *pr = &meta->profiles[0];
+    for (int k = 0; k < net->n_inputs; k++) {
+        const kn_tensor *t = &net->tensors[net->inputs[k]];
+        pr->rank[k] = t->rank;
+        for (int d = 0; d < t->rank; d++) {
+            bool dyn = t->dims[d] < 0;
+            pr->min[k][d] = dyn ? dyn_min : t->dims[d];
+            pr->opt[k][d] = dyn ? dyn_opt : t->dims[d];
+            pr->max[k][d] = dyn ? dyn_max : t->dims[d];
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status optimize(kn_net *net, uint32_t flags, int64_t dmin, int64_t dopt, int64_t dmax) {
+    kp_meta meta;
+    KN_TRY(kn_net_toposort(net));
+    KN_TRY(make_meta(net, &meta, dmin, dopt, dmax));
+    kbld b = {net, flags, &meta, 1};
+    kiln_status st = kbld_optimize(&b);
+    if (st == KILN_OK)
+        st = kn_net_compact(net);
+    if (st == KILN_OK)
+        st = kn_net_toposort(net);
+    kp_meta_free(&meta);
+    return st;
+}
+
+/* ---------------- inspecting ---------------- */
+
+static int count_op(const kn_net *net, const char *domain, const char *op) {
+    int c = 0;
+    for (int i = 0; i < net->n_nodes; i++)
+        if (strcmp(net->nodes[i].op_type, op) == 0 && strcmp(net->nodes[i].domain, domain) == 0)
+            c++;
+    return c;
+}
+
+static const kn_node *find_op(const kn_net *net, const char *domain, const char *op) {
+    for (int i = 0; i < net->n_nodes; i++)
+        if (strcmp(net->nodes[i].op_type, op) == 0 && strcmp(net->nodes[i].domain, domain) == 0)
+            return &net->nodes[i];
+    return NULL;
+}
+
+static void dump(const kn_net *net) {
+    for (int i = 0; i < net->n_nodes; i++) {
+        const kn_node *n = &net->nodes[i];
+        fprintf(stderr, "    [%d] %s%s%s '%s' (", i, n->domain, n->domain[0] ? "::" : "",
+                n->op_type, n->name);
+        for (int j = 0; j < n->n_in; j++)
+            fprintf(stderr, "%s%s", j ? ", " : "", n->in[j] >= 0 ? net->tensors[n->in[j]].name : "-");
+        fprintf(stderr, ") -> %s\n", n->n_out && n->out[0] >= 0 ? net->tensors[n->out[0]].name : "-");
+    }
+}
+
+/* ---------------- comparing ---------------- */
+
+typedef struct run_in {
+    int n;
+    const void *data[4];
+    int rank[4];
+    int64_t dims[4][KILN_MAX_DIMS];
+} run_in;
+
+/* Random float data for every input of `net`; a dynamic dim takes `dyn`. */
+static void make_inputs(const kn_net *net, run_in *ri, float **bufs, int64_t dyn) {
+    memset(ri, 0, sizeof *ri);
+    ri->n = net->n_inputs;
+    for (int k = 0; k < net->n_inputs; k++) {
+        const kn_tensor *t = &net->tensors[net->inputs[k]];
+        ri->rank[k] = t->rank;
+        for (int d = 0; d < t->rank; d++)
+            ri->dims[k][d] = t->dims[d] < 0 ? dyn : t->dims[d];
+        int64_t n = kn_numel(t->rank, ri->dims[k]);
+        bufs[k] = malloc((size_t)n * sizeof(float) + 1);
+        for (int64_t i = 0; i < n; i++)
+            bufs[k][i] = frand() * 2.f;
+        ri->data[k] = bufs[k];
+    }
+}
+
+/* Run both networks on the same inputs and compare every output with a
+ * relative tolerance. When the reference cannot run (a kernel has not
+ * landed), the numeric check is skipped and said so. */
+static void compare(kn_net *ref, kn_net *opt, const char *what, int64_t dyn) {
+    run_in ri;
+    float *bufs[4] = {0};
+    make_inputs(ref, &ri, bufs, dyn);
+    kt_exec a, b;
+    kiln_status sa = kt_exec_run(&a, ref, ri.data, ri.rank, (const int64_t (*)[KILN_MAX_DIMS])ri.dims);
+    if (sa != KILN_OK) {
+        kt_skipped++;
+        fprintf(stderr, "  %s: numeric check skipped, reference run failed: %s\n", what,
+                kiln_last_error());
+        kt_exec_free(&a);
+        for (int k = 0; k < 4; k++)
+            free(bufs[k]);
+        return;
+    }
+    kiln_status sb = kt_exec_run(&b, opt, ri.data, ri.rank, (const int64_t (*)[KILN_MAX_DIMS])ri.dims);
+    if (sb != KILN_OK) {
+        kt_fail++;
+        fprintf(stderr, "  %s: optimized network failed to run: %s\n", what, kiln_last_error());
+        dump(opt);
+    } else {
+        KT_CHECK(ref->n_outputs == opt->n_outputs);
+        for (int k = 0; k < ref->n_outputs && k < opt->n_outputs; k++) {
+            kn_tinfo ta, tb;
+            const float *ya = kt_exec_output(&a, k, &ta), *yb = kt_exec_output(&b, k, &tb);
+            KT_CHECK(strcmp(ref->tensors[ref->outputs[k]].name, opt->tensors[opt->outputs[k]].name) == 0);
+            KT_CHECK(ta.rank == tb.rank && memcmp(ta.dims, tb.dims, sizeof(int64_t) * (size_t)ta.rank) == 0);
+            int64_t n = kn_numel(ta.rank, ta.dims);
+            double worst = 0;
+            for (int64_t i = 0; i < n; i++) {
+                double d = fabs((double)ya[i] - (double)yb[i]);
+                double scale = fabs((double)ya[i]) > 1.0 ? fabs((double)ya[i]) : 1.0;
+                if (d / scale > worst)
+                    worst = d / scale;
+            }
+            if (worst > 1e-5) {
+                kt_fail++;
+                fprintf(stderr, "  %s: output %d differs by %g (relative)\n", what, k, worst);
+            } else {
+                kt_pass++;
+            }
+        }
+    }
+    kt_exec_free(&a);
+    kt_exec_free(&b);
+    for (int k = 0; k < 4; k++)
+        free(bufs[k]);
+}
+
+/* Clone `net`, optimize the clone, return it (NULL on failure, reported). */
+static kn_net *optimized(kn_net *net, uint32_t flags, int64_t dmin, int64_t dopt, int64_t dmax) {
+    kn_net *o = NULL;
+    KT_OK(kn_net_toposort(net));
+    KT_OK(kn_net_clone(net, &o));
+    if (!o)
+        return NULL;
+    kiln_status st = optimize(o, flags, dmin, dopt, dmax);
+    KT_OK(st);
+    if (st != KILN_OK) {
+        kn_net_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+#define CHECK_OR_DUMP(cond, net)          \
+    do {                                  \
+        bool ok_ = (cond);                \
+        KT_CHECK(ok_);                    \
+        if (!ok_)                         \
+            dump(net);                    \
+    } while (0)
+
+/* ---------------- the tests ---------------- */
+
+/* Identity and Dropout vanish; a graph output written by an Identity keeps
+ * its name. */
+static void test_canonicalize(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, DIMS(2, 3), NULL));
+    node(net, "id0", "Identity", 1, IN("x"), "a");
+    node(net, "relu", "Relu", 1, IN("a"), "b");
+    node(net, "drop", "Dropout", 1, IN("b"), "c");
+    node(net, "sig", "Sigmoid", 1, IN("c"), "d");
+    node(net, "id_out", "Identity", 1, IN("d"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, KILN_BUILDER_FLAG_NO_FUSION, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 2 && count_op(o, "", "Identity") == 0 &&
+                          count_op(o, "", "Dropout") == 0, o);
+        KT_CHECK(strcmp(o->tensors[o->outputs[0]].name, "y") == 0);
+        const kn_node *s = find_op(o, "", "Sigmoid");
+        KT_CHECK(s && s->out[0] == o->outputs[0]);
+        compare(net, o, "canonicalize", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* An Identity from a graph input to a graph output stays (it is a copy). */
+static void test_identity_io(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 1, DIMS(4), NULL));
+    node(net, "id", "Identity", 1, IN("x"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        KT_CHECK(o->n_nodes == 1 && strcmp(o->tensors[o->outputs[0]].name, "y") == 0);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* Unread nodes go. */
+static void test_dead_code(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, DIMS(2, 3), NULL));
+    node(net, "relu", "Relu", 1, IN("x"), "y");
+    node(net, "unused1", "Sigmoid", 1, IN("x"), "u1");
+    node(net, "unused2", "Tanh", 1, IN("u1"), "u2");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, KILN_BUILDER_FLAG_NO_FUSION, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, "", "Relu") == 1, o);
+        compare(net, o, "dead-code", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* Constant subgraphs are evaluated once. */
+static void test_constant_fold(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, DIMS(2, 3), NULL));
+    fconst(net, "a", 1, DIMS(3), -1.f, 2.f);
+    fconst(net, "b", 1, DIMS(3), -1.f, 2.f);
+    node(net, "ab", "Mul", 2, IN("a", "b"), "c");
+    node(net, "c_relu", "Relu", 1, IN("c"), "d");
+    node(net, "add", "Add", 2, IN("x", "d"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, KILN_BUILDER_FLAG_NO_FUSION, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, "", "Add") == 1, o);
+        const kn_node *n = find_op(o, "", "Add");
+        KT_CHECK(n && (o->tensors[n->in[1]].flags & KN_T_CONST));
+        compare(net, o, "constant-fold", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* A traced reshape: Shape -> Gather -> Unsqueeze -> Concat -> Reshape with
+ * a static input folds to a Reshape by a constant. */
+static void test_shape_fold_static(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 4), NULL));
+    iconst(net, "i0", 0, NULL, (const int64_t[]){0});
+    iconst(net, "ax0", 1, DIMS(1), (const int64_t[]){0});
+    iconst(net, "minus1", 1, DIMS(1), (const int64_t[]){-1});
+    node(net, "shape", "Shape", 1, IN("x"), "s");
+    node(net, "gather", "Gather", 2, IN("s", "i0"), "d0");
+    node(net, "unsq", "Unsqueeze", 2, IN("d0", "ax0"), "d0u");
+    int cat = node(net, "concat", "Concat", 2, IN("d0u", "minus1"), "shp");
+    KT_OK(kiln_network_set_attr_int(net, cat, "axis", 0));
+    node(net, "reshape", "Reshape", 2, IN("x", "shp"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, "", "Reshape") == 1, o);
+        const kn_node *r = find_op(o, "", "Reshape");
+        KT_CHECK(r && (o->tensors[r->in[1]].flags & KN_T_CONST));
+        if (r && (o->tensors[r->in[1]].flags & KN_T_CONST)) {
+            const int64_t *v = o->tensors[r->in[1]].value.data;
+            KT_CHECK(v[0] == 2 && v[1] == -1);
+        }
+        compare(net, o, "shape-fold", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* Dynamic batch: only the static dims fold; the batch stays computed. */
+static void test_shape_fold_dynamic(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, 3, 4),
+                                 (const char *const[]){"batch", NULL, NULL}));
+    iconst(net, "i0", 0, NULL, (const int64_t[]){0});
+    iconst(net, "i1", 0, NULL, (const int64_t[]){1});
+    iconst(net, "i2", 0, NULL, (const int64_t[]){2});
+    iconst(net, "ax0", 1, DIMS(1), (const int64_t[]){0});
+    node(net, "shape", "Shape", 1, IN("x"), "s");
+    node(net, "g0", "Gather", 2, IN("s", "i0"), "d0");
+    node(net, "g1", "Gather", 2, IN("s", "i1"), "d1");
+    node(net, "g2", "Gather", 2, IN("s", "i2"), "d2");
+    node(net, "mul", "Mul", 2, IN("d1", "d2"), "m");
+    node(net, "u0", "Unsqueeze", 2, IN("d0", "ax0"), "d0u");
+    node(net, "u1", "Unsqueeze", 2, IN("m", "ax0"), "mu");
+    int cat = node(net, "concat", "Concat", 2, IN("d0u", "mu"), "shp");
+    KT_OK(kiln_network_set_attr_int(net, cat, "axis", 0));
+    node(net, "reshape", "Reshape", 2, IN("x", "shp"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 2, 4);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 5 && count_op(o, "", "Mul") == 0 &&
+                          count_op(o, "", "Gather") == 1 && count_op(o, "", "Shape") == 1, o);
+        compare(net, o, "shape-fold dynamic", 3);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* Conv(x, W, B) [+ BN or per-channel Mul/Add] [+ activation] chains. */
+static void add_conv(kiln_network *net, const char *name, const char *x, const char *y, int cin,
+                     int cout, int k, bool bias) {
+    char w[64], b[64];
+    snprintf(w, sizeof w, "%s_W", name);
+    snprintf(b, sizeof b, "%s_B", name);
+    fconst(net, w, 4, DIMS(cout, cin, k, k), -0.5f, 1.f);
+    if (bias)
+        fconst(net, b, 1, DIMS(cout), -0.5f, 1.f);
+    int idx = node(net, name, "Conv", bias ? 3 : 2, IN(x, w, b), y);
+    int64_t pad = k / 2;
+    KT_OK(kiln_network_set_attr_ints(net, idx, "pads", (const int64_t[]){pad, pad, pad, pad}, 4));
+    KT_OK(kiln_network_set_attr_ints(net, idx, "kernel_shape", (const int64_t[]){k, k}, 2));
+}
+
+static void test_conv_bn_relu(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(1, 3, 6, 6), NULL));
+    add_conv(net, "conv", "x", "c", 3, 4, 3, true);
+    fconst(net, "g", 1, DIMS(4), 0.5f, 1.f);
+    fconst(net, "beta", 1, DIMS(4), -0.5f, 1.f);
+    fconst(net, "mean", 1, DIMS(4), -0.5f, 1.f);
+    fconst(net, "var", 1, DIMS(4), 0.5f, 1.f);
+    int bn = node(net, "bn", "BatchNormalization", 5, IN("c", "g", "beta", "mean", "var"), "b");
+    KT_OK(kiln_network_set_attr_float(net, bn, "epsilon", 1e-3f));
+    node(net, "relu", "Relu", 1, IN("b"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, KN_DOMAIN_KILN, "Conv") == 1, o);
+        const kn_node *c = find_op(o, KN_DOMAIN_KILN, "Conv");
+        if (c) {
+            KT_CHECK(strcmp(c->name, "conv + bn + relu") == 0);
+            KT_CHECK(strcmp(kn_attr_string(c, "activation", ""), "Relu") == 0);
+            KT_CHECK(c->out[0] == o->outputs[0]);
+        }
+        compare(net, o, "conv+bn+relu", 1);
+        kn_net_free(o);
+    }
+    /* the same with fusion off: BN and Relu stay */
+    o = optimized(net, KILN_BUILDER_FLAG_NO_FUSION, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 3 && count_op(o, "", "BatchNormalization") == 1, o);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* Conv without bias, then per-channel Mul and Add constants, then Clip. */
+static void test_conv_affine_clip(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(2, 2, 5, 5), NULL));
+    add_conv(net, "conv", "x", "c", 2, 3, 3, false);
+    fconst(net, "s", 3, DIMS(3, 1, 1), 0.5f, 1.f);
+    fconst(net, "t", 4, DIMS(1, 3, 1, 1), -0.5f, 1.f);
+    node(net, "mul", "Mul", 2, IN("s", "c"), "m");
+    node(net, "add", "Add", 2, IN("m", "t"), "a");
+    fscalar(net, "lo", 0.f);
+    fscalar(net, "hi", 0.6f);
+    node(net, "clip", "Clip", 3, IN("a", "lo", "hi"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, KN_DOMAIN_KILN, "Conv") == 1, o);
+        const kn_node *c = find_op(o, KN_DOMAIN_KILN, "Conv");
+        if (c) {
+            KT_CHECK(strcmp(kn_attr_string(c, "activation", ""), "Clip") == 0);
+            KT_NEAR(kn_attr_float(c, "beta", 0), 0.6, 1e-7);
+        }
+        compare(net, o, "conv+mul+add+clip", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* ResNet's skip connection: Conv + Add(x) + Relu -> kiln::Conv with Z. */
+static void test_residual(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(1, 4, 5, 5), NULL));
+    add_conv(net, "conv", "x", "c", 4, 4, 3, true);
+    node(net, "add", "Add", 2, IN("x", "c"), "a");
+    node(net, "relu", "Relu", 1, IN("a"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, KN_DOMAIN_KILN, "Conv") == 1, o);
+        const kn_node *c = find_op(o, KN_DOMAIN_KILN, "Conv");
+        if (c) {
+            KT_CHECK(c->n_in == 4 && c->in[3] == o->inputs[0]);
+            KT_CHECK(strcmp(kn_attr_string(c, "activation", ""), "Relu") == 0);
+            KT_CHECK(strcmp(c->name, "conv + add + relu") == 0);
+        }
+        compare(net, o, "conv+residual+relu", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* No fusion when an intermediate is a graph output. */
+static void test_no_fuse_output(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 4, 4), NULL));
+    add_conv(net, "conv", "x", "c", 2, 2, 1, true);
+    node(net, "relu", "Relu", 1, IN("c"), "y");
+    KT_OK(kiln_network_mark_output(net, "c"));
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 2 && count_op(o, "", "Relu") == 1, o);
+        compare(net, o, "conv output read twice", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* The erf GELU of older exports, after MatMul + Add(bias). */
+static void test_matmul_bias_gelu(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 8), NULL));
+    fconst(net, "W", 2, DIMS(8, 6), -0.5f, 1.f);
+    fconst(net, "bias", 1, DIMS(6), -0.5f, 1.f);
+    fscalar(net, "sqrt2", 1.4142135f);
+    fscalar(net, "one", 1.f);
+    fscalar(net, "half", 0.5f);
+    node(net, "mm", "MatMul", 2, IN("x", "W"), "h0");
+    node(net, "bias_add", "Add", 2, IN("h0", "bias"), "h");
+    node(net, "div", "Div", 2, IN("h", "sqrt2"), "hd");
+    node(net, "erf", "Erf", 1, IN("hd"), "he");
+    node(net, "plus1", "Add", 2, IN("he", "one"), "hp");
+    node(net, "mul_x", "Mul", 2, IN("h", "hp"), "hm");
+    node(net, "mul_half", "Mul", 2, IN("hm", "half"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, KN_DOMAIN_KILN, "MatMul") == 1, o);
+        const kn_node *m = find_op(o, KN_DOMAIN_KILN, "MatMul");
+        if (m) {
+            KT_CHECK(strcmp(kn_attr_string(m, "activation", ""), "Gelu") == 0);
+            KT_CHECK(m->n_in == 3 && strcmp(o->tensors[m->in[2]].name, "bias") == 0);
+            KT_CHECK(strncmp(m->name, "mm + bias_add + ", 16) == 0);
+        }
+        compare(net, o, "matmul+bias+gelu", 1);
+        kn_net_free(o);
+    }
+    /* fusion off: the pattern stays as it is */
+    o = optimized(net, KILN_BUILDER_FLAG_NO_FUSION, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 7, o);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* x * 0.5 first, and Mul by 1/sqrt(2): still Gelu; no matrix op before it. */
+static void test_gelu_variant(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, DIMS(4, 5), NULL));
+    fscalar(net, "rs2", 0.70710678f);
+    fscalar(net, "one", 1.f);
+    fscalar(net, "half", 0.5f);
+    node(net, "scale", "Mul", 2, IN("x", "rs2"), "xs");
+    node(net, "erf", "Erf", 1, IN("xs"), "e");
+    node(net, "plus1", "Add", 2, IN("one", "e"), "p");
+    node(net, "halfx", "Mul", 2, IN("half", "x"), "hx");
+    node(net, "prod", "Mul", 2, IN("hx", "p"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, "", "Gelu") == 1, o);
+        compare(net, o, "gelu variant", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* Gemm + Add(bias) + Relu -> kiln::Gemm with C and Relu. */
+static void test_gemm_bias_relu(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, DIMS(3, 8), NULL));
+    fconst(net, "W", 2, DIMS(5, 8), -0.5f, 1.f);
+    fconst(net, "b", 1, DIMS(5), -0.5f, 1.f);
+    int g = node(net, "fc", "Gemm", 2, IN("x", "W"), "g");
+    KT_OK(kiln_network_set_attr_int(net, g, "transB", 1));
+    node(net, "bias", "Add", 2, IN("g", "b"), "a");
+    node(net, "relu", "Relu", 1, IN("a"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, KN_DOMAIN_KILN, "Gemm") == 1, o);
+        const kn_node *m = find_op(o, KN_DOMAIN_KILN, "Gemm");
+        if (m) {
+            KT_CHECK(strcmp(kn_attr_string(m, "activation", ""), "Relu") == 0);
+            KT_CHECK(m->n_in == 3 && kn_attr_int(m, "transB", 0) == 1);
+        }
+        compare(net, o, "gemm+bias+relu", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* MatMul + x * Sigmoid(x) -> kiln::MatMul with Silu. */
+static void test_matmul_silu(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, DIMS(4, 6), NULL));
+    fconst(net, "W", 2, DIMS(6, 3), -0.5f, 1.f);
+    node(net, "mm", "MatMul", 2, IN("x", "W"), "h");
+    node(net, "sig", "Sigmoid", 1, IN("h"), "s");
+    node(net, "mul", "Mul", 2, IN("s", "h"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, KN_DOMAIN_KILN, "MatMul") == 1, o);
+        const kn_node *m = find_op(o, KN_DOMAIN_KILN, "MatMul");
+        if (m)
+            KT_CHECK(strcmp(kn_attr_string(m, "activation", ""), "Silu") == 0);
+        compare(net, o, "matmul+silu", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* Add + Mul + Sigmoid over one shape -> one ElementwiseChain. */
+static void test_chain(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 4), NULL));
+    KT_OK(kiln_network_add_input(net, "z", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 4), NULL));
+    fconst(net, "k", 1, DIMS(4), 0.5f, 1.f);
+    fscalar(net, "two", 2.f);
+    node(net, "add", "Add", 2, IN("x", "z"), "a");
+    node(net, "mul", "Mul", 2, IN("k", "a"), "m");
+    node(net, "sub", "Sub", 2, IN("two", "m"), "s");
+    node(net, "sig", "Sigmoid", 1, IN("s"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, KN_DOMAIN_KILN, "ElementwiseChain") == 1, o);
+        const kn_node *c = find_op(o, KN_DOMAIN_KILN, "ElementwiseChain");
+        if (c) {
+            const kn_attr *ops = kn_attr_find(c, "ops");
+            KT_CHECK(ops && ops->type == KN_ATTR_STRINGS && ops->n == 4 &&
+                     strcmp(ops->strings[0], "Add") == 0 && strcmp(ops->strings[3], "Sigmoid") == 0);
+            size_t n = 0;
+            const int64_t *sw = kn_attr_ints(c, "swap", &n);
+            KT_CHECK(n == 4 && sw[2] == 1 && sw[1] == 1 && sw[0] == 0);
+            const int64_t *opd = kn_attr_ints(c, "operand", &n);
+            KT_CHECK(n == 4 && opd[0] == 1 && opd[3] == -1);
+            KT_CHECK(c->n_in == 4 && c->in[0] == o->inputs[0]);
+            KT_CHECK(strcmp(c->name, "add + mul + sub + sig") == 0);
+        }
+        compare(net, o, "elementwise chain", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* One elementwise op alone stays; a broadcasting op that changes the
+ * running shape ends a chain. */
+static void test_chain_limits(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, DIMS(1, 4), NULL));
+    KT_OK(kiln_network_add_input(net, "z", KILN_DTYPE_FLOAT, 2, DIMS(3, 4), NULL));
+    node(net, "neg", "Neg", 1, IN("x"), "a");
+    node(net, "add", "Add", 2, IN("a", "z"), "b"); /* [1,4] + [3,4] -> [3,4] */
+    node(net, "abs", "Abs", 1, IN("b"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        /* Neg alone; Add (chain value z, operand a) + Abs fuse */
+        CHECK_OR_DUMP(o->n_nodes == 2 && count_op(o, "", "Neg") == 1 &&
+                          count_op(o, KN_DOMAIN_KILN, "ElementwiseChain") == 1, o);
+        compare(net, o, "chain limits", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+int main(void) {
+    test_canonicalize();
+    test_identity_io();
+    test_dead_code();
+    test_constant_fold();
+    test_shape_fold_static();
+    test_shape_fold_dynamic();
+    test_conv_bn_relu();
+    test_conv_affine_clip();
+    test_residual();
+    test_no_fuse_output();
+    test_matmul_bias_gelu();
+    test_gelu_variant();
+    test_gemm_bias_relu();
+    test_matmul_silu();
+    test_chain();
+    test_chain_limits();
+    if (kt_skipped)
+        printf("%d numeric check(s) skipped: kernels missing\n", kt_skipped);
+    return kt_finish();
+}
