@@ -1,5 +1,723 @@
-/* ops_nn.c - op schemas (shape and type inference) of the nn family. */
-#include "graph.h"
+/* ops_nn.c - op schemas (shape and type inference) of the nn family:
+ * convolutions, pooling, normalizations, Gemm / MatMul / Einsum, Dropout and
+ * the recurrent ops; plus the window and Einsum geometry in ops_nn.h. */
+#include <string.h>
 
-const kn_op_schema kn_ops_nn[] = {{"", "", NULL, 0}};
-const size_t kn_ops_nn_count = 0;
+#include "ops_nn.h"
+
+/* ---------------- window geometry ---------------- */
+
+static bool is_same_pad(const char *ap) {
+    return strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0;
+}
+
+/* Read strides, dilations and the kernel into w, checking their lengths. */
+static kiln_status window_common(const kn_node *n, int nsp, const int64_t *in,
+                                 const int64_t *kernel, kn_window *w) {
+    if (nsp < 1 || nsp > KN_WIN_MAX)
+        return kn_node_error(n, KILN_ERR_SHAPE, "needs 1 to %d spatial dims, got %d", KN_WIN_MAX,
+                             nsp);
+    memset(w, 0, sizeof *w);
+    w->nsp = nsp;
+    size_t ns, nd;
+    const int64_t *st = kn_attr_ints(n, "strides", &ns);
+    const int64_t *dl = kn_attr_ints(n, "dilations", &nd);
+    if ((st && ns != (size_t)nsp) || (dl && nd != (size_t)nsp))
+        return kn_node_error(n, KILN_ERR_SHAPE,
+                             "strides/dilations must have one value per spatial dim (%d)", nsp);
+    for (int i = 0; i < nsp; i++) {
+        w->in[i] = in[i];
+        w->kernel[i] = kernel[i];
+        w->stride[i] = st ? st[i] : 1;
+        w->dil[i] = dl ? dl[i] : 1;
+        if (w->kernel[i] < 1 || w->stride[i] < 1 || w->dil[i] < 1)
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "kernel, stride and dilation must be >= 1 (dim %d: %lld, %lld, "
+                                 "%lld)",
+                                 i, (long long)w->kernel[i], (long long)w->stride[i],
+                                 (long long)w->dil[i]);
+    }
+    return KILN_OK;
+}
+
+static kiln_status read_pads(const kn_node *n, kn_window *w) {
+    size_t np;
+    const int64_t *pd = kn_attr_ints(n, "pads", &np);
+    if (pd && np != (size_t)(2 * w->nsp))
+        return kn_node_error(n, KILN_ERR_SHAPE, "pads must have %d values, got %zu", 2 * w->nsp,
+                             np);
+    for (int i = 0; i < w->nsp; i++) {
+        w->pad0[i] = pd ? pd[i] : 0;
+        w->pad1[i] = pd ? pd[i + w->nsp] : 0;
+        if (w->pad0[i] < 0 || w->pad1[i] < 0)
+            return kn_node_error(n, KILN_ERR_SHAPE, "negative pads are not supported");
+    }
+    return KILN_OK;
+}
+
+kiln_status kn_window_forward(const kn_node *n, int nsp, const int64_t *in, const int64_t *kernel,
+                              bool ceil_mode, kn_window *w) {
+    KN_TRY(window_common(n, nsp, in, kernel, w));
+    const char *ap = kn_attr_string(n, "auto_pad", "NOTSET");
+    if (!ap[0])
+        ap = "NOTSET";
+    bool same = is_same_pad(ap), valid = strcmp(ap, "VALID") == 0;
+    if (!same && !valid && strcmp(ap, "NOTSET") != 0)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "unknown auto_pad '%s'", ap);
+    if (!same && !valid)
+        KN_TRY(read_pads(n, w));
+    for (int i = 0; i < nsp; i++) {
+        int64_t ek = (w->kernel[i] - 1) * w->dil[i] + 1, s = w->stride[i];
+        if (same) {
+            w->out[i] = (in[i] + s - 1) / s;
+            int64_t total = (w->out[i] - 1) * s + ek - in[i];
+            if (total < 0)
+                total = 0;
+            bool upper = strcmp(ap, "SAME_UPPER") == 0;
+            w->pad0[i] = upper ? total / 2 : total - total / 2;
+            w->pad1[i] = total - w->pad0[i];
+            continue;
+        }
+        int64_t span = in[i] + w->pad0[i] + w->pad1[i] - ek;
+        if (span < 0)
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "window %lld (dilated) is larger than the padded input %lld in "
+                                 "spatial dim %d",
+                                 (long long)ek, (long long)(in[i] + w->pad0[i] + w->pad1[i]), i);
+        if (ceil_mode) {
+            w->out[i] = (span + s - 1) / s + 1;
+            /* the last window must start inside the input or its left padding */
+            if ((w->out[i] - 1) * s >= in[i] + w->pad0[i])
+                w->out[i]--;
+        } else {
+            w->out[i] = span / s + 1;
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_status kn_window_transpose(const kn_node *n, int nsp, const int64_t *in,
+                                const int64_t *kernel, kn_window *w) {
+    KN_TRY(window_common(n, nsp, in, kernel, w));
+    const char *ap = kn_attr_string(n, "auto_pad", "NOTSET");
+    if (!ap[0])
+        ap = "NOTSET";
+    bool same = is_same_pad(ap), valid = strcmp(ap, "VALID") == 0;
+    if (!same && !valid && strcmp(ap, "NOTSET") != 0)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "unknown auto_pad '%s'", ap);
+    size_t nop, nos;
+    const int64_t *op = kn_attr_ints(n, "output_padding", &nop);
+    const int64_t *os = kn_attr_ints(n, "output_shape", &nos);
+    if (op && nop != (size_t)nsp)
+        return kn_node_error(n, KILN_ERR_SHAPE, "output_padding must have %d values", nsp);
+    if (os && nos != (size_t)nsp && nos != (size_t)nsp + 2)
+        return kn_node_error(n, KILN_ERR_SHAPE, "output_shape must have %d values", nsp);
+    if (os && nos == (size_t)nsp + 2)
+        os += 2;
+    if (!same && !valid && !os)
+        KN_TRY(read_pads(n, w));
+    bool upper = strcmp(ap, "SAME_UPPER") == 0;
+    for (int i = 0; i < nsp; i++) {
+        int64_t ek = (w->kernel[i] - 1) * w->dil[i] + 1, s = w->stride[i];
+        int64_t opad = op ? op[i] : 0;
+        int64_t full = s * (in[i] - 1) + opad + ek;
+        if (os || same) {
+            w->out[i] = os ? os[i] : in[i] * s;
+            int64_t total = full - w->out[i];
+            if (total < 0)
+                return kn_node_error(n, KILN_ERR_SHAPE,
+                                     "output_shape %lld is larger than the full result %lld in "
+                                     "spatial dim %d",
+                                     (long long)w->out[i], (long long)full, i);
+            w->pad0[i] = upper ? total / 2 : total - total / 2;
+            w->pad1[i] = total - w->pad0[i];
+        } else {
+            w->out[i] = full - w->pad0[i] - w->pad1[i];
+        }
+        if (w->out[i] < 1)
+            return kn_node_error(n, KILN_ERR_SHAPE, "output spatial dim %d would be %lld", i,
+                                 (long long)w->out[i]);
+    }
+    return KILN_OK;
+}
+
+/* ---------------- Einsum equation ---------------- */
+
+static int einsum_letter(char ch) {
+    if (ch >= 'a' && ch <= 'z')
+        return ch - 'a';
+    if (ch >= 'A' && ch <= 'Z')
+        return 26 + (ch - 'A');
+    return -1;
+}
+
+/* Parse one term ("ab...c") into letters and the ellipsis position. */
+static kiln_status einsum_term(const kn_node *n, const char *s, size_t len, int *lab, int *nlab,
+                               int *ell_at) {
+    *nlab = 0;
+    *ell_at = -1;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == ' ')
+            continue;
+        if (s[i] == '.') {
+            if (i + 2 >= len || s[i + 1] != '.' || s[i + 2] != '.' || *ell_at >= 0)
+                return kn_node_error(n, KILN_ERR_PARSE, "bad ellipsis in equation");
+            *ell_at = *nlab;
+            i += 2;
+            continue;
+        }
+        int l = einsum_letter(s[i]);
+        if (l < 0 || *nlab >= KILN_MAX_DIMS)
+            return kn_node_error(n, KILN_ERR_PARSE, "bad character '%c' in equation", s[i]);
+        lab[(*nlab)++] = l;
+    }
+    return KILN_OK;
+}
+
+kiln_status kn_einsum_parse(const kn_node *n, int n_in, const int *rank,
+                            const int64_t (*dims)[KILN_MAX_DIMS], kn_einsum *e) {
+    const char *eq = kn_attr_string(n, "equation", NULL);
+    if (!eq)
+        return kn_node_error(n, KILN_ERR_PARSE, "missing attribute 'equation'");
+    if (n_in < 1 || n_in > KN_EINSUM_MAX_IN)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "1 to %d inputs supported", KN_EINSUM_MAX_IN);
+    memset(e, 0, sizeof *e);
+    e->n_in = n_in;
+    for (int l = 0; l < KN_EINSUM_LABELS; l++)
+        e->size[l] = -1;
+    const char *arrow = strstr(eq, "->");
+    size_t lhs_len = arrow ? (size_t)(arrow - eq) : strlen(eq);
+    int ell_rank[KN_EINSUM_MAX_IN], ell_at[KN_EINSUM_MAX_IN], max_ell = 0;
+    int letters[KN_EINSUM_MAX_IN][KILN_MAX_DIMS], nlet[KN_EINSUM_MAX_IN];
+    size_t pos = 0;
+    for (int k = 0; k < n_in; k++) {
+        size_t end = pos;
+        while (end < lhs_len && eq[end] != ',')
+            end++;
+        if ((k < n_in - 1) != (end < lhs_len))
+            return kn_node_error(n, KILN_ERR_SHAPE, "equation '%s' does not have %d operands", eq,
+                                 n_in);
+        KN_TRY(einsum_term(n, eq + pos, end - pos, letters[k], &nlet[k], &ell_at[k]));
+        ell_rank[k] = rank[k] - nlet[k];
+        if (ell_rank[k] < 0 || (ell_at[k] < 0 && ell_rank[k] != 0))
+            return kn_node_error(n, KILN_ERR_SHAPE, "operand %d has rank %d, equation term does not fit",
+                                 k, rank[k]);
+        if (ell_rank[k] > max_ell)
+            max_ell = ell_rank[k];
+        pos = end + 1;
+    }
+    int count[KN_EINSUM_LABELS] = {0};
+    for (int k = 0; k < n_in; k++) {
+        int d = 0;
+        for (int j = 0; j <= nlet[k]; j++) {
+            if (j == ell_at[k])
+                for (int q = 0; q < ell_rank[k]; q++)
+                    e->label[k][d++] = 52 + (max_ell - ell_rank[k]) + q;
+            if (j < nlet[k])
+                e->label[k][d++] = letters[k][j];
+        }
+        e->rank[k] = rank[k];
+        for (int j = 0; j < rank[k]; j++) {
+            int l = e->label[k][j];
+            int64_t sz = dims[k][j];
+            if (e->size[l] < 0 || e->size[l] == 1)
+                e->size[l] = sz;
+            else if (sz != 1 && sz != e->size[l])
+                return kn_node_error(n, KILN_ERR_SHAPE,
+                                     "label of operand %d dim %d has size %lld, elsewhere %lld", k,
+                                     j, (long long)sz, (long long)e->size[l]);
+            count[l]++;
+        }
+    }
+    if (arrow) {
+        int lab[KILN_MAX_DIMS], nl, at;
+        KN_TRY(einsum_term(n, arrow + 2, strlen(arrow + 2), lab, &nl, &at));
+        if (nl + (at >= 0 ? max_ell : 0) > KILN_MAX_DIMS)
+            return kn_node_error(n, KILN_ERR_SHAPE, "output rank too large");
+        for (int j = 0; j <= nl; j++) {
+            if (j == at)
+                for (int q = 0; q < max_ell; q++)
+                    e->out_label[e->out_rank++] = 52 + q;
+            if (j < nl) {
+                if (e->size[lab[j]] < 0)
+                    return kn_node_error(n, KILN_ERR_SHAPE, "output label not in any input");
+                for (int q = 0; q < e->out_rank; q++)
+                    if (e->out_label[q] == lab[j])
+                        return kn_node_error(n, KILN_ERR_SHAPE, "repeated output label");
+                e->out_label[e->out_rank++] = lab[j];
+            }
+        }
+        if (at < 0 && max_ell > 0) /* numpy keeps broadcast dims only when asked */
+            for (int q = 0; q < max_ell; q++)
+                if (e->size[52 + q] != 1)
+                    return kn_node_error(n, KILN_ERR_SHAPE,
+                                         "output must keep the ellipsis dims");
+    } else {
+        for (int q = 0; q < max_ell; q++)
+            e->out_label[e->out_rank++] = 52 + q;
+        for (int l = 26; l < 52; l++) /* ASCII order: upper case first */
+            if (count[l] == 1 && e->out_rank < KILN_MAX_DIMS)
+                e->out_label[e->out_rank++] = l;
+        for (int l = 0; l < 26; l++)
+            if (count[l] == 1 && e->out_rank < KILN_MAX_DIMS)
+                e->out_label[e->out_rank++] = l;
+    }
+    return KILN_OK;
+}
+
+/* ---------------- helpers ---------------- */
+
+static bool is_real(kiln_dtype t) {
+    return t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_DOUBLE || t == KILN_DTYPE_FLOAT16 ||
+           t == KILN_DTYPE_BFLOAT16;
+}
+
+static kiln_status need_inputs(kn_infer *c, int n) {
+    for (int i = 0; i < n; i++)
+        if (!kn_has_in(c, i))
+            return kn_node_error(c->node, KILN_ERR_SHAPE, "input %d is required", i);
+    return KILN_OK;
+}
+
+static kiln_status need_real(kn_infer *c, int i) {
+    if (!is_real(c->in[i].dtype))
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "input %d has type %s, not a float type",
+                             i, kiln_dtype_name(c->in[i].dtype));
+    return KILN_OK;
+}
+
+static kiln_status need_rank_at_least(kn_infer *c, int i, int r) {
+    if (c->in[i].rank < r)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "input %d must have rank >= %d, has %d", i,
+                             r, c->in[i].rank);
+    return KILN_OK;
+}
+
+/* Input i must have exactly `count` elements (a per-channel vector). */
+static kiln_status need_numel(kn_infer *c, int i, int64_t count, const char *what) {
+    if (kn_has_in(c, i) && kn_numel(c->in[i].rank, c->in[i].dims) != count)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "%s (input %d) must have %lld elements, has %lld",
+                             what, i, (long long)count,
+                             (long long)kn_numel(c->in[i].rank, c->in[i].dims));
+    return KILN_OK;
+}
+
+/* ---------------- convolution ---------------- */
+
+static kiln_status infer_conv(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    KN_TRY(need_real(c, 0));
+    const kn_tinfo *x = &c->in[0], *w = &c->in[1];
+    KN_TRY(need_rank_at_least(c, 0, 3));
+    if (w->rank != x->rank)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "weights have rank %d, input rank %d",
+                             w->rank, x->rank);
+    int64_t group = kn_attr_int(c->node, "group", 1);
+    if (group < 1 || x->dims[1] != w->dims[1] * group || w->dims[0] % group != 0)
+        return kn_node_error(c->node, KILN_ERR_SHAPE,
+                             "channels do not fit: input %lld, weights %lldx%lld, group %lld",
+                             (long long)x->dims[1], (long long)w->dims[0], (long long)w->dims[1],
+                             (long long)group);
+    size_t nk;
+    const int64_t *ks = kn_attr_ints(c->node, "kernel_shape", &nk);
+    if (ks && (nk != (size_t)(x->rank - 2) || memcmp(ks, w->dims + 2, nk * sizeof *ks) != 0))
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "kernel_shape does not match the weights");
+    KN_TRY(need_numel(c, 2, w->dims[0], "bias"));
+    kn_window win;
+    KN_TRY(kn_window_forward(c->node, x->rank - 2, x->dims + 2, w->dims + 2, false, &win));
+    kn_tinfo *y = &c->out[0];
+    y->dtype = x->dtype;
+    y->rank = x->rank;
+    y->dims[0] = x->dims[0];
+    y->dims[1] = w->dims[0];
+    memcpy(y->dims + 2, win.out, sizeof(int64_t) * (size_t)win.nsp);
+    return KILN_OK;
+}
+
+static kiln_status infer_conv_transpose(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    KN_TRY(need_real(c, 0));
+    const kn_tinfo *x = &c->in[0], *w = &c->in[1];
+    KN_TRY(need_rank_at_least(c, 0, 3));
+    if (w->rank != x->rank)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "weights have rank %d, input rank %d",
+                             w->rank, x->rank);
+    int64_t group = kn_attr_int(c->node, "group", 1);
+    if (group < 1 || x->dims[1] != w->dims[0] || w->dims[0] % group != 0)
+        return kn_node_error(c->node, KILN_ERR_SHAPE,
+                             "channels do not fit: input %lld, weights %lldx%lld, group %lld",
+                             (long long)x->dims[1], (long long)w->dims[0], (long long)w->dims[1],
+                             (long long)group);
+    KN_TRY(need_numel(c, 2, w->dims[1] * group, "bias"));
+    kn_window win;
+    KN_TRY(kn_window_transpose(c->node, x->rank - 2, x->dims + 2, w->dims + 2, &win));
+    kn_tinfo *y = &c->out[0];
+    y->dtype = x->dtype;
+    y->rank = x->rank;
+    y->dims[0] = x->dims[0];
+    y->dims[1] = w->dims[1] * group;
+    memcpy(y->dims + 2, win.out, sizeof(int64_t) * (size_t)win.nsp);
+    return KILN_OK;
+}
+
+/* ---------------- pooling ---------------- */
+
+static kiln_status infer_pool(kn_infer *c) {
+    KN_TRY(need_inputs(c, 1));
+    const kn_tinfo *x = &c->in[0];
+    KN_TRY(need_rank_at_least(c, 0, 3));
+    bool is_max = strcmp(c->node->op_type, "MaxPool") == 0;
+    if (!is_max)
+        KN_TRY(need_real(c, 0));
+    size_t nk;
+    const int64_t *ks = kn_attr_ints(c->node, "kernel_shape", &nk);
+    if (!ks || nk != (size_t)(x->rank - 2))
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "kernel_shape must have %d values",
+                             x->rank - 2);
+    if (is_max && kn_attr_int(c->node, "storage_order", 0) != 0 &&
+        kn_attr_int(c->node, "storage_order", 0) != 1)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "storage_order must be 0 or 1");
+    kn_window win;
+    KN_TRY(kn_window_forward(c->node, x->rank - 2, x->dims + 2, ks,
+                             kn_attr_int(c->node, "ceil_mode", 0) != 0, &win));
+    kn_tinfo *y = &c->out[0];
+    y->dtype = x->dtype;
+    y->rank = x->rank;
+    y->dims[0] = x->dims[0];
+    y->dims[1] = x->dims[1];
+    memcpy(y->dims + 2, win.out, sizeof(int64_t) * (size_t)win.nsp);
+    if (c->n_out > 1) {
+        kn_same_as(&c->out[1], y);
+        c->out[1].dtype = KILN_DTYPE_INT64;
+    }
+    return KILN_OK;
+}
+
+static kiln_status infer_global_pool(kn_infer *c) {
+    KN_TRY(need_inputs(c, 1));
+    KN_TRY(need_rank_at_least(c, 0, 3));
+    if (strcmp(c->node->op_type, "GlobalMaxPool") != 0)
+        KN_TRY(need_real(c, 0));
+    kn_same_as(&c->out[0], &c->in[0]);
+    for (int i = 2; i < c->in[0].rank; i++)
+        c->out[0].dims[i] = 1;
+    return KILN_OK;
+}
+
+/* ---------------- normalization ---------------- */
+
+static kiln_status infer_batchnorm(kn_infer *c) {
+    KN_TRY(need_inputs(c, 5));
+    KN_TRY(need_real(c, 0));
+    KN_TRY(need_rank_at_least(c, 0, 2));
+    if (kn_attr_int(c->node, "training_mode", 0) != 0)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
+                             "training_mode=1 is not supported (inference only)");
+    for (int i = 1; i < c->n_out; i++)
+        if (kn_has_out(c, i))
+            return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
+                                 "the training outputs (running mean/var) are not supported");
+    int64_t ch = c->in[0].dims[1];
+    KN_TRY(need_numel(c, 1, ch, "scale"));
+    KN_TRY(need_numel(c, 2, ch, "bias"));
+    KN_TRY(need_numel(c, 3, ch, "mean"));
+    KN_TRY(need_numel(c, 4, ch, "var"));
+    kn_same_as(&c->out[0], &c->in[0]);
+    return KILN_OK;
+}
+
+static kiln_status infer_instancenorm(kn_infer *c) {
+    KN_TRY(need_inputs(c, 3));
+    KN_TRY(need_real(c, 0));
+    KN_TRY(need_rank_at_least(c, 0, 3));
+    KN_TRY(need_numel(c, 1, c->in[0].dims[1], "scale"));
+    KN_TRY(need_numel(c, 2, c->in[0].dims[1], "bias"));
+    kn_same_as(&c->out[0], &c->in[0]);
+    return KILN_OK;
+}
+
+/* Whether t broadcasts (unidirectionally) to the trailing dims of shape. */
+static bool broadcasts_to(const kn_tinfo *t, int rank, const int64_t *dims) {
+    if (t->rank > rank)
+        return false;
+    for (int i = 0; i < t->rank; i++) {
+        int64_t d = t->dims[t->rank - 1 - i];
+        if (d != 1 && d != dims[rank - 1 - i])
+            return false;
+    }
+    return true;
+}
+
+static kiln_status infer_layernorm(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    KN_TRY(need_real(c, 0));
+    const kn_tinfo *x = &c->in[0];
+    int axis;
+    KN_TRY(kn_axis(c, kn_attr_int(c->node, "axis", -1), x->rank, &axis));
+    for (int i = 1; i < 3; i++)
+        if (kn_has_in(c, i) && !broadcasts_to(&c->in[i], x->rank - axis, x->dims + axis))
+            return kn_node_error(c->node, KILN_ERR_SHAPE,
+                                 "%s does not broadcast to the normalized dims",
+                                 i == 1 ? "scale" : "bias");
+    kn_same_as(&c->out[0], x);
+    kiln_dtype stash = (kiln_dtype)kn_attr_int(c->node, "stash_type", KILN_DTYPE_FLOAT);
+    if (!is_real(stash))
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "stash_type %d is not a float type",
+                             (int)stash);
+    for (int k = 1; k < 3 && k < c->n_out; k++) {
+        kn_same_as(&c->out[k], x);
+        c->out[k].dtype = stash;
+        for (int i = axis; i < x->rank; i++)
+            c->out[k].dims[i] = 1;
+    }
+    return KILN_OK;
+}
+
+static kiln_status infer_groupnorm(kn_infer *c) {
+    KN_TRY(need_inputs(c, 3));
+    KN_TRY(need_real(c, 0));
+    KN_TRY(need_rank_at_least(c, 0, 2));
+    int64_t g = kn_attr_int(c->node, "num_groups", 0), ch = c->in[0].dims[1];
+    if (g < 1 || ch % g != 0)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "num_groups %lld does not divide %lld channels",
+                             (long long)g, (long long)ch);
+    for (int i = 1; i < 3; i++) {
+        int64_t k = kn_numel(c->in[i].rank, c->in[i].dims);
+        if (k != ch && k != g)
+            return kn_node_error(c->node, KILN_ERR_SHAPE,
+                                 "%s must have one value per channel or per group",
+                                 i == 1 ? "scale" : "bias");
+    }
+    kn_same_as(&c->out[0], &c->in[0]);
+    return KILN_OK;
+}
+
+static kiln_status infer_same_real(kn_infer *c) {
+    KN_TRY(need_inputs(c, 1));
+    KN_TRY(need_real(c, 0));
+    kn_same_as(&c->out[0], &c->in[0]);
+    return KILN_OK;
+}
+
+static kiln_status infer_lpnorm(kn_infer *c) {
+    KN_TRY(infer_same_real(c));
+    int axis;
+    KN_TRY(kn_axis(c, kn_attr_int(c->node, "axis", -1), c->in[0].rank, &axis));
+    int64_t p = kn_attr_int(c->node, "p", 2);
+    if (p != 1 && p != 2)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "p must be 1 or 2, got %lld",
+                             (long long)p);
+    return KILN_OK;
+}
+
+static kiln_status infer_lrn(kn_infer *c) {
+    KN_TRY(infer_same_real(c));
+    KN_TRY(need_rank_at_least(c, 0, 3));
+    if (kn_attr_int(c->node, "size", 0) < 1)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "attribute 'size' must be >= 1");
+    return KILN_OK;
+}
+
+static kiln_status infer_mvn(kn_infer *c) {
+    KN_TRY(infer_same_real(c));
+    size_t na;
+    const int64_t *axes = kn_attr_ints(c->node, "axes", &na);
+    for (size_t i = 0; axes && i < na; i++) {
+        int a;
+        KN_TRY(kn_axis(c, axes[i], c->in[0].rank, &a));
+    }
+    if (!axes && c->in[0].rank < 4)
+        return kn_node_error(c->node, KILN_ERR_SHAPE,
+                             "the default axes [0, 2, 3] need a rank >= 4 input");
+    return KILN_OK;
+}
+
+/* ---------------- Gemm, MatMul, Einsum ---------------- */
+
+static kiln_status infer_gemm(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    const kn_tinfo *a = &c->in[0], *b = &c->in[1];
+    if (a->rank != 2 || b->rank != 2)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "A and B must be matrices (ranks %d, %d)",
+                             a->rank, b->rank);
+    if (a->dtype != b->dtype)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "A and B have different types");
+    bool ta = kn_attr_int(c->node, "transA", 0) != 0, tb = kn_attr_int(c->node, "transB", 0) != 0;
+    int64_t m = ta ? a->dims[1] : a->dims[0], k = ta ? a->dims[0] : a->dims[1];
+    int64_t kb = tb ? b->dims[1] : b->dims[0], n = tb ? b->dims[0] : b->dims[1];
+    if (k != kb)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "inner dims differ: %lld and %lld",
+                             (long long)k, (long long)kb);
+    kn_tinfo *y = &c->out[0];
+    y->dtype = a->dtype;
+    y->rank = 2;
+    y->dims[0] = m;
+    y->dims[1] = n;
+    if (kn_has_in(c, 2) && !broadcasts_to(&c->in[2], 2, y->dims))
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "C does not broadcast to %lldx%lld",
+                             (long long)m, (long long)n);
+    return KILN_OK;
+}
+
+/* numpy matmul shape of a @ b into y. */
+static kiln_status matmul_shape(kn_infer *c, const kn_tinfo *a, const kn_tinfo *b, kn_tinfo *y) {
+    if (a->rank < 1 || b->rank < 1)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "MatMul inputs must have rank >= 1");
+    kn_tinfo a2 = *a, b2 = *b;
+    if (a->rank == 1) {
+        a2.rank = 2;
+        a2.dims[0] = 1;
+        a2.dims[1] = a->dims[0];
+    }
+    if (b->rank == 1) {
+        b2.rank = 2;
+        b2.dims[0] = b->dims[0];
+        b2.dims[1] = 1;
+    }
+    int64_t m = a2.dims[a2.rank - 2], k = a2.dims[a2.rank - 1];
+    int64_t kb = b2.dims[b2.rank - 2], n = b2.dims[b2.rank - 1];
+    if (k != kb)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "inner dims differ: %lld and %lld",
+                             (long long)k, (long long)kb);
+    kn_tinfo ba = a2, bb = b2;
+    ba.rank -= 2;
+    bb.rank -= 2;
+    KN_TRY(kn_broadcast(c, &ba, &bb, y));
+    if (a->rank != 1)
+        y->dims[y->rank++] = m;
+    if (b->rank != 1)
+        y->dims[y->rank++] = n;
+    return KILN_OK;
+}
+
+static kiln_status infer_matmul(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    if (c->in[0].dtype != c->in[1].dtype)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "A and B have different types");
+    KN_TRY(matmul_shape(c, &c->in[0], &c->in[1], &c->out[0]));
+    c->out[0].dtype = c->in[0].dtype;
+    return KILN_OK;
+}
+
+static kiln_status infer_matmul_integer(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    KN_TRY(matmul_shape(c, &c->in[0], &c->in[1], &c->out[0]));
+    c->out[0].dtype = KILN_DTYPE_INT32;
+    return KILN_OK;
+}
+
+static kiln_status infer_qlinear_matmul(kn_infer *c) {
+    KN_TRY(need_inputs(c, 8));
+    KN_TRY(matmul_shape(c, &c->in[0], &c->in[3], &c->out[0]));
+    c->out[0].dtype = c->in[7].dtype;
+    return KILN_OK;
+}
+
+static kiln_status infer_einsum(kn_infer *c) {
+    if (c->n_in < 1 || c->n_in > KN_EINSUM_MAX_IN)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "1 to %d inputs supported",
+                             KN_EINSUM_MAX_IN);
+    KN_TRY(need_inputs(c, c->n_in));
+    int rank[KN_EINSUM_MAX_IN];
+    int64_t dims[KN_EINSUM_MAX_IN][KILN_MAX_DIMS];
+    for (int i = 0; i < c->n_in; i++) {
+        if (c->in[i].dtype != c->in[0].dtype)
+            return kn_node_error(c->node, KILN_ERR_SHAPE, "inputs have different types");
+        rank[i] = c->in[i].rank;
+        memcpy(dims[i], c->in[i].dims, sizeof dims[i]);
+    }
+    kn_einsum e;
+    KN_TRY(kn_einsum_parse(c->node, c->n_in, rank, (const int64_t(*)[KILN_MAX_DIMS])dims, &e));
+    kn_tinfo *y = &c->out[0];
+    y->dtype = c->in[0].dtype;
+    y->rank = e.out_rank;
+    for (int i = 0; i < e.out_rank; i++)
+        y->dims[i] = e.size[e.out_label[i]];
+    return KILN_OK;
+}
+
+/* ---------------- Dropout ---------------- */
+
+static kiln_status infer_dropout(kn_infer *c) {
+    KN_TRY(need_inputs(c, 1));
+    kn_same_as(&c->out[0], &c->in[0]);
+    if (c->n_out > 1) {
+        kn_same_as(&c->out[1], &c->in[0]);
+        if (c->node->opset == 0 || c->node->opset >= 10)
+            c->out[1].dtype = KILN_DTYPE_BOOL;
+    }
+    return KILN_OK;
+}
+
+/* ---------------- recurrent ops ---------------- */
+
+/* RNN (gates 1), GRU (3), LSTM (4): X [seq, batch, in] (layout 0) or
+ * [batch, seq, in] (layout 1); W [dirs, gates*hidden, in]. */
+static kiln_status infer_recurrent(kn_infer *c) {
+    KN_TRY(need_inputs(c, 3));
+    KN_TRY(need_real(c, 0));
+    const char *op = c->node->op_type;
+    int gates = strcmp(op, "LSTM") == 0 ? 4 : strcmp(op, "GRU") == 0 ? 3 : 1;
+    const kn_tinfo *x = &c->in[0], *w = &c->in[1], *r = &c->in[2];
+    if (x->rank != 3 || w->rank != 3 || r->rank != 3)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "X, W and R must have rank 3");
+    const char *dir = kn_attr_string(c->node, "direction", "forward");
+    int64_t dirs = strcmp(dir, "bidirectional") == 0 ? 2 : 1;
+    if (dirs == 1 && strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "unknown direction '%s'", dir);
+    int64_t hidden = kn_attr_int(c->node, "hidden_size", w->dims[1] / gates);
+    int layout = (int)kn_attr_int(c->node, "layout", 0);
+    int64_t seq = layout ? x->dims[1] : x->dims[0], batch = layout ? x->dims[0] : x->dims[1];
+    if (w->dims[0] != dirs || w->dims[1] != gates * hidden || w->dims[2] != x->dims[2] ||
+        r->dims[0] != dirs || r->dims[1] != gates * hidden || r->dims[2] != hidden)
+        return kn_node_error(c->node, KILN_ERR_SHAPE,
+                             "W or R does not fit %lld direction(s), hidden size %lld, input %lld",
+                             (long long)dirs, (long long)hidden, (long long)x->dims[2]);
+    if (kn_has_in(c, 3) && kn_numel(c->in[3].rank, c->in[3].dims) != dirs * 2 * gates * hidden)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "B has the wrong size");
+    kn_tinfo *y = &c->out[0];
+    y->dtype = x->dtype;
+    y->rank = 4;
+    if (layout) {
+        y->dims[0] = batch, y->dims[1] = seq, y->dims[2] = dirs, y->dims[3] = hidden;
+    } else {
+        y->dims[0] = seq, y->dims[1] = dirs, y->dims[2] = batch, y->dims[3] = hidden;
+    }
+    for (int k = 1; k < c->n_out && k < 3; k++) {
+        kn_tinfo *h = &c->out[k];
+        h->dtype = x->dtype;
+        h->rank = 3;
+        h->dims[0] = layout ? batch : dirs;
+        h->dims[1] = layout ? dirs : batch;
+        h->dims[2] = hidden;
+    }
+    return KILN_OK;
+}
+
+const kn_op_schema kn_ops_nn[] = {
+    {"Conv", "", infer_conv, 0},
+    {"ConvTranspose", "", infer_conv_transpose, 0},
+    {"MaxPool", "", infer_pool, 0},
+    {"AveragePool", "", infer_pool, 0},
+    {"LpPool", "", infer_pool, 0},
+    {"GlobalAveragePool", "", infer_global_pool, 0},
+    {"GlobalMaxPool", "", infer_global_pool, 0},
+    {"GlobalLpPool", "", infer_global_pool, 0},
+    {"BatchNormalization", "", infer_batchnorm, 0},
+    {"InstanceNormalization", "", infer_instancenorm, 0},
+    {"LayerNormalization", "", infer_layernorm, 0},
+    {"GroupNormalization", "", infer_groupnorm, 0},
+    {"LpNormalization", "", infer_lpnorm, 0},
+    {"LRN", "", infer_lrn, 0},
+    {"MeanVarianceNormalization", "", infer_mvn, 0},
+    {"Gemm", "", infer_gemm, 0},
+    {"MatMul", "", infer_matmul, 0},
+    {"MatMulInteger", "", infer_matmul_integer, 0},
+    {"QLinearMatMul", "", infer_qlinear_matmul, 0},
+    {"Einsum", "", infer_einsum, 0},
+    {"Dropout", "", infer_dropout, 0},
+    {"RNN", "", infer_recurrent, 0},
+    {"GRU", "", infer_recurrent, 0},
+    {"LSTM", "", infer_recurrent, 0},
+};
+const size_t kn_ops_nn_count = KN_ARRAY_LEN(kn_ops_nn);

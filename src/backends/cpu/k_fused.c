@@ -1,5 +1,121 @@
-/* k_fused.c - CPU kernels of the fused family. */
-#include "backends/backend.h"
+/* k_fused.c - reference CPU kernels of kiln's fused ops (graph/fused.h): the
+ * base op's reference followed by the epilogue (bias, residual, activation). */
+#include <math.h>
+#include <string.h>
 
-const kb_kernel kb_cpu_fused[] = {{"", "", "", NULL, NULL, NULL, NULL, NULL, NULL}};
-const size_t kb_cpu_fused_count = 0;
+#include "graph/fused.h"
+#include "k_nn.h"
+
+static bool present(const kb_run *r, int i) { return i < r->n_in && r->in[i].data; }
+
+/* The activation named by the node, with its parameters (attribute names
+ * differ per op); defaults follow the ONNX op of the same name. */
+static kiln_status read_act(const kn_node *node, const char *alpha_name, const char *beta_name,
+                            kb_epilogue *ep) {
+    const char *name = kn_attr_string(node, "activation", "");
+    ep->act = kb_act_parse(name);
+    if (ep->act == KB_ACT_INVALID)
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "unknown activation '%s'", name);
+    float da = 0.f, db = 0.f;
+    switch (ep->act) {
+    case KB_ACT_LEAKY_RELU: da = 0.01f; break;
+    case KB_ACT_CLIP: da = -INFINITY, db = INFINITY; break;
+    case KB_ACT_HARD_SIGMOID: da = 0.2f, db = 0.5f; break;
+    case KB_ACT_ELU: da = 1.f; break;
+    default: break;
+    }
+    ep->alpha = kn_attr_float(node, alpha_name, da);
+    ep->beta = kn_attr_float(node, beta_name, db);
+    return KILN_OK;
+}
+
+static bool sup_fused(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                      int n_out) {
+    for (int i = 0; i < n_in; i++)
+        if (in[i].dtype != KILN_DTYPE_UNDEFINED && in[i].dtype != KILN_DTYPE_FLOAT)
+            return false;
+    return kb_act_parse(kn_attr_string(node, "activation", "")) != KB_ACT_INVALID;
+}
+
+static bool all_float(const kb_run *r) {
+    for (int i = 0; i < r->n_in; i++)
+        if (r->in[i].data && r->in[i].dtype != KILN_DTYPE_FLOAT)
+            return false;
+    return true;
+}
+
+static kiln_status fused_conv_run(const kb_run *r) {
+    if (!all_float(r))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "float only");
+    kb_conv cv;
+    KN_TRY(kb_conv_setup(r->node, &r->in[0], &r->in[1], &cv));
+    if (r->workspace_size < kb_conv_workspace(&cv))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
+    kb_epilogue ep = {0};
+    KN_TRY(read_act(r->node, "alpha", "beta", &ep));
+    ep.bias = present(r, 2) ? r->in[2].data : NULL;
+    ep.residual = present(r, 3) ? r->in[3].data : NULL;
+    kb_conv_forward(&cv, r->in[0].data, r->in[1].data, r->out[0].data, &ep, r->workspace,
+                    r->threads);
+    return KILN_OK;
+}
+
+static kiln_status fused_gemm_run(const kb_run *r) {
+    if (!all_float(r))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "float only");
+    kb_epilogue ep = {0};
+    KN_TRY(read_act(r->node, "alpha_act", "beta_act", &ep));
+    kb_tensor *y = &r->out[0];
+    kb_gemm_f32(r->node, &r->in[0], &r->in[1], present(r, 2) ? &r->in[2] : NULL, y, r->threads);
+    kb_act_apply_n(ep.act, y->data, (size_t)kb_numel(y), ep.alpha, ep.beta);
+    return KILN_OK;
+}
+
+/* Offset in t (broadcast to y's shape) of y's element i. */
+static int64_t bcast_offset(const kb_tensor *t, const kb_tensor *y, int64_t i) {
+    int64_t off = 0, mul = 1;
+    for (int d = 1; d <= t->rank; d++) {
+        int64_t yd = y->dims[y->rank - d], td = t->dims[t->rank - d];
+        int64_t c = i % yd;
+        i /= yd;
+        if (td != 1)
+            off += c * mul;
+        mul *= td;
+    }
+    return off;
+}
+
+static kiln_status fused_matmul_run(const kb_run *r) {
+    if (!all_float(r))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "float only");
+    kb_epilogue ep = {0};
+    KN_TRY(read_act(r->node, "alpha", "beta", &ep));
+    kb_tensor *y = &r->out[0];
+    kb_matmul_f32(&r->in[0], &r->in[1], y, r->threads);
+    const kb_tensor *bias = present(r, 2) ? &r->in[2] : NULL;
+    int64_t total = kb_numel(y), n = y->rank ? y->dims[y->rank - 1] : 1;
+    float *Y = y->data;
+    const float *B = bias ? bias->data : NULL;
+    if (!bias || (bias->rank == 1 && bias->dims[0] == n)) { /* per column: the common case */
+        int64_t rows = n ? total / n : 0;
+        int nth = r->threads > 1 && total > 16384 ? r->threads : 1;
+#pragma omp parallel for num_threads(nth) schedule(static)
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < n; j++)
+                Y[i * n + j] = kb_act_apply(ep.act, Y[i * n + j] + (B ? B[j] : 0.f), ep.alpha,
+                                            ep.beta);
+        return KILN_OK;
+    }
+    for (int64_t i = 0; i < total; i++) {
+        float v = Y[i] + B[bcast_offset(bias, y, i)];
+        Y[i] = kb_act_apply(ep.act, v, ep.alpha, ep.beta);
+    }
+    return KILN_OK;
+}
+
+const kb_kernel kb_cpu_fused[] = {
+    {"Conv", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, kb_nn_conv_prepare, NULL, fused_conv_run},
+    {"Gemm", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, NULL, NULL, fused_gemm_run},
+    {"MatMul", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, NULL, NULL, fused_matmul_run},
+};
+const size_t kb_cpu_fused_count = KN_ARRAY_LEN(kb_cpu_fused);

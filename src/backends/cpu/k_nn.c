@@ -1,5 +1,370 @@
-/* k_nn.c - CPU kernels of the nn family. */
-#include "backends/backend.h"
+/* k_nn.c - reference CPU kernels of the nn family: Gemm, MatMul (float fast
+ * path, other real types by plain loops), MatMulInteger, QLinearMatMul,
+ * Einsum and Dropout here; convolution, pooling, normalization and the
+ * recurrent ops in k_nn_*.c. The kernel table kb_cpu_nn is at the end. */
+#include <math.h>
+#include <string.h>
 
-const kb_kernel kb_cpu_nn[] = {{"", "", "", NULL, NULL, NULL, NULL, NULL, NULL}};
-const size_t kb_cpu_nn_count = 0;
+#include "k_nn.h"
+
+static bool present(const kb_run *r, int i) { return i < r->n_in && r->in[i].data; }
+
+/* ---------------- Gemm ---------------- */
+
+/* C's element for Y[i, j] when C broadcasts (unidirectionally) to [m, n]. */
+static int64_t gemm_c_index(const kb_tensor *c, int64_t i, int64_t j) {
+    int64_t cm = c->rank >= 2 ? c->dims[c->rank - 2] : 1;
+    int64_t cn = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+    return (cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j);
+}
+
+void kb_gemm_f32(const kn_node *node, const kb_tensor *a, const kb_tensor *b, const kb_tensor *c,
+                 kb_tensor *y, int threads) {
+    bool ta = kn_attr_int(node, "transA", 0) != 0, tb = kn_attr_int(node, "transB", 0) != 0;
+    float alpha = kn_attr_float(node, "alpha", 1.f), beta = kn_attr_float(node, "beta", 1.f);
+    int64_t m = y->dims[0], n = y->dims[1], k = ta ? a->dims[0] : a->dims[1];
+    float *Y = y->data;
+    bool use_c = c && c->data && beta != 0.f;
+    if (use_c) {
+        const float *C = c->data;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++)
+                Y[i * n + j] = beta * C[gemm_c_index(c, i, j)];
+    }
+    kb_sgemm(ta, tb, m, n, k, alpha, a->data, a->dims[1], b->data, b->dims[1], use_c ? 1.f : 0.f,
+             Y, n, threads);
+}
+
+/* Any real type: plain loops, double accumulation. */
+static void gemm_generic(const kn_node *node, const kb_tensor *a, const kb_tensor *b,
+                         const kb_tensor *c, kb_tensor *y) {
+    bool ta = kn_attr_int(node, "transA", 0) != 0, tb = kn_attr_int(node, "transB", 0) != 0;
+    double alpha = kn_attr_float(node, "alpha", 1.f), beta = kn_attr_float(node, "beta", 1.f);
+    int64_t m = y->dims[0], n = y->dims[1], k = ta ? a->dims[0] : a->dims[1];
+    int64_t lda = a->dims[1], ldb = b->dims[1];
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0.0;
+            for (int64_t p = 0; p < k; p++)
+                s += kb_ld(a->data, a->dtype, (size_t)(ta ? p * lda + i : i * lda + p)) *
+                     kb_ld(b->data, b->dtype, (size_t)(tb ? j * ldb + p : p * ldb + j));
+            double v = alpha * s;
+            if (c && c->data && beta != 0.0)
+                v += beta * kb_ld(c->data, c->dtype, (size_t)gemm_c_index(c, i, j));
+            kb_st(y->data, y->dtype, (size_t)(i * n + j), v);
+        }
+}
+
+static kiln_status gemm_run(const kb_run *r) {
+    const kb_tensor *c = present(r, 2) ? &r->in[2] : NULL;
+    if (r->in[0].dtype == KILN_DTYPE_FLOAT && (!c || c->dtype == KILN_DTYPE_FLOAT))
+        kb_gemm_f32(r->node, &r->in[0], &r->in[1], c, &r->out[0], r->threads);
+    else if (kb_is_real(r->in[0].dtype))
+        gemm_generic(r->node, &r->in[0], &r->in[1], c, &r->out[0]);
+    else
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "Gemm of %s is not supported",
+                             kiln_dtype_name(r->in[0].dtype));
+    return KILN_OK;
+}
+
+/* ---------------- MatMul family ---------------- */
+
+/* Shapes of a numpy matmul: matrices m x k and k x n, batch count, and the
+ * element offsets of batch `bi`'s matrices in a and b. */
+typedef struct mm_shape {
+    int64_t m, n, k, batches;
+    int br; /* output batch rank */
+} mm_shape;
+
+static mm_shape mm_shape_of(const kb_tensor *a, const kb_tensor *b, const kb_tensor *y) {
+    mm_shape s;
+    s.m = a->rank == 1 ? 1 : a->dims[a->rank - 2];
+    s.k = a->dims[a->rank - 1];
+    s.n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+    s.br = y->rank - (a->rank == 1 ? 0 : 1) - (b->rank == 1 ? 0 : 1);
+    s.batches = kn_numel(s.br, y->dims);
+    return s;
+}
+
+static int64_t mm_offset(const mm_shape *s, const kb_tensor *t, const int64_t *ydims, int64_t bi,
+                         int64_t mat) {
+    int tr = t->rank > 2 ? t->rank - 2 : 0;
+    int64_t coord[KILN_MAX_DIMS], off = 0;
+    for (int d = s->br - 1; d >= 0; d--) {
+        coord[d] = bi % ydims[d];
+        bi /= ydims[d];
+    }
+    for (int i = 0; i < tr; i++) {
+        int64_t ci = coord[s->br - tr + i];
+        off = off * t->dims[i] + (t->dims[i] == 1 ? 0 : ci);
+    }
+    return off * mat;
+}
+
+static void matmul_generic(const kb_tensor *a, const kb_tensor *b, kb_tensor *y) {
+    mm_shape s = mm_shape_of(a, b, y);
+    for (int64_t bi = 0; bi < s.batches; bi++) {
+        int64_t ao = mm_offset(&s, a, y->dims, bi, s.m * s.k);
+        int64_t bo = mm_offset(&s, b, y->dims, bi, s.k * s.n);
+        for (int64_t i = 0; i < s.m; i++)
+            for (int64_t j = 0; j < s.n; j++) {
+                double acc = 0.0;
+                for (int64_t p = 0; p < s.k; p++)
+                    acc += kb_ld(a->data, a->dtype, (size_t)(ao + i * s.k + p)) *
+                           kb_ld(b->data, b->dtype, (size_t)(bo + p * s.n + j));
+                kb_st(y->data, y->dtype, (size_t)((bi * s.m + i) * s.n + j), acc);
+            }
+    }
+}
+
+static kiln_status matmul_run(const kb_run *r) {
+    const kb_tensor *a = &r->in[0], *b = &r->in[1];
+    if (a->dtype == KILN_DTYPE_FLOAT && b->dtype == KILN_DTYPE_FLOAT)
+        kb_matmul_f32(a, b, &r->out[0], r->threads);
+    else if (kb_is_real(a->dtype) && a->dtype == b->dtype)
+        matmul_generic(a, b, &r->out[0]);
+    else
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "MatMul of %s is not supported",
+                             kiln_dtype_name(a->dtype));
+    return KILN_OK;
+}
+
+static bool is_8bit(kiln_dtype t) { return t == KILN_DTYPE_UINT8 || t == KILN_DTYPE_INT8; }
+
+/* Zero point or scale of row/column i: a scalar or one value per row/column. */
+static double per_index(const kb_tensor *t, int64_t i, double dflt) {
+    if (!t || !t->data)
+        return dflt;
+    return kb_ld(t->data, t->dtype, (size_t)(kb_numel(t) == 1 ? 0 : i));
+}
+
+/* Integer matmul core: acc[i, j] = sum (a - za[i]) (b - zb[j]). */
+static int64_t int_dot(const kb_tensor *a, const kb_tensor *b, const mm_shape *s, int64_t ao,
+                       int64_t bo, int64_t i, int64_t j, int64_t za, int64_t zb) {
+    int64_t acc = 0;
+    for (int64_t p = 0; p < s->k; p++) {
+        int64_t av = (int64_t)kb_ld(a->data, a->dtype, (size_t)(ao + i * s->k + p)) - za;
+        int64_t bv = (int64_t)kb_ld(b->data, b->dtype, (size_t)(bo + p * s->n + j)) - zb;
+        acc += av * bv;
+    }
+    return acc;
+}
+
+static kiln_status matmul_integer_run(const kb_run *r) {
+    const kb_tensor *a = &r->in[0], *b = &r->in[1];
+    const kb_tensor *za = present(r, 2) ? &r->in[2] : NULL, *zb = present(r, 3) ? &r->in[3] : NULL;
+    if (!is_8bit(a->dtype) || !is_8bit(b->dtype))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "MatMulInteger needs 8-bit inputs");
+    kb_tensor *y = &r->out[0];
+    mm_shape s = mm_shape_of(a, b, y);
+    int32_t *Y = y->data;
+    for (int64_t bi = 0; bi < s.batches; bi++) {
+        int64_t ao = mm_offset(&s, a, y->dims, bi, s.m * s.k);
+        int64_t bo = mm_offset(&s, b, y->dims, bi, s.k * s.n);
+        for (int64_t i = 0; i < s.m; i++)
+            for (int64_t j = 0; j < s.n; j++)
+                Y[(bi * s.m + i) * s.n + j] = (int32_t)int_dot(
+                    a, b, &s, ao, bo, i, j, (int64_t)per_index(za, i, 0), (int64_t)per_index(zb, j, 0));
+    }
+    return KILN_OK;
+}
+
+static kiln_status qlinear_matmul_run(const kb_run *r) {
+    const kb_tensor *a = &r->in[0], *as = &r->in[1], *az = &r->in[2];
+    const kb_tensor *b = &r->in[3], *bs = &r->in[4], *bz = &r->in[5];
+    const kb_tensor *ys = &r->in[6], *yz = &r->in[7];
+    kb_tensor *y = &r->out[0];
+    if (!is_8bit(a->dtype) || !is_8bit(b->dtype) || !is_8bit(y->dtype))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "QLinearMatMul needs 8-bit tensors");
+    mm_shape s = mm_shape_of(a, b, y);
+    double lo = y->dtype == KILN_DTYPE_UINT8 ? 0.0 : -128.0;
+    double hi = y->dtype == KILN_DTYPE_UINT8 ? 255.0 : 127.0;
+    double yscale = per_index(ys, 0, 1.0), yzero = per_index(yz, 0, 0.0);
+    for (int64_t bi = 0; bi < s.batches; bi++) {
+        int64_t ao = mm_offset(&s, a, y->dims, bi, s.m * s.k);
+        int64_t bo = mm_offset(&s, b, y->dims, bi, s.k * s.n);
+        for (int64_t i = 0; i < s.m; i++)
+            for (int64_t j = 0; j < s.n; j++) {
+                int64_t acc = int_dot(a, b, &s, ao, bo, i, j, (int64_t)per_index(az, i, 0),
+                                      (int64_t)per_index(bz, j, 0));
+                /* the scales multiply in float, as the ONNX definition does */
+                float scale = (float)per_index(as, i, 1.0) * (float)per_index(bs, j, 1.0) /
+                              (float)yscale;
+                double v = nearbyint((double)((float)acc * scale)) + yzero;
+                v = v < lo ? lo : (v > hi ? hi : v);
+                kb_st(y->data, y->dtype, (size_t)((bi * s.m + i) * s.n + j), v);
+            }
+    }
+    return KILN_OK;
+}
+
+/* ---------------- Einsum ---------------- */
+
+/* Plain loops over the output index space and, inside, the summed labels.
+ * A label repeated within one operand takes the diagonal (its strides add). */
+static kiln_status einsum_run(const kb_run *r) {
+    int rank[KN_EINSUM_MAX_IN];
+    int64_t dims[KN_EINSUM_MAX_IN][KILN_MAX_DIMS];
+    if (r->n_in > KN_EINSUM_MAX_IN)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "too many inputs");
+    for (int i = 0; i < r->n_in; i++) {
+        if (!kb_is_real(r->in[i].dtype) && r->in[i].dtype != KILN_DTYPE_INT32 &&
+            r->in[i].dtype != KILN_DTYPE_INT64)
+            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "Einsum of %s is not supported",
+                                 kiln_dtype_name(r->in[i].dtype));
+        rank[i] = r->in[i].rank;
+        memcpy(dims[i], r->in[i].dims, sizeof dims[i]);
+    }
+    kn_einsum e;
+    KN_TRY(kn_einsum_parse(r->node, r->n_in, rank, (const int64_t(*)[KILN_MAX_DIMS])dims, &e));
+    /* per input, per label: element stride (0 where the dim broadcasts) */
+    int64_t stride[KN_EINSUM_MAX_IN][KN_EINSUM_LABELS];
+    memset(stride, 0, sizeof stride);
+    for (int i = 0; i < r->n_in; i++) {
+        int64_t s = 1;
+        for (int d = rank[i] - 1; d >= 0; d--) {
+            if (dims[i][d] != 1)
+                stride[i][e.label[i][d]] += s;
+            s *= dims[i][d];
+        }
+    }
+    bool in_out[KN_EINSUM_LABELS] = {false};
+    for (int q = 0; q < e.out_rank; q++)
+        in_out[e.out_label[q]] = true;
+    int sum_lab[KN_EINSUM_LABELS], n_sum = 0;
+    int64_t sum_count = 1;
+    for (int l = 0; l < KN_EINSUM_LABELS; l++)
+        if (e.size[l] >= 0 && !in_out[l]) {
+            sum_lab[n_sum++] = l;
+            sum_count *= e.size[l];
+        }
+    kb_tensor *y = &r->out[0];
+    int64_t total = kb_numel(y);
+    int nth = r->threads > 1 && total * sum_count > 32768 ? r->threads : 1;
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t o = 0; o < total; o++) {
+        int64_t base[KN_EINSUM_MAX_IN] = {0}, rest = o;
+        for (int q = e.out_rank - 1; q >= 0; q--) {
+            int l = e.out_label[q];
+            int64_t c = rest % e.size[l];
+            rest /= e.size[l];
+            for (int i = 0; i < r->n_in; i++)
+                base[i] += c * stride[i][l];
+        }
+        double acc = 0.0;
+        int64_t sc[KN_EINSUM_LABELS] = {0};
+        for (int64_t t = 0; t < sum_count; t++) {
+            double prod = 1.0;
+            for (int i = 0; i < r->n_in; i++) {
+                int64_t off = base[i];
+                for (int q = 0; q < n_sum; q++)
+                    off += sc[q] * stride[i][sum_lab[q]];
+                prod *= kb_ld(r->in[i].data, r->in[i].dtype, (size_t)off);
+            }
+            acc += prod;
+            for (int q = n_sum - 1; q >= 0; q--) {
+                if (++sc[q] < e.size[sum_lab[q]])
+                    break;
+                sc[q] = 0;
+            }
+        }
+        kb_st(y->data, y->dtype, (size_t)o, acc);
+    }
+    return KILN_OK;
+}
+
+/* ---------------- Dropout (inference: identity) ---------------- */
+
+static kiln_status dropout_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    if (present(r, 2) && kb_ld(r->in[2].data, r->in[2].dtype, 0) != 0.0) {
+        double ratio = present(r, 1) ? kb_ld(r->in[1].data, r->in[1].dtype, 0) : 0.5;
+        if (ratio != 0.0)
+            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                                 "training_mode with a non-zero ratio is not supported");
+    }
+    size_t bytes = (size_t)kb_numel(x) * kiln_dtype_size(x->dtype);
+    if (r->out[0].data != x->data && bytes)
+        memmove(r->out[0].data, x->data, bytes);
+    if (r->n_out > 1 && r->out[1].data) {
+        kb_tensor *mask = &r->out[1];
+        for (int64_t i = 0; i < kb_numel(mask); i++)
+            kb_st(mask->data, mask->dtype, (size_t)i, 1.0);
+    }
+    return KILN_OK;
+}
+
+/* ---------------- supports ---------------- */
+
+static bool sup_float(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                      int n_out) {
+    return n_in >= 1 && in[0].dtype == KILN_DTYPE_FLOAT && (n_in < 2 || in[1].dtype == KILN_DTYPE_FLOAT);
+}
+
+static bool sup_real(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                     int n_out) {
+    return n_in >= 1 && kb_is_real(in[0].dtype);
+}
+
+static bool sup_pool(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                     int n_out) {
+    kiln_dtype t = in[0].dtype;
+    if (strcmp(node->op_type, "MaxPool") == 0 || strcmp(node->op_type, "GlobalMaxPool") == 0)
+        return kb_is_real(t) || t == KILN_DTYPE_INT8 || t == KILN_DTYPE_UINT8;
+    return kb_is_real(t);
+}
+
+static bool sup_8bit(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                     int n_out) {
+    int b = strcmp(node->op_type, "QLinearMatMul") == 0 ? 3 : 1;
+    return n_in > b && is_8bit(in[0].dtype) && is_8bit(in[b].dtype);
+}
+
+static bool sup_any(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                    int n_out) {
+    return true;
+}
+
+static bool sup_einsum(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                       int n_out) {
+    for (int i = 0; i < n_in; i++)
+        if (!kb_is_real(in[i].dtype) && in[i].dtype != KILN_DTYPE_INT32 &&
+            in[i].dtype != KILN_DTYPE_INT64)
+            return false;
+    return true;
+}
+
+static bool sup_recurrent(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                          int n_out) {
+    return in[0].dtype == KILN_DTYPE_FLOAT;
+}
+
+#define REF(op, sup, prep, run) {op, "", "ref", sup, NULL, NULL, prep, NULL, run}
+
+const kb_kernel kb_cpu_nn[] = {
+    REF("Conv", sup_float, kb_nn_conv_prepare, kb_nn_conv_run),
+    REF("ConvTranspose", sup_float, kb_nn_convt_prepare, kb_nn_convt_run),
+    REF("MaxPool", sup_pool, NULL, kb_nn_pool_run),
+    REF("AveragePool", sup_pool, NULL, kb_nn_pool_run),
+    REF("LpPool", sup_pool, NULL, kb_nn_pool_run),
+    REF("GlobalAveragePool", sup_pool, NULL, kb_nn_global_pool_run),
+    REF("GlobalMaxPool", sup_pool, NULL, kb_nn_global_pool_run),
+    REF("GlobalLpPool", sup_pool, NULL, kb_nn_global_pool_run),
+    REF("BatchNormalization", sup_real, NULL, kb_nn_batchnorm_run),
+    REF("InstanceNormalization", sup_real, NULL, kb_nn_instancenorm_run),
+    REF("LayerNormalization", sup_real, NULL, kb_nn_layernorm_run),
+    REF("GroupNormalization", sup_real, NULL, kb_nn_groupnorm_run),
+    REF("LpNormalization", sup_real, NULL, kb_nn_lpnorm_run),
+    REF("LRN", sup_real, NULL, kb_nn_lrn_run),
+    REF("MeanVarianceNormalization", sup_real, kb_nn_mvn_prepare, kb_nn_mvn_run),
+    REF("Gemm", sup_real, NULL, gemm_run),
+    REF("MatMul", sup_real, NULL, matmul_run),
+    REF("MatMulInteger", sup_8bit, NULL, matmul_integer_run),
+    REF("QLinearMatMul", sup_8bit, NULL, qlinear_matmul_run),
+    REF("Einsum", sup_einsum, NULL, einsum_run),
+    REF("Dropout", sup_any, NULL, dropout_run),
+    REF("RNN", sup_recurrent, kb_nn_rnn_prepare, kb_nn_rnn_run),
+    REF("GRU", sup_recurrent, kb_nn_rnn_prepare, kb_nn_rnn_run),
+    REF("LSTM", sup_recurrent, kb_nn_rnn_prepare, kb_nn_rnn_run),
+};
+const size_t kb_cpu_nn_count = KN_ARRAY_LEN(kb_cpu_nn);

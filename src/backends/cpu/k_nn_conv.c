@@ -1,0 +1,250 @@
+/* k_nn_conv.c - reference Conv and ConvTranspose (float, any number of
+ * spatial dims): im2col / col2im around the reference GEMM, one group at a
+ * time. */
+#include <string.h>
+
+#include "k_nn.h"
+
+static bool conv_f32(const kb_tensor *x, const kb_tensor *w) {
+    return x->dtype == KILN_DTYPE_FLOAT && w->dtype == KILN_DTYPE_FLOAT;
+}
+
+kiln_status kb_conv_setup(const kn_node *node, const kb_tensor *x, const kb_tensor *w,
+                          kb_conv *cv) {
+    memset(cv, 0, sizeof *cv);
+    if (x->rank < 3 || w->rank != x->rank)
+        return kn_node_error(node, KILN_ERR_SHAPE, "input rank %d / weight rank %d", x->rank,
+                             w->rank);
+    KN_TRY(kn_window_forward(node, x->rank - 2, x->dims + 2, w->dims + 2, false, &cv->w));
+    cv->batch = x->dims[0];
+    cv->cin = x->dims[1];
+    cv->cout = w->dims[0];
+    cv->group = kn_attr_int(node, "group", 1);
+    if (cv->group < 1 || cv->cin != w->dims[1] * cv->group || cv->cout % cv->group)
+        return kn_node_error(node, KILN_ERR_SHAPE, "channels do not fit the group count");
+    cv->in_size = cv->out_size = cv->kernel_size = 1;
+    cv->direct = true;
+    for (int i = 0; i < cv->w.nsp; i++) {
+        cv->in_size *= cv->w.in[i];
+        cv->out_size *= cv->w.out[i];
+        cv->kernel_size *= cv->w.kernel[i];
+        if (cv->w.kernel[i] != 1 || cv->w.stride[i] != 1 || cv->w.pad0[i] || cv->w.pad1[i])
+            cv->direct = false;
+    }
+    return KILN_OK;
+}
+
+size_t kb_conv_workspace(const kb_conv *cv) {
+    if (cv->direct)
+        return 0;
+    return (size_t)(cv->cin / cv->group) * (size_t)cv->kernel_size * (size_t)cv->out_size *
+           sizeof(float);
+}
+
+/* Unravel a kernel offset into per-dim kernel coordinates. */
+static void kernel_coords(const kn_window *w, int64_t kidx, int64_t *kc) {
+    for (int d = w->nsp - 1; d >= 0; d--) {
+        kc[d] = kidx % w->kernel[d];
+        kidx /= w->kernel[d];
+    }
+}
+
+/* col[(c * K + kidx), o] = x[c, o * stride - pad0 + k * dil] or 0 outside. */
+static void im2col(const kn_window *w, const float *x, int64_t channels, int64_t ksize,
+                   int64_t in_size, int64_t out_size, float *col, int threads) {
+    int nsp = w->nsp, last = nsp - 1;
+    int64_t rows = channels * ksize, olast = w->out[last];
+    int64_t outer = out_size / olast;
+    int nth = threads > 1 && rows * out_size > 32768 ? threads : 1;
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t kc[KN_WIN_MAX], oc[KN_WIN_MAX] = {0};
+        kernel_coords(w, r % ksize, kc);
+        const float *xc = x + (r / ksize) * in_size;
+        float *dst = col + r * out_size;
+        for (int64_t o = 0; o < outer; o++) {
+            /* oc[0..last-1] walk the outer output positions */
+            int64_t off = 0;
+            bool inside = true;
+            for (int d = 0; d < last; d++) {
+                int64_t pos = oc[d] * w->stride[d] - w->pad0[d] + kc[d] * w->dil[d];
+                if (pos < 0 || pos >= w->in[d])
+                    inside = false;
+                off = off * w->in[d] + pos;
+            }
+            float *row = dst + o * olast;
+            if (!inside) {
+                memset(row, 0, sizeof(float) * (size_t)olast);
+            } else {
+                const float *xr = xc + off * w->in[last];
+                int64_t s = w->stride[last], base = kc[last] * w->dil[last] - w->pad0[last];
+                for (int64_t j = 0; j < olast; j++) {
+                    int64_t pos = j * s + base;
+                    row[j] = pos >= 0 && pos < w->in[last] ? xr[pos] : 0.f;
+                }
+            }
+            for (int d = last - 1; d >= 0; d--) {
+                if (++oc[d] < w->out[d])
+                    break;
+                oc[d] = 0;
+            }
+        }
+    }
+}
+
+void kb_conv_forward(const kb_conv *cv, const float *x, const float *w, float *y,
+                     const kb_epilogue *ep, float *ws, int threads) {
+    int64_t cin_g = cv->cin / cv->group, cout_g = cv->cout / cv->group;
+    int64_t kdim = cin_g * cv->kernel_size;
+    for (int64_t b = 0; b < cv->batch; b++) {
+        for (int64_t g = 0; g < cv->group; g++) {
+            const float *xg = x + (b * cv->cin + g * cin_g) * cv->in_size;
+            const float *col = xg;
+            if (!cv->direct) {
+                im2col(&cv->w, xg, cin_g, cv->kernel_size, cv->in_size, cv->out_size, ws, threads);
+                col = ws;
+            }
+            float *yg = y + (b * cv->cout + g * cout_g) * cv->out_size;
+            kb_sgemm(false, false, cout_g, cv->out_size, kdim, 1.f, w + g * cout_g * kdim, kdim,
+                     col, cv->out_size, 0.f, yg, cv->out_size, threads);
+        }
+    }
+    if (ep) {
+        const float *res = ep->residual;
+        kb_epilogue_rows(ep, y, res, cv->batch * cv->cout, cv->out_size, cv->cout, threads);
+    }
+}
+
+kiln_status kb_nn_conv_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                               int n_in, const kb_tensor *out, int n_out, void **inst,
+                               size_t *workspace) {
+    kb_conv cv;
+    KN_TRY(kb_conv_setup(node, &in[0], &in[1], &cv));
+    *workspace = kb_conv_workspace(&cv);
+    return KILN_OK;
+}
+
+kiln_status kb_nn_conv_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *w = &r->in[1];
+    if (!conv_f32(x, w))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "the reference Conv handles float only");
+    kb_conv cv;
+    KN_TRY(kb_conv_setup(r->node, x, w, &cv));
+    if (r->workspace_size < kb_conv_workspace(&cv))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
+    kb_epilogue ep = {0};
+    bool has_bias = r->n_in > 2 && r->in[2].data;
+    if (has_bias)
+        ep.bias = r->in[2].data;
+    kb_conv_forward(&cv, x->data, w->data, r->out[0].data, has_bias ? &ep : NULL, r->workspace,
+                    r->threads);
+    return KILN_OK;
+}
+
+/* ---------------- ConvTranspose ---------------- */
+
+typedef struct convt_geom {
+    kn_window w;
+    int64_t batch, cin, cout, group, in_size, out_size, kernel_size;
+} convt_geom;
+
+static kiln_status convt_setup(const kn_node *node, const kb_tensor *x, const kb_tensor *w,
+                               convt_geom *g) {
+    memset(g, 0, sizeof *g);
+    if (x->rank < 3 || w->rank != x->rank)
+        return kn_node_error(node, KILN_ERR_SHAPE, "input rank %d / weight rank %d", x->rank,
+                             w->rank);
+    KN_TRY(kn_window_transpose(node, x->rank - 2, x->dims + 2, w->dims + 2, &g->w));
+    g->batch = x->dims[0];
+    g->cin = x->dims[1];
+    g->group = kn_attr_int(node, "group", 1);
+    g->cout = w->dims[1] * g->group;
+    if (g->group < 1 || g->cin != w->dims[0] || g->cin % g->group)
+        return kn_node_error(node, KILN_ERR_SHAPE, "channels do not fit the group count");
+    g->in_size = g->out_size = g->kernel_size = 1;
+    for (int i = 0; i < g->w.nsp; i++) {
+        g->in_size *= g->w.in[i];
+        g->out_size *= g->w.out[i];
+        g->kernel_size *= g->w.kernel[i];
+    }
+    return KILN_OK;
+}
+
+static size_t convt_workspace(const convt_geom *g) {
+    return (size_t)(g->cout / g->group) * (size_t)g->kernel_size * (size_t)g->in_size *
+           sizeof(float);
+}
+
+kiln_status kb_nn_convt_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                int n_in, const kb_tensor *out, int n_out, void **inst,
+                                size_t *workspace) {
+    convt_geom g;
+    KN_TRY(convt_setup(node, &in[0], &in[1], &g));
+    *workspace = convt_workspace(&g);
+    return KILN_OK;
+}
+
+/* y[c, i * stride - pad0 + k * dil] += col[(c * K + kidx), i]: the adjoint of
+ * im2col. One thread per output channel, so no two threads add to one value. */
+static void col2im(const kn_window *w, const float *col, int64_t channels, int64_t ksize,
+                   int64_t in_size, int64_t out_size, float *y, int threads) {
+    int nsp = w->nsp;
+    int nth = threads > 1 && channels * ksize * in_size > 32768 ? threads : 1;
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t c = 0; c < channels; c++) {
+        float *yc = y + c * out_size;
+        for (int64_t kidx = 0; kidx < ksize; kidx++) {
+            int64_t kc[KN_WIN_MAX], ic[KN_WIN_MAX] = {0};
+            kernel_coords(w, kidx, kc);
+            const float *src = col + (c * ksize + kidx) * in_size;
+            for (int64_t i = 0; i < in_size; i++) {
+                int64_t off = 0;
+                bool inside = true;
+                for (int d = 0; d < nsp; d++) {
+                    int64_t pos = ic[d] * w->stride[d] - w->pad0[d] + kc[d] * w->dil[d];
+                    if (pos < 0 || pos >= w->out[d])
+                        inside = false;
+                    off = off * w->out[d] + pos;
+                }
+                if (inside)
+                    yc[off] += src[i];
+                for (int d = nsp - 1; d >= 0; d--) {
+                    if (++ic[d] < w->in[d])
+                        break;
+                    ic[d] = 0;
+                }
+            }
+        }
+    }
+}
+
+kiln_status kb_nn_convt_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *w = &r->in[1];
+    if (!conv_f32(x, w))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                             "the reference ConvTranspose handles float only");
+    convt_geom g;
+    KN_TRY(convt_setup(r->node, x, w, &g));
+    if (r->workspace_size < convt_workspace(&g))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
+    int64_t cin_g = g.cin / g.group, cout_g = g.cout / g.group, rows = cout_g * g.kernel_size;
+    const float *X = x->data, *W = w->data;
+    const float *bias = r->n_in > 2 ? r->in[2].data : NULL;
+    float *Y = r->out[0].data, *col = r->workspace;
+    memset(Y, 0, sizeof(float) * (size_t)(g.batch * g.cout * g.out_size));
+    for (int64_t b = 0; b < g.batch; b++) {
+        for (int64_t gi = 0; gi < g.group; gi++) {
+            const float *xg = X + (b * g.cin + gi * cin_g) * g.in_size;
+            const float *wg = W + gi * cin_g * rows; /* [cin_g, cout_g * K] */
+            kb_sgemm(true, false, rows, g.in_size, cin_g, 1.f, wg, rows, xg, g.in_size, 0.f, col,
+                     g.in_size, r->threads);
+            col2im(&g.w, col, cout_g, g.kernel_size, g.in_size, g.out_size,
+                   Y + (b * g.cout + gi * cout_g) * g.out_size, r->threads);
+        }
+    }
+    if (bias) {
+        kb_epilogue ep = {.bias = bias};
+        kb_epilogue_rows(&ep, Y, NULL, g.batch * g.cout, g.out_size, g.cout, r->threads);
+    }
+    return KILN_OK;
+}

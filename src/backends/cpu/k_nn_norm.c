@@ -1,0 +1,279 @@
+/* k_nn_norm.c - reference normalizations: BatchNormalization (inference),
+ * InstanceNormalization, LayerNormalization, GroupNormalization,
+ * LpNormalization, LRN, MeanVarianceNormalization. Statistics are computed
+ * in double; values go through kb_ld / kb_st so float, double and float16
+ * all work. */
+#include <math.h>
+#include <string.h>
+
+#include "k_nn.h"
+
+static double ld(const kb_tensor *t, int64_t i) { return kb_ld(t->data, t->dtype, (size_t)i); }
+static void st(kb_tensor *t, int64_t i, double v) { kb_st(t->data, t->dtype, (size_t)i, v); }
+static bool present(const kb_run *r, int i) { return i < r->n_in && r->in[i].data; }
+
+static int threads_for(const kb_run *r, int64_t work) {
+    return r->threads > 1 && work > 32768 ? r->threads : 1;
+}
+
+/* Mean and variance (population) of n values starting at x[off]. */
+static void row_stats(const kb_tensor *x, int64_t off, int64_t n, double *mean, double *var) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        s += ld(x, off + i);
+    double m = n ? s / (double)n : 0.0, q = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = ld(x, off + i) - m;
+        q += d * d;
+    }
+    *mean = m;
+    *var = n ? q / (double)n : 0.0;
+}
+
+kiln_status kb_nn_batchnorm_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *sc = &r->in[1], *b = &r->in[2], *mean = &r->in[3],
+                    *var = &r->in[4];
+    kb_tensor *y = &r->out[0];
+    if (kn_attr_int(r->node, "training_mode", 0) != 0)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "training_mode=1 is not supported");
+    double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
+    int64_t ch = x->dims[1], size = kn_numel(x->rank - 2, x->dims + 2);
+    int64_t planes = x->dims[0] * ch;
+    int nth = threads_for(r, planes * size);
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        int64_t c = pl % ch;
+        double k = ld(sc, c) / sqrt(ld(var, c) + eps);
+        double shift = ld(b, c) - ld(mean, c) * k;
+        for (int64_t i = 0; i < size; i++)
+            st(y, pl * size + i, ld(x, pl * size + i) * k + shift);
+    }
+    return KILN_OK;
+}
+
+kiln_status kb_nn_instancenorm_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *sc = &r->in[1], *b = &r->in[2];
+    kb_tensor *y = &r->out[0];
+    double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
+    int64_t ch = x->dims[1], size = kn_numel(x->rank - 2, x->dims + 2);
+    int64_t planes = x->dims[0] * ch;
+    int nth = threads_for(r, planes * size);
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        double m, v;
+        row_stats(x, pl * size, size, &m, &v);
+        double k = ld(sc, pl % ch) / sqrt(v + eps), shift = ld(b, pl % ch);
+        for (int64_t i = 0; i < size; i++)
+            st(y, pl * size + i, (ld(x, pl * size + i) - m) * k + shift);
+    }
+    return KILN_OK;
+}
+
+/* Index into t (broadcast to the trailing `rank` dims `dims`) of element j
+ * of a block with those dims. */
+static int64_t bcast_index(const kb_tensor *t, int64_t j, int rank, const int64_t *dims) {
+    int64_t off = 0, mul = 1;
+    for (int d = rank - 1; d >= 0 && rank - 1 - d < t->rank; d--) {
+        int64_t cj = j % dims[d];
+        j /= dims[d];
+        int td = t->rank - (rank - d);
+        if (t->dims[td] != 1)
+            off += cj * mul;
+        mul *= t->dims[td];
+    }
+    return off;
+}
+
+kiln_status kb_nn_layernorm_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *sc = &r->in[1];
+    const kb_tensor *b = present(r, 2) ? &r->in[2] : NULL;
+    kb_tensor *y = &r->out[0];
+    kb_tensor *mo = r->n_out > 1 && r->out[1].data ? &r->out[1] : NULL;
+    kb_tensor *io = r->n_out > 2 && r->out[2].data ? &r->out[2] : NULL;
+    int64_t axis = kn_attr_int(r->node, "axis", -1);
+    if (axis < 0)
+        axis += x->rank;
+    if (axis < 0 || axis >= x->rank)
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "axis out of range");
+    double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
+    int in_rank = x->rank - (int)axis;
+    const int64_t *in_dims = x->dims + axis;
+    int64_t inner = kn_numel(in_rank, in_dims), outer = kn_numel((int)axis, x->dims);
+    bool sc_flat = kb_numel(sc) == inner, b_flat = b && kb_numel(b) == inner;
+    int nth = threads_for(r, outer * inner);
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t o = 0; o < outer; o++) {
+        double m, v;
+        row_stats(x, o * inner, inner, &m, &v);
+        double inv = 1.0 / sqrt(v + eps);
+        for (int64_t j = 0; j < inner; j++) {
+            double s = ld(sc, sc_flat ? j : bcast_index(sc, j, in_rank, in_dims));
+            double bb = b ? ld(b, b_flat ? j : bcast_index(b, j, in_rank, in_dims)) : 0.0;
+            st(y, o * inner + j, (ld(x, o * inner + j) - m) * inv * s + bb);
+        }
+        if (mo)
+            st(mo, o, m);
+        if (io)
+            st(io, o, inv);
+    }
+    return KILN_OK;
+}
+
+kiln_status kb_nn_groupnorm_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *sc = &r->in[1], *b = &r->in[2];
+    kb_tensor *y = &r->out[0];
+    double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
+    int64_t groups = kn_attr_int(r->node, "num_groups", 1), ch = x->dims[1];
+    int64_t size = kn_numel(x->rank - 2, x->dims + 2), cpg = ch / groups;
+    bool per_channel = kb_numel(sc) == ch; /* opset 21; opset 18 has one per group */
+    int64_t blocks = x->dims[0] * groups, len = cpg * size;
+    int nth = threads_for(r, blocks * len);
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t bl = 0; bl < blocks; bl++) {
+        double m, v;
+        row_stats(x, bl * len, len, &m, &v);
+        double inv = 1.0 / sqrt(v + eps);
+        int64_t g = bl % groups;
+        for (int64_t cc = 0; cc < cpg; cc++) {
+            int64_t p = per_channel ? g * cpg + cc : g;
+            double s = ld(sc, p), sh = ld(b, p);
+            int64_t off = bl * len + cc * size;
+            for (int64_t i = 0; i < size; i++)
+                st(y, off + i, (ld(x, off + i) - m) * inv * s + sh);
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_status kb_nn_lpnorm_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    kb_tensor *y = &r->out[0];
+    int64_t axis = kn_attr_int(r->node, "axis", -1), p = kn_attr_int(r->node, "p", 2);
+    if (axis < 0)
+        axis += x->rank;
+    if (axis < 0 || axis >= x->rank)
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "axis out of range");
+    int64_t len = x->dims[axis], inner = kn_numel(x->rank - (int)axis - 1, x->dims + axis + 1);
+    int64_t outer = kn_numel((int)axis, x->dims);
+    int nth = threads_for(r, outer * len * inner);
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t base = o * len * inner + i;
+            double s = 0.0;
+            for (int64_t k = 0; k < len; k++) {
+                double v = ld(x, base + k * inner);
+                s += p == 1 ? fabs(v) : v * v;
+            }
+            double norm = p == 1 ? s : sqrt(s);
+            for (int64_t k = 0; k < len; k++)
+                st(y, base + k * inner, norm > 0.0 ? ld(x, base + k * inner) / norm : 0.0);
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_status kb_nn_lrn_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    kb_tensor *y = &r->out[0];
+    double alpha = kn_attr_float(r->node, "alpha", 1e-4f), beta = kn_attr_float(r->node, "beta", 0.75f);
+    double bias = kn_attr_float(r->node, "bias", 1.0f);
+    int64_t size = kn_attr_int(r->node, "size", 1);
+    int64_t ch = x->dims[1], sp = kn_numel(x->rank - 2, x->dims + 2);
+    int64_t lo = (size - 1) / 2, hi = size - 1 - lo; /* floor and ceil of (size-1)/2 */
+    int64_t planes = x->dims[0] * ch;
+    int nth = threads_for(r, planes * sp * size);
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        int64_t n = pl / ch, c = pl % ch;
+        int64_t c0 = c - lo < 0 ? 0 : c - lo, c1 = c + hi >= ch ? ch - 1 : c + hi;
+        for (int64_t i = 0; i < sp; i++) {
+            double sq = 0.0;
+            for (int64_t cc = c0; cc <= c1; cc++) {
+                double v = ld(x, (n * ch + cc) * sp + i);
+                sq += v * v;
+            }
+            st(y, pl * sp + i, ld(x, pl * sp + i) / pow(bias + alpha / (double)size * sq, beta));
+        }
+    }
+    return KILN_OK;
+}
+
+/* MVN reduces over any set of axes: each element belongs to the group given
+ * by its coordinates on the kept axes. Workspace: sum and sum of squares of
+ * the centred values per group, in double. */
+static void mvn_axes(const kn_node *node, int rank, bool *reduce) {
+    size_t na;
+    const int64_t *axes = kn_attr_ints(node, "axes", &na);
+    static const int64_t dflt[] = {0, 2, 3};
+    if (!axes) {
+        axes = dflt;
+        na = 3;
+    }
+    memset(reduce, 0, sizeof(bool) * KILN_MAX_DIMS);
+    for (size_t i = 0; i < na; i++) {
+        int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+        if (a >= 0 && a < rank)
+            reduce[a] = true;
+    }
+}
+
+static int64_t mvn_groups(const kb_tensor *x, const bool *reduce) {
+    int64_t g = 1;
+    for (int d = 0; d < x->rank; d++)
+        if (!reduce[d])
+            g *= x->dims[d];
+    return g;
+}
+
+static int64_t mvn_group_of(const kb_tensor *x, const bool *reduce, int64_t idx) {
+    int64_t g = 0, mul = 1;
+    for (int d = x->rank - 1; d >= 0; d--) {
+        int64_t c = idx % x->dims[d];
+        idx /= x->dims[d];
+        if (!reduce[d]) {
+            g += c * mul;
+            mul *= x->dims[d];
+        }
+    }
+    return g;
+}
+
+kiln_status kb_nn_mvn_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                              int n_in, const kb_tensor *out, int n_out, void **inst,
+                              size_t *workspace) {
+    bool reduce[KILN_MAX_DIMS];
+    mvn_axes(node, in[0].rank, reduce);
+    *workspace = (size_t)mvn_groups(&in[0], reduce) * 3 * sizeof(double);
+    return KILN_OK;
+}
+
+kiln_status kb_nn_mvn_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    kb_tensor *y = &r->out[0];
+    bool reduce[KILN_MAX_DIMS];
+    mvn_axes(r->node, x->rank, reduce);
+    int64_t groups = mvn_groups(x, reduce), n = kb_numel(x);
+    if (r->workspace_size < (size_t)groups * 3 * sizeof(double))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
+    double *mean = r->workspace, *sq = mean + groups, *cnt = sq + groups;
+    memset(mean, 0, sizeof(double) * (size_t)groups * 3);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g = mvn_group_of(x, reduce, i);
+        mean[g] += ld(x, i);
+        cnt[g] += 1.0;
+    }
+    for (int64_t g = 0; g < groups; g++)
+        mean[g] = cnt[g] > 0 ? mean[g] / cnt[g] : 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g = mvn_group_of(x, reduce, i);
+        double d = ld(x, i) - mean[g];
+        sq[g] += d * d;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t g = mvn_group_of(x, reduce, i);
+        double sd = sqrt(cnt[g] > 0 ? sq[g] / cnt[g] : 0.0);
+        st(y, i, (ld(x, i) - mean[g]) / (sd + 1e-9));
+    }
+    return KILN_OK;
+}

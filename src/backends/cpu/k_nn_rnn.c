@@ -1,0 +1,258 @@
+/* k_nn_rnn.c - reference RNN, GRU and LSTM (float): forward, reverse and
+ * bidirectional, sequence_lens, initial states, peepholes, clip, layout and
+ * the ONNX activation list. Plain loops, one time step after another. */
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+#include "k_nn.h"
+
+typedef enum rnn_kind { K_RNN, K_GRU, K_LSTM } rnn_kind;
+
+typedef enum rnn_act {
+    A_RELU, A_TANH, A_SIGMOID, A_AFFINE, A_LEAKY, A_THRESH, A_SCALED_TANH, A_HARD_SIGMOID,
+    A_ELU, A_SOFTSIGN, A_SOFTPLUS, A_BAD
+} rnn_act;
+
+typedef struct act_fn {
+    rnn_act a;
+    float alpha, beta;
+} act_fn;
+
+static float act(const act_fn *f, float x) {
+    switch (f->a) {
+    case A_RELU: return x > 0.f ? x : 0.f;
+    case A_TANH: return tanhf(x);
+    case A_SIGMOID: return 1.f / (1.f + expf(-x));
+    case A_AFFINE: return f->alpha * x + f->beta;
+    case A_LEAKY: return x >= 0.f ? x : f->alpha * x;
+    case A_THRESH: return x > f->alpha ? x : 0.f;
+    case A_SCALED_TANH: return f->alpha * tanhf(f->beta * x);
+    case A_HARD_SIGMOID: {
+        float y = f->alpha * x + f->beta;
+        return y < 0.f ? 0.f : (y > 1.f ? 1.f : y);
+    }
+    case A_ELU: return x >= 0.f ? x : f->alpha * (expf(x) - 1.f);
+    case A_SOFTSIGN: return x / (1.f + fabsf(x));
+    case A_SOFTPLUS: return log1pf(expf(x));
+    case A_BAD: return x;
+    }
+    return x;
+}
+
+static const struct {
+    const char *name;
+    rnn_act a;
+    bool uses_alpha, uses_beta;
+    float alpha, beta;
+} act_table[] = {
+    {"Relu", A_RELU, false, false, 0, 0},
+    {"Tanh", A_TANH, false, false, 0, 0},
+    {"Sigmoid", A_SIGMOID, false, false, 0, 0},
+    {"Affine", A_AFFINE, true, true, 1.f, 0.f},
+    {"LeakyRelu", A_LEAKY, true, false, 0.01f, 0},
+    {"ThresholdedRelu", A_THRESH, true, false, 1.f, 0},
+    {"ScaledTanh", A_SCALED_TANH, true, true, 1.f, 1.f},
+    {"HardSigmoid", A_HARD_SIGMOID, true, true, 0.2f, 0.5f},
+    {"Elu", A_ELU, true, false, 1.f, 0},
+    {"Softsign", A_SOFTSIGN, false, false, 0, 0},
+    {"Softplus", A_SOFTPLUS, false, false, 0, 0},
+};
+
+typedef struct rnn_geom {
+    rnn_kind kind;
+    int gates, nact;          /* gates per step; activations per direction */
+    int64_t seq, batch, input, hidden, dirs;
+    bool reverse_only, layout1, linear_before_reset, input_forget;
+    float clip;               /* <= 0: none */
+    act_fn f[2][3];           /* per direction: f, g, h */
+} rnn_geom;
+
+static kiln_status rnn_setup(const kn_node *node, const kb_tensor *x, const kb_tensor *w,
+                             rnn_geom *g) {
+    memset(g, 0, sizeof *g);
+    const char *op = node->op_type;
+    g->kind = strcmp(op, "LSTM") == 0 ? K_LSTM : strcmp(op, "GRU") == 0 ? K_GRU : K_RNN;
+    g->gates = g->kind == K_LSTM ? 4 : g->kind == K_GRU ? 3 : 1;
+    g->nact = g->kind == K_LSTM ? 3 : g->kind == K_GRU ? 2 : 1;
+    g->layout1 = kn_attr_int(node, "layout", 0) != 0;
+    g->seq = g->layout1 ? x->dims[1] : x->dims[0];
+    g->batch = g->layout1 ? x->dims[0] : x->dims[1];
+    g->input = x->dims[2];
+    g->dirs = w->dims[0];
+    g->hidden = w->dims[1] / g->gates;
+    g->reverse_only = strcmp(kn_attr_string(node, "direction", "forward"), "reverse") == 0;
+    g->linear_before_reset = kn_attr_int(node, "linear_before_reset", 0) != 0;
+    g->input_forget = kn_attr_int(node, "input_forget", 0) != 0;
+    g->clip = kn_attr_float(node, "clip", 0.f);
+    const kn_attr *acts = kn_attr_find(node, "activations");
+    size_t na, nb;
+    const float *alphas = kn_attr_floats(node, "activation_alpha", &na);
+    const float *betas = kn_attr_floats(node, "activation_beta", &nb);
+    size_t ia = 0, ib = 0;
+    static const char *const dflt[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+    for (int d = 0; d < g->dirs; d++)
+        for (int k = 0; k < g->nact; k++) {
+            const char *name = dflt[g->kind][k];
+            size_t idx = (size_t)(d * g->nact + k);
+            if (acts && acts->type == KN_ATTR_STRINGS) {
+                if (idx >= acts->n)
+                    return kn_node_error(node, KILN_ERR_SHAPE,
+                                         "activations needs %d names per direction", g->nact);
+                name = acts->strings[idx];
+            }
+            act_fn *f = &g->f[d][k];
+            f->a = A_BAD;
+            for (size_t t = 0; t < KN_ARRAY_LEN(act_table); t++) {
+                if (strcasecmp(name, act_table[t].name) != 0)
+                    continue;
+                f->a = act_table[t].a;
+                f->alpha = act_table[t].alpha;
+                f->beta = act_table[t].beta;
+                if (act_table[t].uses_alpha && alphas && ia < na)
+                    f->alpha = alphas[ia++];
+                if (act_table[t].uses_beta && betas && ib < nb)
+                    f->beta = betas[ib++];
+            }
+            if (f->a == A_BAD)
+                return kn_node_error(node, KILN_ERR_UNSUPPORTED, "unknown activation '%s'", name);
+        }
+    return KILN_OK;
+}
+
+/* Workspace floats: per direction h, c, h_next, gate pre-activations. */
+static size_t rnn_ws_floats(const rnn_geom *g) {
+    return (size_t)(g->batch * g->hidden) * (size_t)(3 + g->gates);
+}
+
+kiln_status kb_nn_rnn_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                              int n_in, const kb_tensor *out, int n_out, void **inst,
+                              size_t *workspace) {
+    rnn_geom g;
+    KN_TRY(rnn_setup(node, &in[0], &in[1], &g));
+    *workspace = rnn_ws_floats(&g) * sizeof(float);
+    return KILN_OK;
+}
+
+static float clipv(const rnn_geom *g, float v) {
+    if (g->clip > 0.f)
+        return v < -g->clip ? -g->clip : (v > g->clip ? g->clip : v);
+    return v;
+}
+
+/* Element offsets of X[t, b, :] and of Y[t, dir, b, :] for the layout. */
+static int64_t x_off(const rnn_geom *g, int64_t t, int64_t b) {
+    return (g->layout1 ? b * g->seq + t : t * g->batch + b) * g->input;
+}
+static int64_t y_off(const rnn_geom *g, int64_t t, int64_t d, int64_t b) {
+    return g->layout1 ? ((b * g->seq + t) * g->dirs + d) * g->hidden
+                      : ((t * g->dirs + d) * g->batch + b) * g->hidden;
+}
+static int64_t h_off(const rnn_geom *g, int64_t d, int64_t b) {
+    return g->layout1 ? (b * g->dirs + d) * g->hidden : (d * g->batch + b) * g->hidden;
+}
+
+kiln_status kb_nn_rnn_run(const kb_run *r) {
+    const kb_tensor *X = &r->in[0], *W = &r->in[1], *R = &r->in[2];
+#define IN(i) (r->n_in > (i) && r->in[i].data ? &r->in[i] : NULL)
+    const kb_tensor *B = IN(3), *SL = IN(4), *H0 = IN(5), *C0 = IN(6), *P = IN(7);
+#undef IN
+    rnn_geom g;
+    KN_TRY(rnn_setup(r->node, X, W, &g));
+    if (X->dtype != KILN_DTYPE_FLOAT)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "the reference kernel handles float only");
+    if (r->workspace_size < rnn_ws_floats(&g) * sizeof(float))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
+    if (g.kind != K_LSTM)
+        C0 = P = NULL;
+    float *Y = r->out[0].data;
+    float *YH = r->n_out > 1 ? r->out[1].data : NULL;
+    float *YC = r->n_out > 2 ? r->out[2].data : NULL;
+    int64_t H = g.hidden, BH = g.batch * H, G = g.gates;
+    float *h = r->workspace, *c = h + BH, *hn = c + BH, *gates = hn + BH;
+    const float *x = X->data;
+    if (Y)
+        memset(Y, 0, sizeof(float) * (size_t)(g.seq * g.dirs * BH));
+    for (int64_t d = 0; d < g.dirs; d++) {
+        bool rev = g.reverse_only || d == 1;
+        const float *w = (const float *)W->data + d * G * H * g.input;
+        const float *rw = (const float *)R->data + d * G * H * H;
+        const float *wb = B ? (const float *)B->data + d * 2 * G * H : NULL;
+        const float *rb = wb ? wb + G * H : NULL;
+        const float *p = P ? (const float *)P->data + d * 3 * H : NULL;
+        const act_fn *f = &g.f[d][0], *gg = &g.f[d][1], *hh = &g.f[d][2];
+        for (int64_t b = 0; b < g.batch; b++)
+            for (int64_t j = 0; j < H; j++) {
+                h[b * H + j] = H0 ? ((const float *)H0->data)[h_off(&g, d, b) + j] : 0.f;
+                c[b * H + j] = C0 ? ((const float *)C0->data)[h_off(&g, d, b) + j] : 0.f;
+            }
+        for (int64_t step = 0; step < g.seq; step++) {
+            for (int64_t b = 0; b < g.batch; b++) {
+                int64_t len = SL ? (int64_t)kb_ld(SL->data, SL->dtype, (size_t)b) : g.seq;
+                if (step >= len)
+                    continue; /* this sequence is done: its state stays */
+                int64_t t = rev ? len - 1 - step : step;
+                const float *xt = x + x_off(&g, t, b), *hb = h + b * H;
+                float *cb = c + b * H, *gb = gates + b * G * H, *hnb = hn + b * H;
+                /* gate pre-activations: x W^T + biases (+ h R^T, but GRU's
+                 * candidate gate adds its recurrent part after the reset) */
+                for (int64_t q = 0; q < G * H; q++) {
+                    float s = wb ? wb[q] : 0.f;
+                    for (int64_t k = 0; k < g.input; k++)
+                        s += xt[k] * w[q * g.input + k];
+                    bool gru_cand = g.kind == K_GRU && q >= 2 * H;
+                    if (!gru_cand) {
+                        s += rb ? rb[q] : 0.f;
+                        for (int64_t k = 0; k < H; k++)
+                            s += hb[k] * rw[q * H + k];
+                    }
+                    gb[q] = s;
+                }
+                for (int64_t j = 0; j < H; j++) {
+                    if (g.kind == K_RNN) {
+                        hnb[j] = act(f, clipv(&g, gb[j]));
+                    } else if (g.kind == K_GRU) {
+                        float z = act(f, clipv(&g, gb[j]));
+                        float rr = act(f, clipv(&g, gb[H + j]));
+                        const float *rh = rw + (2 * H + j) * H;
+                        float rbh = rb ? rb[2 * H + j] : 0.f, cand = gb[2 * H + j];
+                        if (g.linear_before_reset) {
+                            float s = rbh;
+                            for (int64_t k = 0; k < H; k++)
+                                s += hb[k] * rh[k];
+                            cand += rr * s;
+                        } else {
+                            float s = rbh;
+                            for (int64_t k = 0; k < H; k++)
+                                s += rr * hb[k] * rh[k];
+                            cand += s;
+                        }
+                        float ht = act(gg, clipv(&g, cand));
+                        hnb[j] = (1.f - z) * ht + z * hb[j];
+                    } else { /* LSTM: gates i, o, f, c; peepholes i, o, f */
+                        float gi = gb[j] + (p ? p[j] * cb[j] : 0.f);
+                        float gf = gb[2 * H + j] + (p ? p[2 * H + j] * cb[j] : 0.f);
+                        float it = act(f, clipv(&g, gi));
+                        float ft = g.input_forget ? 1.f - it : act(f, clipv(&g, gf));
+                        float ct = act(gg, clipv(&g, gb[3 * H + j]));
+                        float cn = ft * cb[j] + it * ct;
+                        float go = gb[H + j] + (p ? p[H + j] * cn : 0.f);
+                        float ot = act(f, clipv(&g, go));
+                        cb[j] = cn;
+                        hnb[j] = ot * act(hh, cn);
+                    }
+                }
+                memcpy(h + b * H, hnb, sizeof(float) * (size_t)H);
+                if (Y)
+                    memcpy(Y + y_off(&g, t, d, b), hnb, sizeof(float) * (size_t)H);
+            }
+        }
+        for (int64_t b = 0; b < g.batch; b++) {
+            if (YH)
+                memcpy(YH + h_off(&g, d, b), h + b * H, sizeof(float) * (size_t)H);
+            if (YC)
+                memcpy(YC + h_off(&g, d, b), c + b * H, sizeof(float) * (size_t)H);
+        }
+    }
+    return KILN_OK;
+}

@@ -1,0 +1,50 @@
+/* ops_nn.h - geometry shared by the nn family's shape inference and its
+ * kernels: sliding windows (Conv, ConvTranspose, pooling) and Einsum
+ * equations. One definition, so a schema and every tactic agree on shapes. */
+#ifndef KILN_OPS_NN_H
+#define KILN_OPS_NN_H
+
+#include "graph.h"
+
+#define KN_WIN_MAX (KILN_MAX_DIMS - 2)
+
+/* A sliding window over the spatial dims of an [N, C, spatial...] tensor. For
+ * ConvTranspose, `in` is the input (the small side) and `out` the result. */
+typedef struct kn_window {
+    int nsp;                      /* number of spatial dims */
+    int64_t in[KN_WIN_MAX];       /* input spatial dims */
+    int64_t out[KN_WIN_MAX];      /* output spatial dims */
+    int64_t kernel[KN_WIN_MAX];
+    int64_t stride[KN_WIN_MAX];
+    int64_t dil[KN_WIN_MAX];
+    int64_t pad0[KN_WIN_MAX];     /* padding before each dim */
+    int64_t pad1[KN_WIN_MAX];     /* padding after */
+} kn_window;
+
+/* Conv and pooling: output dims and pads from the node's attributes
+ * (strides, dilations, pads, auto_pad) for the input spatial dims `in` and
+ * the window `kernel`. ceil_mode rounds the output size up (pooling). */
+KN_HIDDEN kiln_status kn_window_forward(const kn_node *n, int nsp, const int64_t *in,
+                                        const int64_t *kernel, bool ceil_mode, kn_window *w);
+/* ConvTranspose: also reads output_padding and output_shape. */
+KN_HIDDEN kiln_status kn_window_transpose(const kn_node *n, int nsp, const int64_t *in,
+                                          const int64_t *kernel, kn_window *w);
+
+/* A parsed Einsum equation. Letters are labels 0..51; the dims an ellipsis
+ * stands for are labels 52.. (right-aligned across inputs). */
+#define KN_EINSUM_MAX_IN 8
+#define KN_EINSUM_LABELS (52 + KILN_MAX_DIMS)
+typedef struct kn_einsum {
+    int n_in;
+    int rank[KN_EINSUM_MAX_IN];
+    int label[KN_EINSUM_MAX_IN][KILN_MAX_DIMS]; /* per input dim */
+    int out_rank;
+    int out_label[KILN_MAX_DIMS];
+    int64_t size[KN_EINSUM_LABELS];             /* -1 for an unused label */
+} kn_einsum;
+
+/* Parse the node's equation for inputs of these ranks and dims. */
+KN_HIDDEN kiln_status kn_einsum_parse(const kn_node *n, int n_in, const int *rank,
+                                      const int64_t (*dims)[KILN_MAX_DIMS], kn_einsum *e);
+
+#endif
