@@ -10,6 +10,8 @@
 #include "kiln/kiln_runtime.h"
 
 #define KP_FORMAT_VERSION 1u
+/* Bytes of the fixed header; kp_read_info needs this many. */
+#define KP_HEADER_BYTES 256u
 
 /* min/opt/max shape of each graph input (in net->inputs order). */
 typedef struct kp_profile {
@@ -50,7 +52,10 @@ KN_HIDDEN kiln_status kp_write(const kn_net *net, const kp_meta *meta, void **ou
 KN_HIDDEN kiln_status kp_read(const void *data, size_t size, kn_blob *owner, kn_net **net,
                               kp_meta *meta);
 
-/* Header only (first bytes of the file). */
+/* Header only: needs the first 256 bytes (or more). Checks the magic and the
+ * header hash and fills info for ANY format version, so that a tool can say
+ * which version a plan has even when this kiln cannot load it; kp_read is the
+ * one that refuses other versions (KILN_ERR_VERSION). */
 KN_HIDDEN kiln_status kp_read_info(const void *data, size_t size, kiln_plan_info *info);
 
 #endif
