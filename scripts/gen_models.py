@@ -1,0 +1,483 @@
+#!/usr/bin/env python3
+"""gen_models.py - build kiln's test and benchmark ONNX models with onnx.helper
+and numpy: ResNet-50, MobileNetV2, BERT-base and ViT-B/16 shaped networks
+(random weights, fixed seeds, opset 17, dynamic batch "batch"), plus the tiny
+example CNN bundled as examples/tiny_cnn.onnx.
+
+BatchNorm statistics are measured on random batches (with ONNX Runtime) so
+that activations stay O(1), as a trained network's would.
+
+Usage:
+  gen_models.py [--small] [--out DIR] [--models resnet50,mobilenetv2,bert,vit]
+  gen_models.py --tiny-example examples/tiny_cnn.onnx
+"""
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+ALL_MODELS = ("resnet50", "mobilenetv2", "bert", "vit")
+
+
+class Graph:
+    """Collects nodes and initializers; hands out unique tensor names."""
+
+    def __init__(self, name, seed):
+        self.name = name
+        self.rng = np.random.default_rng(seed)
+        self.nodes = []
+        self.inits = []
+        self.inputs = []
+        self.outputs = []
+        self.counts = {}
+        self.bns = []  # (input, scale, bias, mean, var, gamma_range)
+
+    def uniq(self, base):
+        n = self.counts.get(base, 0)
+        self.counts[base] = n + 1
+        return base if n == 0 else "%s_%d" % (base, n)
+
+    def const(self, base, array):
+        name = self.uniq(base)
+        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def node(self, op, inputs, base=None, n_out=1, **attrs):
+        base = base or op.lower()
+        name = self.uniq(base)
+        outs = [name if n_out == 1 else "%s_out%d" % (name, i) for i in range(n_out)]
+        self.nodes.append(helper.make_node(op, inputs, outs, name=name, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def add_input(self, name, elem, shape):
+        self.inputs.append(helper.make_tensor_value_info(name, elem, shape))
+        return name
+
+    def add_output(self, tensor, name, elem, shape):
+        # Rename through Identity so the graph output has a stable name.
+        self.nodes.append(helper.make_node("Identity", [tensor], [name], name=self.uniq(name)))
+        self.outputs.append(helper.make_tensor_value_info(name, elem, shape))
+
+    def model(self):
+        graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs, self.inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="kiln gen_models.py")
+        m.ir_version = 8
+        return m
+
+    # ---- layers ----
+
+    def weight(self, base, shape, std):
+        return self.const(base, (self.rng.standard_normal(shape) * std).astype(np.float32))
+
+    def conv(self, x, cin, cout, k, stride=1, pad=None, group=1, bias=False, base="conv"):
+        pad = (k - 1) // 2 if pad is None else pad
+        fan_in = (cin // group) * k * k
+        w = self.weight(base + ".weight", (cout, cin // group, k, k), math.sqrt(2.0 / fan_in))
+        ins = [x, w]
+        if bias:
+            ins.append(self.const(base + ".bias",
+                                  (self.rng.standard_normal(cout) * 0.01).astype(np.float32)))
+        return self.node("Conv", ins, base, kernel_shape=[k, k], strides=[stride, stride],
+                         pads=[pad] * 4, group=group, dilations=[1, 1])
+
+    def bn(self, x, c, base="bn", gamma=(0.5, 1.0)):
+        scale = self.const(base + ".weight", self.rng.uniform(*gamma, c).astype(np.float32))
+        bias = self.const(base + ".bias", (self.rng.standard_normal(c) * 0.1).astype(np.float32))
+        mean = self.const(base + ".running_mean", np.zeros(c, np.float32))
+        var = self.const(base + ".running_var", np.ones(c, np.float32))
+        self.bns.append((x, mean, var))
+        return self.node("BatchNormalization", [x, scale, bias, mean, var], base, epsilon=1e-5,
+                         momentum=0.9)
+
+    def linear(self, x, cin, cout, base, std=0.02):
+        """x @ W + b as torch exports nn.Linear on 3-D inputs (MatMul + Add)."""
+        w = self.weight(base + ".weight", (cin, cout), std)
+        b = self.const(base + ".bias", (self.rng.standard_normal(cout) * 0.02).astype(np.float32))
+        y = self.node("MatMul", [x, w], base + ".matmul")
+        return self.node("Add", [y, b], base + ".add")
+
+    def gemm(self, x, cin, cout, base):
+        w = self.weight(base + ".weight", (cout, cin), 1.0 / math.sqrt(cin))
+        b = self.const(base + ".bias", (self.rng.standard_normal(cout) * 0.01).astype(np.float32))
+        return self.node("Gemm", [x, w, b], base, alpha=1.0, beta=1.0, transB=1)
+
+    def layer_norm(self, x, c, base):
+        g = self.const(base + ".weight",
+                       (1.0 + self.rng.standard_normal(c) * 0.05).astype(np.float32))
+        b = self.const(base + ".bias", (self.rng.standard_normal(c) * 0.02).astype(np.float32))
+        return self.node("LayerNormalization", [x, g, b], base, axis=-1, epsilon=1e-5)
+
+    def gelu_erf(self, x, base):
+        """GELU as torch.onnx exports it at opset 17: x * 0.5 * (1 + erf(x / sqrt 2))."""
+        d = self.node("Div", [x, self.const(base + ".sqrt2", np.array(1.4142135, np.float32))],
+                      base + ".div")
+        e = self.node("Erf", [d], base + ".erf")
+        a = self.node("Add", [e, self.const(base + ".one", np.array(1.0, np.float32))],
+                      base + ".add")
+        m = self.node("Mul", [x, a], base + ".mul")
+        return self.node("Mul", [m, self.const(base + ".half", np.array(0.5, np.float32))],
+                         base + ".mul_half")
+
+    def batch_dim(self, x, base):
+        """The batch size of x as a 1-D int64 tensor: Shape -> Gather(0) -> Unsqueeze."""
+        s = self.node("Shape", [x], base + ".shape")
+        g = self.node("Gather", [s, self.const(base + ".idx0", np.array(0, np.int64))],
+                      base + ".gather", axis=0)
+        return self.node("Unsqueeze", [g, self.const(base + ".axes0", np.array([0], np.int64))],
+                         base + ".unsqueeze")
+
+    def shape_with_batch(self, batch, rest, base):
+        """Concat(batch, rest...) as torch exports view(B, ...)."""
+        parts = [batch] + [self.const(base + ".d%d" % i, np.array([v], np.int64))
+                           for i, v in enumerate(rest)]
+        return self.node("Concat", parts, base + ".concat", axis=0)
+
+
+# ---------------------------------------------------------------- calibration
+
+def calibrate_bn(g, model, feeds_list):
+    """Set every BatchNorm's running mean/var to the statistics of its input on
+    random batches, in graph order, so each BN sees the already-calibrated
+    layers before it. Mean and var are graph inputs during calibration, so one
+    ONNX Runtime session serves every step."""
+    if not g.bns:
+        return model
+    import onnxruntime as ort
+
+    stat_names = set()
+    for _, mean, var in g.bns:
+        stat_names.update((mean, var))
+    cal = onnx.ModelProto()
+    cal.CopyFrom(model)
+    keep = [t for t in cal.graph.initializer if t.name not in stat_names]
+    stats = {t.name: numpy_helper.to_array(t).copy() for t in cal.graph.initializer
+             if t.name in stat_names}
+    del cal.graph.initializer[:]
+    cal.graph.initializer.extend(keep)
+    for name, arr in stats.items():
+        cal.graph.input.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, arr.shape))
+    del cal.graph.output[:]
+    for x, _, _ in g.bns:
+        cal.graph.output.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, None))
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(cal.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(1234)
+    for i, (x, mean, var) in enumerate(g.bns):
+        acc = []
+        for feeds in feeds_list:
+            out = sess.run([x], {**feeds, **stats})[0]
+            acc.append(out)
+        a = np.concatenate(acc, axis=0).astype(np.float64)
+        m = a.mean(axis=(0, 2, 3))
+        v = a.var(axis=(0, 2, 3)) + 1e-3
+        # a little noise so the folded affine transform is not an exact whitening
+        m = m + rng.standard_normal(m.shape) * 0.05 * np.sqrt(v)
+        v = v * rng.uniform(0.9, 1.1, v.shape)
+        stats[mean] = m.astype(np.float32)
+        stats[var] = v.astype(np.float32)
+    for t in model.graph.initializer:
+        if t.name in stats:
+            t.CopyFrom(numpy_helper.from_array(stats[t.name], t.name))
+    return model
+
+
+def image_feeds(shape, n=2, seed=99):
+    rng = np.random.default_rng(seed)
+    return [{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(n)]
+
+
+# ---------------------------------------------------------------- ResNet-50
+
+def resnet50(small):
+    g = Graph("resnet50", seed=50)
+    size = 64 if small else 224
+    base = 8 if small else 64
+    blocks = [1, 1, 2, 1] if small else [3, 4, 6, 3]
+    classes = 10 if small else 1000
+    x = g.add_input("input", TensorProto.FLOAT, ["batch", 3, size, size])
+    y = g.conv(x, 3, base, 7, stride=2, pad=3, base="conv1")
+    y = g.node("Relu", [g.bn(y, base, "bn1")], "relu")
+    y = g.node("MaxPool", [y], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)
+    cin = base
+    for s, n in enumerate(blocks):
+        width = base * (2 ** s)
+        cout = width * 4
+        for b in range(n):
+            stride = 2 if (b == 0 and s > 0) else 1
+            p = "layer%d.%d" % (s + 1, b)
+            h = g.node("Relu", [g.bn(g.conv(y, cin, width, 1, base=p + ".conv1"), width,
+                                     p + ".bn1")], p + ".relu1")
+            h = g.node("Relu", [g.bn(g.conv(h, width, width, 3, stride=stride, base=p + ".conv2"),
+                                     width, p + ".bn2")], p + ".relu2")
+            h = g.bn(g.conv(h, width, cout, 1, base=p + ".conv3"), cout, p + ".bn3",
+                     gamma=(0.2, 0.4))
+            if stride != 1 or cin != cout:
+                sc = g.bn(g.conv(y, cin, cout, 1, stride=stride, base=p + ".downsample.0"), cout,
+                          p + ".downsample.1")
+            else:
+                sc = y
+            y = g.node("Relu", [g.node("Add", [h, sc], p + ".add")], p + ".relu3")
+            cin = cout
+    y = g.node("GlobalAveragePool", [y], "avgpool")
+    y = g.node("Flatten", [y], "flatten", axis=1)
+    y = g.gemm(y, cin, classes, "fc")
+    g.add_output(y, "output", TensorProto.FLOAT, ["batch", classes])
+    m = g.model()
+    return calibrate_bn(g, m, image_feeds((2, 3, size, size)))
+
+
+# ---------------------------------------------------------------- MobileNetV2
+
+def make_divisible(v, divisor=8):
+    new_v = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    if new_v < 0.9 * v:
+        new_v += divisor
+    return new_v
+
+
+def mobilenetv2(small):
+    g = Graph("mobilenetv2", seed=2)
+    size = 64 if small else 224
+    mult = 0.25 if small else 1.0
+    classes = 10 if small else 1000
+    cfg = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 4, 2], [6, 96, 3, 1],
+           [6, 160, 3, 2], [6, 320, 1, 1]]
+    if small:
+        cfg = [[t, c, max(1, n // 2), s] for t, c, n, s in cfg]
+    lo = g.const("clip.min", np.array(0.0, np.float32))
+    hi = g.const("clip.max", np.array(6.0, np.float32))
+
+    def relu6(t, base):
+        return g.node("Clip", [t, lo, hi], base)
+
+    x = g.add_input("input", TensorProto.FLOAT, ["batch", 3, size, size])
+    cin = make_divisible(32 * mult)
+    y = relu6(g.bn(g.conv(x, 3, cin, 3, stride=2, base="features.0.0"), cin, "features.0.1"),
+              "features.0.2")
+    idx = 1
+    for t, c, n, s in cfg:
+        cout = make_divisible(c * mult)
+        for i in range(n):
+            stride = s if i == 0 else 1
+            p = "features.%d" % idx
+            hidden = cin * t
+            h = y
+            if t != 1:
+                h = relu6(g.bn(g.conv(h, cin, hidden, 1, base=p + ".expand"), hidden,
+                               p + ".expand_bn"), p + ".expand_relu6")
+            h = relu6(g.bn(g.conv(h, hidden, hidden, 3, stride=stride, group=hidden,
+                                  base=p + ".dw"), hidden, p + ".dw_bn"), p + ".dw_relu6")
+            h = g.bn(g.conv(h, hidden, cout, 1, base=p + ".project"), cout, p + ".project_bn",
+                     gamma=(0.3, 0.6))
+            if stride == 1 and cin == cout:
+                h = g.node("Add", [y, h], p + ".add")
+            y = h
+            cin = cout
+            idx += 1
+    last = make_divisible(1280 * max(1.0, mult))
+    if small:
+        last = 64
+    y = relu6(g.bn(g.conv(y, cin, last, 1, base="features.%d.0" % idx), last,
+                   "features.%d.1" % idx), "features.%d.2" % idx)
+    y = g.node("GlobalAveragePool", [y], "avgpool")
+    y = g.node("Flatten", [y], "flatten", axis=1)
+    y = g.gemm(y, last, classes, "classifier")
+    g.add_output(y, "output", TensorProto.FLOAT, ["batch", classes])
+    m = g.model()
+    return calibrate_bn(g, m, image_feeds((2, 3, size, size)))
+
+
+# ---------------------------------------------------------------- attention
+
+def self_attention(g, x, batch, seq, hidden, heads, base, mask=None, fused_qkv=False):
+    """Multi-head attention as torch.onnx exports it: projections, view to
+    (B, S, heads, dh) through a Shape/Gather/Concat chain, transposes, scaled
+    scores, optional additive mask, softmax, context, view back, output
+    projection."""
+    dh = hidden // heads
+    split_shape = g.shape_with_batch(batch, [seq, heads, dh], base + ".split_shape")
+    if fused_qkv:
+        qkv = g.linear(x, hidden, 3 * hidden, base + ".qkv")
+        shape5 = g.shape_with_batch(batch, [seq, 3, heads, dh], base + ".qkv_shape")
+        qkv = g.node("Reshape", [qkv, shape5], base + ".qkv_reshape")
+        qkv = g.node("Transpose", [qkv], base + ".qkv_transpose", perm=[2, 0, 3, 1, 4])
+        q, k, v = [g.node("Gather", [qkv, g.const(base + ".qkv_idx%d" % i,
+                                                  np.array(i, np.int64))],
+                          base + ".qkv_gather%d" % i, axis=0) for i in range(3)]
+        kt = g.node("Transpose", [k], base + ".k_transpose", perm=[0, 1, 3, 2])
+    else:
+        def heads_view(t, name, perm):
+            t = g.node("Reshape", [t, split_shape], base + "." + name + "_reshape")
+            return g.node("Transpose", [t], base + "." + name + "_transpose", perm=perm)
+        q = heads_view(g.linear(x, hidden, hidden, base + ".query"), "q", [0, 2, 1, 3])
+        kt = heads_view(g.linear(x, hidden, hidden, base + ".key"), "k", [0, 2, 3, 1])
+        v = heads_view(g.linear(x, hidden, hidden, base + ".value"), "v", [0, 2, 1, 3])
+    scores = g.node("MatMul", [q, kt], base + ".scores")
+    scores = g.node("Div", [scores, g.const(base + ".scale",
+                                            np.array(math.sqrt(dh), np.float32))],
+                    base + ".scores_div")
+    if mask is not None:
+        scores = g.node("Add", [scores, mask], base + ".scores_mask")
+    probs = g.node("Softmax", [scores], base + ".softmax", axis=-1)
+    ctx = g.node("MatMul", [probs, v], base + ".context")
+    ctx = g.node("Transpose", [ctx], base + ".context_transpose", perm=[0, 2, 1, 3])
+    merge_shape = g.shape_with_batch(batch, [seq, hidden], base + ".merge_shape")
+    ctx = g.node("Reshape", [ctx, merge_shape], base + ".context_reshape")
+    return g.linear(ctx, hidden, hidden, base + ".output.dense")
+
+
+# ---------------------------------------------------------------- BERT-base
+
+def bert(small):
+    g = Graph("bert", seed=768)
+    if small:
+        layers, hidden, heads, ffn, vocab, seq, max_pos = 2, 64, 4, 256, 1000, 16, 64
+    else:
+        layers, hidden, heads, ffn, vocab, seq, max_pos = 12, 768, 12, 3072, 30522, 128, 512
+    ids = g.add_input("input_ids", TensorProto.INT64, ["batch", seq])
+    mask = g.add_input("attention_mask", TensorProto.INT64, ["batch", seq])
+
+    word = g.weight("embeddings.word_embeddings.weight", (vocab, hidden), 0.02)
+    pos = g.weight("embeddings.position_embeddings.weight", (max_pos, hidden), 0.02)
+    typ = g.weight("embeddings.token_type_embeddings.weight", (2, hidden), 0.02)
+    pos_ids = g.const("embeddings.position_ids", np.arange(seq, dtype=np.int64)[None, :])
+    type_ids = g.const("embeddings.token_type_ids", np.zeros((1, seq), np.int64))
+    e = g.node("Gather", [word, ids], "embeddings.word", axis=0)
+    e = g.node("Add", [e, g.node("Gather", [typ, type_ids], "embeddings.type", axis=0)],
+               "embeddings.add_type")
+    e = g.node("Add", [e, g.node("Gather", [pos, pos_ids], "embeddings.position", axis=0)],
+               "embeddings.add_position")
+    x = g.layer_norm(e, hidden, "embeddings.LayerNorm")
+
+    # extended attention mask: (1 - mask[:, None, None, :]) * -10000
+    m = g.node("Unsqueeze", [mask, g.const("mask.axes", np.array([1, 2], np.int64))],
+               "mask.unsqueeze")
+    m = g.node("Cast", [m], "mask.cast", to=TensorProto.FLOAT)
+    m = g.node("Sub", [g.const("mask.one", np.array(1.0, np.float32)), m], "mask.sub")
+    m = g.node("Mul", [m, g.const("mask.neg", np.array(-10000.0, np.float32))], "mask.mul")
+
+    batch = g.batch_dim(ids, "batch")
+    for i in range(layers):
+        p = "encoder.layer.%d" % i
+        a = self_attention(g, x, batch, seq, hidden, heads, p + ".attention", mask=m)
+        x = g.layer_norm(g.node("Add", [a, x], p + ".attention.residual"), hidden,
+                         p + ".attention.output.LayerNorm")
+        h = g.linear(x, hidden, ffn, p + ".intermediate.dense")
+        h = g.gelu_erf(h, p + ".intermediate.gelu")
+        h = g.linear(h, ffn, hidden, p + ".output.dense")
+        x = g.layer_norm(g.node("Add", [h, x], p + ".output.residual"), hidden,
+                         p + ".output.LayerNorm")
+    g.add_output(x, "last_hidden_state", TensorProto.FLOAT, ["batch", seq, hidden])
+    first = g.node("Gather", [x, g.const("pooler.idx0", np.array(0, np.int64))],
+                   "pooler.first_token", axis=1)
+    pooled = g.node("Tanh", [g.gemm(first, hidden, hidden, "pooler.dense")], "pooler.tanh")
+    g.add_output(pooled, "pooler_output", TensorProto.FLOAT, ["batch", hidden])
+    return g.model()
+
+
+# ---------------------------------------------------------------- ViT-B/16
+
+def vit(small):
+    g = Graph("vit", seed=16)
+    if small:
+        size, patch, layers, hidden, heads, mlp, classes = 64, 16, 2, 64, 4, 128, 10
+    else:
+        size, patch, layers, hidden, heads, mlp, classes = 224, 16, 12, 768, 12, 3072, 1000
+    n_patch = (size // patch) ** 2
+    seq = n_patch + 1
+    x = g.add_input("input", TensorProto.FLOAT, ["batch", 3, size, size])
+    y = g.conv(x, 3, hidden, patch, stride=patch, pad=0, bias=True, base="patch_embed.proj")
+    batch = g.batch_dim(x, "batch")
+    # flatten(2) of (B, C, H, W) as torch exports it for a dynamic batch: a Reshape
+    y = g.node("Reshape", [y, g.shape_with_batch(batch, [hidden, n_patch], "patch_embed.shape")],
+               "patch_embed.reshape")
+    y = g.node("Transpose", [y], "patch_embed.transpose", perm=[0, 2, 1])
+    cls = g.weight("cls_token", (1, 1, hidden), 0.02)
+    cls_shape = g.shape_with_batch(batch, [1, hidden], "cls_token.shape")
+    cls = g.node("Expand", [cls, cls_shape], "cls_token.expand")
+    y = g.node("Concat", [cls, y], "cls_token.concat", axis=1)
+    y = g.node("Add", [y, g.weight("pos_embed", (1, seq, hidden), 0.02)], "pos_embed.add")
+    for i in range(layers):
+        p = "blocks.%d" % i
+        a = self_attention(g, g.layer_norm(y, hidden, p + ".norm1"), batch, seq, hidden, heads,
+                           p + ".attn", fused_qkv=True)
+        y = g.node("Add", [y, a], p + ".residual1")
+        h = g.linear(g.layer_norm(y, hidden, p + ".norm2"), hidden, mlp, p + ".mlp.fc1")
+        h = g.linear(g.gelu_erf(h, p + ".mlp.gelu"), mlp, hidden, p + ".mlp.fc2")
+        y = g.node("Add", [y, h], p + ".residual2")
+    y = g.layer_norm(y, hidden, "norm")
+    y = g.node("Gather", [y, g.const("head.idx0", np.array(0, np.int64))], "cls_select", axis=1)
+    y = g.gemm(y, hidden, classes, "head")
+    g.add_output(y, "output", TensorProto.FLOAT, ["batch", classes])
+    return g.model()
+
+
+# ---------------------------------------------------------------- tiny example
+
+def tiny_cnn():
+    """A small residual CNN for the README's example (well under 1 MB)."""
+    g = Graph("tiny_cnn", seed=7)
+    x = g.add_input("input", TensorProto.FLOAT, ["batch", 3, 64, 64])
+    y = g.node("Relu", [g.bn(g.conv(x, 3, 16, 3, stride=2, base="conv1"), 16, "bn1")], "relu1")
+    y = g.node("MaxPool", [y], "pool1", kernel_shape=[2, 2], strides=[2, 2])
+    h = g.node("Relu", [g.bn(g.conv(y, 16, 16, 3, base="conv2"), 16, "bn2")], "relu2")
+    h = g.bn(g.conv(h, 16, 16, 3, base="conv3"), 16, "bn3", gamma=(0.3, 0.6))
+    y = g.node("Relu", [g.node("Add", [h, y], "add")], "relu3")
+    y = g.node("Relu", [g.bn(g.conv(y, 16, 32, 3, stride=2, base="conv4"), 32, "bn4")], "relu4")
+    y = g.node("GlobalAveragePool", [y], "avgpool")
+    y = g.node("Flatten", [y], "flatten", axis=1)
+    y = g.gemm(y, 32, 10, "fc")
+    g.add_output(y, "output", TensorProto.FLOAT, ["batch", 10])
+    return calibrate_bn(g, g.model(), image_feeds((4, 3, 64, 64)))
+
+
+BUILDERS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2, "bert": bert, "vit": vit}
+
+
+def build(name, small):
+    m = BUILDERS[name](small)
+    onnx.checker.check_model(m)
+    return m
+
+
+def main(argv=None):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--small", action="store_true",
+                    help="reduced widths and depth (for tests; seconds to build and run)")
+    ap.add_argument("--out", help="output folder (default build/models or build/models-small)")
+    ap.add_argument("--models", default=",".join(ALL_MODELS),
+                    help="comma-separated subset of " + ",".join(ALL_MODELS))
+    ap.add_argument("--tiny-example", metavar="PATH",
+                    help="write only the tiny example CNN to PATH")
+    args = ap.parse_args(argv)
+    if args.tiny_example:
+        m = tiny_cnn()
+        onnx.checker.check_model(m)
+        onnx.save(m, args.tiny_example)
+        print("wrote %s (%d bytes)" % (args.tiny_example, os.path.getsize(args.tiny_example)))
+        return 0
+    out = args.out or os.path.join(root, "build", "models-small" if args.small else "models")
+    os.makedirs(out, exist_ok=True)
+    for name in args.models.split(","):
+        if name not in BUILDERS:
+            print("gen_models.py: unknown model '%s' (have %s)" % (name, ", ".join(ALL_MODELS)),
+                  file=sys.stderr)
+            return 2
+        path = os.path.join(out, name + ".onnx")
+        onnx.save(build(name, args.small), path)
+        print("wrote %s (%.1f MB)" % (path, os.path.getsize(path) / 1e6))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

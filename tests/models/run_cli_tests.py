@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""run_cli_tests.py - tests of the `kiln` command line itself on the bundled
+example model (examples/tiny_cnn.onnx): help and version, clear errors for bad
+flags and values, build/save/load, the plan header, the performance summary,
+the JSON exports, dynamic batch through a profile, and `kiln inspect`.
+Needs only the Python standard library."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+MODEL = os.path.join(ROOT, "examples", "tiny_cnn.onnx")
+
+passed = 0
+failed = []
+
+
+def run(kiln, *args):
+    p = subprocess.run([kiln] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=240)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(what, cond, detail=""):
+    global passed
+    if cond:
+        passed += 1
+    else:
+        failed.append(what + (": " + detail[-2000:] if detail else ""))
+        print("FAIL: " + what)
+
+
+def expect_error(kiln, what, args, text):
+    """The command must fail (non-zero exit) and say `text` on stderr."""
+    rc, out, err = run(kiln, *args)
+    check(what, rc != 0 and text in err,
+          "exit %d, expected %r in stderr:\n%s%s" % (rc, text, out, err))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    k = args.kiln
+    os.makedirs(args.work, exist_ok=True)
+    w = lambda name: os.path.join(args.work, name)  # noqa: E731
+
+    # ---- version and help ----
+    rc, out, _ = run(k, "--version")
+    check("--version", rc == 0 and out.startswith("kiln "), out)
+    rc, out, _ = run(k, "help")
+    check("help", rc == 0 and "exec" in out and "inspect" in out, out)
+    rc, out, _ = run(k, "help", "exec")
+    check("help exec", rc == 0 and "--loadInputs" in out and "--memPoolSize" in out, out)
+    rc, out, _ = run(k, "exec", "--help")
+    check("exec --help", rc == 0 and "--exportProfile" in out, out)
+    rc, _, err = run(k)
+    check("no command", rc != 0 and "Usage" in err, err)
+
+    # ---- bad flags and values ----
+    m = "--onnx=" + MODEL
+    expect_error(k, "unknown command", ["frobnicate"], "frobnicate")
+    expect_error(k, "unknown flag", ["exec", m, "--bogusFlag=1"], "--bogusFlag")
+    expect_error(k, "bad integer", ["exec", m, "--iterations=abc"], "--iterations")
+    expect_error(k, "zero iterations", ["exec", m, "--iterations=0"], "--iterations")
+    expect_error(k, "bad duration", ["exec", m, "--duration=-1"], "--duration")
+    expect_error(k, "bad warmUp", ["exec", m, "--warmUp=x"], "--warmUp")
+    expect_error(k, "bad size suffix", ["exec", m, "--memPoolSize=workspace:12Q"], "--memPoolSize")
+    expect_error(k, "unknown pool", ["exec", m, "--memPoolSize=bogus:12"], "bogus")
+    expect_error(k, "bad shapes", ["exec", m, "--shapes=input"], "--shapes")
+    expect_error(k, "bad dims", ["exec", m, "--shapes=input:1xAx3"], "--shapes")
+    expect_error(k, "bad threads", ["exec", m, "--threads=-2"], "--threads")
+    expect_error(k, "flag without value", ["exec", "--onnx"], "--onnx")
+    expect_error(k, "value on a switch", ["exec", m, "--skipInference=yes"], "--skipInference")
+    expect_error(k, "nothing to run", ["exec"], "--onnx")
+    expect_error(k, "both sources", ["exec", m, "--loadEngine=x.plan"], "--loadEngine")
+    expect_error(k, "version only needs a plan", ["exec", m, "--getPlanVersionOnly"],
+                 "--getPlanVersionOnly")
+    expect_error(k, "missing model file", ["exec", "--onnx=" + w("missing.onnx")], "missing.onnx")
+    expect_error(k, "missing plan file", ["exec", "--loadEngine=" + w("missing.plan")],
+                 "missing.plan")
+    expect_error(k, "unknown input in --shapes",
+                 ["exec", m, "--shapes=nosuch:1x3x64x64", "--skipInference"], "nosuch")
+    expect_error(k, "an ONNX file is not a plan",
+                 ["exec", "--loadEngine=" + MODEL, "--getPlanVersionOnly"], "KILN_ERR_")
+    expect_error(k, "inspect without file", ["inspect"], "inspect")
+    expect_error(k, "inspect unknown flag", ["inspect", MODEL, "--bogus"], "--bogus")
+
+    # ---- build, save, header ----
+    plan = w("tiny.plan")
+    rc, out, err = run(k, "exec", m, "--saveEngine=" + plan, "--minShapes=input:1x3x64x64",
+                       "--optShapes=input:2x3x64x64", "--maxShapes=input:4x3x64x64",
+                       "--skipInference", "--exportLayerInfo=" + w("layers.json"))
+    check("build and save", rc == 0 and "Engine built in" in out and os.path.exists(plan),
+          out + err)
+    if rc != 0:
+        return finish()
+    try:
+        with open(w("layers.json")) as f:
+            info = json.load(f)
+        check("layer info has layers", len(info.get("layers", [])) > 0, str(info)[:500])
+    except (OSError, ValueError) as e:
+        check("layer info parses", False, str(e))
+
+    rc, out, err = run(k, "exec", "--loadEngine=" + plan, "--getPlanVersionOnly")
+    check("getPlanVersionOnly", rc == 0 and "Plan format version" in out and "Backend" in out
+          and "Target" in out and "Libraries" in out, out + err)
+
+    # ---- inference and summary ----
+    rc, out, err = run(k, "exec", "--loadEngine=" + plan, "--shapes=input:3x3x64x64",
+                       "--iterations=20", "--warmUp=0", "--duration=0",
+                       "--exportProfile=" + w("prof.json"), "--exportOutput=" + w("out.json"))
+    check("run loaded plan", rc == 0, out + err)
+    for text in ("Throughput:", "Latency: min =", "median =", "percentile(90%)",
+                 "percentile(99%)", "Total Host Walltime", "Iterations: 20"):
+        check("summary shows " + text, text in out, out)
+    try:
+        with open(w("out.json")) as f:
+            outs = json.load(f)
+        check("output at batch 3", outs[0]["name"] == "output" and outs[0]["shape"] == [3, 10]
+              and len(outs[0]["values"]) == 30, str(outs)[:500])
+        with open(w("prof.json")) as f:
+            prof = json.load(f)
+        check("profile counts runs", prof[0].get("count") == 20 and len(prof) > 1
+              and "timeMs" in prof[1], str(prof)[:500])
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check("exports parse", False, str(e))
+
+    # fixed seed: the same random inputs give the same outputs
+    run(k, "exec", "--loadEngine=" + plan, "--shapes=input:3x3x64x64", "--iterations=1",
+        "--warmUp=0", "--duration=0", "--exportOutput=" + w("out2.json"))
+    try:
+        with open(w("out.json")) as a, open(w("out2.json")) as b:
+            check("random inputs are reproducible", json.load(a) == json.load(b))
+    except (OSError, ValueError) as e:
+        check("second export parses", False, str(e))
+
+    # loaded inputs: zeros in, and a file of the wrong size refused
+    with open(w("zeros.bin"), "wb") as f:
+        f.write(bytes(4 * 2 * 3 * 64 * 64))
+    rc, out, err = run(k, "exec", "--loadEngine=" + plan, "--shapes=input:2x3x64x64",
+                       "--loadInputs=input:" + w("zeros.bin"), "--iterations=1", "--warmUp=0",
+                       "--duration=0", "--exportOutput=" + w("zeros.json"))
+    check("loadInputs", rc == 0 and "Loaded input 'input'" in out, out + err)
+    expect_error(k, "loadInputs size mismatch",
+                 ["exec", "--loadEngine=" + plan, "--shapes=input:1x3x64x64",
+                  "--loadInputs=input:" + w("zeros.bin"), "--iterations=1", "--duration=0"],
+                 "bytes")
+    expect_error(k, "loadInputs unknown name",
+                 ["exec", "--loadEngine=" + plan, "--loadInputs=nosuch:" + w("zeros.bin"),
+                  "--iterations=1", "--duration=0"], "nosuch")
+    expect_error(k, "profile index out of range",
+                 ["exec", "--loadEngine=" + plan, "--profile=3", "--iterations=1",
+                  "--duration=0"], "--profile")
+    rc, out, err = run(k, "exec", "--loadEngine=" + plan, "--shapes=input:8x3x64x64",
+                       "--iterations=1", "--warmUp=0", "--duration=0")
+    check("batch outside the profile refused", rc != 0, out + err)
+
+    # build and run in one go, with --duration as the bound
+    rc, out, err = run(k, "exec", m, "--shapes=input:1x3x64x64", "--duration=0.2",
+                       "--iterations=1", "--warmUp=50", "--threads=1", "--percentile=50,99.9")
+    check("build+run with duration", rc == 0 and "percentile(99.9%)" in out, out + err)
+
+    # ---- inspect ----
+    rc, out, err = run(k, "inspect", plan)
+    for text in ("Plan ", "I/O tensors", "input", "output", "Optimization profiles",
+                 "Layers after fusion", "tactic", "precision", "activation arena",
+                 "all activations", "workspace"):
+        check("inspect plan shows " + text, rc == 0 and text in out, out + err)
+    rc, out, err = run(k, "inspect", MODEL, "--shapes=input:1x3x64x64")
+    check("inspect onnx builds in memory", rc == 0 and "in memory" in out
+          and "Layers after fusion" in out, out + err)
+    rc, out, err = run(k, "inspect", plan, "--json")
+    try:
+        check("inspect --json", rc == 0 and "layers" in json.loads(out), out[:500] + err)
+    except ValueError:
+        check("inspect --json parses", False, out[:500])
+    return finish()
+
+
+def finish():
+    print("%d passed, %d failed" % (passed, len(failed)))
+    for f in failed:
+        print("FAILED: " + f)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
