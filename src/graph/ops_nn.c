@@ -123,13 +123,11 @@ kiln_status kn_window_transpose(const kn_node *n, int nsp, const int64_t *in,
         int64_t full = s * (in[i] - 1) + opad + ek;
         if (os || same) {
             w->out[i] = os ? os[i] : in[i] * s;
+            /* a negative total (output_shape past the full result) pads the
+             * end, like output_padding: halve with floor division */
             int64_t total = full - w->out[i];
-            if (total < 0)
-                return kn_node_error(n, KILN_ERR_SHAPE,
-                                     "output_shape %lld is larger than the full result %lld in "
-                                     "spatial dim %d",
-                                     (long long)w->out[i], (long long)full, i);
-            w->pad0[i] = upper ? total / 2 : total - total / 2;
+            int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+            w->pad0[i] = upper ? half : total - half;
             w->pad1[i] = total - w->pad0[i];
         } else {
             w->out[i] = full - w->pad0[i] - w->pad1[i];
