@@ -24,7 +24,7 @@ static kiln_status parse_graph(kx_onnx *cx, kx_pb_msg *parent, const kx_pb_field
 /* A NUL-terminated copy of a name; names with NUL bytes inside are refused. */
 static kiln_status dup_name(kx_onnx *cx, const kx_pb_msg *m, const char *what, kx_str s,
                             char **out) {
-    if (memchr(s.p, 0, s.n))
+    if (s.n && memchr(s.p, 0, s.n))
         return kx_pb_error(&cx->pb, m, NULL, "%s contains a NUL byte", what);
     *out = kn_strndup(s.p ? s.p : "", s.n);
     return *out ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
@@ -878,10 +878,7 @@ static kiln_status parse_model(kx_onnx *cx, kx_pb_msg *root, kn_net *net) {
 static kiln_status check_ops(const kn_net *net) {
     for (int i = 0; i < net->n_nodes; i++) {
         const kn_node *n = &net->nodes[i];
-        if (!kn_op_find(n->domain, n->op_type))
-            return kn_node_error(n, KILN_ERR_UNSUPPORTED,
-                                 "op type '%s' of domain '%s' (opset %d) is not supported",
-                                 n->op_type, kx_domain_label(n->domain), n->opset);
+        /* subgraphs first: the innermost unknown op is the most precise report */
         for (int k = 0; k < n->n_attr; k++) {
             if (n->attrs[k].type != KN_ATTR_GRAPH || !n->attrs[k].graph)
                 continue;
@@ -890,6 +887,10 @@ static kiln_status check_ops(const kn_net *net) {
                 return kn_error_wrap(st, "in subgraph '%s' of node '%s' (%s)", n->attrs[k].name,
                                      n->name, n->op_type);
         }
+        if (!kn_op_find(n->domain, n->op_type))
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                 "op type '%s' of domain '%s' (opset %d) is not supported",
+                                 n->op_type, kx_domain_label(n->domain), n->opset);
     }
     return KILN_OK;
 }

@@ -282,7 +282,7 @@ static kiln_status load_external(kx_onnx *cx, kx_pb_msg *m, const tensor_fields 
     if (!has_loc)
         return kx_pb_error(pb, m, NULL, "%s: data_location is EXTERNAL but external_data has no "
                                         "'location' entry", label);
-    if (loc.n >= PATH_MAX || memchr(loc.p, 0, loc.n))
+    if (loc.n >= PATH_MAX || (loc.n && memchr(loc.p, 0, loc.n)))
         return kx_pb_error(pb, m, NULL, "%s: external data location is not a valid path", label);
     char path[PATH_MAX];
     memcpy(path, loc.p, loc.n);
