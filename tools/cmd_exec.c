@@ -438,7 +438,10 @@ static bool setup_inputs(const exec_opts *o, kiln_engine *eng, kiln_context *ctx
             return false;
         kiln_status st = kiln_context_set_input_shape(ctx, b->name, b->rank, b->dims);
         if (st != KILN_OK) {
-            cli_kiln_error(b->name, st);
+            char what[300], dims[128];
+            cli_format_dims(dims, sizeof dims, b->rank, b->dims);
+            snprintf(what, sizeof what, "setting the shape of input '%s' to %s", b->name, dims);
+            cli_kiln_error(what, st);
             return false;
         }
         size_t es = kiln_dtype_size(b->dtype);
@@ -481,6 +484,11 @@ static bool collect_outputs(kiln_context *ctx, io_buf *outs, int n_out) {
         b->rank = kiln_context_tensor_shape(ctx, b->name, b->dims);
         if (b->rank < 0) {
             cli_error("output '%s': shape unknown: %s", b->name, kiln_last_error());
+            return false;
+        }
+        if (kiln_dtype_size(b->dtype) == 0) {
+            cli_error("output '%s': the engine reports data type '%s'; its values cannot be read",
+                      b->name, kiln_dtype_name(b->dtype));
             return false;
         }
         b->data = kiln_context_tensor_address(ctx, b->name);
@@ -830,7 +838,7 @@ static int infer(const exec_opts *o, kiln_engine *eng) {
     }
     if (want_profile && !report_profile(o, eng, ctx))
         goto done;
-    if (!collect_outputs(ctx, bufs + n_in, n_io - n_in))
+    if ((o->dump_output || o->export_output) && !collect_outputs(ctx, bufs + n_in, n_io - n_in))
         goto done;
     if (o->dump_output)
         dump_outputs(bufs + n_in, n_io - n_in);

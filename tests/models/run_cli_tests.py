@@ -124,6 +124,8 @@ def main():
             outs = json.load(f)
         check("output at batch 3", outs[0]["name"] == "output" and outs[0]["shape"] == [3, 10]
               and len(outs[0]["values"]) == 30, str(outs)[:500])
+        check("output is float and finite", outs[0]["dtype"] == "float"
+              and all(abs(v) < 1e30 for v in outs[0]["values"]), str(outs)[:500])
         with open(w("prof.json")) as f:
             prof = json.load(f)
         check("profile counts runs", prof[0].get("count") == 20 and len(prof) > 1
