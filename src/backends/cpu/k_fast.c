@@ -1,7 +1,78 @@
-/* k_fast.c - CPU kernels of the fast family. */
-#include "backends/backend.h"
+/* k_fast.c - the CPU backend's library-backed tactics (oneDNN), gathered
+ * from the k_fast_*.c files into one table, and the versions of the math
+ * libraries that a CPU plan is bound to. docs/decisions.md ("CPU math
+ * library") has the measurements behind the choice of library per op. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
+#include "backends/cpu/k_fast.h"
+
+#ifdef KILN_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+#ifdef KILN_HAVE_DNNL
+#define FAST(op, dom, tac, sup, ini, fin, prep) \
+    {op, dom, tac, sup, ini, fin, prep, kf_inst_free, kf_run}
+
+const kb_kernel kb_cpu_fast[] = {
+    /* reorders NCHW to the primitive's preferred layout and back */
+    FAST("Conv", "", "dnnl", kf_conv_supports, kf_conv_init_any, kf_conv_fini, kf_conv_prepare),
+    FAST("Conv", "kiln", "dnnl", kf_conv_supports, kf_conv_init_any, kf_conv_fini,
+         kf_conv_prepare),
+    /* plain NCHW throughout (oneDNN picks a GEMM-based kernel) */
+    FAST("Conv", "", "dnnl_nchw", kf_conv_supports, kf_conv_init_nchw, kf_conv_fini,
+         kf_conv_prepare),
+    FAST("Conv", "kiln", "dnnl_nchw", kf_conv_supports, kf_conv_init_nchw, kf_conv_fini,
+         kf_conv_prepare),
+    FAST("MatMul", "", "dnnl", kf_matmul_supports, NULL, NULL, kf_matmul_prepare),
+    FAST("MatMul", "kiln", "dnnl", kf_matmul_supports, NULL, NULL, kf_matmul_prepare),
+    FAST("MatMul", "", "dnnl_packed", kf_matmul_supports_packed, NULL, NULL,
+         kf_matmul_prepare_packed),
+    FAST("MatMul", "kiln", "dnnl_packed", kf_matmul_supports_packed, NULL, NULL,
+         kf_matmul_prepare_packed),
+    FAST("Gemm", "", "dnnl", kf_gemm_supports, NULL, NULL, kf_gemm_prepare),
+    FAST("Gemm", "kiln", "dnnl", kf_gemm_supports, NULL, NULL, kf_gemm_prepare),
+    FAST("Gemm", "", "dnnl_packed", kf_gemm_supports_packed, NULL, NULL, kf_gemm_prepare_packed),
+    FAST("Gemm", "kiln", "dnnl_packed", kf_gemm_supports_packed, NULL, NULL,
+         kf_gemm_prepare_packed),
+};
+const size_t kb_cpu_fast_count = KN_ARRAY_LEN(kb_cpu_fast);
+#else
 const kb_kernel kb_cpu_fast[] = {{"", "", "", NULL, NULL, NULL, NULL, NULL, NULL}};
 const size_t kb_cpu_fast_count = 0;
+#endif
 
-const char *kb_cpu_library_versions(void) { return ""; }
+/* Written once, then only read. */
+static pthread_once_t versions_once = PTHREAD_ONCE_INIT;
+static char versions[128];
+
+static void versions_make(void) {
+    size_t len = 0;
+    versions[0] = '\0';
+#ifdef KILN_HAVE_DNNL
+    const dnnl_version_t *v = dnnl_version();
+    len += (size_t)snprintf(versions + len, sizeof versions - len, "dnnl=%d.%d.%d", v->major,
+                            v->minor, v->patch);
+#endif
+#ifdef KILN_HAVE_OPENBLAS
+    /* "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." -> "0.3.21" */
+    const char *cfg = openblas_get_config();
+    char ver[32] = "unknown";
+    if (cfg && strncmp(cfg, "OpenBLAS ", 9) == 0) {
+        size_t i = 0;
+        for (const char *p = cfg + 9; *p && *p != ' ' && i + 1 < sizeof ver; p++)
+            ver[i++] = *p;
+        ver[i] = '\0';
+    }
+    if (len < sizeof versions)
+        snprintf(versions + len, sizeof versions - len, "%sopenblas=%s", len ? ";" : "", ver);
+#endif
+    (void)len;
+}
+
+const char *kb_cpu_library_versions(void) {
+    pthread_once(&versions_once, versions_make);
+    return versions;
+}

@@ -1,0 +1,591 @@
+/* test_fast.c - the oneDNN tactics (Conv, kiln::Conv, MatMul, kiln::MatMul,
+ * Gemm, kiln::Gemm) against plain loops in this file, and, where the
+ * reference kernels exist, against "ref" through the executor. Tolerance:
+ * max |fast - ref| <= 1e-4 * max |ref| (FP32). */
+#include <pthread.h>
+
+#include "backends/backend.h"
+#include "backends/cpu/act.h"
+#include "test.h"
+
+#define TOL 1e-4
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) { /* xorshift, uniform in [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.f - 1.f;
+}
+static float *rand_buf(int64_t n) {
+    float *p = kn_aligned_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        p[i] = frand();
+    return p;
+}
+static int64_t numel(int rank, const int64_t *d) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= d[i];
+    return n;
+}
+static kb_tensor tensor(float *data, int rank, const int64_t *dims) {
+    kb_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = data ? KILN_DTYPE_FLOAT : KILN_DTYPE_UNDEFINED;
+    t.rank = rank > 0 ? rank : 0;
+    if (rank > 0)
+        memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
+    return t;
+}
+
+/* A one-node network to hold the node and its attributes. */
+typedef struct one {
+    kn_net *net;
+    kn_node *node;
+} one;
+static one one_node(const char *op, const char *domain, int n_in) {
+    one o = {NULL, NULL};
+    KT_OK(kn_net_new(&o.net));
+    int ins[4], outs[1];
+    char name[16];
+    for (int i = 0; i < n_in; i++) {
+        snprintf(name, sizeof name, "in%d", i);
+        KT_OK(kn_net_tensor(o.net, name, &ins[i]));
+    }
+    KT_OK(kn_net_tensor(o.net, "out", &outs[0]));
+    int idx;
+    KT_OK(kn_net_add_node(o.net, "n0", op, domain, domain[0] ? 1 : 17, n_in, ins, 1, outs, &idx));
+    o.node = &o.net->nodes[idx];
+    return o;
+}
+
+/* Run a kernel directly: supports (constant inputs per const_mask), init,
+ * prepare, run with `threads`, release. Returns false when not supported. */
+static bool run_kernel(const kb_kernel *k, const kn_node *node, const kb_tensor *in, int n_in,
+                       kb_tensor *out, unsigned const_mask, int threads) {
+    kn_tinfo ti[4], to;
+    for (int i = 0; i < n_in; i++) {
+        memset(&ti[i], 0, sizeof ti[i]);
+        ti[i].dtype = in[i].dtype;
+        ti[i].rank = in[i].rank;
+        memcpy(ti[i].dims, in[i].dims, sizeof ti[i].dims);
+        ti[i].value = (const_mask >> i & 1u) ? in[i].data : NULL;
+    }
+    memset(&to, 0, sizeof to);
+    to.dtype = out->dtype;
+    to.rank = out->rank;
+    memcpy(to.dims, out->dims, sizeof to.dims);
+    if (k->supports && !k->supports(node, ti, n_in, &to, 1))
+        return false;
+    void *state = NULL, *inst = NULL, *ws = NULL;
+    size_t wsz = 0;
+    if (k->init)
+        KT_OK(k->init(node, &state));
+    KT_OK(k->prepare(state, node, in, n_in, out, 1, &inst, &wsz));
+    if (wsz)
+        ws = kn_aligned_alloc(wsz);
+    kb_run r = {node, state, inst, n_in, in, 1, out, ws, wsz, threads};
+    KT_OK(k->run(&r));
+    if (k->release)
+        k->release(inst);
+    if (k->fini)
+        k->fini(state);
+    kn_aligned_free(ws);
+    return true;
+}
+
+static double rel_err(const float *a, const float *ref, int64_t n) {
+    double md = 0, mr = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - ref[i]);
+        if (!(d <= md)) /* catches NaN */
+            md = d;
+        if (fabs(ref[i]) > mr)
+            mr = fabs(ref[i]);
+    }
+    return md / (mr > 1e-6 ? mr : 1e-6);
+}
+
+#define KT_REL(a, ref, n, what)                                                              \
+    do {                                                                                     \
+        double e_ = rel_err((a), (ref), (n));                                                \
+        if (e_ <= TOL) {                                                                     \
+            kt_pass++;                                                                       \
+        } else {                                                                             \
+            kt_fail++;                                                                       \
+            fprintf(stderr, "%s:%d: %s: relative error %g > %g\n", __FILE__, __LINE__, what, \
+                    e_, TOL);                                                                \
+        }                                                                                    \
+    } while (0)
+
+static const char *const act_names[] = {"", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip",
+                                        "HardSigmoid", "HardSwish", "Gelu", "GeluTanh", "Silu",
+                                        "Elu", "Softplus"};
+static const float act_alpha[] = {0, 0, 0.1f, 0, 0, -0.5f, 0.3f, 0, 0, 0, 0, 0.7f, 0};
+static const float act_beta[] = {0, 0, 0, 0, 0, 0.6f, 0.4f, 0, 0, 0, 0, 0, 0};
+
+/* ---------------- convolution ---------------- */
+
+typedef struct conv_case {
+    int nsp;
+    int64_t n, c, m, group;
+    int64_t x[2], k[2], s[2], d[2], pb[2], pe[2];
+    const char *auto_pad;
+    bool bias, resid;
+    const char *act;
+    float alpha, beta;
+} conv_case;
+
+static int64_t conv_out(int64_t x, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe,
+                        const char *ap) {
+    if (ap && strncmp(ap, "SAME", 4) == 0)
+        return (x + s - 1) / s;
+    if (ap && strcmp(ap, "VALID") == 0)
+        pb = pe = 0;
+    return (x + pb + pe - ((k - 1) * d + 1)) / s + 1;
+}
+
+/* Plain convolution in double. Pads already resolved into cc. */
+static void conv_naive(const conv_case *cc, const int64_t *y, const float *x, const float *w,
+                       const float *b, const float *z, float *out) {
+    int64_t cg = cc->c / cc->group, mg = cc->m / cc->group;
+    int64_t xh = cc->nsp == 2 ? cc->x[0] : 1, xw = cc->x[cc->nsp - 1];
+    int64_t kh = cc->nsp == 2 ? cc->k[0] : 1, kw = cc->k[cc->nsp - 1];
+    int64_t sh = cc->nsp == 2 ? cc->s[0] : 1, sw = cc->s[cc->nsp - 1];
+    int64_t dh = cc->nsp == 2 ? cc->d[0] : 1, dw = cc->d[cc->nsp - 1];
+    int64_t ph = cc->nsp == 2 ? cc->pb[0] : 0, pw = cc->pb[cc->nsp - 1];
+    int64_t yh = cc->nsp == 2 ? y[0] : 1, yw = y[cc->nsp - 1];
+    kb_act a = kb_act_parse(cc->act);
+    for (int64_t n = 0; n < cc->n; n++)
+        for (int64_t m = 0; m < cc->m; m++) {
+            int64_t g = m / mg;
+            for (int64_t oy = 0; oy < yh; oy++)
+                for (int64_t ox = 0; ox < yw; ox++) {
+                    double acc = b ? b[m] : 0;
+                    for (int64_t ci = 0; ci < cg; ci++)
+                        for (int64_t ky = 0; ky < kh; ky++)
+                            for (int64_t kx = 0; kx < kw; kx++) {
+                                int64_t iy = oy * sh - ph + ky * dh, ix = ox * sw - pw + kx * dw;
+                                if (iy < 0 || iy >= xh || ix < 0 || ix >= xw)
+                                    continue;
+                                acc += (double)x[((n * cc->c + g * cg + ci) * xh + iy) * xw + ix] *
+                                       w[((m * cg + ci) * kh + ky) * kw + kx];
+                            }
+                    int64_t o = ((n * cc->m + m) * yh + oy) * yw + ox;
+                    if (z)
+                        acc += z[o];
+                    out[o] = kb_act_apply(a, (float)acc, cc->alpha, cc->beta);
+                }
+        }
+}
+
+static void conv_check(conv_case cc, const char *tactic) {
+    bool fused = cc.resid || cc.act;
+    int rank = cc.nsp + 2;
+    int64_t y[2];
+    for (int i = 0; i < cc.nsp; i++)
+        y[i] = conv_out(cc.x[i], cc.k[i], cc.s[i], cc.d[i], cc.pb[i], cc.pe[i], cc.auto_pad);
+    int64_t xd[4] = {cc.n, cc.c}, wd[4] = {cc.m, cc.c / cc.group}, yd[4] = {cc.n, cc.m}, bd[1] = {cc.m};
+    for (int i = 0; i < cc.nsp; i++)
+        xd[2 + i] = cc.x[i], wd[2 + i] = cc.k[i], yd[2 + i] = y[i];
+    int n_in = fused ? 4 : (cc.bias ? 3 : 2);
+    one o = one_node("Conv", fused ? "kiln" : "", n_in);
+    kn_node *node = o.node;
+    KT_OK(kn_node_set_ints(node, "kernel_shape", cc.k, (size_t)cc.nsp));
+    KT_OK(kn_node_set_ints(node, "strides", cc.s, (size_t)cc.nsp));
+    KT_OK(kn_node_set_ints(node, "dilations", cc.d, (size_t)cc.nsp));
+    KT_OK(kn_node_set_int(node, "group", cc.group));
+    if (cc.auto_pad) {
+        KT_OK(kn_node_set_string(node, "auto_pad", cc.auto_pad));
+        /* resolve the pads the naive loop needs */
+        for (int i = 0; i < cc.nsp; i++) {
+            int64_t total = (y[i] - 1) * cc.s[i] + (cc.k[i] - 1) * cc.d[i] + 1 - cc.x[i];
+            if (total < 0 || strcmp(cc.auto_pad, "VALID") == 0)
+                total = 0;
+            cc.pb[i] = strcmp(cc.auto_pad, "SAME_LOWER") == 0 ? total - total / 2 : total / 2;
+            cc.pe[i] = total - cc.pb[i];
+        }
+    } else {
+        int64_t pads[4];
+        for (int i = 0; i < cc.nsp; i++)
+            pads[i] = cc.pb[i], pads[cc.nsp + i] = cc.pe[i];
+        KT_OK(kn_node_set_ints(node, "pads", pads, 2u * (size_t)cc.nsp));
+    }
+    if (cc.act) {
+        KT_OK(kn_node_set_string(node, "activation", cc.act));
+        KT_OK(kn_node_set_float(node, "alpha", cc.alpha));
+        KT_OK(kn_node_set_float(node, "beta", cc.beta));
+    }
+    float *x = rand_buf(numel(rank, xd)), *w = rand_buf(numel(rank, wd));
+    float *b = cc.bias ? rand_buf(cc.m) : NULL, *z = cc.resid ? rand_buf(numel(rank, yd)) : NULL;
+    float *out = rand_buf(numel(rank, yd)), *ref = rand_buf(numel(rank, yd));
+    kb_tensor in[4] = {tensor(x, rank, xd), tensor(w, rank, wd), tensor(b, 1, bd),
+                       tensor(z, rank, yd)};
+    kb_tensor ot = tensor(out, rank, yd);
+    const kb_kernel *k = kb_cpu_kernel_find(fused ? "kiln" : "", "Conv", tactic);
+    KT_CHECK(k != NULL);
+    if (k) {
+        bool ok = run_kernel(k, node, in, n_in, &ot, 2u, 2);
+        KT_CHECK(ok);
+        if (ok) {
+            conv_naive(&cc, y, x, w, b, z, ref);
+            char what[160];
+            snprintf(what, sizeof what, "Conv %s %dD c%lld m%lld g%lld k%lldx%lld act '%s'%s",
+                     tactic, cc.nsp, (long long)cc.c, (long long)cc.m, (long long)cc.group,
+                     (long long)cc.k[0], (long long)cc.k[cc.nsp - 1], cc.act ? cc.act : "",
+                     cc.resid ? " +Z" : "");
+            KT_REL(out, ref, numel(rank, yd), what);
+        }
+    }
+    kn_aligned_free(x), kn_aligned_free(w), kn_aligned_free(b), kn_aligned_free(z);
+    kn_aligned_free(out), kn_aligned_free(ref);
+    kn_net_free(o.net);
+}
+
+static void test_conv(void) {
+    const char *tactics[] = {"dnnl", "dnnl_nchw"};
+    for (int t = 0; t < 2; t++) {
+        const char *tac = tactics[t];
+        /* odd sizes, asymmetric pads, strides, dilation */
+        conv_check((conv_case){2, 2, 3, 5, 1, {11, 9}, {3, 2}, {2, 1}, {1, 2}, {1, 0}, {2, 1},
+                               NULL, true, false, NULL, 0, 0}, tac);
+        /* groups */
+        conv_check((conv_case){2, 1, 6, 9, 3, {8, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1},
+                               NULL, true, false, NULL, 0, 0}, tac);
+        /* depthwise, stride 2 */
+        conv_check((conv_case){2, 2, 16, 16, 16, {10, 10}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1},
+                               NULL, false, false, NULL, 0, 0}, tac);
+        /* 1x1, ResNet-like channels */
+        conv_check((conv_case){2, 1, 64, 32, 1, {7, 7}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0},
+                               NULL, true, false, NULL, 0, 0}, tac);
+        /* 7x7 stride-2 stem-like, small */
+        conv_check((conv_case){2, 1, 3, 8, 1, {23, 23}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3},
+                               NULL, true, false, NULL, 0, 0}, tac);
+        /* auto_pad */
+        conv_check((conv_case){2, 1, 4, 6, 1, {9, 10}, {3, 4}, {2, 2}, {1, 1}, {0, 0}, {0, 0},
+                               "SAME_UPPER", true, false, NULL, 0, 0}, tac);
+        conv_check((conv_case){2, 1, 4, 6, 1, {9, 10}, {3, 4}, {2, 2}, {1, 1}, {0, 0}, {0, 0},
+                               "SAME_LOWER", false, false, NULL, 0, 0}, tac);
+        conv_check((conv_case){2, 1, 4, 6, 1, {9, 10}, {3, 4}, {1, 2}, {1, 1}, {0, 0}, {0, 0},
+                               "VALID", true, false, NULL, 0, 0}, tac);
+        /* 1-D */
+        conv_check((conv_case){1, 3, 5, 7, 1, {19}, {5}, {2}, {2}, {2}, {1}, NULL, true, false,
+                               NULL, 0, 0}, tac);
+        /* kiln::Conv: residual and every activation */
+        for (size_t a = 0; a < KN_ARRAY_LEN(act_names); a++)
+            conv_check((conv_case){2, 2, 8, 16, 1, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1},
+                                   {1, 1}, NULL, true, a % 2 == 0, act_names[a], act_alpha[a],
+                                   act_beta[a]}, tac);
+        conv_check((conv_case){2, 1, 32, 32, 1, {14, 14}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0},
+                               NULL, true, true, "Relu", 0, 0}, tac);
+        conv_check((conv_case){2, 1, 8, 8, 2, {6, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1},
+                               NULL, false, true, "Silu", 0, 0}, tac);
+    }
+}
+
+/* ---------------- matrix products ---------------- */
+
+/* y[..., m, n] = a[..., m, k] b[..., k, n] with numpy batch broadcasting. */
+static void matmul_naive(int ra, const int64_t *ad, const float *a, int rb, const int64_t *bd,
+                         const float *b, int ry, const int64_t *yd, float *y) {
+    int64_t m = yd[ry - 2], n = yd[ry - 1], k = ad[ra - 1];
+    int64_t batch = numel(ry - 2, yd);
+    for (int64_t bi = 0; bi < batch; bi++) {
+        int64_t rem = bi, ao = 0, bo = 0, as = m * k, bs = k * n;
+        for (int d = ry - 3; d >= 0; d--) {
+            int64_t idx = rem % yd[d];
+            rem /= yd[d];
+            int da = d - (ry - ra), db = d - (ry - rb);
+            if (da >= 0) {
+                if (ad[da] != 1)
+                    ao += idx * as;
+                as *= ad[da];
+            }
+            if (db >= 0) {
+                if (bd[db] != 1)
+                    bo += idx * bs;
+                bs *= bd[db];
+            }
+        }
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double acc = 0;
+                for (int64_t p = 0; p < k; p++)
+                    acc += (double)a[ao + i * k + p] * b[bo + p * n + j];
+                y[bi * m * n + i * n + j] = (float)acc;
+            }
+    }
+}
+
+static void matmul_check(int ra, const int64_t *ad, int rb, const int64_t *bd, bool bias,
+                         int act_i, const char *tactic) {
+    bool fused = bias || act_i > 0;
+    int ry = ra > rb ? ra : rb;
+    int64_t yd[KILN_MAX_DIMS];
+    for (int i = 0; i < ry - 2; i++) {
+        int ia = i - (ry - ra), ib = i - (ry - rb);
+        int64_t da = ia >= 0 ? ad[ia] : 1, db = ib >= 0 ? bd[ib] : 1;
+        yd[i] = da > db ? da : db;
+    }
+    yd[ry - 2] = ad[ra - 2], yd[ry - 1] = bd[rb - 1];
+    int64_t nn = yd[ry - 1], ny = numel(ry, yd), biasd[1] = {nn};
+    int n_in = fused ? 3 : 2;
+    one o = one_node("MatMul", fused ? "kiln" : "", n_in);
+    if (act_i > 0) {
+        KT_OK(kn_node_set_string(o.node, "activation", act_names[act_i]));
+        KT_OK(kn_node_set_float(o.node, "alpha", act_alpha[act_i]));
+        KT_OK(kn_node_set_float(o.node, "beta", act_beta[act_i]));
+    }
+    float *a = rand_buf(numel(ra, ad)), *b = rand_buf(numel(rb, bd));
+    float *bi = bias ? rand_buf(nn) : NULL, *y = rand_buf(ny), *ref = rand_buf(ny);
+    kb_tensor in[3] = {tensor(a, ra, ad), tensor(b, rb, bd), tensor(bi, 1, biasd)};
+    kb_tensor ot = tensor(y, ry, yd);
+    const kb_kernel *k = kb_cpu_kernel_find(fused ? "kiln" : "", "MatMul", tactic);
+    KT_CHECK(k != NULL);
+    if (k && run_kernel(k, o.node, in, n_in, &ot, 2u, 2)) {
+        matmul_naive(ra, ad, a, rb, bd, b, ry, yd, ref);
+        kb_act act = kb_act_parse(act_names[act_i]);
+        for (int64_t i = 0; i < ny; i++)
+            ref[i] = kb_act_apply(act, ref[i] + (bi ? bi[i % nn] : 0.f), act_alpha[act_i],
+                                  act_beta[act_i]);
+        char what[96];
+        snprintf(what, sizeof what, "MatMul %s rank %d x %d bias %d act '%s'", tactic, ra, rb,
+                 bias, act_names[act_i]);
+        KT_REL(y, ref, ny, what);
+    } else {
+        KT_CHECK(!"matmul not supported");
+    }
+    kn_aligned_free(a), kn_aligned_free(b), kn_aligned_free(bi), kn_aligned_free(y);
+    kn_aligned_free(ref);
+    kn_net_free(o.net);
+}
+
+static void test_matmul(void) {
+    const char *tactics[] = {"dnnl", "dnnl_packed"};
+    for (int t = 0; t < 2; t++) {
+        const char *tac = tactics[t];
+        int64_t a1[] = {5, 7}, b1[] = {7, 3};
+        matmul_check(2, a1, 2, b1, false, 0, tac);
+        int64_t a2[] = {2, 3, 5, 7}, b2[] = {7, 4};
+        matmul_check(4, a2, 2, b2, false, 0, tac);
+        int64_t a3[] = {3, 1, 5, 7}, b3[] = {2, 7, 6};
+        matmul_check(4, a3, 3, b3, false, 0, tac);
+        int64_t a4[] = {2, 3, 17, 33}, b4[] = {2, 3, 33, 19};
+        matmul_check(4, a4, 4, b4, false, 0, tac);
+        int64_t a5[] = {1, 130, 96}, b5[] = {96, 200};
+        matmul_check(3, a5, 2, b5, true, 0, tac);
+        int64_t a6[] = {9, 1}, b6[] = {1, 4};
+        matmul_check(2, a6, 2, b6, false, 0, tac);
+        for (int act = 1; act < (int)KN_ARRAY_LEN(act_names); act++) {
+            int64_t a7[] = {2, 6, 24}, b7[] = {24, 10};
+            matmul_check(3, a7, 2, b7, act % 2 == 1, act, tac);
+        }
+    }
+}
+
+typedef struct gemm_case {
+    int64_t m, k, n;
+    int ta, tb;
+    float alpha, beta;
+    int c_rank;
+    int64_t c_dims[2];
+    int act;
+} gemm_case;
+
+static void gemm_check(gemm_case g, const char *tactic) {
+    bool fused = g.act > 0;
+    int n_in = g.c_rank >= 0 ? 3 : 2;
+    one o = one_node("Gemm", fused ? "kiln" : "", n_in);
+    KT_OK(kn_node_set_int(o.node, "transA", g.ta));
+    KT_OK(kn_node_set_int(o.node, "transB", g.tb));
+    KT_OK(kn_node_set_float(o.node, "alpha", g.alpha));
+    KT_OK(kn_node_set_float(o.node, "beta", g.beta));
+    if (fused) {
+        KT_OK(kn_node_set_string(o.node, "activation", act_names[g.act]));
+        KT_OK(kn_node_set_float(o.node, "alpha_act", act_alpha[g.act]));
+        KT_OK(kn_node_set_float(o.node, "beta_act", act_beta[g.act]));
+    }
+    int64_t ad[2] = {g.ta ? g.k : g.m, g.ta ? g.m : g.k}, bd[2] = {g.tb ? g.n : g.k, g.tb ? g.k : g.n};
+    int64_t yd[2] = {g.m, g.n};
+    float *a = rand_buf(g.m * g.k), *b = rand_buf(g.k * g.n), *y = rand_buf(g.m * g.n);
+    float *ref = rand_buf(g.m * g.n);
+    float *c = g.c_rank >= 0 ? rand_buf(numel(g.c_rank, g.c_dims)) : NULL;
+    kb_tensor in[3] = {tensor(a, 2, ad), tensor(b, 2, bd), tensor(c, g.c_rank, g.c_dims)};
+    kb_tensor ot = tensor(y, 2, yd);
+    const kb_kernel *k = kb_cpu_kernel_find(fused ? "kiln" : "", "Gemm", tactic);
+    KT_CHECK(k != NULL);
+    if (k && run_kernel(k, o.node, in, n_in, &ot, 2u, 2)) {
+        kb_act act = kb_act_parse(act_names[g.act]);
+        int64_t cm = g.c_rank == 2 ? g.c_dims[0] : 1, cn = g.c_rank >= 1 ? g.c_dims[g.c_rank - 1] : 1;
+        for (int64_t i = 0; i < g.m; i++)
+            for (int64_t j = 0; j < g.n; j++) {
+                double acc = 0;
+                for (int64_t p = 0; p < g.k; p++)
+                    acc += (double)a[g.ta ? p * g.m + i : i * g.k + p] *
+                           b[g.tb ? j * g.k + p : p * g.n + j];
+                acc *= g.alpha;
+                if (c)
+                    acc += g.beta * c[(cm > 1 ? i : 0) * cn + (cn > 1 ? j : 0)];
+                ref[i * g.n + j] = kb_act_apply(act, (float)acc, act_alpha[g.act], act_beta[g.act]);
+            }
+        char what[96];
+        snprintf(what, sizeof what, "Gemm %s tA%d tB%d alpha %g beta %g C rank %d act '%s'", tactic,
+                 g.ta, g.tb, g.alpha, g.beta, g.c_rank, act_names[g.act]);
+        KT_REL(y, ref, g.m * g.n, what);
+    } else {
+        KT_CHECK(!"gemm not supported");
+    }
+    kn_aligned_free(a), kn_aligned_free(b), kn_aligned_free(c), kn_aligned_free(y);
+    kn_aligned_free(ref);
+    kn_net_free(o.net);
+}
+
+static void test_gemm(void) {
+    const char *tactics[] = {"dnnl", "dnnl_packed"};
+    for (int t = 0; t < 2; t++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                gemm_check((gemm_case){13, 21, 9, ta, tb, 1.f, 1.f, 1, {9, 0}, 0}, tactics[t]);
+                gemm_check((gemm_case){13, 21, 9, ta, tb, 0.5f, 2.f, 2, {13, 9}, 0}, tactics[t]);
+                gemm_check((gemm_case){13, 21, 9, ta, tb, 1.f, 0.5f, 2, {13, 1}, 0}, tactics[t]);
+                gemm_check((gemm_case){13, 21, 9, ta, tb, 2.f, 1.f, 0, {0, 0}, 0}, tactics[t]);
+                gemm_check((gemm_case){13, 21, 9, ta, tb, 1.f, 1.f, -1, {0, 0}, 0}, tactics[t]);
+                gemm_check((gemm_case){4, 64, 33, ta, tb, 1.f, 1.f, 2, {1, 33}, 1 + 3 * ta + tb},
+                           tactics[t]);
+            }
+    for (int act = 1; act < (int)KN_ARRAY_LEN(act_names); act++)
+        gemm_check((gemm_case){8, 40, 24, 0, 1, 1.f, 1.f, 1, {24, 0}, act}, "dnnl_packed");
+}
+
+/* ---------------- what the tactics refuse ---------------- */
+
+static void test_rejects(void) {
+    const kb_kernel *k = kb_cpu_kernel_find("", "Conv", "dnnl");
+    KT_CHECK(k && k->supports);
+    if (!k)
+        return;
+    one o = one_node("Conv", "", 2);
+    float w[1] = {1.f};
+    kn_tinfo in[2], out;
+    memset(in, 0, sizeof in), memset(&out, 0, sizeof out);
+    int64_t xd[5] = {1, 2, 4, 4, 4}, wd[5] = {3, 2, 1, 1, 1};
+    in[0].dtype = in[1].dtype = out.dtype = KILN_DTYPE_FLOAT;
+    in[0].rank = in[1].rank = out.rank = 4;
+    memcpy(in[0].dims, xd, sizeof xd), memcpy(in[1].dims, wd, sizeof wd);
+    memcpy(out.dims, xd, sizeof xd);
+    out.dims[1] = 3;
+    in[1].value = w;
+    KT_CHECK(k->supports(o.node, in, 2, &out, 1));    /* 2-D float, constant weights */
+    in[1].value = NULL;
+    KT_CHECK(!k->supports(o.node, in, 2, &out, 1));   /* weights computed at run time */
+    in[1].value = w;
+    in[0].dtype = KILN_DTYPE_FLOAT16;
+    KT_CHECK(!k->supports(o.node, in, 2, &out, 1));   /* not float */
+    in[0].dtype = KILN_DTYPE_FLOAT;
+    in[0].rank = in[1].rank = out.rank = 5;           /* 3-D convolution */
+    KT_CHECK(!k->supports(o.node, in, 2, &out, 1));
+    kn_net_free(o.net);
+
+    const kb_kernel *mm = kb_cpu_kernel_find("", "MatMul", "dnnl");
+    KT_CHECK(mm != NULL);
+    if (mm) {
+        one m = one_node("MatMul", "", 2);
+        kn_tinfo a[2], y;
+        memset(a, 0, sizeof a), memset(&y, 0, sizeof y);
+        a[0].dtype = a[1].dtype = y.dtype = KILN_DTYPE_INT64;
+        a[0].rank = a[1].rank = y.rank = 2;
+        a[0].dims[0] = 2, a[0].dims[1] = 3, a[1].dims[0] = 3, a[1].dims[1] = 4;
+        y.dims[0] = 2, y.dims[1] = 4;
+        KT_CHECK(!mm->supports(m.node, a, 2, &y, 1)); /* integers */
+        a[0].dtype = a[1].dtype = y.dtype = KILN_DTYPE_FLOAT;
+        KT_CHECK(mm->supports(m.node, a, 2, &y, 1));
+        a[1].rank = 1, a[1].dims[0] = 3, y.rank = 1, y.dims[0] = 2; /* vector operand */
+        KT_CHECK(!mm->supports(m.node, a, 2, &y, 1));
+        kn_net_free(m.net);
+    }
+}
+
+/* ---------------- two contexts on two threads ---------------- */
+
+typedef struct thread_job {
+    const kb_kernel *k;
+    const kn_node *node;
+    void *state, *inst, *ws;
+    size_t wsz;
+    kb_tensor in[3], out;
+    int threads, iters;
+    kiln_status st;
+} thread_job;
+
+static void *thread_main(void *p) {
+    thread_job *j = p;
+    for (int i = 0; i < j->iters && j->st == KILN_OK; i++) {
+        kb_run r = {j->node, j->state, j->inst, 3, j->in, 1, &j->out, j->ws, j->wsz, j->threads};
+        j->st = j->k->run(&r);
+    }
+    return NULL;
+}
+
+static void test_threads(void) {
+    /* one engine-level state, two per-context instances running at once */
+    conv_case cc = {2, 2, 32, 48, 1, {20, 20}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL,
+                    true, false, NULL, 0, 0};
+    int64_t xd[4] = {2, 32, 20, 20}, wd[4] = {48, 32, 3, 3}, yd[4] = {2, 48, 20, 20}, bd[1] = {48};
+    int64_t y[2] = {20, 20};
+    one o = one_node("Conv", "", 3);
+    KT_OK(kn_node_set_ints(o.node, "pads", (int64_t[]){1, 1, 1, 1}, 4));
+    const kb_kernel *k = kb_cpu_kernel_find("", "Conv", "dnnl");
+    float *x = rand_buf(numel(4, xd)), *w = rand_buf(numel(4, wd)), *b = rand_buf(48);
+    float *ref = rand_buf(numel(4, yd));
+    conv_naive(&cc, y, x, w, b, NULL, ref);
+    void *state = NULL;
+    KT_OK(k->init(o.node, &state));
+    thread_job jobs[2];
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) {
+        thread_job *j = &jobs[t];
+        memset(j, 0, sizeof *j);
+        j->k = k, j->node = o.node, j->state = state, j->threads = t + 1, j->iters = 20;
+        j->in[0] = tensor(x, 4, xd), j->in[1] = tensor(w, 4, wd), j->in[2] = tensor(b, 1, bd);
+        j->out = tensor(rand_buf(numel(4, yd)), 4, yd);
+        KT_OK(k->prepare(state, o.node, j->in, 3, &j->out, 1, &j->inst, &j->wsz));
+        j->ws = kn_aligned_alloc(j->wsz ? j->wsz : 64);
+    }
+    for (int t = 0; t < 2; t++)
+        pthread_create(&th[t], NULL, thread_main, &jobs[t]);
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], NULL);
+    for (int t = 0; t < 2; t++) {
+        KT_OK(jobs[t].st);
+        KT_REL((float *)jobs[t].out.data, ref, numel(4, yd), "two contexts at once");
+        k->release(jobs[t].inst);
+        kn_aligned_free(jobs[t].ws);
+        kn_aligned_free(jobs[t].out.data);
+    }
+    k->fini(state);
+    kn_aligned_free(x), kn_aligned_free(w), kn_aligned_free(b), kn_aligned_free(ref);
+    kn_net_free(o.net);
+}
+
+static void test_versions(void) {
+    const char *v = kb_cpu_library_versions();
+    printf("libraries: %s\n", v);
+    KT_CHECK(strncmp(v, "dnnl=", 5) == 0);
+    KT_CHECK(strstr(v, "openblas=0.") != NULL);
+}
+
+int main(void) {
+    kiln_set_logger(NULL, NULL, KILN_LOG_WARNING);
+    test_versions();
+    const kb_kernel *k = kb_cpu_kernel_find("", "Conv", "dnnl");
+    if (!k) {
+        printf("built without oneDNN: nothing to test\n");
+        return kt_finish();
+    }
+    test_conv();
+    test_matmul();
+    test_gemm();
+    test_rejects();
+    test_threads();
+    return kt_finish();
+}
