@@ -80,9 +80,66 @@ static void shape_range(const kn_node *n, int rank, int *start, int *end) {
     *end = (int)(e < s ? s : e);
 }
 
+/* Rank of x and whether its dimension d is the same everywhere (value in
+ * *v): from the profiles for a graph input, else from inference. */
+static int input_index(const kn_net *net, int x) {
+    for (int i = 0; i < net->n_inputs; i++)
+        if (net->inputs[i] == x)
+            return i;
+    return -1;
+}
+
+static int known_rank(const kpass *p, int x) {
+    int k = input_index(p->net, x);
+    if (k >= 0 && p->b->meta && p->b->meta->n_profiles > 0)
+        return p->b->meta->profiles[0].rank[k];
+    return kpass_rank(p, x);
+}
+
+static bool dim_static(const kpass *p, int x, int d, int64_t *v) {
+    int k = input_index(p->net, x);
+    const kp_meta *meta = p->b->meta;
+    if (k >= 0 && meta && meta->n_profiles > 0) {
+        *v = meta->profiles[0].min[k][d];
+        for (int pr = 0; pr < meta->n_profiles; pr++) {
+            const kp_profile *q = &meta->profiles[pr];
+            if (q->min[k][d] != *v || q->opt[k][d] != *v || q->max[k][d] != *v)
+                return false;
+        }
+        return true;
+    }
+    if (p->shapes_state != 1 || x >= p->shapes_tensors || p->dd[x])
+        return false;
+    *v = kpass_shape(p, 0, x)->dims[d];
+    for (int pt = 1; pt < p->n_points; pt++)
+        if (kpass_shape(p, pt, x)->dims[d] != *v)
+            return false;
+    return true;
+}
+
+/* A graph input's shape when it is the same at every profile point, read
+ * from the profiles themselves (no inference needed). */
+static bool input_static_shape(const kpass *p, int x, kn_tinfo *out) {
+    const kp_meta *meta = p->b->meta;
+    int k = input_index(p->net, x);
+    if (k < 0 || !meta || meta->n_profiles < 1)
+        return false;
+    memset(out, 0, sizeof *out);
+    out->rank = meta->profiles[0].rank[k];
+    out->dtype = p->net->tensors[x].dtype;
+    if (out->rank < 0 || out->rank > KILN_MAX_DIMS)
+        return false;
+    for (int pr = 1; pr < meta->n_profiles; pr++)
+        if (meta->profiles[pr].rank[k] != out->rank)
+            return false;
+    for (int d = 0; d < out->rank; d++)
+        if (!dim_static(p, x, d, &out->dims[d]))
+            return false;
+    return true;
+}
+
 /* Shape or Size of a tensor with one shape everywhere. */
-static kiln_status fold_shape(kpass *p, int i, const bool *is_static, const kn_tinfo *sti,
-                              bool *done) {
+static kiln_status fold_shape(kpass *p, int i, bool *done) {
     kn_net *net = p->net;
     kn_node *n = &net->nodes[i];
     *done = false;
@@ -92,10 +149,7 @@ static kiln_status fold_shape(kpass *p, int i, const bool *is_static, const kn_t
         memset(&s, 0, sizeof s);
         s.rank = net->tensors[x].value.rank;
         memcpy(s.dims, net->tensors[x].value.dims, sizeof s.dims);
-    } else if (is_static && x < p->shapes_tensors && is_static[x] &&
-               kpass_static_shape(p, x, NULL)) {
-        s = sti[x];
-    } else {
+    } else if (!input_static_shape(p, x, &s) && !kpass_static_shape(p, x, &s)) {
         return KILN_OK;
     }
     if (kpass_is(n, "Shape")) {
@@ -118,12 +172,10 @@ static kiln_status fold_shape_gather(kpass *p, int i, bool *done) {
     if (g->n_in < 2 || !kpass_is_const(net, g->in[1]) || kn_attr_int(g, "axis", 0) != 0)
         return KILN_OK;
     int sp = kpass_producer(p, g->in[0]);
-    if (sp < 0 || !kpass_is(&net->nodes[sp], "Shape") || p->shapes_state != 1)
+    if (sp < 0 || !kpass_is(&net->nodes[sp], "Shape"))
         return KILN_OK;
     int x = net->nodes[sp].in[0];
-    if (x < 0 || x >= p->shapes_tensors || p->dd[x])
-        return KILN_OK;
-    int rank = kpass_rank(p, x);
+    int rank = x >= 0 ? known_rank(p, x) : -1;
     if (rank < 0)
         return KILN_OK;
     int a, e;
@@ -139,12 +191,8 @@ static kiln_status fold_shape_gather(kpass *p, int i, bool *done) {
             d += e - a;
         if (d < 0 || d >= e - a)
             return KILN_OK;
-        d += a;
-        int64_t v0 = kpass_shape(p, 0, x)->dims[d];
-        for (int pt = 1; pt < p->n_points; pt++)
-            if (kpass_shape(p, pt, x)->dims[d] != v0)
-                return KILN_OK;
-        vals[k] = v0;
+        if (!dim_static(p, x, (int)(d + a), &vals[k]))
+            return KILN_OK;
     }
     KN_TRY(set_int64(net, g->out[0], vals, cnt, idx->rank == 0));
     *done = true;
@@ -160,32 +208,17 @@ static bool all_inputs_const(const kn_net *net, const kn_node *n) {
 
 kiln_status kpass_fold(kpass *p, int *changed) {
     kn_net *net = p->net;
-    bool *is_static = NULL;
-    kn_tinfo *sti = NULL;
-    bool want_static = false, want_shapes = false;
-    for (int i = 0; i < p->n_nodes; i++) {
+    bool want_shapes = false;
+    for (int i = 0; i < p->n_nodes && !want_shapes; i++) {
         const kn_node *n = &net->nodes[i];
-        if (n->dead)
-            continue;
-        if ((kpass_is(n, "Shape") || kpass_is(n, "Size")) && !kpass_is_const(net, n->in[0]))
-            want_static = true;
-        if (all_inputs_const(net, n) || kpass_is(n, "Gather"))
-            want_shapes = true;
+        want_shapes = !n->dead && (all_inputs_const(net, n) || kpass_is(n, "Shape") ||
+                                   kpass_is(n, "Size"));
     }
-    if (!want_static && !want_shapes)
+    if (!want_shapes)
         return KILN_OK;
+    /* Static shapes come from the same profile-point inference that
+     * kbld_static_shapes does, kept once per pass instead of redone. */
     KN_TRY(kpass_need_shapes(p));
-    if (want_static) {
-        kiln_status st = kbld_static_shapes(p->b, &is_static, &sti);
-        if (st == KILN_ERR_OUT_OF_MEMORY)
-            return st;
-        if (st != KILN_OK) {
-            kn_log(KILN_LOG_VERBOSE, "constant-fold: no static shapes (%s)", kiln_last_error());
-            kn_error_clear();
-            is_static = NULL;
-            sti = NULL;
-        }
-    }
     kiln_status st = KILN_OK;
     for (int i = 0; i < p->n_nodes && st == KILN_OK; i++) {
         if (!kpass_free(p, i))
@@ -194,7 +227,7 @@ kiln_status kpass_fold(kpass *p, int *changed) {
         bool done = false;
         if ((kpass_is(n, "Shape") || kpass_is(n, "Size")) && n->n_in >= 1 && n->in[0] >= 0 &&
             n->n_out >= 1 && n->out[0] >= 0) {
-            st = fold_shape(p, i, is_static, sti, &done);
+            st = fold_shape(p, i, &done);
         } else if (kpass_is(n, "Gather") && n->n_out >= 1 && !all_inputs_const(net, n)) {
             st = fold_shape_gather(p, i, &done);
         } else if (all_inputs_const(net, n) && !never_fold(n)) {
@@ -220,7 +253,5 @@ kiln_status kpass_fold(kpass *p, int *changed) {
             (*changed)++;
         }
     }
-    kn_free(is_static);
-    kn_free(sti);
     return st;
 }

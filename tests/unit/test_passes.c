@@ -650,6 +650,8 @@ static void test_chain_limits(void) {
 }
 
 int main(void) {
+    if (getenv("KT_VERBOSE"))
+        kiln_set_logger(NULL, NULL, KILN_LOG_VERBOSE);
     test_canonicalize();
     test_identity_io();
     test_dead_code();
