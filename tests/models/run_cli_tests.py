@@ -8,6 +8,7 @@ Needs only the Python standard library."""
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -47,6 +48,7 @@ def main():
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
     k = args.kiln
+    shutil.rmtree(args.work, ignore_errors=True)  # no stale exports from an earlier run
     os.makedirs(args.work, exist_ok=True)
     w = lambda name: os.path.join(args.work, name)  # noqa: E731
 
@@ -167,6 +169,24 @@ def main():
     rc, out, err = run(k, "exec", m, "--shapes=input:1x3x64x64", "--duration=0.2",
                        "--iterations=1", "--warmUp=50", "--threads=1", "--percentile=50,99.9")
     check("build+run with duration", rc == 0 and "percentile(99.9%)" in out, out + err)
+
+    # two profiles; run with the second one, inside it and outside the first
+    plan2 = w("tiny2.plan")
+    rc, out, err = run(k, "exec", m, "--saveEngine=" + plan2, "--skipInference",
+                       "--minShapes=input:1x3x64x64", "--optShapes=input:1x3x64x64",
+                       "--maxShapes=input:2x3x64x64",
+                       "--minShapes=input:4x3x64x64", "--optShapes=input:6x3x64x64",
+                       "--maxShapes=input:8x3x64x64",
+                       "--memPoolSize=workspace:64M,dlaSRAM:1")
+    check("build two profiles", rc == 0 and "dlaSRAM" in err, out + err)
+    rc, out, err = run(k, "inspect", plan2)
+    check("inspect lists two profiles", rc == 0 and "Optimization profiles (2)" in out, out + err)
+    rc, out, err = run(k, "exec", "--loadEngine=" + plan2, "--profile=1", "--iterations=2",
+                       "--warmUp=0", "--duration=0")
+    check("run profile 1 at its opt shape", rc == 0 and "6x3x64x64" in out, out + err)
+    rc, out, err = run(k, "exec", "--loadEngine=" + plan2, "--profile=1",
+                       "--shapes=input:1x3x64x64", "--iterations=1", "--duration=0")
+    check("profile 1 refuses batch 1", rc != 0, out + err)
 
     # ---- inspect ----
     rc, out, err = run(k, "inspect", plan)
