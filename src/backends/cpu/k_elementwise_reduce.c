@@ -1,0 +1,488 @@
+/* k_elementwise_reduce.c - CPU reference kernels that work along axes:
+ * Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax and CumSum. Elements are
+ * gathered along the axis into stack buffers, converted to double (or int64
+ * for exact integer sums and extremes) and folded. */
+#include <math.h>
+#include <string.h>
+
+#include "k_elementwise.h"
+
+static int64_t numel_of(const kb_tensor *t) { return kn_numel(t->rank, t->dims); }
+
+/* Split dims around one axis into outer x axis x inner. */
+static void split3(const kb_tensor *t, int axis, int64_t *o, int64_t *r, int64_t *i) {
+    *o = 1;
+    *i = 1;
+    for (int d = 0; d < axis; d++)
+        *o *= t->dims[d];
+    *r = t->rank ? t->dims[axis] : 1;
+    for (int d = axis + 1; d < t->rank; d++)
+        *i *= t->dims[d];
+}
+
+static kiln_status norm_axis(const kn_node *n, int64_t axis, int rank, int *out) {
+    if (axis < -(int64_t)rank || axis >= (rank ? rank : 1))
+        return kn_node_error(n, KILN_ERR_SHAPE, "axis %lld is out of range for rank %d",
+                             (long long)axis, rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return KILN_OK;
+}
+
+/* ---------------- Reduce* ---------------- */
+
+typedef enum red_op {
+    R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_LOGSUM, R_LOGSUMEXP, R_SUMSQ
+} red_op;
+
+static int red_op_of(const char *op_type) {
+    static const char *const names[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                                        "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+                                        "ReduceLogSumExp", "ReduceSumSquare"};
+    for (int i = 0; i < (int)KN_ARRAY_LEN(names); i++)
+        if (strcmp(op_type, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* The axes of a Reduce* node: from the axes input when present, else the
+ * attribute. Empty means all axes, or a copy with noop_with_empty_axes. */
+static kiln_status reduce_axes(const kn_node *n, const kb_tensor *in, int n_in, uint32_t *mask,
+                               bool *noop) {
+    int rank = in[0].rank;
+    int64_t axes[64];
+    int64_t na = 0;
+    *noop = false;
+    *mask = 0;
+    if (n_in >= 2 && in[1].dtype != KILN_DTYPE_UNDEFINED) {
+        na = numel_of(&in[1]);
+        if (na > 64)
+            return kn_node_error(n, KILN_ERR_SHAPE, "too many axes (%lld)", (long long)na);
+        if (na > 0)
+            kb_ew_load(in[1].dtype, in[1].data, na, KB_I64, axes);
+    } else {
+        size_t cnt;
+        const int64_t *a = kn_attr_ints(n, "axes", &cnt);
+        if (cnt > 64)
+            return kn_node_error(n, KILN_ERR_SHAPE, "too many axes (%zu)", cnt);
+        for (size_t k = 0; k < cnt; k++)
+            axes[k] = a[k];
+        na = (int64_t)cnt;
+    }
+    if (na == 0) {
+        if (kn_attr_int(n, "noop_with_empty_axes", 0))
+            *noop = true;
+        else
+            *mask = rank ? (uint32_t)((1u << rank) - 1u) : 0;
+        return KILN_OK;
+    }
+    for (int64_t k = 0; k < na; k++) {
+        int ax = 0;
+        KN_TRY(norm_axis(n, axes[k], rank, &ax));
+        *mask |= 1u << ax;
+    }
+    return KILN_OK;
+}
+
+/* Collapsed reduction geometry: kept and reduced dim groups with strides. */
+typedef struct red_geom {
+    int nk, nr;
+    int64_t kdim[KILN_MAX_DIMS], kstr[KILN_MAX_DIMS];
+    int64_t rdim[KILN_MAX_DIMS], rstr[KILN_MAX_DIMS];
+    int64_t R;      /* reduced elements per output */
+    int64_t rl, rs; /* innermost reduced group: length and stride */
+} red_geom;
+
+static void red_geom_init(red_geom *g, const kb_tensor *x, uint32_t mask) {
+    memset(g, 0, sizeof *g);
+    int64_t str[KILN_MAX_DIMS], s = 1;
+    for (int d = x->rank - 1; d >= 0; d--) {
+        str[d] = s;
+        s *= x->dims[d];
+    }
+    int last = -1; /* 0 kept, 1 reduced: kind of the previous non-1 dim */
+    for (int d = 0; d < x->rank; d++) {
+        if (x->dims[d] == 1)
+            continue;
+        int red = (mask >> d) & 1u;
+        int *cnt = red ? &g->nr : &g->nk;
+        int64_t *gd = red ? g->rdim : g->kdim, *gs = red ? g->rstr : g->kstr;
+        if (last == red && *cnt > 0) { /* adjacent in memory: merge */
+            gd[*cnt - 1] *= x->dims[d];
+            gs[*cnt - 1] = str[d];
+        } else {
+            gd[*cnt] = x->dims[d];
+            gs[*cnt] = str[d];
+            (*cnt)++;
+        }
+        last = red;
+    }
+    g->R = 1;
+    for (int k = 0; k < g->nr; k++)
+        g->R *= g->rdim[k];
+    g->rl = g->nr ? g->rdim[g->nr - 1] : 1;
+    g->rs = g->nr ? g->rstr[g->nr - 1] : 0;
+}
+
+static int64_t kept_offset(const red_geom *g, int64_t o) {
+    int64_t off = 0;
+    for (int k = g->nk - 1; k >= 0 && o; k--) {
+        off += (o % g->kdim[k]) * g->kstr[k];
+        o /= g->kdim[k];
+    }
+    return off;
+}
+
+static int64_t red_offset(const red_geom *g, int64_t q) { /* over all but the last group */
+    int64_t off = 0;
+    for (int k = g->nr - 2; k >= 0 && q; k--) {
+        off += (q % g->rdim[k]) * g->rstr[k];
+        q /= g->rdim[k];
+    }
+    return off;
+}
+
+static void fold_d(int op, int pass, const double *v, int64_t m, double *acc, double mx) {
+    double a = *acc;
+    switch (op) {
+    case R_SUM: case R_MEAN: case R_LOGSUM: for (int64_t i = 0; i < m; i++) a += v[i]; break;
+    case R_PROD: for (int64_t i = 0; i < m; i++) a *= v[i]; break;
+    case R_MAX: for (int64_t i = 0; i < m; i++) a = (v[i] > a || v[i] != v[i]) ? v[i] : a; break;
+    case R_MIN: for (int64_t i = 0; i < m; i++) a = (v[i] < a || v[i] != v[i]) ? v[i] : a; break;
+    case R_L1: for (int64_t i = 0; i < m; i++) a += fabs(v[i]); break;
+    case R_L2: case R_SUMSQ: for (int64_t i = 0; i < m; i++) a += v[i] * v[i]; break;
+    case R_LOGSUMEXP:
+        if (pass == 0)
+            for (int64_t i = 0; i < m; i++) a = v[i] > a ? v[i] : a;
+        else
+            for (int64_t i = 0; i < m; i++) a += exp(v[i] - mx);
+        break;
+    }
+    *acc = a;
+}
+
+static void fold_i(int op, const int64_t *v, int64_t m, int64_t *acc) {
+    int64_t a = *acc;
+    switch (op) {
+    case R_SUM: case R_MEAN: for (int64_t i = 0; i < m; i++) a = (int64_t)((uint64_t)a + (uint64_t)v[i]); break;
+    case R_PROD: for (int64_t i = 0; i < m; i++) a = (int64_t)((uint64_t)a * (uint64_t)v[i]); break;
+    case R_MAX: for (int64_t i = 0; i < m; i++) a = v[i] > a ? v[i] : a; break;
+    case R_MIN: for (int64_t i = 0; i < m; i++) a = v[i] < a ? v[i] : a; break;
+    case R_L1: for (int64_t i = 0; i < m; i++) a += v[i] < 0 ? -v[i] : v[i]; break;
+    case R_SUMSQ: for (int64_t i = 0; i < m; i++) a = (int64_t)((uint64_t)a + (uint64_t)v[i] * (uint64_t)v[i]); break;
+    default: break;
+    }
+    *acc = a;
+}
+
+/* Visit the reduced elements of output o in chunks, converted to ct. */
+static void red_visit(const red_geom *g, const kb_tensor *x, int64_t base, kb_ctype ct, int op,
+                      int pass, double *dacc, int64_t *iacc, double mx) {
+    if (g->R == 0)
+        return;
+    size_t es = kiln_dtype_size(x->dtype);
+    int64_t outer = g->R / g->rl;
+    uint64_t raw[KB_EW_CHUNK], buf[KB_EW_CHUNK];
+    for (int64_t q = 0; q < outer; q++) {
+        int64_t off = base + red_offset(g, q);
+        for (int64_t j = 0; j < g->rl; j += KB_EW_CHUNK) {
+            int64_t m = g->rl - j < KB_EW_CHUNK ? g->rl - j : KB_EW_CHUNK;
+            const uint8_t *src = (const uint8_t *)x->data + (size_t)(off + j * g->rs) * es;
+            const void *p = src;
+            if (g->rs != 1) {
+                kb_ew_gather(src, es, g->rs, m, raw);
+                p = raw;
+            }
+            kb_ew_load(x->dtype, p, m, ct, buf);
+            if (ct == KB_F64)
+                fold_d(op, pass, (const double *)buf, m, dacc, mx);
+            else
+                fold_i(op, (const int64_t *)buf, m, iacc);
+        }
+    }
+}
+
+kiln_status kb_ew_run_reduce(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    kb_tensor *y = &r->out[0];
+    int op = red_op_of(r->node->op_type);
+    int xct = kb_ew_ctype(x->dtype);
+    if (op < 0)
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "not a reduction");
+    if (xct < 0)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "data type %s is not supported",
+                             kiln_dtype_name(x->dtype));
+    uint32_t mask;
+    bool noop;
+    KN_TRY(reduce_axes(r->node, r->in, r->n_in, &mask, &noop));
+    int64_t nout = numel_of(y);
+    if (noop) {
+        if (nout > 0 && y->data != x->data)
+            memcpy(y->data, x->data, (size_t)nout * kiln_dtype_size(y->dtype));
+        return KILN_OK;
+    }
+    if (nout <= 0)
+        return KILN_OK;
+    red_geom g;
+    red_geom_init(&g, x, mask);
+    bool exact_int = (xct == KB_I64 || xct == KB_U64) && op != R_L2 && op != R_LOGSUM &&
+                     op != R_LOGSUMEXP;
+    kb_ctype ct = exact_int ? KB_I64 : KB_F64;
+    size_t ys = kiln_dtype_size(y->dtype);
+    int64_t work = numel_of(x);
+#pragma omp parallel for num_threads(r->threads) if (work >= KB_EW_PAR_MIN) schedule(static)
+    for (int64_t o = 0; o < nout; o++) {
+        int64_t base = kept_offset(&g, o);
+        uint8_t *dst = (uint8_t *)y->data + (size_t)o * ys;
+        if (exact_int) {
+            int64_t acc = op == R_PROD ? 1 : op == R_MAX ? INT64_MIN : op == R_MIN ? INT64_MAX : 0;
+            red_visit(&g, x, base, ct, op, 0, NULL, &acc, 0);
+            if (op == R_MEAN && g.R > 0)
+                acc /= g.R;
+            kb_ew_store(y->dtype, dst, 1, KB_I64, &acc);
+            continue;
+        }
+        double acc = op == R_PROD ? 1.0 : op == R_MAX ? -INFINITY : op == R_MIN ? INFINITY : 0.0;
+        double mx = 0;
+        if (op == R_LOGSUMEXP) {
+            mx = -INFINITY;
+            red_visit(&g, x, base, ct, op, 0, &mx, NULL, 0);
+            if (mx == -INFINITY) /* all -inf, or nothing: the result is -inf */
+                mx = 0;
+            acc = 0;
+            red_visit(&g, x, base, ct, op, 1, &acc, NULL, mx);
+            acc = log(acc) + mx;
+        } else {
+            red_visit(&g, x, base, ct, op, 0, &acc, NULL, 0);
+            if (op == R_MEAN)
+                acc = g.R ? acc / (double)g.R : NAN;
+            else if (op == R_L2)
+                acc = sqrt(acc);
+            else if (op == R_LOGSUM)
+                acc = log(acc);
+        }
+        kb_ew_store(y->dtype, dst, 1, KB_F64, &acc);
+    }
+    return KILN_OK;
+}
+
+/* ---------------- ArgMax / ArgMin ---------------- */
+
+kiln_status kb_ew_run_argmax(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    kb_tensor *y = &r->out[0];
+    if (kb_ew_ctype(x->dtype) < 0)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "data type %s is not supported",
+                             kiln_dtype_name(x->dtype));
+    int axis = 0;
+    KN_TRY(norm_axis(r->node, kn_attr_int(r->node, "axis", 0), x->rank, &axis));
+    bool is_max = strcmp(r->node->op_type, "ArgMax") == 0;
+    bool last = kn_attr_int(r->node, "select_last_index", 0) != 0;
+    int64_t O, R, I;
+    split3(x, axis, &O, &R, &I);
+    if (R == 0 && O * I > 0)
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "cannot take the %s over an empty axis",
+                             r->node->op_type);
+    size_t es = kiln_dtype_size(x->dtype);
+    int64_t *out = y->data;
+    int64_t units = O * I;
+#pragma omp parallel for num_threads(r->threads) if (O * I * R >= KB_EW_PAR_MIN) schedule(static)
+    for (int64_t u = 0; u < units; u++) {
+        int64_t o = u / I, i = u % I;
+        const uint8_t *base = (const uint8_t *)x->data + (size_t)(o * R * I + i) * es;
+        uint64_t raw[KB_EW_CHUNK];
+        double v[KB_EW_CHUNK];
+        double best = 0;
+        int64_t bi = 0;
+        for (int64_t j = 0; j < R; j += KB_EW_CHUNK) {
+            int64_t m = R - j < KB_EW_CHUNK ? R - j : KB_EW_CHUNK;
+            kb_ew_gather(base + (size_t)(j * I) * es, es, I, m, raw);
+            kb_ew_load(x->dtype, raw, m, KB_F64, v);
+            for (int64_t k = 0; k < m; k++) {
+                double a = v[k];
+                bool take = j + k == 0 ||
+                            (is_max ? (last ? a >= best : a > best) : (last ? a <= best : a < best));
+                if (take) {
+                    best = a;
+                    bi = j + k;
+                }
+            }
+        }
+        out[u] = bi;
+    }
+    return KILN_OK;
+}
+
+/* ---------------- Softmax / LogSoftmax / Hardmax ---------------- */
+
+enum { SM_SOFTMAX, SM_LOG, SM_HARD };
+
+/* Contiguous float rows: the common case (attention, classifier heads). */
+static void softmax_row_f32(int kind, const float *x, float *y, int64_t R) {
+    float mx = x[0];
+    int64_t am = 0;
+    for (int64_t k = 1; k < R; k++)
+        if (x[k] > mx) {
+            mx = x[k];
+            am = k;
+        }
+    if (kind == SM_HARD) {
+        for (int64_t k = 0; k < R; k++)
+            y[k] = k == am ? 1.f : 0.f;
+        return;
+    }
+    double sum = 0;
+    if (kind == SM_SOFTMAX) {
+        for (int64_t k = 0; k < R; k++) {
+            y[k] = expf(x[k] - mx);
+            sum += y[k];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int64_t k = 0; k < R; k++)
+            y[k] *= inv;
+    } else {
+        for (int64_t k = 0; k < R; k++)
+            sum += expf(x[k] - mx);
+        float lse = (float)log(sum) + mx;
+        for (int64_t k = 0; k < R; k++)
+            y[k] = x[k] - lse;
+    }
+}
+
+/* Any float type, any stride: three passes over gathered chunks. */
+static void softmax_row_any(int kind, const kb_tensor *x, kb_tensor *y, int64_t start, int64_t R,
+                            int64_t I) {
+    size_t es = kiln_dtype_size(x->dtype);
+    const uint8_t *xb = (const uint8_t *)x->data + (size_t)start * es;
+    uint8_t *yb = (uint8_t *)y->data + (size_t)start * es;
+    uint64_t raw[KB_EW_CHUNK];
+    double v[KB_EW_CHUNK];
+    double mx = -INFINITY, sum = 0;
+    int64_t am = 0;
+    for (int64_t j = 0; j < R; j += KB_EW_CHUNK) {
+        int64_t m = R - j < KB_EW_CHUNK ? R - j : KB_EW_CHUNK;
+        kb_ew_gather(xb + (size_t)(j * I) * es, es, I, m, raw);
+        kb_ew_load(x->dtype, raw, m, KB_F64, v);
+        for (int64_t k = 0; k < m; k++)
+            if (j + k == 0 || v[k] > mx) {
+                mx = v[k];
+                am = j + k;
+            }
+    }
+    if (kind != SM_HARD)
+        for (int64_t j = 0; j < R; j += KB_EW_CHUNK) {
+            int64_t m = R - j < KB_EW_CHUNK ? R - j : KB_EW_CHUNK;
+            kb_ew_gather(xb + (size_t)(j * I) * es, es, I, m, raw);
+            kb_ew_load(x->dtype, raw, m, KB_F64, v);
+            for (int64_t k = 0; k < m; k++)
+                sum += exp(v[k] - mx);
+        }
+    double lse = log(sum) + mx;
+    for (int64_t j = 0; j < R; j += KB_EW_CHUNK) {
+        int64_t m = R - j < KB_EW_CHUNK ? R - j : KB_EW_CHUNK;
+        if (kind == SM_HARD) {
+            for (int64_t k = 0; k < m; k++)
+                v[k] = j + k == am ? 1.0 : 0.0;
+        } else {
+            kb_ew_gather(xb + (size_t)(j * I) * es, es, I, m, raw);
+            kb_ew_load(x->dtype, raw, m, KB_F64, v);
+            for (int64_t k = 0; k < m; k++)
+                v[k] = kind == SM_SOFTMAX ? exp(v[k] - mx) / sum : v[k] - lse;
+        }
+        kb_ew_store(y->dtype, raw, m, KB_F64, v);
+        kb_ew_scatter(yb + (size_t)(j * I) * es, es, I, m, raw);
+    }
+}
+
+kiln_status kb_ew_run_softmax(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    kb_tensor *y = &r->out[0];
+    const char *op = r->node->op_type;
+    int kind = strcmp(op, "LogSoftmax") == 0 ? SM_LOG : strcmp(op, "Hardmax") == 0 ? SM_HARD
+                                                                                    : SM_SOFTMAX;
+    int ct = kb_ew_ctype(x->dtype);
+    if (ct != KB_F32 && ct != KB_F64)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "data type %s is not supported",
+                             kiln_dtype_name(x->dtype));
+    bool legacy = r->node->opset > 0 && r->node->opset < 13;
+    int axis = 0;
+    KN_TRY(norm_axis(r->node, kn_attr_int(r->node, "axis", legacy ? 1 : -1), x->rank, &axis));
+    int64_t O, R, I;
+    split3(x, axis, &O, &R, &I);
+    if (legacy) { /* coerce to 2-D: everything from axis on is one row */
+        R *= I;
+        I = 1;
+    }
+    if (x->rank == 0)
+        O = R = I = 1;
+    int64_t units = O * I;
+    if (units <= 0 || R <= 0)
+        return KILN_OK;
+    bool fast = x->dtype == KILN_DTYPE_FLOAT && I == 1;
+#pragma omp parallel for num_threads(r->threads) if (units * R >= KB_EW_PAR_MIN) schedule(static)
+    for (int64_t u = 0; u < units; u++) {
+        int64_t o = u / I, i = u % I;
+        if (fast)
+            softmax_row_f32(kind, (const float *)x->data + o * R, (float *)y->data + o * R, R);
+        else
+            softmax_row_any(kind, x, y, o * R * I + i, R, I);
+    }
+    return KILN_OK;
+}
+
+/* ---------------- CumSum ---------------- */
+
+kiln_status kb_ew_run_cumsum(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    kb_tensor *y = &r->out[0];
+    int xct = kb_ew_ctype(x->dtype);
+    if (xct < 0)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "data type %s is not supported",
+                             kiln_dtype_name(x->dtype));
+    if (r->n_in < 2 || !r->in[1].data || numel_of(&r->in[1]) != 1)
+        return kn_node_error(r->node, KILN_ERR_INVALID_ARGUMENT, "axis must be a scalar tensor");
+    int64_t ax64;
+    kb_ew_load(r->in[1].dtype, r->in[1].data, 1, KB_I64, &ax64);
+    int axis = 0;
+    KN_TRY(norm_axis(r->node, ax64, x->rank, &axis));
+    bool exclusive = kn_attr_int(r->node, "exclusive", 0) != 0;
+    bool reverse = kn_attr_int(r->node, "reverse", 0) != 0;
+    int64_t O, R, I;
+    split3(x, axis, &O, &R, &I);
+    kb_ctype ct = (xct == KB_I64 || xct == KB_U64) ? KB_I64 : KB_F64;
+    size_t es = kiln_dtype_size(x->dtype);
+    int64_t units = O * I;
+#pragma omp parallel for num_threads(r->threads) if (units * R >= KB_EW_PAR_MIN) schedule(static)
+    for (int64_t u = 0; u < units; u++) {
+        int64_t o = u / I, i = u % I;
+        int64_t first = o * R * I + i + (reverse ? (R - 1) * I : 0);
+        int64_t step = reverse ? -I : I;
+        const uint8_t *xb = (const uint8_t *)x->data + first * (int64_t)es;
+        uint8_t *yb = (uint8_t *)y->data + first * (int64_t)es;
+        uint64_t raw[KB_EW_CHUNK], v[KB_EW_CHUNK];
+        double dacc = 0;
+        int64_t iacc = 0;
+        for (int64_t j = 0; j < R; j += KB_EW_CHUNK) {
+            int64_t m = R - j < KB_EW_CHUNK ? R - j : KB_EW_CHUNK;
+            kb_ew_gather(xb + j * step * (int64_t)es, es, step, m, raw);
+            kb_ew_load(x->dtype, raw, m, ct, v);
+            if (ct == KB_F64) {
+                double *d = (double *)v;
+                for (int64_t k = 0; k < m; k++) {
+                    double t = d[k];
+                    d[k] = exclusive ? dacc : dacc + t;
+                    dacc += t;
+                }
+            } else {
+                int64_t *d = (int64_t *)v;
+                for (int64_t k = 0; k < m; k++) {
+                    int64_t t = d[k];
+                    d[k] = exclusive ? iacc : (int64_t)((uint64_t)iacc + (uint64_t)t);
+                    iacc = (int64_t)((uint64_t)iacc + (uint64_t)t);
+                }
+            }
+            kb_ew_store(y->dtype, raw, m, ct, v);
+            kb_ew_scatter(yb + j * step * (int64_t)es, es, step, m, raw);
+        }
+    }
+    return KILN_OK;
+}

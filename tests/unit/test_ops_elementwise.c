@@ -1,0 +1,775 @@
+/* test_ops_elementwise.c - the elementwise family's schemas and reference CPU
+ * kernels through the executor: broadcasting, each op class, data types
+ * (float16, bfloat16, integers, bool), reductions over various axes,
+ * softmax before and after opset 13, the fused chain, and error messages. */
+#include <string.h>
+
+#include "graph/graph.h"
+#include "kt_exec.h"
+#include "test.h"
+
+/* ---- a one-node network ---- */
+
+typedef struct tin {
+    kiln_dtype dt;
+    int rank;
+    int64_t dims[KILN_MAX_DIMS];
+    const void *data;
+} tin;
+
+typedef struct one {
+    kiln_network *net;
+    int node;
+    int n_in;
+    tin in[8];
+    kt_exec e;
+    bool ran;
+} one;
+
+/* Inputs become graph inputs "x0".."xN"; an input with dt UNDEFINED is an
+ * absent optional input. The output is "y". */
+static void one_begin(one *o, const char *op, const char *domain, int opset, int n_in,
+                      const tin *in) {
+    memset(o, 0, sizeof *o);
+    KT_OK(kiln_network_create(&o->net));
+    const char *names[8];
+    static char buf[8][8];
+    for (int i = 0; i < n_in; i++) {
+        snprintf(buf[i], sizeof buf[i], "x%d", i);
+        names[i] = in[i].dt == KILN_DTYPE_UNDEFINED ? "" : buf[i];
+        if (in[i].dt != KILN_DTYPE_UNDEFINED) {
+            KT_OK(kiln_network_add_input(o->net, buf[i], in[i].dt, in[i].rank, in[i].dims, NULL));
+            o->in[o->n_in++] = in[i];
+        }
+    }
+    const char *outs[1] = {"y"};
+    KT_OK(kiln_network_add_node(o->net, "n0", op, domain, opset, n_in, names, 1, outs, &o->node));
+    KT_OK(kiln_network_mark_output(o->net, "y"));
+}
+
+static kiln_status one_run(one *o) {
+    const void *data[8];
+    int rank[8];
+    int64_t dims[8][KILN_MAX_DIMS];
+    for (int i = 0; i < o->n_in; i++) {
+        data[i] = o->in[i].data;
+        rank[i] = o->in[i].rank;
+        memcpy(dims[i], o->in[i].dims, sizeof dims[i]);
+    }
+    o->ran = true;
+    return kt_exec_run(&o->e, o->net, data, rank, (const int64_t(*)[KILN_MAX_DIMS])dims);
+}
+
+static const void *one_out(one *o, kn_tinfo *ti) { return kt_exec_output(&o->e, 0, ti); }
+
+static void one_end(one *o) {
+    if (o->ran)
+        kt_exec_free(&o->e);
+    kiln_network_destroy(o->net);
+}
+
+static tin T(kiln_dtype dt, int rank, const int64_t *dims, const void *data) {
+    tin t;
+    memset(&t, 0, sizeof t);
+    t.dt = dt;
+    t.rank = rank;
+    if (rank)
+        memcpy(t.dims, dims, sizeof(int64_t) * (size_t)rank);
+    t.data = data;
+    return t;
+}
+#define TF(rank, dims, data) T(KILN_DTYPE_FLOAT, rank, dims, data)
+static const tin NONE = {KILN_DTYPE_UNDEFINED, 0, {0}, NULL};
+
+static bool same_shape(const kn_tinfo *ti, int rank, const int64_t *dims) {
+    return ti->rank == rank && (rank == 0 || memcmp(ti->dims, dims, sizeof(int64_t) * (size_t)rank) == 0);
+}
+
+static void check_f32(const float *got, const float *want, int64_t n, double tol) {
+    int bad = 0;
+    for (int64_t i = 0; i < n && bad < 3; i++)
+        if (got[i] != want[i] && !(fabs((double)got[i] - want[i]) <= tol * (1 + fabs(want[i])))) {
+            if (isnan(got[i]) && isnan(want[i]))
+                continue;
+            fprintf(stderr, "  element %lld: got %.8g want %.8g\n", (long long)i, got[i], want[i]);
+            bad++;
+        }
+    KT_CHECK(bad == 0);
+}
+
+/* Run a float op on float inputs and compare with `want`. */
+static void expect_f32(one *o, int rank, const int64_t *dims, const float *want, double tol) {
+    KT_OK(one_run(o));
+    kn_tinfo ti;
+    const float *y = one_out(o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_FLOAT && same_shape(&ti, rank, dims));
+    if (y && ti.dtype == KILN_DTYPE_FLOAT && same_shape(&ti, rank, dims))
+        check_f32(y, want, kn_numel(rank, dims), tol);
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 4.f - 2.f;
+}
+
+/* ---------------- broadcasting ---------------- */
+
+static void test_broadcast(void) {
+    /* [2,3,4] + [3,1], [2,1,4] * [1,3,1], scalar - [5] */
+    float a[24], b[3], c[8], d[3], w[24];
+    for (int i = 0; i < 24; i++)
+        a[i] = frand();
+    for (int i = 0; i < 3; i++)
+        b[i] = frand(), d[i] = frand();
+    for (int i = 0; i < 8; i++)
+        c[i] = frand();
+    int64_t da[3] = {2, 3, 4}, db[2] = {3, 1}, dc[3] = {2, 1, 4}, dd[3] = {1, 3, 1};
+    one o;
+    tin in1[2] = {TF(3, da, a), TF(2, db, b)};
+    one_begin(&o, "Add", "", 14, 2, in1);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++)
+                w[(i * 3 + j) * 4 + k] = a[(i * 3 + j) * 4 + k] + b[j];
+    expect_f32(&o, 3, da, w, 1e-6);
+    one_end(&o);
+
+    tin in2[2] = {TF(3, dc, c), TF(3, dd, d)};
+    one_begin(&o, "Mul", "", 14, 2, in2);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++)
+                w[(i * 3 + j) * 4 + k] = c[i * 4 + k] * d[j];
+    expect_f32(&o, 3, da, w, 1e-6);
+    one_end(&o);
+
+    float s = 10.f, v[5] = {1, 2, 3, 4, 5}, wv[5];
+    int64_t d5[1] = {5};
+    tin in3[2] = {TF(0, NULL, &s), TF(1, d5, v)};
+    one_begin(&o, "Sub", "", 14, 2, in3);
+    for (int i = 0; i < 5; i++)
+        wv[i] = s - v[i];
+    expect_f32(&o, 1, d5, wv, 0);
+    one_end(&o);
+
+    /* large same-shape and row-broadcast inputs take the threaded chunked path */
+    int64_t n = 300001;
+    float *x = malloc((size_t)n * 4), *yv = malloc((size_t)n * 4), *ww = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = frand(), yv[i] = frand(), ww[i] = x[i] / yv[i];
+    int64_t dn[1] = {n};
+    tin in4[2] = {TF(1, dn, x), TF(1, dn, yv)};
+    one_begin(&o, "Div", "", 14, 2, in4);
+    expect_f32(&o, 1, dn, ww, 1e-6);
+    one_end(&o);
+    int64_t dr[2] = {3, 100000}, drow[1] = {100000};
+    for (int64_t i = 0; i < 300000; i++)
+        ww[i] = x[i] > yv[i % 100000] ? x[i] : yv[i % 100000];
+    tin in5[2] = {TF(2, dr, x), TF(1, drow, yv)};
+    one_begin(&o, "Max", "", 13, 2, in5);
+    expect_f32(&o, 2, dr, ww, 0);
+    one_end(&o);
+    free(x), free(yv), free(ww);
+}
+
+/* ---------------- integers, bool, comparisons ---------------- */
+
+static void test_integer_ops(void) {
+    int32_t a[6] = {7, -7, 7, -7, 9, 0}, b[6] = {2, 2, -2, -2, 0, 3};
+    int64_t d6[1] = {6};
+    one o;
+    tin in[2] = {T(KILN_DTYPE_INT32, 1, d6, a), T(KILN_DTYPE_INT32, 1, d6, b)};
+    kn_tinfo ti;
+
+    one_begin(&o, "Div", "", 14, 2, in);
+    KT_OK(one_run(&o));
+    const int32_t *q = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_INT32);
+    KT_CHECK(q[0] == 3 && q[1] == -3 && q[2] == -3 && q[3] == 3 && q[4] == 0 && q[5] == 0);
+    one_end(&o);
+
+    one_begin(&o, "Mod", "", 13, 2, in); /* fmod=0: the sign follows the divisor */
+    KT_OK(one_run(&o));
+    q = one_out(&o, &ti);
+    KT_CHECK(q[0] == 1 && q[1] == 1 && q[2] == -1 && q[3] == -1);
+    one_end(&o);
+
+    one_begin(&o, "Mod", "", 13, 2, in);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "fmod", 1));
+    KT_OK(one_run(&o));
+    q = one_out(&o, &ti);
+    KT_CHECK(q[0] == 1 && q[1] == -1 && q[2] == 1 && q[3] == -1);
+    one_end(&o);
+
+    int64_t pa[3] = {2, -3, 5}, pb[3] = {10, 3, 0};
+    int64_t d3[1] = {3};
+    tin pin[2] = {T(KILN_DTYPE_INT64, 1, d3, pa), T(KILN_DTYPE_INT64, 1, d3, pb)};
+    one_begin(&o, "Pow", "", 15, 2, pin);
+    KT_OK(one_run(&o));
+    const int64_t *p = one_out(&o, &ti);
+    KT_CHECK(p[0] == 1024 && p[1] == -27 && p[2] == 1);
+    one_end(&o);
+
+    float fb[3] = {0.5f, 2.f, 3.f}; /* float exponent on an integer base */
+    tin pin2[2] = {T(KILN_DTYPE_INT64, 1, d3, pa), TF(1, d3, fb)};
+    one_begin(&o, "Pow", "", 15, 2, pin2);
+    KT_OK(one_run(&o));
+    p = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_INT64 && p[0] == 1 && p[1] == 9 && p[2] == 125);
+    one_end(&o);
+
+    uint8_t sa[3] = {1, 0x80, 0xff}, sb[3] = {3, 1, 4};
+    tin sin_[2] = {T(KILN_DTYPE_UINT8, 1, d3, sa), T(KILN_DTYPE_UINT8, 1, d3, sb)};
+    one_begin(&o, "BitShift", "", 11, 2, sin_);
+    KT_OK(kiln_network_set_attr_string(o.net, o.node, "direction", "LEFT"));
+    KT_OK(one_run(&o));
+    const uint8_t *u = one_out(&o, &ti);
+    KT_CHECK(u[0] == 8 && u[1] == 0 && u[2] == 0xf0);
+    one_end(&o);
+
+    uint8_t ua[3] = {3, 5, 200}, ub[3] = {5, 3, 100};
+    tin uin[2] = {T(KILN_DTYPE_UINT8, 1, d3, ua), T(KILN_DTYPE_UINT8, 1, d3, ub)};
+    one_begin(&o, "Sub", "", 14, 2, uin); /* wraps like uint8 */
+    KT_OK(one_run(&o));
+    u = one_out(&o, &ti);
+    KT_CHECK(u[0] == 254 && u[1] == 2 && u[2] == 100);
+    one_end(&o);
+}
+
+static void test_compare_logic_where(void) {
+    float a[4] = {1, 2, 3, NAN}, b[1] = {2};
+    int64_t d4[1] = {4}, d1[1] = {1};
+    one o;
+    kn_tinfo ti;
+    const char *ops[5] = {"Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Equal"};
+    const uint8_t want[5][4] = {{0, 0, 1, 0}, {0, 1, 1, 0}, {1, 0, 0, 0}, {1, 1, 0, 0}, {0, 1, 0, 0}};
+    for (int k = 0; k < 5; k++) {
+        tin in[2] = {TF(1, d4, a), TF(1, d1, b)};
+        one_begin(&o, ops[k], "", 16, 2, in);
+        KT_OK(one_run(&o));
+        const uint8_t *y = one_out(&o, &ti);
+        KT_CHECK(ti.dtype == KILN_DTYPE_BOOL && same_shape(&ti, 1, d4));
+        KT_CHECK(y && memcmp(y, want[k], 4) == 0);
+        one_end(&o);
+    }
+    /* And with broadcasting [2,2] x [2] */
+    uint8_t x[4] = {1, 1, 0, 1}, m[2] = {1, 0};
+    int64_t d22[2] = {2, 2}, d2[1] = {2};
+    tin lin[2] = {T(KILN_DTYPE_BOOL, 2, d22, x), T(KILN_DTYPE_BOOL, 1, d2, m)};
+    one_begin(&o, "And", "", 7, 2, lin);
+    KT_OK(one_run(&o));
+    const uint8_t *y = one_out(&o, &ti);
+    KT_CHECK(y[0] == 1 && y[1] == 0 && y[2] == 0 && y[3] == 0);
+    one_end(&o);
+    one_begin(&o, "Xor", "", 7, 2, lin);
+    KT_OK(one_run(&o));
+    y = one_out(&o, &ti);
+    KT_CHECK(y[0] == 0 && y[1] == 1 && y[2] == 1 && y[3] == 1);
+    one_end(&o);
+
+    /* Where: cond [2,1], x [2] int64, y scalar */
+    uint8_t cnd[2] = {1, 0};
+    int64_t xv[2] = {10, 20}, yv = -1;
+    int64_t d21[2] = {2, 1};
+    tin win[3] = {T(KILN_DTYPE_BOOL, 2, d21, cnd), T(KILN_DTYPE_INT64, 1, d2, xv),
+                  T(KILN_DTYPE_INT64, 0, NULL, &yv)};
+    one_begin(&o, "Where", "", 16, 3, win);
+    KT_OK(one_run(&o));
+    const int64_t *w = one_out(&o, &ti);
+    KT_CHECK(same_shape(&ti, 2, d22) && ti.dtype == KILN_DTYPE_INT64);
+    KT_CHECK(w[0] == 10 && w[1] == 20 && w[2] == -1 && w[3] == -1);
+    one_end(&o);
+}
+
+/* ---------------- unary and activations ---------------- */
+
+static void test_unary(void) {
+    float x[6] = {-3.f, -0.5f, 0.f, 0.5f, 2.5f, 7.f}, w[6];
+    int64_t d6[1] = {6};
+    one o;
+    struct {
+        const char *op;
+        double (*f)(double);
+    } plain[] = {{"Abs", fabs}, {"Exp", exp}, {"Tanh", tanh}, {"Erf", erf}, {"Floor", floor},
+                 {"Atan", atan}, {"Sin", sin}, {"Round", nearbyint}};
+    for (size_t k = 0; k < KN_ARRAY_LEN(plain); k++) {
+        for (int i = 0; i < 6; i++)
+            w[i] = (float)plain[k].f(x[i]);
+        tin in[1] = {TF(1, d6, x)};
+        one_begin(&o, plain[k].op, "", 13, 1, in);
+        expect_f32(&o, 1, d6, w, 1e-6);
+        one_end(&o);
+    }
+    /* Round is half to even */
+    KT_CHECK(w[4] == 2.f);
+
+    tin in[1] = {TF(1, d6, x)};
+    one_begin(&o, "LeakyRelu", "", 16, 1, in);
+    KT_OK(kiln_network_set_attr_float(o.net, o.node, "alpha", 0.1f));
+    for (int i = 0; i < 6; i++)
+        w[i] = x[i] >= 0 ? x[i] : 0.1f * x[i];
+    expect_f32(&o, 1, d6, w, 1e-6);
+    one_end(&o);
+
+    one_begin(&o, "Sigmoid", "", 13, 1, in);
+    for (int i = 0; i < 6; i++)
+        w[i] = (float)(1.0 / (1.0 + exp(-x[i])));
+    expect_f32(&o, 1, d6, w, 1e-6);
+    one_end(&o);
+
+    one_begin(&o, "Gelu", "", 20, 1, in);
+    for (int i = 0; i < 6; i++)
+        w[i] = (float)(0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0))));
+    expect_f32(&o, 1, d6, w, 1e-6);
+    one_end(&o);
+    one_begin(&o, "Gelu", "", 20, 1, in);
+    KT_OK(kiln_network_set_attr_string(o.net, o.node, "approximate", "tanh"));
+    for (int i = 0; i < 6; i++)
+        w[i] = (float)(0.5 * x[i] *
+                       (1 + tanh(sqrt(2 / M_PI) * (x[i] + 0.044715 * x[i] * x[i] * x[i]))));
+    expect_f32(&o, 1, d6, w, 1e-6);
+    one_end(&o);
+
+    one_begin(&o, "HardSwish", "", 14, 1, in);
+    for (int i = 0; i < 6; i++)
+        w[i] = x[i] * fmaxf(0, fminf(1, x[i] / 6 + 0.5f));
+    expect_f32(&o, 1, d6, w, 1e-6);
+    one_end(&o);
+
+    /* Clip: attributes before opset 11, optional inputs after */
+    one_begin(&o, "Clip", "", 6, 1, in);
+    KT_OK(kiln_network_set_attr_float(o.net, o.node, "min", -1.f));
+    KT_OK(kiln_network_set_attr_float(o.net, o.node, "max", 1.f));
+    for (int i = 0; i < 6; i++)
+        w[i] = fmaxf(-1.f, fminf(1.f, x[i]));
+    expect_f32(&o, 1, d6, w, 0);
+    one_end(&o);
+    float hi = 2.f;
+    tin cin[3] = {TF(1, d6, x), NONE, TF(0, NULL, &hi)};
+    one_begin(&o, "Clip", "", 13, 3, cin);
+    for (int i = 0; i < 6; i++)
+        w[i] = fminf(2.f, x[i]);
+    expect_f32(&o, 1, d6, w, 0);
+    one_end(&o);
+    int8_t ix[4] = {-100, -5, 5, 100}, lo8 = -10, hi8 = 10;
+    int64_t d4[1] = {4};
+    tin cin8[3] = {T(KILN_DTYPE_INT8, 1, d4, ix), T(KILN_DTYPE_INT8, 0, NULL, &lo8),
+                   T(KILN_DTYPE_INT8, 0, NULL, &hi8)};
+    one_begin(&o, "Clip", "", 13, 3, cin8);
+    KT_OK(one_run(&o));
+    kn_tinfo ti;
+    const int8_t *c8 = one_out(&o, &ti);
+    KT_CHECK(c8[0] == -10 && c8[1] == -5 && c8[2] == 5 && c8[3] == 10);
+    one_end(&o);
+
+    /* IsInf with detect_negative=0, IsNaN */
+    float sp[4] = {INFINITY, -INFINITY, NAN, 1.f};
+    tin spin[1] = {TF(1, d4, sp)};
+    one_begin(&o, "IsInf", "", 10, 1, spin);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "detect_negative", 0));
+    KT_OK(one_run(&o));
+    const uint8_t *b = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_BOOL && b[0] == 1 && b[1] == 0 && b[2] == 0 && b[3] == 0);
+    one_end(&o);
+    one_begin(&o, "IsNaN", "", 13, 1, spin);
+    KT_OK(one_run(&o));
+    b = one_out(&o, &ti);
+    KT_CHECK(b[0] == 0 && b[1] == 0 && b[2] == 1 && b[3] == 0);
+    one_end(&o);
+}
+
+/* ---------------- half precision ---------------- */
+
+static void test_half_types(void) {
+    uint16_t a[5], b[5], bb[5];
+    float fa[5] = {0.5f, -1.25f, 3.f, 10.f, -0.001f}, fb[5] = {1.f, 2.f, -3.f, 0.25f, 8.f};
+    for (int i = 0; i < 5; i++) {
+        a[i] = kn_float_to_half(fa[i]);
+        b[i] = kn_float_to_half(fb[i]);
+        bb[i] = kn_float_to_bf16(fa[i]);
+    }
+    int64_t d5[1] = {5};
+    one o;
+    kn_tinfo ti;
+    tin in[2] = {T(KILN_DTYPE_FLOAT16, 1, d5, a), T(KILN_DTYPE_FLOAT16, 1, d5, b)};
+    one_begin(&o, "Mul", "", 14, 2, in);
+    KT_OK(one_run(&o));
+    const uint16_t *y = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_FLOAT16);
+    for (int i = 0; i < 5; i++)
+        KT_NEAR(kn_half_to_float(y[i]), fa[i] * fb[i], fabs(fa[i] * fb[i]) * 1e-3 + 1e-6);
+    one_end(&o);
+
+    tin ein[1] = {T(KILN_DTYPE_BFLOAT16, 1, d5, bb)};
+    one_begin(&o, "Exp", "", 13, 1, ein);
+    KT_OK(one_run(&o));
+    y = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_BFLOAT16);
+    for (int i = 0; i < 5; i++)
+        KT_NEAR(kn_bf16_to_float(y[i]), exp(kn_bf16_to_float(bb[i])), exp(fa[i]) * 1e-2);
+    one_end(&o);
+
+    /* Softmax in float16 over the last axis */
+    int64_t d15[2] = {1, 5};
+    tin sin_[1] = {T(KILN_DTYPE_FLOAT16, 2, d15, b)};
+    one_begin(&o, "Softmax", "", 13, 1, sin_);
+    KT_OK(one_run(&o));
+    y = one_out(&o, &ti);
+    double sum = 0, ref[5];
+    for (int i = 0; i < 5; i++)
+        sum += exp(kn_half_to_float(b[i]));
+    for (int i = 0; i < 5; i++) {
+        ref[i] = exp(kn_half_to_float(b[i])) / sum;
+        KT_NEAR(kn_half_to_float(y[i]), ref[i], 1e-3);
+    }
+    one_end(&o);
+}
+
+/* ---------------- Cast ---------------- */
+
+static void test_cast(void) {
+    float x[6] = {1.7f, -1.7f, 0.f, 65504.f, 1e-8f, 300.f};
+    int64_t d6[1] = {6};
+    one o;
+    kn_tinfo ti;
+    tin in[1] = {TF(1, d6, x)};
+    one_begin(&o, "Cast", "", 19, 1, in);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "to", KILN_DTYPE_INT32));
+    KT_OK(one_run(&o));
+    const int32_t *i32 = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_INT32 && i32[0] == 1 && i32[1] == -1 && i32[2] == 0 &&
+             i32[3] == 65504 && i32[5] == 300);
+    one_end(&o);
+
+    one_begin(&o, "Cast", "", 19, 1, in);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "to", KILN_DTYPE_FLOAT16));
+    KT_OK(one_run(&o));
+    const uint16_t *h = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_FLOAT16 && h[3] == 0x7bff && h[0] == kn_float_to_half(1.7f));
+    one_end(&o);
+
+    one_begin(&o, "Cast", "", 19, 1, in);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "to", KILN_DTYPE_BOOL));
+    KT_OK(one_run(&o));
+    const uint8_t *b = one_out(&o, &ti);
+    KT_CHECK(b[0] == 1 && b[1] == 1 && b[2] == 0 && b[4] == 1);
+    one_end(&o);
+
+    int64_t big[2] = {-5, 1234567};
+    int64_t d2[1] = {2};
+    double like = 0;
+    int64_t d1[1] = {1};
+    tin lin[2] = {T(KILN_DTYPE_INT64, 1, d2, big), T(KILN_DTYPE_DOUBLE, 1, d1, &like)};
+    one_begin(&o, "CastLike", "", 19, 2, lin);
+    KT_OK(one_run(&o));
+    const double *dd = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_DOUBLE && dd[0] == -5.0 && dd[1] == 1234567.0);
+    one_end(&o);
+}
+
+/* ---------------- variadic ---------------- */
+
+static void test_variadic(void) {
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {10, 20, 30}, c[1] = {100}, w[6];
+    int64_t d23[2] = {2, 3}, d3[1] = {3}, d1[1] = {1};
+    one o;
+    tin in[3] = {TF(2, d23, a), TF(1, d3, b), TF(1, d1, c)};
+    one_begin(&o, "Sum", "", 13, 3, in);
+    for (int i = 0; i < 6; i++)
+        w[i] = a[i] + b[i % 3] + c[0];
+    expect_f32(&o, 2, d23, w, 0);
+    one_end(&o);
+    one_begin(&o, "Mean", "", 13, 3, in);
+    for (int i = 0; i < 6; i++)
+        w[i] = (a[i] + b[i % 3] + c[0]) / 3;
+    expect_f32(&o, 2, d23, w, 1e-6);
+    one_end(&o);
+    one_begin(&o, "Sum", "", 13, 1, in);
+    expect_f32(&o, 2, d23, a, 0);
+    one_end(&o);
+
+    int16_t ia[3] = {-5, 7, 0}, ib[3] = {3, -8, 0};
+    tin iin[2] = {T(KILN_DTYPE_INT16, 1, d3, ia), T(KILN_DTYPE_INT16, 1, d3, ib)};
+    one_begin(&o, "Min", "", 13, 2, iin);
+    KT_OK(one_run(&o));
+    kn_tinfo ti;
+    const int16_t *y = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_INT16 && y[0] == -5 && y[1] == -8 && y[2] == 0);
+    one_end(&o);
+}
+
+/* ---------------- reductions ---------------- */
+
+/* Reference reduction of a [2,3,4] float tensor over the axes in `mask`. */
+static void ref_reduce(const float *x, unsigned mask, int kind, float *out) {
+    int64_t d[3] = {2, 3, 4};
+    double acc[24];
+    int cnt[24];
+    for (int i = 0; i < 24; i++)
+        acc[i] = kind == 1 ? -INFINITY : 0, cnt[i] = 0;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++) {
+                int oi = (mask & 1) ? 0 : i, oj = (mask & 2) ? 0 : j, ok = (mask & 4) ? 0 : k;
+                int o = (int)((oi * ((mask & 2) ? 1 : d[1]) + oj) * ((mask & 4) ? 1 : d[2]) + ok);
+                double v = x[(i * 3 + j) * 4 + k];
+                if (kind == 0)
+                    acc[o] += v;
+                else if (kind == 1)
+                    acc[o] = v > acc[o] ? v : acc[o];
+                else
+                    acc[o] += exp(v);
+                cnt[o]++;
+            }
+    for (int i = 0; i < 24; i++)
+        out[i] = (float)(kind == 2 ? log(acc[i]) : acc[i]);
+}
+
+static void test_reduce(void) {
+    float x[24], w[24];
+    for (int i = 0; i < 24; i++)
+        x[i] = frand();
+    int64_t d[3] = {2, 3, 4};
+    one o;
+    kn_tinfo ti;
+
+    /* ReduceSum opset 13: axes input, keepdims 0 and 1 */
+    int64_t ax1[1] = {-2}, dax[1] = {1};
+    tin in[2] = {TF(3, d, x), T(KILN_DTYPE_INT64, 1, dax, ax1)};
+    ref_reduce(x, 2, 0, w);
+    int64_t dk[3] = {2, 1, 4}, dn[2] = {2, 4};
+    one_begin(&o, "ReduceSum", "", 13, 2, in);
+    expect_f32(&o, 3, dk, w, 1e-6);
+    one_end(&o);
+    one_begin(&o, "ReduceSum", "", 13, 2, in);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "keepdims", 0));
+    expect_f32(&o, 2, dn, w, 1e-6);
+    one_end(&o);
+
+    /* ReduceMax opset 11: axes attribute {0, 2} (two non-adjacent groups) */
+    tin in1[1] = {TF(3, d, x)};
+    int64_t axes02[2] = {0, 2};
+    ref_reduce(x, 5, 1, w);
+    int64_t d131[3] = {1, 3, 1};
+    one_begin(&o, "ReduceMax", "", 11, 1, in1);
+    KT_OK(kiln_network_set_attr_ints(o.net, o.node, "axes", axes02, 2));
+    expect_f32(&o, 3, d131, w, 0);
+    one_end(&o);
+
+    /* ReduceLogSumExp over everything (no axes), opset 18 */
+    ref_reduce(x, 7, 2, w);
+    int64_t d111[3] = {1, 1, 1};
+    one_begin(&o, "ReduceLogSumExp", "", 18, 1, in1);
+    expect_f32(&o, 3, d111, w, 1e-6);
+    one_end(&o);
+
+    /* ReduceMean opset 18 with an empty axes input and noop_with_empty_axes */
+    int64_t d0[1] = {0};
+    tin in2[2] = {TF(3, d, x), T(KILN_DTYPE_INT64, 1, d0, ax1)};
+    one_begin(&o, "ReduceMean", "", 18, 2, in2);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "noop_with_empty_axes", 1));
+    expect_f32(&o, 3, d, x, 0);
+    one_end(&o);
+
+    /* ReduceSum of int32 over the last axis is exact */
+    int32_t iv[6] = {1000000000, 1000000000, 5, -1, -2, -3};
+    int64_t d23[2] = {2, 3}, axl[1] = {1};
+    tin in3[2] = {T(KILN_DTYPE_INT32, 2, d23, iv), T(KILN_DTYPE_INT64, 1, dax, axl)};
+    one_begin(&o, "ReduceSum", "", 13, 2, in3);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "keepdims", 0));
+    KT_OK(one_run(&o));
+    const int32_t *s = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_INT32 && ti.rank == 1 && ti.dims[0] == 2);
+    KT_CHECK(s[0] == (int32_t)2000000005u && s[1] == -6);
+    one_end(&o);
+
+    /* ArgMax with select_last_index, ArgMin default */
+    float t[6] = {1, 3, 3, 2, 0, 2};
+    tin ain[1] = {TF(2, d23, t)};
+    one_begin(&o, "ArgMax", "", 13, 1, ain);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "axis", 1));
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "select_last_index", 1));
+    KT_OK(one_run(&o));
+    const int64_t *am = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_INT64 && ti.rank == 2 && ti.dims[1] == 1);
+    KT_CHECK(am[0] == 2 && am[1] == 2);
+    one_end(&o);
+    one_begin(&o, "ArgMin", "", 13, 1, ain);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "keepdims", 0));
+    KT_OK(one_run(&o));
+    am = one_out(&o, &ti);
+    KT_CHECK(ti.rank == 1 && ti.dims[0] == 3 && am[0] == 0 && am[1] == 1 && am[2] == 1);
+    one_end(&o);
+}
+
+/* ---------------- softmax family, CumSum ---------------- */
+
+static void test_softmax(void) {
+    float x[24], w13[24], w11[24];
+    for (int i = 0; i < 24; i++)
+        x[i] = frand() * 3;
+    int64_t d[3] = {2, 3, 4};
+    /* opset 13, axis 1: over the 3 entries of each (i, k) */
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 4; k++) {
+            double s = 0;
+            for (int j = 0; j < 3; j++)
+                s += exp(x[(i * 3 + j) * 4 + k]);
+            for (int j = 0; j < 3; j++)
+                w13[(i * 3 + j) * 4 + k] = (float)(exp(x[(i * 3 + j) * 4 + k]) / s);
+        }
+    /* opset 11, axis 1: coerced to [2, 12] */
+    for (int i = 0; i < 2; i++) {
+        double s = 0;
+        for (int j = 0; j < 12; j++)
+            s += exp(x[i * 12 + j]);
+        for (int j = 0; j < 12; j++)
+            w11[i * 12 + j] = (float)(exp(x[i * 12 + j]) / s);
+    }
+    one o;
+    tin in[1] = {TF(3, d, x)};
+    one_begin(&o, "Softmax", "", 13, 1, in);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "axis", 1));
+    expect_f32(&o, 3, d, w13, 1e-6);
+    one_end(&o);
+    one_begin(&o, "Softmax", "", 11, 1, in);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "axis", 1));
+    expect_f32(&o, 3, d, w11, 1e-6);
+    one_end(&o);
+    for (int i = 0; i < 24; i++)
+        w11[i] = logf(w11[i]);
+    one_begin(&o, "LogSoftmax", "", 11, 1, in); /* default axis 1 before opset 13 */
+    expect_f32(&o, 3, d, w11, 1e-5);
+    one_end(&o);
+
+    float h[6] = {1, 5, 5, -1, -2, -3}, wh[6] = {0, 1, 0, 1, 0, 0};
+    int64_t d23[2] = {2, 3};
+    tin hin[1] = {TF(2, d23, h)};
+    one_begin(&o, "Hardmax", "", 13, 1, hin);
+    expect_f32(&o, 2, d23, wh, 0);
+    one_end(&o);
+
+    /* CumSum, axis 1, exclusive and reverse */
+    float c[6] = {1, 2, 3, 4, 5, 6}, wc[6] = {5, 3, 0, 11, 6, 0};
+    int32_t axis = 1;
+    tin cin[2] = {TF(2, d23, c), T(KILN_DTYPE_INT32, 0, NULL, &axis)};
+    one_begin(&o, "CumSum", "", 14, 2, cin);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "exclusive", 1));
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "reverse", 1));
+    expect_f32(&o, 2, d23, wc, 0);
+    one_end(&o);
+    int64_t ci[6] = {1, 2, 3, 4, 5, 6};
+    int64_t axis0 = 0;
+    tin cin2[2] = {T(KILN_DTYPE_INT64, 2, d23, ci), T(KILN_DTYPE_INT64, 0, NULL, &axis0)};
+    one_begin(&o, "CumSum", "", 14, 2, cin2);
+    KT_OK(one_run(&o));
+    kn_tinfo ti;
+    const int64_t *cs = one_out(&o, &ti);
+    KT_CHECK(cs[0] == 1 && cs[2] == 3 && cs[3] == 5 && cs[5] == 9);
+    one_end(&o);
+}
+
+/* ---------------- kiln::ElementwiseChain ---------------- */
+
+static void test_chain(void) {
+    float a[8], b[4], s = 0.5f, w[8];
+    for (int i = 0; i < 8; i++)
+        a[i] = frand();
+    for (int i = 0; i < 4; i++)
+        b[i] = frand();
+    int64_t d24[2] = {2, 4}, d4[1] = {4};
+    /* y = clip(relu(b - (a * b)) / s, 0, 0.3) with Sub swapped */
+    for (int i = 0; i < 8; i++) {
+        float v = b[i % 4] - a[i] * b[i % 4];
+        v = v > 0 ? v : 0;
+        v = v / s;
+        w[i] = v < 0 ? 0 : (v > 0.3f ? 0.3f : v);
+    }
+    one o;
+    tin in[3] = {TF(2, d24, a), TF(1, d4, b), TF(0, NULL, &s)};
+    one_begin(&o, "ElementwiseChain", "kiln", 1, 3, in);
+    const char *ops[5] = {"Mul", "Sub", "Relu", "Div", "Clip"};
+    kn_net *net = o.net;
+    KT_OK(kn_node_set_ints(&net->nodes[o.node], "operand", (const int64_t[]){1, 1, -1, 2, -1}, 5));
+    KT_OK(kn_node_set_ints(&net->nodes[o.node], "swap", (const int64_t[]){0, 1, 0, 0, 0}, 5));
+    KT_OK(kn_node_set_floats(&net->nodes[o.node], "alphas", (const float[]){0, 0, 0, 0, 0}, 5));
+    KT_OK(kn_node_set_floats(&net->nodes[o.node], "betas", (const float[]){0, 0, 0, 0, 0.3f}, 5));
+    /* a strings attribute, built by hand as the fusion pass does */
+    kn_node *nd = &net->nodes[o.node];
+    kn_attr *na = kn_realloc(nd->attrs, (size_t)(nd->n_attr + 1) * sizeof *na);
+    KT_CHECK(na != NULL);
+    nd->attrs = na;
+    memset(&na[nd->n_attr], 0, sizeof *na);
+    na[nd->n_attr].name = kn_strdup("ops");
+    na[nd->n_attr].type = KN_ATTR_STRINGS;
+    na[nd->n_attr].n = 5;
+    na[nd->n_attr].strings = kn_calloc(5, sizeof(char *));
+    for (int i = 0; i < 5; i++)
+        na[nd->n_attr].strings[i] = kn_strdup(ops[i]);
+    nd->n_attr++;
+    expect_f32(&o, 2, d24, w, 1e-6);
+    one_end(&o);
+}
+
+/* ---------------- errors ---------------- */
+
+static void test_errors(void) {
+    float a[6] = {0}, b[4] = {0};
+    int64_t d23[2] = {2, 3}, d4[1] = {4};
+    one o;
+    tin in[2] = {TF(2, d23, a), TF(1, d4, b)};
+    one_begin(&o, "Add", "", 14, 2, in);
+    KT_FAILS(one_run(&o), KILN_ERR_SHAPE, "node 'n0' (Add): shapes cannot broadcast");
+    one_end(&o);
+
+    int32_t ib[4] = {0};
+    int64_t d3[1] = {3};
+    tin in2[2] = {TF(2, d23, a), T(KILN_DTYPE_INT32, 1, d3, ib)};
+    one_begin(&o, "Mul", "", 14, 2, in2);
+    KT_FAILS(one_run(&o), KILN_ERR_INVALID_ARGUMENT, "same data type, got float and int32");
+    one_end(&o);
+
+    tin in3[1] = {T(KILN_DTYPE_INT32, 1, d3, ib)};
+    one_begin(&o, "Sqrt", "", 13, 1, in3);
+    KT_FAILS(one_run(&o), KILN_ERR_UNSUPPORTED, "data type int32, which Sqrt does not support");
+    one_end(&o);
+
+    int64_t bad_axis[1] = {3}, d1[1] = {1};
+    tin in4[2] = {TF(2, d23, a), T(KILN_DTYPE_INT64, 1, d1, bad_axis)};
+    one_begin(&o, "ReduceSum", "", 13, 2, in4);
+    KT_FAILS(one_run(&o), KILN_ERR_SHAPE, "axis 3 is out of range for rank 2");
+    one_end(&o);
+
+    tin in5[1] = {TF(2, d23, a)};
+    one_begin(&o, "Softmax", "", 13, 1, in5);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "axis", -3));
+    KT_FAILS(one_run(&o), KILN_ERR_SHAPE, "(Softmax): axis -3 is out of range");
+    one_end(&o);
+
+    one_begin(&o, "Cast", "", 13, 1, in5);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "to", KILN_DTYPE_STRING));
+    KT_FAILS(one_run(&o), KILN_ERR_UNSUPPORTED, "cannot cast to string");
+    one_end(&o);
+
+    float c[6] = {0};
+    tin in6[3] = {TF(2, d23, c), TF(2, d23, a), TF(2, d23, a)};
+    one_begin(&o, "Where", "", 16, 3, in6);
+    KT_FAILS(one_run(&o), KILN_ERR_INVALID_ARGUMENT, "condition must be bool");
+    one_end(&o);
+}
+
+int main(void) {
+    test_broadcast();
+    test_integer_ops();
+    test_compare_logic_where();
+    test_unary();
+    test_half_types();
+    test_cast();
+    test_variadic();
+    test_reduce();
+    test_softmax();
+    test_chain();
+    test_errors();
+    return kt_finish();
+}
