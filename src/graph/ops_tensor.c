@@ -973,15 +973,15 @@ static kiln_status infer_depth_to_space(kn_infer *c) {
     bool d2s = strcmp(c->node->op_type, "DepthToSpace") == 0;
     if (x->rank != 4 || b < 1)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "need a 4-D input and blocksize >= 1");
+    const char *mode = kn_attr_string(c->node, "mode", "DCR");
+    if (strcmp(mode, "DCR") != 0 && strcmp(mode, "CRD") != 0)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "mode '%s' is not supported", mode);
     kn_same_as(&c->out[0], x);
     if (d2s) {
         if (x->dims[1] % (b * b))
             return kn_node_error(c->node, KILN_ERR_SHAPE,
                                  "channels (%lld) are not divisible by blocksize^2 (%lld)",
                                  (long long)x->dims[1], (long long)(b * b));
-        const char *mode = kn_attr_string(c->node, "mode", "DCR");
-        if (strcmp(mode, "DCR") != 0 && strcmp(mode, "CRD") != 0)
-            return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "mode '%s' is not supported", mode);
         c->out[0].dims[1] = x->dims[1] / (b * b);
         c->out[0].dims[2] = x->dims[2] * b;
         c->out[0].dims[3] = x->dims[3] * b;

@@ -339,16 +339,17 @@ static kiln_status k_depth_space(const kb_run *r) {
             st[3] = b * c * H * W;
             st[5] = c * H * W;
         }
+    } else if (strcmp(kn_attr_string(r->node, "mode", "DCR"), "CRD") == 0) {
+        /* input [N, C, h, b1, w, b2] -> [N, C, b1, b2, h, w] */
+        int64_t h = H / b, w = W / b;
+        int64_t d6[6] = {N, C, b, b, h, w}, s6[6] = {C * H * W, H * W, W, 1, b * W, b};
+        memcpy(dims, d6, sizeof d6);
+        memcpy(st, s6, sizeof s6);
     } else { /* input [N, C, h, b1, w, b2] -> [N, b1, b2, C, h, w] */
         int64_t h = H / b, w = W / b;
-        int64_t d6[6] = {N, b, b, C, h, w};
+        int64_t d6[6] = {N, b, b, C, h, w}, s6[6] = {C * H * W, W, 1, H * W, b * W, b};
         memcpy(dims, d6, sizeof d6);
-        st[0] = C * H * W;
-        st[1] = W;
-        st[2] = 1;
-        st[3] = H * W;
-        st[4] = b * W;
-        st[5] = b;
+        memcpy(st, s6, sizeof s6);
     }
     if (kbt_numel(x) == 0)
         return KILN_OK;
