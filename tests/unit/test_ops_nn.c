@@ -1,0 +1,951 @@
+/* test_ops_nn.c - the nn family's reference kernels and the fused kiln ops,
+ * run through the executor: against hand-computed values, against naive
+ * oracles written here (convolution, matmul), and against ONNX Runtime
+ * outputs embedded in test_ops_nn_expect.h (gen_ops_nn_expect.py). */
+#include "test.h" /* first: kt_exec.h relies on its <string.h> */
+#include "kt_exec.h"
+#include "test_ops_nn_expect.h"
+
+/* ---------------- harness ---------------- */
+
+/* Deterministic inputs in [-1, 1), the same formula as gen_ops_nn_expect.py. */
+static float kt_data_at(int64_t i, int seed) {
+    return (float)((double)((i * 7919 + (int64_t)seed * 104729) % 2001) / 1000.0 - 1.0);
+}
+
+static float *kt_data(int64_t n, int seed, float scale) {
+    float *p = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        p[i] = scale == 1.f ? kt_data_at(i, seed) : kt_data_at(i, seed) * scale;
+    return p;
+}
+
+/* One op in a network of its own. */
+typedef struct kc {
+    kiln_network *net;
+    int node, n_in;
+    const void *data[16];
+    int rank[16];
+    int64_t dims[16][KILN_MAX_DIMS];
+    kt_exec e;
+} kc;
+
+static void kc_new(kc *k) {
+    memset(k, 0, sizeof *k);
+    KT_OK(kiln_network_create(&k->net));
+}
+
+static void kc_input(kc *k, const char *name, kiln_dtype dt, int rank, const int64_t *dims,
+                     const void *data) {
+    KT_OK(kiln_network_add_input(k->net, name, dt, rank, dims, NULL));
+    k->data[k->n_in] = data;
+    k->rank[k->n_in] = rank;
+    memcpy(k->dims[k->n_in], dims, sizeof(int64_t) * (size_t)rank);
+    k->n_in++;
+}
+
+static void kc_const(kc *k, const char *name, kiln_dtype dt, int rank, const int64_t *dims,
+                     const void *data) {
+    size_t n = (size_t)kn_numel(rank, dims) * kiln_dtype_size(dt);
+    KT_OK(kiln_network_add_constant(k->net, name, dt, rank, dims, data, n));
+}
+
+static void kc_node(kc *k, const char *op, const char *domain, int opset, int n_in,
+                    const char *const *ins, int n_out, const char *const *outs) {
+    KT_OK(kiln_network_add_node(k->net, "n0", op, domain, opset, n_in, ins, n_out, outs, &k->node));
+    for (int i = 0; i < n_out; i++)
+        if (outs[i][0])
+            KT_OK(kiln_network_mark_output(k->net, outs[i]));
+}
+
+static kiln_status kc_run(kc *k) {
+    return kt_exec_run(&k->e, k->net, k->data, k->rank, (const int64_t(*)[KILN_MAX_DIMS])k->dims);
+}
+
+static const void *kc_out(kc *k, int i, kn_tinfo *ti) { return kt_exec_output(&k->e, i, ti); }
+
+static void kc_free(kc *k) {
+    kt_exec_free(&k->e);
+    kiln_network_destroy(k->net);
+    memset(k, 0, sizeof *k);
+}
+
+#define NAMES(...) ((const char *const[]){__VA_ARGS__})
+#define DIMS(...) ((const int64_t[]){__VA_ARGS__})
+#define NDIMS(...) (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+
+/* All n values within tol (absolute + relative); one check per call. */
+static void check_close(const char *what, const float *got, const float *want, int64_t n,
+                        double tol) {
+    for (int64_t i = 0; i < n; i++) {
+        double g = got[i], w = want[i];
+        if (!(fabs(g - w) <= tol * (1.0 + fabs(w)))) {
+            kt_fail++;
+            fprintf(stderr, "%s: element %lld is %.7g, expected %.7g\n", what, (long long)i, g, w);
+            return;
+        }
+    }
+    kt_pass++;
+}
+
+static void check_shape(const char *what, const kn_tinfo *ti, int rank, const int64_t *dims) {
+    bool ok = ti->rank == rank;
+    for (int i = 0; ok && i < rank; i++)
+        ok = ti->dims[i] == dims[i];
+    if (ok) {
+        kt_pass++;
+        return;
+    }
+    char got[128], want[128];
+    kn_shape_str(ti->rank, ti->dims, got, sizeof got);
+    kn_shape_str(rank, dims, want, sizeof want);
+    kt_fail++;
+    fprintf(stderr, "%s: shape %s, expected %s\n", what, got, want);
+}
+
+/* Run the one-op net and compare output i (float) with want. */
+static void expect_out(kc *k, int i, const char *what, int rank, const int64_t *dims,
+                       const float *want, double tol) {
+    kn_tinfo ti;
+    const float *y = kc_out(k, i, &ti);
+    check_shape(what, &ti, rank, dims);
+    if (ti.rank == rank && kn_numel(ti.rank, ti.dims) == kn_numel(rank, dims))
+        check_close(what, y, want, kn_numel(rank, dims), tol);
+}
+
+/* ---------------- Conv: a naive oracle ---------------- */
+
+typedef struct cgeo {
+    int nsp;
+    int64_t n, cin, cout, group;
+    int64_t in[3], k[3], s[3], d[3], p0[3], p1[3];
+    const char *auto_pad; /* NULL: explicit pads */
+    int64_t out[3];
+} cgeo;
+
+/* Output size and (for auto_pad) pads, from the ONNX definitions. */
+static void cgeo_finish(cgeo *g) {
+    for (int i = 0; i < 3; i++) {
+        if (i >= g->nsp) {
+            g->in[i] = g->k[i] = g->s[i] = g->d[i] = 1;
+            g->p0[i] = g->p1[i] = 0;
+        }
+        int64_t ek = (g->k[i] - 1) * g->d[i] + 1;
+        if (g->auto_pad && strncmp(g->auto_pad, "SAME", 4) == 0) {
+            g->out[i] = (g->in[i] + g->s[i] - 1) / g->s[i];
+            int64_t total = (g->out[i] - 1) * g->s[i] + ek - g->in[i];
+            total = total < 0 ? 0 : total;
+            g->p0[i] = strcmp(g->auto_pad, "SAME_UPPER") == 0 ? total / 2 : total - total / 2;
+            g->p1[i] = total - g->p0[i];
+        } else {
+            if (g->auto_pad) /* VALID */
+                g->p0[i] = g->p1[i] = 0;
+            g->out[i] = (g->in[i] + g->p0[i] + g->p1[i] - ek) / g->s[i] + 1;
+        }
+    }
+}
+
+static void conv_oracle(const cgeo *g, const float *x, const float *w, const float *b, float *y) {
+    int64_t cig = g->cin / g->group, cog = g->cout / g->group;
+    int64_t isz = g->in[0] * g->in[1] * g->in[2], osz = g->out[0] * g->out[1] * g->out[2];
+    int64_t ksz = g->k[0] * g->k[1] * g->k[2];
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t co = 0; co < g->cout; co++) {
+            int64_t grp = co / cog;
+            for (int64_t o0 = 0; o0 < g->out[0]; o0++)
+                for (int64_t o1 = 0; o1 < g->out[1]; o1++)
+                    for (int64_t o2 = 0; o2 < g->out[2]; o2++) {
+                        double acc = b ? b[co] : 0.0;
+                        for (int64_t ci = 0; ci < cig; ci++)
+                            for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+                                for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+                                    for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
+                                        int64_t i0 = o0 * g->s[0] - g->p0[0] + k0 * g->d[0];
+                                        int64_t i1 = o1 * g->s[1] - g->p0[1] + k1 * g->d[1];
+                                        int64_t i2 = o2 * g->s[2] - g->p0[2] + k2 * g->d[2];
+                                        if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1] ||
+                                            i2 < 0 || i2 >= g->in[2])
+                                            continue;
+                                        acc += (double)x[(n * g->cin + grp * cig + ci) * isz +
+                                                         (i0 * g->in[1] + i1) * g->in[2] + i2] *
+                                               w[(co * cig + ci) * ksz +
+                                                 (k0 * g->k[1] + k1) * g->k[2] + k2];
+                                    }
+                        y[(n * g->cout + co) * osz + (o0 * g->out[1] + o1) * g->out[2] + o2] =
+                            (float)acc;
+                    }
+        }
+}
+
+/* Build X and W dims of a geometry. */
+static int cgeo_dims(const cgeo *g, int64_t *xd, int64_t *wd, int64_t *yd) {
+    xd[0] = g->n, xd[1] = g->cin;
+    wd[0] = g->cout, wd[1] = g->cin / g->group;
+    yd[0] = g->n, yd[1] = g->cout;
+    for (int i = 0; i < g->nsp; i++) {
+        xd[2 + i] = g->in[i];
+        wd[2 + i] = g->k[i];
+        yd[2 + i] = g->out[i];
+    }
+    return g->nsp + 2;
+}
+
+static void conv_set_attrs(kc *k, const cgeo *g) {
+    int64_t v[6];
+    for (int i = 0; i < g->nsp; i++)
+        v[i] = g->s[i];
+    KT_OK(kiln_network_set_attr_ints(k->net, k->node, "strides", v, (size_t)g->nsp));
+    for (int i = 0; i < g->nsp; i++)
+        v[i] = g->d[i];
+    KT_OK(kiln_network_set_attr_ints(k->net, k->node, "dilations", v, (size_t)g->nsp));
+    if (g->auto_pad) {
+        KT_OK(kiln_network_set_attr_string(k->net, k->node, "auto_pad", g->auto_pad));
+    } else {
+        for (int i = 0; i < g->nsp; i++) {
+            v[i] = g->p0[i];
+            v[i + g->nsp] = g->p1[i];
+        }
+        KT_OK(kiln_network_set_attr_ints(k->net, k->node, "pads", v, (size_t)(2 * g->nsp)));
+    }
+    KT_OK(kiln_network_set_attr_int(k->net, k->node, "group", g->group));
+}
+
+static void conv_case(const char *what, cgeo g, bool bias) {
+    cgeo_finish(&g);
+    int64_t xd[5], wd[5], yd[5];
+    int r = cgeo_dims(&g, xd, wd, yd);
+    int64_t nx = kn_numel(r, xd), nw = kn_numel(r, wd), ny = kn_numel(r, yd);
+    float *x = kt_data(nx, 1, 1.f), *w = kt_data(nw, 2, 0.5f), *b = kt_data(g.cout, 3, 1.f);
+    float *want = malloc(sizeof(float) * (size_t)ny);
+    conv_oracle(&g, x, w, bias ? b : NULL, want);
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, r, xd, x);
+    kc_const(&k, "W", KILN_DTYPE_FLOAT, r, wd, w);
+    kc_const(&k, "B", KILN_DTYPE_FLOAT, 1, &g.cout, b);
+    kc_node(&k, "Conv", "", 18, bias ? 3 : 2, NAMES("X", "W", "B"), 1, NAMES("Y"));
+    conv_set_attrs(&k, &g);
+    KT_OK(kc_run(&k));
+    expect_out(&k, 0, what, r, yd, want, 1e-4);
+    kc_free(&k);
+    free(x), free(w), free(b), free(want);
+}
+
+static void test_conv(void) {
+    /* the ONNX documentation's example: 5x5 ramp, 3x3 ones, pads 1 */
+    {
+        float x[25], w[9];
+        for (int i = 0; i < 25; i++)
+            x[i] = (float)i;
+        for (int i = 0; i < 9; i++)
+            w[i] = 1.f;
+        static const float want[25] = {12, 21,  27,  33,  24,  33, 54,  63,  72,  51, 63, 99, 108,
+                                       117, 81, 93, 144, 153, 162, 111, 72, 111, 117, 123, 84};
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(1, 1, 5, 5), x);
+        kc_const(&k, "W", KILN_DTYPE_FLOAT, 4, DIMS(1, 1, 3, 3), w);
+        kc_node(&k, "Conv", "", 11, 2, NAMES("X", "W"), 1, NAMES("Y"));
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "pads", DIMS(1, 1, 1, 1), 4));
+        KT_OK(kc_run(&k));
+        expect_out(&k, 0, "conv doc example", 4, DIMS(1, 1, 5, 5), want, 0);
+        kc_free(&k);
+    }
+    conv_case("conv 2d pads bias",
+              (cgeo){2, 2, 3, 4, 1, {7, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, {0}}, true);
+    conv_case("conv 2d strided asymmetric pads",
+              (cgeo){2, 1, 3, 5, 1, {8, 7}, {3, 2}, {2, 2}, {1, 1}, {0, 1}, {2, 0}, NULL, {0}}, false);
+    conv_case("conv grouped dilated",
+              (cgeo){2, 1, 4, 6, 2, {9, 9}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}, NULL, {0}}, true);
+    conv_case("conv depthwise strided",
+              (cgeo){2, 2, 4, 4, 4, {9, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, NULL, {0}}, true);
+    conv_case("conv depthwise multiplier",
+              (cgeo){2, 1, 3, 6, 3, {6, 6}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, NULL, {0}}, true);
+    conv_case("conv 1x1 (no im2col)",
+              (cgeo){2, 2, 8, 5, 1, {4, 4}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, NULL, {0}}, true);
+    conv_case("conv 1x1 strided",
+              (cgeo){2, 1, 8, 5, 1, {5, 5}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, NULL, {0}}, true);
+    conv_case("conv 1d", (cgeo){1, 2, 3, 4, 1, {10}, {3}, {2}, {2}, {1}, {2}, NULL, {0}}, true);
+    conv_case("conv 3d",
+              (cgeo){3, 1, 2, 3, 1, {4, 5, 3}, {2, 3, 2}, {1, 2, 1}, {1, 1, 1}, {1, 0, 1}, {0, 1, 1},
+                     NULL, {0}},
+              true);
+    conv_case("conv SAME_UPPER",
+              (cgeo){2, 1, 2, 3, 1, {7, 8}, {3, 3}, {2, 2}, {1, 1}, {0}, {0}, "SAME_UPPER", {0}}, true);
+    conv_case("conv SAME_LOWER",
+              (cgeo){2, 1, 2, 3, 1, {5, 5}, {4, 4}, {1, 1}, {1, 1}, {0}, {0}, "SAME_LOWER", {0}}, true);
+    conv_case("conv VALID",
+              (cgeo){2, 1, 2, 3, 1, {6, 7}, {3, 2}, {2, 1}, {1, 1}, {0}, {0}, "VALID", {0}}, false);
+    /* large enough for several GEMM tiles and k blocks */
+    conv_case("conv larger",
+              (cgeo){2, 1, 40, 70, 1, {20, 19}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, {0}},
+              true);
+
+    /* channels that do not fit the weights: a shape error naming the node */
+    kc k;
+    kc_new(&k);
+    float x[2 * 3 * 4 * 4] = {0}, w[4 * 2 * 3 * 3] = {0};
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(2, 3, 4, 4), x);
+    kc_const(&k, "W", KILN_DTYPE_FLOAT, 4, DIMS(4, 2, 3, 3), w);
+    kc_node(&k, "Conv", "", 11, 2, NAMES("X", "W"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "node 'n0' (Conv): channels do not fit");
+    kc_free(&k);
+}
+
+/* ---------------- ConvTranspose ---------------- */
+
+static void test_conv_transpose(void) {
+    /* ONNX Runtime: groups, strides, asymmetric pads, output_padding, dilations, bias */
+    {
+        float *x = kt_data(36, 71, 1.f), *w = kt_data(108, 72, 1.f), *b = kt_data(6, 73, 1.f);
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(1, 4, 3, 3), x);
+        kc_const(&k, "W", KILN_DTYPE_FLOAT, 4, DIMS(4, 3, 3, 3), w);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 1, DIMS(6), b);
+        kc_node(&k, "ConvTranspose", "", 11, 3, NAMES("X", "W", "B"), 1, NAMES("Y"));
+        KT_OK(kiln_network_set_attr_int(k.net, k.node, "group", 2));
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "strides", DIMS(2, 2), 2));
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "pads", DIMS(1, 0, 0, 1), 4));
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "output_padding", DIMS(1, 1), 2));
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "dilations", DIMS(1, 2), 2));
+        KT_OK(kc_run(&k));
+        expect_out(&k, 0, "convtranspose groups/output_padding", 4, DIMS(1, 6, 7, 9), exp_convt_Y,
+                   1e-5);
+        kc_free(&k);
+        free(x), free(w), free(b);
+    }
+    /* by hand: 1-D, stride 2, output_shape one past the full result (pads the end) */
+    {
+        static const float x[2] = {1, 2}, w[2] = {1, 10};
+        static const float want[5] = {1, 10, 2, 20, 0};
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(1, 1, 2), x);
+        kc_const(&k, "W", KILN_DTYPE_FLOAT, 3, DIMS(1, 1, 2), w);
+        kc_node(&k, "ConvTranspose", "", 11, 2, NAMES("X", "W"), 1, NAMES("Y"));
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "strides", DIMS(2), 1));
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "output_shape", DIMS(5), 1));
+        KT_OK(kc_run(&k));
+        expect_out(&k, 0, "convtranspose output_shape", 3, DIMS(1, 1, 5), want, 0);
+        kc_free(&k);
+    }
+}
+
+/* ---------------- pooling ---------------- */
+
+static void pool_case(const char *what, const char *op, int opset, int rank, const int64_t *xd,
+                      int seed, int n_out, const int64_t *yd, const float *want,
+                      const int64_t *want_idx, void (*attrs)(kc *)) {
+    int64_t nx = kn_numel(rank, xd);
+    float *x = kt_data(nx, seed, 1.f);
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, rank, xd, x);
+    kc_node(&k, op, "", opset, 1, NAMES("X"), n_out, NAMES("Y", "I"));
+    attrs(&k);
+    KT_OK(kc_run(&k));
+    expect_out(&k, 0, what, rank, yd, want, 1e-5);
+    if (n_out > 1) {
+        kn_tinfo ti;
+        const int64_t *idx = kc_out(&k, 1, &ti);
+        bool same = ti.dtype == KILN_DTYPE_INT64 &&
+                    memcmp(idx, want_idx, sizeof(int64_t) * (size_t)kn_numel(rank, yd)) == 0;
+        if (!same)
+            fprintf(stderr, "%s: indices differ\n", what);
+        KT_CHECK(same);
+    }
+    kc_free(&k);
+    free(x);
+}
+
+static void attrs_maxpool(kc *k) {
+    KT_OK(kiln_network_set_attr_ints(k->net, k->node, "kernel_shape", DIMS(2, 2), 2));
+    KT_OK(kiln_network_set_attr_ints(k->net, k->node, "strides", DIMS(2, 2), 2));
+    KT_OK(kiln_network_set_attr_int(k->net, k->node, "ceil_mode", 1));
+}
+static void attrs_maxpool_so(kc *k) {
+    KT_OK(kiln_network_set_attr_ints(k->net, k->node, "kernel_shape", DIMS(2, 2), 2));
+    KT_OK(kiln_network_set_attr_int(k->net, k->node, "storage_order", 1));
+}
+static void attrs_avgpool(kc *k) {
+    KT_OK(kiln_network_set_attr_ints(k->net, k->node, "kernel_shape", DIMS(3, 3), 2));
+    KT_OK(kiln_network_set_attr_ints(k->net, k->node, "strides", DIMS(2, 2), 2));
+    KT_OK(kiln_network_set_attr_ints(k->net, k->node, "pads", DIMS(1, 1, 1, 1), 4));
+    KT_OK(kiln_network_set_attr_int(k->net, k->node, "ceil_mode", 1));
+}
+static void attrs_avgpool_incl(kc *k) {
+    attrs_avgpool(k);
+    KT_OK(kiln_network_set_attr_int(k->net, k->node, "count_include_pad", 1));
+}
+static void attrs_none(kc *k) { (void)k; }
+static void attrs_lppool(kc *k) {
+    KT_OK(kiln_network_set_attr_ints(k->net, k->node, "kernel_shape", DIMS(2, 2), 2));
+    KT_OK(kiln_network_set_attr_ints(k->net, k->node, "strides", DIMS(2, 2), 2));
+    KT_OK(kiln_network_set_attr_int(k->net, k->node, "p", 2));
+}
+
+static void test_pool(void) {
+    pool_case("maxpool ceil_mode + indices", "MaxPool", 12, 4, DIMS(1, 2, 5, 5), 31, 2,
+              DIMS(1, 2, 3, 3), exp_maxpool_Y, (const int64_t *)exp_maxpool_I, attrs_maxpool);
+    pool_case("maxpool storage_order=1", "MaxPool", 12, 4, DIMS(1, 1, 4, 3), 32, 2,
+              DIMS(1, 1, 3, 2), exp_maxpool_so_Y, (const int64_t *)exp_maxpool_so_I,
+              attrs_maxpool_so);
+    pool_case("avgpool ceil_mode count_include_pad", "AveragePool", 19, 4, DIMS(1, 1, 5, 5), 33,
+              1, DIMS(1, 1, 3, 3), exp_avgpool_Y, NULL, attrs_avgpool_incl);
+    pool_case("avgpool ceil_mode excluding pads", "AveragePool", 19, 4, DIMS(1, 1, 5, 5), 33, 1,
+              DIMS(1, 1, 3, 3), exp_avgpool_ex_Y, NULL, attrs_avgpool);
+    /* global pools and LpPool by hand */
+    float x[8];
+    for (int i = 0; i < 8; i++)
+        x[i] = kt_data_at(i, 34);
+    float gavg[2] = {(x[0] + x[1] + x[2] + x[3]) / 4, (x[4] + x[5] + x[6] + x[7]) / 4};
+    float gmax[2] = {fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3])),
+                     fmaxf(fmaxf(x[4], x[5]), fmaxf(x[6], x[7]))};
+    float glp[2] = {sqrtf(x[0] * x[0] + x[1] * x[1] + x[2] * x[2] + x[3] * x[3]),
+                    sqrtf(x[4] * x[4] + x[5] * x[5] + x[6] * x[6] + x[7] * x[7])};
+    pool_case("globalaveragepool", "GlobalAveragePool", 1, 4, DIMS(1, 2, 2, 2), 34, 1,
+              DIMS(1, 2, 1, 1), gavg, NULL, attrs_none);
+    pool_case("globalmaxpool", "GlobalMaxPool", 1, 4, DIMS(1, 2, 2, 2), 34, 1, DIMS(1, 2, 1, 1),
+              gmax, NULL, attrs_none);
+    pool_case("globallppool", "GlobalLpPool", 2, 4, DIMS(1, 2, 2, 2), 34, 1, DIMS(1, 2, 1, 1),
+              glp, NULL, attrs_none);
+    pool_case("lppool p=2", "LpPool", 18, 4, DIMS(1, 2, 2, 2), 34, 1, DIMS(1, 2, 1, 1), glp, NULL,
+              attrs_lppool);
+}
+
+/* ---------------- normalization ---------------- */
+
+static void test_batchnorm(void) {
+    static const float x[4] = {1, 2, 3, 4}, sc[2] = {1, 2}, b[2] = {0, 1}, mean[2] = {1, 3},
+                       var[2] = {4, 1};
+    static const float want[4] = {0, 0.5f, 1, 3};
+    for (int train = 0; train < 2; train++) {
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 1, 2), x);
+        kc_const(&k, "S", KILN_DTYPE_FLOAT, 1, DIMS(2), sc);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 1, DIMS(2), b);
+        kc_const(&k, "M", KILN_DTYPE_FLOAT, 1, DIMS(2), mean);
+        kc_const(&k, "V", KILN_DTYPE_FLOAT, 1, DIMS(2), var);
+        kc_node(&k, "BatchNormalization", "", 15, 5, NAMES("X", "S", "B", "M", "V"), 1,
+                NAMES("Y"));
+        KT_OK(kiln_network_set_attr_float(k.net, k.node, "epsilon", 0.f));
+        if (train) {
+            KT_OK(kiln_network_set_attr_int(k.net, k.node, "training_mode", 1));
+            KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "training_mode");
+        } else {
+            KT_OK(kc_run(&k));
+            expect_out(&k, 0, "batchnorm", 4, DIMS(1, 2, 1, 2), want, 1e-6);
+        }
+        kc_free(&k);
+    }
+}
+
+/* A single-input op compared with an ONNX Runtime result; extra constant
+ * inputs come as (name, rank, dims, seed). */
+typedef struct cin {
+    const char *name;
+    int rank;
+    int64_t dims[4];
+    int seed;
+} cin;
+
+static void ort_case(const char *what, const char *op, int opset, int xrank, const int64_t *xd,
+                     int seed, int n_const, const cin *consts, int n_out, const float *const *want,
+                     const int *wrank, const int64_t (*wdims)[4], void (*attrs)(kc *)) {
+    float *x = kt_data(kn_numel(xrank, xd), seed, 1.f);
+    float *cd[4];
+    const char *ins[5] = {"X"};
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, xrank, xd, x);
+    for (int i = 0; i < n_const; i++) {
+        cd[i] = kt_data(kn_numel(consts[i].rank, consts[i].dims), consts[i].seed, 1.f);
+        kc_const(&k, consts[i].name, KILN_DTYPE_FLOAT, consts[i].rank, consts[i].dims, cd[i]);
+        ins[i + 1] = consts[i].name;
+    }
+    kc_node(&k, op, "", opset, 1 + n_const, ins, n_out, NAMES("Y", "O1", "O2"));
+    attrs(&k);
+    KT_OK(kc_run(&k));
+    for (int i = 0; i < n_out; i++)
+        expect_out(&k, i, what, wrank[i], wdims[i], want[i], 1e-5);
+    kc_free(&k);
+    free(x);
+    for (int i = 0; i < n_const; i++)
+        free(cd[i]);
+}
+
+static void attrs_layernorm(kc *k) {
+    KT_OK(kiln_network_set_attr_int(k->net, k->node, "axis", 1));
+    KT_OK(kiln_network_set_attr_float(k->net, k->node, "epsilon", 1e-3f));
+}
+static void attrs_groupnorm(kc *k) {
+    KT_OK(kiln_network_set_attr_int(k->net, k->node, "num_groups", 2));
+}
+static void attrs_lrn(kc *k) {
+    KT_OK(kiln_network_set_attr_int(k->net, k->node, "size", 3));
+    KT_OK(kiln_network_set_attr_float(k->net, k->node, "alpha", 0.1f));
+    KT_OK(kiln_network_set_attr_float(k->net, k->node, "beta", 0.6f));
+    KT_OK(kiln_network_set_attr_float(k->net, k->node, "bias", 1.5f));
+}
+static void attrs_lpnorm(kc *k) {
+    KT_OK(kiln_network_set_attr_int(k->net, k->node, "axis", 1));
+    KT_OK(kiln_network_set_attr_int(k->net, k->node, "p", 1));
+}
+static void attrs_instnorm(kc *k) {
+    KT_OK(kiln_network_set_attr_float(k->net, k->node, "epsilon", 1e-2f));
+}
+
+static void test_norms(void) {
+    {
+        const cin c[2] = {{"S", 2, {3, 4}, 42}, {"B", 1, {4}, 43}};
+        const float *w[3] = {exp_layernorm_Y, exp_layernorm_M, exp_layernorm_R};
+        const int r[3] = {3, 3, 3};
+        const int64_t d[3][4] = {{2, 3, 4}, {2, 1, 1}, {2, 1, 1}};
+        ort_case("layernorm axis=1 with Mean/InvStdDev", "LayerNormalization", 17, 3,
+                 DIMS(2, 3, 4), 41, 2, c, 3, w, r, d, attrs_layernorm);
+    }
+    {
+        const cin c[2] = {{"S", 1, {4}, 52}, {"B", 1, {4}, 53}};
+        const float *w[1] = {exp_groupnorm_Y};
+        const int r[1] = {3};
+        const int64_t d[1][4] = {{2, 4, 3}};
+        ort_case("groupnorm", "GroupNormalization", 21, 3, DIMS(2, 4, 3), 51, 2, c, 1, w, r, d,
+                 attrs_groupnorm);
+    }
+    {
+        const cin c[2] = {{"S", 1, {3}, 65}, {"B", 1, {3}, 66}};
+        const float *w[1] = {exp_instnorm_Y};
+        const int r[1] = {3};
+        const int64_t d[1][4] = {{2, 3, 4}};
+        ort_case("instancenorm", "InstanceNormalization", 6, 3, DIMS(2, 3, 4), 64, 2, c, 1, w, r,
+                 d, attrs_instnorm);
+    }
+    {
+        const float *w[1] = {exp_lrn_Y};
+        const int r[1] = {4};
+        const int64_t d[1][4] = {{1, 5, 2, 2}};
+        ort_case("lrn", "LRN", 13, 4, DIMS(1, 5, 2, 2), 61, 0, NULL, 1, w, r, d, attrs_lrn);
+    }
+    {
+        const float *w[1] = {exp_mvn_Y};
+        const int r[1] = {4};
+        const int64_t d[1][4] = {{2, 3, 2, 2}};
+        ort_case("mvn", "MeanVarianceNormalization", 13, 4, DIMS(2, 3, 2, 2), 62, 0, NULL, 1, w,
+                 r, d, attrs_none);
+    }
+    {
+        const float *w[1] = {exp_lpnorm_Y};
+        const int r[1] = {3};
+        const int64_t d[1][4] = {{2, 3, 2}};
+        ort_case("lpnorm p=1", "LpNormalization", 1, 3, DIMS(2, 3, 2), 63, 0, NULL, 1, w, r, d,
+                 attrs_lpnorm);
+    }
+}
+
+/* ---------------- Gemm, MatMul, Einsum ---------------- */
+
+static void test_gemm(void) {
+    static const float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1};
+    static const float c_scalar[1] = {10}, c_col[2] = {1, 2};
+    static const float want_scalar[4] = {14, 15, 20, 21}, want_col[4] = {5, 6, 12, 13};
+    for (int v = 0; v < 2; v++) {
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, DIMS(2, 3), a);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(3, 2), b);
+        if (v == 0)
+            kc_const(&k, "C", KILN_DTYPE_FLOAT, 0, DIMS(0), c_scalar);
+        else
+            kc_const(&k, "C", KILN_DTYPE_FLOAT, 2, DIMS(2, 1), c_col);
+        kc_node(&k, "Gemm", "", 13, 3, NAMES("A", "B", "C"), 1, NAMES("Y"));
+        KT_OK(kc_run(&k));
+        expect_out(&k, 0, v ? "gemm column C" : "gemm scalar C", 2, DIMS(2, 2),
+                   v ? want_col : want_scalar, 0);
+        kc_free(&k);
+    }
+    /* ONNX Runtime: transA, transB, alpha, beta, vector C */
+    float *A = kt_data(12, 81, 1.f), *B = kt_data(20, 82, 1.f), *C = kt_data(5, 83, 1.f);
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, DIMS(4, 3), A);
+    kc_input(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(5, 4), B);
+    kc_const(&k, "C", KILN_DTYPE_FLOAT, 1, DIMS(5), C);
+    kc_node(&k, "Gemm", "", 13, 3, NAMES("A", "B", "C"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_int(k.net, k.node, "transA", 1));
+    KT_OK(kiln_network_set_attr_int(k.net, k.node, "transB", 1));
+    KT_OK(kiln_network_set_attr_float(k.net, k.node, "alpha", 0.5f));
+    KT_OK(kiln_network_set_attr_float(k.net, k.node, "beta", 2.f));
+    KT_OK(kc_run(&k));
+    expect_out(&k, 0, "gemm transA transB alpha beta", 2, DIMS(3, 5), exp_gemm_Y, 1e-5);
+    kc_free(&k);
+    free(A), free(B), free(C);
+}
+
+/* Naive numpy matmul for the oracle (ranks >= 2 here, batch broadcast). */
+static void matmul_oracle(int ra, const int64_t *da, const float *a, int rb, const int64_t *db,
+                          const float *b, int ry, const int64_t *dy, float *y) {
+    int64_t m = dy[ry - 2], n = dy[ry - 1], kk = da[ra - 1];
+    int64_t batches = kn_numel(ry - 2, dy);
+    for (int64_t bi = 0; bi < batches; bi++) {
+        int64_t coord[8], rest = bi, ao = 0, bo = 0;
+        for (int d = ry - 3; d >= 0; d--) {
+            coord[d] = rest % dy[d];
+            rest /= dy[d];
+        }
+        for (int d = 0; d < ra - 2; d++)
+            ao = ao * da[d] + (da[d] == 1 ? 0 : coord[ry - ra + d]);
+        for (int d = 0; d < rb - 2; d++)
+            bo = bo * db[d] + (db[d] == 1 ? 0 : coord[ry - rb + d]);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double s = 0;
+                for (int64_t p = 0; p < kk; p++)
+                    s += (double)a[ao * m * kk + i * kk + p] * b[bo * kk * n + p * n + j];
+                y[(bi * m + i) * n + j] = (float)s;
+            }
+    }
+}
+
+static void matmul_case(const char *what, int ra, const int64_t *da, int rb, const int64_t *db,
+                        int ry, const int64_t *dy, const float *want_given) {
+    float *a = kt_data(kn_numel(ra, da), 5, 1.f), *b = kt_data(kn_numel(rb, db), 6, 1.f);
+    float *want = malloc(sizeof(float) * (size_t)kn_numel(ry, dy));
+    if (want_given)
+        memcpy(want, want_given, sizeof(float) * (size_t)kn_numel(ry, dy));
+    else
+        matmul_oracle(ra, da, a, rb, db, b, ry, dy, want);
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "A", KILN_DTYPE_FLOAT, ra, da, a);
+    kc_input(&k, "B", KILN_DTYPE_FLOAT, rb, db, b);
+    kc_node(&k, "MatMul", "", 13, 2, NAMES("A", "B"), 1, NAMES("Y"));
+    KT_OK(kc_run(&k));
+    expect_out(&k, 0, what, ry, dy, want, 1e-4);
+    kc_free(&k);
+    free(a), free(b), free(want);
+}
+
+static void test_matmul(void) {
+    matmul_case("matmul 2d", 2, DIMS(3, 4), 2, DIMS(4, 5), 2, DIMS(3, 5), NULL);
+    matmul_case("matmul batch broadcast", 4, DIMS(2, 1, 3, 4), 3, DIMS(3, 4, 5), 4,
+                DIMS(2, 3, 3, 5), NULL);
+    matmul_case("matmul batch broadcast rhs", 2, DIMS(3, 4), 3, DIMS(2, 4, 5), 3, DIMS(2, 3, 5),
+                NULL);
+    matmul_case("matmul large (tiles, k blocks)", 2, DIMS(70, 300), 2, DIMS(300, 270), 2,
+                DIMS(70, 270), NULL);
+    /* 1-D operands: a vector on the left drops m, on the right drops n */
+    float a[4], b[24];
+    for (int i = 0; i < 4; i++)
+        a[i] = kt_data_at(i, 5);
+    for (int i = 0; i < 24; i++)
+        b[i] = kt_data_at(i, 6);
+    float want_l[6], want_r[6];
+    for (int bi = 0; bi < 2; bi++)
+        for (int j = 0; j < 3; j++) {
+            double s = 0;
+            for (int p = 0; p < 4; p++)
+                s += (double)a[p] * b[bi * 12 + p * 3 + j];
+            want_l[bi * 3 + j] = (float)s;
+        }
+    matmul_case("matmul vector @ batch", 1, DIMS(4), 3, DIMS(2, 4, 3), 2, DIMS(2, 3), want_l);
+    /* batch [2,3,4] @ vector [4]: a is seed 5 (24 values), b is seed 6 (4 values) */
+    for (int i = 0; i < 6; i++) {
+        double s = 0;
+        for (int p = 0; p < 4; p++)
+            s += (double)kt_data_at(i * 4 + p, 5) * kt_data_at(p, 6);
+        want_r[i] = (float)s;
+    }
+    matmul_case("matmul batch @ vector", 3, DIMS(2, 3, 4), 1, DIMS(4), 2, DIMS(2, 3), want_r);
+}
+
+static void test_einsum(void) {
+    struct {
+        const char *what, *eq;
+        int n_in, ra, rb;
+        int64_t da[4], db[4];
+        int sa, sb;
+        int ry;
+        int64_t dy[4];
+        const float *want;
+    } cases[] = {
+        {"einsum ellipsis matmul", "...ij,...jk->...ik", 2, 4, 4, {2, 1, 2, 3}, {1, 3, 3, 4}, 91,
+         92, 4, {2, 3, 2, 4}, exp_einsum_Y},
+        {"einsum diagonal", "ii->i", 1, 2, 0, {3, 3}, {0}, 93, 0, 1, {3}, exp_einsum_diag_Y},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float *a = kt_data(kn_numel(cases[c].ra, cases[c].da), cases[c].sa, 1.f);
+        float *b = cases[c].n_in > 1 ? kt_data(kn_numel(cases[c].rb, cases[c].db), cases[c].sb, 1.f)
+                                     : NULL;
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "A", KILN_DTYPE_FLOAT, cases[c].ra, cases[c].da, a);
+        if (b)
+            kc_input(&k, "B", KILN_DTYPE_FLOAT, cases[c].rb, cases[c].db, b);
+        kc_node(&k, "Einsum", "", 12, cases[c].n_in, NAMES("A", "B"), 1, NAMES("Y"));
+        KT_OK(kiln_network_set_attr_string(k.net, k.node, "equation", cases[c].eq));
+        KT_OK(kc_run(&k));
+        expect_out(&k, 0, cases[c].what, cases[c].ry, cases[c].dy, cases[c].want, 1e-5);
+        kc_free(&k);
+        free(a), free(b);
+    }
+    /* implicit output (alphabetical), double inputs: "ij" of a 2x3 is the identity,
+     * "ji" transposes, "i,i" is an inner product (scalar) */
+    static const double m[6] = {1, 2, 3, 4, 5, 6}, v[3] = {1, 2, 3};
+    static const double want_t[6] = {1, 4, 2, 5, 3, 6};
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "A", KILN_DTYPE_DOUBLE, 2, DIMS(2, 3), m);
+    kc_node(&k, "Einsum", "", 12, 1, NAMES("A"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_string(k.net, k.node, "equation", "ji"));
+    KT_OK(kc_run(&k));
+    kn_tinfo ti;
+    const double *y = kc_out(&k, 0, &ti);
+    check_shape("einsum implicit transpose", &ti, 2, DIMS(3, 2));
+    KT_CHECK(ti.dtype == KILN_DTYPE_DOUBLE && memcmp(y, want_t, sizeof want_t) == 0);
+    kc_free(&k);
+    kc_new(&k);
+    kc_input(&k, "A", KILN_DTYPE_DOUBLE, 1, DIMS(3), v);
+    kc_input(&k, "B", KILN_DTYPE_DOUBLE, 1, DIMS(3), v);
+    kc_node(&k, "Einsum", "", 12, 2, NAMES("A", "B"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_string(k.net, k.node, "equation", "i,i"));
+    KT_OK(kc_run(&k));
+    y = kc_out(&k, 0, &ti);
+    KT_CHECK(ti.rank == 0 && y[0] == 14.0);
+    kc_free(&k);
+}
+
+/* ---------------- Dropout ---------------- */
+
+static void test_dropout(void) {
+    static const float x[5] = {1, -2, 3, -4, 5};
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 1, DIMS(5), x);
+    kc_node(&k, "Dropout", "", 13, 1, NAMES("X"), 2, NAMES("Y", "M"));
+    KT_OK(kc_run(&k));
+    expect_out(&k, 0, "dropout identity", 1, DIMS(5), x, 0);
+    kn_tinfo ti;
+    const uint8_t *mask = kc_out(&k, 1, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_BOOL && mask[0] == 1 && mask[4] == 1);
+    kc_free(&k);
+}
+
+/* ---------------- recurrent ---------------- */
+
+/* A one-element list-of-strings attribute: the public API has no setter for
+ * those (ONNX models bring them), so build it on the node directly. */
+static void set_strings(kc *k, const char *name, const char *value) {
+    KT_OK(kn_node_set_string(&k->net->nodes[k->node], name, value));
+    kn_attr *a = (kn_attr *)kn_attr_find(&k->net->nodes[k->node], name);
+    char **list = kn_malloc(sizeof *list);
+    list[0] = a->s;
+    a->s = NULL;
+    a->s_len = 0;
+    a->strings = list;
+    a->n = 1;
+    a->type = KN_ATTR_STRINGS;
+}
+
+static void test_recurrent(void) {
+    /* LSTM: bidirectional, sequence lengths, initial states, peepholes */
+    {
+        float *X = kt_data(18, 1, 1.f), *W = kt_data(96, 2, 0.5f), *R = kt_data(128, 3, 0.5f);
+        float *B = kt_data(64, 4, 0.3f), *H0 = kt_data(16, 5, 0.2f), *C0 = kt_data(16, 6, 0.2f);
+        float *P = kt_data(24, 7, 0.3f);
+        static const int32_t L[2] = {3, 2};
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(3, 2, 3), X);
+        kc_const(&k, "W", KILN_DTYPE_FLOAT, 3, DIMS(2, 16, 3), W);
+        kc_const(&k, "R", KILN_DTYPE_FLOAT, 3, DIMS(2, 16, 4), R);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(2, 32), B);
+        kc_const(&k, "L", KILN_DTYPE_INT32, 1, DIMS(2), L);
+        kc_const(&k, "H0", KILN_DTYPE_FLOAT, 3, DIMS(2, 2, 4), H0);
+        kc_const(&k, "C0", KILN_DTYPE_FLOAT, 3, DIMS(2, 2, 4), C0);
+        kc_const(&k, "P", KILN_DTYPE_FLOAT, 2, DIMS(2, 12), P);
+        kc_node(&k, "LSTM", "", 14, 8, NAMES("X", "W", "R", "B", "L", "H0", "C0", "P"), 3,
+                NAMES("Y", "Yh", "Yc"));
+        KT_OK(kiln_network_set_attr_int(k.net, k.node, "hidden_size", 4));
+        KT_OK(kiln_network_set_attr_string(k.net, k.node, "direction", "bidirectional"));
+        KT_OK(kc_run(&k));
+        expect_out(&k, 0, "lstm Y", 4, DIMS(3, 2, 2, 4), exp_lstm_Y, 1e-5);
+        expect_out(&k, 1, "lstm Y_h", 3, DIMS(2, 2, 4), exp_lstm_Yh, 1e-5);
+        expect_out(&k, 2, "lstm Y_c", 3, DIMS(2, 2, 4), exp_lstm_Yc, 1e-5);
+        kc_free(&k);
+        free(X), free(W), free(R), free(B), free(H0), free(C0), free(P);
+    }
+    /* GRU: bidirectional, linear_before_reset */
+    {
+        float *X = kt_data(24, 11, 1.f), *W = kt_data(54, 12, 0.5f), *R = kt_data(54, 13, 0.5f);
+        float *B = kt_data(36, 14, 0.3f);
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(4, 2, 3), X);
+        kc_const(&k, "W", KILN_DTYPE_FLOAT, 3, DIMS(2, 9, 3), W);
+        kc_const(&k, "R", KILN_DTYPE_FLOAT, 3, DIMS(2, 9, 3), R);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(2, 18), B);
+        kc_node(&k, "GRU", "", 14, 4, NAMES("X", "W", "R", "B"), 2, NAMES("Y", "Yh"));
+        KT_OK(kiln_network_set_attr_int(k.net, k.node, "hidden_size", 3));
+        KT_OK(kiln_network_set_attr_string(k.net, k.node, "direction", "bidirectional"));
+        KT_OK(kiln_network_set_attr_int(k.net, k.node, "linear_before_reset", 1));
+        KT_OK(kc_run(&k));
+        expect_out(&k, 0, "gru Y", 4, DIMS(4, 2, 2, 3), exp_gru_Y, 1e-5);
+        expect_out(&k, 1, "gru Y_h", 3, DIMS(2, 2, 3), exp_gru_Yh, 1e-5);
+        kc_free(&k);
+        free(X), free(W), free(R), free(B);
+    }
+    /* RNN: reverse, Relu, initial state */
+    {
+        float *X = kt_data(12, 21, 1.f), *W = kt_data(6, 22, 1.f), *R = kt_data(9, 23, 0.5f);
+        float *B = kt_data(6, 24, 0.3f), *H0 = kt_data(6, 25, 1.f);
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(3, 2, 2), X);
+        kc_const(&k, "W", KILN_DTYPE_FLOAT, 3, DIMS(1, 3, 2), W);
+        kc_const(&k, "R", KILN_DTYPE_FLOAT, 3, DIMS(1, 3, 3), R);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(1, 6), B);
+        kc_const(&k, "H0", KILN_DTYPE_FLOAT, 3, DIMS(1, 2, 3), H0);
+        kc_node(&k, "RNN", "", 14, 6, NAMES("X", "W", "R", "B", "", "H0"), 2, NAMES("Y", "Yh"));
+        KT_OK(kiln_network_set_attr_int(k.net, k.node, "hidden_size", 3));
+        KT_OK(kiln_network_set_attr_string(k.net, k.node, "direction", "reverse"));
+        set_strings(&k, "activations", "Relu");
+        KT_OK(kc_run(&k));
+        expect_out(&k, 0, "rnn Y", 4, DIMS(3, 1, 2, 3), exp_rnn_Y, 1e-5);
+        expect_out(&k, 1, "rnn Y_h", 3, DIMS(1, 2, 3), exp_rnn_Yh, 1e-5);
+        kc_free(&k);
+        free(X), free(W), free(R), free(B), free(H0);
+    }
+}
+
+/* ---------------- fused ops: base op + epilogue ---------------- */
+
+static float act_ref(const char *act, float v, float alpha) {
+    if (strcmp(act, "Relu") == 0)
+        return v > 0 ? v : 0;
+    if (strcmp(act, "LeakyRelu") == 0)
+        return v >= 0 ? v : alpha * v;
+    if (strcmp(act, "Sigmoid") == 0)
+        return 1.f / (1.f + expf(-v));
+    if (strcmp(act, "Tanh") == 0)
+        return tanhf(v);
+    return v;
+}
+
+static void test_fused_conv(void) {
+    cgeo g = {2, 2, 4, 6, 2, {7, 7}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, NULL, {0}};
+    cgeo_finish(&g);
+    int64_t xd[4], wd[4], yd[4];
+    cgeo_dims(&g, xd, wd, yd);
+    int64_t ny = kn_numel(4, yd);
+    float *x = kt_data(kn_numel(4, xd), 1, 1.f), *w = kt_data(kn_numel(4, wd), 2, 0.5f);
+    float *b = kt_data(6, 3, 1.f), *z = kt_data(ny, 4, 1.f);
+    float *base = malloc(sizeof(float) * (size_t)ny), *want = malloc(sizeof(float) * (size_t)ny);
+    conv_oracle(&g, x, w, NULL, base);
+    const char *acts[] = {"Relu", "LeakyRelu", ""};
+    for (int a = 0; a < 3; a++) {
+        int64_t osz = ny / (g.n * g.cout);
+        for (int64_t i = 0; i < ny; i++)
+            want[i] = act_ref(acts[a], base[i] + b[(i / osz) % g.cout] + z[i], 0.1f);
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, xd, x);
+        kc_const(&k, "W", KILN_DTYPE_FLOAT, 4, wd, w);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 1, DIMS(6), b);
+        kc_input(&k, "Z", KILN_DTYPE_FLOAT, 4, yd, z);
+        kc_node(&k, "Conv", "kiln", 1, 4, NAMES("X", "W", "B", "Z"), 1, NAMES("Y"));
+        conv_set_attrs(&k, &g);
+        KT_OK(kiln_network_set_attr_string(k.net, k.node, "activation", acts[a]));
+        if (a == 1)
+            KT_OK(kiln_network_set_attr_float(k.net, k.node, "alpha", 0.1f));
+        KT_OK(kc_run(&k));
+        expect_out(&k, 0, "kiln::Conv vs conv + bias + Z + act", 4, yd, want, 1e-4);
+        kc_free(&k);
+    }
+    /* an unknown activation is refused, naming the node */
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, xd, x);
+    kc_const(&k, "W", KILN_DTYPE_FLOAT, 4, wd, w);
+    kc_node(&k, "Conv", "kiln", 1, 2, NAMES("X", "W"), 1, NAMES("Y"));
+    conv_set_attrs(&k, &g);
+    KT_OK(kiln_network_set_attr_string(k.net, k.node, "activation", "Wobble"));
+    KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "unknown activation 'Wobble'");
+    kc_free(&k);
+    free(x), free(w), free(b), free(z), free(base), free(want);
+}
+
+/* Run base (ONNX op) and fused (kiln op) on the same inputs; compare
+ * fused with act(base + bias). */
+static void test_fused_gemm_matmul(void) {
+    float *a = kt_data(4 * 5, 1, 1.f), *b = kt_data(5 * 3, 2, 1.f), *c = kt_data(3, 3, 1.f);
+    for (int fused_mm = 0; fused_mm < 2; fused_mm++) {
+        float base[12], want[12];
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, DIMS(4, 5), a);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(5, 3), b);
+        kc_const(&k, "C", KILN_DTYPE_FLOAT, 1, DIMS(3), c);
+        kc_node(&k, fused_mm ? "MatMul" : "Gemm", "", 13, fused_mm ? 2 : 3, NAMES("A", "B", "C"),
+                1, NAMES("Y"));
+        KT_OK(kc_run(&k));
+        memcpy(base, kc_out(&k, 0, NULL), sizeof base);
+        kc_free(&k);
+        const char *act = fused_mm ? "Tanh" : "Sigmoid";
+        for (int i = 0; i < 12; i++)
+            want[i] = act_ref(act, base[i] + (fused_mm ? c[i % 3] : 0.f), 0);
+        kc_new(&k);
+        kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, DIMS(4, 5), a);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(5, 3), b);
+        kc_const(&k, "C", KILN_DTYPE_FLOAT, 1, DIMS(3), c);
+        kc_node(&k, fused_mm ? "MatMul" : "Gemm", "kiln", 1, 3, NAMES("A", "B", "C"), 1,
+                NAMES("Y"));
+        KT_OK(kiln_network_set_attr_string(k.net, k.node, "activation", act));
+        KT_OK(kc_run(&k));
+        expect_out(&k, 0, fused_mm ? "kiln::MatMul vs MatMul + bias + Tanh"
+                                   : "kiln::Gemm vs Gemm + Sigmoid",
+                   2, DIMS(4, 3), want, 1e-5);
+        kc_free(&k);
+    }
+    /* kiln::MatMul with a [4, 1] bias: the general broadcast path */
+    {
+        float base[12], want[12], bias[4] = {1, -1, 2, -2};
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, DIMS(4, 5), a);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(5, 3), b);
+        kc_node(&k, "MatMul", "", 13, 2, NAMES("A", "B"), 1, NAMES("Y"));
+        KT_OK(kc_run(&k));
+        memcpy(base, kc_out(&k, 0, NULL), sizeof base);
+        kc_free(&k);
+        for (int i = 0; i < 12; i++)
+            want[i] = act_ref("Relu", base[i] + bias[i / 3], 0);
+        kc_new(&k);
+        kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, DIMS(4, 5), a);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(5, 3), b);
+        kc_const(&k, "C", KILN_DTYPE_FLOAT, 2, DIMS(4, 1), bias);
+        kc_node(&k, "MatMul", "kiln", 1, 3, NAMES("A", "B", "C"), 1, NAMES("Y"));
+        KT_OK(kiln_network_set_attr_string(k.net, k.node, "activation", "Relu"));
+        KT_OK(kc_run(&k));
+        expect_out(&k, 0, "kiln::MatMul column bias", 2, DIMS(4, 3), want, 1e-5);
+        kc_free(&k);
+    }
+    free(a), free(b), free(c);
+}
+
+int main(void) {
+    test_conv();
+    test_conv_transpose();
+    test_pool();
+    test_batchnorm();
+    test_norms();
+    test_gemm();
+    test_matmul();
+    test_einsum();
+    test_dropout();
+    test_recurrent();
+    test_fused_conv();
+    test_fused_gemm_matmul();
+    return kt_finish();
+}
