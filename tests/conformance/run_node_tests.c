@@ -1,0 +1,853 @@
+/* run_node_tests.c - ONNX node conformance: every case folder of ONNX's node
+ * tests (model.onnx + test_data_set_N/{input,output}_K.pb) is parsed, built
+ * into a plan, loaded, run and compared, each in its own forked process with a
+ * time limit, and checked against the list of cases expected to pass.
+ *
+ * Usage: run_node_tests [--data DIR] [--expected FILE] [--results FILE]
+ *                       [--update] [--filter TEXT] [--jobs N] [--timeout S]
+ *                       [--timing] [--no-dtype-check] [--verbose]
+ * Exit status: 0 when every case in the expected list passes (or the data is
+ * missing: "skipped"), 1 when one does not, 2 on a usage or I/O error. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "kiln/kiln_builder.h"
+#include "kiln/kiln_onnx.h"
+#include "kiln/kiln_runtime.h"
+#include "onnx/onnx.h"
+
+#define DEFAULT_DATA "/usr/share/libonnx-testdata/data/node"
+#define RTOL 1e-3
+#define ATOL 1e-5
+#define REASON_MAX 480
+
+typedef enum outcome { OUT_PASSED, OUT_FAILED, OUT_UNSUPPORTED } outcome;
+static const char *const outcome_name[] = {"passed", "failed", "unsupported"};
+
+typedef struct options {
+    const char *data, *expected, *results, *filter;
+    int update, jobs, timing, verbose, no_dtype_check;
+    double timeout_s;
+    long mem_limit_mb;
+} options;
+
+/* ======================================================================= */
+/* One case, run inside a child process                                    */
+/* ======================================================================= */
+
+typedef struct case_result {
+    outcome out;
+    char reason[REASON_MAX];
+} case_result;
+
+static void set_reason(case_result *r, outcome out, const char *fmt, ...) KN_PRINTF(3, 4);
+static void set_reason(case_result *r, outcome out, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->reason, sizeof r->reason, fmt, ap);
+    va_end(ap);
+    for (char *p = r->reason; *p; p++)
+        if (*p == '\n' || *p == '\r' || *p == '\t')
+            *p = ' ';
+    r->out = out;
+}
+
+/* snprintf into a path buffer; paths here are far shorter than PATH_MAX. */
+static void path_fmt(char *buf, size_t cap, const char *fmt, ...) KN_PRINTF(3, 4);
+static void path_fmt(char *buf, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+}
+
+static int read_pb(const char *path, kn_tdata *t, char *name, size_t cap) {
+    uint8_t *data = NULL;
+    size_t size = 0;
+    if (kn_file_read(path, &data, &size) != KILN_OK)
+        return -1;
+    kiln_status st = kx_onnx_read_tensor(data, size, t, name, cap);
+    kn_free(data);
+    return st == KILN_OK ? 0 : -1;
+}
+
+static int file_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* Element k of a value as double (float-like types only). */
+static double elem_double(kiln_dtype dt, const void *p, size_t k) {
+    switch (dt) {
+    case KILN_DTYPE_FLOAT: case KILN_DTYPE_COMPLEX64: {
+        float f;
+        memcpy(&f, (const char *)p + 4 * k, 4);
+        return f;
+    }
+    case KILN_DTYPE_DOUBLE: case KILN_DTYPE_COMPLEX128: {
+        double d;
+        memcpy(&d, (const char *)p + 8 * k, 8);
+        return d;
+    }
+    case KILN_DTYPE_FLOAT16: {
+        uint16_t h;
+        memcpy(&h, (const char *)p + 2 * k, 2);
+        return kn_half_to_float(h);
+    }
+    case KILN_DTYPE_BFLOAT16: {
+        uint16_t h;
+        memcpy(&h, (const char *)p + 2 * k, 2);
+        return kn_bf16_to_float(h);
+    }
+    case KILN_DTYPE_FLOAT8E4M3FN:
+        return kn_fp8e4m3_to_float(((const uint8_t *)p)[k]);
+    case KILN_DTYPE_FLOAT8E5M2:
+        return kn_fp8e5m2_to_float(((const uint8_t *)p)[k]);
+    default:
+        return 0;
+    }
+}
+
+static int is_float_type(kiln_dtype dt) {
+    switch (dt) {
+    case KILN_DTYPE_FLOAT: case KILN_DTYPE_DOUBLE: case KILN_DTYPE_FLOAT16:
+    case KILN_DTYPE_BFLOAT16: case KILN_DTYPE_FLOAT8E4M3FN: case KILN_DTYPE_FLOAT8E5M2:
+    case KILN_DTYPE_COMPLEX64: case KILN_DTYPE_COMPLEX128:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void shape_text(int rank, const int64_t *dims, char *buf, size_t cap) {
+    size_t len = 0;
+    len += (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < rank && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? "," : "", (long long)dims[i]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "]");
+}
+
+/* Compare one output; 0 when equal within tolerance, else sets r. */
+/* Diagnosis only (--no-dtype-check): compare the bytes as the expected dtype
+ * even when the engine reports another one. */
+static int no_dtype_check;
+
+static int compare_output(case_result *r, int set, const char *name, kiln_dtype got_dt,
+                          int got_rank, const int64_t *got_dims, const void *got,
+                          const kn_tdata *want) {
+    char gs[160], ws[160];
+    if (got_dt != want->dtype && !no_dtype_check) {
+        set_reason(r, OUT_FAILED, "set %d output '%s': dtype %s, expected %s", set, name,
+                   kiln_dtype_name(got_dt), kiln_dtype_name(want->dtype));
+        return -1;
+    }
+    int same = got_rank == want->rank;
+    for (int i = 0; same && i < got_rank; i++)
+        same = got_dims[i] == want->dims[i];
+    if (!same) {
+        shape_text(got_rank, got_dims, gs, sizeof gs);
+        shape_text(want->rank, want->dims, ws, sizeof ws);
+        set_reason(r, OUT_FAILED, "set %d output '%s': shape %s, expected %s", set, name, gs, ws);
+        return -1;
+    }
+    if (want->nbytes == 0)
+        return 0;
+    if (!got) {
+        set_reason(r, OUT_FAILED, "set %d output '%s': no data after the run", set, name);
+        return -1;
+    }
+    if (!is_float_type(want->dtype)) {
+        if (memcmp(got, want->data, want->nbytes) == 0)
+            return 0;
+        size_t es = kiln_dtype_size(want->dtype), n = es ? want->nbytes / es : 0, bad = 0,
+               first = 0;
+        for (size_t k = 0; k < n; k++)
+            if (memcmp((const char *)got + k * es, (const char *)want->data + k * es, es)) {
+                if (!bad++)
+                    first = k;
+            }
+        long long g = 0, w = 0;
+        if (es <= 8) {
+            memcpy(&g, (const char *)got + first * es, es);
+            memcpy(&w, (const char *)want->data + first * es, es);
+        }
+        set_reason(r, OUT_FAILED,
+                   "set %d output '%s' (%s): element %zu is %lld, expected %lld; %zu of %zu "
+                   "elements differ",
+                   set, name, kiln_dtype_name(want->dtype), first, g, w, bad, n);
+        return -1;
+    }
+    size_t es = kiln_dtype_size(want->dtype);
+    if (want->dtype == KILN_DTYPE_COMPLEX64 || want->dtype == KILN_DTYPE_COMPLEX128)
+        es /= 2;
+    size_t n = want->nbytes / es, bad = 0, first = 0;
+    double fg = 0, fw = 0;
+    for (size_t k = 0; k < n; k++) {
+        double g = elem_double(want->dtype, got, k), w = elem_double(want->dtype, want->data, k);
+        int ok;
+        if (isnan(w) || isnan(g))
+            ok = isnan(w) && isnan(g);
+        else if (isinf(w) || isinf(g))
+            ok = g == w;
+        else
+            ok = fabs(g - w) <= ATOL + RTOL * fabs(w);
+        if (!ok && !bad++) {
+            first = k;
+            fg = g;
+            fw = w;
+        }
+    }
+    if (!bad)
+        return 0;
+    set_reason(r, OUT_FAILED,
+               "set %d output '%s' (%s): element %zu is %.9g, expected %.9g (rtol %g, atol %g); "
+               "%zu of %zu elements differ",
+               set, name, kiln_dtype_name(want->dtype), first, fg, fw, RTOL, ATOL, bad, n);
+    return -1;
+}
+
+typedef struct case_data {
+    int n_in, n_out;
+    kn_tdata in[32], out[32];
+    char in_name[32][256], out_name[32][256];
+} case_data;
+
+static void case_data_free(case_data *d) {
+    for (int i = 0; i < d->n_in; i++)
+        kn_tdata_free(&d->in[i]);
+    for (int i = 0; i < d->n_out; i++)
+        kn_tdata_free(&d->out[i]);
+    d->n_in = d->n_out = 0;
+}
+
+/* Read test_data_set_<set>/{input,output}_K.pb; -1 with a reason on failure,
+ * 1 when the set does not exist. */
+static int load_set(const char *dir, int set, case_data *d, case_result *r) {
+    char path[4096];
+    path_fmt(path, sizeof path, "%s/test_data_set_%d", dir, set);
+    if (!file_exists(path))
+        return 1;
+    memset(d, 0, sizeof *d);
+    for (int k = 0; k < 32; k++) {
+        path_fmt(path, sizeof path, "%s/test_data_set_%d/input_%d.pb", dir, set, k);
+        if (!file_exists(path))
+            break;
+        if (read_pb(path, &d->in[k], d->in_name[k], sizeof d->in_name[k]) != 0) {
+            set_reason(r, OUT_FAILED, "cannot read %s: %s", path, kiln_last_error());
+            return -1;
+        }
+        d->n_in = k + 1;
+    }
+    for (int k = 0; k < 32; k++) {
+        path_fmt(path, sizeof path, "%s/test_data_set_%d/output_%d.pb", dir, set, k);
+        if (!file_exists(path))
+            break;
+        if (read_pb(path, &d->out[k], d->out_name[k], sizeof d->out_name[k]) != 0) {
+            set_reason(r, OUT_FAILED, "cannot read %s: %s", path, kiln_last_error());
+            return -1;
+        }
+        d->n_out = k + 1;
+    }
+    return 0;
+}
+
+/* The engine's K-th tensor of the given mode. */
+static const char *io_name(const kiln_engine *e, kiln_io_mode mode, int k) {
+    int seen = 0;
+    for (int i = 0; i < kiln_engine_num_io_tensors(e); i++) {
+        const char *nm = kiln_engine_io_tensor_name(e, i);
+        if (kiln_engine_tensor_io_mode(e, nm) == mode && seen++ == k)
+            return nm;
+    }
+    return NULL;
+}
+
+/* Name of the engine tensor for data item k: the .pb's own name when the
+ * engine has such a tensor of that mode, else the k-th of that mode. */
+static const char *match_io(const kiln_engine *e, kiln_io_mode mode, const char *pb_name, int k) {
+    if (pb_name[0] && kiln_engine_tensor_io_mode(e, pb_name) == mode)
+        return pb_name;
+    return io_name(e, mode, k);
+}
+
+static void null_logger(void *user, kiln_severity sev, const char *msg) {
+    (void)user; (void)sev; (void)msg;
+}
+
+/* Profiles: every input with a dynamic or unknown dim gets the shape of the
+ * first data set as min = opt = max. */
+static kiln_status add_profile(kiln_network *net, kiln_builder_config *cfg, const case_data *d) {
+    int prof = -1;
+    int n = kiln_network_num_inputs(net);
+    for (int i = 0; i < n; i++) {
+        const char *nm = kiln_network_input_name(net, i);
+        kiln_dtype dt;
+        int rank;
+        int64_t dims[KILN_MAX_DIMS];
+        if (kiln_network_tensor_info(net, nm, &dt, &rank, dims) != KILN_OK)
+            continue;
+        int dynamic = rank < 0;
+        for (int k = 0; k < rank; k++)
+            dynamic |= dims[k] < 0;
+        if (!dynamic)
+            continue;
+        const kn_tdata *t = NULL;
+        for (int k = 0; k < d->n_in; k++)
+            if (strcmp(d->in_name[k], nm) == 0)
+                t = &d->in[k];
+        if (!t && i < d->n_in)
+            t = &d->in[i];
+        if (!t)
+            continue;
+        if (prof < 0)
+            KN_TRY(kiln_builder_config_add_profile(cfg, &prof));
+        KN_TRY(kiln_builder_config_set_shape(cfg, prof, nm, t->rank, t->dims, t->dims, t->dims));
+    }
+    return KILN_OK;
+}
+
+static void run_case(const char *dir, const options *o, case_result *r) {
+    char path[4096];
+    kiln_network *net = NULL;
+    kiln_builder_config *cfg = NULL;
+    void *plan = NULL;
+    size_t plan_size = 0;
+    kiln_engine *eng = NULL;
+    kiln_context *ctx = NULL;
+    case_data d;
+    memset(&d, 0, sizeof d);
+    r->out = OUT_PASSED;
+    r->reason[0] = 0;
+
+    path_fmt(path, sizeof path, "%s/model.onnx", dir);
+    kiln_status st = kiln_onnx_parse_file(path, &net);
+    if (st != KILN_OK) {
+        set_reason(r, st == KILN_ERR_UNSUPPORTED ? OUT_UNSUPPORTED : OUT_FAILED, "parse: %s: %s",
+                   kiln_status_name(st), kiln_last_error());
+        return;
+    }
+    if (load_set(dir, 0, &d, r) != 0) {
+        if (!r->reason[0])
+            set_reason(r, OUT_FAILED, "no test_data_set_0");
+        goto done;
+    }
+    if ((st = kiln_builder_config_create(&cfg)) != KILN_OK) {
+        set_reason(r, OUT_FAILED, "builder config: %s", kiln_last_error());
+        goto done;
+    }
+    kiln_builder_config_set_threads(cfg, 1);
+    if (!o->timing)
+        kiln_builder_config_set_flags(cfg, KILN_BUILDER_FLAG_NO_TIMING);
+    if ((st = add_profile(net, cfg, &d)) != KILN_OK) {
+        set_reason(r, OUT_FAILED, "profile: %s: %s", kiln_status_name(st), kiln_last_error());
+        goto done;
+    }
+    st = kiln_build_serialized(net, cfg, &plan, &plan_size);
+    if (st != KILN_OK) {
+        set_reason(r, st == KILN_ERR_UNSUPPORTED ? OUT_UNSUPPORTED : OUT_FAILED, "build: %s: %s",
+                   kiln_status_name(st), kiln_last_error());
+        goto done;
+    }
+    if ((st = kiln_engine_load(plan, plan_size, &eng)) != KILN_OK) {
+        set_reason(r, OUT_FAILED, "load: %s: %s", kiln_status_name(st), kiln_last_error());
+        goto done;
+    }
+    if ((st = kiln_context_create(eng, &ctx)) != KILN_OK) {
+        set_reason(r, OUT_FAILED, "context: %s: %s", kiln_status_name(st), kiln_last_error());
+        goto done;
+    }
+    for (int set = 0;; set++) {
+        if (set > 0) {
+            case_data_free(&d);
+            int rc = load_set(dir, set, &d, r);
+            if (rc == 1)
+                break;
+            if (rc < 0)
+                goto done;
+        }
+        for (int k = 0; k < d.n_in; k++) {
+            const char *nm = match_io(eng, KILN_IO_INPUT, d.in_name[k], k);
+            if (!nm) {
+                set_reason(r, OUT_FAILED, "set %d: input_%d.pb ('%s') matches no engine input",
+                           set, k, d.in_name[k]);
+                goto done;
+            }
+            kiln_dtype dt = kiln_engine_tensor_dtype(eng, nm);
+            if (dt != d.in[k].dtype) {
+                set_reason(r, OUT_FAILED, "set %d input '%s': engine wants %s, data is %s", set,
+                           nm, kiln_dtype_name(dt), kiln_dtype_name(d.in[k].dtype));
+                goto done;
+            }
+            if ((st = kiln_context_set_input_shape(ctx, nm, d.in[k].rank, d.in[k].dims)) !=
+                    KILN_OK ||
+                (st = kiln_context_set_tensor_address(ctx, nm, d.in[k].data)) != KILN_OK) {
+                set_reason(r, OUT_FAILED, "set %d input '%s': %s: %s", set, nm,
+                           kiln_status_name(st), kiln_last_error());
+                goto done;
+            }
+        }
+        if ((st = kiln_context_enqueue(ctx, NULL)) != KILN_OK) {
+            set_reason(r, OUT_FAILED, "run (set %d): %s: %s", set, kiln_status_name(st),
+                       kiln_last_error());
+            goto done;
+        }
+        int n_eng_out = 0;
+        for (int i = 0; i < kiln_engine_num_io_tensors(eng); i++)
+            n_eng_out += kiln_engine_tensor_io_mode(eng, kiln_engine_io_tensor_name(eng, i)) ==
+                         KILN_IO_OUTPUT;
+        if (n_eng_out != d.n_out) {
+            set_reason(r, OUT_FAILED, "set %d: the engine has %d outputs, the test data %d", set,
+                       n_eng_out, d.n_out);
+            goto done;
+        }
+        for (int k = 0; k < d.n_out; k++) {
+            const char *nm = match_io(eng, KILN_IO_OUTPUT, d.out_name[k], k);
+            int64_t dims[KILN_MAX_DIMS];
+            int rank = nm ? kiln_context_tensor_shape(ctx, nm, dims) : -1;
+            if (rank < 0) {
+                set_reason(r, OUT_FAILED, "set %d output %d ('%s'): no shape: %s", set, k,
+                           nm ? nm : d.out_name[k], kiln_last_error());
+                goto done;
+            }
+            if (compare_output(r, set, nm, kiln_engine_tensor_dtype(eng, nm), rank, dims,
+                               kiln_context_tensor_address(ctx, nm), &d.out[k]) != 0)
+                goto done;
+        }
+    }
+done:
+    case_data_free(&d);
+    kiln_context_destroy(ctx);
+    kiln_engine_destroy(eng);
+    kiln_free(plan);
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+}
+
+/* ======================================================================= */
+/* The parent: cases, children, time limits, results                      */
+/* ======================================================================= */
+
+typedef struct case_entry {
+    char *name;
+    outcome out;
+    char *reason;
+    double ms;
+} case_entry;
+
+typedef struct job {
+    pid_t pid;
+    int fd;
+    int idx;
+    double start_ms;
+    char buf[REASON_MAX + 16];
+    size_t len;
+} job;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_case(const void *a, const void *b) {
+    return strcmp(((const case_entry *)a)->name, ((const case_entry *)b)->name);
+}
+
+static char **list_cases(const char *dir, const char *filter, int *count) {
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return NULL;
+    char **names = NULL;
+    int n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(dp))) {
+        if (de->d_name[0] == '.')
+            continue;
+        if (filter && !strstr(de->d_name, filter))
+            continue;
+        char path[4096];
+        path_fmt(path, sizeof path, "%s/%s/model.onnx", dir, de->d_name);
+        if (!file_exists(path))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 256;
+            names = realloc(names, (size_t)cap * sizeof *names);
+        }
+        names[n++] = strdup(de->d_name);
+    }
+    closedir(dp);
+    if (n)
+        qsort(names, (size_t)n, sizeof *names, cmp_str);
+    *count = n;
+    return names ? names : calloc(1, sizeof *names);
+}
+
+static void child_main(const char *dir, const options *o, int fd) {
+    if (!o->verbose) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) {
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+            close(devnull);
+        }
+        kiln_set_logger(null_logger, NULL, KILN_LOG_ERROR);
+    }
+#if !defined(__SANITIZE_ADDRESS__)
+    if (o->mem_limit_mb > 0) {
+        struct rlimit rl;
+        rl.rlim_cur = rl.rlim_max = (rlim_t)o->mem_limit_mb << 20;
+        setrlimit(RLIMIT_AS, &rl);
+    }
+#endif
+    case_result r;
+    run_case(dir, o, &r);
+    char line[REASON_MAX + 16];
+    int len = snprintf(line, sizeof line, "%d %s", (int)r.out, r.reason);
+    if (len > (int)sizeof line - 1)
+        len = (int)sizeof line - 1;
+    ssize_t w = write(fd, line, (size_t)len);
+    (void)w;
+    close(fd);
+    _exit(0);
+}
+
+static int start_job(job *j, const options *o, const char *name, int idx) {
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        char dir[4096];
+        path_fmt(dir, sizeof dir, "%s/%s", o->data, name);
+        child_main(dir, o, fds[1]);
+    }
+    close(fds[1]);
+    j->pid = pid;
+    j->fd = fds[0];
+    j->idx = idx;
+    j->start_ms = now_ms();
+    j->len = 0;
+    return 0;
+}
+
+static void drain(job *j) {
+    for (;;) {
+        if (j->len >= sizeof j->buf - 1)
+            return;
+        ssize_t n = read(j->fd, j->buf + j->len, sizeof j->buf - 1 - j->len);
+        if (n <= 0)
+            return;
+        j->len += (size_t)n;
+    }
+}
+
+static void finish_job(job *j, case_entry *c, int status, int timed_out, const options *o) {
+    drain(j);
+    close(j->fd);
+    j->buf[j->len] = 0;
+    c->ms = now_ms() - j->start_ms;
+    char reason[REASON_MAX + 64];
+    if (timed_out) {
+        c->out = OUT_FAILED;
+        snprintf(reason, sizeof reason, "timed out after %.0f s", o->timeout_s);
+    } else if (WIFSIGNALED(status)) {
+        c->out = OUT_FAILED;
+        snprintf(reason, sizeof reason, "crashed: signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    } else if (j->len < 1 || j->buf[0] < '0' || j->buf[0] > '2') {
+        c->out = OUT_FAILED;
+        snprintf(reason, sizeof reason, "exited with status %d without a result",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    } else {
+        c->out = (outcome)(j->buf[0] - '0');
+        snprintf(reason, sizeof reason, "%s", j->len > 2 ? j->buf + 2 : "");
+    }
+    c->reason = strdup(reason);
+    j->pid = 0;
+}
+
+static void run_all(case_entry *cases, int n, const options *o) {
+    job *jobs = calloc((size_t)o->jobs, sizeof *jobs);
+    int next = 0, running = 0, done = 0;
+    double t0 = now_ms();
+    while (next < n || running) {
+        for (int s = 0; s < o->jobs && next < n; s++) {
+            if (jobs[s].pid)
+                continue;
+            if (start_job(&jobs[s], o, cases[next].name, next) != 0) {
+                cases[next].out = OUT_FAILED;
+                cases[next].reason = strdup("cannot fork");
+                next++;
+                done++;
+                continue;
+            }
+            next++;
+            running++;
+        }
+        struct pollfd pf[64];
+        int np = 0;
+        for (int s = 0; s < o->jobs && np < 64; s++)
+            if (jobs[s].pid) {
+                pf[np].fd = jobs[s].fd;
+                pf[np].events = POLLIN;
+                np++;
+            }
+        poll(pf, (nfds_t)np, 20);
+        for (int s = 0; s < o->jobs; s++) {
+            job *j = &jobs[s];
+            if (!j->pid)
+                continue;
+            int status = 0, timed_out = 0;
+            pid_t w = waitpid(j->pid, &status, WNOHANG);
+            if (w == 0 && now_ms() - j->start_ms > o->timeout_s * 1e3) {
+                kill(j->pid, SIGKILL);
+                waitpid(j->pid, &status, 0);
+                timed_out = 1;
+                w = j->pid;
+            }
+            if (w == 0) {
+                drain(j);
+                continue;
+            }
+            case_entry *c = &cases[j->idx];
+            finish_job(j, c, status, timed_out, o);
+            running--;
+            done++;
+            if (o->verbose || c->out == OUT_FAILED)
+                fprintf(stderr, "[%d/%d] %s %s%s%s\n", done, n, c->name, outcome_name[c->out],
+                        c->reason[0] ? ": " : "", c->reason);
+            else if (done % 100 == 0)
+                fprintf(stderr, "[%d/%d] %.0f s\n", done, n, (now_ms() - t0) / 1e3);
+        }
+    }
+    free(jobs);
+}
+
+/* ---- the expected list ---- */
+
+static char **read_list(const char *path, int *count) {
+    *count = 0;
+    FILE *f = fopen(path, "r");
+    char **names = calloc(1, sizeof *names);
+    if (!f)
+        return names;
+    char line[1024];
+    int cap = 1;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, " \t\r\n#")] = 0;
+        if (!line[0])
+            continue;
+        if (*count == cap) {
+            cap *= 2;
+            names = realloc(names, (size_t)cap * sizeof *names);
+        }
+        names[(*count)++] = strdup(line);
+    }
+    fclose(f);
+    qsort(names, (size_t)*count, sizeof *names, cmp_str);
+    return names;
+}
+
+static case_entry *find_case(case_entry *cases, int n, const char *name) {
+    case_entry key = {(char *)name, OUT_PASSED, NULL, 0};
+    return bsearch(&key, cases, (size_t)n, sizeof *cases, cmp_case);
+}
+
+static int in_list(char **list, int n, const char *name) {
+    return bsearch(&name, list, (size_t)n, sizeof *list, cmp_str) != NULL;
+}
+
+static int write_list(const char *path, char **old, int n_old, case_entry *cases, int n) {
+    /* Keep listed cases that were not run (a --filter run); replace the rest
+     * with this run's passing cases. */
+    char tmp[4096];
+    path_fmt(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    char **all = calloc((size_t)(n_old + n) + 1, sizeof *all);
+    int k = 0;
+    for (int i = 0; i < n_old; i++)
+        if (!find_case(cases, n, old[i]))
+            all[k++] = old[i];
+    for (int i = 0; i < n; i++)
+        if (cases[i].out == OUT_PASSED)
+            all[k++] = cases[i].name;
+    qsort(all, (size_t)k, sizeof *all, cmp_str);
+    fprintf(f, "# ONNX node conformance cases that kiln passes (one per line).\n"
+               "# Generated by: run_node_tests --update; do not edit by hand.\n");
+    for (int i = 0; i < k; i++)
+        fprintf(f, "%s\n", all[i]);
+    free(all);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return -1;
+    return k;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: run_node_tests [--data DIR] [--expected FILE] [--results FILE] [--update]\n"
+            "                      [--filter TEXT] [--jobs N] [--timeout S] [--mem-limit-mb M]\n"
+            "                      [--timing] [--no-dtype-check] [--verbose]\n"
+            "Runs every ONNX node test case in DIR (default " DEFAULT_DATA ") through kiln:\n"
+            "parse, build (rule-chosen tactics unless --timing), load, run, compare\n"
+            "(floats: rtol %g, atol %g, NaN equals NaN; others exact). Each case runs in\n"
+            "its own process with a time limit (default 20 s).\n"
+            "--expected FILE: fail when a listed case does not pass; --update rewrites FILE\n"
+            "with the cases that pass. --no-dtype-check (diagnosis only) compares values\n"
+            "even when the engine reports a different output dtype.\n",
+            RTOL, ATOL);
+}
+
+int main(int argc, char **argv) {
+    options o = {DEFAULT_DATA, NULL, NULL, NULL, 0, 0, 0, 0, 0, 20.0, 4096};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--data") && v) o.data = argv[++i];
+        else if (!strcmp(a, "--expected") && v) o.expected = argv[++i];
+        else if (!strcmp(a, "--results") && v) o.results = argv[++i];
+        else if (!strcmp(a, "--filter") && v) o.filter = argv[++i];
+        else if (!strcmp(a, "--jobs") && v) o.jobs = atoi(argv[++i]);
+        else if (!strcmp(a, "--timeout") && v) o.timeout_s = atof(argv[++i]);
+        else if (!strcmp(a, "--mem-limit-mb") && v) o.mem_limit_mb = atol(argv[++i]);
+        else if (!strcmp(a, "--update")) o.update = 1;
+        else if (!strcmp(a, "--timing")) o.timing = 1;
+        else if (!strcmp(a, "--no-dtype-check")) o.no_dtype_check = 1;
+        else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) o.verbose = 1;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else { usage(stderr); return 2; }
+    }
+    if (o.no_dtype_check && o.update) {
+        fprintf(stderr, "--no-dtype-check is for diagnosis; it cannot be used with --update\n");
+        return 2;
+    }
+    no_dtype_check = o.no_dtype_check;
+    struct stat sb;
+    if (stat(o.data, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        printf("skipped: ONNX node test data directory %s not found\n", o.data);
+        return 0;
+    }
+    if (o.jobs <= 0) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        o.jobs = nc > 0 ? (int)nc : 1;
+    }
+    if (o.jobs > 64)
+        o.jobs = 64;
+    if (o.timeout_s <= 0)
+        o.timeout_s = 20;
+    /* Each child builds and runs on one thread; jobs give the parallelism. */
+    setenv("OMP_NUM_THREADS", "1", 1);
+
+    int n = 0;
+    char **names = list_cases(o.data, o.filter, &n);
+    if (!names) {
+        fprintf(stderr, "cannot list %s: %s\n", o.data, strerror(errno));
+        return 2;
+    }
+    case_entry *cases = calloc((size_t)n + 1, sizeof *cases);
+    for (int i = 0; i < n; i++)
+        cases[i].name = names[i];
+    double t0 = now_ms();
+    run_all(cases, n, &o);
+    double total_s = (now_ms() - t0) / 1e3;
+
+    int count[3] = {0, 0, 0};
+    for (int i = 0; i < n; i++)
+        count[cases[i].out]++;
+    FILE *rf = o.results ? fopen(o.results, "w") : NULL;
+    if (o.results && !rf)
+        fprintf(stderr, "cannot write %s: %s\n", o.results, strerror(errno));
+    if (rf) {
+        for (int i = 0; i < n; i++)
+            fprintf(rf, "%s %s%s%s\n", cases[i].name, outcome_name[cases[i].out],
+                    cases[i].reason && cases[i].reason[0] ? ": " : "",
+                    cases[i].reason ? cases[i].reason : "");
+        fprintf(rf, "summary: passed %d / failed %d / unsupported %d of %d\n", count[0], count[1],
+                count[2], n);
+        fclose(rf);
+    }
+
+    int rc = 0;
+    if (o.expected) {
+        int n_exp = 0;
+        char **exp = read_list(o.expected, &n_exp);
+        int regress = 0, fresh = 0, absent = 0;
+        for (int i = 0; i < n_exp; i++) {
+            case_entry *c = find_case(cases, n, exp[i]);
+            if (!c) {
+                if (!o.filter) {
+                    absent++;
+                    printf("listed but not found: %s\n", exp[i]);
+                }
+                continue;
+            }
+            if (c->out != OUT_PASSED) {
+                regress++;
+                printf("REGRESSION: %s %s: %s\n", c->name, outcome_name[c->out], c->reason);
+            }
+        }
+        for (int i = 0; i < n; i++)
+            if (cases[i].out == OUT_PASSED && !in_list(exp, n_exp, cases[i].name)) {
+                fresh++;
+                if (!o.update)
+                    printf("newly passing: %s\n", cases[i].name);
+            }
+        if (o.update) {
+            int k = write_list(o.expected, exp, n_exp, cases, n);
+            if (k < 0) {
+                fprintf(stderr, "cannot write %s: %s\n", o.expected, strerror(errno));
+                rc = 2;
+            } else {
+                printf("updated %s: %d cases (%d added, %d removed)\n", o.expected, k, fresh,
+                       regress + absent);
+            }
+        } else {
+            if (regress || absent)
+                rc = 1;
+            printf("expected list: %d cases, %d regressions, %d missing, %d newly passing%s\n",
+                   n_exp, regress, absent, fresh,
+                   fresh ? " (run with --update to add them)" : "");
+        }
+        for (int i = 0; i < n_exp; i++)
+            free(exp[i]);
+        free(exp);
+    }
+    printf("passed %d / failed %d / unsupported %d of %d (%.1f s, %d jobs)\n", count[0], count[1],
+           count[2], n, total_s, o.jobs);
+    for (int i = 0; i < n; i++) {
+        free(cases[i].name);
+        free(cases[i].reason);
+    }
+    free(cases);
+    free(names);
+    return rc;
+}
