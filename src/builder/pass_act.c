@@ -38,6 +38,15 @@ static mop mop_of(const kn_node *n, bool *has_act) {
     return MOP_NONE;
 }
 
+/* Element type of matrix op n's output: inferred, else that of its
+ * constant weight (these ops keep their input type). */
+static kiln_dtype out_dtype(const kpass *p, const kn_node *n) {
+    kiln_dtype dt = kpass_dtype(p, n->out[0]);
+    if (dt == KILN_DTYPE_UNDEFINED && n->n_in > 1 && kpass_is_const(p->net, n->in[1]))
+        dt = p->net->tensors[n->in[1]].value.dtype;
+    return dt;
+}
+
 /* Turn a plain op into its kiln:: form (no-op when it already is one). */
 static kiln_status to_kiln(kn_node *n) {
     if (strcmp(n->domain, KN_DOMAIN_KILN) == 0)
@@ -109,8 +118,7 @@ static kiln_status fuse_matmul_bias(kpass *p, int i, bool *done) {
     for (int k = 0; k + 1 < v->rank; k++)
         if (v->dims[k] != 1)
             return KILN_OK;
-    kiln_dtype dt = kpass_dtype(p, y);
-    if (v->dtype != KILN_DTYPE_FLOAT || (dt != KILN_DTYPE_FLOAT && dt != KILN_DTYPE_UNDEFINED))
+    if (v->dtype != KILN_DTYPE_FLOAT || out_dtype(p, n) != KILN_DTYPE_FLOAT)
         return KILN_OK;
     KN_TRY(to_kiln(n));
     KN_TRY(kpass_set_input(&net->nodes[i], 2, c));
@@ -150,8 +158,18 @@ static kiln_status fuse_gemm_bias(kpass *p, int i, bool *done) {
     if (ai < 0)
         return KILN_OK;
     int c = add_operand(&net->nodes[ai], y);
-    if (c < 0 || !kpass_is_const(net, c) || net->tensors[c].value.dtype != kpass_dtype(p, y) ||
-        !broadcasts_onto(p, &net->tensors[c].value, y))
+    if (c < 0 || !kpass_is_const(net, c) || net->tensors[c].value.dtype != out_dtype(p, n))
+        return KILN_OK;
+    const kn_tdata *v = &net->tensors[c].value;
+    bool fits = broadcasts_onto(p, v, y);
+    if (!fits && p->shapes_state != 1 && kpass_is_const(net, n->in[1]) &&
+        net->tensors[n->in[1]].value.rank == 2) {
+        /* no shapes: a row of N values always fits Y = [M, N] */
+        const kn_tdata *w = &net->tensors[n->in[1]].value;
+        int64_t nn = kn_attr_int(n, "transB", 0) ? w->dims[0] : w->dims[1];
+        fits = (v->rank == 1 && v->dims[0] == nn) || (v->rank == 2 && v->dims[0] == 1 && v->dims[1] == nn);
+    }
+    if (!fits)
         return KILN_OK;
     KN_TRY(kpass_set_input(n, 2, c));
     KN_TRY(kn_node_set_float(n, "beta", 1.0f));
@@ -223,8 +241,7 @@ static kiln_status fuse_activation(kpass *p, int i, mop m, bool *done) {
     kn_net *net = p->net;
     int y = net->nodes[i].out[0];
     *done = false;
-    kiln_dtype dt = kpass_dtype(p, y);
-    if (dt != KILN_DTYPE_FLOAT && !(dt == KILN_DTYPE_UNDEFINED && m == MOP_CONV))
+    if (out_dtype(p, &net->nodes[i]) != KILN_DTYPE_FLOAT)
         return KILN_OK;
     const char *act;
     float alpha, beta;
