@@ -661,6 +661,79 @@ static void test_chain_limits(void) {
     kiln_network_destroy(net);
 }
 
+/* Dynamic batch (profile 1..4): a residual of the same shape at every
+ * profile point fuses; one that only broadcasts does not. */
+static void test_residual_dynamic(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 2, 4, 4),
+                                 (const char *const[]){"N", NULL, NULL, NULL}));
+    KT_OK(kiln_network_add_input(net, "r", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 4, 4), NULL));
+    add_conv(net, "conv_a", "x", "a", 2, 2, 3, true);
+    node(net, "skip", "Add", 2, IN("a", "x"), "s");
+    add_conv(net, "conv_b", "s", "b", 2, 2, 1, true);
+    node(net, "bcast", "Add", 2, IN("b", "r"), "y"); /* r: batch 1 only */
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 2, 4);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 3 && count_op(o, KN_DOMAIN_KILN, "Conv") == 1 &&
+                          count_op(o, "", "Conv") == 1 && count_op(o, "", "Add") == 1, o);
+        compare(net, o, "residual dynamic", 3);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* Folding stops where the conv output has a second reader, and a training
+ * Dropout stays. */
+static void test_guards(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 4, 4), NULL));
+    add_conv(net, "conv", "x", "c", 2, 3, 3, true);
+    fconst(net, "g", 1, DIMS(3), 0.5f, 1.f);
+    fconst(net, "beta", 1, DIMS(3), -0.5f, 1.f);
+    fconst(net, "mean", 1, DIMS(3), -0.5f, 1.f);
+    fconst(net, "var", 1, DIMS(3), 0.5f, 1.f);
+    node(net, "bn", "BatchNormalization", 5, IN("c", "g", "beta", "mean", "var"), "b");
+    node(net, "tap", "Sigmoid", 1, IN("c"), "t");
+    node(net, "sum", "Add", 2, IN("b", "t"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    KT_OK(kiln_network_add_constant(net, "train", KILN_DTYPE_BOOL, 0, NULL, (const uint8_t[]){1}, 1));
+    fscalar(net, "ratio", 0.5f);
+    node(net, "drop", "Dropout", 3, IN("x", "ratio", "train"), "d");
+    KT_OK(kiln_network_mark_output(net, "d"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(count_op(o, "", "BatchNormalization") == 1 &&
+                          count_op(o, "", "Dropout") == 1, o);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* A large ConstantOfShape stays computed; a small one folds. */
+static void test_fold_limits(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, DIMS(1024, 1024), NULL));
+    iconst(net, "big_shape", 1, DIMS(2), (const int64_t[]){1024, 1024});
+    iconst(net, "small_shape", 1, DIMS(1), (const int64_t[]){1024});
+    node(net, "big", "ConstantOfShape", 1, IN("big_shape"), "zeros");
+    node(net, "small", "ConstantOfShape", 1, IN("small_shape"), "row");
+    node(net, "add1", "Add", 2, IN("x", "zeros"), "a");
+    node(net, "add2", "Add", 2, IN("a", "row"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, KILN_BUILDER_FLAG_NO_FUSION, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 3 && count_op(o, "", "ConstantOfShape") == 1, o);
+        const kn_node *c = find_op(o, "", "ConstantOfShape");
+        KT_CHECK(c && strcmp(c->name, "big") == 0);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* An ONNX model given on the command line: optimized with a dynamic batch
  * profile (1, 2, 4) and compared with the unoptimized network at batch 3. */
 static void test_model(const char *path) {
@@ -704,6 +777,9 @@ int main(int argc, char **argv) {
     test_matmul_silu();
     test_chain();
     test_chain_limits();
+    test_residual_dynamic();
+    test_guards();
+    test_fold_limits();
     if (kt_skipped)
         printf("%d numeric check(s) skipped: kernels missing\n", kt_skipped);
     return kt_finish();
