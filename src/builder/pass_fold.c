@@ -164,29 +164,36 @@ static kiln_status fold_shape(kpass *p, int i, bool *done) {
     return KILN_OK;
 }
 
+/* The Shape node producing tensor t (not yet folded), its input x and the
+ * [a, e) range of x's dims it reports; false when t is no such value. */
+static bool shape_source(const kpass *p, int t, int *x, int *a, int *e) {
+    int sp = kpass_producer(p, t);
+    if (sp < 0 || !kpass_is(&p->net->nodes[sp], "Shape"))
+        return false;
+    *x = p->net->nodes[sp].in[0];
+    int rank = *x >= 0 ? known_rank(p, *x) : -1;
+    if (rank < 0)
+        return false;
+    shape_range(&p->net->nodes[sp], rank, a, e);
+    return true;
+}
+
 /* Gather(Shape(x), constant indices) where the gathered dims are static. */
 static kiln_status fold_shape_gather(kpass *p, int i, bool *done) {
     kn_net *net = p->net;
     kn_node *g = &net->nodes[i];
+    int x, a, e;
     *done = false;
-    if (g->n_in < 2 || !kpass_is_const(net, g->in[1]) || kn_attr_int(g, "axis", 0) != 0)
+    if (g->n_in < 2 || !kpass_is_const(net, g->in[1]) || kn_attr_int(g, "axis", 0) != 0 ||
+        !shape_source(p, g->in[0], &x, &a, &e))
         return KILN_OK;
-    int sp = kpass_producer(p, g->in[0]);
-    if (sp < 0 || !kpass_is(&net->nodes[sp], "Shape"))
-        return KILN_OK;
-    int x = net->nodes[sp].in[0];
-    int rank = x >= 0 ? known_rank(p, x) : -1;
-    if (rank < 0)
-        return KILN_OK;
-    int a, e;
-    shape_range(&net->nodes[sp], rank, &a, &e);
     const kn_tdata *idx = &net->tensors[g->in[1]].value;
     int64_t cnt = kpass_numel(idx);
     if (cnt < 0 || cnt > KILN_MAX_DIMS || idx->rank > 1)
         return KILN_OK;
     int64_t vals[KILN_MAX_DIMS];
     for (int64_t k = 0; k < cnt; k++) {
-        int64_t d = (int64_t)kpass_value_at(idx, k);
+        int64_t d = kpass_value_int(idx, k);
         if (d < 0)
             d += e - a;
         if (d < 0 || d >= e - a)
@@ -195,6 +202,58 @@ static kiln_status fold_shape_gather(kpass *p, int i, bool *done) {
             return KILN_OK;
     }
     KN_TRY(set_int64(net, g->out[0], vals, cnt, idx->rank == 0));
+    *done = true;
+    return KILN_OK;
+}
+
+/* One constant integer of an optional Slice input (default dflt). */
+static bool slice_arg(const kn_net *net, const kn_node *n, int slot, int64_t dflt, int64_t *v) {
+    *v = dflt;
+    if (n->n_in <= slot || n->in[slot] < 0)
+        return true;
+    if (!kpass_is_const(net, n->in[slot]) || kpass_numel(&net->tensors[n->in[slot]].value) != 1)
+        return false;
+    *v = kpass_value_int(&net->tensors[n->in[slot]].value, 0);
+    return true;
+}
+
+/* Slice(Shape(x), start, end, axes=[0], step) where the sliced dims are
+ * static (x.shape[1:] with a dynamic batch, say). */
+static kiln_status fold_shape_slice(kpass *p, int i, bool *done) {
+    kn_net *net = p->net;
+    kn_node *s = &net->nodes[i];
+    int x, a, e;
+    *done = false;
+    int64_t start, end, axis, step;
+    if (s->n_in < 3 || !shape_source(p, s->in[0], &x, &a, &e) ||
+        !slice_arg(net, s, 1, 0, &start) || !slice_arg(net, s, 2, 0, &end) ||
+        !slice_arg(net, s, 3, 0, &axis) || !slice_arg(net, s, 4, 1, &step) ||
+        (axis != 0 && axis != -1) || step == 0 || s->in[1] < 0 || s->in[2] < 0)
+        return KILN_OK;
+    int64_t len = e - a;
+    if (start < 0)
+        start += len;
+    if (end < 0)
+        end += len;
+    int64_t vals[KILN_MAX_DIMS], cnt = 0;
+    if (step > len + 1) /* one element at most; keeps k += step from overflowing */
+        step = len + 1;
+    if (step < -(len + 1))
+        step = -(len + 1);
+    if (step > 0) {
+        start = start < 0 ? 0 : (start > len ? len : start);
+        end = end < 0 ? 0 : (end > len ? len : end);
+        for (int64_t k = start; k < end; k += step)
+            if (!dim_static(p, x, (int)(k + a), &vals[cnt++]))
+                return KILN_OK;
+    } else {
+        start = start < 0 ? 0 : (start > len - 1 ? len - 1 : start);
+        end = end < -1 ? -1 : (end > len - 1 ? len - 1 : end);
+        for (int64_t k = start; k > end; k += step)
+            if (!dim_static(p, x, (int)(k + a), &vals[cnt++]))
+                return KILN_OK;
+    }
+    KN_TRY(set_int64(net, s->out[0], vals, cnt, false));
     *done = true;
     return KILN_OK;
 }
@@ -230,6 +289,8 @@ kiln_status kpass_fold(kpass *p, int *changed) {
             st = fold_shape(p, i, &done);
         } else if (kpass_is(n, "Gather") && n->n_out >= 1 && !all_inputs_const(net, n)) {
             st = fold_shape_gather(p, i, &done);
+        } else if (kpass_is(n, "Slice") && n->n_out >= 1 && !all_inputs_const(net, n)) {
+            st = fold_shape_slice(p, i, &done);
         } else if (all_inputs_const(net, n) && !never_fold(n)) {
             size_t bytes = output_bytes(p, n);
             if (bytes > FOLD_MAX_BYTES || (expands(n) && bytes > FOLD_EXPAND_MAX_BYTES)) {

@@ -307,6 +307,26 @@ double kpass_value_at(const kn_tdata *v, int64_t k) {
     }
 }
 
+int64_t kpass_value_int(const kn_tdata *v, int64_t k) {
+    const uint8_t *b = (const uint8_t *)v->data + (size_t)k * kiln_dtype_size(v->dtype);
+    if (v->dtype == KILN_DTYPE_INT64) {
+        int64_t x;
+        memcpy(&x, b, 8);
+        return x;
+    }
+    if (v->dtype == KILN_DTYPE_UINT64) {
+        uint64_t x;
+        memcpy(&x, b, 8);
+        return x > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)x;
+    }
+    double d = kpass_value_at(v, k);
+    if (d >= 9.2e18)
+        return INT64_MAX;
+    if (d <= -9.2e18)
+        return INT64_MIN;
+    return (int64_t)d;
+}
+
 bool kpass_const_scalar(const kn_net *net, int t, double *out) {
     if (!kpass_is_const(net, t))
         return false;

@@ -80,6 +80,8 @@ KN_HIDDEN bool kpass_is_const(const kn_net *net, int t);
 KN_HIDDEN int64_t kpass_numel(const kn_tdata *v);
 /* Element k of a numeric value as double (reads unaligned data safely). */
 KN_HIDDEN double kpass_value_at(const kn_tdata *v, int64_t k);
+/* Element k of an integer value, exact (floats are truncated). */
+KN_HIDDEN int64_t kpass_value_int(const kn_tdata *v, int64_t k);
 /* Whether t is a constant holding one number; *out gets it. */
 KN_HIDDEN bool kpass_const_scalar(const kn_net *net, int t, double *out);
 /* Copy a FLOAT constant's values into a fresh kn_malloc'd array. */

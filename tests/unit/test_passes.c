@@ -375,6 +375,37 @@ static void test_shape_fold_dynamic(void) {
     kiln_network_destroy(net);
 }
 
+/* x.shape[1:] with a dynamic batch: the Slice of the Shape folds. */
+static void test_shape_slice_dynamic(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, 3, 4), NULL));
+    iconst(net, "st", 1, DIMS(1), (const int64_t[]){1});
+    iconst(net, "en", 1, DIMS(1), (const int64_t[]){INT64_MAX});
+    iconst(net, "minus1", 1, DIMS(1), (const int64_t[]){-1});
+    node(net, "shape", "Shape", 1, IN("x"), "s");
+    node(net, "slice", "Slice", 3, IN("s", "st", "en"), "tail");
+    int cat = node(net, "concat", "Concat", 2, IN("minus1", "tail"), "shp");
+    KT_OK(kiln_network_set_attr_int(net, cat, "axis", 0));
+    node(net, "reshape", "Reshape", 2, IN("x", "shp"), "r");
+    node(net, "relu", "Relu", 1, IN("r"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 2, 4);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 2 && count_op(o, "", "Reshape") == 1, o);
+        const kn_node *r = find_op(o, "", "Reshape");
+        if (r && (o->tensors[r->in[1]].flags & KN_T_CONST)) {
+            const int64_t *v = o->tensors[r->in[1]].value.data;
+            KT_CHECK(v[0] == -1 && v[1] == 3 && v[2] == 4);
+        } else {
+            KT_CHECK(!"reshape shape folded");
+        }
+        compare(net, o, "shape slice dynamic", 3);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* Conv(x, W, B) [+ BN or per-channel Mul/Add] [+ activation] chains. */
 static void add_conv(kiln_network *net, const char *name, const char *x, const char *y, int cin,
                      int cout, int k, bool bias) {
@@ -767,6 +798,7 @@ int main(int argc, char **argv) {
     test_constant_fold();
     test_shape_fold_static();
     test_shape_fold_dynamic();
+    test_shape_slice_dynamic();
     test_conv_bn_relu();
     test_conv_affine_clip();
     test_residual();
