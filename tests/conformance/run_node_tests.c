@@ -528,7 +528,9 @@ static void child_main(const char *dir, const options *o, int fd) {
     ssize_t w = write(fd, line, (size_t)len);
     (void)w;
     close(fd);
-    _exit(0);
+    /* exit, not _exit: a sanitizer build reports leaks at exit and changes
+     * the status, which the parent turns into a failure. */
+    exit(0);
 }
 
 static int start_job(job *j, const options *o, const char *name, int idx) {
@@ -586,6 +588,13 @@ static void finish_job(job *j, case_entry *c, int status, int timed_out, const o
         c->out = OUT_FAILED;
         snprintf(reason, sizeof reason, "exited with status %d without a result",
                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        c->out = OUT_FAILED;
+        snprintf(reason, sizeof reason,
+                 "exited with status %d after reporting '%s %.200s' (a sanitizer report? run "
+                 "with --verbose --filter %s)",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                 outcome_name[j->buf[0] - '0'], j->len > 2 ? j->buf + 2 : "", c->name);
     } else {
         c->out = (outcome)(j->buf[0] - '0');
         snprintf(reason, sizeof reason, "%s", j->len > 2 ? j->buf + 2 : "");
