@@ -818,6 +818,25 @@ static kiln_status graph_pass(kx_onnx *cx, kx_pb_msg *g, size_t start, uint32_t 
     }
 }
 
+/* In the main graph every value a node reads must come from somewhere (a
+ * subgraph may read values of its enclosing graphs). */
+static kiln_status check_inputs_known(const kn_net *net) {
+    for (int i = 0; i < net->n_nodes; i++) {
+        const kn_node *n = &net->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            if (n->in[k] < 0)
+                continue;
+            const kn_tensor *t = &net->tensors[n->in[k]];
+            if (t->producer < 0 && !(t->flags & (KN_T_INPUT | KN_T_CONST)))
+                return kn_node_error(n, KILN_ERR_PARSE,
+                                     "input %d '%s' is not a graph input, an initializer, nor "
+                                     "the output of any node",
+                                     k, t->name);
+        }
+    }
+    return KILN_OK;
+}
+
 static kiln_status parse_graph(kx_onnx *cx, kx_pb_msg *parent, const kx_pb_field *f, kn_net *net,
                                int is_sub) {
     kx_pb_msg g;
@@ -832,6 +851,8 @@ static kiln_status parse_graph(kx_onnx *cx, kx_pb_msg *parent, const kx_pb_field
         st = graph_pass(cx, &g, start, G_INPUT, &kx_d_value_info, item_input, net, is_sub);
     if (st == KILN_OK)
         st = graph_pass(cx, &g, start, G_NODE, &kx_d_node, item_node, net, is_sub);
+    if (st == KILN_OK && !is_sub)
+        st = check_inputs_known(net);
     if (st == KILN_OK)
         st = graph_pass(cx, &g, start, G_OUTPUT, &kx_d_value_info, item_output, net, is_sub);
     kx_pb_leave(&cx->pb, saved);

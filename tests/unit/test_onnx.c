@@ -601,6 +601,19 @@ static void test_errors(void) {
              "ModelProto.graph.node[1]: node 'b' (Relu): output 'Y' is already produced by node 'a'");
     free(m.d);
 
+    /* a node reading a value that nothing provides */
+    g = (pbw){0};
+    const char *in2[2] = {"X", "ghost"};
+    vi = value_info("X", 1, 1, &d1, NULL);
+    w_msg(&g, 11, &vi);
+    n = node("a", "Add", NULL, 2, in2, 1, out);
+    w_msg(&g, 1, &n);
+    m = model(17, &g);
+    KT_FAILS(kiln_onnx_parse_memory(m.d, m.n, NULL, &net), KILN_ERR_PARSE,
+             "node 'a' (Add): input 1 'ghost' is not a graph input, an initializer, nor the output "
+             "of any node");
+    free(m.d);
+
     /* input without a shape */
     g = (pbw){0};
     vi = value_info("X", 1, -1, NULL, NULL);
