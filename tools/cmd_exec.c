@@ -121,6 +121,11 @@ static bool parse_percentiles(const char *flag, const char *value, exec_opts *o)
 static int parse_args(int argc, char **argv, exec_opts *o, bool *stop) {
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i], *name, *value;
+        if (strcmp(arg, "-h") == 0) {
+            cli_exec_usage(stdout);
+            *stop = true;
+            return 0;
+        }
         if (!cli_split_flag(arg, &name, &value)) {
             cli_error("unexpected argument '%s' (flags look like --name=value; see kiln exec "
                       "--help)",
@@ -134,7 +139,7 @@ static int parse_args(int argc, char **argv, exec_opts *o, bool *stop) {
             continue;
         long long n;
         bool ok = true;
-        if (strcmp(name, "--help") == 0 || strcmp(name, "--h") == 0) {
+        if (strcmp(name, "--help") == 0) {
             cli_exec_usage(stdout);
             *stop = true;
             return 0;

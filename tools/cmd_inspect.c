@@ -254,6 +254,10 @@ int cli_cmd_inspect(int argc, char **argv) {
             cli_kiln_error(path, st);
             goto done;
         }
+    } else if (n >= 8 && memcmp(head, "KILNPLAN", 8) == 0) {
+        /* the plan magic (docs/plan-format.md) with a header that does not read */
+        cli_kiln_error(path, st);
+        goto done;
     } else {
         void *plan = NULL;
         size_t size = 0;

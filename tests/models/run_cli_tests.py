@@ -113,6 +113,15 @@ def main():
     check("getPlanVersionOnly", rc == 0 and "Plan format version" in out and "Backend" in out
           and "Target" in out and "Libraries" in out, out + err)
 
+    # a damaged plan is reported as a plan error, not parsed as ONNX
+    with open(plan, "rb") as f:
+        head = f.read(100)
+    with open(w("trunc.plan"), "wb") as f:
+        f.write(head)
+    expect_error(k, "inspect truncated plan", ["inspect", w("trunc.plan")], "KILN_ERR_PLAN")
+    expect_error(k, "load truncated plan", ["exec", "--loadEngine=" + w("trunc.plan")],
+                 "KILN_ERR_PLAN")
+
     # ---- inference and summary ----
     rc, out, err = run(k, "exec", "--loadEngine=" + plan, "--shapes=input:3x3x64x64",
                        "--iterations=20", "--warmUp=0", "--duration=0",
