@@ -27,7 +27,7 @@ static const struct {
     const char *op;
     uint32_t types;
 } op_types[] = {
-    {"BitShift", T_UINT}, {"BitwiseAnd", T_SINT | T_UINT}, {"BitwiseOr", T_SINT | T_UINT},
+    {"BitShift", T_SINT | T_UINT}, {"BitwiseAnd", T_SINT | T_UINT}, {"BitwiseOr", T_SINT | T_UINT},
     {"BitwiseXor", T_SINT | T_UINT}, {"BitwiseNot", T_SINT | T_UINT},
     {"And", T_BOOL}, {"Or", T_BOOL}, {"Xor", T_BOOL}, {"Not", T_BOOL},
     {"Equal", T_ANY}, {"Where", T_ANY}, {"Cast", T_ANY | T_FP8}, {"CastLike", T_ANY | T_FP8},

@@ -78,9 +78,10 @@ UN_F(gelu, p->flag ? C(0.5) * x * (C(1) + tanh(C(0.7978845608028654) * (x + C(0.
                    : C(0.5) * x * (C(1) + erf(x * C(0.70710678118654752))))
 UN_F(gelu_tanh, C(0.5) * x * (C(1) + tanh(C(0.7978845608028654) * (x + C(0.044715) * x * x * x))))
 UN_F(mish, x * tanh(x > 0 ? x + log1p(exp(-x)) : log1p(exp(x))))
-UN_F(clip, x < C(p->alpha) ? C(p->alpha) : (x > C(p->beta) ? C(p->beta) : x))
-UN_LOOP(clip_i64, int64_t, int64_t, x < p->ilo ? p->ilo : (x > p->ihi ? p->ihi : x))
-UN_LOOP(clip_u64, uint64_t, uint64_t, x < p->ulo ? p->ulo : (x > p->uhi ? p->uhi : x))
+/* the lower bound first, then the upper, so min > max gives max as ONNX says */
+UN_F(clip, (x < C(p->alpha) ? C(p->alpha) : x) > C(p->beta) ? C(p->beta) : (x < C(p->alpha) ? C(p->alpha) : x))
+UN_LOOP(clip_i64, int64_t, int64_t, (x < p->ilo ? p->ilo : x) > p->ihi ? p->ihi : (x < p->ilo ? p->ilo : x))
+UN_LOOP(clip_u64, uint64_t, uint64_t, (x < p->ulo ? p->ulo : x) > p->uhi ? p->uhi : (x < p->ulo ? p->ulo : x))
 UN_FB(isnan, x != x)
 UN_FB(isinf, isinf(x) && (x < 0 ? (p->flag & 1) : (p->flag & 2)))
 UN_LOOP(not_i64, int64_t, uint8_t, x == 0)
@@ -209,8 +210,13 @@ BIN_LOOP(mod_u64, uint64_t, uint64_t, b == 0 ? 0 : a % b)
 BIN_F(modc, fmod(a, b))
 BIN_LOOP(modc_i64, int64_t, int64_t, (b == 0 || b == -1) ? 0 : a % b)
 BIN_LOOP(modc_u64, uint64_t, uint64_t, b == 0 ? 0 : a % b)
+/* Shifts by a negative count or past the width give 0 (or -1 for a right
+ * shift of a negative value); left shifts wrap within the storage width when
+ * the result is stored. */
 BIN_LOOP(shl_u64, uint64_t, uint64_t, b >= 64 ? 0 : a << b)
 BIN_LOOP(shr_u64, uint64_t, uint64_t, b >= 64 ? 0 : a >> b)
+BIN_LOOP(shl_i64, int64_t, int64_t, (b < 0 || b >= 64) ? 0 : (int64_t)((uint64_t)a << b))
+BIN_LOOP(shr_i64, int64_t, int64_t, (b < 0 || b >= 64) ? (a < 0 ? -1 : 0) : a >> b)
 BIN_LOOP(band_i64, int64_t, int64_t, a & b)
 BIN_LOOP(band_u64, uint64_t, uint64_t, a & b)
 BIN_LOOP(bor_i64, int64_t, int64_t, a | b)
@@ -239,8 +245,8 @@ BIN_LOOP(min_u64, uint64_t, uint64_t, a < b ? a : b)
 static const kb_binary_op binary_ops[] = {
     {"Add", FI(add), false}, {"Sub", FI(sub), false}, {"Mul", FI(mul), false},
     {"Div", FI(div), false}, {"Pow", FI(pow), false}, {"Mod", FI(mod), false},
-    {"ModC", FI(modc), false}, {"ShiftLeft", {NULL, NULL, NULL, shl_u64}, false},
-    {"ShiftRight", {NULL, NULL, NULL, shr_u64}, false},
+    {"ModC", FI(modc), false}, {"ShiftLeft", {NULL, NULL, shl_i64, shl_u64}, false},
+    {"ShiftRight", {NULL, NULL, shr_i64, shr_u64}, false},
     {"BitwiseAnd", {NULL, NULL, band_i64, band_u64}, false},
     {"BitwiseOr", {NULL, NULL, bor_i64, bor_u64}, false},
     {"BitwiseXor", {NULL, NULL, bxor_i64, bxor_u64}, false},
@@ -594,13 +600,40 @@ kiln_status kb_ew_run_cast(const kb_run *r) {
             memcpy(y->data, x->data, (size_t)n * xs);
         return KILN_OK;
     }
+    /* float8 without saturation: values past the largest finite one become
+     * NaN (or infinity for float8e5m2) instead of clamping */
+    float limit = 0;
+    if (kn_attr_int(r->node, "saturate", 1) == 0) {
+        switch (y->dtype) {
+        case KILN_DTYPE_FLOAT8E4M3FN: limit = 464.f; break;
+        case KILN_DTYPE_FLOAT8E4M3FNUZ: limit = 248.f; break;
+        case KILN_DTYPE_FLOAT8E5M2: case KILN_DTYPE_FLOAT8E5M2FNUZ: limit = 61440.f; break;
+        default: break;
+        }
+    }
     int64_t nchunks = (n + KB_EW_CHUNK - 1) / KB_EW_CHUNK;
 #pragma omp parallel for num_threads(r->threads) if (n >= KB_EW_PAR_MIN) schedule(static)
     for (int64_t c = 0; c < nchunks; c++) {
         uint64_t buf[KB_EW_CHUNK];
         int64_t i0 = c * KB_EW_CHUNK, m = n - i0 < KB_EW_CHUNK ? n - i0 : KB_EW_CHUNK;
-        kb_ew_load(x->dtype, (const uint8_t *)x->data + (size_t)i0 * xs, m, (kb_ctype)ct, buf);
-        kb_ew_store(y->dtype, (uint8_t *)y->data + (size_t)i0 * ys, m, (kb_ctype)ct, buf);
+        const uint8_t *src = (const uint8_t *)x->data + (size_t)i0 * xs;
+        uint8_t *dst = (uint8_t *)y->data + (size_t)i0 * ys;
+        kb_ew_load(x->dtype, src, m, (kb_ctype)ct, buf);
+        kb_ew_store(y->dtype, dst, m, (kb_ctype)ct, buf);
+        if (limit > 0) {
+            float *f = (float *)buf;
+            kb_ew_load(x->dtype, src, m, KB_F32, f);
+            for (int64_t i = 0; i < m; i++) {
+                if (!(fabs(f[i]) >= limit))
+                    continue;
+                bool neg = f[i] < 0;
+                switch (y->dtype) {
+                case KILN_DTYPE_FLOAT8E4M3FN: dst[i] = neg ? 0xff : 0x7f; break;
+                case KILN_DTYPE_FLOAT8E5M2: dst[i] = neg ? 0xfc : 0x7c; break;
+                default: dst[i] = 0x80; break; /* the fnuz NaN */
+                }
+            }
+        }
     }
     return KILN_OK;
 }

@@ -141,6 +141,20 @@ static int64_t red_offset(const red_geom *g, int64_t q) { /* over all but the la
     return off;
 }
 
+static void int_range(kiln_dtype dt, int64_t *lo, int64_t *hi) {
+    switch (dt) {
+    case KILN_DTYPE_BOOL: *lo = 0, *hi = 1; break;
+    case KILN_DTYPE_INT8: *lo = INT8_MIN, *hi = INT8_MAX; break;
+    case KILN_DTYPE_INT16: *lo = INT16_MIN, *hi = INT16_MAX; break;
+    case KILN_DTYPE_INT32: *lo = INT32_MIN, *hi = INT32_MAX; break;
+    case KILN_DTYPE_UINT8: *lo = 0, *hi = UINT8_MAX; break;
+    case KILN_DTYPE_UINT16: *lo = 0, *hi = UINT16_MAX; break;
+    case KILN_DTYPE_UINT32: *lo = 0, *hi = UINT32_MAX; break;
+    case KILN_DTYPE_UINT64: *lo = 0, *hi = INT64_MAX; break;
+    default: *lo = INT64_MIN, *hi = INT64_MAX; break;
+    }
+}
+
 static void fold_d(int op, int pass, const double *v, int64_t m, double *acc, double mx) {
     double a = *acc;
     switch (op) {
@@ -228,13 +242,14 @@ kiln_status kb_ew_run_reduce(const kb_run *r) {
                      op != R_LOGSUMEXP;
     kb_ctype ct = exact_int ? KB_I64 : KB_F64;
     size_t ys = kiln_dtype_size(y->dtype);
-    int64_t work = numel_of(x);
+    int64_t work = numel_of(x), lo, hi; /* the type's range: Max/Min of nothing */
+    int_range(x->dtype, &lo, &hi);
 #pragma omp parallel for num_threads(r->threads) if (work >= KB_EW_PAR_MIN) schedule(static)
     for (int64_t o = 0; o < nout; o++) {
         int64_t base = kept_offset(&g, o);
         uint8_t *dst = (uint8_t *)y->data + (size_t)o * ys;
         if (exact_int) {
-            int64_t acc = op == R_PROD ? 1 : op == R_MAX ? INT64_MIN : op == R_MIN ? INT64_MAX : 0;
+            int64_t acc = op == R_PROD ? 1 : op == R_MAX ? lo : op == R_MIN ? hi : 0;
             red_visit(&g, x, base, ct, op, 0, NULL, &acc, 0);
             if (op == R_MEAN && g.R > 0)
                 acc /= g.R;

@@ -45,6 +45,8 @@ static uint8_t fnuz_encode(float f, float (*dec)(uint8_t)) {
     if (isnan(f))
         return 0x80u;
     float a = fabsf(f);
+    if (a > dec(0x7fu)) /* saturate, infinities included */
+        a = dec(0x7fu);
     uint8_t best = 0;
     float bestd = INFINITY;
     for (unsigned c = 0; c <= 0x7fu; c++) {
