@@ -700,7 +700,7 @@ static void test_residual_dynamic(void) {
     KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 2, 4, 4),
                                  (const char *const[]){"N", NULL, NULL, NULL}));
     KT_OK(kiln_network_add_input(net, "r", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 4, 4), NULL));
-    add_conv(net, "conv_a", "x", "a", 2, 2, 3, true);
+    add_conv(net, "conv_a", "x", "a", 2, 2, 3, false); /* no B: Z takes slot 3 */
     node(net, "skip", "Add", 2, IN("a", "x"), "s");
     add_conv(net, "conv_b", "s", "b", 2, 2, 1, true);
     node(net, "bcast", "Add", 2, IN("b", "r"), "y"); /* r: batch 1 only */
@@ -766,16 +766,20 @@ static void test_fold_limits(void) {
 }
 
 /* An ONNX model given on the command line: optimized with a dynamic batch
- * profile (1, 2, 4) and compared with the unoptimized network at batch 3. */
+ * profile (1, 2, 4), then with a static batch of 3, and compared with the
+ * unoptimized network at batch 3. */
 static void test_model(const char *path) {
     kiln_network *net = NULL;
     KT_OK(kiln_onnx_parse_file(path, &net));
     if (!net)
         return;
     int before = net->n_nodes;
-    kn_net *o = optimized(net, 0, 1, 2, 4);
-    if (o) {
-        printf("%s: %d nodes -> %d\n", path, before, o->n_nodes);
+    for (int pass = 0; pass < 2; pass++) {
+        kn_net *o = pass ? optimized(net, 0, 3, 3, 3) : optimized(net, 0, 1, 2, 4);
+        if (!o)
+            continue;
+        printf("%s (%s batch): %d nodes -> %d\n", path, pass ? "static" : "dynamic", before,
+               o->n_nodes);
         if (getenv("KT_VERBOSE"))
             dump(o);
         compare(net, o, path, 3);
