@@ -114,13 +114,13 @@ def read_outputs(path):
     return out
 
 
-def check_model(name, kiln, work, tol):
+def check_model(name, kiln, work, tol, small=True):
     """Returns a list of failure strings (empty when the model passes)."""
     failures = []
     os.makedirs(work, exist_ok=True)
     log = os.path.join(work, "log.txt")
     open(log, "w").close()
-    model = gen_models.build(name, small=True)
+    model = gen_models.build(name, small=small)
     onnx_path = os.path.join(work, name + ".onnx")
     onnx.save(model, onnx_path)
     plan = os.path.join(work, name + ".plan")
@@ -194,10 +194,13 @@ def main():
     ap.add_argument("--models", default=",".join(gen_models.ALL_MODELS))
     ap.add_argument("--tol", type=float, default=1e-3,
                     help="max |err| relative to max |reference| (default 1e-3, FP32)")
+    ap.add_argument("--full", action="store_true",
+                    help="full-size models instead of --small ones (slow; for manual runs)")
     args = ap.parse_args()
     failures = []
     for name in args.models.split(","):
-        failures += check_model(name, args.kiln, os.path.join(args.work, name), args.tol)
+        failures += check_model(name, args.kiln, os.path.join(args.work, name), args.tol,
+                                small=not args.full)
     if failures:
         print("\n".join(["", "FAILED:"] + failures))
         print("(full command log: %s/*/log.txt)" % args.work)
