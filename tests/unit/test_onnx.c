@@ -627,6 +627,20 @@ static void test_errors(void) {
     KT_FAILS(kiln_onnx_parse_memory(NULL, 4, NULL, &net), KILN_ERR_INVALID_ARGUMENT, "NULL");
 }
 
+/* A model whose second node's second attribute claims 4000000 bytes. */
+static pbw bad_length_model(void) {
+    pbw g = {0}, n = node("n0", "Relu", NULL, 0, NULL, 0, NULL), ok = attr_head("x", 2);
+    w_int(&ok, 3, 1);
+    pbw n1 = node("n1", "Relu", NULL, 0, NULL, 0, NULL);
+    w_msg(&n1, 5, &ok);
+    w_tag(&n1, 5, 2);
+    w_varint(&n1, 4000000);
+    w_raw(&n1, "\x0a\x01y", 3);
+    w_msg(&g, 1, &n);
+    w_msg(&g, 1, &n1);
+    return model(17, &g);
+}
+
 /* Lengths that run past their message or the buffer. */
 static void test_corrupt_lengths(void) {
     kn_net *net = NULL;
@@ -644,18 +658,7 @@ static void test_corrupt_lengths(void) {
     free(m.d);
 
     /* an attribute's length runs past its node */
-    pbw g = {0}, n = node("n0", "Relu", NULL, 0, NULL, 0, NULL), bad = attr_head("x", 2);
-    w_int(&bad, 3, 1);
-    pbw n1 = node("n1", "Relu", NULL, 0, NULL, 0, NULL);
-    w_msg(&n1, 5, &bad);
-    size_t attr_len_at = n1.n; /* patch the second attribute's length below */
-    w_tag(&n1, 5, 2);
-    w_varint(&n1, 4000000);
-    w_raw(&n1, "\x0a\x01y", 3);
-    (void)attr_len_at;
-    w_msg(&g, 1, &n);
-    w_msg(&g, 1, &n1);
-    m = model(17, &g);
+    m = bad_length_model();
     KT_FAILS(kiln_onnx_parse_memory(m.d, m.n, NULL, &net), KILN_ERR_PARSE,
              "ModelProto.graph.node[1].attribute[1]: length 4000000 at offset");
     KT_CHECK(strstr(kiln_last_error(), "runs past the end of its message") != NULL);
@@ -1027,7 +1030,84 @@ static void test_all_node_models(void) {
     KT_CHECK(tensors_ok * 10 >= tensors * 9);
 }
 
-int main(void) {
+/* ---- damaged samples in tests/bad/onnx ---- */
+
+static pbw string_init_model(void) {
+    pbw g = {0}, t = {0};
+    w_int(&t, 2, 8);
+    w_str(&t, 8, "names");
+    w_str(&t, 6, "hello");
+    w_msg(&g, 5, &t);
+    return model(17, &g);
+}
+
+typedef struct bad_sample {
+    const char *file;
+    kiln_status status;
+    const char *text;
+} bad_sample;
+
+static const bad_sample bad_samples[] = {
+    {"bad/onnx/truncated.onnx", KILN_ERR_PARSE, "runs past the end of the buffer"},
+    {"bad/onnx/bad_length.onnx", KILN_ERR_PARSE,
+     "ModelProto.graph.node[1].attribute[1]: length 4000000 at offset"},
+    {"bad/onnx/unknown_op.onnx", KILN_ERR_UNSUPPORTED,
+     "node 'foo' (FancyOp): op type 'FancyOp' of domain 'ai.onnx' (opset 17) is not supported"},
+    {"bad/onnx/external_escape.onnx", KILN_ERR_PARSE,
+     "external data location '../secret.bin' leaves the model's folder"},
+    {"bad/onnx/external_absolute.onnx", KILN_ERR_PARSE,
+     "external data location '/etc/passwd' is an absolute path"},
+    {"bad/onnx/string_initializer.onnx", KILN_ERR_UNSUPPORTED, "string tensors are not supported"},
+    {"bad/onnx/deep_nesting.onnx", KILN_ERR_PARSE, "messages nest deeper than"},
+    {"bad/onnx/not_onnx.onnx", KILN_ERR_PARSE, "ModelProto"},
+};
+
+/* Write the samples (run by hand: test_onnx --write-bad <tests/bad/onnx>). */
+static int write_bad_samples(const char *dir) {
+    pbw s[8];
+    s[0] = basic_model();
+    s[0].n = s[0].n * 3 / 5;
+    s[1] = bad_length_model();
+    s[2] = one_node("foo", "FancyOp", NULL, NULL);
+    s[3] = ext_model("../secret.bin", NULL, "12");
+    s[4] = ext_model("/etc/passwd", NULL, "12");
+    s[5] = string_init_model();
+    s[6] = attr_model(40, "Relu");
+    s[7] = (pbw){0};
+    w_raw(&s[7], "this is not an ONNX model\n", 26);
+    for (size_t i = 0; i < KN_ARRAY_LEN(bad_samples); i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, strrchr(bad_samples[i].file, '/') + 1);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(s[i].d, 1, s[i].n, f) != s[i].n || fclose(f) != 0) {
+            fprintf(stderr, "cannot write %s\n", path);
+            return 1;
+        }
+        free(s[i].d);
+    }
+    return 0;
+}
+
+static void test_bad_samples(void) {
+    for (size_t i = 0; i < KN_ARRAY_LEN(bad_samples); i++) {
+        kn_net *net = NULL;
+        kiln_status st = kiln_onnx_parse_file(bad_samples[i].file, &net);
+        if (st == bad_samples[i].status && strstr(kiln_last_error(), bad_samples[i].text)) {
+            kt_pass++;
+        } else {
+            kt_fail++;
+            fprintf(stderr, "%s: expected %s with \"%s\", got %s: %s\n", bad_samples[i].file,
+                    kiln_status_name(bad_samples[i].status), bad_samples[i].text,
+                    kiln_status_name(st), kiln_last_error());
+            if (st == KILN_OK)
+                kn_net_free(net);
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--write-bad") == 0)
+        return write_bad_samples(argv[2]);
     test_basic();
     test_attributes();
     test_errors();
@@ -1038,5 +1118,6 @@ int main(void) {
     test_file_zero_copy();
     test_real_add();
     test_all_node_models();
+    test_bad_samples();
     return kt_finish();
 }
