@@ -302,11 +302,11 @@ static kiln_status need_numel(kn_infer *c, int i, int64_t count, const char *wha
 
 /* ---------------- convolution ---------------- */
 
-static kiln_status infer_conv(kn_infer *c) {
-    KN_TRY(need_inputs(c, 2));
-    KN_TRY(need_real(c, 0));
-    const kn_tinfo *x = &c->in[0], *w = &c->in[1];
-    KN_TRY(need_rank_at_least(c, 0, 3));
+/* Output shape of a convolution of input xi by weights wi (bias input bi or
+ * -1) into out[0] with type dt. */
+static kiln_status conv_shape(kn_infer *c, int xi, int wi, int bi, kiln_dtype dt) {
+    const kn_tinfo *x = &c->in[xi], *w = &c->in[wi];
+    KN_TRY(need_rank_at_least(c, xi, 3));
     if (w->rank != x->rank)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "weights have rank %d, input rank %d",
                              w->rank, x->rank);
@@ -320,16 +320,39 @@ static kiln_status infer_conv(kn_infer *c) {
     const int64_t *ks = kn_attr_ints(c->node, "kernel_shape", &nk);
     if (ks && (nk != (size_t)(x->rank - 2) || memcmp(ks, w->dims + 2, nk * sizeof *ks) != 0))
         return kn_node_error(c->node, KILN_ERR_SHAPE, "kernel_shape does not match the weights");
-    KN_TRY(need_numel(c, 2, w->dims[0], "bias"));
+    if (bi >= 0)
+        KN_TRY(need_numel(c, bi, w->dims[0], "bias"));
     kn_window win;
     KN_TRY(kn_window_forward(c->node, x->rank - 2, x->dims + 2, w->dims + 2, false, &win));
     kn_tinfo *y = &c->out[0];
-    y->dtype = x->dtype;
+    y->dtype = dt;
     y->rank = x->rank;
     y->dims[0] = x->dims[0];
     y->dims[1] = w->dims[0];
     memcpy(y->dims + 2, win.out, sizeof(int64_t) * (size_t)win.nsp);
     return KILN_OK;
+}
+
+static kiln_status infer_conv(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    KN_TRY(need_real(c, 0));
+    return conv_shape(c, 0, 1, 2, c->in[0].dtype);
+}
+
+static bool is_8bit(kiln_dtype t) { return t == KILN_DTYPE_UINT8 || t == KILN_DTYPE_INT8; }
+
+static kiln_status infer_conv_integer(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    if (!is_8bit(c->in[0].dtype) || !is_8bit(c->in[1].dtype))
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "ConvInteger needs 8-bit inputs");
+    return conv_shape(c, 0, 1, -1, KILN_DTYPE_INT32);
+}
+
+static kiln_status infer_qlinear_conv(kn_infer *c) {
+    KN_TRY(need_inputs(c, 8));
+    if (!is_8bit(c->in[0].dtype) || !is_8bit(c->in[3].dtype) || !is_8bit(c->in[7].dtype))
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "QLinearConv needs 8-bit tensors");
+    return conv_shape(c, 0, 3, 8, c->in[7].dtype);
 }
 
 static kiln_status infer_conv_transpose(kn_infer *c) {
@@ -399,6 +422,39 @@ static kiln_status infer_global_pool(kn_infer *c) {
     kn_same_as(&c->out[0], &c->in[0]);
     for (int i = 2; i < c->in[0].rank; i++)
         c->out[0].dims[i] = 1;
+    return KILN_OK;
+}
+
+/* MaxUnpool: X and its MaxPool Indices; the output shape is the optional
+ * third input, else the pooled input's shape recovered from the window. */
+static kiln_status infer_max_unpool(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    KN_TRY(need_rank_at_least(c, 0, 3));
+    const kn_tinfo *x = &c->in[0];
+    kn_tinfo *y = &c->out[0];
+    y->dtype = x->dtype;
+    y->rank = x->rank;
+    if (kn_has_in(c, 2)) {
+        const kn_tinfo *s = &c->in[2];
+        if (!s->value || kn_numel(s->rank, s->dims) != x->rank)
+            return kn_node_error(c->node, KILN_ERR_SHAPE, "output_shape must have %d values",
+                                 x->rank);
+        for (int i = 0; i < x->rank; i++)
+            y->dims[i] = kn_value_int(s, i);
+        return KILN_OK;
+    }
+    size_t nk;
+    const int64_t *ks = kn_attr_ints(c->node, "kernel_shape", &nk);
+    if (!ks || nk != (size_t)(x->rank - 2))
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "kernel_shape must have %d values",
+                             x->rank - 2);
+    kn_window w;
+    KN_TRY(window_common(c->node, x->rank - 2, x->dims + 2, ks, &w));
+    KN_TRY(read_pads(c->node, &w));
+    y->dims[0] = x->dims[0];
+    y->dims[1] = x->dims[1];
+    for (int i = 0; i < w.nsp; i++)
+        y->dims[2 + i] = (x->dims[2 + i] - 1) * w.stride[i] + ks[i] - w.pad0[i] - w.pad1[i];
     return KILN_OK;
 }
 
@@ -695,6 +751,9 @@ static kiln_status infer_recurrent(kn_infer *c) {
 const kn_op_schema kn_ops_nn[] = {
     {"Conv", "", infer_conv, 0},
     {"ConvTranspose", "", infer_conv_transpose, 0},
+    {"ConvInteger", "", infer_conv_integer, 0},
+    {"QLinearConv", "", infer_qlinear_conv, 0},
+    {"MaxUnpool", "", infer_max_unpool, 1u << 2},
     {"MaxPool", "", infer_pool, 0},
     {"AveragePool", "", infer_pool, 0},
     {"LpPool", "", infer_pool, 0},

@@ -292,6 +292,97 @@ static void test_conv(void) {
     kc_free(&k);
 }
 
+/* ConvInteger and QLinearConv against the float oracle on the shifted values
+ * (small integers: exact in float). */
+static void test_conv_integer(void) {
+    cgeo g = {2, 2, 4, 6, 2, {6, 5}, {3, 2}, {2, 1}, {1, 2}, {1, 0}, {0, 1}, NULL, {0}};
+    cgeo_finish(&g);
+    int64_t xd[4], wd[4], yd[4];
+    cgeo_dims(&g, xd, wd, yd);
+    int64_t nx = kn_numel(4, xd), nw = kn_numel(4, wd), ny = kn_numel(4, yd);
+    uint8_t *x = malloc((size_t)nx);
+    int8_t *w = malloc((size_t)nw);
+    float *xf = malloc(sizeof(float) * (size_t)nx), *wf = malloc(sizeof(float) * (size_t)nw);
+    float *want = malloc(sizeof(float) * (size_t)ny);
+    const uint8_t xzp = 100;
+    const int8_t wzp[6] = {0, 1, -2, 3, 0, -1};
+    for (int64_t i = 0; i < nx; i++) {
+        x[i] = (uint8_t)((i * 37) % 256);
+        xf[i] = (float)x[i] - xzp;
+    }
+    int64_t per = nw / 6;
+    for (int64_t i = 0; i < nw; i++) {
+        w[i] = (int8_t)((i * 53) % 255 - 127);
+        wf[i] = (float)w[i] - wzp[i / per];
+    }
+    conv_oracle(&g, xf, wf, NULL, want);
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_UINT8, 4, xd, x);
+    kc_const(&k, "W", KILN_DTYPE_INT8, 4, wd, w);
+    kc_const(&k, "XZ", KILN_DTYPE_UINT8, 0, DIMS(0), &xzp);
+    kc_const(&k, "WZ", KILN_DTYPE_INT8, 1, DIMS(6), wzp);
+    kc_node(&k, "ConvInteger", "", 10, 4, NAMES("X", "W", "XZ", "WZ"), 1, NAMES("Y"));
+    conv_set_attrs(&k, &g);
+    KT_OK(kc_run(&k));
+    kn_tinfo ti;
+    const int32_t *y = kc_out(&k, 0, &ti);
+    check_shape("convinteger", &ti, 4, yd);
+    bool same = ti.dtype == KILN_DTYPE_INT32;
+    for (int64_t i = 0; same && i < ny; i++)
+        same = y[i] == (int32_t)want[i];
+    KT_CHECK(same);
+    kc_free(&k);
+    /* QLinearConv: the same sums, requantized: y = round(acc * xs * ws / ys) + yz */
+    const float xs = 0.5f, ws = 0.25f, ys = 64.f;
+    const uint8_t yz = 128;
+    const int8_t wz0 = 0;
+    for (int64_t i = 0; i < nw; i++)
+        wf[i] = (float)w[i];
+    conv_oracle(&g, xf, wf, NULL, want);
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_UINT8, 4, xd, x);
+    kc_const(&k, "XS", KILN_DTYPE_FLOAT, 0, DIMS(0), &xs);
+    kc_const(&k, "XZ", KILN_DTYPE_UINT8, 0, DIMS(0), &xzp);
+    kc_const(&k, "W", KILN_DTYPE_INT8, 4, wd, w);
+    kc_const(&k, "WS", KILN_DTYPE_FLOAT, 0, DIMS(0), &ws);
+    kc_const(&k, "WZ", KILN_DTYPE_INT8, 0, DIMS(0), &wz0);
+    kc_const(&k, "YS", KILN_DTYPE_FLOAT, 0, DIMS(0), &ys);
+    kc_const(&k, "YZ", KILN_DTYPE_UINT8, 0, DIMS(0), &yz);
+    kc_node(&k, "QLinearConv", "", 10, 8, NAMES("X", "XS", "XZ", "W", "WS", "WZ", "YS", "YZ"), 1,
+            NAMES("Y"));
+    conv_set_attrs(&k, &g);
+    KT_OK(kc_run(&k));
+    const uint8_t *q = kc_out(&k, 0, &ti);
+    same = ti.dtype == KILN_DTYPE_UINT8;
+    for (int64_t i = 0; same && i < ny; i++) {
+        float v = nearbyintf(want[i] * (xs * ws / ys)) + yz;
+        v = v < 0 ? 0 : (v > 255 ? 255 : v);
+        same = q[i] == (uint8_t)v;
+    }
+    KT_CHECK(same);
+    kc_free(&k);
+    free(x), free(w), free(xf), free(wf), free(want);
+}
+
+/* MaxUnpool puts MaxPool's maxima back where they came from. */
+static void test_max_unpool(void) {
+    static const float x[4] = {5, 6, 7, 8};
+    static const int64_t idx[4] = {5, 7, 13, 15};
+    float want[16] = {0};
+    want[5] = 5, want[7] = 6, want[13] = 7, want[15] = 8;
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(1, 1, 2, 2), x);
+    kc_const(&k, "I", KILN_DTYPE_INT64, 4, DIMS(1, 1, 2, 2), idx);
+    kc_node(&k, "MaxUnpool", "", 11, 2, NAMES("X", "I"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_ints(k.net, k.node, "kernel_shape", DIMS(2, 2), 2));
+    KT_OK(kiln_network_set_attr_ints(k.net, k.node, "strides", DIMS(2, 2), 2));
+    KT_OK(kc_run(&k));
+    expect_out(&k, 0, "maxunpool", 4, DIMS(1, 1, 4, 4), want, 0);
+    kc_free(&k);
+}
+
 /* ---------------- ConvTranspose ---------------- */
 
 static void test_conv_transpose(void) {
@@ -936,6 +1027,8 @@ static void test_fused_gemm_matmul(void) {
 
 int main(void) {
     test_conv();
+    test_conv_integer();
+    test_max_unpool();
     test_conv_transpose();
     test_pool();
     test_batchnorm();

@@ -320,6 +320,13 @@ static bool sup_8bit(const kn_node *node, const kn_tinfo *in, int n_in, const kn
     return n_in > b && is_8bit(in[0].dtype) && is_8bit(in[b].dtype);
 }
 
+static bool sup_qconv(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                      int n_out) {
+    int w = strcmp(node->op_type, "QLinearConv") == 0 ? 3 : 1;
+    return n_in > w && is_8bit(in[0].dtype) && is_8bit(in[w].dtype) && is_8bit(out[0].dtype) ==
+                                                                          (w == 3);
+}
+
 static bool sup_any(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                     int n_out) {
     return true;
@@ -344,7 +351,10 @@ static bool sup_recurrent(const kn_node *node, const kn_tinfo *in, int n_in, con
 const kb_kernel kb_cpu_nn[] = {
     REF("Conv", sup_float, kb_nn_conv_prepare, kb_nn_conv_run),
     REF("ConvTranspose", sup_float, kb_nn_convt_prepare, kb_nn_convt_run),
+    REF("ConvInteger", sup_qconv, kb_nn_convint_prepare, kb_nn_convint_run),
+    REF("QLinearConv", sup_qconv, kb_nn_qlinearconv_prepare, kb_nn_qlinearconv_run),
     REF("MaxPool", sup_pool, NULL, kb_nn_pool_run),
+    REF("MaxUnpool", sup_any, NULL, kb_nn_max_unpool_run),
     REF("AveragePool", sup_pool, NULL, kb_nn_pool_run),
     REF("LpPool", sup_pool, NULL, kb_nn_pool_run),
     REF("GlobalAveragePool", sup_pool, NULL, kb_nn_global_pool_run),

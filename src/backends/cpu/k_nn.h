@@ -107,7 +107,17 @@ KN_HIDDEN kiln_status kb_nn_convt_prepare(const void *state, const kn_node *node
                                           const kb_tensor *in, int n_in, const kb_tensor *out,
                                           int n_out, void **inst, size_t *workspace);
 KN_HIDDEN kiln_status kb_nn_convt_run(const kb_run *r);
+KN_HIDDEN kiln_status kb_nn_convint_prepare(const void *state, const kn_node *node,
+                                            const kb_tensor *in, int n_in, const kb_tensor *out,
+                                            int n_out, void **inst, size_t *workspace);
+KN_HIDDEN kiln_status kb_nn_convint_run(const kb_run *r);
+KN_HIDDEN kiln_status kb_nn_qlinearconv_prepare(const void *state, const kn_node *node,
+                                                const kb_tensor *in, int n_in,
+                                                const kb_tensor *out, int n_out, void **inst,
+                                                size_t *workspace);
+KN_HIDDEN kiln_status kb_nn_qlinearconv_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_pool_run(const kb_run *r);
+KN_HIDDEN kiln_status kb_nn_max_unpool_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_global_pool_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_batchnorm_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_instancenorm_run(const kb_run *r);

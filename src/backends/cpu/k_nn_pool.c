@@ -146,3 +146,52 @@ kiln_status kb_nn_global_pool_run(const kb_run *r) {
     }
     return KILN_OK;
 }
+
+/* MaxUnpool: zeros, then each input value where its MaxPool Indices entry
+ * points. The indices address the shape MaxPool saw (recovered from the
+ * window); an explicit output_shape may differ, so each index is unravelled
+ * in that shape and ravelled again in the output's. */
+kiln_status kb_nn_max_unpool_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *idx = &r->in[1];
+    kb_tensor *y = &r->out[0];
+    int64_t n = kb_numel(x), total = kb_numel(y);
+    size_t es = kiln_dtype_size(y->dtype);
+    int nsp = x->rank - 2;
+    if (kb_numel(idx) != n)
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "indices must have the input's shape");
+    size_t nk;
+    const int64_t *ks = kn_attr_ints(r->node, "kernel_shape", &nk);
+    if (!ks || nk != (size_t)nsp)
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "kernel_shape must have %d values", nsp);
+    size_t ns, np;
+    const int64_t *st = kn_attr_ints(r->node, "strides", &ns);
+    const int64_t *pd = kn_attr_ints(r->node, "pads", &np);
+    int64_t orig[KN_WIN_MAX], orig_plane = 1, out_plane = kn_numel(nsp, y->dims + 2);
+    for (int d = 0; d < nsp; d++) {
+        int64_t s = st && ns == (size_t)nsp ? st[d] : 1;
+        int64_t p = pd && np == (size_t)(2 * nsp) ? pd[d] + pd[d + nsp] : 0;
+        orig[d] = (x->dims[2 + d] - 1) * s + ks[d] - p;
+        orig_plane *= orig[d];
+    }
+    memset(y->data, 0, (size_t)total * es);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = (int64_t)kb_ld(idx->data, idx->dtype, (size_t)i);
+        int64_t plane = orig_plane ? k / orig_plane : 0, rest = orig_plane ? k % orig_plane : 0;
+        int64_t off = 0, mul = 1;
+        bool inside = k >= 0;
+        for (int d = nsp - 1; d >= 0; d--) {
+            int64_t c = rest % orig[d];
+            rest /= orig[d];
+            if (c >= y->dims[2 + d])
+                inside = false;
+            off += c * mul;
+            mul *= y->dims[2 + d];
+        }
+        off += plane * out_plane;
+        if (!inside || off >= total)
+            return kn_node_error(r->node, KILN_ERR_RUNTIME, "index %lld is outside the output",
+                                 (long long)k);
+        memcpy((uint8_t *)y->data + (size_t)off * es, (const uint8_t *)x->data + (size_t)i * es, es);
+    }
+    return KILN_OK;
+}
