@@ -159,6 +159,90 @@ static void put_f64(kn_buf *b, double v) {
 }
 
 /* ======================================================================= */
+/* Graph rules that both sides enforce                                     */
+/* ======================================================================= */
+
+/* The runtime relies on these, so the writer refuses a network that breaks
+ * them and the reader refuses a plan that does:
+ *  - a tensor is listed at most once among the inputs and once among the
+ *    outputs; (reader) its input/output flags agree with those lists;
+ *  - no node writes a graph input or a constant, and no tensor has two
+ *    producers (single assignment);
+ *  - in graph 0, every node input is a graph input, a constant or the output
+ *    of an earlier node, and so is every graph output. Bodies of graph
+ *    attributes may read names of the enclosing graphs, so they are exempt.
+ * fail() formats the message; `what` prefixes it ("plan writer", ...). */
+enum { KP_IN_LIST = 1, KP_OUT_LIST = 2, KP_PRODUCED = 4 };
+
+static kiln_status graph_check(const kn_net *net, uint32_t g, bool check_flags, kiln_status st,
+                               const char *what) {
+    uint8_t *mark = kn_calloc((size_t)net->n_tensors + 1, 1);
+    if (!mark)
+        return KILN_ERR_OUT_OF_MEMORY;
+    char msg[640];
+    msg[0] = 0;
+    for (int i = 0; i < net->n_inputs && !msg[0]; i++) {
+        int t = net->inputs[i];
+        if (mark[t] & KP_IN_LIST)
+            snprintf(msg, sizeof msg, "tensor '%s' is listed twice as an input",
+                     net->tensors[t].name);
+        mark[t] |= KP_IN_LIST;
+    }
+    for (int i = 0; i < net->n_outputs && !msg[0]; i++) {
+        int t = net->outputs[i];
+        if (mark[t] & KP_OUT_LIST)
+            snprintf(msg, sizeof msg, "tensor '%s' is listed twice as an output",
+                     net->tensors[t].name);
+        mark[t] |= KP_OUT_LIST;
+    }
+    for (int t = 0; check_flags && t < net->n_tensors && !msg[0]; t++) {
+        const kn_tensor *x = &net->tensors[t];
+        if (!(x->flags & KN_T_INPUT) != !(mark[t] & KP_IN_LIST))
+            snprintf(msg, sizeof msg, "tensor %d '%s' is %sflagged as an input but is %sin the "
+                     "input list", t, x->name, x->flags & KN_T_INPUT ? "" : "not ",
+                     mark[t] & KP_IN_LIST ? "" : "not ");
+        else if (!(x->flags & KN_T_OUTPUT) != !(mark[t] & KP_OUT_LIST))
+            snprintf(msg, sizeof msg, "tensor %d '%s' is %sflagged as an output but is %sin the "
+                     "output list", t, x->name, x->flags & KN_T_OUTPUT ? "" : "not ",
+                     mark[t] & KP_OUT_LIST ? "" : "not ");
+    }
+    for (int i = 0; i < net->n_nodes && !msg[0]; i++) {
+        const kn_node *n = &net->nodes[i];
+        for (int j = 0; g == 0 && j < n->n_in && !msg[0]; j++) {
+            int t = n->in[j];
+            if (t >= 0 && !(mark[t] & (KP_IN_LIST | KP_PRODUCED)) &&
+                !(net->tensors[t].flags & KN_T_CONST))
+                snprintf(msg, sizeof msg, "node %d '%s' (%s) reads tensor '%s' before any node "
+                         "produces it", i, n->name, n->op_type, net->tensors[t].name);
+        }
+        for (int j = 0; j < n->n_out && !msg[0]; j++) {
+            int t = n->out[j];
+            if (t < 0)
+                continue;
+            if ((mark[t] & KP_IN_LIST) || (net->tensors[t].flags & KN_T_CONST))
+                snprintf(msg, sizeof msg, "node %d '%s' (%s) writes tensor '%s', a graph %s", i,
+                         n->name, n->op_type, net->tensors[t].name,
+                         mark[t] & KP_IN_LIST ? "input" : "constant");
+            else if (mark[t] & KP_PRODUCED)
+                snprintf(msg, sizeof msg, "node %d '%s' (%s) writes tensor '%s', which an "
+                         "earlier node writes too", i, n->name, n->op_type,
+                         net->tensors[t].name);
+            mark[t] |= KP_PRODUCED;
+        }
+    }
+    for (int i = 0; g == 0 && i < net->n_outputs && !msg[0]; i++) {
+        int t = net->outputs[i];
+        if (!(mark[t] & (KP_IN_LIST | KP_PRODUCED)) && !(net->tensors[t].flags & KN_T_CONST))
+            snprintf(msg, sizeof msg, "graph output '%s' is not produced by any node",
+                     net->tensors[t].name);
+    }
+    kn_free(mark);
+    if (msg[0])
+        return kn_error(st, "%s: graph %u: %s", what, g, msg);
+    return KILN_OK;
+}
+
+/* ======================================================================= */
 /* Writer                                                                  */
 /* ======================================================================= */
 
@@ -169,6 +253,7 @@ typedef struct kp_wr {
     kn_buf graphs, tensors, nodes, weights;
     uint32_t n_tensors, n_nodes;
     const kn_net **queue;   /* graphs in plan order (breadth first) */
+    uint32_t n_graph_done;  /* graphs written so far */
     int n_queue, cap_queue;
 } kp_wr;
 
@@ -281,6 +366,30 @@ static kiln_status wr_attr(kp_wr *w, const kn_attr *a) {
     return KILN_OK;
 }
 
+static kiln_status wr_tensors(kp_wr *w, const kn_net *g, const uint8_t *mark) {
+    kn_buf *tb = &w->tensors;
+    for (int i = 0; i < g->n_tensors; i++) {
+        const kn_tensor *t = &g->tensors[i];
+        if (t->rank < -1 || t->rank > KILN_MAX_DIMS)
+            return kn_error(KILN_ERR_INVALID_ARGUMENT, "plan writer: tensor '%s' has rank %d",
+                            t->name, t->rank);
+        KN_TRY(wr_str(w, tb, t->name));
+        put_u32(tb, (uint32_t)t->dtype);
+        put_i32(tb, t->rank);
+        put_u32(tb, (t->flags & (KN_T_CONST | KN_T_HOST)) |
+                        (mark[i] & KP_IN_LIST ? (uint32_t)KN_T_INPUT : 0u) |
+                        (mark[i] & KP_OUT_LIST ? (uint32_t)KN_T_OUTPUT : 0u));
+        for (int d = 0; d < t->rank; d++)
+            put_i64(tb, t->dims[d]);
+        for (int d = 0; d < t->rank; d++)
+            KN_TRY(wr_str(w, tb, t->dim_names[d]));
+        if (t->flags & KN_T_CONST)
+            KN_TRY(wr_value(w, tb, &t->value));
+        w->n_tensors++;
+    }
+    return KILN_OK;
+}
+
 static kiln_status wr_graph(kp_wr *w, const kn_net *g) {
     kn_buf *b = &w->graphs;
     if (g->n_tensors < 0 || g->n_nodes < 0 || g->n_inputs < 0 || g->n_outputs < 0)
@@ -300,24 +409,19 @@ static kiln_status wr_graph(kp_wr *w, const kn_net *g) {
         put_i32(b, g->opset_versions[i]);
     }
 
-    for (int i = 0; i < g->n_tensors; i++) {
-        const kn_tensor *t = &g->tensors[i];
-        kn_buf *tb = &w->tensors;
-        if (t->rank < -1 || t->rank > KILN_MAX_DIMS)
-            return kn_error(KILN_ERR_INVALID_ARGUMENT, "plan writer: tensor '%s' has rank %d",
-                            t->name, t->rank);
-        KN_TRY(wr_str(w, tb, t->name));
-        put_u32(tb, (uint32_t)t->dtype);
-        put_i32(tb, t->rank);
-        put_u32(tb, t->flags & KP_T_KNOWN_FLAGS);
-        for (int d = 0; d < t->rank; d++)
-            put_i64(tb, t->dims[d]);
-        for (int d = 0; d < t->rank; d++)
-            KN_TRY(wr_str(w, tb, t->dim_names[d]));
-        if (t->flags & KN_T_CONST)
-            KN_TRY(wr_value(w, tb, &t->value));
-        w->n_tensors++;
-    }
+    /* Input and output flags are written as the lists say. */
+    KN_TRY(graph_check(g, w->n_graph_done, false, KILN_ERR_INVALID_ARGUMENT, "plan writer"));
+    uint8_t *mark = kn_calloc((size_t)g->n_tensors + 1, 1);
+    if (!mark)
+        return KILN_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < g->n_inputs; i++)
+        mark[g->inputs[i]] |= KP_IN_LIST;
+    for (int i = 0; i < g->n_outputs; i++)
+        mark[g->outputs[i]] |= KP_OUT_LIST;
+    kiln_status st = wr_tensors(w, g, mark);
+    kn_free(mark);
+    KN_TRY(st);
+    w->n_graph_done++;
     for (int i = 0; i < g->n_nodes; i++) {
         const kn_node *n = &g->nodes[i];
         kn_buf *nb = &w->nodes;
@@ -996,6 +1100,7 @@ static kiln_status rd_tensors_nodes(kp_rd *r, size_t tensor_total, size_t node_t
             KN_TRY(rd_tensor(r, &tc, net, i, g));
         for (int i = 0; i < net->n_nodes; i++)
             KN_TRY(rd_node(r, &nc, net, i, g));
+        KN_TRY(graph_check(net, g, true, KILN_ERR_PLAN, "plan damaged"));
     }
     return KILN_OK;
 }

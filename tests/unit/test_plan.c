@@ -652,6 +652,17 @@ static void test_forged(const uint8_t *plan, size_t size) {
     reseal(p, size);
     KT_FAILS(try_read(p, size), KILN_ERR_PLAN, "input count 2147483647 cannot fit");
 
+    /* flags that disagree with the input list */
+    memcpy(p, plan, size);
+    wr32(p + tensors + 16, 0); /* first tensor ('x', an input): flags */
+    reseal(p, size);
+    KT_FAILS(try_read(p, size), KILN_ERR_PLAN, "tensor 0 'x' is not flagged as an input");
+    /* a node that writes a graph input */
+    memcpy(p, plan, size);
+    wr32(p + nodes + 4 + 24 + 4 + 3 * 4 + 4, 0); /* first node's output 0 -> tensor 0 */
+    reseal(p, size);
+    KT_FAILS(try_read(p, size), KILN_ERR_PLAN, "writes tensor 'x', a graph input");
+
     /* an unknown section is skipped: insert one after the table, moving
      * everything by 64 bytes so the weights stay aligned */
     uint32_t nsec = rd32(plan + 32), hs = rd32(plan + 12);
@@ -684,6 +695,31 @@ static void test_write_errors(void) {
     memset(m.target, 'x', sizeof m.target);
     KT_FAILS(kp_write(net, &m, &out, &size), KILN_ERR_INVALID_ARGUMENT, "no NUL");
     KT_CHECK(out == NULL);
+    strcpy(m.target, "x86_64");
+    /* graph rules: no writes into constants, single assignment, order */
+    int wt = kn_net_find(net, "w"), yt = kn_net_find(net, "y"), mt = kn_net_find(net, "mid");
+    net->nodes[0].out[0] = wt;
+    KT_FAILS(kp_write(net, &m, &out, &size), KILN_ERR_INVALID_ARGUMENT,
+             "node 0 'conv_0' (Conv) writes tensor 'w', a graph constant");
+    net->nodes[0].out[0] = mt;
+    net->nodes[1].out[1] = mt;
+    KT_FAILS(kp_write(net, &m, &out, &size), KILN_ERR_INVALID_ARGUMENT,
+             "node 1 'fused/1' (FusedThing) writes tensor 'mid', which an earlier node writes too");
+    net->nodes[1].out[1] = -1;
+    net->nodes[0].in[2] = yt;
+    KT_FAILS(kp_write(net, &m, &out, &size), KILN_ERR_INVALID_ARGUMENT,
+             "reads tensor 'y' before any node produces it");
+    net->nodes[0].in[2] = -1;
+    /* stale flags are not trusted: the lists decide */
+    net->tensors[mt].flags |= KN_T_INPUT;
+    KT_OK(kp_write(net, &m, &out, &size));
+    kn_net *nf = NULL;
+    KT_OK(kp_read(out, size, NULL, &nf, NULL));
+    KT_CHECK(nf && !(nf->tensors[mt].flags & KN_T_INPUT));
+    kn_net_free(nf);
+    kn_free(out);
+    out = NULL;
+    net->tensors[mt].flags &= ~(uint32_t)KN_T_INPUT;
     /* no meta at all: an empty identity, no profiles */
     KT_OK(kp_write(net, NULL, &out, &size));
     kn_net *back = NULL;
