@@ -587,6 +587,64 @@ static void test_gelu_variant(void) {
     kiln_network_destroy(net);
 }
 
+/* The tanh GELU of GPT-2 style exports, with Pow(x, 3) after MatMul + bias,
+ * and with x * x * x on its own. */
+static void build_gelu_tanh(kiln_network *net, const char *x, const char *y, bool pow3) {
+    char t[16][32];
+    for (int i = 0; i < 16; i++)
+        snprintf(t[i], sizeof t[i], "%s_t%d", y, i);
+    char c[4][32];
+    const float cv[4] = {0.044715f, 0.7978845608f, 1.f, 0.5f};
+    for (int i = 0; i < 4; i++) {
+        snprintf(c[i], sizeof c[i], "%s_c%d", y, i);
+        fscalar(net, c[i], cv[i]);
+    }
+    if (pow3) {
+        char three[32];
+        snprintf(three, sizeof three, "%s_three", y);
+        fscalar(net, three, 3.f);
+        node(net, t[0], "Pow", 2, IN(x, three), t[1]);
+    } else {
+        node(net, t[0], "Mul", 2, IN(x, x), t[2]);
+        node(net, t[3], "Mul", 2, IN(t[2], x), t[1]);
+    }
+    node(net, t[4], "Mul", 2, IN(c[0], t[1]), t[5]);      /* 0.044715 x^3 */
+    node(net, t[6], "Add", 2, IN(x, t[5]), t[7]);         /* x + ... */
+    node(net, t[8], "Mul", 2, IN(t[7], c[1]), t[9]);      /* * sqrt(2/pi) */
+    node(net, t[10], "Tanh", 1, IN(t[9]), t[11]);
+    node(net, t[12], "Add", 2, IN(t[11], c[2]), t[13]);   /* 1 + tanh */
+    node(net, t[14], "Mul", 2, IN(x, c[3]), t[15]);       /* x * 0.5 */
+    node(net, y, "Mul", 2, IN(t[15], t[13]), y);
+}
+
+static void test_gelu_tanh(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, DIMS(3, 8), NULL));
+    fconst(net, "W", 2, DIMS(8, 5), -0.5f, 1.f);
+    fconst(net, "bias", 1, DIMS(5), -0.5f, 1.f);
+    node(net, "mm", "MatMul", 2, IN("x", "W"), "h0");
+    node(net, "bias_add", "Add", 2, IN("bias", "h0"), "h");
+    build_gelu_tanh(net, "h", "y", true);
+    build_gelu_tanh(net, "x", "y2", false);
+    KT_OK(kiln_network_mark_output(net, "y"));
+    KT_OK(kiln_network_mark_output(net, "y2"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 2 && count_op(o, KN_DOMAIN_KILN, "MatMul") == 1 &&
+                          count_op(o, "", "Gelu") == 1, o);
+        const kn_node *m = find_op(o, KN_DOMAIN_KILN, "MatMul");
+        if (m)
+            KT_CHECK(strcmp(kn_attr_string(m, "activation", ""), "GeluTanh") == 0);
+        const kn_node *g = find_op(o, "", "Gelu");
+        if (g)
+            KT_CHECK(strcmp(kn_attr_string(g, "approximate", ""), "tanh") == 0);
+        compare(net, o, "gelu tanh", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* Gemm + Add(bias) + Relu -> kiln::Gemm with C and Relu. */
 static void test_gemm_bias_relu(void) {
     kiln_network *net;
@@ -809,6 +867,7 @@ int main(int argc, char **argv) {
     test_no_fuse_output();
     test_matmul_bias_gelu();
     test_gelu_variant();
+    test_gelu_tanh();
     test_gemm_bias_relu();
     test_matmul_silu();
     test_chain();
