@@ -215,6 +215,99 @@ static void red_visit(const red_geom *g, const kb_tensor *x, int64_t base, kb_ct
     }
 }
 
+/* Offset of reduced position t, over all reduced groups. */
+static int64_t red_offset_all(const red_geom *g, int64_t t) {
+    int64_t off = 0;
+    for (int k = g->nr - 1; k >= 0 && t; k--) {
+        off += (t % g->rdim[k]) * g->rstr[k];
+        t /= g->rdim[k];
+    }
+    return off;
+}
+
+/* Elementwise folds for the vector path: acc[i] = f(acc[i], v[i]). */
+static void vfold_d(int op, int pass, const double *v, int64_t m, double *acc, const double *mx) {
+    switch (op) {
+    case R_SUM: case R_MEAN: case R_LOGSUM: for (int64_t i = 0; i < m; i++) acc[i] += v[i]; break;
+    case R_PROD: for (int64_t i = 0; i < m; i++) acc[i] *= v[i]; break;
+    case R_MAX: for (int64_t i = 0; i < m; i++) acc[i] = (v[i] > acc[i] || v[i] != v[i]) ? v[i] : acc[i]; break;
+    case R_MIN: for (int64_t i = 0; i < m; i++) acc[i] = (v[i] < acc[i] || v[i] != v[i]) ? v[i] : acc[i]; break;
+    case R_L1: for (int64_t i = 0; i < m; i++) acc[i] += fabs(v[i]); break;
+    case R_L2: case R_SUMSQ: for (int64_t i = 0; i < m; i++) acc[i] += v[i] * v[i]; break;
+    case R_LOGSUMEXP:
+        if (pass == 0)
+            for (int64_t i = 0; i < m; i++) acc[i] = v[i] > acc[i] ? v[i] : acc[i];
+        else
+            for (int64_t i = 0; i < m; i++) acc[i] += exp(v[i] - mx[i]);
+        break;
+    }
+}
+
+static void vfold_i(int op, const int64_t *v, int64_t m, int64_t *acc) {
+    for (int64_t i = 0; i < m; i++)
+        fold_i(op, &v[i], 1, &acc[i]);
+}
+
+/* Reductions whose innermost input dim is kept: runs of Ik outputs are
+ * contiguous in the input too, so whole rows are folded at once. */
+static void reduce_vec(const red_geom *g, const kb_tensor *x, kb_tensor *y, int op, bool exact_int,
+                       int64_t lo, int64_t hi, int threads) {
+    int64_t ik = g->kdim[g->nk - 1], nout = numel_of(y);
+    int64_t segs = (ik + KB_EW_CHUNK - 1) / KB_EW_CHUNK, units = nout / ik * segs;
+    size_t es = kiln_dtype_size(x->dtype), ys = kiln_dtype_size(y->dtype);
+    kb_ctype ct = exact_int ? KB_I64 : KB_F64;
+#pragma omp parallel for num_threads(threads) if (numel_of(x) >= KB_EW_PAR_MIN) schedule(static)
+    for (int64_t u = 0; u < units; u++) {
+        int64_t i0 = (u % segs) * KB_EW_CHUNK, o0 = u / segs * ik + i0;
+        int64_t m = ik - i0 < KB_EW_CHUNK ? ik - i0 : KB_EW_CHUNK;
+        int64_t base = kept_offset(g, o0);
+        uint64_t acc_[KB_EW_CHUNK], mx_[KB_EW_CHUNK], buf_[KB_EW_CHUNK];
+        double *acc = (double *)acc_, *mx = (double *)mx_, *v = (double *)buf_;
+        int64_t *iacc = (int64_t *)acc_, *iv = (int64_t *)buf_;
+        uint8_t *dst = (uint8_t *)y->data + (size_t)o0 * ys;
+        if (exact_int) {
+            int64_t init = op == R_PROD ? 1 : op == R_MAX ? lo : op == R_MIN ? hi : 0;
+            for (int64_t i = 0; i < m; i++)
+                iacc[i] = init;
+            for (int64_t t = 0; t < g->R; t++) {
+                const uint8_t *src = (const uint8_t *)x->data + (size_t)(base + red_offset_all(g, t)) * es;
+                kb_ew_load(x->dtype, src, m, ct, iv);
+                vfold_i(op, iv, m, iacc);
+            }
+            if (op == R_MEAN && g->R > 0)
+                for (int64_t i = 0; i < m; i++)
+                    iacc[i] /= g->R;
+            kb_ew_store(y->dtype, dst, m, KB_I64, iacc);
+            continue;
+        }
+        double init = op == R_PROD ? 1.0 : op == R_MAX ? -INFINITY : op == R_MIN ? INFINITY : 0.0;
+        int passes = op == R_LOGSUMEXP ? 2 : 1;
+        for (int pass = 0; pass < passes; pass++) {
+            for (int64_t i = 0; i < m; i++)
+                acc[i] = (op == R_LOGSUMEXP && pass == 0) ? -INFINITY : init;
+            for (int64_t t = 0; t < g->R; t++) {
+                const uint8_t *src = (const uint8_t *)x->data + (size_t)(base + red_offset_all(g, t)) * es;
+                kb_ew_load(x->dtype, src, m, ct, v);
+                vfold_d(op, pass, v, m, acc, mx);
+            }
+            if (op == R_LOGSUMEXP && pass == 0)
+                for (int64_t i = 0; i < m; i++)
+                    mx[i] = acc[i] == -INFINITY ? 0 : acc[i];
+        }
+        for (int64_t i = 0; i < m; i++) {
+            if (op == R_MEAN)
+                acc[i] = g->R ? acc[i] / (double)g->R : NAN;
+            else if (op == R_L2)
+                acc[i] = sqrt(acc[i]);
+            else if (op == R_LOGSUM)
+                acc[i] = log(acc[i]);
+            else if (op == R_LOGSUMEXP)
+                acc[i] = log(acc[i]) + mx[i];
+        }
+        kb_ew_store(y->dtype, dst, m, KB_F64, acc);
+    }
+}
+
 kiln_status kb_ew_run_reduce(const kb_run *r) {
     const kb_tensor *x = &r->in[0];
     kb_tensor *y = &r->out[0];
@@ -244,6 +337,10 @@ kiln_status kb_ew_run_reduce(const kb_run *r) {
     size_t ys = kiln_dtype_size(y->dtype);
     int64_t work = numel_of(x), lo, hi; /* the type's range: Max/Min of nothing */
     int_range(x->dtype, &lo, &hi);
+    if (g.nk > 0 && g.nr > 0 && g.kstr[g.nk - 1] == 1 && g.kdim[g.nk - 1] >= 4) {
+        reduce_vec(&g, x, y, op, exact_int, lo, hi, r->threads);
+        return KILN_OK;
+    }
 #pragma omp parallel for num_threads(r->threads) if (work >= KB_EW_PAR_MIN) schedule(static)
     for (int64_t o = 0; o < nout; o++) {
         int64_t base = kept_offset(&g, o);
@@ -363,6 +460,47 @@ static void softmax_row_f32(int kind, const float *x, float *y, int64_t R) {
     }
 }
 
+/* Float, axis not innermost: m adjacent columns of an [R, I] block at once,
+ * so every access is a contiguous row segment. */
+static void softmax_cols_f32(int kind, const float *x, float *y, int64_t R, int64_t I, int64_t m) {
+    float mx[KB_EW_CHUNK], sum[KB_EW_CHUNK];
+    int64_t am[KB_EW_CHUNK];
+    for (int64_t k = 0; k < m; k++)
+        mx[k] = x[k], am[k] = 0, sum[k] = 0;
+    for (int64_t r = 1; r < R; r++)
+        for (int64_t k = 0; k < m; k++)
+            if (x[r * I + k] > mx[k])
+                mx[k] = x[r * I + k], am[k] = r;
+    if (kind == SM_HARD) {
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t k = 0; k < m; k++)
+                y[r * I + k] = r == am[k] ? 1.f : 0.f;
+        return;
+    }
+    if (kind == SM_SOFTMAX) {
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t k = 0; k < m; k++) {
+                float e = expf(x[r * I + k] - mx[k]);
+                y[r * I + k] = e;
+                sum[k] += e;
+            }
+        for (int64_t k = 0; k < m; k++)
+            sum[k] = 1.f / sum[k];
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t k = 0; k < m; k++)
+                y[r * I + k] *= sum[k];
+        return;
+    }
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t k = 0; k < m; k++)
+            sum[k] += expf(x[r * I + k] - mx[k]);
+    for (int64_t k = 0; k < m; k++)
+        sum[k] = logf(sum[k]) + mx[k];
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t k = 0; k < m; k++)
+            y[r * I + k] = x[r * I + k] - sum[k];
+}
+
 /* Any float type, any stride: three passes over gathered chunks. */
 static void softmax_row_any(int kind, const kb_tensor *x, kb_tensor *y, int64_t start, int64_t R,
                             int64_t I) {
@@ -432,7 +570,18 @@ kiln_status kb_ew_run_softmax(const kb_run *r) {
     int64_t units = O * I;
     if (units <= 0 || R <= 0)
         return KILN_OK;
-    bool fast = x->dtype == KILN_DTYPE_FLOAT && I == 1;
+    if (x->dtype == KILN_DTYPE_FLOAT && I > 1) {
+        int64_t segs = (I + KB_EW_CHUNK - 1) / KB_EW_CHUNK;
+#pragma omp parallel for num_threads(r->threads) if (units * R >= KB_EW_PAR_MIN) schedule(static)
+        for (int64_t u = 0; u < O * segs; u++) {
+            int64_t o = u / segs, i0 = (u % segs) * KB_EW_CHUNK;
+            int64_t m = I - i0 < KB_EW_CHUNK ? I - i0 : KB_EW_CHUNK;
+            softmax_cols_f32(kind, (const float *)x->data + o * R * I + i0,
+                             (float *)y->data + o * R * I + i0, R, I, m);
+        }
+        return KILN_OK;
+    }
+    bool fast = x->dtype == KILN_DTYPE_FLOAT;
 #pragma omp parallel for num_threads(r->threads) if (units * R >= KB_EW_PAR_MIN) schedule(static)
     for (int64_t u = 0; u < units; u++) {
         int64_t o = u / I, i = u % I;
