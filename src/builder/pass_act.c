@@ -3,9 +3,11 @@
  *   Gemm without C + Add(constant broadcast to Y)   -> Gemm with C
  *   Conv + Add(residual of Y's shape)               -> kiln::Conv(X, W, B, Z)
  *   Conv / Gemm / MatMul + activation               -> kiln::* with `activation`
- *   (x * Sigmoid(x) counts as the Silu activation).
+ *   (x * Sigmoid(x) counts as the Silu activation, x * HardSigmoid(x) with
+ *   alpha 1/6 and beta 1/2 as HardSwish).
  * Every intermediate tensor must have a single reader and not be a graph
  * output; the fused node takes the last node's output, so output names stay. */
+#include <math.h>
 #include <string.h>
 
 #include "passes.h"
@@ -212,9 +214,19 @@ static kiln_status set_activation(kn_node *n, mop m, const char *act, float alph
     return kn_node_set_float(n, m == MOP_GEMM ? "beta_act" : "beta", beta);
 }
 
-/* y read by exactly Sigmoid(y) and Mul(y, that): returns the Mul, and the
- * Sigmoid in *sig; -1 if not so. */
-static int silu_of(const kpass *p, int y, int *sig) {
+/* The self-gated activation Mul(y, gate(y)) names, when gate node g is one. */
+static const char *gate_act(const kn_node *g) {
+    if (kpass_is(g, "Sigmoid"))
+        return "Silu";
+    if (kpass_is(g, "HardSigmoid") && fabsf(kn_attr_float(g, "alpha", 0.2f) - 1.f / 6.f) < 1e-6f &&
+        fabsf(kn_attr_float(g, "beta", 0.5f) - 0.5f) < 1e-6f)
+        return "HardSwish";
+    return NULL;
+}
+
+/* y read by exactly gate(y) and Mul(y, that): returns the Mul, the gate in
+ * *sig and the activation in *act; -1 if not so. */
+static int silu_of(const kpass *p, int y, int *sig, const char **act) {
     const kn_net *net = p->net;
     if (y >= p->n_tensors || p->is_output[y] || p->uses[y] != 2 ||
         p->rd_start[y + 1] - p->rd_start[y] != 2)
@@ -224,13 +236,15 @@ static int silu_of(const kpass *p, int y, int *sig) {
         if (!kpass_free(p, si) || !kpass_free(p, mi))
             continue;
         const kn_node *sn = &net->nodes[si], *mn = &net->nodes[mi];
-        if (!kpass_is(sn, "Sigmoid") || sn->n_out < 1 || !kpass_is(mn, "Mul") || mn->n_in != 2)
+        if (!gate_act(sn) || sn->n_in < 1 || sn->in[0] != y || sn->n_out < 1 ||
+            !kpass_is(mn, "Mul") || mn->n_in != 2)
             continue;
         int sv = sn->out[0];
         if (kpass_sole_reader(p, sv) != mi || !((mn->in[0] == y && mn->in[1] == sv) ||
                                                 (mn->in[1] == y && mn->in[0] == sv)))
             continue;
         *sig = si;
+        *act = gate_act(sn);
         return mi;
     }
     return -1;
@@ -252,10 +266,9 @@ static kiln_status fuse_activation(kpass *p, int i, mop m, bool *done) {
             !kpass_activation(net, r, &act, &alpha, &beta))
             return KILN_OK;
     } else {
-        ri = silu_of(p, y, &sig);
+        ri = silu_of(p, y, &sig, &act);
         if (ri < 0)
             return KILN_OK;
-        act = "Silu";
         alpha = beta = 0.f;
     }
     KN_TRY(to_kiln(&net->nodes[i]));

@@ -693,6 +693,28 @@ static void test_matmul_silu(void) {
     kiln_network_destroy(net);
 }
 
+/* Conv + x * HardSigmoid(x) (alpha 1/6) -> kiln::Conv with HardSwish. */
+static void test_conv_hardswish(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 5, 5), NULL));
+    add_conv(net, "conv", "x", "c", 2, 3, 3, true);
+    int hs = node(net, "hsig", "HardSigmoid", 1, IN("c"), "g");
+    KT_OK(kiln_network_set_attr_float(net, hs, "alpha", 1.f / 6.f));
+    node(net, "gate", "Mul", 2, IN("c", "g"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, KN_DOMAIN_KILN, "Conv") == 1, o);
+        const kn_node *c = find_op(o, KN_DOMAIN_KILN, "Conv");
+        if (c)
+            KT_CHECK(strcmp(kn_attr_string(c, "activation", ""), "HardSwish") == 0);
+        compare(net, o, "conv+hardswish", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* Add + Mul + Sigmoid over one shape -> one ElementwiseChain. */
 static void test_chain(void) {
     kiln_network *net;
@@ -870,6 +892,7 @@ int main(int argc, char **argv) {
     test_gelu_tanh();
     test_gemm_bias_relu();
     test_matmul_silu();
+    test_conv_hardswish();
     test_chain();
     test_chain_limits();
     test_residual_dynamic();
