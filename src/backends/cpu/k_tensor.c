@@ -470,6 +470,8 @@ static kiln_status k_size(const kb_run *r) {
 /* Fill n elements of es bytes with the element at v. */
 static void fill_elems(void *dst, const void *v, size_t es, int64_t n) {
     uint8_t *p = dst;
+    if (n <= 0)
+        return;
     bool zero = true;
     for (size_t k = 0; k < es; k++)
         zero = zero && ((const uint8_t *)v)[k] == 0;
@@ -515,6 +517,8 @@ static kiln_status k_eyelike(const kb_run *r) {
     const kb_tensor *o = &r->out[0];
     int64_t k = kn_attr_int(r->node, "k", 0), rows = o->dims[0], cols = o->dims[1];
     size_t es = esize(o);
+    if (rows * cols == 0)
+        return KILN_OK;
     memset(o->data, 0, (size_t)(rows * cols) * es);
     uint8_t one[16] = {0};
     kbt_store(o->dtype, one, 0, 1.0);
