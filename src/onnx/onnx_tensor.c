@@ -242,8 +242,7 @@ static kiln_status open_external(kx_onnx *cx, kx_pb_msg *m, const char *label, c
     return KILN_OK;
 }
 
-static kiln_status load_external(kx_onnx *cx, kx_pb_msg *m, const tensor_fields *tf,
-                                 kn_tdata *v, const char *label) {
+static kiln_status load_external(kx_onnx *cx, kx_pb_msg *m, kn_tdata *v, const char *label) {
     kx_pb *pb = &cx->pb;
     kx_str loc = {0}, off_s = {0}, len_s = {0};
     int has_loc = 0, has_off = 0, has_len = 0;
@@ -402,7 +401,7 @@ kiln_status kx_onnx_tensor(kx_onnx *cx, kx_pb_msg *m, kn_tdata *out, kx_str *nam
     memcpy(v.dims, tf.dims, sizeof v.dims);
     v.nbytes = nbytes;
     if (tf.location == 1) {
-        KN_TRY(load_external(cx, m, &tf, &v, label));
+        KN_TRY(load_external(cx, m, &v, label));
         m->pos = start;
         if (!v.blob) { /* empty tensor */
             KN_TRY(kn_tdata_alloc(&v, dt, (int)tf.n_dims, tf.dims));
