@@ -759,6 +759,122 @@ static void test_errors(void) {
     one_end(&o);
 }
 
+/* ---------------- ONNX corner cases ---------------- */
+
+static void test_corners(void) {
+    one o;
+    kn_tinfo ti;
+    float x[3] = {-5.f, 1.5f, 5.f}, lo = 2.f, hi = 1.f, w[3] = {1.f, 1.f, 1.f};
+    int64_t d3[1] = {3};
+    tin cin[3] = {TF(1, d3, x), TF(0, NULL, &lo), TF(0, NULL, &hi)};
+    one_begin(&o, "Clip", "", 13, 3, cin); /* min > max: every value becomes max */
+    expect_f32(&o, 1, d3, w, 0);
+    one_end(&o);
+
+    int8_t sx[3] = {-8, 4, -1}, sy[3] = {8, 9, 127};
+    tin sin_[2] = {T(KILN_DTYPE_INT8, 1, d3, sx), T(KILN_DTYPE_INT8, 1, d3, sy)};
+    one_begin(&o, "BitShift", "", 11, 2, sin_);
+    KT_OK(kiln_network_set_attr_string(o.net, o.node, "direction", "RIGHT"));
+    KT_OK(one_run(&o));
+    const int8_t *s8 = one_out(&o, &ti);
+    KT_CHECK(s8[0] == -1 && s8[1] == 0 && s8[2] == -1);
+    one_end(&o);
+    int8_t lx[3] = {64, 1, -64}, ly[3] = {1, 7, 1};
+    tin lin[2] = {T(KILN_DTYPE_INT8, 1, d3, lx), T(KILN_DTYPE_INT8, 1, d3, ly)};
+    one_begin(&o, "BitShift", "", 11, 2, lin);
+    KT_OK(kiln_network_set_attr_string(o.net, o.node, "direction", "LEFT"));
+    KT_OK(one_run(&o));
+    s8 = one_out(&o, &ti);
+    KT_CHECK(s8[0] == -128 && s8[1] == -128 && s8[2] == -128);
+    one_end(&o);
+
+    /* float8: saturate by default, NaN past the range with saturate=0 */
+    float big[3] = {1e6f, 1.f, -1e6f};
+    tin fin[1] = {TF(1, d3, big)};
+    one_begin(&o, "Cast", "", 19, 1, fin);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "to", KILN_DTYPE_FLOAT8E4M3FN));
+    KT_OK(one_run(&o));
+    const uint8_t *f8 = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_FLOAT8E4M3FN && f8[0] == 0x7e && f8[1] == 0x38 && f8[2] == 0xfe);
+    one_end(&o);
+    one_begin(&o, "Cast", "", 19, 1, fin);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "to", KILN_DTYPE_FLOAT8E4M3FN));
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "saturate", 0));
+    KT_OK(one_run(&o));
+    f8 = one_out(&o, &ti);
+    KT_CHECK(f8[0] == 0x7f && f8[1] == 0x38 && f8[2] == 0xff);
+    one_end(&o);
+
+    /* Max/Min over an empty axis start from the type's range */
+    int32_t none[1] = {0};
+    int64_t d20[2] = {2, 0}, ax[1] = {1}, dax[1] = {1}, d21[2] = {2, 1};
+    tin ein[2] = {T(KILN_DTYPE_INT32, 2, d20, none), T(KILN_DTYPE_INT64, 1, dax, ax)};
+    one_begin(&o, "ReduceMax", "", 18, 2, ein);
+    KT_OK(one_run(&o));
+    const int32_t *e32 = one_out(&o, &ti);
+    KT_CHECK(same_shape(&ti, 2, d21) && e32[0] == INT32_MIN && e32[1] == INT32_MIN);
+    one_end(&o);
+
+    /* integer sums down columns (the row-folding path) */
+    int64_t m[12], d34[2] = {3, 4}, ax0[1] = {0};
+    for (int i = 0; i < 12; i++)
+        m[i] = (int64_t)i * 1000000000000LL;
+    tin min_[2] = {T(KILN_DTYPE_INT64, 2, d34, m), T(KILN_DTYPE_INT64, 1, dax, ax0)};
+    one_begin(&o, "ReduceSum", "", 13, 2, min_);
+    KT_OK(one_run(&o));
+    const int64_t *cs = one_out(&o, &ti);
+    KT_CHECK(ti.rank == 2 && ti.dims[0] == 1 && ti.dims[1] == 4);
+    for (int j = 0; j < 4; j++)
+        KT_CHECK(cs[j] == (int64_t)(j + (4 + j) + (8 + j)) * 1000000000000LL);
+    one_end(&o);
+}
+
+/* ---------------- several threads ---------------- */
+
+static void test_threads(void) {
+    int64_t d[2] = {400, 1000}, drow[1] = {1000};
+    int64_t n = 400000;
+    float *a = malloc((size_t)n * 4), *b = malloc(1000 * 4), *w = malloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++)
+        a[i] = frand();
+    for (int i = 0; i < 1000; i++)
+        b[i] = frand();
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_FLOAT, 2, d, NULL));
+    KT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_FLOAT, 1, drow, NULL));
+    const char *in[2] = {"a", "b"}, *mid[1] = {"s"}, *out[1] = {"y"};
+    int node;
+    KT_OK(kiln_network_add_node(net, "add", "Add", "", 14, 2, in, 1, mid, NULL));
+    KT_OK(kiln_network_add_node(net, "sm", "Softmax", "", 13, 1, mid, 1, out, &node));
+    KT_OK(kiln_network_set_attr_int(net, node, "axis", 0));
+    KT_OK(kiln_network_mark_output(net, "y"));
+    for (int j = 0; j < 1000; j++) {
+        double mx = -INFINITY, s = 0;
+        for (int i = 0; i < 400; i++)
+            mx = fmax(mx, a[i * 1000 + j] + b[j]);
+        for (int i = 0; i < 400; i++)
+            s += exp(a[i * 1000 + j] + b[j] - mx);
+        for (int i = 0; i < 400; i++)
+            w[i * 1000 + j] = (float)(exp(a[i * 1000 + j] + b[j] - mx) / s);
+    }
+    kx_program p;
+    kx_ctx c;
+    KT_OK(kn_net_toposort(net));
+    KT_OK(kx_program_init(&p, net, 2));
+    KT_OK(kx_ctx_init(&c, &p));
+    KT_OK(kx_ctx_set_input_shape(&c, 0, 2, d));
+    KT_OK(kx_ctx_set_input_shape(&c, 1, 1, drow));
+    kx_ctx_bind(&c, net->inputs[0], a);
+    kx_ctx_bind(&c, net->inputs[1], b);
+    KT_OK(kx_ctx_run(&c));
+    check_f32(c.addr[net->outputs[0]], w, n, 1e-5);
+    kx_ctx_fini(&c);
+    kx_program_fini(&p);
+    kiln_network_destroy(net);
+    free(a), free(b), free(w);
+}
+
 int main(void) {
     test_broadcast();
     test_integer_ops();
@@ -771,5 +887,7 @@ int main(void) {
     test_softmax();
     test_chain();
     test_errors();
+    test_corners();
+    test_threads();
     return kt_finish();
 }

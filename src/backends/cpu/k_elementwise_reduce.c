@@ -396,6 +396,34 @@ kiln_status kb_ew_run_argmax(const kb_run *r) {
                              r->node->op_type);
     size_t es = kiln_dtype_size(x->dtype);
     int64_t *out = y->data;
+    if (I > 1) { /* compare whole contiguous rows of m columns */
+        int64_t segs = (I + KB_EW_CHUNK - 1) / KB_EW_CHUNK;
+#pragma omp parallel for num_threads(r->threads) if (O * I * R >= KB_EW_PAR_MIN) schedule(static)
+        for (int64_t u = 0; u < O * segs; u++) {
+            int64_t o = u / segs, i0 = (u % segs) * KB_EW_CHUNK;
+            int64_t m = I - i0 < KB_EW_CHUNK ? I - i0 : KB_EW_CHUNK;
+            double best[KB_EW_CHUNK], v[KB_EW_CHUNK];
+            int64_t *bi = out + o * I + i0;
+            for (int64_t j = 0; j < R; j++) {
+                const uint8_t *src = (const uint8_t *)x->data + (size_t)((o * R + j) * I + i0) * es;
+                kb_ew_load(x->dtype, src, m, KB_F64, j == 0 ? best : v);
+                if (j == 0) {
+                    for (int64_t k = 0; k < m; k++)
+                        bi[k] = 0;
+                    continue;
+                }
+                for (int64_t k = 0; k < m; k++) {
+                    double a = v[k];
+                    if (is_max ? (last ? a >= best[k] : a > best[k])
+                               : (last ? a <= best[k] : a < best[k])) {
+                        best[k] = a;
+                        bi[k] = j;
+                    }
+                }
+            }
+        }
+        return KILN_OK;
+    }
     int64_t units = O * I;
 #pragma omp parallel for num_threads(r->threads) if (O * I * R >= KB_EW_PAR_MIN) schedule(static)
     for (int64_t u = 0; u < units; u++) {
