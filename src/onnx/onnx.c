@@ -933,6 +933,8 @@ static kiln_status parse(const void *data, size_t size, kn_blob *blob, const cha
     kx_onnx_ext_close(&cx);
     if (st != KILN_OK) {
         kn_net_free(net);
+        if (st == KILN_ERR_OUT_OF_MEMORY) /* the allocator's message says how much, not where */
+            kn_error_wrap(st, "reading an ONNX model of %zu bytes", size);
         return st;
     }
     kn_log(KILN_LOG_VERBOSE, "ONNX model read: %d nodes, %d tensors, %d inputs, %d outputs, opset %d",
