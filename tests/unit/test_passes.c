@@ -845,6 +845,71 @@ static void test_fold_limits(void) {
     kiln_network_destroy(net);
 }
 
+/* Every allocation of a whole optimization fails in turn: each run returns
+ * OK or an error, never crashes (and leaks nothing under the sanitizers). */
+static void test_fault_walk(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 2, 4, 4), NULL));
+    add_conv(net, "conv", "x", "c", 2, 2, 3, false);
+    fconst(net, "g", 1, DIMS(2), 0.5f, 1.f);
+    fconst(net, "beta", 1, DIMS(2), -0.5f, 1.f);
+    fconst(net, "mean", 1, DIMS(2), -0.5f, 1.f);
+    fconst(net, "var", 1, DIMS(2), 0.5f, 1.f);
+    node(net, "bn", "BatchNormalization", 5, IN("c", "g", "beta", "mean", "var"), "b");
+    node(net, "skip", "Add", 2, IN("b", "x"), "s");
+    node(net, "relu", "Relu", 1, IN("s"), "r");
+    node(net, "id", "Identity", 1, IN("r"), "r2");
+    iconst(net, "st", 1, DIMS(1), (const int64_t[]){1});
+    iconst(net, "en", 1, DIMS(1), (const int64_t[]){2});
+    iconst(net, "minus1", 1, DIMS(1), (const int64_t[]){-1});
+    node(net, "shape", "Shape", 1, IN("x"), "sh");
+    node(net, "slice", "Slice", 3, IN("sh", "st", "en"), "c1");
+    int cat = node(net, "concat", "Concat", 2, IN("minus1", "c1"), "shp");
+    KT_OK(kiln_network_set_attr_int(net, cat, "axis", 0));
+    node(net, "reshape", "Reshape", 2, IN("r2", "shp"), "flat");
+    fconst(net, "W", 2, DIMS(2, 3), -0.5f, 1.f);
+    fconst(net, "bias", 1, DIMS(3), -0.5f, 1.f);
+    node(net, "mm", "MatMul", 2, IN("flat", "W"), "h0");
+    node(net, "badd", "Add", 2, IN("h0", "bias"), "h");
+    build_gelu_tanh(net, "h", "gl", true);
+    fscalar(net, "two", 2.f);
+    node(net, "e1", "Mul", 2, IN("gl", "two"), "e");
+    node(net, "e2", "Sigmoid", 1, IN("e"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    KT_OK(kn_net_toposort(net));
+    int fails = 0, oks = 0;
+    for (uint64_t n = 1; n < 100000; n++) {
+        kn_net *o = NULL;
+        KT_OK(kn_net_clone(net, &o));
+        if (!o)
+            break;
+        kp_meta meta;
+        if (make_meta(o, &meta, 1, 2, 4) != KILN_OK) {
+            kn_net_free(o);
+            break;
+        }
+        kbld b = {o, 0, &meta, 1};
+        kn_fault_inject_set(n);
+        kiln_status st = kbld_optimize(&b);
+        uint64_t made = kn_fault_inject_set(0);
+        kp_meta_free(&meta);
+        if (st == KILN_OK)
+            oks++;
+        else
+            fails++;
+        if (st == KILN_OK && made < n) { /* nothing failed: the walk is over */
+            CHECK_OR_DUMP(o->n_nodes <= 6, o);
+            kn_net_free(o);
+            break;
+        }
+        kn_net_free(o);
+    }
+    printf("fault walk: %d runs failed cleanly, %d completed\n", fails, oks);
+    KT_CHECK(fails > 0);
+    kiln_network_destroy(net);
+}
+
 /* An ONNX model given on the command line: optimized with a dynamic batch
  * profile (1, 2, 4), then with a static batch of 3, and compared with the
  * unoptimized network at batch 3. */
@@ -898,6 +963,7 @@ int main(int argc, char **argv) {
     test_residual_dynamic();
     test_guards();
     test_fold_limits();
+    test_fault_walk();
     if (kt_skipped)
         printf("%d numeric check(s) skipped: kernels missing\n", kt_skipped);
     return kt_finish();
