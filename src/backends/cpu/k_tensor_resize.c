@@ -80,7 +80,16 @@ static int64_t clampi(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : 
 static kiln_status build_axis(const kn_node *n, const kn_resize_plan *p, int d, int64_t in,
                               int64_t out, axis_tab *t) {
     double s = p->scale[d];
-    for (int64_t o = 0; o < out; o++) {
+    /* an axis kept as it is stays untouched whatever the coordinate mode (as
+     * in the ONNX reference, which skips it) */
+    bool keep = fabs(s - 1.0) <= 1e-9 && out == in && fabs(p->roi_start[d]) <= 1e-9 &&
+                fabs(p->roi_end[d] - 1.0) <= 1e-9;
+    for (int64_t o = 0; keep && o < out; o++) {
+        t->idx[o * t->cap] = o;
+        t->w[o * t->cap] = 1;
+        t->cnt[o] = 1;
+    }
+    for (int64_t o = 0; !keep && o < out; o++) {
         bool outside;
         double x = x_original(p, d, o, in, out, &outside);
         int64_t *ti = t->idx + o * t->cap;
@@ -209,42 +218,57 @@ kiln_status kbt_resize(const kb_run *r) {
     size_t es = kiln_dtype_size(x->dtype);
     uint8_t extra[16] = {0};
     kbt_store(x->dtype, extra, 0, p.extrapolation);
-    bool nearest = p.mode == KN_RS_NEAREST;
+    bool nearest = p.mode == KN_RS_NEAREST, f32 = x->dtype == KILN_DTYPE_FLOAT;
+    const axis_tab *lt = &tab[rank - 1];
+    int64_t width = o->dims[rank - 1], rows = total / width;
     int nt = r->threads > 1 && total > (1 << 14) ? r->threads : 1;
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t e = 0; e < total; e++) {
-        int64_t c[KILN_MAX_DIMS], rem = e;
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t c[KILN_MAX_DIMS], rem = row;
         bool outside = false;
-        for (int d = rank - 1; d >= 0; d--) {
+        for (int d = rank - 2; d >= 0; d--) {
             c[d] = rem % o->dims[d];
             rem /= o->dims[d];
             if (tab[d].cnt[c[d]] <= 0)
                 outside = true; /* no tap with weight: nothing to interpolate */
         }
-        uint8_t *dst = (uint8_t *)o->data + (size_t)e * es;
+        uint8_t *dst = (uint8_t *)o->data + (size_t)(row * width) * es;
         if (outside) {
-            kbt_copy1(dst, extra, es);
+            for (int64_t j = 0; j < width; j++)
+                kbt_copy1(dst + (size_t)j * es, extra, es);
             continue;
         }
         if (nearest) {
-            int64_t off = 0;
-            for (int d = 0; d < rank; d++)
-                off += tab[d].idx[c[d] * tab[d].cap] * xs[d];
-            kbt_copy1(dst, (const uint8_t *)x->data + (size_t)off * es, es);
+            int64_t base = 0;
+            for (int d = 0; d < rank - 1; d++)
+                base += tab[d].idx[c[d] * tab[d].cap] * xs[d];
+            const uint8_t *src = (const uint8_t *)x->data + (size_t)base * es;
+            for (int64_t j = 0; j < width; j++)
+                kbt_copy1(dst + (size_t)j * es,
+                          lt->cnt[j] <= 0 ? extra : src + (size_t)lt->idx[j * lt->cap] * es, es);
             continue;
         }
-        int64_t t[KILN_MAX_DIMS] = {0};
-        double acc = 0;
+        /* the row's taps over the outer axes: (offset, weight) pairs */
+        enum { MAX_ROW_TAPS = 512 };
+        int64_t roff[MAX_ROW_TAPS], t[KILN_MAX_DIMS] = {0};
+        double rw[MAX_ROW_TAPS];
+        int nl = 0;
+        bool fits = true;
         for (;;) {
+            if (nl == MAX_ROW_TAPS) {
+                fits = false;
+                break;
+            }
             int64_t off = 0;
             double w = 1;
-            for (int d = 0; d < rank; d++) {
+            for (int d = 0; d < rank - 1; d++) {
                 int64_t at = c[d] * tab[d].cap + t[d];
                 off += tab[d].idx[at] * xs[d];
                 w *= tab[d].w[at];
             }
-            acc += w * kbt_load(x->dtype, x->data, off);
-            int d = rank - 1;
+            roff[nl] = off;
+            rw[nl++] = w;
+            int d = rank - 2;
             while (d >= 0 && ++t[d] >= tab[d].cnt[c[d]]) {
                 t[d] = 0;
                 d--;
@@ -252,7 +276,57 @@ kiln_status kbt_resize(const kb_run *r) {
             if (d < 0)
                 break;
         }
-        kbt_store(x->dtype, dst, 0, acc);
+        for (int64_t j = 0; j < width; j++) {
+            int64_t n = lt->cnt[j];
+            if (n <= 0) {
+                kbt_copy1(dst + (size_t)j * es, extra, es);
+                continue;
+            }
+            const int64_t *li = lt->idx + j * lt->cap;
+            const double *lw = lt->w + j * lt->cap;
+            double acc = 0;
+            if (!fits) { /* a very wide antialias filter: walk every combination */
+                int64_t u[KILN_MAX_DIMS] = {0};
+                for (;;) {
+                    int64_t off = 0;
+                    double w = 1;
+                    for (int d = 0; d < rank - 1; d++) {
+                        int64_t at = c[d] * tab[d].cap + u[d];
+                        off += tab[d].idx[at] * xs[d];
+                        w *= tab[d].w[at];
+                    }
+                    for (int64_t k = 0; k < n; k++)
+                        acc += w * lw[k] * kbt_load(x->dtype, x->data, off + li[k]);
+                    int d = rank - 2;
+                    while (d >= 0 && ++u[d] >= tab[d].cnt[c[d]]) {
+                        u[d] = 0;
+                        d--;
+                    }
+                    if (d < 0)
+                        break;
+                }
+            } else if (f32) {
+                const float *xf = x->data;
+                for (int l = 0; l < nl; l++) {
+                    const float *src = xf + roff[l];
+                    double a = 0;
+                    for (int64_t k = 0; k < n; k++)
+                        a += lw[k] * src[li[k]];
+                    acc += rw[l] * a;
+                }
+            } else {
+                for (int l = 0; l < nl; l++) {
+                    double a = 0;
+                    for (int64_t k = 0; k < n; k++)
+                        a += lw[k] * kbt_load(x->dtype, x->data, roff[l] + li[k]);
+                    acc += rw[l] * a;
+                }
+            }
+            if (f32)
+                ((float *)(void *)dst)[j] = (float)acc;
+            else
+                kbt_store(x->dtype, dst, j, acc);
+        }
     }
     return KILN_OK;
 }
