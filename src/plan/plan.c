@@ -242,6 +242,40 @@ static kiln_status graph_check(const kn_net *net, uint32_t g, bool check_flags, 
     return KILN_OK;
 }
 
+/* Profiles as the runtime uses them: at least one when the network has
+ * inputs; each input's rank as the network says (when known); static dims
+ * fixed (min = opt = max = the dim); 0 <= min <= opt <= max. */
+static kiln_status profile_check(const kn_net *net, int n_profiles, const kp_profile *profiles,
+                                 kiln_status st, const char *what) {
+    if (net->n_inputs > 0 && n_profiles < 1)
+        return kn_error(st, "%s: the network has inputs but no optimization profile", what);
+    for (int p = 0; p < n_profiles; p++) {
+        const kp_profile *pr = &profiles[p];
+        if (pr->n_inputs != net->n_inputs)
+            return kn_error(st, "%s: profile %d covers %d inputs, the network has %d", what, p,
+                            pr->n_inputs, net->n_inputs);
+        for (int i = 0; i < pr->n_inputs; i++) {
+            const kn_tensor *t = &net->tensors[net->inputs[i]];
+            if (pr->rank[i] < 0 || pr->rank[i] > KILN_MAX_DIMS ||
+                (t->rank >= 0 && pr->rank[i] != t->rank))
+                return kn_error(st, "%s: profile %d gives input '%s' rank %d; the network says %d",
+                                what, p, t->name, pr->rank[i], t->rank);
+            for (int d = 0; d < pr->rank[i]; d++) {
+                int64_t lo = pr->min[i][d], mid = pr->opt[i][d], hi = pr->max[i][d];
+                if (lo < 0 || lo > mid || mid > hi)
+                    return kn_error(st, "%s: profile %d input '%s' dimension %d needs 0 <= min <= "
+                                    "opt <= max (%lld, %lld, %lld)", what, p, t->name, d,
+                                    (long long)lo, (long long)mid, (long long)hi);
+                if (t->rank >= 0 && t->dims[d] >= 0 && (lo != t->dims[d] || hi != t->dims[d]))
+                    return kn_error(st, "%s: profile %d input '%s' dimension %d is %lld in the "
+                                    "network; the profile gives %lld..%lld", what, p, t->name, d,
+                                    (long long)t->dims[d], (long long)lo, (long long)hi);
+            }
+        }
+    }
+    return KILN_OK;
+}
+
 /* ======================================================================= */
 /* Writer                                                                  */
 /* ======================================================================= */
@@ -464,37 +498,16 @@ static void wr_profiles(kn_buf *b, const kp_meta *meta, int n_inputs) {
 }
 
 static kiln_status wr_check_meta(const kn_net *net, const kp_meta *meta) {
-    if (!meta)
-        return KILN_OK;
-    if (strnlen(meta->backend, sizeof meta->backend) == sizeof meta->backend ||
-        strnlen(meta->target, sizeof meta->target) == sizeof meta->target ||
-        strnlen(meta->libraries, sizeof meta->libraries) == sizeof meta->libraries)
+    if (meta && (strnlen(meta->backend, sizeof meta->backend) == sizeof meta->backend ||
+                 strnlen(meta->target, sizeof meta->target) == sizeof meta->target ||
+                 strnlen(meta->libraries, sizeof meta->libraries) == sizeof meta->libraries))
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "plan writer: backend, target or libraries "
                                                    "text fills its field with no NUL");
-    if (meta->n_profiles < 0 || (meta->n_profiles > 0 && !meta->profiles))
+    if (meta && (meta->n_profiles < 0 || (meta->n_profiles > 0 && !meta->profiles)))
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "plan writer: bad profile count %d",
                         meta->n_profiles);
-    for (int p = 0; p < meta->n_profiles; p++) {
-        const kp_profile *pr = &meta->profiles[p];
-        if (pr->n_inputs != net->n_inputs)
-            return kn_error(KILN_ERR_INVALID_ARGUMENT,
-                            "plan writer: profile %d covers %d inputs, the network has %d", p,
-                            pr->n_inputs, net->n_inputs);
-        for (int i = 0; i < pr->n_inputs; i++) {
-            if (pr->rank[i] < 0 || pr->rank[i] > KILN_MAX_DIMS)
-                return kn_error(KILN_ERR_INVALID_ARGUMENT,
-                                "plan writer: profile %d input %d has rank %d", p, i, pr->rank[i]);
-            for (int d = 0; d < pr->rank[i]; d++)
-                if (pr->min[i][d] < 0 || pr->min[i][d] > pr->opt[i][d] ||
-                    pr->opt[i][d] > pr->max[i][d])
-                    return kn_error(KILN_ERR_INVALID_ARGUMENT,
-                                    "plan writer: profile %d input %d dim %d needs 0 <= min <= "
-                                    "opt <= max (%lld, %lld, %lld)",
-                                    p, i, d, (long long)pr->min[i][d], (long long)pr->opt[i][d],
-                                    (long long)pr->max[i][d]);
-        }
-    }
-    return KILN_OK;
+    return profile_check(net, meta ? meta->n_profiles : 0, meta ? meta->profiles : NULL,
+                         KILN_ERR_INVALID_ARGUMENT, "plan writer");
 }
 
 static void wr_free(kp_wr *w) {
@@ -1122,7 +1135,7 @@ static kiln_status rd_profiles(kp_rd *r, kp_meta *m) {
     if (kn_mul_overflow(np, ni, &cells) || (ni && cells > (c.end - c.pos) / 4))
         return cur_fail(&c, at, "%zu profiles of %zu inputs cannot fit in the section", np, ni);
     if (np == 0)
-        return KILN_OK;
+        return profile_check(r->nets[0], 0, NULL, KILN_ERR_PLAN, "plan damaged: section 'profiles'");
     KN_TRY(kp_meta_alloc_profiles(m, (int)np, (int)ni));
     for (size_t p = 0; p < np; p++) {
         kp_profile *pr = &m->profiles[p];
@@ -1139,17 +1152,10 @@ static kiln_status rd_profiles(kp_rd *r, kp_meta *m) {
                 KN_TRY(get_i64(&c, &pr->opt[i][d]));
             for (uint32_t d = 0; d < rank; d++)
                 KN_TRY(get_i64(&c, &pr->max[i][d]));
-            for (uint32_t d = 0; d < rank; d++)
-                if (pr->min[i][d] < 0 || pr->min[i][d] > pr->opt[i][d] ||
-                    pr->opt[i][d] > pr->max[i][d])
-                    return cur_fail(&c, at,
-                                    "profile %zu input %zu dimension %u: min %lld, opt %lld, max "
-                                    "%lld are not ordered",
-                                    p, i, d, (long long)pr->min[i][d], (long long)pr->opt[i][d],
-                                    (long long)pr->max[i][d]);
         }
     }
-    return KILN_OK;
+    return profile_check(r->nets[0], m->n_profiles, m->profiles, KILN_ERR_PLAN,
+                         "plan damaged: section 'profiles'");
 }
 
 static kiln_status rd_stats(kp_rd *r, kp_meta *m) {

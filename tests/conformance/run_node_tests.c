@@ -650,7 +650,7 @@ static void run_all(case_entry *cases, int n, const options *o) {
             finish_job(j, c, status, timed_out, o);
             running--;
             done++;
-            if (o->verbose || c->out == OUT_FAILED)
+            if (o->verbose)
                 fprintf(stderr, "[%d/%d] %s %s%s%s\n", done, n, c->name, outcome_name[c->out],
                         c->reason[0] ? ": " : "", c->reason);
             else if (done % 100 == 0)

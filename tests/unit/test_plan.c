@@ -652,6 +652,13 @@ static void test_forged(const uint8_t *plan, size_t size) {
     reseal(p, size);
     KT_FAILS(try_read(p, size), KILN_ERR_PLAN, "input count 2147483647 cannot fit");
 
+    /* no profile for a network with inputs */
+    size_t profiles = (size_t)rd64(plan + entry_of(plan, 5) + 8);
+    memcpy(p, plan, size);
+    wr32(p + profiles, 0);
+    reseal(p, size);
+    KT_FAILS(try_read(p, size), KILN_ERR_PLAN,
+             "section 'profiles': the network has inputs but no optimization profile");
     /* flags that disagree with the input list */
     memcpy(p, plan, size);
     wr32(p + tensors + 16, 0); /* first tensor ('x', an input): flags */
@@ -690,7 +697,17 @@ static void test_write_errors(void) {
     void *out = NULL;
     size_t size = 0;
     m.profiles[1].min[0][2] = 100; /* min > opt */
-    KT_FAILS(kp_write(net, &m, &out, &size), KILN_ERR_INVALID_ARGUMENT, "profile 1 input 0 dim 2");
+    KT_FAILS(kp_write(net, &m, &out, &size), KILN_ERR_INVALID_ARGUMENT,
+             "profile 1 input 'x' dimension 2 needs 0 <= min <= opt <= max");
+    m.profiles[1].min[0][2] = 4;
+    m.profiles[1].max[0][1] = 4; /* a static dim */
+    KT_FAILS(kp_write(net, &m, &out, &size), KILN_ERR_INVALID_ARGUMENT,
+             "dimension 1 is 3 in the network; the profile gives 3..4");
+    m.profiles[1].max[0][1] = 3;
+    m.profiles[0].rank[1] = 2;
+    KT_FAILS(kp_write(net, &m, &out, &size), KILN_ERR_INVALID_ARGUMENT,
+             "profile 0 gives input 'mask' rank 2; the network says 1");
+    m.profiles[0].rank[1] = 1;
     m.profiles[1].min[0][2] = 4;
     memset(m.target, 'x', sizeof m.target);
     KT_FAILS(kp_write(net, &m, &out, &size), KILN_ERR_INVALID_ARGUMENT, "no NUL");
@@ -720,13 +737,26 @@ static void test_write_errors(void) {
     kn_free(out);
     out = NULL;
     net->tensors[mt].flags &= ~(uint32_t)KN_T_INPUT;
-    /* no meta at all: an empty identity, no profiles */
-    KT_OK(kp_write(net, NULL, &out, &size));
+    /* no meta at all: a network with inputs needs a profile */
+    KT_FAILS(kp_write(net, NULL, &out, &size), KILN_ERR_INVALID_ARGUMENT,
+             "the network has inputs but no optimization profile");
+    /* ... one without inputs does not: an empty identity, no profiles */
+    kn_net *ci;
+    KT_OK(kn_net_new(&ci));
+    int64_t d2[1] = {2};
+    int c0 = constant(ci, "c", KILN_DTYPE_FLOAT, 1, d2, 9), y0 = tensor(ci, "y", KILN_DTYPE_FLOAT, 1, d2);
+    KT_OK(kn_net_add_node(ci, "id", "Identity", "", 13, 1, &c0, 1, &y0, NULL));
+    push_io(&ci->outputs, &ci->n_outputs, &ci->cap_outputs, y0);
+    KT_OK(kp_write(ci, NULL, &out, &size));
     kn_net *back = NULL;
     kp_meta mb;
+    memset(&mb, 0, sizeof mb);
     KT_OK(kp_read(out, size, NULL, &back, &mb));
-    KT_CHECK(back && net_eq(net, back) && mb.n_profiles == 0 && mb.backend[0] == 0);
+    KT_CHECK(back && (back->tensors[y0].flags & KN_T_OUTPUT)); /* flag taken from the list */
+    ci->tensors[y0].flags |= KN_T_OUTPUT;
+    KT_CHECK(back && net_eq(ci, back) && mb.n_profiles == 0 && mb.backend[0] == 0);
     kn_net_free(back);
+    kn_net_free(ci);
     kp_meta_free(&mb);
     kn_free(out);
     kp_meta_free(&m);
