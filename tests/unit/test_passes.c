@@ -750,6 +750,43 @@ static void test_chain(void) {
     kiln_network_destroy(net);
 }
 
+/* Swapped operands, attributes and constant bounds travel into the chain:
+ * Div(2, x) -> LeakyRelu -> Clip(-0.5, 0.5) -> Abs -> Sqrt -> Pow(., 3). */
+static void test_chain_ops(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, DIMS(3, 7), NULL));
+    fscalar(net, "two", 2.f);
+    fscalar(net, "lo", -0.5f);
+    fscalar(net, "hi", 0.5f);
+    fscalar(net, "three", 3.f);
+    node(net, "div", "Div", 2, IN("two", "x"), "a");
+    int lr = node(net, "leaky", "LeakyRelu", 1, IN("a"), "b");
+    KT_OK(kiln_network_set_attr_float(net, lr, "alpha", 0.2f));
+    node(net, "clip", "Clip", 3, IN("b", "lo", "hi"), "c");
+    node(net, "abs", "Abs", 1, IN("c"), "d");
+    node(net, "sqrt", "Sqrt", 1, IN("d"), "e");
+    node(net, "pow", "Pow", 2, IN("e", "three"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, KN_DOMAIN_KILN, "ElementwiseChain") == 1, o);
+        const kn_node *c = find_op(o, KN_DOMAIN_KILN, "ElementwiseChain");
+        if (c) {
+            size_t n = 0;
+            const float *al = kn_attr_floats(c, "alphas", &n);
+            KT_CHECK(n == 6 && fabsf(al[1] - 0.2f) < 1e-7f && fabsf(al[2] + 0.5f) < 1e-7f);
+            const float *be = kn_attr_floats(c, "betas", &n);
+            KT_CHECK(n == 6 && fabsf(be[2] - 0.5f) < 1e-7f);
+            const int64_t *sw = kn_attr_ints(c, "swap", &n);
+            KT_CHECK(n == 6 && sw[0] == 1 && sw[5] == 0);
+        }
+        compare(net, o, "chain ops", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* One elementwise op alone stays; a broadcasting op that changes the
  * running shape ends a chain. */
 static void test_chain_limits(void) {
@@ -960,6 +997,7 @@ int main(int argc, char **argv) {
     test_conv_hardswish();
     test_chain();
     test_chain_limits();
+    test_chain_ops();
     test_residual_dynamic();
     test_guards();
     test_fold_limits();
