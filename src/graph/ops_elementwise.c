@@ -364,7 +364,7 @@ const kn_op_schema kn_ops_elementwise[] = {
     {"ThresholdedRelu", "", infer_unary, 0}, {"Sigmoid", "", infer_unary, 0},
     {"HardSigmoid", "", infer_unary, 0}, {"HardSwish", "", infer_unary, 0},
     {"Softplus", "", infer_unary, 0}, {"Softsign", "", infer_unary, 0},
-    {"Gelu", "", infer_unary, 0}, {"Mish", "", infer_unary, 0},
+    {"Gelu", "", infer_unary, 0}, {"Mish", "", infer_unary, 0}, {"Swish", "", infer_unary, 0},
     {"Not", "", infer_unary, 0}, {"BitwiseNot", "", infer_unary, 0},
     {"IsNaN", "", infer_unary_bool, 0}, {"IsInf", "", infer_unary_bool, 0},
     {"Clip", "", infer_clip, 0},

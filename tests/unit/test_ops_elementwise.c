@@ -331,6 +331,13 @@ static void test_unary(void) {
     expect_f32(&o, 1, d6, w, 1e-6);
     one_end(&o);
 
+    one_begin(&o, "Swish", "", 24, 1, in);
+    KT_OK(kiln_network_set_attr_float(o.net, o.node, "alpha", 2.f));
+    for (int i = 0; i < 6; i++)
+        w[i] = (float)(x[i] / (1.0 + exp(-2.0 * x[i])));
+    expect_f32(&o, 1, d6, w, 1e-6);
+    one_end(&o);
+
     one_begin(&o, "HardSwish", "", 14, 1, in);
     for (int i = 0; i < 6; i++)
         w[i] = x[i] * fmaxf(0, fminf(1, x[i] / 6 + 0.5f));

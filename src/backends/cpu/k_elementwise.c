@@ -70,6 +70,8 @@ UN_F(celu, fmax(C(0), x) + fmin(C(0), C(p->alpha) * expm1(x / C(p->alpha))))
 UN_F(thresholded_relu, x > C(p->alpha) ? x : C(0))
 UN_F(sigmoid, x >= 0 ? C(1) / (C(1) + exp(-x)) : exp(x) / (C(1) + exp(x)))
 UN_F(silu, x >= 0 ? x / (C(1) + exp(-x)) : x * exp(x) / (C(1) + exp(x)))
+UN_F(swish, C(p->alpha) * x >= 0 ? x / (C(1) + exp(-C(p->alpha) * x))
+                                 : x * exp(C(p->alpha) * x) / (C(1) + exp(C(p->alpha) * x)))
 UN_F(hard_sigmoid, fmax(C(0), fmin(C(1), C(p->alpha) * x + C(p->beta))))
 UN_F(hard_swish, x * fmax(C(0), fmin(C(1), x * C(1.0 / 6.0) + C(0.5))))
 UN_F(softplus, x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)))
@@ -106,7 +108,8 @@ static const kb_unary_op unary_ops[] = {
     {"ThresholdedRelu", FF(thresholded_relu), false}, {"Sigmoid", FF(sigmoid), false},
     {"HardSigmoid", FF(hard_sigmoid), false}, {"HardSwish", FF(hard_swish), false},
     {"Softplus", FF(softplus), false}, {"Softsign", FF(softsign), false},
-    {"Gelu", FF(gelu), false}, {"Mish", FF(mish), false}, {"Clip", FI(clip), false},
+    {"Gelu", FF(gelu), false}, {"Mish", FF(mish), false}, {"Swish", FF(swish), false},
+    {"Clip", FI(clip), false},
     {"IsNaN", FF(isnan), true}, {"IsInf", FF(isinf), true},
     {"Not", {NULL, NULL, not_i64, NULL}, true},
     {"BitwiseNot", {NULL, NULL, bitwise_not_i64, bitwise_not_u64}, false},
@@ -286,7 +289,7 @@ void kb_ew_uparam_defaults(const char *name, kb_ctype ct, kb_uparam *p) {
     if (strcmp(name, "LeakyRelu") == 0)
         p->alpha = 0.01;
     else if (strcmp(name, "Elu") == 0 || strcmp(name, "Celu") == 0 ||
-             strcmp(name, "ThresholdedRelu") == 0)
+             strcmp(name, "Swish") == 0 || strcmp(name, "ThresholdedRelu") == 0)
         p->alpha = 1.0;
     else if (strcmp(name, "Selu") == 0) {
         p->alpha = 1.67326319217681884765625;
@@ -320,7 +323,8 @@ void kb_ew_uparam_from_node(const kn_node *node, const kb_tensor *in, int n_in, 
         p->alpha = kn_attr_float(node, "alpha", (float)p->alpha);
         p->beta = kn_attr_float(node, "beta", (float)p->beta);
     } else if (strcmp(op, "LeakyRelu") == 0 || strcmp(op, "Elu") == 0 ||
-               strcmp(op, "Celu") == 0 || strcmp(op, "ThresholdedRelu") == 0) {
+               strcmp(op, "Celu") == 0 || strcmp(op, "ThresholdedRelu") == 0 ||
+               strcmp(op, "Swish") == 0) {
         p->alpha = kn_attr_float(node, "alpha", (float)p->alpha);
     } else if (strcmp(op, "Gelu") == 0) {
         p->flag = strcmp(kn_attr_string(node, "approximate", "none"), "tanh") == 0;
@@ -671,7 +675,8 @@ const kb_kernel kb_cpu_elementwise[] = {
     K_UN("Asinh"), K_UN("Acosh"), K_UN("Atanh"), K_UN("Erf"), K_UN("Tanh"), K_UN("Relu"),
     K_UN("LeakyRelu"), K_UN("Elu"), K_UN("Selu"), K_UN("Celu"), K_UN("ThresholdedRelu"),
     K_UN("Sigmoid"), K_UN("HardSigmoid"), K_UN("HardSwish"), K_UN("Softplus"),
-    K_UN("Softsign"), K_UN("Gelu"), K_UN("Mish"), K_UN("Clip"), K_UN("IsNaN"), K_UN("IsInf"),
+    K_UN("Softsign"), K_UN("Gelu"), K_UN("Mish"), K_UN("Swish"), K_UN("Clip"), K_UN("IsNaN"),
+    K_UN("IsInf"),
     K_UN("Not"), K_UN("BitwiseNot"),
     {"Where", "", "ref", where_supports, NULL, NULL, NULL, NULL, where_run},
     {"Cast", "", "ref", cast_supports, NULL, NULL, NULL, NULL, kb_ew_run_cast},

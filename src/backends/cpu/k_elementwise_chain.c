@@ -4,7 +4,7 @@
  * never leave the stack buffers.
  *
  * Parameters: alphas[i]/betas[i] replace the op's ONNX attributes where the
- * op has them: LeakyRelu, Elu, Celu, ThresholdedRelu (alpha), HardSigmoid
+ * op has them: LeakyRelu, Elu, Celu, ThresholdedRelu, Swish (alpha), HardSigmoid
  * (alpha, beta), Selu (alpha, gamma = beta), Clip (min = alpha, max = beta).
  * Ops without parameters ignore them; absent lists keep ONNX defaults.
  * "Gelu" is the erf form, "GeluTanh" the tanh form. */
@@ -86,7 +86,7 @@ kiln_status kb_ew_init_chain(const kn_node *node, void **state) {
         bool two = strcmp(name, "HardSigmoid") == 0 || strcmp(name, "Clip") == 0;
         bool one = two || strcmp(name, "LeakyRelu") == 0 || strcmp(name, "Elu") == 0 ||
                    strcmp(name, "Celu") == 0 || strcmp(name, "ThresholdedRelu") == 0 ||
-                   strcmp(name, "Selu") == 0;
+                   strcmp(name, "Selu") == 0 || strcmp(name, "Swish") == 0;
         if (alphas && one)
             st->p.alpha = alphas[i];
         if (betas && two)
