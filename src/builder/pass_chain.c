@@ -13,20 +13,52 @@
 #define CHAIN_MAX_OPS 32
 #define CHAIN_MAX_INPUTS 16
 
-/* Ops the ElementwiseChain kernel evaluates, with their arity. */
+/* Ops the ElementwiseChain kernel evaluates: arity, and the attributes that
+ * become its alpha / beta (with ONNX defaults). Clip's bounds and Gelu's
+ * form are handled apart. */
+typedef struct chain_op {
+    const char *name;
+    int arity;
+    const char *alpha, *beta;
+    float alpha0, beta0;
+} chain_op;
+
+static const chain_op chain_ops[] = {
+    {"Add", 2, NULL, NULL, 0, 0}, {"Sub", 2, NULL, NULL, 0, 0}, {"Mul", 2, NULL, NULL, 0, 0},
+    {"Div", 2, NULL, NULL, 0, 0}, {"Pow", 2, NULL, NULL, 0, 0}, {"Max", 2, NULL, NULL, 0, 0},
+    {"Min", 2, NULL, NULL, 0, 0}, {"PRelu", 2, NULL, NULL, 0, 0},
+    {"Abs", 1, NULL, NULL, 0, 0}, {"Neg", 1, NULL, NULL, 0, 0}, {"Sign", 1, NULL, NULL, 0, 0},
+    {"Reciprocal", 1, NULL, NULL, 0, 0}, {"Floor", 1, NULL, NULL, 0, 0},
+    {"Ceil", 1, NULL, NULL, 0, 0}, {"Round", 1, NULL, NULL, 0, 0}, {"Sqrt", 1, NULL, NULL, 0, 0},
+    {"Exp", 1, NULL, NULL, 0, 0}, {"Log", 1, NULL, NULL, 0, 0}, {"Sin", 1, NULL, NULL, 0, 0},
+    {"Cos", 1, NULL, NULL, 0, 0}, {"Erf", 1, NULL, NULL, 0, 0}, {"Tanh", 1, NULL, NULL, 0, 0},
+    {"Relu", 1, NULL, NULL, 0, 0}, {"Sigmoid", 1, NULL, NULL, 0, 0},
+    {"HardSwish", 1, NULL, NULL, 0, 0}, {"Softplus", 1, NULL, NULL, 0, 0},
+    {"Softsign", 1, NULL, NULL, 0, 0}, {"Mish", 1, NULL, NULL, 0, 0},
+    {"LeakyRelu", 1, "alpha", NULL, 0.01f, 0}, {"Elu", 1, "alpha", NULL, 1.f, 0},
+    {"Celu", 1, "alpha", NULL, 1.f, 0}, {"ThresholdedRelu", 1, "alpha", NULL, 1.f, 0},
+    {"Selu", 1, "alpha", "gamma", 1.67326319217681884765625f, 1.05070102214813232421875f},
+    {"HardSigmoid", 1, "alpha", "beta", 0.2f, 0.5f},
+    {"Clip", 1, NULL, NULL, 0, 0}, {"Gelu", 1, NULL, NULL, 0, 0},
+};
+
+static const chain_op *chain_op_of(const kn_node *n) {
+    if (n->domain[0] != 0 || n->n_out != 1 || n->out[0] < 0 || n->n_in < 1 || n->in[0] < 0)
+        return NULL;
+    for (size_t i = 0; i < KN_ARRAY_LEN(chain_ops); i++) {
+        const chain_op *op = &chain_ops[i];
+        if (strcmp(n->op_type, op->name) != 0)
+            continue;
+        if (op->arity == 2 && (n->n_in != 2 || n->in[1] < 0))
+            return NULL;
+        return op;
+    }
+    return NULL;
+}
+
 static int chain_arity(const kn_node *n) {
-    static const char *const binary[] = {"Add", "Sub", "Mul", "Div", "Pow"};
-    static const char *const unary[] = {"Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Exp",
-                                        "Log", "Sqrt", "Erf", "LeakyRelu", "Clip"};
-    if (n->domain[0] != 0 || n->n_out != 1 || n->out[0] < 0)
-        return 0;
-    for (size_t i = 0; i < KN_ARRAY_LEN(binary); i++)
-        if (strcmp(n->op_type, binary[i]) == 0)
-            return n->n_in == 2 && n->in[0] >= 0 && n->in[1] >= 0 ? 2 : 0;
-    for (size_t i = 0; i < KN_ARRAY_LEN(unary); i++)
-        if (strcmp(n->op_type, unary[i]) == 0)
-            return n->in[0] >= 0 ? 1 : 0;
-    return 0;
+    const chain_op *op = chain_op_of(n);
+    return op ? op->arity : 0;
 }
 
 typedef struct chain {
@@ -59,12 +91,12 @@ static bool chain_add(const kpass *p, chain *c, int i, int cur) {
         !kpass_same_shape(p, n->out[0], cur))
         return false;
     int k = c->n_ops;
-    float a = 0.f, b = 0.f;
-    if (strcmp(n->op_type, "LeakyRelu") == 0) {
-        a = kn_attr_float(n, "alpha", 0.01f);
-    } else if (strcmp(n->op_type, "Clip") == 0) {
-        const char *nm;
-        if (!kpass_activation(net, n, &nm, &a, &b))
+    const chain_op *op = chain_op_of(n);
+    const char *name = op->name;
+    float a = op->alpha ? kn_attr_float(n, op->alpha, op->alpha0) : 0.f;
+    float b = op->beta ? kn_attr_float(n, op->beta, op->beta0) : 0.f;
+    if (strcmp(name, "Clip") == 0 || strcmp(name, "Gelu") == 0) {
+        if (!kpass_activation(net, n, &name, &a, &b)) /* bounds not constant, unknown form */
             return false;
     }
     int64_t operand = -1, swap = 0;
@@ -86,11 +118,11 @@ static bool chain_add(const kpass *p, chain *c, int i, int cur) {
             operand = x;
         }
         swap = slot;
-    } else if (n->in[0] != cur) {
+    } else if (n->in[0] != cur || (n->n_in > 1 && strcmp(name, "Clip") != 0)) {
         return false;
     }
     c->nodes[k] = i;
-    c->ops[k] = n->op_type;
+    c->ops[k] = name;
     c->operand[k] = operand;
     c->swap[k] = swap;
     c->alphas[k] = a;

@@ -768,9 +768,18 @@ static void test_chain_ops(void) {
     node(net, "sqrt", "Sqrt", 1, IN("d"), "e");
     node(net, "pow", "Pow", 2, IN("e", "three"), "y");
     KT_OK(kiln_network_mark_output(net, "y"));
+    /* a second chain: parameters with ONNX defaults and Gelu's form */
+    fconst(net, "zrow", 1, DIMS(7), -0.5f, 1.f);
+    int hs = node(net, "hsig", "HardSigmoid", 1, IN("x"), "h1");
+    KT_OK(kiln_network_set_attr_float(net, hs, "alpha", 0.3f));
+    node(net, "max", "Max", 2, IN("zrow", "h1"), "h2");
+    node(net, "selu", "Selu", 1, IN("h2"), "h3");
+    int ge = node(net, "gelu", "Gelu", 1, IN("h3"), "y2");
+    KT_OK(kiln_network_set_attr_string(net, ge, "approximate", "tanh"));
+    KT_OK(kiln_network_mark_output(net, "y2"));
     kn_net *o = optimized(net, 0, 1, 1, 1);
     if (o) {
-        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, KN_DOMAIN_KILN, "ElementwiseChain") == 1, o);
+        CHECK_OR_DUMP(o->n_nodes == 2 && count_op(o, KN_DOMAIN_KILN, "ElementwiseChain") == 2, o);
         const kn_node *c = find_op(o, KN_DOMAIN_KILN, "ElementwiseChain");
         if (c) {
             size_t n = 0;
