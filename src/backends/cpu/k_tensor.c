@@ -119,6 +119,44 @@ void kbt_strides(int rank, const int64_t *dims, int64_t *strides) {
 
 kn_tinfo kbt_info(const kb_tensor *t) { return kn_tinfo_of(t->dtype, t->rank, t->dims, t->data); }
 
+/* The last two (merged) dims are a transpose: the second-to-last is
+ * contiguous in the source. Copy in square tiles so that both sides stay in
+ * cache. */
+static void tiled_transpose(uint8_t *o, const uint8_t *s, size_t es, int r, const int64_t *d,
+                            const int64_t *st, int nt) {
+    enum { TB = 32 };
+    int64_t A = d[r - 2], B = d[r - 1], bs = st[r - 1], outer = 1;
+    for (int i = 0; i < r - 2; i++)
+        outer *= d[i];
+    int64_t ablocks = (A + TB - 1) / TB;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t k = 0; k < outer * ablocks; k++) {
+        int64_t ob = k / ablocks, a0 = (k % ablocks) * TB, rem = ob, so = 0;
+        for (int i = r - 3; i >= 0; i--) {
+            so += (rem % d[i]) * st[i];
+            rem /= d[i];
+        }
+        int64_t a1 = a0 + TB < A ? a0 + TB : A;
+        for (int64_t b0 = 0; b0 < B; b0 += TB) {
+            int64_t b1 = b0 + TB < B ? b0 + TB : B;
+            for (int64_t a = a0; a < a1; a++) {
+                uint8_t *op = o + (size_t)((ob * A + a) * B) * es;
+                const uint8_t *sp = s + (size_t)(so + a) * es;
+                switch (es) {
+                case 4:
+                    for (int64_t b = b0; b < b1; b++)
+                        ((uint32_t *)(void *)op)[b] = *(const uint32_t *)(const void *)(sp + (size_t)(b * bs) * 4);
+                    break;
+                default:
+                    for (int64_t b = b0; b < b1; b++)
+                        kbt_copy1(op + (size_t)b * es, sp + (size_t)(b * bs) * es, es);
+                    break;
+                }
+            }
+        }
+    }
+}
+
 void kbt_strided_copy(void *dst, const void *src, size_t es, int rank, const int64_t *dims,
                       const int64_t *strides, int64_t off, int threads) {
     /* drop unit dims and merge dims that are contiguous in the source */
@@ -148,6 +186,10 @@ void kbt_strided_copy(void *dst, const void *src, size_t es, int rank, const int
     for (int i = 0; i < r - 1; i++)
         outer *= d[i];
     int nt = threads > 1 && outer * inner > (1 << 16) ? threads : 1;
+    if (r >= 2 && st[r - 2] == 1 && ist != 1 && d[r - 2] >= 16 && inner >= 16) {
+        tiled_transpose(o, s, es, r, d, st, nt);
+        return;
+    }
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t k = 0; k < outer; k++) {
         int64_t rem = k, so = 0;
