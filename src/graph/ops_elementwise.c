@@ -103,6 +103,26 @@ static kiln_status infer_clip(kn_infer *c) {
 
 /* ---------------- binary and variadic ---------------- */
 
+/* Before opset 7, broadcasting binary ops took attributes broadcast=1 and
+ * axis: B's dims then line up with A's starting at axis. Rewrites b into the
+ * numpy-style shape that means the same. */
+static kiln_status legacy_broadcast(const kn_infer *c, kn_tinfo *b) {
+    const kn_node *n = c->node;
+    if (n->opset <= 0 || n->opset >= 7 || !kn_attr_int(n, "broadcast", 0) ||
+        !kn_attr_find(n, "axis"))
+        return KILN_OK;
+    int ra = c->in[0].rank, axis;
+    KN_TRY(kn_axis(c, kn_attr_int(n, "axis", 0), ra, &axis));
+    int rank = ra - axis;
+    if (b->rank > rank)
+        return kn_node_error(n, KILN_ERR_SHAPE, "B has rank %d, more than A's rank %d past axis %d",
+                             b->rank, ra, axis);
+    for (int d = b->rank; d < rank; d++)
+        b->dims[d] = 1;
+    b->rank = rank;
+    return KILN_OK;
+}
+
 static kiln_status infer_binary(kn_infer *c) {
     KN_TRY(need_inputs(c, 2));
     uint32_t types = allowed_types(c->node);
@@ -117,7 +137,9 @@ static kiln_status infer_binary(kn_infer *c) {
             return kn_node_error(c->node, KILN_ERR_INVALID_ARGUMENT,
                                  "direction must be \"LEFT\" or \"RIGHT\", got \"%s\"", dir);
     }
-    KN_TRY(kn_broadcast(c, &c->in[0], &c->in[1], &c->out[0]));
+    kn_tinfo b = c->in[1];
+    KN_TRY(legacy_broadcast(c, &b));
+    KN_TRY(kn_broadcast(c, &c->in[0], &b, &c->out[0]));
     c->out[0].dtype = c->in[0].dtype;
     return KILN_OK;
 }

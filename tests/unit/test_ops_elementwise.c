@@ -153,6 +153,20 @@ static void test_broadcast(void) {
     expect_f32(&o, 1, d5, wv, 0);
     one_end(&o);
 
+    /* opset 6: broadcast=1 with axis lines B up with A from that axis */
+    float bb[6], w6[24];
+    for (int i = 0; i < 6; i++)
+        bb[i] = frand();
+    int64_t d23[2] = {2, 3};
+    tin in6[2] = {TF(3, da, a), TF(2, d23, bb)};
+    one_begin(&o, "Add", "", 6, 2, in6);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "broadcast", 1));
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "axis", 0));
+    for (int i = 0; i < 24; i++)
+        w6[i] = a[i] + bb[i / 4];
+    expect_f32(&o, 3, da, w6, 1e-6);
+    one_end(&o);
+
     /* large same-shape and row-broadcast inputs take the threaded chunked path */
     int64_t n = 300001;
     float *x = malloc((size_t)n * 4), *yv = malloc((size_t)n * 4), *ww = malloc((size_t)n * 4);

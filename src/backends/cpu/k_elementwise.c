@@ -493,8 +493,18 @@ static kiln_status binary_run(const kb_run *r) {
     if (ct < 0 || !op->fn[ct])
         return bad_dtype(r->node, ct < 0 && kb_ew_ctype(r->in[0].dtype) >= 0 ? r->in[1].dtype
                                                                                : r->in[0].dtype);
-    binary_apply(op->fn[ct], op->bool_out, (kb_ctype)ct, &r->in[0], &r->in[1], &r->out[0],
-                 r->threads);
+    kb_tensor b = r->in[1];
+    const kn_node *n = r->node;
+    if (n->opset > 0 && n->opset < 7 && kn_attr_int(n, "broadcast", 0) && kn_attr_find(n, "axis")) {
+        /* legacy broadcast: B lines up with A from axis on (checked by the schema) */
+        int64_t axis = kn_attr_int(n, "axis", 0);
+        int rank = (int)(r->in[0].rank - (axis < 0 ? axis + r->in[0].rank : axis));
+        for (int d = b.rank; d < rank && d < KILN_MAX_DIMS; d++)
+            b.dims[d] = 1;
+        if (rank >= b.rank && rank <= KILN_MAX_DIMS)
+            b.rank = rank;
+    }
+    binary_apply(op->fn[ct], op->bool_out, (kb_ctype)ct, &r->in[0], &b, &r->out[0], r->threads);
     return KILN_OK;
 }
 
@@ -563,18 +573,35 @@ static kiln_status where_run(const kb_run *r) {
         return KILN_OK;
     int64_t s0 = bc.stride[0][bc.rank - 1], s1 = bc.stride[1][bc.rank - 1],
             s2 = bc.stride[2][bc.rank - 1];
+    int64_t segs = (bc.inner + KB_EW_CHUNK - 1) / KB_EW_CHUNK, units = bc.rows * segs;
 #pragma omp parallel for num_threads(r->threads) if (bc.total >= KB_EW_PAR_MIN) schedule(static)
-    for (int64_t row = 0; row < bc.rows; row++) {
+    for (int64_t u = 0; u < units; u++) {
+        int64_t row = u / segs, i0 = (u % segs) * KB_EW_CHUNK;
+        int64_t m = bc.inner - i0 < KB_EW_CHUNK ? bc.inner - i0 : KB_EW_CHUNK;
         int64_t off[3];
         kb_bcast_row(&bc, row, off);
-        const uint8_t *c = (const uint8_t *)cnd->data + off[0];
-        const uint8_t *px = (const uint8_t *)x->data + (size_t)off[1] * es;
-        const uint8_t *py = (const uint8_t *)yv->data + (size_t)off[2] * es;
-        uint8_t *d = (uint8_t *)out->data + (size_t)(row * bc.inner) * es;
-        for (int64_t i = 0; i < bc.inner; i++) {
-            const uint8_t *src = c[i * s0] ? px + (size_t)(i * s1) * es : py + (size_t)(i * s2) * es;
-            memcpy(d + (size_t)i * es, src, es);
+        const uint8_t *c = (const uint8_t *)cnd->data + off[0] + i0 * s0;
+        const uint8_t *px = (const uint8_t *)x->data + (size_t)(off[1] + i0 * s1) * es;
+        const uint8_t *py = (const uint8_t *)yv->data + (size_t)(off[2] + i0 * s2) * es;
+        uint8_t *d = (uint8_t *)out->data + (size_t)(row * bc.inner + i0) * es;
+#define WHERE_ROW(T)                                                               \
+    {                                                                              \
+        const T *xa = (const T *)px, *ya = (const T *)py;                          \
+        T *da = (T *)d;                                                            \
+        for (int64_t i = 0; i < m; i++)                                            \
+            da[i] = c[i * s0] ? xa[i * s1] : ya[i * s2];                           \
+    }
+        switch (es) {
+        case 1: WHERE_ROW(uint8_t) break;
+        case 2: WHERE_ROW(uint16_t) break;
+        case 4: WHERE_ROW(uint32_t) break;
+        case 8: WHERE_ROW(uint64_t) break;
+        default:
+            for (int64_t i = 0; i < m; i++)
+                memcpy(d + (size_t)i * es,
+                       c[i * s0] ? px + (size_t)(i * s1) * es : py + (size_t)(i * s2) * es, es);
         }
+#undef WHERE_ROW
     }
     return KILN_OK;
 }
