@@ -397,7 +397,7 @@ kiln_status kn_split_decode(const kn_node *n, const kn_tinfo *in, int n_in, int 
     int64_t dim = in[0].dims[*axis];
     int64_t split[16];
     int ns = -1;
-    if (has(in, n_in, 1)) {
+    if (!empty_or_absent(in, n_in, 1)) {
         KN_TRY(value_ints(n, &in[1], "split", split, 16, &ns));
     } else {
         size_t c;
