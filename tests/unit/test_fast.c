@@ -4,9 +4,9 @@
  * max |fast - ref| <= 1e-4 * max |ref| (FP32). */
 #include <pthread.h>
 
-#include "backends/backend.h"
+#include "test.h" /* first: kt_exec.h relies on its <string.h> */
 #include "backends/cpu/act.h"
-#include "test.h"
+#include "kt_exec.h"
 
 #define TOL 1e-4
 
@@ -61,6 +61,8 @@ static one one_node(const char *op, const char *domain, int n_in) {
 
 /* Run a kernel directly: supports (constant inputs per const_mask), init,
  * prepare, run with `threads`, release. Returns false when not supported. */
+static bool lazy_weights; /* prepare sees no bytes for input 1 (as in the executor) */
+
 static bool run_kernel(const kb_kernel *k, const kn_node *node, const kb_tensor *in, int n_in,
                        kb_tensor *out, unsigned const_mask, int threads) {
     kn_tinfo ti[4], to;
@@ -81,11 +83,16 @@ static bool run_kernel(const kb_kernel *k, const kn_node *node, const kb_tensor 
     size_t wsz = 0;
     if (k->init)
         KT_OK(k->init(node, &state));
-    KT_OK(k->prepare(state, node, in, n_in, out, 1, &inst, &wsz));
+    kb_tensor pin[4];
+    memcpy(pin, in, sizeof(kb_tensor) * (size_t)n_in);
+    if (lazy_weights)
+        pin[1].data = NULL;
+    KT_OK(k->prepare(state, node, pin, n_in, out, 1, &inst, &wsz));
     if (wsz)
         ws = kn_aligned_alloc(wsz);
     kb_run r = {node, state, inst, n_in, in, 1, out, ws, wsz, threads};
     KT_OK(k->run(&r));
+    KT_OK(k->run(&r)); /* a second run reuses what the first one packed */
     if (k->release)
         k->release(inst);
     if (k->fini)
@@ -567,6 +574,154 @@ static void test_threads(void) {
     kn_net_free(o.net);
 }
 
+/* ---------------- against the reference kernels, through the executor ---------------- */
+
+/* Run net (one node, index node) with "ref" and with `tactic` on the same
+ * inputs and compare output 0. */
+static void vs_ref(kiln_network *net, int node, int n_data, const void *const *data,
+                   const int *rank, const int64_t (*dims)[KILN_MAX_DIMS], const char *tactic,
+                   const char *what) {
+    kt_exec a, b;
+    kn_free(net->nodes[node].tactic);
+    net->nodes[node].tactic = NULL;
+    kiln_status sa = kt_exec_run(&a, net, data, rank, dims);
+    KT_OK(sa);
+    kn_tinfo ta, tb;
+    const float *ya = sa == KILN_OK ? kt_exec_output(&a, 0, &ta) : NULL;
+    net->nodes[node].tactic = kn_strdup(tactic);
+    kiln_status sb = kt_exec_run(&b, net, data, rank, dims);
+    KT_OK(sb);
+    const float *yb = sb == KILN_OK ? kt_exec_output(&b, 0, &tb) : NULL;
+    (void)n_data;
+    if (ya && yb) {
+        KT_CHECK(ta.rank == tb.rank && memcmp(ta.dims, tb.dims, sizeof ta.dims) == 0);
+        char w[160];
+        snprintf(w, sizeof w, "%s (%s vs ref)", what, tactic);
+        KT_REL(yb, ya, kn_numel(ta.rank, ta.dims), w);
+    }
+    kt_exec_free(&a);
+    kt_exec_free(&b);
+}
+
+#define NAMES(...) ((const char *const[]){__VA_ARGS__})
+
+static void test_vs_ref(void) {
+    static const char *const conv_tactics[] = {"dnnl", "dnnl_nchw"};
+    /* kiln::Conv: groups, stride, dilation, asymmetric pads, bias, residual, each activation */
+    for (size_t a = 0; a < KN_ARRAY_LEN(act_names); a++)
+        for (int t = 0; t < 2; t++) {
+            kiln_network *net;
+            KT_OK(kiln_network_create(&net));
+            int64_t xd[4] = {2, 6, 13, 11}, wd[4] = {8, 3, 3, 3}, bd[1] = {8}, zd[4] = {2, 8, 6, 4};
+            float *x = rand_buf(2 * 6 * 13 * 11), *w = rand_buf(8 * 3 * 9), *bi = rand_buf(8);
+            float *z = rand_buf(2 * 8 * 6 * 4);
+            KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, xd, NULL));
+            KT_OK(kiln_network_add_input(net, "z", KILN_DTYPE_FLOAT, 4, zd, NULL));
+            KT_OK(kiln_network_add_constant(net, "w", KILN_DTYPE_FLOAT, 4, wd, w, sizeof(float) * 8 * 27));
+            KT_OK(kiln_network_add_constant(net, "b", KILN_DTYPE_FLOAT, 1, bd, bi, sizeof(float) * 8));
+            int node;
+            KT_OK(kiln_network_add_node(net, "c", "Conv", "kiln", 1, 4, NAMES("x", "w", "b", "z"), 1,
+                                        NAMES("y"), &node));
+            KT_OK(kiln_network_set_attr_int(net, node, "group", 2));
+            KT_OK(kiln_network_set_attr_ints(net, node, "strides", (int64_t[]){2, 2}, 2));
+            KT_OK(kiln_network_set_attr_ints(net, node, "dilations", (int64_t[]){1, 2}, 2));
+            KT_OK(kiln_network_set_attr_ints(net, node, "pads", (int64_t[]){1, 0, 0, 1}, 4));
+            KT_OK(kiln_network_set_attr_string(net, node, "activation", act_names[a]));
+            if (act_alpha[a] != 0.f || act_beta[a] != 0.f) {
+                KT_OK(kiln_network_set_attr_float(net, node, "alpha", act_alpha[a]));
+                KT_OK(kiln_network_set_attr_float(net, node, "beta", act_beta[a]));
+            }
+            KT_OK(kiln_network_mark_output(net, "y"));
+            const void *data[2] = {x, z};
+            int rank[2] = {4, 4};
+            int64_t dims[2][KILN_MAX_DIMS] = {{2, 6, 13, 11}, {2, 8, 6, 4}};
+            char what[64];
+            snprintf(what, sizeof what, "kiln::Conv act '%s'", act_names[a]);
+            vs_ref(net, node, 2, data, rank, (const int64_t(*)[KILN_MAX_DIMS])dims,
+                   conv_tactics[t], what);
+            kiln_network_destroy(net);
+            kn_aligned_free(x), kn_aligned_free(w), kn_aligned_free(bi), kn_aligned_free(z);
+        }
+    /* ONNX Conv, 1-D, SAME_UPPER, no bias */
+    for (int t = 0; t < 2; t++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        int64_t xd[3] = {3, 4, 17}, wd[3] = {5, 4, 4};
+        float *x = rand_buf(3 * 4 * 17), *w = rand_buf(5 * 4 * 4);
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, xd, NULL));
+        KT_OK(kiln_network_add_constant(net, "w", KILN_DTYPE_FLOAT, 3, wd, w, sizeof(float) * 80));
+        int node;
+        KT_OK(kiln_network_add_node(net, "c", "Conv", "", 17, 2, NAMES("x", "w"), 1, NAMES("y"),
+                                    &node));
+        KT_OK(kiln_network_set_attr_string(net, node, "auto_pad", "SAME_UPPER"));
+        KT_OK(kiln_network_set_attr_ints(net, node, "strides", (int64_t[]){3}, 1));
+        KT_OK(kiln_network_mark_output(net, "y"));
+        const void *data[1] = {x};
+        int rank[1] = {3};
+        int64_t dims[1][KILN_MAX_DIMS] = {{3, 4, 17}};
+        vs_ref(net, node, 1, data, rank, (const int64_t(*)[KILN_MAX_DIMS])dims, conv_tactics[t],
+               "Conv 1-D SAME_UPPER");
+        kiln_network_destroy(net);
+        kn_aligned_free(x), kn_aligned_free(w);
+    }
+    /* MatMul: batched activations x constant weights (both tactics), and two
+     * run-time operands with batch broadcasting ("dnnl") */
+    for (int t = 0; t < 3; t++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        int64_t ad[3] = {2, 37, 48}, bd[2] = {48, 29}, bd3[3] = {1, 48, 29}, biasd[1] = {29};
+        float *a = rand_buf(2 * 37 * 48), *b = rand_buf(48 * 29), *bi = rand_buf(29);
+        KT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_FLOAT, 3, ad, NULL));
+        if (t < 2)
+            KT_OK(kiln_network_add_constant(net, "b", KILN_DTYPE_FLOAT, 2, bd, b, sizeof(float) * 48 * 29));
+        else
+            KT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_FLOAT, 3, bd3, NULL));
+        KT_OK(kiln_network_add_constant(net, "bias", KILN_DTYPE_FLOAT, 1, biasd, bi, sizeof(float) * 29));
+        int node;
+        KT_OK(kiln_network_add_node(net, "m", "MatMul", "kiln", 1, 3, NAMES("a", "b", "bias"), 1,
+                                    NAMES("y"), &node));
+        KT_OK(kiln_network_set_attr_string(net, node, "activation", "Gelu"));
+        KT_OK(kiln_network_mark_output(net, "y"));
+        const void *data[2] = {a, b};
+        int rank[2] = {3, 3};
+        int64_t dims[2][KILN_MAX_DIMS] = {{2, 37, 48}, {1, 48, 29}};
+        vs_ref(net, node, t < 2 ? 1 : 2, data, rank, (const int64_t(*)[KILN_MAX_DIMS])dims,
+               t == 1 ? "dnnl_packed" : "dnnl", "kiln::MatMul bias Gelu");
+        kiln_network_destroy(net);
+        kn_aligned_free(a), kn_aligned_free(b), kn_aligned_free(bi);
+    }
+    /* Gemm transB with full C, alpha, beta; kiln::Gemm with a row bias and Relu */
+    for (int t = 0; t < 4; t++) {
+        bool fused = t >= 2;
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        int64_t ad[2] = {9, 70}, bd[2] = {33, 70}, cd[2] = {9, 33}, cr[1] = {33};
+        float *a = rand_buf(9 * 70), *b = rand_buf(33 * 70), *c = rand_buf(9 * 33);
+        KT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_FLOAT, 2, ad, NULL));
+        KT_OK(kiln_network_add_constant(net, "b", KILN_DTYPE_FLOAT, 2, bd, b, sizeof(float) * 33 * 70));
+        KT_OK(kiln_network_add_constant(net, "c", KILN_DTYPE_FLOAT, fused ? 1 : 2, fused ? cr : cd,
+                                        c, sizeof(float) * (fused ? 33 : 9 * 33)));
+        int node;
+        KT_OK(kiln_network_add_node(net, "g", "Gemm", fused ? "kiln" : "", fused ? 1 : 17, 3,
+                                    NAMES("a", "b", "c"), 1, NAMES("y"), &node));
+        KT_OK(kiln_network_set_attr_int(net, node, "transB", 1));
+        if (!fused) {
+            KT_OK(kiln_network_set_attr_float(net, node, "alpha", 0.75f));
+            KT_OK(kiln_network_set_attr_float(net, node, "beta", -1.5f));
+        } else {
+            KT_OK(kiln_network_set_attr_string(net, node, "activation", "Relu"));
+        }
+        KT_OK(kiln_network_mark_output(net, "y"));
+        const void *data[1] = {a};
+        int rank[1] = {2};
+        int64_t dims[1][KILN_MAX_DIMS] = {{9, 70}};
+        vs_ref(net, node, 1, data, rank, (const int64_t(*)[KILN_MAX_DIMS])dims,
+               t % 2 ? "dnnl_packed" : "dnnl", fused ? "kiln::Gemm Relu" : "Gemm alpha beta C");
+        kiln_network_destroy(net);
+        kn_aligned_free(a), kn_aligned_free(b), kn_aligned_free(c);
+    }
+}
+
 static void test_versions(void) {
     const char *v = kb_cpu_library_versions();
     printf("libraries: %s\n", v);
@@ -585,6 +740,12 @@ int main(void) {
     test_conv();
     test_matmul();
     test_gemm();
+    lazy_weights = true; /* weights packed at the first run instead */
+    test_conv();
+    test_matmul();
+    test_gemm();
+    lazy_weights = false;
+    test_vs_ref();
     test_rejects();
     test_threads();
     return kt_finish();

@@ -63,7 +63,13 @@ typedef struct kf_inst {
     kf_prim prim[KF_MAX_PRIM];
     int n_owned;
     void *owned[4];          /* kn_aligned_alloc'd: packed weights */
+    /* Weight packs deferred to the first run, for when prepare did not see
+     * the constant's bytes (the executor may bind constants only at run). */
+    int n_once;
+    kf_prim once[2];
+    bool once_done;
     size_t ws;               /* workspace bytes a run needs */
+    int nthr;                /* OpenMP threads when the primitives were made */
     kf_prefill prefill;
     int prefill_in;
     int64_t pm, pn, cm, cn;
@@ -85,10 +91,12 @@ KN_HIDDEN void kf_prim_arg(kf_prim *p, int arg, dnnl_memory_t m);
 KN_HIDDEN kiln_status kf_reorder_add(const kn_node *n, kf_inst *in, const dnnl_memory_desc_t *src_md,
                                      dnnl_memory_t src, const dnnl_memory_desc_t *dst_md,
                                      dnnl_memory_t dst);
-/* Reorder `data` (layout user_md) once into a new inst-owned buffer of
- * layout md; the memory for it is returned in *out (KF_OWNED). */
+/* Reorder constant input `index` (layout user_md, bytes `data`) once into a
+ * new inst-owned buffer of layout md; the memory for it is returned in *out
+ * (KF_OWNED). With data NULL the pack happens at the first run instead. */
 KN_HIDDEN kiln_status kf_pack(const kn_node *n, kf_inst *in, const dnnl_memory_desc_t *user_md,
-                              const void *data, const dnnl_memory_desc_t *md, dnnl_memory_t *out);
+                              int index, const void *data, const dnnl_memory_desc_t *md,
+                              dnnl_memory_t *out);
 /* An attribute with a user scratchpad and optional post-ops (po may be NULL). */
 KN_HIDDEN kiln_status kf_attr(const kn_node *n, dnnl_post_ops_t po, dnnl_primitive_attr_t *out);
 /* The run of every oneDNN tactic: bind memories, prefill, execute, wait. */

@@ -147,8 +147,8 @@ void kf_conv_fini(void *state) { kn_free(state); }
 static kiln_status conv_build(const conv_state *cs, const kn_node *n, const kb_tensor *in,
                               int n_in, const kb_tensor *out, kf_inst *inst) {
     const kb_tensor *x = &in[0], *w = &in[1], *y = &out[0];
-    bool has_b = n_in > 2 && in[2].data && in[2].dtype == KILN_DTYPE_FLOAT;
-    bool has_z = n_in > 3 && in[3].data && in[3].dtype == KILN_DTYPE_FLOAT;
+    bool has_b = n_in > 2 && in[2].dtype == KILN_DTYPE_FLOAT;
+    bool has_z = n_in > 3 && in[3].dtype == KILN_DTYPE_FLOAT;
     int nsp = x->rank - 2;
     conv_geo g;
     if (!conv_geom(n, nsp, x->dims + 2, w->dims + 2, y->dims + 2, &g))
@@ -203,7 +203,7 @@ static kiln_status conv_build(const conv_state *cs, const kn_node *n, const kb_t
     dnnl_memory_desc_t y_p = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
 
     dnnl_memory_t xm, xc, wm, bm = NULL, ym, yc;
-    st = kf_pack(n, inst, &w_u, w->data, &w_p, &wm);
+    st = kf_pack(n, inst, &w_u, 1, w->data, &w_p, &wm);
     if (st == KILN_OK)
         st = kf_mem(n, inst, &x_u, KF_IN, 0, 0, &xm);
     if (st == KILN_OK)
@@ -244,7 +244,7 @@ static kiln_status conv_build(const conv_state *cs, const kn_node *n, const kb_t
 
 kiln_status kf_conv_prepare(const void *state, const kn_node *n, const kb_tensor *in, int n_in,
                             const kb_tensor *out, int n_out, void **inst, size_t *workspace) {
-    if (n_in < 2 || n_out < 1 || !in[1].data)
+    if (n_in < 2 || n_out < 1)
         return kn_node_error(n, KILN_ERR_INTERNAL, "convolution without weights");
     kf_inst *ki;
     KN_TRY(kf_inst_new(n, &ki));

@@ -94,6 +94,9 @@ kiln_status kf_inst_new(const kn_node *n, kf_inst **out) {
         kn_free(in);
         return st;
     }
+    /* oneDNN sizes its work split for the threads current at creation; a
+     * run must use the same count (see kf_run) */
+    in->nthr = omp_get_max_threads();
     *out = in;
     return KILN_OK;
 }
@@ -104,6 +107,8 @@ void kf_inst_free(void *p) {
         return;
     for (int i = 0; i < in->n_prim; i++)
         dnnl_primitive_destroy(in->prim[i].p);
+    for (int i = 0; i < in->n_once; i++)
+        dnnl_primitive_destroy(in->once[i].p);
     for (int i = 0; i < in->n_mem; i++)
         dnnl_memory_destroy(in->mem[i].m);
     for (int i = 0; i < in->n_owned; i++)
@@ -136,12 +141,15 @@ kiln_status kf_mem(const kn_node *n, kf_inst *in, const dnnl_memory_desc_t *md, 
     return KILN_OK;
 }
 
-kiln_status kf_prim_add(const kn_node *n, kf_inst *in, dnnl_primitive_desc_t pd, kf_prim **out) {
-    if (in->n_prim == KF_MAX_PRIM) {
+/* Create pd's primitive into list[*count] (cap entries), reserving its
+ * scratchpad in the workspace. Takes ownership of pd. */
+static kiln_status prim_into(const kn_node *n, kf_inst *in, dnnl_primitive_desc_t pd,
+                             kf_prim *list, int *count, int cap, kf_prim **out) {
+    if (*count == cap) {
         dnnl_primitive_desc_destroy(pd);
         return kn_node_error(n, KILN_ERR_INTERNAL, "too many oneDNN primitives");
     }
-    kf_prim *p = &in->prim[in->n_prim];
+    kf_prim *p = &list[*count];
     memset(p, 0, sizeof *p);
     const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     size_t ss = smd ? dnnl_memory_desc_get_size(smd) : 0;
@@ -153,11 +161,15 @@ kiln_status kf_prim_add(const kn_node *n, kf_inst *in, dnnl_primitive_desc_t pd,
         st = kf_check(n, dnnl_primitive_create(&p->p, pd), "creating a primitive");
     dnnl_primitive_desc_destroy(pd);
     KN_TRY(st);
-    in->n_prim++;
+    (*count)++;
     if (sm)
         kf_prim_arg(p, DNNL_ARG_SCRATCHPAD, sm);
     *out = p;
     return KILN_OK;
+}
+
+kiln_status kf_prim_add(const kn_node *n, kf_inst *in, dnnl_primitive_desc_t pd, kf_prim **out) {
+    return prim_into(n, in, pd, in->prim, &in->n_prim, KF_MAX_PRIM, out);
 }
 
 void kf_prim_arg(kf_prim *p, int arg, dnnl_memory_t m) {
@@ -197,7 +209,7 @@ kiln_status kf_reorder_add(const kn_node *n, kf_inst *in, const dnnl_memory_desc
     return KILN_OK;
 }
 
-kiln_status kf_pack(const kn_node *n, kf_inst *in, const dnnl_memory_desc_t *user_md,
+kiln_status kf_pack(const kn_node *n, kf_inst *in, const dnnl_memory_desc_t *user_md, int index,
                     const void *data, const dnnl_memory_desc_t *md, dnnl_memory_t *out) {
     dnnl_engine_t eng;
     KN_TRY(kf_engine(n, &eng));
@@ -216,6 +228,21 @@ kiln_status kf_pack(const kn_node *n, kf_inst *in, const dnnl_memory_desc_t *use
     in->mem[in->n_mem].offset = 0;
     in->n_mem++;
     *out = m;
+    if (!data) { /* pack at the first run, from the input's run-time address */
+        dnnl_memory_t src;
+        KN_TRY(kf_mem(n, in, user_md, KF_IN, index, 0, &src));
+        dnnl_primitive_attr_t attr;
+        KN_TRY(kf_attr(n, NULL, &attr));
+        dnnl_primitive_desc_t pd;
+        dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, user_md, eng, md, eng, attr);
+        dnnl_primitive_attr_destroy(attr);
+        KN_TRY(kf_check(n, s, "creating the weight reorder"));
+        kf_prim *p;
+        KN_TRY(prim_into(n, in, pd, in->once, &in->n_once, (int)KN_ARRAY_LEN(in->once), &p));
+        kf_prim_arg(p, DNNL_ARG_FROM, src);
+        kf_prim_arg(p, DNNL_ARG_TO, m);
+        return KILN_OK;
+    }
     if (dnnl_memory_desc_equal(user_md, md)) {
         memcpy(buf, data, bytes);
         return KILN_OK;
@@ -276,11 +303,22 @@ kiln_status kf_run(const kb_run *r) {
     }
     if (in->prefill == KF_PREFILL_BROADCAST2D)
         broadcast2d(in, r->in[in->prefill_in].data, r->out[0].data);
-    /* oneDNN (OpenMP build) takes its thread count from the calling thread */
+    /* oneDNN's OpenMP build splits work for the thread count current when a
+     * primitive was created; running under another count leaves work undone
+     * in some kernels. So a run uses the prepare-time count: r->threads takes
+     * effect when the caller's OpenMP thread count was set to it around
+     * prepare. */
     int prev = omp_get_max_threads();
-    if (prev != r->threads)
-        omp_set_num_threads(r->threads);
+    if (prev != in->nthr)
+        omp_set_num_threads(in->nthr);
     kiln_status st = KILN_OK;
+    for (int i = 0; i < in->n_once && !in->once_done && st == KILN_OK; i++)
+        st = kf_check(r->node,
+                      dnnl_primitive_execute(in->once[i].p, in->stream, in->once[i].nargs,
+                                             in->once[i].args),
+                      "packing weights");
+    if (st == KILN_OK)
+        in->once_done = true;
     for (int i = 0; i < in->n_prim && st == KILN_OK; i++)
         st = kf_check(r->node,
                       dnnl_primitive_execute(in->prim[i].p, in->stream, in->prim[i].nargs,
@@ -288,7 +326,7 @@ kiln_status kf_run(const kb_run *r) {
                       "executing");
     if (st == KILN_OK)
         st = kf_check(r->node, dnnl_stream_wait(in->stream), "waiting for the stream");
-    if (prev != r->threads)
+    if (prev != in->nthr)
         omp_set_num_threads(prev);
     return st;
 }

@@ -108,7 +108,7 @@ static kiln_status matmul_build(const kn_node *n, const kb_tensor *in, int n_in,
     }
     for (int i = 0; i < md_nd; i++)
         biasd[i] = i == md_nd - 1 ? nn : 1;
-    bool has_bias = is_fused(n) && n_in > 2 && in[2].data && in[2].dtype == KILN_DTYPE_FLOAT;
+    bool has_bias = is_fused(n) && n_in > 2 && in[2].dtype == KILN_DTYPE_FLOAT;
     float al = 0.f, be = 0.f;
     kb_act act = is_fused(n) ? kf_act_from_node(n, "alpha", "beta", &al, &be) : KB_ACT_NONE;
 
@@ -144,7 +144,7 @@ static kiln_status matmul_build(const kn_node *n, const kb_tensor *in, int n_in,
     dnnl_memory_t am, bm, ym, biasm = NULL;
     st = kf_mem(n, inst, &a_md, KF_IN, 0, 0, &am);
     if (st == KILN_OK)
-        st = packed ? kf_pack(n, inst, &b_u, b->data, &b_p, &bm)
+        st = packed ? kf_pack(n, inst, &b_u, 1, b->data, &b_p, &bm)
                     : kf_mem(n, inst, &b_u, KF_IN, 1, 0, &bm);
     if (st == KILN_OK)
         st = kf_mem(n, inst, &y_md, KF_OUT, 0, 0, &ym);
@@ -169,7 +169,7 @@ static kiln_status prepare_with(kiln_status (*build)(const kn_node *, const kb_t
                                 const kn_node *n, const kb_tensor *in, int n_in,
                                 const kb_tensor *out, int n_out, void **inst, size_t *workspace,
                                 bool packed) {
-    if (n_in < 2 || n_out < 1 || !in[1].data)
+    if (n_in < 2 || n_out < 1)
         return kn_node_error(n, KILN_ERR_INTERNAL, "matrix product without operands");
     kf_inst *ki;
     KN_TRY(kf_inst_new(n, &ki));
@@ -252,7 +252,7 @@ static kiln_status gemm_build(const kn_node *n, const kb_tensor *in, int n_in,
     bool ta = kn_attr_int(n, "transA", 0) != 0, tb = kn_attr_int(n, "transB", 0) != 0;
     float alpha = kn_attr_float(n, "alpha", 1.f), beta = kn_attr_float(n, "beta", 1.f);
     int64_t m = out[0].dims[0], nn = out[0].dims[1], k = ta ? a->dims[0] : a->dims[1];
-    bool has_c = n_in > 2 && in[2].data && in[2].dtype == KILN_DTYPE_FLOAT;
+    bool has_c = n_in > 2 && in[2].dtype == KILN_DTYPE_FLOAT;
     const kb_tensor *c = has_c ? &in[2] : NULL;
     gemm_c mode = gemm_c_mode(n, has_c, c ? c->rank : 0, c ? c->dims : NULL, nn);
     float al = 0.f, be = 0.f;
@@ -299,7 +299,7 @@ static kiln_status gemm_build(const kn_node *n, const kb_tensor *in, int n_in,
     dnnl_memory_t am, bm, ym, biasm = NULL;
     st = kf_mem(n, inst, &a_md, KF_IN, 0, 0, &am);
     if (st == KILN_OK)
-        st = packed ? kf_pack(n, inst, &b_u, b->data, &b_p, &bm)
+        st = packed ? kf_pack(n, inst, &b_u, 1, b->data, &b_p, &bm)
                     : kf_mem(n, inst, &b_u, KF_IN, 1, 0, &bm);
     if (st == KILN_OK)
         st = kf_mem(n, inst, &y_md, KF_OUT, 0, 0, &ym);
