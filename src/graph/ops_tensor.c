@@ -221,6 +221,35 @@ kiln_status kn_pad_decode(const kn_node *n, const kn_tinfo *in, int n_in, kn_pad
     return KILN_OK;
 }
 
+kiln_status kn_center_crop_pad_decode(const kn_node *n, const kn_tinfo *in, int n_in,
+                                      kn_pad_plan *p) {
+    int rank = in[0].rank;
+    int64_t shape[KILN_MAX_DIMS];
+    int ns;
+    if (!has(in, n_in, 1))
+        return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT, "input 'shape' is missing");
+    KN_TRY(value_ints(n, &in[1], "shape", shape, KILN_MAX_DIMS, &ns));
+    size_t na;
+    const int64_t *axes = kn_attr_ints(n, "axes", &na);
+    if ((axes ? (int)na : rank) != ns)
+        return kn_node_error(n, KILN_ERR_SHAPE, "shape has %d entries for %d axes", ns,
+                             axes ? (int)na : rank);
+    p->mode = KN_PAD_CONSTANT;
+    for (int d = 0; d < rank; d++)
+        p->begin[d] = p->end[d] = 0;
+    for (int i = 0; i < ns; i++) {
+        int ax = i;
+        if (axes)
+            KN_TRY(axis_in(n, axes[i], rank, &ax));
+        int64_t dim = in[0].dims[ax], want = shape[i];
+        if (want < 0)
+            return kn_node_error(n, KILN_ERR_SHAPE, "shape entry %d is negative", i);
+        p->begin[ax] = want >= dim ? (want - dim) / 2 : -((dim - want) / 2);
+        p->end[ax] = want - dim - p->begin[ax];
+    }
+    return KILN_OK;
+}
+
 static bool empty_or_absent(const kn_tinfo *in, int n_in, int i) {
     return !has(in, n_in, i) || kn_numel(in[i].rank, in[i].dims) == 0;
 }
@@ -799,7 +828,10 @@ static kiln_status infer_tile(kn_infer *c) {
 static kiln_status infer_pad(kn_infer *c) {
     KN_TRY(need_inputs(c, 1));
     kn_pad_plan p;
-    KN_TRY(kn_pad_decode(c->node, c->in, c->n_in, &p));
+    if (strcmp(c->node->op_type, "CenterCropPad") == 0)
+        KN_TRY(kn_center_crop_pad_decode(c->node, c->in, c->n_in, &p));
+    else
+        KN_TRY(kn_pad_decode(c->node, c->in, c->n_in, &p));
     kn_same_as(&c->out[0], &c->in[0]);
     for (int d = 0; d < c->in[0].rank; d++)
         c->out[0].dims[d] += p.begin[d] + p.end[d];
@@ -1106,6 +1138,7 @@ const kn_op_schema kn_ops_tensor[] = {
     {"Expand", "", infer_expand, 1u << 1},
     {"Tile", "", infer_tile, 1u << 1},
     {"Pad", "", infer_pad, (1u << 1) | (1u << 3)},
+    {"CenterCropPad", "", infer_pad, 1u << 1},
     {"Shape", "", infer_shape, 0},
     {"Size", "", infer_size, 0},
     {"ConstantOfShape", "", infer_constant_of_shape, 1u << 0},

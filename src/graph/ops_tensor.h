@@ -26,6 +26,10 @@ typedef struct kn_pad_plan {
 } kn_pad_plan;
 KN_HIDDEN kiln_status kn_pad_decode(const kn_node *n, const kn_tinfo *in, int n_in,
                                     kn_pad_plan *p);
+/* CenterCropPad (opset 18) as a constant-zero pad with negative amounts
+ * where it crops. */
+KN_HIDDEN kiln_status kn_center_crop_pad_decode(const kn_node *n, const kn_tinfo *in, int n_in,
+                                                kn_pad_plan *p);
 
 /* Resize / Upsample: everything a kernel needs beside the data. */
 enum { KN_RS_NEAREST, KN_RS_LINEAR, KN_RS_CUBIC };

@@ -557,6 +557,17 @@ static void test_expand_tile_pad(void) {
     KT_CHECK(dims_are(&ti, 2, (const int64_t[]){3, 1}));
     KT_CHECK(y && floats_near(y, (const float[]){5, 1, 3}, 3, 0));
     t_end(&t);
+    /* CenterCropPad: crop 5 -> 2 from offset 1, pad 2 -> 5 with 1 zero before */
+    int64_t cd[2] = {2, 5};
+    t_begin(&t);
+    t_in(&t, KILN_DTYPE_FLOAT, 2, cd, seq);
+    t_ints(&t, 2, (const int64_t[]){5, 2});
+    t_node(&t, "CenterCropPad", 18, 1);
+    KT_OK(t_run(&t));
+    y = t_out(&t, 0, &ti);
+    KT_CHECK(dims_are(&ti, 2, (const int64_t[]){5, 2}));
+    KT_CHECK(y && floats_near(y, (const float[]){0, 0, 1, 2, 6, 7, 0, 0, 0, 0}, 10, 0));
+    t_end(&t);
     /* opset 18: axes input selects the padded axes (negative allowed) */
     t_begin(&t);
     t_in(&t, KILN_DTYPE_FLOAT, 2, td, seq);

@@ -435,13 +435,17 @@ static kiln_status k_pad(const kb_run *r) {
     for (int i = 0; i < n_in; i++)
         in[i] = kbt_info(&r->in[i]);
     kn_pad_plan p;
-    KN_TRY(kn_pad_decode(r->node, in, n_in, &p));
     size_t es = esize(x);
     uint8_t cval[16] = {0};
-    if (n_in > 2 && r->in[2].data && kbt_numel(&r->in[2]) >= 1)
-        memcpy(cval, r->in[2].data, es);
-    else
-        kbt_store(x->dtype, cval, 0, kn_attr_float(r->node, "value", 0.0f));
+    if (strcmp(r->node->op_type, "CenterCropPad") == 0) {
+        KN_TRY(kn_center_crop_pad_decode(r->node, in, n_in, &p));
+    } else {
+        KN_TRY(kn_pad_decode(r->node, in, n_in, &p));
+        if (n_in > 2 && r->in[2].data && kbt_numel(&r->in[2]) >= 1)
+            memcpy(cval, r->in[2].data, es);
+        else
+            kbt_store(x->dtype, cval, 0, kn_attr_float(r->node, "value", 0.0f));
+    }
     int64_t total = kbt_numel(o);
     if (total == 0)
         return KILN_OK;
@@ -619,6 +623,7 @@ const kb_kernel kb_cpu_tensor[] = {
     K("Expand", k_expand),
     K("Tile", k_tile),
     KP("Pad", k_pad, k_pad_prepare),
+    KP("CenterCropPad", k_pad, k_pad_prepare),
     K("Shape", k_shape),
     K("Size", k_size),
     K("ConstantOfShape", k_constant_of_shape),
