@@ -4,6 +4,7 @@
  * softmax before and after opset 13, the fused chain, and error messages. */
 #include <string.h>
 
+#include "backends/cpu/k_elementwise.h"
 #include "graph/graph.h"
 #include "kt_exec.h"
 #include "test.h"
@@ -850,6 +851,55 @@ static void test_corners(void) {
     one_end(&o);
 }
 
+/* ---------------- conversions match core's ---------------- */
+
+static void test_conversions(void) {
+    int bad = 0;
+    static uint16_t hs[65536];
+    static float fs[65536];
+    for (uint32_t h = 0; h < 65536; h++)
+        hs[h] = (uint16_t)h;
+    kb_ew_load(KILN_DTYPE_FLOAT16, hs, 65536, KB_F32, fs);
+    for (uint32_t h = 0; h < 65536; h++) {
+        float want = kn_half_to_float((uint16_t)h);
+        if (memcmp(&fs[h], &want, 4) != 0 && bad++ < 3)
+            fprintf(stderr, "  half 0x%04x -> %g, core %g\n", h, fs[h], want);
+    }
+    kb_ew_load(KILN_DTYPE_BFLOAT16, hs, 65536, KB_F32, fs);
+    for (uint32_t h = 0; h < 65536; h++) {
+        float want = kn_bf16_to_float((uint16_t)h);
+        if (memcmp(&fs[h], &want, 4) != 0 && bad++ < 3)
+            fprintf(stderr, "  bf16 0x%04x -> %g, core %g\n", h, fs[h], want);
+    }
+    /* floats: a stride over every bit pattern plus dense runs at the edges */
+    uint32_t starts[] = {0x00000000u, 0x33000000u, 0x387fc000u, 0x38800000u - 4096u,
+                         0x477fe000u, 0x7f7ff000u, 0x7f800000u - 16u};
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t n = 0;
+        static float src[65536];
+        uint32_t u = pass ? 0 : starts[0];
+        for (size_t k = 0; pass == 0 && k < KN_ARRAY_LEN(starts); k++)
+            for (uint32_t j = 0; j < 8192 && n < 65536; j++) {
+                uint32_t v = starts[k] + j;
+                memcpy(&src[n++], &v, 4);
+                v |= 0x80000000u;
+                memcpy(&src[n++], &v, 4);
+            }
+        for (; pass == 1 && n < 65536; n++, u += 65537u)
+            memcpy(&src[n], &u, 4);
+        static uint16_t h16[65536], b16[65536];
+        kb_ew_store(KILN_DTYPE_FLOAT16, h16, n, KB_F32, src);
+        kb_ew_store(KILN_DTYPE_BFLOAT16, b16, n, KB_F32, src);
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t wh = kn_float_to_half(src[i]), wb = kn_float_to_bf16(src[i]);
+            if ((h16[i] != wh || b16[i] != wb) && bad++ < 3)
+                fprintf(stderr, "  float %a -> half 0x%04x (core 0x%04x), bf16 0x%04x (core 0x%04x)\n",
+                        src[i], h16[i], wh, b16[i], wb);
+        }
+    }
+    KT_CHECK(bad == 0);
+}
+
 /* ---------------- several threads ---------------- */
 
 static void test_threads(void) {
@@ -909,6 +959,7 @@ int main(void) {
     test_chain();
     test_errors();
     test_corners();
+    test_conversions();
     test_threads();
     return kt_finish();
 }

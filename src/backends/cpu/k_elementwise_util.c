@@ -59,6 +59,42 @@ static uint8_t fnuz_encode(float f, float (*dec)(uint8_t)) {
     return (signbit(f) && best) ? (uint8_t)(best | 0x80u) : best;
 }
 
+/* ---- inline half conversions: the same results as core's kn_half_to_float
+ * and friends (exact, round to nearest even), written as selects so that the
+ * conversion loops vectorise ---- */
+static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t f2u32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+static inline float h2f(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
+    uint32_t normal = (em << 13) + 0x38000000u;     /* rebias the exponent by 127 - 15 */
+    uint32_t special = (em << 13) | 0x7f800000u;    /* infinity, NaN */
+    uint32_t sub = f2u32((float)em * 5.9604644775390625e-08f); /* zero, subnormal: em * 2^-24 */
+    uint32_t u = em >= 0x7c00u ? special : (em >= 0x0400u ? normal : sub);
+    return u2f(u | sign);
+}
+
+static inline uint16_t f2h(float f) {
+    uint32_t u = f2u32(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    /* subnormal results: adding 0.5 leaves a's value in units of 2^-24 in the
+     * low bits, rounded to nearest even by the addition itself */
+    uint32_t sub = f2u32(u2f(a) + 0.5f) - 0x3f000000u;
+    uint32_t normal = (a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13;
+    uint32_t r = a > 0x7f800000u   ? 0x7e00u
+                 : a >= 0x477ff000u ? 0x7c00u
+                 : a < 0x38800000u  ? sub
+                                    : normal;
+    return (uint16_t)(r | sign);
+}
+
+static inline float bf2f(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+static inline uint16_t f2bf(float f) {
+    uint32_t u = f2u32(f);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : rounded);
+}
+
 /* ---- saturating float to integer conversions (C leaves overflow undefined) ---- */
 static inline int64_t f2i(double v) {
     if (v != v)
@@ -86,10 +122,10 @@ static inline uint64_t f2u(double v) {
 #define DEF_LOAD(NAME, T, FROMF)                                                              \
     static void NAME(kiln_dtype dt, const void *src, int64_t n, T *d) {                       \
         switch (dt) {                                                                         \
-        case KILN_DTYPE_FLOAT: { const float *s = src; for (int64_t i = 0; i < n; i++) d[i] = FROMF(s[i]); } break; \
+        case KILN_DTYPE_FLOAT: { const float *s = src;_Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = FROMF(s[i]); } break; \
         case KILN_DTYPE_DOUBLE: { const double *s = src; for (int64_t i = 0; i < n; i++) d[i] = FROMF(s[i]); } break; \
-        case KILN_DTYPE_FLOAT16: { const uint16_t *s = src; for (int64_t i = 0; i < n; i++) d[i] = FROMF(kn_half_to_float(s[i])); } break; \
-        case KILN_DTYPE_BFLOAT16: { const uint16_t *s = src; for (int64_t i = 0; i < n; i++) d[i] = FROMF(kn_bf16_to_float(s[i])); } break; \
+        case KILN_DTYPE_FLOAT16: { const uint16_t *s = src;_Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = FROMF(h2f(s[i])); } break; \
+        case KILN_DTYPE_BFLOAT16: { const uint16_t *s = src;_Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = FROMF(bf2f(s[i])); } break; \
         case KILN_DTYPE_FLOAT8E4M3FN: { const uint8_t *s = src; for (int64_t i = 0; i < n; i++) d[i] = FROMF(kn_fp8e4m3_to_float(s[i])); } break; \
         case KILN_DTYPE_FLOAT8E5M2: { const uint8_t *s = src; for (int64_t i = 0; i < n; i++) d[i] = FROMF(kn_fp8e5m2_to_float(s[i])); } break; \
         case KILN_DTYPE_FLOAT8E4M3FNUZ: { const uint8_t *s = src; for (int64_t i = 0; i < n; i++) d[i] = FROMF(e4m3fnuz_to_float(s[i])); } break; \
@@ -130,10 +166,10 @@ void kb_ew_load(kiln_dtype dt, const void *src, int64_t n, kb_ctype ct, void *ds
 #define DEF_STORE(NAME, T, TOI, TOU)                                                          \
     static void NAME(kiln_dtype dt, void *dst, int64_t n, const T *s) {                       \
         switch (dt) {                                                                         \
-        case KILN_DTYPE_FLOAT: { float *d = dst; for (int64_t i = 0; i < n; i++) d[i] = (float)s[i]; } break; \
+        case KILN_DTYPE_FLOAT: { float *d = dst;_Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = (float)s[i]; } break; \
         case KILN_DTYPE_DOUBLE: { double *d = dst; for (int64_t i = 0; i < n; i++) d[i] = (double)s[i]; } break; \
-        case KILN_DTYPE_FLOAT16: { uint16_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = kn_float_to_half((float)s[i]); } break; \
-        case KILN_DTYPE_BFLOAT16: { uint16_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = kn_float_to_bf16((float)s[i]); } break; \
+        case KILN_DTYPE_FLOAT16: { uint16_t *d = dst;_Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = f2h((float)s[i]); } break; \
+        case KILN_DTYPE_BFLOAT16: { uint16_t *d = dst;_Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = f2bf((float)s[i]); } break; \
         case KILN_DTYPE_FLOAT8E4M3FN: { uint8_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = kn_float_to_fp8e4m3((float)s[i]); } break; \
         case KILN_DTYPE_FLOAT8E5M2: { uint8_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = kn_float_to_fp8e5m2((float)s[i]); } break; \
         case KILN_DTYPE_FLOAT8E4M3FNUZ: { uint8_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = fnuz_encode((float)s[i], e4m3fnuz_to_float); } break; \
