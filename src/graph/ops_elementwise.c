@@ -401,7 +401,7 @@ const kn_op_schema kn_ops_elementwise[] = {
     {"ArgMax", "", infer_argmax, 0}, {"ArgMin", "", infer_argmax, 0},
     {"Softmax", "", infer_softmax, 0}, {"LogSoftmax", "", infer_softmax, 0},
     {"Hardmax", "", infer_softmax, 0},
-    {"CumSum", "", infer_cumsum, AXES_INPUT},
+    {"CumSum", "", infer_cumsum, 0}, /* the axis is read at run time */
     {"ElementwiseChain", KN_DOMAIN_KILN, infer_chain, 0},
 };
 const size_t kn_ops_elementwise_count = KN_ARRAY_LEN(kn_ops_elementwise);
