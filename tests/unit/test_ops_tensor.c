@@ -284,6 +284,33 @@ static void test_transpose(void) {
     /* y[j][k][i] = x[i][j][k]: y[2][3][1] = x[1][2][3] */
     KT_CHECK(y64 && y64[2 * 8 + 3 * 2 + 1] == 1000 + 12 + 8 + 3);
     t_end(&t);
+    /* large enough for the tiled path: NCHW -> NHWC in int16 and float */
+    static int16_t big16[2 * 24 * 40 * 20];
+    static float bigf[2 * 24 * 40 * 20];
+    for (int i = 0; i < 2 * 24 * 40 * 20; i++) {
+        big16[i] = (int16_t)i;
+        bigf[i] = (float)i;
+    }
+    int64_t bd[4] = {2, 40, 20, 24};
+    for (int f = 0; f < 2; f++) {
+        t_begin(&t);
+        t_in(&t, f ? KILN_DTYPE_FLOAT : KILN_DTYPE_INT16, 4, bd, f ? (const void *)bigf : big16);
+        t_node(&t, "Transpose", 13, 1);
+        KT_OK(kiln_network_set_attr_ints(t.net, t.node, "perm", (const int64_t[]){0, 3, 1, 2}, 4));
+        KT_OK(t_run(&t));
+        const void *yb = t_out(&t, 0, &ti);
+        KT_CHECK(dims_are(&ti, 4, (const int64_t[]){2, 24, 40, 20}));
+        int bad = 0;
+        for (int n = 0; n < 2 && yb; n++)
+            for (int c = 0; c < 24; c++)
+                for (int hw = 0; hw < 800; hw++) {
+                    int src = (n * 800 + hw) * 24 + c, dst = (n * 24 + c) * 800 + hw;
+                    bad += f ? ((const float *)yb)[dst] != (float)src
+                             : ((const int16_t *)yb)[dst] != (int16_t)src;
+                }
+        KT_CHECK(yb && bad == 0);
+        t_end(&t);
+    }
     t_begin(&t);
     t_in(&t, KILN_DTYPE_INT64, 3, xd, x64);
     t_node(&t, "Transpose", 13, 1);
