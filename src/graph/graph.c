@@ -342,6 +342,7 @@ kiln_status kn_net_clone(const kn_net *src, kn_net **out) {
         }
     }
     if (src->n_nodes) {
+        st = KILN_ERR_OUT_OF_MEMORY;
         net->nodes = kn_calloc((size_t)src->n_nodes, sizeof(kn_node));
         if (!net->nodes)
             goto fail;
