@@ -541,7 +541,7 @@ static kiln_status variadic_run(const kb_run *r) {
             ins[n++] = &r->in[k];
     if (n == 0)
         return kn_node_error(r->node, KILN_ERR_INVALID_ARGUMENT, "needs at least one input");
-    if (n == 1 && ins[0]->data != y->data) /* the output has the input's shape */
+    if (n == 1 && ins[0]->data != y->data && numel_of(y) > 0) /* y has the input's shape */
         memcpy(y->data, ins[0]->data, (size_t)numel_of(y) * kiln_dtype_size(y->dtype));
     for (int k = 1; k < n; k++)
         binary_apply(op->fn[ct], false, (kb_ctype)ct, k == 1 ? ins[0] : y, ins[k], y, r->threads);

@@ -122,7 +122,6 @@ kiln_status kb_ew_run_chain(const kb_run *r) {
         return KILN_OK;
     int64_t segs = (bc.inner + KB_EW_CHUNK - 1) / KB_EW_CHUNK, units = bc.rows * segs;
     size_t ys = kiln_dtype_size(y->dtype), cs = kb_ew_csize(ct);
-    int n_in = r->n_in;
 #pragma omp parallel for num_threads(r->threads) if (bc.total >= KB_EW_PAR_MIN / 4) schedule(static)
     for (int64_t u = 0; u < units; u++) {
         uint64_t acc[KB_EW_CHUNK], tmp[KB_EW_CHUNK];
@@ -164,6 +163,5 @@ kiln_status kb_ew_run_chain(const kb_run *r) {
         else
             kb_ew_store(y->dtype, dst, m, ct, acc);
     }
-    (void)n_in;
     return KILN_OK;
 }
