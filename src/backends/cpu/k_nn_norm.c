@@ -18,6 +18,18 @@ static int threads_for(const kb_run *r, int64_t work) {
 
 /* Mean and variance (population) of n values starting at x[off]. */
 static void row_stats(const kb_tensor *x, int64_t off, int64_t n, double *mean, double *var) {
+    if (x->dtype == KILN_DTYPE_FLOAT) { /* the common case, without per-element dispatch */
+        const float *p = (const float *)x->data + off;
+        double s = 0.0, q = 0.0;
+        for (int64_t i = 0; i < n; i++)
+            s += p[i];
+        double m = n ? s / (double)n : 0.0;
+        for (int64_t i = 0; i < n; i++)
+            q += (p[i] - m) * (p[i] - m);
+        *mean = m;
+        *var = n ? q / (double)n : 0.0;
+        return;
+    }
     double s = 0.0;
     for (int64_t i = 0; i < n; i++)
         s += ld(x, off + i);
@@ -28,6 +40,21 @@ static void row_stats(const kb_tensor *x, int64_t off, int64_t n, double *mean, 
     }
     *mean = m;
     *var = n ? q / (double)n : 0.0;
+}
+
+/* y[off + i] = x[off + i] * k + shift for n values. */
+static void affine(const kb_tensor *x, kb_tensor *y, int64_t off, int64_t n, double k,
+                   double shift) {
+    if (x->dtype == KILN_DTYPE_FLOAT && y->dtype == KILN_DTYPE_FLOAT) {
+        const float *xp = (const float *)x->data + off;
+        float *yp = (float *)y->data + off;
+        float kf = (float)k, sf = (float)shift;
+        for (int64_t i = 0; i < n; i++)
+            yp[i] = xp[i] * kf + sf;
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        st(y, off + i, ld(x, off + i) * k + shift);
 }
 
 kiln_status kb_nn_batchnorm_run(const kb_run *r) {
@@ -45,8 +72,7 @@ kiln_status kb_nn_batchnorm_run(const kb_run *r) {
         int64_t c = pl % ch;
         double k = ld(sc, c) / sqrt(ld(var, c) + eps);
         double shift = ld(b, c) - ld(mean, c) * k;
-        for (int64_t i = 0; i < size; i++)
-            st(y, pl * size + i, ld(x, pl * size + i) * k + shift);
+        affine(x, y, pl * size, size, k, shift);
     }
     return KILN_OK;
 }
@@ -63,8 +89,7 @@ kiln_status kb_nn_instancenorm_run(const kb_run *r) {
         double m, v;
         row_stats(x, pl * size, size, &m, &v);
         double k = ld(sc, pl % ch) / sqrt(v + eps), shift = ld(b, pl % ch);
-        for (int64_t i = 0; i < size; i++)
-            st(y, pl * size + i, (ld(x, pl * size + i) - m) * k + shift);
+        affine(x, y, pl * size, size, k, shift - m * k);
     }
     return KILN_OK;
 }
@@ -100,16 +125,29 @@ kiln_status kb_nn_layernorm_run(const kb_run *r) {
     const int64_t *in_dims = x->dims + axis;
     int64_t inner = kn_numel(in_rank, in_dims), outer = kn_numel((int)axis, x->dims);
     bool sc_flat = kb_numel(sc) == inner, b_flat = b && kb_numel(b) == inner;
+    /* all float with per-element scale and bias: no per-element dispatch */
+    bool fast = x->dtype == KILN_DTYPE_FLOAT && y->dtype == KILN_DTYPE_FLOAT &&
+                sc->dtype == KILN_DTYPE_FLOAT && sc_flat &&
+                (!b || (b_flat && b->dtype == KILN_DTYPE_FLOAT));
     int nth = threads_for(r, outer * inner);
 #pragma omp parallel for num_threads(nth) schedule(static)
     for (int64_t o = 0; o < outer; o++) {
         double m, v;
         row_stats(x, o * inner, inner, &m, &v);
         double inv = 1.0 / sqrt(v + eps);
-        for (int64_t j = 0; j < inner; j++) {
-            double s = ld(sc, sc_flat ? j : bcast_index(sc, j, in_rank, in_dims));
-            double bb = b ? ld(b, b_flat ? j : bcast_index(b, j, in_rank, in_dims)) : 0.0;
-            st(y, o * inner + j, (ld(x, o * inner + j) - m) * inv * s + bb);
+        if (fast) {
+            const float *xp = (const float *)x->data + o * inner, *sp = sc->data;
+            const float *bp = b ? b->data : NULL;
+            float *yp = (float *)y->data + o * inner;
+            float mf = (float)m, invf = (float)inv;
+            for (int64_t j = 0; j < inner; j++)
+                yp[j] = (xp[j] - mf) * invf * sp[j] + (bp ? bp[j] : 0.f);
+        } else {
+            for (int64_t j = 0; j < inner; j++) {
+                double s = ld(sc, sc_flat ? j : bcast_index(sc, j, in_rank, in_dims));
+                double bb = b ? ld(b, b_flat ? j : bcast_index(b, j, in_rank, in_dims)) : 0.0;
+                st(y, o * inner + j, (ld(x, o * inner + j) - m) * inv * s + bb);
+            }
         }
         if (mo)
             st(mo, o, m);
