@@ -871,6 +871,61 @@ static void test_reverse_sequence(void) {
     t_end(&t);
 }
 
+/* Byte-moving ops on every element width: Gather on bool, Pad on int64 with
+ * a constant, Tile on double, Resize nearest on uint8. */
+static void test_dtypes(void) {
+    kn_tinfo ti;
+    tt t;
+    const uint8_t b[4] = {1, 0, 0, 1};
+    const int64_t gi[3] = {3, 0, -3};
+    int64_t bd[1] = {4}, gd[1] = {3};
+    t_begin(&t);
+    t_in(&t, KILN_DTYPE_BOOL, 1, bd, b);
+    t_in(&t, KILN_DTYPE_INT64, 1, gd, gi);
+    t_node(&t, "Gather", 13, 1);
+    KT_OK(t_run(&t));
+    const uint8_t *yb = t_out(&t, 0, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_BOOL && yb && yb[0] == 1 && yb[1] == 1 && yb[2] == 0);
+    t_end(&t);
+
+    const int64_t v[2] = {INT64_MAX, -5}, pv = INT64_MIN;
+    int64_t vd[1] = {2};
+    t_begin(&t);
+    t_in(&t, KILN_DTYPE_INT64, 1, vd, v);
+    t_ints(&t, 2, (const int64_t[]){1, 1});
+    t_const(&t, KILN_DTYPE_INT64, 0, NULL, &pv);
+    t_node(&t, "Pad", 13, 1);
+    KT_OK(t_run(&t));
+    const int64_t *yi = t_out(&t, 0, &ti);
+    KT_CHECK(yi && ints_eq(yi, (const int64_t[]){INT64_MIN, INT64_MAX, -5, INT64_MIN}, 4));
+    t_end(&t);
+
+    const double d[2] = {0.25, -1e300};
+    t_begin(&t);
+    t_in(&t, KILN_DTYPE_DOUBLE, 1, vd, d);
+    t_ints(&t, 1, (const int64_t[]){2});
+    t_node(&t, "Tile", 13, 1);
+    KT_OK(t_run(&t));
+    const double *yd = t_out(&t, 0, &ti);
+    KT_CHECK(yd && yd[0] == 0.25 && yd[1] == -1e300 && yd[2] == 0.25 && yd[3] == -1e300);
+    t_end(&t);
+
+    const uint8_t px[4] = {10, 20, 30, 40};
+    const float s2[4] = {1, 1, 2, 2};
+    int64_t pd[4] = {1, 1, 2, 2}, four[1] = {4};
+    t_begin(&t);
+    t_in(&t, KILN_DTYPE_UINT8, 4, pd, px);
+    t_absent(&t);
+    t_const(&t, KILN_DTYPE_FLOAT, 1, four, s2);
+    t_node(&t, "Resize", 13, 1);
+    KT_OK(t_run(&t));
+    const uint8_t *yu = t_out(&t, 0, &ti);
+    KT_CHECK(dims_are(&ti, 4, (const int64_t[]){1, 1, 4, 4}));
+    /* half_pixel + round_prefer_floor: x = (o + 0.5) / 2 - 0.5 -> 0, 0, 1, 1 */
+    KT_CHECK(yu && yu[0] == 10 && yu[1] == 10 && yu[2] == 20 && yu[15] == 40 && yu[8] == 30);
+    t_end(&t);
+}
+
 /* ---------------- Resize ---------------- */
 
 static const float *resize_run(tt *t, const float *x, int64_t w, const char *mode,
@@ -985,6 +1040,7 @@ int main(void) {
     test_unique();
     test_topk();
     test_reverse_sequence();
+    test_dtypes();
     test_resize();
     return kt_finish();
 }

@@ -49,7 +49,7 @@ kiln_status kbt_gather(const kb_run *r) {
     if (kbt_numel(o) == 0)
         return KILN_OK;
     int nt = r->threads > 1 && kbt_numel(o) > (1 << 16) ? r->threads : 1;
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for collapse(2) num_threads(nt) schedule(static)
     for (int64_t k = 0; k < outer; k++)
         for (int64_t j = 0; j < ni; j++) {
             int64_t s = idx_at(ix, j, dim);
