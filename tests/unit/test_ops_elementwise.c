@@ -732,6 +732,53 @@ static void test_chain(void) {
     nd->n_attr++;
     expect_f32(&o, 2, d24, w, 1e-6);
     one_end(&o);
+
+    /* float16, with the first input a scalar broadcast into the output */
+    uint16_t hs = kn_float_to_half(0.75f), hv[4];
+    for (int i = 0; i < 4; i++)
+        hv[i] = kn_float_to_half(b[i]);
+    tin hin[2] = {T(KILN_DTYPE_FLOAT16, 0, NULL, &hs), T(KILN_DTYPE_FLOAT16, 1, d4, hv)};
+    one_begin(&o, "ElementwiseChain", "kiln", 1, 2, hin);
+    nd = &o.net->nodes[o.node];
+    KT_OK(kn_node_set_ints(nd, "operand", (const int64_t[]){1, -1}, 2));
+    const char *ops2[2] = {"Add", "Sigmoid"};
+    na = kn_realloc(nd->attrs, (size_t)(nd->n_attr + 1) * sizeof *na);
+    KT_CHECK(na != NULL);
+    nd->attrs = na;
+    memset(&na[nd->n_attr], 0, sizeof *na);
+    na[nd->n_attr].name = kn_strdup("ops");
+    na[nd->n_attr].type = KN_ATTR_STRINGS;
+    na[nd->n_attr].n = 2;
+    na[nd->n_attr].strings = kn_calloc(2, sizeof(char *));
+    for (int i = 0; i < 2; i++)
+        na[nd->n_attr].strings[i] = kn_strdup(ops2[i]);
+    nd->n_attr++;
+    KT_OK(one_run(&o));
+    kn_tinfo ti;
+    const uint16_t *hy = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_FLOAT16 && same_shape(&ti, 1, d4));
+    for (int i = 0; i < 4; i++) {
+        double v = 0.75 + kn_half_to_float(hv[i]);
+        KT_NEAR(kn_half_to_float(hy[i]), 1.0 / (1.0 + exp(-v)), 1e-3);
+    }
+    one_end(&o);
+
+    /* an unknown op is refused when the kernel is bound, naming the op */
+    tin uin[1] = {TF(1, d4, b)};
+    one_begin(&o, "ElementwiseChain", "kiln", 1, 1, uin);
+    nd = &o.net->nodes[o.node];
+    KT_OK(kn_node_set_ints(nd, "operand", (const int64_t[]){-1}, 1));
+    na = kn_realloc(nd->attrs, (size_t)(nd->n_attr + 1) * sizeof *na);
+    nd->attrs = na;
+    memset(&na[nd->n_attr], 0, sizeof *na);
+    na[nd->n_attr].name = kn_strdup("ops");
+    na[nd->n_attr].type = KN_ATTR_STRINGS;
+    na[nd->n_attr].n = 1;
+    na[nd->n_attr].strings = kn_calloc(1, sizeof(char *));
+    na[nd->n_attr].strings[0] = kn_strdup("Frobnicate");
+    nd->n_attr++;
+    KT_FAILS(one_run(&o), KILN_ERR_UNSUPPORTED, "op 0 of the chain ('Frobnicate')");
+    one_end(&o);
 }
 
 /* ---------------- errors ---------------- */
