@@ -39,7 +39,7 @@ static const struct {
     {"LessOrEqual", T_NUM}, {"ReduceSum", T_NUM}, {"ReduceMean", T_NUM}, {"ReduceProd", T_NUM},
     {"ReduceL1", T_NUM}, {"ReduceL2", T_NUM}, {"ReduceLogSum", T_NUM},
     {"ReduceLogSumExp", T_NUM}, {"ReduceSumSquare", T_NUM}, {"ArgMax", T_NUM},
-    {"ArgMin", T_NUM}, {"CumSum", T_NUM},
+    {"ArgMin", T_NUM}, {"CumSum", T_NUM}, {"CumProd", T_NUM}, {"Shrink", T_NUM},
 };
 
 static uint32_t allowed_types(const kn_node *n) {
@@ -402,6 +402,7 @@ const kn_op_schema kn_ops_elementwise[] = {
     {"Softmax", "", infer_softmax, 0}, {"LogSoftmax", "", infer_softmax, 0},
     {"Hardmax", "", infer_softmax, 0},
     {"CumSum", "", infer_cumsum, 0}, /* the axis is read at run time */
+    {"CumProd", "", infer_cumsum, 0}, {"Shrink", "", infer_unary, 0},
     {"ElementwiseChain", KN_DOMAIN_KILN, infer_chain, 0},
 };
 const size_t kn_ops_elementwise_count = KN_ARRAY_LEN(kn_ops_elementwise);

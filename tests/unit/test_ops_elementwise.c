@@ -353,6 +353,14 @@ static void test_unary(void) {
     expect_f32(&o, 1, d6, w, 1e-6);
     one_end(&o);
 
+    one_begin(&o, "Shrink", "", 9, 1, in);
+    KT_OK(kiln_network_set_attr_float(o.net, o.node, "lambd", 1.f));
+    KT_OK(kiln_network_set_attr_float(o.net, o.node, "bias", 0.25f));
+    for (int i = 0; i < 6; i++)
+        w[i] = x[i] < -1 ? x[i] + 0.25f : (x[i] > 1 ? x[i] - 0.25f : 0.f);
+    expect_f32(&o, 1, d6, w, 0);
+    one_end(&o);
+
     one_begin(&o, "HardSwish", "", 14, 1, in);
     for (int i = 0; i < 6; i++)
         w[i] = x[i] * fmaxf(0, fminf(1, x[i] / 6 + 0.5f));
@@ -680,6 +688,11 @@ static void test_softmax(void) {
     KT_OK(kiln_network_set_attr_int(o.net, o.node, "exclusive", 1));
     KT_OK(kiln_network_set_attr_int(o.net, o.node, "reverse", 1));
     expect_f32(&o, 2, d23, wc, 0);
+    one_end(&o);
+    float wp[6] = {1, 2, 6, 4, 20, 120};
+    tin pin[2] = {TF(2, d23, c), T(KILN_DTYPE_INT32, 0, NULL, &axis)};
+    one_begin(&o, "CumProd", "", 26, 2, pin);
+    expect_f32(&o, 2, d23, wp, 0);
     one_end(&o);
     int64_t ci[6] = {1, 2, 3, 4, 5, 6};
     int64_t axis0 = 0;

@@ -86,6 +86,10 @@ UN_F(gelu, p->flag ? C(0.5) * x * (C(1) + tanh(C(0.7978845608028654) * (x + C(0.
                    : C(0.5) * x * (C(1) + erf(x * C(0.70710678118654752))))
 UN_F(gelu_tanh, C(0.5) * x * (C(1) + tanh(C(0.7978845608028654) * (x + C(0.044715) * x * x * x))))
 UN_F(mish, x * tanh(x > 0 ? x + log1p(exp(-x)) : log1p(exp(x))))
+UN_F(shrink, x < -C(p->alpha) ? x + C(p->beta) : (x > C(p->alpha) ? x - C(p->beta) : C(0)))
+UN_LOOP(shrink_i64, int64_t, int64_t,
+        (double)x < -p->alpha ? x + (int64_t)p->beta : ((double)x > p->alpha ? x - (int64_t)p->beta : 0))
+UN_LOOP(shrink_u64, uint64_t, uint64_t, (double)x > p->alpha ? x - (uint64_t)p->beta : 0)
 /* the lower bound first, then the upper, so min > max gives max as ONNX says */
 UN_F(clip, (x < C(p->alpha) ? C(p->alpha) : x) > C(p->beta) ? C(p->beta) : (x < C(p->alpha) ? C(p->alpha) : x))
 UN_LOOP(clip_i64, int64_t, int64_t, (x < p->ilo ? p->ilo : x) > p->ihi ? p->ihi : (x < p->ilo ? p->ilo : x))
@@ -115,7 +119,7 @@ static const kb_unary_op unary_ops[] = {
     {"HardSigmoid", FF(hard_sigmoid), false}, {"HardSwish", FF(hard_swish), false},
     {"Softplus", FF(softplus), false}, {"Softsign", FF(softsign), false},
     {"Gelu", FF(gelu), false}, {"Mish", FF(mish), false}, {"Swish", FF(swish), false},
-    {"Clip", FI(clip), false},
+    {"Clip", FI(clip), false}, {"Shrink", FI(shrink), false},
     {"IsNaN", FF(isnan), true}, {"IsInf", FF(isinf), true},
     {"Not", {NULL, NULL, not_i64, NULL}, true},
     {"BitwiseNot", {NULL, NULL, bitwise_not_i64, bitwise_not_u64}, false},
@@ -306,8 +310,12 @@ void kb_ew_uparam_defaults(const char *name, kb_ctype ct, kb_uparam *p) {
     } else if (strcmp(name, "HardSigmoid") == 0) {
         p->alpha = 0.2;
         p->beta = 0.5;
-    } else if (strcmp(name, "IsInf") == 0)
+    } else if (strcmp(name, "IsInf") == 0) {
         p->flag = 3;
+    } else if (strcmp(name, "Shrink") == 0) {
+        p->alpha = 0.5; /* lambd */
+        p->beta = 0;    /* bias */
+    }
 }
 
 /* Set Clip's lower (which=0) or upper bound from a value of compute type ct. */
@@ -335,6 +343,9 @@ void kb_ew_uparam_from_node(const kn_node *node, const kb_tensor *in, int n_in, 
                strcmp(op, "Celu") == 0 || strcmp(op, "ThresholdedRelu") == 0 ||
                strcmp(op, "Swish") == 0) {
         p->alpha = kn_attr_float(node, "alpha", (float)p->alpha);
+    } else if (strcmp(op, "Shrink") == 0) {
+        p->alpha = kn_attr_float(node, "lambd", (float)p->alpha);
+        p->beta = kn_attr_float(node, "bias", (float)p->beta);
     } else if (strcmp(op, "Gelu") == 0) {
         p->flag = strcmp(kn_attr_string(node, "approximate", "none"), "tanh") == 0;
     } else if (strcmp(op, "IsInf") == 0) {
@@ -712,7 +723,7 @@ const kb_kernel kb_cpu_elementwise[] = {
     K_UN("LeakyRelu"), K_UN("Elu"), K_UN("Selu"), K_UN("Celu"), K_UN("ThresholdedRelu"),
     K_UN("Sigmoid"), K_UN("HardSigmoid"), K_UN("HardSwish"), K_UN("Softplus"),
     K_UN("Softsign"), K_UN("Gelu"), K_UN("Mish"), K_UN("Swish"), K_UN("Clip"), K_UN("IsNaN"),
-    K_UN("IsInf"),
+    K_UN("IsInf"), K_UN("Shrink"),
     K_UN("Not"), K_UN("BitwiseNot"),
     {"Where", "", "ref", where_supports, NULL, NULL, NULL, NULL, where_run},
     {"Cast", "", "ref", cast_supports, NULL, NULL, NULL, NULL, kb_ew_run_cast},
@@ -724,6 +735,7 @@ const kb_kernel kb_cpu_elementwise[] = {
     {"ArgMin", "", "ref", numeric_supports, NULL, NULL, NULL, NULL, kb_ew_run_argmax},
     K_SM("Softmax"), K_SM("LogSoftmax"), K_SM("Hardmax"),
     {"CumSum", "", "ref", numeric_supports, NULL, NULL, NULL, NULL, kb_ew_run_cumsum},
+    {"CumProd", "", "ref", numeric_supports, NULL, NULL, NULL, NULL, kb_ew_run_cumsum},
     {"ElementwiseChain", "kiln", "ref", float_supports, kb_ew_init_chain, kb_ew_fini_chain, NULL,
      NULL, kb_ew_run_chain},
 };

@@ -1,5 +1,5 @@
 /* k_elementwise_reduce.c - CPU reference kernels that work along axes:
- * Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax and CumSum. Elements are
+ * Reduce*, ArgMax/ArgMin, Softmax/LogSoftmax/Hardmax and CumSum/CumProd. Elements are
  * gathered along the axis into stack buffers, converted to double (or int64
  * for exact integer sums and extremes) and folded. */
 #include <math.h>
@@ -621,7 +621,7 @@ kiln_status kb_ew_run_softmax(const kb_run *r) {
     return KILN_OK;
 }
 
-/* ---------------- CumSum ---------------- */
+/* ---------------- CumSum / CumProd ---------------- */
 
 kiln_status kb_ew_run_cumsum(const kb_run *r) {
     const kb_tensor *x = &r->in[0];
@@ -636,6 +636,7 @@ kiln_status kb_ew_run_cumsum(const kb_run *r) {
     kb_ew_load(r->in[1].dtype, r->in[1].data, 1, KB_I64, &ax64);
     int axis = 0;
     KN_TRY(norm_axis(r->node, ax64, x->rank, &axis));
+    bool prod = strcmp(r->node->op_type, "CumProd") == 0;
     bool exclusive = kn_attr_int(r->node, "exclusive", 0) != 0;
     bool reverse = kn_attr_int(r->node, "reverse", 0) != 0;
     int64_t O, R, I;
@@ -651,8 +652,8 @@ kiln_status kb_ew_run_cumsum(const kb_run *r) {
         const uint8_t *xb = (const uint8_t *)x->data + first * (int64_t)es;
         uint8_t *yb = (uint8_t *)y->data + first * (int64_t)es;
         uint64_t raw[KB_EW_CHUNK], v[KB_EW_CHUNK];
-        double dacc = 0;
-        int64_t iacc = 0;
+        double dacc = prod ? 1 : 0;
+        int64_t iacc = prod ? 1 : 0;
         for (int64_t j = 0; j < R; j += KB_EW_CHUNK) {
             int64_t m = R - j < KB_EW_CHUNK ? R - j : KB_EW_CHUNK;
             kb_ew_gather(xb + j * step * (int64_t)es, es, step, m, raw);
@@ -660,16 +661,17 @@ kiln_status kb_ew_run_cumsum(const kb_run *r) {
             if (ct == KB_F64) {
                 double *d = (double *)v;
                 for (int64_t k = 0; k < m; k++) {
-                    double t = d[k];
-                    d[k] = exclusive ? dacc : dacc + t;
-                    dacc += t;
+                    double t = d[k], next = prod ? dacc * t : dacc + t;
+                    d[k] = exclusive ? dacc : next;
+                    dacc = next;
                 }
             } else {
                 int64_t *d = (int64_t *)v;
                 for (int64_t k = 0; k < m; k++) {
-                    int64_t t = d[k];
-                    d[k] = exclusive ? iacc : (int64_t)((uint64_t)iacc + (uint64_t)t);
-                    iacc = (int64_t)((uint64_t)iacc + (uint64_t)t);
+                    uint64_t t = (uint64_t)d[k];
+                    int64_t next = (int64_t)(prod ? (uint64_t)iacc * t : (uint64_t)iacc + t);
+                    d[k] = exclusive ? iacc : next;
+                    iacc = next;
                 }
             }
             kb_ew_store(y->dtype, raw, m, ct, v);
