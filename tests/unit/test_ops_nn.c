@@ -292,6 +292,53 @@ static void test_conv(void) {
     kc_free(&k);
 }
 
+/* float16 and double convolutions run through float copies. */
+static void test_conv_types(void) {
+    cgeo g = {2, 1, 3, 4, 1, {6, 5}, {3, 3}, {1, 2}, {1, 1}, {1, 1}, {1, 0}, NULL, {0}};
+    cgeo_finish(&g);
+    int64_t xd[4], wd[4], yd[4];
+    cgeo_dims(&g, xd, wd, yd);
+    int64_t nx = kn_numel(4, xd), nw = kn_numel(4, wd), ny = kn_numel(4, yd);
+    float *x = kt_data(nx, 1, 1.f), *w = kt_data(nw, 2, 0.5f), *b = kt_data(4, 3, 1.f);
+    float *want = malloc(sizeof(float) * (size_t)ny), *got = malloc(sizeof(float) * (size_t)ny);
+    for (int t = 0; t < 2; t++) {
+        kiln_dtype dt = t ? KILN_DTYPE_DOUBLE : KILN_DTYPE_FLOAT16;
+        size_t es = kiln_dtype_size(dt);
+        uint8_t *xs = malloc((size_t)nx * es), *ws = malloc((size_t)nw * es), *bs = malloc(4 * es);
+        /* round the inputs to the type first so the oracle sees the same values */
+        for (int64_t i = 0; i < nx; i++) {
+            if (t) ((double *)xs)[i] = x[i];
+            else x[i] = kn_half_to_float(((uint16_t *)xs)[i] = kn_float_to_half(x[i]));
+        }
+        for (int64_t i = 0; i < nw; i++) {
+            if (t) ((double *)ws)[i] = w[i];
+            else w[i] = kn_half_to_float(((uint16_t *)ws)[i] = kn_float_to_half(w[i]));
+        }
+        for (int64_t i = 0; i < 4; i++) {
+            if (t) ((double *)bs)[i] = b[i];
+            else b[i] = kn_half_to_float(((uint16_t *)bs)[i] = kn_float_to_half(b[i]));
+        }
+        conv_oracle(&g, x, w, b, want);
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", dt, 4, xd, xs);
+        kc_const(&k, "W", dt, 4, wd, ws);
+        kc_const(&k, "B", dt, 1, DIMS(4), bs);
+        kc_node(&k, "Conv", "", 11, 3, NAMES("X", "W", "B"), 1, NAMES("Y"));
+        conv_set_attrs(&k, &g);
+        KT_OK(kc_run(&k));
+        kn_tinfo ti;
+        const void *y = kc_out(&k, 0, &ti);
+        KT_CHECK(ti.dtype == dt);
+        for (int64_t i = 0; i < ny; i++)
+            got[i] = t ? (float)((const double *)y)[i] : kn_half_to_float(((const uint16_t *)y)[i]);
+        check_close(t ? "conv double" : "conv float16", got, want, ny, t ? 1e-5 : 2e-3);
+        kc_free(&k);
+        free(xs), free(ws), free(bs);
+    }
+    free(x), free(w), free(b), free(want), free(got);
+}
+
 /* ConvInteger and QLinearConv against the float oracle on the shifted values
  * (small integers: exact in float). */
 static void test_conv_integer(void) {
@@ -1027,6 +1074,7 @@ static void test_fused_gemm_matmul(void) {
 
 int main(void) {
     test_conv();
+    test_conv_types();
     test_conv_integer();
     test_max_unpool();
     test_conv_transpose();

@@ -296,11 +296,6 @@ static kiln_status dropout_run(const kb_run *r) {
 
 /* ---------------- supports ---------------- */
 
-static bool sup_float(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
-                      int n_out) {
-    return n_in >= 1 && in[0].dtype == KILN_DTYPE_FLOAT && (n_in < 2 || in[1].dtype == KILN_DTYPE_FLOAT);
-}
-
 static bool sup_real(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                      int n_out) {
     return n_in >= 1 && kb_is_real(in[0].dtype);
@@ -349,8 +344,8 @@ static bool sup_recurrent(const kn_node *node, const kn_tinfo *in, int n_in, con
 #define REF(op, sup, prep, run) {op, "", "ref", sup, NULL, NULL, prep, NULL, run}
 
 const kb_kernel kb_cpu_nn[] = {
-    REF("Conv", sup_float, kb_nn_conv_prepare, kb_nn_conv_run),
-    REF("ConvTranspose", sup_float, kb_nn_convt_prepare, kb_nn_convt_run),
+    REF("Conv", sup_real, kb_nn_conv_prepare, kb_nn_conv_run),
+    REF("ConvTranspose", sup_real, kb_nn_convt_prepare, kb_nn_convt_run),
     REF("ConvInteger", sup_qconv, kb_nn_convint_prepare, kb_nn_convint_run),
     REF("QLinearConv", sup_qconv, kb_nn_qlinearconv_prepare, kb_nn_qlinearconv_run),
     REF("MaxPool", sup_pool, NULL, kb_nn_pool_run),
