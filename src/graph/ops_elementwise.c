@@ -212,6 +212,25 @@ static kiln_status infer_cast(kn_infer *c) {
     return KILN_OK;
 }
 
+static kiln_status infer_bitcast(kn_infer *c) {
+    KN_TRY(need_inputs(c, 1));
+    const kn_attr *a = kn_attr_find(c->node, "to");
+    if (!a)
+        return kn_node_error(c->node, KILN_ERR_INVALID_ARGUMENT, "attribute 'to' is missing");
+    kiln_dtype from = c->in[0].dtype, to = (kiln_dtype)a->i;
+    size_t fs = kiln_dtype_size(from), ts = (unsigned)to < 32 ? kiln_dtype_size(to) : 0;
+    if (fs == 0 || ts == 0 || to == KILN_DTYPE_STRING)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "cannot reinterpret %s as type %d",
+                             kiln_dtype_name(from), (int)to);
+    if (fs != ts)
+        return kn_node_error(c->node, KILN_ERR_INVALID_ARGUMENT,
+                             "%s and %s differ in width (%zu and %zu bytes)", kiln_dtype_name(from),
+                             kiln_dtype_name(to), fs, ts);
+    kn_same_as(&c->out[0], &c->in[0]);
+    c->out[0].dtype = to;
+    return KILN_OK;
+}
+
 /* ---------------- reductions ---------------- */
 
 /* Mark the reduced axes of a Reduce* node; *noop when it copies its input. */
@@ -391,6 +410,7 @@ const kn_op_schema kn_ops_elementwise[] = {
     {"IsNaN", "", infer_unary_bool, 0}, {"IsInf", "", infer_unary_bool, 0},
     {"Clip", "", infer_clip, 0},
     {"Cast", "", infer_cast, 0}, {"CastLike", "", infer_cast, 0},
+    {"BitCast", "", infer_bitcast, 0},
     {"ReduceSum", "", infer_reduce, AXES_INPUT}, {"ReduceMean", "", infer_reduce, AXES_INPUT},
     {"ReduceMax", "", infer_reduce, AXES_INPUT}, {"ReduceMin", "", infer_reduce, AXES_INPUT},
     {"ReduceProd", "", infer_reduce, AXES_INPUT}, {"ReduceL1", "", infer_reduce, AXES_INPUT},

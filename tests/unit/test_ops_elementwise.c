@@ -486,6 +486,17 @@ static void test_cast(void) {
     KT_CHECK(b[0] == 1 && b[1] == 1 && b[2] == 0 && b[4] == 1);
     one_end(&o);
 
+    one_begin(&o, "BitCast", "", 26, 1, in);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "to", KILN_DTYPE_UINT32));
+    KT_OK(one_run(&o));
+    const uint32_t *bits = one_out(&o, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_UINT32 && bits[2] == 0 && bits[0] == 0x3fd9999au);
+    one_end(&o);
+    one_begin(&o, "BitCast", "", 26, 1, in);
+    KT_OK(kiln_network_set_attr_int(o.net, o.node, "to", KILN_DTYPE_INT16));
+    KT_FAILS(one_run(&o), KILN_ERR_INVALID_ARGUMENT, "float and int16 differ in width");
+    one_end(&o);
+
     int64_t big[2] = {-5, 1234567};
     int64_t d2[1] = {2};
     double like = 0;

@@ -689,6 +689,18 @@ kiln_status kb_ew_run_cast(const kb_run *r) {
     return KILN_OK;
 }
 
+/* BitCast: the same bytes under another type of the same width. */
+static kiln_status bitcast_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    kb_tensor *y = &r->out[0];
+    size_t bytes = (size_t)numel_of(x) * kiln_dtype_size(x->dtype);
+    if (kiln_dtype_size(x->dtype) != kiln_dtype_size(y->dtype))
+        return kn_node_error(r->node, KILN_ERR_INVALID_ARGUMENT, "types differ in width");
+    if (bytes && x->data != y->data)
+        memcpy(y->data, x->data, bytes);
+    return KILN_OK;
+}
+
 /* ---------------- reductions and friends: type checks ---------------- */
 
 static bool numeric_supports(const kn_node *node, const kn_tinfo *in, int n_in,
@@ -728,6 +740,7 @@ const kb_kernel kb_cpu_elementwise[] = {
     {"Where", "", "ref", where_supports, NULL, NULL, NULL, NULL, where_run},
     {"Cast", "", "ref", cast_supports, NULL, NULL, NULL, NULL, kb_ew_run_cast},
     {"CastLike", "", "ref", cast_supports, NULL, NULL, NULL, NULL, kb_ew_run_cast},
+    {"BitCast", "", "ref", NULL, NULL, NULL, NULL, NULL, bitcast_run},
     K_RED("ReduceSum"), K_RED("ReduceMean"), K_RED("ReduceMax"), K_RED("ReduceMin"),
     K_RED("ReduceProd"), K_RED("ReduceL1"), K_RED("ReduceL2"), K_RED("ReduceLogSum"),
     K_RED("ReduceLogSumExp"), K_RED("ReduceSumSquare"),
