@@ -554,15 +554,48 @@ static const pass_entry kpass_final[] = {
     {"dead-code", kpass_dead_code, false},
 };
 
-static kiln_status run_pass(kbld *b, const pass_entry *e, int *changed) {
+/* Shapes outlive a pass that changed nothing: inference over every profile
+ * point is the costly part of a pass, and the network it describes is the
+ * same until some pass rewrites it. */
+typedef struct shape_cache {
+    int state, tensors, n_points;
+    kn_tinfo **pts;
+    bool *dd;
+} shape_cache;
+
+static void cache_take(kpass *p, shape_cache *c) {
+    p->shapes_state = c->state;
+    p->shapes_tensors = c->tensors;
+    p->n_points = c->n_points;
+    p->pts = c->pts;
+    p->dd = c->dd;
+    memset(c, 0, sizeof *c);
+}
+
+static void cache_give(kpass *p, shape_cache *c) {
+    c->state = p->shapes_state;
+    c->tensors = p->shapes_tensors;
+    c->n_points = p->n_points;
+    c->pts = p->pts;
+    c->dd = p->dd;
+    p->pts = NULL;
+    p->dd = NULL;
+    p->n_points = 0;
+    p->shapes_state = 0;
+}
+
+static kiln_status run_pass(kbld *b, const pass_entry *e, int *changed, shape_cache *sc) {
     kpass p;
     memset(&p, 0, sizeof p);
     p.b = b;
     p.net = b->net;
+    cache_take(&p, sc);
     kiln_status st = readers_build(&p);
     int n = 0;
     if (st == KILN_OK)
         st = e->fn(&p, &n);
+    if (st == KILN_OK && n == 0)
+        cache_give(&p, sc);
     kpass_fini(&p);
     if (st != KILN_OK)
         return kn_error_wrap(st, "pass %s", e->name);
@@ -576,7 +609,7 @@ static kiln_status run_pass(kbld *b, const pass_entry *e, int *changed) {
     return KILN_OK;
 }
 
-kiln_status kbld_optimize(kbld *b) {
+static kiln_status optimize(kbld *b, shape_cache *sc) {
     bool fuse = !(b->flags & KILN_BUILDER_FLAG_NO_FUSION);
     int before = b->net->n_nodes;
     KN_TRY(kn_net_compact(b->net));
@@ -587,15 +620,26 @@ kiln_status kbld_optimize(kbld *b) {
         changed = 0;
         for (size_t i = 0; i < KN_ARRAY_LEN(kpass_rounds); i++)
             if (fuse || !kpass_rounds[i].fusion)
-                KN_TRY(run_pass(b, &kpass_rounds[i], &changed));
+                KN_TRY(run_pass(b, &kpass_rounds[i], &changed, sc));
         total += changed;
     }
     if (changed)
         kn_log(KILN_LOG_VERBOSE, "passes: stopped after %d rounds still changing", round);
     for (size_t i = 0; i < KN_ARRAY_LEN(kpass_final); i++)
         if (fuse || !kpass_final[i].fusion)
-            KN_TRY(run_pass(b, &kpass_final[i], &total));
+            KN_TRY(run_pass(b, &kpass_final[i], &total, sc));
     kn_log(KILN_LOG_VERBOSE, "passes: %d rewrite(s) in %d round(s): %d layers -> %d", total,
            round, before, b->net->n_nodes);
     return KILN_OK;
+}
+
+kiln_status kbld_optimize(kbld *b) {
+    shape_cache sc;
+    memset(&sc, 0, sizeof sc);
+    kiln_status st = optimize(b, &sc);
+    kpass p; /* frees what the cache still holds */
+    memset(&p, 0, sizeof p);
+    cache_take(&p, &sc);
+    shapes_free(&p);
+    return st;
 }

@@ -966,14 +966,16 @@ static void test_model(const char *path) {
         return;
     int before = net->n_nodes;
     for (int pass = 0; pass < 2; pass++) {
+        double t0 = kn_now_ms();
         kn_net *o = pass ? optimized(net, 0, 3, 3, 3) : optimized(net, 0, 1, 2, 4);
         if (!o)
             continue;
-        printf("%s (%s batch): %d nodes -> %d\n", path, pass ? "static" : "dynamic", before,
-               o->n_nodes);
+        printf("%s (%s batch): %d nodes -> %d in %.0f ms\n", path, pass ? "static" : "dynamic",
+               before, o->n_nodes, kn_now_ms() - t0);
         if (getenv("KT_VERBOSE"))
             dump(o);
-        compare(net, o, path, 3);
+        if (!getenv("KT_NO_COMPARE")) /* reference kernels are slow on full-size models */
+            compare(net, o, path, 3);
         kn_net_free(o);
     }
     kiln_network_destroy(net);
