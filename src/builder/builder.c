@@ -660,6 +660,42 @@ static kiln_status memory_report(kbld *b, kp_meta *meta) {
     return KILN_OK;
 }
 
+/* Record every tensor's type and shape in the network the plan stores: a
+ * dimension that differs between profile points is dynamic (-1). Graph
+ * inputs keep their declared dims and names. */
+static kiln_status record_shapes(kbld *b) {
+    kn_net *net = b->net;
+    kn_tinfo *base = NULL;
+    KN_TRY(kbld_infer(b, 0, KBLD_OPT, &base));
+    kiln_status st = KILN_OK;
+    for (int p = 0; p < b->meta->n_profiles && st == KILN_OK; p++)
+        for (int w = KBLD_MIN; w <= KBLD_MAX && st == KILN_OK; w++) {
+            kn_tinfo *o = NULL;
+            st = kbld_infer(b, p, (kbld_which)w, &o);
+            for (int i = 0; st == KILN_OK && i < net->n_tensors; i++) {
+                if (o[i].rank != base[i].rank || o[i].data_dependent) {
+                    base[i].rank = -1;
+                    continue;
+                }
+                for (int d = 0; d < base[i].rank; d++)
+                    if (o[i].dims[d] != base[i].dims[d])
+                        base[i].dims[d] = -1;
+            }
+            kn_free(o);
+        }
+    for (int i = 0; st == KILN_OK && i < net->n_tensors; i++) {
+        kn_tensor *t = &net->tensors[i];
+        if (t->flags & (KN_T_INPUT | KN_T_CONST))
+            continue;
+        t->dtype = base[i].dtype;
+        t->rank = base[i].rank;
+        for (int d = 0; d < KILN_MAX_DIMS; d++)
+            t->dims[d] = d < base[i].rank ? base[i].dims[d] : 0;
+    }
+    kn_free(base);
+    return st;
+}
+
 /* ---------------- the build ---------------- */
 
 static kiln_status check_network(const kn_net *net) {
@@ -715,6 +751,8 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
     if (st == KILN_OK)
         kn_log(KILN_LOG_INFO, "optimized: %d layers -> %d in %.1f ms", nodes_before, net->n_nodes,
                kn_now_ms() - t1);
+    if (st == KILN_OK)
+        st = record_shapes(&b);
     if (st == KILN_OK)
         st = choose_tactics(&b, cfg->workspace_limit);
     if (st == KILN_OK)
