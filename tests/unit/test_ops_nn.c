@@ -798,6 +798,23 @@ static void test_matmul(void) {
     matmul_case("matmul batch @ vector", 3, DIMS(2, 3, 4), 1, DIMS(4), 2, DIMS(2, 3), want_r);
 }
 
+/* Integer MatMul: exact sums. */
+static void test_matmul_int(void) {
+    static const int32_t a[6] = {1, -2, 3, 4, 5, -6}, b[6] = {7, 8, 9, 10, 11, 12};
+    static const int32_t want[4] = {1 * 7 - 2 * 9 + 3 * 11, 1 * 8 - 2 * 10 + 3 * 12,
+                                    4 * 7 + 5 * 9 - 6 * 11, 4 * 8 + 5 * 10 - 6 * 12};
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "A", KILN_DTYPE_INT32, 2, DIMS(2, 3), a);
+    kc_input(&k, "B", KILN_DTYPE_INT32, 2, DIMS(3, 2), b);
+    kc_node(&k, "MatMul", "", 13, 2, NAMES("A", "B"), 1, NAMES("Y"));
+    KT_OK(kc_run(&k));
+    kn_tinfo ti;
+    const int32_t *y = kc_out(&k, 0, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_INT32 && memcmp(y, want, sizeof want) == 0);
+    kc_free(&k);
+}
+
 static void test_einsum(void) {
     struct {
         const char *what, *eq;
@@ -1083,6 +1100,7 @@ int main(void) {
     test_norms();
     test_gemm();
     test_matmul();
+    test_matmul_int();
     test_einsum();
     test_dropout();
     test_recurrent();

@@ -9,6 +9,13 @@
 
 static bool present(const kb_run *r, int i) { return i < r->n_in && r->in[i].data; }
 
+/* Types the plain-loop Gemm / MatMul handle (sums in double: integers are
+ * exact up to 2^53). */
+static bool is_numeric(kiln_dtype t) {
+    return kb_is_real(t) || t == KILN_DTYPE_INT32 || t == KILN_DTYPE_INT64 ||
+           t == KILN_DTYPE_UINT32 || t == KILN_DTYPE_UINT64;
+}
+
 /* ---------------- Gemm ---------------- */
 
 /* C's element for Y[i, j] when C broadcasts (unidirectionally) to [m, n]. */
@@ -59,7 +66,7 @@ static kiln_status gemm_run(const kb_run *r) {
     const kb_tensor *c = present(r, 2) ? &r->in[2] : NULL;
     if (r->in[0].dtype == KILN_DTYPE_FLOAT && (!c || c->dtype == KILN_DTYPE_FLOAT))
         kb_gemm_f32(r->node, &r->in[0], &r->in[1], c, &r->out[0], r->threads);
-    else if (kb_is_real(r->in[0].dtype))
+    else if (is_numeric(r->in[0].dtype))
         gemm_generic(r->node, &r->in[0], &r->in[1], c, &r->out[0]);
     else
         return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "Gemm of %s is not supported",
@@ -121,7 +128,7 @@ static kiln_status matmul_run(const kb_run *r) {
     const kb_tensor *a = &r->in[0], *b = &r->in[1];
     if (a->dtype == KILN_DTYPE_FLOAT && b->dtype == KILN_DTYPE_FLOAT)
         kb_matmul_f32(a, b, &r->out[0], r->threads);
-    else if (kb_is_real(a->dtype) && a->dtype == b->dtype)
+    else if (is_numeric(a->dtype) && a->dtype == b->dtype)
         matmul_generic(a, b, &r->out[0]);
     else
         return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "MatMul of %s is not supported",
@@ -301,6 +308,11 @@ static bool sup_real(const kn_node *node, const kn_tinfo *in, int n_in, const kn
     return n_in >= 1 && kb_is_real(in[0].dtype);
 }
 
+static bool sup_numeric(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                        int n_out) {
+    return n_in >= 2 && is_numeric(in[0].dtype) && in[1].dtype == in[0].dtype;
+}
+
 static bool sup_pool(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                      int n_out) {
     kiln_dtype t = in[0].dtype;
@@ -362,8 +374,8 @@ const kb_kernel kb_cpu_nn[] = {
     REF("LpNormalization", sup_real, NULL, kb_nn_lpnorm_run),
     REF("LRN", sup_real, NULL, kb_nn_lrn_run),
     REF("MeanVarianceNormalization", sup_real, kb_nn_mvn_prepare, kb_nn_mvn_run),
-    REF("Gemm", sup_real, NULL, gemm_run),
-    REF("MatMul", sup_real, NULL, matmul_run),
+    REF("Gemm", sup_numeric, NULL, gemm_run),
+    REF("MatMul", sup_numeric, NULL, matmul_run),
     REF("MatMulInteger", sup_8bit, NULL, matmul_integer_run),
     REF("QLinearMatMul", sup_8bit, NULL, qlinear_matmul_run),
     REF("Einsum", sup_einsum, NULL, einsum_run),
