@@ -267,17 +267,25 @@ static bool all_inputs_const(const kn_net *net, const kn_node *n) {
 
 kiln_status kpass_fold(kpass *p, int *changed) {
     kn_net *net = p->net;
-    bool want_shapes = false;
+    /* Inference is needed to size constant results and for shapes of
+     * tensors other than graph inputs (whose shapes the profiles give). */
+    bool any = false, want_shapes = false;
     for (int i = 0; i < p->n_nodes && !want_shapes; i++) {
         const kn_node *n = &net->nodes[i];
-        want_shapes = !n->dead && (all_inputs_const(net, n) || kpass_is(n, "Shape") ||
-                                   kpass_is(n, "Size"));
+        if (n->dead)
+            continue;
+        bool shape_op = (kpass_is(n, "Shape") || kpass_is(n, "Size")) && n->n_in > 0;
+        bool folds = all_inputs_const(net, n) && !never_fold(n);
+        any = any || shape_op || folds;
+        want_shapes = folds || (shape_op && !kpass_is_const(net, n->in[0]) &&
+                                input_index(net, n->in[0]) < 0);
     }
-    if (!want_shapes)
+    if (!any)
         return KILN_OK;
     /* Static shapes come from the same profile-point inference that
      * kbld_static_shapes does, kept once per pass instead of redone. */
-    KN_TRY(kpass_need_shapes(p));
+    if (want_shapes)
+        KN_TRY(kpass_need_shapes(p));
     kiln_status st = KILN_OK;
     for (int i = 0; i < p->n_nodes && st == KILN_OK; i++) {
         if (!kpass_free(p, i))
