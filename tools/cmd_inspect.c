@@ -156,7 +156,14 @@ static void print_report(const kiln_engine *eng, const cj_value *root) {
     printf("  %4s  %-22s %-26s %-9s %s\n", "#", "op", "tactic", "precision", "name");
     for (size_t i = 0; i < layers->n; i++) {
         const cj_value *l = &layers->items[i];
-        printf("  %4zu  %-22s %-26s %-9s %s\n", i, cj_str(l, "op", "?"), cj_str(l, "tactic", "-"),
+        const char *domain = cj_str(l, "domain", "");
+        char op[96];
+        /* ops of kiln's own domain (fused layers) show as domain::op */
+        if (domain[0] && strcmp(domain, "ai.onnx") != 0)
+            snprintf(op, sizeof op, "%s::%s", domain, cj_str(l, "op", "?"));
+        else
+            snprintf(op, sizeof op, "%s", cj_str(l, "op", "?"));
+        printf("  %4zu  %-22s %-26s %-9s %s\n", i, op, cj_str(l, "tactic", "-"),
                cj_str(l, "precision", "-"), cj_str(l, "name", ""));
     }
     const cj_value *mem = cj_get(root, "memory");
