@@ -152,6 +152,78 @@ static int64_t h_off(const rnn_geom *g, int64_t d, int64_t b) {
     return g->layout1 ? (b * g->dirs + d) * g->hidden : (d * g->batch + b) * g->hidden;
 }
 
+/* One direction's weights and activations. */
+typedef struct dir_params {
+    const float *w, *r;       /* [gates * H, input], [gates * H, H] */
+    const float *wb, *rb;     /* [gates * H] each, or NULL */
+    const float *p;           /* LSTM peepholes [3 * H] (i, o, f), or NULL */
+    const act_fn *f, *g, *h;
+} dir_params;
+
+/* Gate pre-activations of one sequence at one step: x W^T + Wb, plus
+ * h R^T + Rb, except for GRU's candidate gate whose recurrent part comes
+ * after the reset gate (see gru_cell). */
+static void gate_inputs(const rnn_geom *g, const dir_params *d, const float *xt, const float *h,
+                        float *gates) {
+    int64_t H = g->hidden;
+    for (int64_t q = 0; q < g->gates * H; q++) {
+        float s = d->wb ? d->wb[q] : 0.f;
+        for (int64_t k = 0; k < g->input; k++)
+            s += xt[k] * d->w[q * g->input + k];
+        if (!(g->kind == K_GRU && q >= 2 * H)) {
+            s += d->rb ? d->rb[q] : 0.f;
+            for (int64_t k = 0; k < H; k++)
+                s += h[k] * d->r[q * H + k];
+        }
+        gates[q] = s;
+    }
+}
+
+static void rnn_cell(const rnn_geom *g, const dir_params *d, const float *gates, float *hn) {
+    for (int64_t j = 0; j < g->hidden; j++)
+        hn[j] = act(d->f, clipv(g, gates[j]));
+}
+
+/* Gates z, r, h. */
+static void gru_cell(const rnn_geom *g, const dir_params *d, const float *gates, const float *h,
+                     float *hn) {
+    int64_t H = g->hidden;
+    for (int64_t j = 0; j < H; j++) {
+        float z = act(d->f, clipv(g, gates[j]));
+        float rr = act(d->f, clipv(g, gates[H + j]));
+        const float *rh = d->r + (2 * H + j) * H;
+        float s = d->rb ? d->rb[2 * H + j] : 0.f;
+        if (g->linear_before_reset) { /* r * (h Rh^T + Rbh) */
+            for (int64_t k = 0; k < H; k++)
+                s += h[k] * rh[k];
+            s *= rr;
+        } else { /* (r * h) Rh^T + Rbh */
+            for (int64_t k = 0; k < H; k++)
+                s += rr * h[k] * rh[k];
+        }
+        float ht = act(d->g, clipv(g, gates[2 * H + j] + s));
+        hn[j] = (1.f - z) * ht + z * h[j];
+    }
+}
+
+/* Gates i, o, f, c; peepholes i, o, f. Updates the cell state c in place. */
+static void lstm_cell(const rnn_geom *g, const dir_params *d, const float *gates, float *c,
+                      float *hn) {
+    int64_t H = g->hidden;
+    const float *p = d->p;
+    for (int64_t j = 0; j < H; j++) {
+        float gi = gates[j] + (p ? p[j] * c[j] : 0.f);
+        float gf = gates[2 * H + j] + (p ? p[2 * H + j] * c[j] : 0.f);
+        float it = act(d->f, clipv(g, gi));
+        float ft = g->input_forget ? 1.f - it : act(d->f, clipv(g, gf));
+        float ct = act(d->g, clipv(g, gates[3 * H + j]));
+        float cn = ft * c[j] + it * ct;
+        float go = gates[H + j] + (p ? p[H + j] * cn : 0.f);
+        c[j] = cn;
+        hn[j] = act(d->f, clipv(g, go)) * act(d->h, cn);
+    }
+}
+
 kiln_status kb_nn_rnn_run(const kb_run *r) {
     const kb_tensor *X = &r->in[0], *W = &r->in[1], *R = &r->in[2];
 #define IN(i) (r->n_in > (i) && r->in[i].data ? &r->in[i] : NULL)
@@ -169,22 +241,22 @@ kiln_status kb_nn_rnn_run(const kb_run *r) {
     float *YH = r->n_out > 1 ? r->out[1].data : NULL;
     float *YC = r->n_out > 2 ? r->out[2].data : NULL;
     int64_t H = g.hidden, BH = g.batch * H, G = g.gates;
+    size_t hbytes = sizeof(float) * (size_t)H;
     float *h = r->workspace, *c = h + BH, *hn = c + BH, *gates = hn + BH;
-    const float *x = X->data;
-    if (Y)
+    if (Y) /* steps past a sequence's length stay zero */
         memset(Y, 0, sizeof(float) * (size_t)(g.seq * g.dirs * BH));
-    for (int64_t d = 0; d < g.dirs; d++) {
-        bool rev = g.reverse_only || d == 1;
-        const float *w = (const float *)W->data + d * G * H * g.input;
-        const float *rw = (const float *)R->data + d * G * H * H;
-        const float *wb = B ? (const float *)B->data + d * 2 * G * H : NULL;
-        const float *rb = wb ? wb + G * H : NULL;
-        const float *p = P ? (const float *)P->data + d * 3 * H : NULL;
-        const act_fn *f = &g.f[d][0], *gg = &g.f[d][1], *hh = &g.f[d][2];
+    for (int64_t dir = 0; dir < g.dirs; dir++) {
+        bool rev = g.reverse_only || dir == 1;
+        dir_params d = {(const float *)W->data + dir * G * H * g.input,
+                        (const float *)R->data + dir * G * H * H,
+                        B ? (const float *)B->data + dir * 2 * G * H : NULL,
+                        B ? (const float *)B->data + dir * 2 * G * H + G * H : NULL,
+                        P ? (const float *)P->data + dir * 3 * H : NULL,
+                        &g.f[dir][0], &g.f[dir][1], &g.f[dir][2]};
         for (int64_t b = 0; b < g.batch; b++)
             for (int64_t j = 0; j < H; j++) {
-                h[b * H + j] = H0 ? ((const float *)H0->data)[h_off(&g, d, b) + j] : 0.f;
-                c[b * H + j] = C0 ? ((const float *)C0->data)[h_off(&g, d, b) + j] : 0.f;
+                h[b * H + j] = H0 ? ((const float *)H0->data)[h_off(&g, dir, b) + j] : 0.f;
+                c[b * H + j] = C0 ? ((const float *)C0->data)[h_off(&g, dir, b) + j] : 0.f;
             }
         for (int64_t step = 0; step < g.seq; step++) {
             for (int64_t b = 0; b < g.batch; b++) {
@@ -192,66 +264,24 @@ kiln_status kb_nn_rnn_run(const kb_run *r) {
                 if (step >= len)
                     continue; /* this sequence is done: its state stays */
                 int64_t t = rev ? len - 1 - step : step;
-                const float *xt = x + x_off(&g, t, b), *hb = h + b * H;
-                float *cb = c + b * H, *gb = gates + b * G * H, *hnb = hn + b * H;
-                /* gate pre-activations: x W^T + biases (+ h R^T, but GRU's
-                 * candidate gate adds its recurrent part after the reset) */
-                for (int64_t q = 0; q < G * H; q++) {
-                    float s = wb ? wb[q] : 0.f;
-                    for (int64_t k = 0; k < g.input; k++)
-                        s += xt[k] * w[q * g.input + k];
-                    bool gru_cand = g.kind == K_GRU && q >= 2 * H;
-                    if (!gru_cand) {
-                        s += rb ? rb[q] : 0.f;
-                        for (int64_t k = 0; k < H; k++)
-                            s += hb[k] * rw[q * H + k];
-                    }
-                    gb[q] = s;
-                }
-                for (int64_t j = 0; j < H; j++) {
-                    if (g.kind == K_RNN) {
-                        hnb[j] = act(f, clipv(&g, gb[j]));
-                    } else if (g.kind == K_GRU) {
-                        float z = act(f, clipv(&g, gb[j]));
-                        float rr = act(f, clipv(&g, gb[H + j]));
-                        const float *rh = rw + (2 * H + j) * H;
-                        float rbh = rb ? rb[2 * H + j] : 0.f, cand = gb[2 * H + j];
-                        if (g.linear_before_reset) {
-                            float s = rbh;
-                            for (int64_t k = 0; k < H; k++)
-                                s += hb[k] * rh[k];
-                            cand += rr * s;
-                        } else {
-                            float s = rbh;
-                            for (int64_t k = 0; k < H; k++)
-                                s += rr * hb[k] * rh[k];
-                            cand += s;
-                        }
-                        float ht = act(gg, clipv(&g, cand));
-                        hnb[j] = (1.f - z) * ht + z * hb[j];
-                    } else { /* LSTM: gates i, o, f, c; peepholes i, o, f */
-                        float gi = gb[j] + (p ? p[j] * cb[j] : 0.f);
-                        float gf = gb[2 * H + j] + (p ? p[2 * H + j] * cb[j] : 0.f);
-                        float it = act(f, clipv(&g, gi));
-                        float ft = g.input_forget ? 1.f - it : act(f, clipv(&g, gf));
-                        float ct = act(gg, clipv(&g, gb[3 * H + j]));
-                        float cn = ft * cb[j] + it * ct;
-                        float go = gb[H + j] + (p ? p[H + j] * cn : 0.f);
-                        float ot = act(f, clipv(&g, go));
-                        cb[j] = cn;
-                        hnb[j] = ot * act(hh, cn);
-                    }
-                }
-                memcpy(h + b * H, hnb, sizeof(float) * (size_t)H);
+                float *hb = h + b * H, *gb = gates + b * G * H, *hnb = hn + b * H;
+                gate_inputs(&g, &d, (const float *)X->data + x_off(&g, t, b), hb, gb);
+                if (g.kind == K_RNN)
+                    rnn_cell(&g, &d, gb, hnb);
+                else if (g.kind == K_GRU)
+                    gru_cell(&g, &d, gb, hb, hnb);
+                else
+                    lstm_cell(&g, &d, gb, c + b * H, hnb);
+                memcpy(hb, hnb, hbytes);
                 if (Y)
-                    memcpy(Y + y_off(&g, t, d, b), hnb, sizeof(float) * (size_t)H);
+                    memcpy(Y + y_off(&g, t, dir, b), hnb, hbytes);
             }
         }
         for (int64_t b = 0; b < g.batch; b++) {
             if (YH)
-                memcpy(YH + h_off(&g, d, b), h + b * H, sizeof(float) * (size_t)H);
+                memcpy(YH + h_off(&g, dir, b), h + b * H, hbytes);
             if (YC)
-                memcpy(YC + h_off(&g, d, b), c + b * H, sizeof(float) * (size_t)H);
+                memcpy(YC + h_off(&g, dir, b), c + b * H, hbytes);
         }
     }
     return KILN_OK;
