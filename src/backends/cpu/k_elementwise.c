@@ -89,7 +89,7 @@ UN_F(mish, x * tanh(x > 0 ? x + log1p(exp(-x)) : log1p(exp(x))))
 UN_F(shrink, x < -C(p->alpha) ? x + C(p->beta) : (x > C(p->alpha) ? x - C(p->beta) : C(0)))
 UN_LOOP(shrink_i64, int64_t, int64_t,
         (double)x < -p->alpha ? x + (int64_t)p->beta : ((double)x > p->alpha ? x - (int64_t)p->beta : 0))
-UN_LOOP(shrink_u64, uint64_t, uint64_t, (double)x > p->alpha ? x - (uint64_t)p->beta : 0)
+UN_LOOP(shrink_u64, uint64_t, uint64_t, (double)x > p->alpha ? x - (uint64_t)(int64_t)p->beta : 0)
 /* the lower bound first, then the upper, so min > max gives max as ONNX says */
 UN_F(clip, (x < C(p->alpha) ? C(p->alpha) : x) > C(p->beta) ? C(p->beta) : (x < C(p->alpha) ? C(p->alpha) : x))
 UN_LOOP(clip_i64, int64_t, int64_t, (x < p->ilo ? p->ilo : x) > p->ihi ? p->ihi : (x < p->ilo ? p->ilo : x))
@@ -356,8 +356,9 @@ void kb_ew_uparam_from_node(const kn_node *node, const kb_tensor *in, int n_in, 
             double lo = kn_attr_float(node, "min", -FLT_MAX), hi = kn_attr_float(node, "max", FLT_MAX);
             p->alpha = lo;
             p->beta = hi;
-            p->ilo = (int64_t)lo;
-            p->ihi = (int64_t)hi;
+            /* Clip-6 is float only; keep the integer bounds in range anyway */
+            p->ilo = lo <= -9.2e18 ? INT64_MIN : (int64_t)lo;
+            p->ihi = hi >= 9.2e18 ? INT64_MAX : (int64_t)hi;
         }
         for (int k = 1; k <= 2 && in && k < n_in; k++) {
             if (!in[k].data || kn_numel(in[k].rank, in[k].dims) < 1)
