@@ -244,14 +244,18 @@ static void test_canonicalize(void) {
     node(net, "drop", "Dropout", 1, IN("b"), "c");
     node(net, "sig", "Sigmoid", 1, IN("c"), "d");
     node(net, "id_out", "Identity", 1, IN("d"), "y");
+    node(net, "neg", "Neg", 1, IN("d"), "y2"); /* d has another reader */
     KT_OK(kiln_network_mark_output(net, "y"));
+    KT_OK(kiln_network_mark_output(net, "y2"));
     kn_net *o = optimized(net, KILN_BUILDER_FLAG_NO_FUSION, 1, 1, 1);
     if (o) {
-        CHECK_OR_DUMP(o->n_nodes == 2 && count_op(o, "", "Identity") == 0 &&
+        CHECK_OR_DUMP(o->n_nodes == 3 && count_op(o, "", "Identity") == 0 &&
                           count_op(o, "", "Dropout") == 0, o);
         KT_CHECK(strcmp(o->tensors[o->outputs[0]].name, "y") == 0);
-        const kn_node *s = find_op(o, "", "Sigmoid");
+        KT_CHECK(strcmp(o->tensors[o->outputs[1]].name, "y2") == 0);
+        const kn_node *s = find_op(o, "", "Sigmoid"), *ng = find_op(o, "", "Neg");
         KT_CHECK(s && s->out[0] == o->outputs[0]);
+        KT_CHECK(ng && ng->in[0] == o->outputs[0]);
         compare(net, o, "canonicalize", 1);
         kn_net_free(o);
     }
