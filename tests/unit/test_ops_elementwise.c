@@ -971,6 +971,53 @@ static void test_conversions(void) {
     KT_CHECK(bad == 0);
 }
 
+/* ---------------- registration ---------------- */
+
+static void test_registration(void) {
+    /* every schema of the family has a reference kernel and every kernel a schema */
+    int missing = 0;
+    for (size_t i = 0; i < kn_ops_elementwise_count; i++) {
+        const kn_op_schema *sc = &kn_ops_elementwise[i];
+        if (!kb_cpu_kernel_find(sc->domain, sc->op_type, "ref") && missing++ < 3)
+            fprintf(stderr, "  no ref kernel for %s\n", sc->op_type);
+    }
+    for (size_t i = 0; i < kb_cpu_elementwise_count; i++) {
+        const kb_kernel *k = &kb_cpu_elementwise[i];
+        if (!kn_op_find(k->domain, k->op_type) && missing++ < 3)
+            fprintf(stderr, "  no schema for %s\n", k->op_type);
+    }
+    KT_CHECK(missing == 0);
+
+    /* supports() refuses types the loops do not have */
+    kn_net *net;
+    KT_OK(kn_net_new(&net));
+    int t[3], idx;
+    KT_OK(kn_net_tensor(net, "a", &t[0]));
+    KT_OK(kn_net_tensor(net, "b", &t[1]));
+    KT_OK(kn_net_tensor(net, "y", &t[2]));
+    const char *ops[] = {"Sqrt", "And", "BitShift", "Softmax", "Add"};
+    const kiln_dtype good[] = {KILN_DTYPE_FLOAT16, KILN_DTYPE_BOOL, KILN_DTYPE_UINT8,
+                               KILN_DTYPE_DOUBLE, KILN_DTYPE_INT8};
+    const kiln_dtype bad[] = {KILN_DTYPE_INT32, KILN_DTYPE_FLOAT, KILN_DTYPE_FLOAT,
+                              KILN_DTYPE_INT64, KILN_DTYPE_STRING};
+    for (size_t i = 0; i < KN_ARRAY_LEN(ops); i++) {
+        KT_OK(kn_net_add_node(net, ops[i], ops[i], "", 18, 2, t, 1, &t[2], &idx));
+        const kn_node *n = &net->nodes[idx];
+        const kb_kernel *k = kb_cpu_kernel_find("", ops[i], "ref");
+        KT_CHECK(k && k->supports);
+        if (!k || !k->supports)
+            continue;
+        kn_tinfo in[2], out[1];
+        memset(in, 0, sizeof in);
+        memset(out, 0, sizeof out);
+        in[0].dtype = in[1].dtype = out[0].dtype = good[i];
+        KT_CHECK(k->supports(n, in, 2, out, 1));
+        in[0].dtype = in[1].dtype = out[0].dtype = bad[i];
+        KT_CHECK(!k->supports(n, in, 2, out, 1));
+    }
+    kn_net_free(net);
+}
+
 /* ---------------- several threads ---------------- */
 
 static void test_threads(void) {
@@ -1031,6 +1078,7 @@ int main(void) {
     test_errors();
     test_corners();
     test_conversions();
+    test_registration();
     test_threads();
     return kt_finish();
 }
