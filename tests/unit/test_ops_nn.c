@@ -1089,6 +1089,61 @@ static void test_fused_gemm_matmul(void) {
     free(a), free(b), free(c);
 }
 
+/* Malformed nodes fail with a message that names the node and the problem. */
+static void test_errors(void) {
+    static const float x[24] = {0};
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 3, 4), x);
+    kc_node(&k, "MaxPool", "", 12, 1, NAMES("X"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "node 'n0' (MaxPool): kernel_shape must have 2 values");
+    kc_free(&k);
+
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 3, 4), x);
+    kc_node(&k, "AveragePool", "", 19, 1, NAMES("X"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_ints(k.net, k.node, "kernel_shape", DIMS(5, 5), 2));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "larger than the padded input");
+    kc_free(&k);
+
+    kc_new(&k);
+    kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, DIMS(2, 3), x);
+    kc_input(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(4, 2), x);
+    kc_node(&k, "Gemm", "", 13, 2, NAMES("A", "B"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "node 'n0' (Gemm): inner dims differ: 3 and 4");
+    kc_free(&k);
+
+    kc_new(&k);
+    kc_input(&k, "A", KILN_DTYPE_FLOAT, 3, DIMS(2, 2, 3), x);
+    kc_input(&k, "B", KILN_DTYPE_FLOAT, 3, DIMS(3, 3, 2), x);
+    kc_node(&k, "MatMul", "", 13, 2, NAMES("A", "B"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "cannot broadcast");
+    kc_free(&k);
+
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 2, DIMS(2, 3), x);
+    kc_const(&k, "S", KILN_DTYPE_FLOAT, 1, DIMS(3), x);
+    kc_node(&k, "LayerNormalization", "", 17, 2, NAMES("X", "S"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_int(k.net, k.node, "axis", 2));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "axis 2 is out of range for rank 2");
+    kc_free(&k);
+
+    kc_new(&k);
+    kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, DIMS(2, 3), x);
+    kc_node(&k, "Einsum", "", 12, 1, NAMES("A"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_string(k.net, k.node, "equation", "ijk->i"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "node 'n0' (Einsum): operand 0 has rank 2");
+    kc_free(&k);
+
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(1, 2, 3), x);
+    kc_const(&k, "W", KILN_DTYPE_FLOAT, 3, DIMS(2, 2, 1), x);
+    kc_node(&k, "Conv", "", 11, 2, NAMES("X", "W"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_string(k.net, k.node, "auto_pad", "SIDEWAYS"));
+    KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "unknown auto_pad 'SIDEWAYS'");
+    kc_free(&k);
+}
+
 int main(void) {
     test_conv();
     test_conv_types();
@@ -1106,5 +1161,6 @@ int main(void) {
     test_recurrent();
     test_fused_conv();
     test_fused_gemm_matmul();
+    test_errors();
     return kt_finish();
 }
