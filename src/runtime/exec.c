@@ -19,6 +19,12 @@ static size_t align64(size_t n) { return (n + 63u) & ~(size_t)63u; }
 
 /* ---------------- program ---------------- */
 
+/* Ops that read only their input's shape, never its values: computing them
+ * on the host does not pull the input to the host. */
+static bool reads_shape_only(const kn_node *n) {
+    return n->domain[0] == 0 && (strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0);
+}
+
 static kiln_status mark_host(kn_net *net) {
     for (int i = 0; i < net->n_tensors; i++)
         net->tensors[i].flags &= ~(uint32_t)KN_T_HOST;
@@ -41,7 +47,7 @@ static kiln_status mark_host(kn_net *net) {
         for (int j = 0; j < n->n_out; j++)
             if (n->out[j] >= 0 && (net->tensors[n->out[j]].flags & KN_T_HOST))
                 host = true;
-        if (!host)
+        if (!host || reads_shape_only(n))
             continue;
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] >= 0 && !(net->tensors[n->in[j]].flags & KN_T_CONST))
@@ -238,7 +244,7 @@ static kiln_status run_host_step(kx_ctx *c, int si, kn_tinfo *in, kn_tinfo *out)
         memset(&kin[j], 0, sizeof kin[j]);
         if (n->in[j] < 0)
             continue;
-        if (!in[j].value && tinfo_bytes(&in[j]) > 0)
+        if (!in[j].value && tinfo_bytes(&in[j]) > 0 && !reads_shape_only(n))
             return kn_node_error(n, KILN_ERR_INTERNAL, "host value of input '%s' is unknown",
                                  net->tensors[n->in[j]].name);
         kin[j].data = (void *)in[j].value;
