@@ -1,7 +1,9 @@
-/* pass_canon.c - canonicalization: Identity and inference-mode Dropout are
- * removed, their readers rewired to the input. Graph output names survive:
- * when the removed node writes a graph output, the input's producer is made
- * to write that output instead. */
+/* pass_canon.c - canonicalization: Identity, inference-mode Dropout and
+ * Transpose by the identity permutation are removed, their readers rewired
+ * to the input. Graph output names survive: when the removed node writes a
+ * graph output, the input's producer is made to write that output instead.
+ * Two Transposes in a row become one, and Reshape of a Reshape reshapes the
+ * original (layout ops that traced exports chain). */
 #include <string.h>
 
 #include "passes.h"
@@ -29,13 +31,104 @@ static bool is_graph_io(const kn_net *net, int t) {
     return (net->tensors[t].flags & (KN_T_INPUT | KN_T_CONST | KN_T_OUTPUT)) != 0;
 }
 
+static bool transpose_is_identity(const kn_node *n) {
+    size_t np = 0;
+    const int64_t *perm = kn_attr_ints(n, "perm", &np);
+    if (!perm)
+        return false; /* the default reverses the dims */
+    for (size_t k = 0; k < np; k++)
+        if (perm[k] != (int64_t)k)
+            return false;
+    return true;
+}
+
+/* Node i reads x, the output of a single-reader `op` node whose result only
+ * feeds i; returns that producer or -1. */
+static int sole_upstream(const kpass *p, int i, const char *op) {
+    int x = p->net->nodes[i].in[0];
+    int u = kpass_producer(p, x);
+    if (u < 0 || kpass_sole_reader(p, x) != i || !kpass_is(&p->net->nodes[u], op) ||
+        p->net->nodes[u].n_in < 1 || p->net->nodes[u].in[0] < 0)
+        return -1;
+    return u;
+}
+
+/* Transpose(Transpose(x, p1), p2) -> Transpose(x, p1[p2[i]]). */
+static kiln_status merge_transposes(kpass *p, int i, bool *done) {
+    kn_net *net = p->net;
+    *done = false;
+    int u = sole_upstream(p, i, "Transpose");
+    if (u < 0)
+        return KILN_OK;
+    size_t n1 = 0, n2 = 0;
+    const int64_t *p1 = kn_attr_ints(&net->nodes[u], "perm", &n1);
+    const int64_t *p2 = kn_attr_ints(&net->nodes[i], "perm", &n2);
+    if (!p1 || !p2 || n1 != n2 || n1 > KILN_MAX_DIMS)
+        return KILN_OK;
+    int64_t q[KILN_MAX_DIMS];
+    for (size_t k = 0; k < n2; k++) {
+        if (p2[k] < 0 || (size_t)p2[k] >= n1)
+            return KILN_OK;
+        q[k] = p1[p2[k]];
+    }
+    KN_TRY(kn_node_set_ints(&net->nodes[i], "perm", q, n2));
+    KN_TRY(kpass_join_name(&net->nodes[i], net->nodes[u].name));
+    net->nodes[i].in[0] = net->nodes[u].in[0];
+    kn_log(KILN_LOG_VERBOSE, "canonicalize: merged Transpose '%s' into '%s'",
+           net->nodes[u].name, net->nodes[i].name);
+    kpass_kill(p, u);
+    kpass_touch(p, i);
+    *done = true;
+    return KILN_OK;
+}
+
+/* Reshape(Reshape(x, s1), s2) -> Reshape(x, s2) when s2 is a constant
+ * without 0 entries (a 0 copies a dim of the reshaped input, which the
+ * merge would change). */
+static kiln_status merge_reshapes(kpass *p, int i, bool *done) {
+    kn_net *net = p->net;
+    kn_node *n = &net->nodes[i];
+    *done = false;
+    if (n->n_in < 2 || !kpass_is_const(net, n->in[1]))
+        return KILN_OK;
+    const kn_tdata *s2 = &net->tensors[n->in[1]].value;
+    int64_t cnt = kpass_numel(s2);
+    if (s2->rank != 1 || cnt < 0)
+        return KILN_OK;
+    for (int64_t k = 0; k < cnt; k++)
+        if (kpass_value_int(s2, k) == 0 && !kn_attr_int(n, "allowzero", 0))
+            return KILN_OK;
+    int u = sole_upstream(p, i, "Reshape");
+    if (u < 0)
+        return KILN_OK;
+    KN_TRY(kpass_join_name(&net->nodes[i], net->nodes[u].name));
+    net->nodes[i].in[0] = net->nodes[u].in[0];
+    kn_log(KILN_LOG_VERBOSE, "canonicalize: merged Reshape '%s' into '%s'", net->nodes[u].name,
+           net->nodes[i].name);
+    kpass_kill(p, u);
+    kpass_touch(p, i);
+    *done = true;
+    return KILN_OK;
+}
+
 kiln_status kpass_canonicalize(kpass *p, int *changed) {
     kn_net *net = p->net;
     for (int i = 0; i < p->n_nodes; i++) {
         if (!kpass_free(p, i))
             continue;
         kn_node *n = &net->nodes[i];
-        bool ident = kpass_is(n, "Identity") || (kpass_is(n, "Dropout") && dropout_is_identity(p, n));
+        bool merged = false;
+        if (kpass_is(n, "Transpose") && n->n_in == 1 && n->in[0] >= 0 && !transpose_is_identity(n))
+            KN_TRY(merge_transposes(p, i, &merged));
+        else if (kpass_is(n, "Reshape") && n->n_in >= 1 && n->in[0] >= 0)
+            KN_TRY(merge_reshapes(p, i, &merged));
+        if (merged) {
+            (*changed)++;
+            continue;
+        }
+        n = &net->nodes[i];
+        bool ident = kpass_is(n, "Identity") || (kpass_is(n, "Dropout") && dropout_is_identity(p, n)) ||
+                     (kpass_is(n, "Transpose") && transpose_is_identity(n));
         if (!ident || n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0)
             continue;
         int x = n->in[0], y = n->out[0];

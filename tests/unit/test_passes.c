@@ -262,6 +262,40 @@ static void test_canonicalize(void) {
     kiln_network_destroy(net);
 }
 
+/* Transpose pairs merge (and vanish when they cancel); Reshape chains
+ * collapse to the last Reshape. */
+static void test_layout_merges(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 4), NULL));
+    int t1 = node(net, "t1", "Transpose", 1, IN("x"), "a");
+    KT_OK(kiln_network_set_attr_ints(net, t1, "perm", (const int64_t[]){1, 2, 0}, 3));
+    int t2 = node(net, "t2", "Transpose", 1, IN("a"), "b");
+    KT_OK(kiln_network_set_attr_ints(net, t2, "perm", (const int64_t[]){2, 0, 1}, 3));
+    node(net, "relu", "Relu", 1, IN("b"), "c"); /* t2 undoes t1 */
+    int t3 = node(net, "t3", "Transpose", 1, IN("c"), "d");
+    KT_OK(kiln_network_set_attr_ints(net, t3, "perm", (const int64_t[]){1, 0, 2}, 3));
+    int t4 = node(net, "t4", "Transpose", 1, IN("d"), "e");
+    KT_OK(kiln_network_set_attr_ints(net, t4, "perm", (const int64_t[]){0, 2, 1}, 3));
+    iconst(net, "s1", 1, DIMS(2), (const int64_t[]){6, 4});
+    iconst(net, "s2", 1, DIMS(2), (const int64_t[]){-1, 2});
+    node(net, "r1", "Reshape", 2, IN("e", "s1"), "f");
+    node(net, "r2", "Reshape", 2, IN("f", "s2"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, KILN_BUILDER_FLAG_NO_FUSION, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 3 && count_op(o, "", "Transpose") == 1 &&
+                          count_op(o, "", "Reshape") == 1, o);
+        const kn_node *t = find_op(o, "", "Transpose");
+        size_t n = 0;
+        const int64_t *perm = t ? kn_attr_ints(t, "perm", &n) : NULL;
+        KT_CHECK(perm && n == 3 && perm[0] == 1 && perm[1] == 2 && perm[2] == 0);
+        compare(net, o, "layout merges", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* An Identity from a graph input to a graph output stays (it is a copy). */
 static void test_identity_io(void) {
     kiln_network *net;
@@ -995,6 +1029,7 @@ int main(int argc, char **argv) {
     }
     test_canonicalize();
     test_identity_io();
+    test_layout_merges();
     test_dead_code();
     test_constant_fold();
     test_shape_fold_static();
