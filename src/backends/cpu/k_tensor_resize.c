@@ -197,6 +197,10 @@ kiln_status kbt_resize(const kb_run *r) {
         return KILN_OK;
     if (kbt_numel(x) == 0)
         return kn_node_error(r->node, KILN_ERR_SHAPE, "cannot resize an empty tensor");
+    if (rank == 0) {
+        memcpy(o->data, x->data, kiln_dtype_size(x->dtype));
+        return KILN_OK;
+    }
     if (p.mode != KN_RS_NEAREST && !kbt_is_numeric(x->dtype))
         return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "interpolation of type %s",
                              kiln_dtype_name(x->dtype));
