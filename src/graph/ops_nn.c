@@ -527,6 +527,20 @@ static kiln_status infer_layernorm(kn_infer *c) {
     return KILN_OK;
 }
 
+/* RMSNormalization (opset 23): Y = X / sqrt(mean(X^2) + eps) * scale over
+ * the dims from axis on. */
+static kiln_status infer_rmsnorm(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    KN_TRY(need_real(c, 0));
+    const kn_tinfo *x = &c->in[0];
+    int axis;
+    KN_TRY(kn_axis(c, kn_attr_int(c->node, "axis", -1), x->rank, &axis));
+    if (!broadcasts_to(&c->in[1], x->rank - axis, x->dims + axis))
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "scale does not broadcast to the normalized dims");
+    kn_same_as(&c->out[0], x);
+    return KILN_OK;
+}
+
 static kiln_status infer_groupnorm(kn_infer *c) {
     KN_TRY(need_inputs(c, 3));
     KN_TRY(need_real(c, 0));
@@ -764,6 +778,7 @@ const kn_op_schema kn_ops_nn[] = {
     {"InstanceNormalization", "", infer_instancenorm, 0},
     {"LayerNormalization", "", infer_layernorm, 0},
     {"GroupNormalization", "", infer_groupnorm, 0},
+    {"RMSNormalization", "", infer_rmsnorm, 0},
     {"LpNormalization", "", infer_lpnorm, 0},
     {"LRN", "", infer_lrn, 0},
     {"MeanVarianceNormalization", "", infer_mvn, 0},

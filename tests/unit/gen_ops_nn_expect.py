@@ -64,6 +64,8 @@ case("layernorm", "LayerNormalization", [("X", data([2, 3, 4], 41)), ("S", data(
 # GroupNorm (opset 21: per-channel scale and bias)
 case("groupnorm", "GroupNormalization", [("X", data([2, 4, 3], 51)), ("S", data([4], 52)),
                                           ("B", data([4], 53))], ["Y"], 21, num_groups=2)
+case("rmsnorm", "RMSNormalization", [("X", data([2, 3, 4], 44)), ("S", data([3, 4], 45))], ["Y"],
+     23, axis=-2, epsilon=1e-3)
 case("lrn", "LRN", [("X", data([1, 5, 2, 2], 61))], ["Y"], 13, size=3, alpha=0.1, beta=0.6, bias=1.5)
 case("mvn", "MeanVarianceNormalization", [("X", data([2, 3, 2, 2], 62))], ["Y"], 13)
 case("lpnorm", "LpNormalization", [("X", data([2, 3, 2], 63))], ["Y"], 1, axis=1, p=1)

@@ -618,6 +618,10 @@ static void attrs_layernorm(kc *k) {
     KT_OK(kiln_network_set_attr_int(k->net, k->node, "axis", 1));
     KT_OK(kiln_network_set_attr_float(k->net, k->node, "epsilon", 1e-3f));
 }
+static void attrs_rmsnorm(kc *k) {
+    KT_OK(kiln_network_set_attr_int(k->net, k->node, "axis", -2));
+    KT_OK(kiln_network_set_attr_float(k->net, k->node, "epsilon", 1e-3f));
+}
 static void attrs_groupnorm(kc *k) {
     KT_OK(kiln_network_set_attr_int(k->net, k->node, "num_groups", 2));
 }
@@ -643,6 +647,14 @@ static void test_norms(void) {
         const int64_t d[3][4] = {{2, 3, 4}, {2, 1, 1}, {2, 1, 1}};
         ort_case("layernorm axis=1 with Mean/InvStdDev", "LayerNormalization", 17, 3,
                  DIMS(2, 3, 4), 41, 2, c, 3, w, r, d, attrs_layernorm);
+    }
+    {
+        const cin c[1] = {{"S", 2, {3, 4}, 45}};
+        const float *w[1] = {exp_rmsnorm_Y};
+        const int r[1] = {3};
+        const int64_t d[1][4] = {{2, 3, 4}};
+        ort_case("rmsnorm axis=-2", "RMSNormalization", 23, 3, DIMS(2, 3, 4), 44, 1, c, 1, w, r,
+                 d, attrs_rmsnorm);
     }
     {
         const cin c[2] = {{"S", 1, {4}, 52}, {"B", 1, {4}, 53}};

@@ -371,6 +371,7 @@ const kb_kernel kb_cpu_nn[] = {
     REF("InstanceNormalization", sup_real, NULL, kb_nn_instancenorm_run),
     REF("LayerNormalization", sup_real, NULL, kb_nn_layernorm_run),
     REF("GroupNormalization", sup_real, NULL, kb_nn_groupnorm_run),
+    REF("RMSNormalization", sup_real, NULL, kb_nn_rmsnorm_run),
     REF("LpNormalization", sup_real, NULL, kb_nn_lpnorm_run),
     REF("LRN", sup_real, NULL, kb_nn_lrn_run),
     REF("MeanVarianceNormalization", sup_real, kb_nn_mvn_prepare, kb_nn_mvn_run),

@@ -123,6 +123,7 @@ KN_HIDDEN kiln_status kb_nn_batchnorm_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_instancenorm_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_layernorm_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_groupnorm_run(const kb_run *r);
+KN_HIDDEN kiln_status kb_nn_rmsnorm_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_lpnorm_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_lrn_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_mvn_prepare(const void *state, const kn_node *node, const kb_tensor *in,

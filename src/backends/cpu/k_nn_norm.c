@@ -157,6 +157,36 @@ kiln_status kb_nn_layernorm_run(const kb_run *r) {
     return KILN_OK;
 }
 
+kiln_status kb_nn_rmsnorm_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *sc = &r->in[1];
+    kb_tensor *y = &r->out[0];
+    int64_t axis = kn_attr_int(r->node, "axis", -1);
+    if (axis < 0)
+        axis += x->rank;
+    if (axis < 0 || axis >= x->rank)
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "axis out of range");
+    double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
+    int in_rank = x->rank - (int)axis;
+    const int64_t *in_dims = x->dims + axis;
+    int64_t inner = kn_numel(in_rank, in_dims), outer = kn_numel((int)axis, x->dims);
+    bool sc_flat = kb_numel(sc) == inner;
+    int nth = threads_for(r, outer * inner);
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t o = 0; o < outer; o++) {
+        double q = 0.0;
+        for (int64_t j = 0; j < inner; j++) {
+            double v = ld(x, o * inner + j);
+            q += v * v;
+        }
+        double inv = 1.0 / sqrt((inner ? q / (double)inner : 0.0) + eps);
+        for (int64_t j = 0; j < inner; j++) {
+            double s = ld(sc, sc_flat ? j : bcast_index(sc, j, in_rank, in_dims));
+            st(y, o * inner + j, ld(x, o * inner + j) * inv * s);
+        }
+    }
+    return KILN_OK;
+}
+
 kiln_status kb_nn_groupnorm_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0], *sc = &r->in[1], *b = &r->in[2];
     kb_tensor *y = &r->out[0];
