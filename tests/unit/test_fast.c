@@ -722,6 +722,111 @@ static void test_vs_ref(void) {
     }
 }
 
+/* One node with input "x" (shape xd) and constants "c1", "c2" (shapes c1d,
+ * c2d; rank -1 = absent), compared with ref through the executor. The
+ * caller sets attributes in `attrs`. */
+typedef void (*attr_fn)(kiln_network *net, int node);
+
+static void light_case(const char *op, int opset, int xr, const int64_t *xd, int c1r,
+                       const int64_t *c1d, int c2r, const int64_t *c2d, attr_fn attrs,
+                       const char *what) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    int64_t nx = kn_numel(xr, xd);
+    float *x = rand_buf(nx), *c1 = NULL, *c2 = NULL;
+    for (int64_t i = 0; i < nx; i += 7) /* some large values, as softmax logits have */
+        x[i] *= 30.f;
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, xr, xd, NULL));
+    int n_in = 1;
+    if (c1r >= 0) {
+        int64_t n1 = kn_numel(c1r, c1d);
+        c1 = rand_buf(n1);
+        KT_OK(kiln_network_add_constant(net, "c1", KILN_DTYPE_FLOAT, c1r, c1d, c1,
+                                        sizeof(float) * (size_t)n1));
+        n_in = 2;
+    }
+    if (c2r >= 0) {
+        int64_t n2 = kn_numel(c2r, c2d);
+        c2 = rand_buf(n2);
+        KT_OK(kiln_network_add_constant(net, "c2", KILN_DTYPE_FLOAT, c2r, c2d, c2,
+                                        sizeof(float) * (size_t)n2));
+        n_in = 3;
+    }
+    int node;
+    KT_OK(kiln_network_add_node(net, "n", op, "", opset, n_in, NAMES("x", "c1", "c2"), 1,
+                                NAMES("y"), &node));
+    if (attrs)
+        attrs(net, node);
+    KT_OK(kiln_network_mark_output(net, "y"));
+    const void *data[1] = {x};
+    int rank[1] = {xr};
+    int64_t dims[1][KILN_MAX_DIMS];
+    memcpy(dims[0], xd, sizeof(int64_t) * (size_t)xr);
+    /* the tactic must accept the node as the builder would see it */
+    const kb_kernel *k = kb_cpu_kernel_find("", op, "dnnl");
+    KT_CHECK(k != NULL);
+    vs_ref(net, node, 1, data, rank, (const int64_t(*)[KILN_MAX_DIMS])dims, "dnnl", what);
+    kiln_network_destroy(net);
+    kn_aligned_free(x), kn_aligned_free(c1), kn_aligned_free(c2);
+}
+
+static void a_axis1(kiln_network *net, int node) { KT_OK(kiln_network_set_attr_int(net, node, "axis", 1)); }
+static void a_axism2(kiln_network *net, int node) {
+    KT_OK(kiln_network_set_attr_int(net, node, "axis", -2));
+    KT_OK(kiln_network_set_attr_float(net, node, "epsilon", 1e-3f));
+}
+static void a_pool_k3s2p1(kiln_network *net, int node) {
+    KT_OK(kiln_network_set_attr_ints(net, node, "kernel_shape", (int64_t[]){3, 3}, 2));
+    KT_OK(kiln_network_set_attr_ints(net, node, "strides", (int64_t[]){2, 2}, 2));
+    KT_OK(kiln_network_set_attr_ints(net, node, "pads", (int64_t[]){1, 1, 1, 1}, 4));
+}
+static void a_pool_incl(kiln_network *net, int node) {
+    a_pool_k3s2p1(net, node);
+    KT_OK(kiln_network_set_attr_int(net, node, "count_include_pad", 1));
+}
+static void a_pool_ceil(kiln_network *net, int node) {
+    KT_OK(kiln_network_set_attr_ints(net, node, "kernel_shape", (int64_t[]){3, 2}, 2));
+    KT_OK(kiln_network_set_attr_ints(net, node, "strides", (int64_t[]){2, 2}, 2));
+    KT_OK(kiln_network_set_attr_int(net, node, "ceil_mode", 1));
+}
+static void a_pool_dil(kiln_network *net, int node) {
+    KT_OK(kiln_network_set_attr_ints(net, node, "kernel_shape", (int64_t[]){2, 3}, 2));
+    KT_OK(kiln_network_set_attr_ints(net, node, "dilations", (int64_t[]){2, 2}, 2));
+    KT_OK(kiln_network_set_attr_ints(net, node, "pads", (int64_t[]){0, 1, 1, 2}, 4));
+}
+static void a_pool_same(kiln_network *net, int node) {
+    KT_OK(kiln_network_set_attr_ints(net, node, "kernel_shape", (int64_t[]){4}, 1));
+    KT_OK(kiln_network_set_attr_ints(net, node, "strides", (int64_t[]){3}, 1));
+    KT_OK(kiln_network_set_attr_string(net, node, "auto_pad", "SAME_UPPER"));
+}
+static void a_pool_3d(kiln_network *net, int node) {
+    KT_OK(kiln_network_set_attr_ints(net, node, "kernel_shape", (int64_t[]){2, 2, 2}, 3));
+    KT_OK(kiln_network_set_attr_ints(net, node, "strides", (int64_t[]){2, 2, 2}, 3));
+}
+
+static void test_light_ops(void) {
+    int64_t s4[4] = {2, 3, 5, 17}, s3[3] = {2, 7, 4}, s3b[3] = {3, 4, 5};
+    light_case("Softmax", 13, 4, s4, -1, NULL, -1, NULL, NULL, "Softmax axis -1");
+    light_case("Softmax", 13, 3, s3, -1, NULL, -1, NULL, a_axis1, "Softmax axis 1");
+    light_case("Softmax", 11, 3, s3b, -1, NULL, -1, NULL, a_axis1, "Softmax opset 11 (2-D view)");
+    int64_t l3[3] = {2, 5, 48}, c48[1] = {48}, l4[4] = {2, 5, 6, 8}, c68[2] = {6, 8};
+    light_case("LayerNormalization", 17, 3, l3, 1, c48, 1, c48, NULL, "LayerNorm axis -1");
+    light_case("LayerNormalization", 17, 4, l4, 2, c68, -1, NULL, a_axism2, "LayerNorm axis -2 no bias");
+    int64_t p4[4] = {2, 4, 13, 12}, p4b[4] = {1, 3, 10, 11}, p3[3] = {2, 3, 20}, p5[5] = {1, 2, 4, 6, 5};
+    light_case("MaxPool", 12, 4, p4, -1, NULL, -1, NULL, a_pool_k3s2p1, "MaxPool 3x3/2 pad 1");
+    light_case("MaxPool", 12, 4, p4b, -1, NULL, -1, NULL, a_pool_ceil, "MaxPool ceil_mode");
+    light_case("MaxPool", 12, 4, p4, -1, NULL, -1, NULL, a_pool_dil, "MaxPool dilated");
+    light_case("MaxPool", 12, 3, p3, -1, NULL, -1, NULL, a_pool_same, "MaxPool 1-D SAME_UPPER");
+    light_case("MaxPool", 12, 5, p5, -1, NULL, -1, NULL, a_pool_3d, "MaxPool 3-D");
+    light_case("AveragePool", 11, 4, p4, -1, NULL, -1, NULL, a_pool_k3s2p1, "AveragePool exclude pad");
+    light_case("AveragePool", 11, 4, p4, -1, NULL, -1, NULL, a_pool_incl, "AveragePool include pad");
+    light_case("AveragePool", 11, 4, p4b, -1, NULL, -1, NULL, a_pool_ceil, "AveragePool ceil_mode");
+    light_case("AveragePool", 11, 3, p3, -1, NULL, -1, NULL, a_pool_same, "AveragePool 1-D SAME_UPPER");
+    light_case("GlobalAveragePool", 1, 4, p4, -1, NULL, -1, NULL, NULL, "GlobalAveragePool");
+    light_case("GlobalMaxPool", 1, 4, p4b, -1, NULL, -1, NULL, NULL, "GlobalMaxPool");
+    light_case("GlobalAveragePool", 1, 5, p5, -1, NULL, -1, NULL, NULL, "GlobalAveragePool 3-D");
+}
+
 static void test_versions(void) {
     const char *v = kb_cpu_library_versions();
     printf("libraries: %s\n", v);
@@ -746,6 +851,7 @@ int main(void) {
     test_gemm();
     lazy_weights = false;
     test_vs_ref();
+    test_light_ops();
     test_rejects();
     test_threads();
     return kt_finish();

@@ -37,6 +37,13 @@ const kb_kernel kb_cpu_fast[] = {
     FAST("Gemm", "", "dnnl_packed", kf_gemm_supports_packed, NULL, NULL, kf_gemm_prepare_packed),
     FAST("Gemm", "kiln", "dnnl_packed", kf_gemm_supports_packed, NULL, NULL,
          kf_gemm_prepare_packed),
+    FAST("Softmax", "", "dnnl", kf_softmax_supports, NULL, NULL, kf_softmax_prepare),
+    FAST("LayerNormalization", "", "dnnl", kf_layernorm_supports, NULL, NULL,
+         kf_layernorm_prepare),
+    FAST("MaxPool", "", "dnnl", kf_pool_supports, NULL, NULL, kf_pool_prepare),
+    FAST("AveragePool", "", "dnnl", kf_pool_supports, NULL, NULL, kf_pool_prepare),
+    FAST("GlobalAveragePool", "", "dnnl", kf_pool_supports, NULL, NULL, kf_pool_prepare),
+    FAST("GlobalMaxPool", "", "dnnl", kf_pool_supports, NULL, NULL, kf_pool_prepare),
 };
 const size_t kb_cpu_fast_count = KN_ARRAY_LEN(kb_cpu_fast);
 #else

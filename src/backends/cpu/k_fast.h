@@ -138,5 +138,22 @@ KN_HIDDEN kiln_status kf_gemm_prepare(const void *state, const kn_node *node, co
 KN_HIDDEN kiln_status kf_gemm_prepare_packed(const void *state, const kn_node *node,
                                              const kb_tensor *in, int n_in, const kb_tensor *out,
                                              int n_out, void **inst, size_t *workspace);
+/* k_fast_misc.c: Softmax, LayerNormalization, MaxPool, AveragePool,
+ * GlobalAveragePool, GlobalMaxPool on plain tensors ("dnnl"). */
+KN_HIDDEN bool kf_softmax_supports(const kn_node *node, const kn_tinfo *in, int n_in,
+                                   const kn_tinfo *out, int n_out);
+KN_HIDDEN kiln_status kf_softmax_prepare(const void *state, const kn_node *node,
+                                         const kb_tensor *in, int n_in, const kb_tensor *out,
+                                         int n_out, void **inst, size_t *workspace);
+KN_HIDDEN bool kf_layernorm_supports(const kn_node *node, const kn_tinfo *in, int n_in,
+                                     const kn_tinfo *out, int n_out);
+KN_HIDDEN kiln_status kf_layernorm_prepare(const void *state, const kn_node *node,
+                                           const kb_tensor *in, int n_in, const kb_tensor *out,
+                                           int n_out, void **inst, size_t *workspace);
+KN_HIDDEN bool kf_pool_supports(const kn_node *node, const kn_tinfo *in, int n_in,
+                                const kn_tinfo *out, int n_out);
+KN_HIDDEN kiln_status kf_pool_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                      int n_in, const kb_tensor *out, int n_out, void **inst,
+                                      size_t *workspace);
 
 #endif
