@@ -40,13 +40,17 @@ static mop mop_of(const kn_node *n, bool *has_act) {
     return MOP_NONE;
 }
 
-/* Element type of matrix op n's output: inferred, else that of its
- * constant weight (these ops keep their input type). */
-static kiln_dtype out_dtype(const kpass *p, const kn_node *n) {
-    kiln_dtype dt = kpass_dtype(p, n->out[0]);
-    if (dt == KILN_DTYPE_UNDEFINED && n->n_in > 1 && kpass_is_const(p->net, n->in[1]))
-        dt = p->net->tensors[n->in[1]].value.dtype;
-    return dt;
+/* Element type of matrix op n's output: that of its constant weight (these
+ * ops keep their input type), else inferred (which may run inference: the
+ * passes here infer only once a candidate needs it). */
+static kiln_status out_dtype(kpass *p, const kn_node *n, kiln_dtype *dt) {
+    if (n->n_in > 1 && kpass_is_const(p->net, n->in[1])) {
+        *dt = p->net->tensors[n->in[1]].value.dtype;
+        return KILN_OK;
+    }
+    KN_TRY(kpass_need_shapes(p));
+    *dt = kpass_dtype(p, n->out[0]);
+    return KILN_OK;
 }
 
 /* Turn a plain op into its kiln:: form (no-op when it already is one). */
@@ -112,6 +116,8 @@ static kiln_status fuse_matmul_bias(kpass *p, int i, bool *done) {
     if (c < 0 || !kpass_is_const(net, c))
         return KILN_OK;
     const kn_tdata *v = &net->tensors[c].value;
+    if (!kpass_is_const(net, n->in[1]) || v->rank > 1)
+        KN_TRY(kpass_need_shapes(p));
     int64_t nn = matmul_n(p, n);
     int ry = kpass_rank(p, y);
     if (nn <= 0 || v->rank < 1 || v->dims[v->rank - 1] != nn || (ry >= 0 && v->rank > ry) ||
@@ -120,9 +126,11 @@ static kiln_status fuse_matmul_bias(kpass *p, int i, bool *done) {
     for (int k = 0; k + 1 < v->rank; k++)
         if (v->dims[k] != 1)
             return KILN_OK;
-    if (v->dtype != KILN_DTYPE_FLOAT || out_dtype(p, n) != KILN_DTYPE_FLOAT)
+    kiln_dtype dt;
+    KN_TRY(out_dtype(p, n, &dt));
+    if (v->dtype != KILN_DTYPE_FLOAT || dt != KILN_DTYPE_FLOAT)
         return KILN_OK;
-    KN_TRY(to_kiln(n));
+    KN_TRY(to_kiln(&net->nodes[i]));
     KN_TRY(kpass_set_input(&net->nodes[i], 2, c));
     kn_log(KILN_LOG_VERBOSE, "bias-activation: MatMul '%s' + Add '%s' -> kiln::MatMul",
            net->nodes[i].name, net->nodes[ai].name);
@@ -160,16 +168,23 @@ static kiln_status fuse_gemm_bias(kpass *p, int i, bool *done) {
     if (ai < 0)
         return KILN_OK;
     int c = add_operand(&net->nodes[ai], y);
-    if (c < 0 || !kpass_is_const(net, c) || net->tensors[c].value.dtype != out_dtype(p, n))
+    if (c < 0 || !kpass_is_const(net, c))
         return KILN_OK;
+    kiln_dtype dt;
+    KN_TRY(out_dtype(p, n, &dt));
     const kn_tdata *v = &net->tensors[c].value;
-    bool fits = broadcasts_onto(p, v, y);
-    if (!fits && p->shapes_state != 1 && kpass_is_const(net, n->in[1]) &&
-        net->tensors[n->in[1]].value.rank == 2) {
-        /* no shapes: a row of N values always fits Y = [M, N] */
+    if (v->dtype != dt)
+        return KILN_OK;
+    bool fits = false;
+    if (kpass_is_const(net, n->in[1]) && net->tensors[n->in[1]].value.rank == 2) {
+        /* a row of N values always fits Y = [M, N] */
         const kn_tdata *w = &net->tensors[n->in[1]].value;
         int64_t nn = kn_attr_int(n, "transB", 0) ? w->dims[0] : w->dims[1];
         fits = (v->rank == 1 && v->dims[0] == nn) || (v->rank == 2 && v->dims[0] == 1 && v->dims[1] == nn);
+    }
+    if (!fits) {
+        KN_TRY(kpass_need_shapes(p));
+        fits = broadcasts_onto(p, v, y);
     }
     if (!fits)
         return KILN_OK;
@@ -194,7 +209,10 @@ static kiln_status fuse_residual(kpass *p, int i, bool *done) {
     if (ai < 0)
         return KILN_OK;
     int z = add_operand(&net->nodes[ai], y);
-    if (z < 0 || !kpass_same_shape(p, y, z) || kpass_dtype(p, z) != kpass_dtype(p, y) ||
+    if (z < 0)
+        return KILN_OK;
+    KN_TRY(kpass_need_shapes(p));
+    if (!kpass_same_shape(p, y, z) || kpass_dtype(p, z) != kpass_dtype(p, y) ||
         kpass_dtype(p, y) != KILN_DTYPE_FLOAT)
         return KILN_OK;
     KN_TRY(to_kiln(n));
@@ -255,8 +273,6 @@ static kiln_status fuse_activation(kpass *p, int i, mop m, bool *done) {
     kn_net *net = p->net;
     int y = net->nodes[i].out[0];
     *done = false;
-    if (out_dtype(p, &net->nodes[i]) != KILN_DTYPE_FLOAT)
-        return KILN_OK;
     const char *act;
     float alpha, beta;
     int ri = kpass_sole_reader(p, y), sig = -1;
@@ -271,6 +287,10 @@ static kiln_status fuse_activation(kpass *p, int i, mop m, bool *done) {
             return KILN_OK;
         alpha = beta = 0.f;
     }
+    kiln_dtype dt;
+    KN_TRY(out_dtype(p, &net->nodes[i], &dt));
+    if (dt != KILN_DTYPE_FLOAT)
+        return KILN_OK;
     KN_TRY(to_kiln(&net->nodes[i]));
     KN_TRY(set_activation(&net->nodes[i], m, act, alpha, beta));
     kn_log(KILN_LOG_VERBOSE, "bias-activation: %s '%s' + %s -> kiln::%s", net->nodes[i].op_type,
@@ -293,7 +313,6 @@ kiln_status kpass_bias_act(kpass *p, int *changed) {
     }
     if (!need)
         return KILN_OK;
-    KN_TRY(kpass_need_shapes(p));
     for (int i = 0; i < p->n_nodes; i++) {
         if (!kpass_free(p, i))
             continue;
