@@ -113,6 +113,48 @@ static void expect_out(kc *k, int i, const char *what, int rank, const int64_t *
         check_close(what, y, want, kn_numel(rank, dims), tol);
 }
 
+/* Every other CPU tactic for the net's one node that supports it must give
+ * the same output 0 (within tol): the reference is the ground truth they are
+ * tested against. Call after a successful reference run. */
+static void cross_tactics(kc *k, const char *what, int rank, const int64_t *dims,
+                          const float *want, double tol) {
+    kn_node *n = &k->net->nodes[0];
+    const kb_kernel *ks[16];
+    int nk = kb_cpu_kernels_for(n->domain, n->op_type, ks, 16);
+    kn_tinfo in[16], out[4];
+    if (n->n_in > 16 || n->n_out > 4)
+        return;
+    for (int j = 0; j < n->n_in; j++) {
+        memset(&in[j], 0, sizeof in[j]);
+        if (n->in[j] >= 0)
+            in[j] = k->e.c.ti[n->in[j]];
+    }
+    for (int j = 0; j < n->n_out; j++) {
+        memset(&out[j], 0, sizeof out[j]);
+        if (n->out[j] >= 0)
+            out[j] = k->e.c.ti[n->out[j]];
+    }
+    for (int i = 0; i < nk && i < 16; i++) {
+        if (strcmp(ks[i]->tactic, "ref") == 0 ||
+            (ks[i]->supports && !ks[i]->supports(n, in, n->n_in, out, n->n_out)))
+            continue;
+        char name[160];
+        snprintf(name, sizeof name, "%s [tactic %s]", what, ks[i]->tactic);
+        kt_exec_free(&k->e);
+        n->tactic = kn_strdup(ks[i]->tactic);
+        kiln_status st = kc_run(k);
+        if (st != KILN_OK) {
+            kt_fail++;
+            fprintf(stderr, "%s: %s: %s\n", name, kiln_status_name(st), kiln_last_error());
+        } else {
+            expect_out(k, 0, name, rank, dims, want, tol);
+        }
+        kt_exec_free(&k->e);
+        kn_free(n->tactic);
+        n->tactic = NULL;
+    }
+}
+
 /* ---------------- Conv: a naive oracle ---------------- */
 
 typedef struct cgeo {
@@ -227,6 +269,7 @@ static void conv_case(const char *what, cgeo g, bool bias) {
     conv_set_attrs(&k, &g);
     KT_OK(kc_run(&k));
     expect_out(&k, 0, what, r, yd, want, 1e-4);
+    cross_tactics(&k, what, r, yd, want, 1e-3);
     kc_free(&k);
     free(x), free(w), free(b), free(want);
 }
@@ -484,6 +527,8 @@ static void pool_case(const char *what, const char *op, int opset, int rank, con
     attrs(&k);
     KT_OK(kc_run(&k));
     expect_out(&k, 0, what, rank, yd, want, 1e-5);
+    if (n_out == 1)
+        cross_tactics(&k, what, rank, yd, want, 1e-4);
     if (n_out > 1) {
         kn_tinfo ti;
         const int64_t *idx = kc_out(&k, 1, &ti);
@@ -608,6 +653,8 @@ static void ort_case(const char *what, const char *op, int opset, int xrank, con
     KT_OK(kc_run(&k));
     for (int i = 0; i < n_out; i++)
         expect_out(&k, i, what, wrank[i], wdims[i], want[i], 1e-5);
+    if (n_out == 1)
+        cross_tactics(&k, what, wrank[0], wdims[0], want[0], 1e-4);
     kc_free(&k);
     free(x);
     for (int i = 0; i < n_const; i++)
@@ -729,6 +776,7 @@ static void test_gemm(void) {
     KT_OK(kiln_network_set_attr_float(k.net, k.node, "beta", 2.f));
     KT_OK(kc_run(&k));
     expect_out(&k, 0, "gemm transA transB alpha beta", 2, DIMS(3, 5), exp_gemm_Y, 1e-5);
+    cross_tactics(&k, "gemm transA transB alpha beta", 2, DIMS(3, 5), exp_gemm_Y, 1e-4);
     kc_free(&k);
     free(A), free(B), free(C);
 }
@@ -773,6 +821,7 @@ static void matmul_case(const char *what, int ra, const int64_t *da, int rb, con
     kc_node(&k, "MatMul", "", 13, 2, NAMES("A", "B"), 1, NAMES("Y"));
     KT_OK(kc_run(&k));
     expect_out(&k, 0, what, ry, dy, want, 1e-4);
+    cross_tactics(&k, what, ry, dy, want, 1e-3);
     kc_free(&k);
     free(a), free(b), free(want);
 }
@@ -1028,6 +1077,7 @@ static void test_fused_conv(void) {
             KT_OK(kiln_network_set_attr_float(k.net, k.node, "alpha", 0.1f));
         KT_OK(kc_run(&k));
         expect_out(&k, 0, "kiln::Conv vs conv + bias + Z + act", 4, yd, want, 1e-4);
+        cross_tactics(&k, "kiln::Conv", 4, yd, want, 1e-3);
         kc_free(&k);
     }
     /* an unknown activation is refused, naming the node */
@@ -1073,6 +1123,7 @@ static void test_fused_gemm_matmul(void) {
         expect_out(&k, 0, fused_mm ? "kiln::MatMul vs MatMul + bias + Tanh"
                                    : "kiln::Gemm vs Gemm + Sigmoid",
                    2, DIMS(4, 3), want, 1e-5);
+        cross_tactics(&k, fused_mm ? "kiln::MatMul" : "kiln::Gemm", 2, DIMS(4, 3), want, 1e-4);
         kc_free(&k);
     }
     /* kiln::MatMul with a [4, 1] bias: the general broadcast path */
@@ -1096,6 +1147,7 @@ static void test_fused_gemm_matmul(void) {
         KT_OK(kiln_network_set_attr_string(k.net, k.node, "activation", "Relu"));
         KT_OK(kc_run(&k));
         expect_out(&k, 0, "kiln::MatMul column bias", 2, DIMS(4, 3), want, 1e-5);
+        cross_tactics(&k, "kiln::MatMul column bias", 2, DIMS(4, 3), want, 1e-4);
         kc_free(&k);
     }
     free(a), free(b), free(c);
