@@ -50,6 +50,16 @@ KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_shape(kiln_builder_c
                                                                   const int64_t *opt,
                                                                   const int64_t *max);
 
+/* Give the values of an input that is a shape tensor (its values decide
+ * other tensors' shapes, e.g. the `shape` input of a Reshape fed from a graph
+ * input), as TensorRT's shape-tensor profiles do: `count` elements of `dtype`
+ * for the min, opt and max point of profile `profile`. Values given for an
+ * input that turns out not to be a shape tensor are ignored. At run time the
+ * values come from the bound input buffer. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_input_values(
+    kiln_builder_config *cfg, int profile, const char *input, kiln_dtype dtype, size_t count,
+    const void *min, const void *opt, const void *max);
+
 /* Build `net` into a serialized plan. On success *plan is a buffer of *size
  * bytes owned by the caller (free with kiln_free). The network is not changed.
  * Progress and timing go to the logger (info). Added in 0.1. */

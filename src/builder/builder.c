@@ -13,8 +13,11 @@
 
 typedef struct cfg_shape {
     char *name;
-    int rank;
+    int rank;                 /* -1 when only values were given */
     int64_t min[KILN_MAX_DIMS], opt[KILN_MAX_DIMS], max[KILN_MAX_DIMS];
+    kiln_dtype vtype;         /* shape-tensor values, UNDEFINED when none */
+    size_t vcount;
+    void *values[3];          /* min, opt, max (kn_aligned_alloc) */
 } cfg_shape;
 
 typedef struct cfg_profile {
@@ -48,8 +51,11 @@ KILN_API void kiln_builder_config_destroy(kiln_builder_config *cfg) {
     if (!cfg)
         return;
     for (int p = 0; p < cfg->n_profiles; p++) {
-        for (int i = 0; i < cfg->profiles[p].n; i++)
+        for (int i = 0; i < cfg->profiles[p].n; i++) {
             kn_free(cfg->profiles[p].shapes[i].name);
+            for (int w = 0; w < 3; w++)
+                kn_aligned_free(cfg->profiles[p].shapes[i].values[w]);
+        }
         kn_free(cfg->profiles[p].shapes);
     }
     kn_free(cfg->profiles);
@@ -93,6 +99,65 @@ KILN_API kiln_status kiln_builder_config_add_profile(kiln_builder_config *cfg, i
     return KILN_OK;
 }
 
+/* The entry of `input` in profile `profile`, added when absent. */
+static kiln_status cfg_entry(kiln_builder_config *cfg, int profile, const char *input,
+                             cfg_shape **out) {
+    cfg_profile *p = &cfg->profiles[profile];
+    for (int i = 0; i < p->n; i++)
+        if (strcmp(p->shapes[i].name, input) == 0) {
+            *out = &p->shapes[i];
+            return KILN_OK;
+        }
+    KN_TRY(kn_grow((void **)&p->shapes, &p->cap, p->n + 1, sizeof *p->shapes));
+    cfg_shape *s = &p->shapes[p->n];
+    memset(s, 0, sizeof *s);
+    s->rank = -1;
+    if (!(s->name = kn_strdup(input)))
+        return KILN_ERR_OUT_OF_MEMORY;
+    p->n++;
+    *out = s;
+    return KILN_OK;
+}
+
+KILN_API kiln_status kiln_builder_config_set_input_values(kiln_builder_config *cfg, int profile,
+                                                          const char *input, kiln_dtype dtype,
+                                                          size_t count, const void *min,
+                                                          const void *opt, const void *max) {
+    if (!cfg || !input || (count && (!min || !opt || !max)))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "set_input_values: NULL argument");
+    if (profile < 0 || profile >= cfg->n_profiles)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "profile %d does not exist (%d added)", profile,
+                        cfg->n_profiles);
+    size_t es = kiln_dtype_size(dtype), bytes;
+    if (es == 0 || kn_mul_overflow(es, count, &bytes))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "input '%s': bad value type or count", input);
+    void *v[3] = {0};
+    const void *src[3] = {min, opt, max};
+    for (int w = 0; w < 3; w++) {
+        if (!(v[w] = kn_aligned_alloc(bytes ? bytes : 1))) {
+            for (int k = 0; k < w; k++)
+                kn_aligned_free(v[k]);
+            return KILN_ERR_OUT_OF_MEMORY;
+        }
+        if (bytes)
+            memcpy(v[w], src[w], bytes);
+    }
+    cfg_shape *s;
+    kiln_status st = cfg_entry(cfg, profile, input, &s);
+    if (st != KILN_OK) {
+        for (int w = 0; w < 3; w++)
+            kn_aligned_free(v[w]);
+        return st;
+    }
+    for (int w = 0; w < 3; w++) {
+        kn_aligned_free(s->values[w]);
+        s->values[w] = v[w];
+    }
+    s->vtype = dtype;
+    s->vcount = count;
+    return KILN_OK;
+}
+
 KILN_API kiln_status kiln_builder_config_set_shape(kiln_builder_config *cfg, int profile,
                                                    const char *input, int rank,
                                                    const int64_t *min, const int64_t *opt,
@@ -111,19 +176,8 @@ KILN_API kiln_status kiln_builder_config_set_shape(kiln_builder_config *cfg, int
                             "input '%s', dimension %d: need 0 <= min <= opt <= max, got %lld, "
                             "%lld, %lld",
                             input, i, (long long)min[i], (long long)opt[i], (long long)max[i]);
-    cfg_profile *p = &cfg->profiles[profile];
-    cfg_shape *s = NULL;
-    for (int i = 0; i < p->n; i++)
-        if (strcmp(p->shapes[i].name, input) == 0)
-            s = &p->shapes[i];
-    if (!s) {
-        KN_TRY(kn_grow((void **)&p->shapes, &p->cap, p->n + 1, sizeof *p->shapes));
-        s = &p->shapes[p->n];
-        memset(s, 0, sizeof *s);
-        if (!(s->name = kn_strdup(input)))
-            return KILN_ERR_OUT_OF_MEMORY;
-        p->n++;
-    }
+    cfg_shape *s;
+    KN_TRY(cfg_entry(cfg, profile, input, &s));
     s->rank = rank;
     memcpy(s->min, min, (size_t)rank * sizeof(int64_t));
     memcpy(s->opt, opt, (size_t)rank * sizeof(int64_t));
@@ -157,7 +211,8 @@ static kiln_status make_profiles(const kn_net *net, const kiln_builder_config *c
             const cfg_shape *s = NULL;
             if (p < cfg->n_profiles)
                 for (int i = 0; i < cfg->profiles[p].n; i++)
-                    if (strcmp(cfg->profiles[p].shapes[i].name, t->name) == 0)
+                    if (strcmp(cfg->profiles[p].shapes[i].name, t->name) == 0 &&
+                        cfg->profiles[p].shapes[i].rank >= 0)
                         s = &cfg->profiles[p].shapes[i];
             pr->rank[k] = t->rank;
             if (s) {
@@ -210,6 +265,34 @@ static const int64_t (*profile_dims(const kp_profile *pr, kbld_which w))[KILN_MA
                            : (const int64_t (*)[KILN_MAX_DIMS])pr->max;
 }
 
+/* Bind the configured values of graph input k when it is a shape tensor. */
+static kiln_status bind_input_values(kbld *b, int profile, kbld_which which, int k, int rank,
+                                     const int64_t *dims, kx_ctx *ctx) {
+    const kn_tensor *t = &b->net->tensors[b->net->inputs[k]];
+    if (!(t->flags & KN_T_HOST))
+        return KILN_OK;
+    const cfg_shape *s = NULL;
+    if (b->cfg && profile < b->cfg->n_profiles)
+        for (int i = 0; i < b->cfg->profiles[profile].n; i++)
+            if (strcmp(b->cfg->profiles[profile].shapes[i].name, t->name) == 0 &&
+                b->cfg->profiles[profile].shapes[i].vtype != KILN_DTYPE_UNDEFINED)
+                s = &b->cfg->profiles[profile].shapes[i];
+    if (!s)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "input '%s' is a shape tensor (its values decide other shapes): give its "
+                        "values for profile %d with kiln_builder_config_set_input_values",
+                        t->name, profile);
+    int64_t n = kn_numel(rank, dims);
+    if (s->vtype != t->dtype || n < 0 || (size_t)n != s->vcount)
+        return kn_error(KILN_ERR_SHAPE,
+                        "input '%s': %zu values of type %s were given for profile %d; the input "
+                        "holds %lld values of type %s",
+                        t->name, s->vcount, kiln_dtype_name(s->vtype), profile, (long long)n,
+                        kiln_dtype_name(t->dtype));
+    kx_ctx_bind(ctx, b->net->inputs[k], s->values[which]);
+    return KILN_OK;
+}
+
 /* Run shape inference; on success the context holds shapes (caller finis). */
 static kiln_status infer_ctx(kbld *b, int profile, kbld_which which, kx_program *prog, kx_ctx *ctx) {
     KN_TRY(kx_program_init(prog, b->net, 1));
@@ -222,6 +305,8 @@ static kiln_status infer_ctx(kbld *b, int profile, kbld_which which, kx_program 
     const int64_t (*dims)[KILN_MAX_DIMS] = profile_dims(pr, which);
     for (int k = 0; k < b->net->n_inputs && st == KILN_OK; k++)
         st = kx_ctx_set_input_shape(ctx, k, pr->rank[k], dims[k]);
+    for (int k = 0; k < b->net->n_inputs && st == KILN_OK; k++)
+        st = bind_input_values(b, profile, which, k, pr->rank[k], dims[k], ctx);
     if (st == KILN_OK)
         st = kx_ctx_infer(ctx);
     if (st != KILN_OK) {
@@ -730,7 +815,8 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
         st = check_network(net);
     if (st == KILN_OK)
         st = make_profiles(net, cfg, &meta);
-    kbld b = {net, cfg->flags, &meta, cfg->threads > 0 ? cfg->threads : kb_cpu_default_threads()};
+    kbld b = {net, cfg->flags, &meta, cfg->threads > 0 ? cfg->threads : kb_cpu_default_threads(),
+              cfg};
     int nodes_before = net->n_nodes;
     kn_log(KILN_LOG_INFO, "building: %d layers, %d inputs, %d outputs, %d profile(s)",
            net->n_nodes, net->n_inputs, net->n_outputs, meta.n_profiles);

@@ -11,6 +11,8 @@ typedef struct kbld {
     uint32_t flags;         /* kiln_builder_flag */
     const kp_meta *meta;    /* profiles (inputs in net->inputs order) */
     int threads;
+    /* values of shape-tensor inputs per profile point (may be NULL) */
+    const struct kiln_builder_config *cfg;
 } kbld;
 
 /* Which profile shapes to infer with. */

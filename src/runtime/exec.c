@@ -129,7 +129,8 @@ kiln_status kx_ctx_init(kx_ctx *c, const kx_program *p) {
     c->views = kn_calloc(nviews, sizeof *c->views);
     c->view_at = kn_calloc(ns, sizeof *c->view_at);
     c->step_ms = kn_calloc(ns, sizeof *c->step_ms);
-    if (!c->ti || !c->hostval || !c->addr || !c->user || !c->offset || !c->in_dims ||
+    c->saved = kn_calloc(nt, sizeof *c->saved);
+    if (!c->saved || !c->ti || !c->hostval || !c->addr || !c->user || !c->offset || !c->in_dims ||
         !c->in_rank || !c->inst || !c->ws || !c->views || !c->view_at || !c->step_ms) {
         kx_ctx_fini(c);
         return KILN_ERR_OUT_OF_MEMORY;
@@ -157,6 +158,10 @@ static void free_hostvals(kx_ctx *c) {
     for (int i = 0; i < c->p->net->n_tensors; i++) {
         kn_aligned_free(c->hostval[i]);
         c->hostval[i] = NULL;
+        if (c->saved) {
+            kn_aligned_free(c->saved[i]);
+            c->saved[i] = NULL;
+        }
     }
 }
 
@@ -179,6 +184,7 @@ void kx_ctx_fini(kx_ctx *c) {
     kn_free(c->views);
     kn_free(c->view_at);
     kn_free(c->step_ms);
+    kn_free(c->saved);
     kn_aligned_free(c->arena);
     kn_aligned_free(c->workspace);
     memset(c, 0, sizeof *c);
@@ -386,6 +392,12 @@ kiln_status kx_ctx_infer(kx_ctx *c) {
                                 "inferred",
                                 t->name);
             ti->value = c->user[i];
+            /* remember the values so a run can tell when they change */
+            size_t bytes = tinfo_bytes(ti);
+            if (!(c->saved[i] = kn_aligned_alloc(bytes ? bytes : 1)))
+                return KILN_ERR_OUT_OF_MEMORY;
+            if (bytes)
+                memcpy(c->saved[i], c->user[i], bytes);
         }
     }
     KN_TRY(infer_from(c, 0));
@@ -597,9 +609,20 @@ static kiln_status after_data_dependent(kx_ctx *c, int si) {
 
 kiln_status kx_ctx_run(kx_ctx *c) {
     const kn_net *net = c->p->net;
+    if (c->dd_ran) { /* the last run shrank data-dependent shapes */
+        c->shapes_ok = false;
+        c->prepared = false;
+        c->dd_ran = false;
+    }
+    for (int k = 0; c->shapes_ok && k < net->n_inputs; k++) {
+        int t = net->inputs[k]; /* shape-tensor inputs whose values changed */
+        if (c->saved[t] && c->user[t] &&
+            memcmp(c->saved[t], c->user[t], tinfo_bytes(&c->ti[t])) != 0) {
+            c->shapes_ok = false;
+            c->prepared = false;
+        }
+    }
     KN_TRY(kx_ctx_prepare(c));
-    if (c->has_data_dependent) /* earlier runs may have shrunk shapes */
-        c->shapes_ok = false, c->prepared = false;
     for (int i = 0; i < net->n_tensors; i++) {
         void *a;
         if (c->offset[i] != SIZE_MAX)
@@ -652,5 +675,6 @@ kiln_status kx_ctx_run(kx_ctx *c) {
     }
     if (c->profiling)
         c->runs++;
+    c->dd_ran = c->has_data_dependent;
     return KILN_OK;
 }

@@ -3,6 +3,8 @@
 #ifndef KILN_KT_EXEC_H
 #define KILN_KT_EXEC_H
 
+#include <string.h>
+
 #include "runtime/exec.h"
 
 typedef struct kt_exec {
