@@ -2,10 +2,11 @@
  * Transpose by the identity permutation are removed, their readers rewired
  * to the input. Graph output names survive: when the removed node writes a
  * graph output, the input's producer is made to write that output instead.
- * Two Transposes in a row become one, and Reshape of a Reshape reshapes the
- * original (layout ops that traced exports chain). */
+ * Unless fusion is off, two Transposes in a row become one, and Reshape of a
+ * Reshape reshapes the original (layout ops that traced exports chain). */
 #include <string.h>
 
+#include "kiln/kiln_builder.h"
 #include "passes.h"
 
 /* Whether a Dropout node is an identity at inference: no training_mode
@@ -113,14 +114,17 @@ static kiln_status merge_reshapes(kpass *p, int i, bool *done) {
 
 kiln_status kpass_canonicalize(kpass *p, int *changed) {
     kn_net *net = p->net;
+    /* merging two layers is a fusion: not when fusion is off */
+    bool fuse = !(p->b->flags & KILN_BUILDER_FLAG_NO_FUSION);
     for (int i = 0; i < p->n_nodes; i++) {
         if (!kpass_free(p, i))
             continue;
         kn_node *n = &net->nodes[i];
         bool merged = false;
-        if (kpass_is(n, "Transpose") && n->n_in == 1 && n->in[0] >= 0 && !transpose_is_identity(n))
+        if (fuse && kpass_is(n, "Transpose") && n->n_in == 1 && n->in[0] >= 0 &&
+            !transpose_is_identity(n))
             KN_TRY(merge_transposes(p, i, &merged));
-        else if (kpass_is(n, "Reshape") && n->n_in >= 1 && n->in[0] >= 0)
+        else if (fuse && kpass_is(n, "Reshape") && n->n_in >= 1 && n->in[0] >= 0)
             KN_TRY(merge_reshapes(p, i, &merged));
         if (merged) {
             (*changed)++;
