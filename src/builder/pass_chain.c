@@ -81,8 +81,9 @@ static int chain_input(chain *c, int t) {
     return c->n_x++;
 }
 
-/* Append node i, whose chain-value input is `cur` (or slot `slot` for the
- * first op). Returns false when the op cannot join. */
+/* Append node i, one of whose inputs is the running value `cur`; its other
+ * operand becomes an input of the fused node. Returns false when the op
+ * cannot join (shape, type, or a second read of the running value). */
 static bool chain_add(const kpass *p, chain *c, int i, int cur) {
     const kn_net *net = p->net;
     const kn_node *n = &net->nodes[i];
