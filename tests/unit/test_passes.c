@@ -934,6 +934,78 @@ static void test_fold_limits(void) {
     kiln_network_destroy(net);
 }
 
+/* Random graphs of elementwise ops, MatMul + bias, activations and
+ * Identities over tensors with several readers and intermediate outputs:
+ * the optimized network must compute the same outputs. */
+static void test_random_graphs(void) {
+    static const char *const unary[] = {"Relu", "Sigmoid", "Tanh", "Neg", "Abs", "LeakyRelu",
+                                        "HardSigmoid", "Softplus", "Erf", "Identity", "Elu"};
+    static const char *const binary[] = {"Add", "Sub", "Mul", "Max", "Min"};
+    int fused_total = 0, nodes_total = 0;
+    int count = getenv("KT_RANDOM_GRAPHS") ? atoi(getenv("KT_RANDOM_GRAPHS")) : 60;
+    for (int seed = 1; seed <= count; seed++) {
+        rng_state = (uint32_t)seed * 2654435761u;
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 4), NULL));
+        KT_OK(kiln_network_add_input(net, "z", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 4), NULL));
+        fconst(net, "row", 1, DIMS(4), -1.f, 2.f);
+        fconst(net, "col", 3, DIMS(1, 3, 1), -1.f, 2.f);
+        fconst(net, "W", 2, DIMS(4, 4), -0.5f, 1.f);
+        fscalar(net, "k", 0.75f);
+        char pool[40][16] = {"x", "z"};
+        int np = 2;
+        const char *others[] = {"row", "col", "k"};
+        int steps = 6 + (int)((rng_state >> 4) % 10);
+        for (int st = 0; st < steps; st++) {
+            char name[16], out[16];
+            snprintf(name, sizeof name, "n%d", st);
+            snprintf(out, sizeof out, "t%d", st);
+            /* prefer the newest tensors so runs form */
+            uint32_t r = (uint32_t)((frand() + 1.f) * 1000.f);
+            const char *a = pool[np - 1 - (int)(r % 3 < (unsigned)np ? r % 3 : 0)];
+            int kind = (int)((uint32_t)((frand() + 1.f) * 1000.f) % 10);
+            if (kind < 4) {
+                const char *op = unary[(r / 3) % KN_ARRAY_LEN(unary)];
+                node(net, name, op, 1, IN(a), out);
+            } else if (kind < 8) {
+                const char *op = binary[(r / 3) % KN_ARRAY_LEN(binary)];
+                uint32_t q = (r / 17) % 5;
+                const char *b = q < 3 ? others[q] : pool[(r / 7) % (unsigned)np];
+                if (r & 1)
+                    node(net, name, op, 2, IN(a, b), out);
+                else
+                    node(net, name, op, 2, IN(b, a), out);
+            } else if (kind < 9) {
+                char mm[16];
+                snprintf(mm, sizeof mm, "mm%d", st);
+                node(net, mm, "MatMul", 2, IN(a, "W"), mm);
+                node(net, name, "Add", 2, IN(mm, "row"), out);
+            } else {
+                char hp[16];
+                snprintf(hp, sizeof hp, "h%d", st);
+                node(net, hp, "Mul", 2, IN(a, "k"), hp);
+                node(net, name, "Div", 2, IN(hp, "k"), out);
+            }
+            snprintf(pool[np++], sizeof pool[0], "%s", out);
+        }
+        KT_OK(kiln_network_mark_output(net, pool[np - 1]));
+        if (np > 4)
+            KT_OK(kiln_network_mark_output(net, pool[2 + (rng_state >> 8) % (unsigned)(np - 3)]));
+        kn_net *o = optimized(net, 0, 1, 1, 1);
+        if (o) {
+            char what[32];
+            snprintf(what, sizeof what, "random graph %d", seed);
+            nodes_total += net->n_nodes;
+            fused_total += o->n_nodes;
+            compare(net, o, what, 1);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+    printf("random graphs: %d nodes -> %d\n", nodes_total, fused_total);
+}
+
 /* Every allocation of a whole optimization fails in turn: each run returns
  * OK or an error, never crashes (and leaks nothing under the sanitizers). */
 static void test_fault_walk(void) {
@@ -1056,6 +1128,7 @@ int main(int argc, char **argv) {
     test_residual_dynamic();
     test_guards();
     test_fold_limits();
+    test_random_graphs();
     test_fault_walk();
     if (kt_skipped)
         printf("%d numeric check(s) skipped: kernels missing\n", kt_skipped);
