@@ -90,7 +90,8 @@ static bool run_kernel(const kb_kernel *k, const kn_node *node, const kb_tensor 
     KT_OK(k->prepare(state, node, pin, n_in, out, 1, &inst, &wsz));
     if (wsz)
         ws = kn_aligned_alloc(wsz);
-    kb_run r = {node, state, inst, n_in, in, 1, out, ws, wsz, threads};
+    kb_run r = {.node = node, .state = state, .inst = inst, .n_in = n_in, .in = in, .n_out = 1,
+                .out = out, .workspace = ws, .workspace_size = wsz, .threads = threads};
     KT_OK(k->run(&r));
     KT_OK(k->run(&r)); /* a second run reuses what the first one packed */
     if (k->release)
@@ -527,7 +528,9 @@ typedef struct thread_job {
 static void *thread_main(void *p) {
     thread_job *j = p;
     for (int i = 0; i < j->iters && j->st == KILN_OK; i++) {
-        kb_run r = {j->node, j->state, j->inst, 3, j->in, 1, &j->out, j->ws, j->wsz, j->threads};
+        kb_run r = {.node = j->node, .state = j->state, .inst = j->inst, .n_in = 3, .in = j->in,
+                    .n_out = 1, .out = &j->out, .workspace = j->ws, .workspace_size = j->wsz,
+                    .threads = j->threads};
         j->st = j->k->run(&r);
     }
     return NULL;
