@@ -1006,6 +1006,67 @@ static void test_random_graphs(void) {
     printf("random graphs: %d nodes -> %d\n", nodes_total, fused_total);
 }
 
+/* Random convolution stacks: Conv, BatchNormalization, per-channel affine
+ * constants, activations (Silu as x * Sigmoid(x)), residual Adds. */
+static void test_random_convs(void) {
+    int count = getenv("KT_RANDOM_GRAPHS") ? atoi(getenv("KT_RANDOM_GRAPHS")) : 40;
+    int fused_total = 0, nodes_total = 0;
+    for (int seed = 1; seed <= count; seed++) {
+        rng_state = (uint32_t)seed * 40503u + 7u;
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 4, 5, 5), NULL));
+        fconst(net, "cs", 3, DIMS(4, 1, 1), 0.5f, 1.f);
+        fconst(net, "cb", 4, DIMS(1, 4, 1, 1), -0.5f, 1.f);
+        fscalar(net, "k", 1.5f);
+        fconst(net, "g", 1, DIMS(4), 0.5f, 1.f);
+        fconst(net, "beta", 1, DIMS(4), -0.5f, 1.f);
+        fconst(net, "mean", 1, DIMS(4), -0.5f, 1.f);
+        fconst(net, "var", 1, DIMS(4), 0.5f, 1.f);
+        char pool[40][16] = {"x"};
+        int np = 1;
+        int steps = 4 + (int)((rng_state >> 5) % 10);
+        for (int st = 0; st < steps; st++) {
+            char name[16], out[16], aux[16];
+            snprintf(name, sizeof name, "n%d", st);
+            snprintf(out, sizeof out, "t%d", st);
+            snprintf(aux, sizeof aux, "a%d", st);
+            uint32_t r = (uint32_t)((frand() + 1.f) * 10000.f);
+            const char *a = pool[np - 1 - (int)((r % 4 == 3 && np > 1) ? 1 : 0)];
+            switch ((r / 4) % 9) {
+            case 0: case 1: add_conv(net, name, a, out, 4, 4, (r / 40) % 2 ? 3 : 1, (r / 80) % 2); break;
+            case 2: node(net, name, "BatchNormalization", 5, IN(a, "g", "beta", "mean", "var"), out); break;
+            case 3: node(net, name, (r / 40) % 2 ? "Mul" : "Div", 2, IN(a, (r / 80) % 2 ? "cs" : "k"), out); break;
+            case 4: node(net, name, (r / 40) % 2 ? "Add" : "Sub", 2, IN(a, "cb"), out); break;
+            case 5: node(net, name, (r / 40) % 2 ? "Relu" : "Sigmoid", 1, IN(a), out); break;
+            case 6: {
+                int lr = node(net, name, (r / 40) % 2 ? "LeakyRelu" : "HardSigmoid", 1, IN(a), out);
+                KT_OK(kiln_network_set_attr_float(net, lr, "alpha", 0.125f));
+                break;
+            }
+            case 7:
+                node(net, aux, "Sigmoid", 1, IN(a), aux);
+                node(net, name, "Mul", 2, IN(a, aux), out);
+                break;
+            default: node(net, name, "Add", 2, IN(a, pool[(r / 40) % (unsigned)np]), out); break;
+            }
+            snprintf(pool[np++], sizeof pool[0], "%s", out);
+        }
+        KT_OK(kiln_network_mark_output(net, pool[np - 1]));
+        kn_net *o = optimized(net, 0, 1, 2, 3);
+        if (o) {
+            char what[32];
+            snprintf(what, sizeof what, "random conv stack %d", seed);
+            nodes_total += net->n_nodes;
+            fused_total += o->n_nodes;
+            compare(net, o, what, 2);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+    printf("random conv stacks: %d nodes -> %d\n", nodes_total, fused_total);
+}
+
 /* Every allocation of a whole optimization fails in turn: each run returns
  * OK or an error, never crashes (and leaks nothing under the sanitizers). */
 static void test_fault_walk(void) {
@@ -1129,6 +1190,7 @@ int main(int argc, char **argv) {
     test_guards();
     test_fold_limits();
     test_random_graphs();
+    test_random_convs();
     test_fault_walk();
     if (kt_skipped)
         printf("%d numeric check(s) skipped: kernels missing\n", kt_skipped);
