@@ -13,6 +13,9 @@ typedef struct kb_tensor {
     kiln_dtype dtype;
     int rank;
     int64_t dims[KILN_MAX_DIMS];
+    const void *host;         /* the values in host memory when kiln knows them
+                                 (constants, shape values), else NULL; GPU
+                                 kernels read value inputs (Slice starts...) here */
 } kb_tensor;
 
 /* One call of a kernel. */
@@ -28,6 +31,7 @@ typedef struct kb_run {
     void *workspace;          /* `workspace` bytes from prepare, 64-byte aligned */
     size_t workspace_size;
     int threads;              /* threads the kernel may use (>= 1) */
+    void *stream;             /* GPU backends: the cudaStream_t to enqueue on */
 } kb_run;
 
 /* A kernel: one way (tactic) to run one op on one backend. */
@@ -53,6 +57,41 @@ typedef struct kb_kernel {
      * the workspace. Returns a status with a message naming the node. */
     kiln_status (*run)(const kb_run *r);
 } kb_kernel;
+
+/* How a backend's memory is reached from the host. */
+typedef enum kb_copy_kind {
+    KB_COPY_H2D = 0,
+    KB_COPY_D2H = 1,
+    KB_COPY_D2D = 2
+} kb_copy_kind;
+
+/* A backend: its device, its memory and its kernels. The CPU backend's
+ * memory is plain host memory. */
+typedef struct kb_backend {
+    const char *name;         /* "cpu", "cuda" */
+    /* The device's target ("x86_64", "sm_90") and library versions that bind
+     * a plan; fails with a clear message when there is no usable device. */
+    kiln_status (*describe)(char *target, size_t target_cap, char *libs, size_t libs_cap);
+    /* All kernels for (domain, op_type), reference first; see kb_cpu_kernels_for. */
+    int (*kernels_for)(const char *domain, const char *op_type, const kb_kernel **out, int cap);
+    const kb_kernel *(*kernel_find)(const char *domain, const char *op_type, const char *tactic);
+    /* Device memory, 256-byte aligned. */
+    kiln_status (*alloc)(size_t bytes, void **out);
+    void (*free)(void *p);
+    kiln_status (*copy)(void *dst, const void *src, size_t bytes, kb_copy_kind kind, void *stream);
+    kiln_status (*memset_zero)(void *dst, size_t bytes, void *stream);
+    kiln_status (*sync)(void *stream);
+    /* Time `run` on the device (ms per call, median of `reps` after a
+     * warm-up), for tactic selection. */
+    kiln_status (*time_kernel)(const kb_kernel *k, const kb_run *r, int reps, double *ms);
+} kb_backend;
+
+/* The backend of that name compiled into this build, or NULL. */
+KN_HIDDEN const kb_backend *kb_backend_get(const char *name);
+extern const kb_backend kb_cpu_backend;
+#ifdef KILN_HAVE_CUDA
+extern const kb_backend kb_cuda_backend;
+#endif
 
 /* Kernel tables of the CPU backend, one per op family. */
 extern const kb_kernel kb_cpu_elementwise[];

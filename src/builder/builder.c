@@ -450,7 +450,7 @@ kiln_status kbld_fold_node(kbld *b, int node) {
     if (st == KILN_OK && wsz && !(ws = kn_aligned_alloc(wsz)))
         st = KILN_ERR_OUT_OF_MEMORY;
     if (st == KILN_OK) {
-        kb_run r = {n, state, inst, n->n_in, io->kin, n->n_out, io->kout, ws, wsz, b->threads};
+        kb_run r = {n, state, inst, n->n_in, io->kin, n->n_out, io->kout, ws, wsz, b->threads, NULL};
         st = k->run(&r);
     }
     kn_aligned_free(ws);
@@ -580,7 +580,7 @@ static kiln_status time_kernel(kbld *b, const kb_kernel *k, const kn_node *n, co
     double times[7];
     int nt = 0;
     if (st == KILN_OK) {
-        kb_run r = {n, state, inst, n->n_in, kin, n->n_out, kout, ws, wsz, b->threads};
+        kb_run r = {n, state, inst, n->n_in, kin, n->n_out, kout, ws, wsz, b->threads, NULL};
         double total = 0;
         for (int it = 0; it < 8 && st == KILN_OK; it++) {
             double t0 = kn_now_ms();

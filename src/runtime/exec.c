@@ -283,7 +283,7 @@ static kiln_status run_host_step(kx_ctx *c, int si, kn_tinfo *in, kn_tinfo *out)
     if (st == KILN_OK && wsz && !(ws = kn_aligned_alloc(wsz)))
         st = KILN_ERR_OUT_OF_MEMORY;
     if (st == KILN_OK) {
-        kb_run r = {n, s->state, inst, n->n_in, kin, n->n_out, kout, ws, wsz, 1};
+        kb_run r = {n, s->state, inst, n->n_in, kin, n->n_out, kout, ws, wsz, 1, NULL};
         st = s->k->run(&r);
     }
     if (inst && s->k->release)
@@ -650,7 +650,7 @@ kiln_status kx_ctx_run(kx_ctx *c) {
         fill_views(c, si);
         kb_tensor *v = &c->views[c->view_at[si]];
         kb_run r = {n, s->state, c->inst[si], n->n_in, v, n->n_out, v + n->n_in,
-                    c->workspace, c->ws[si], c->p->threads};
+                    c->workspace, c->ws[si], c->p->threads, c->stream};
         double t0 = c->profiling ? kn_now_ms() : 0;
         kiln_status st = s->k->run(&r);
         if (c->profiling)

@@ -54,6 +54,7 @@ typedef struct kx_ctx {
     bool shapes_ok;           /* shapes inferred for the current inputs */
     bool prepared;            /* memory planned and kernels prepared */
     bool has_data_dependent;
+    void *stream;             /* GPU backends: the stream of the current run */
     bool dd_ran;              /* a run shrank data-dependent shapes: re-infer next run */
     void **saved;             /* per tensor: copy of a shape-tensor input's values at inference */
     kx_alloc_info info;

@@ -73,3 +73,75 @@ void kb_cpu_describe(char *target, size_t target_cap, char *libs, size_t libs_ca
     snprintf(target, target_cap, "%s", arch);
     snprintf(libs, libs_cap, "%s", kb_cpu_library_versions());
 }
+
+/* ---- the CPU backend as a kb_backend: memory is host memory ---- */
+
+static kiln_status cpu_describe(char *target, size_t tcap, char *libs, size_t lcap) {
+    kb_cpu_describe(target, tcap, libs, lcap);
+    return KILN_OK;
+}
+
+static kiln_status cpu_alloc(size_t bytes, void **out) {
+    void *p = kn_aligned_alloc(bytes ? bytes : 1);
+    if (!p)
+        return KILN_ERR_OUT_OF_MEMORY;
+    *out = p;
+    return KILN_OK;
+}
+
+static kiln_status cpu_copy(void *dst, const void *src, size_t bytes, kb_copy_kind kind,
+                            void *stream) {
+    (void)kind;
+    (void)stream;
+    if (bytes)
+        memmove(dst, src, bytes);
+    return KILN_OK;
+}
+
+static kiln_status cpu_memset_zero(void *dst, size_t bytes, void *stream) {
+    (void)stream;
+    if (bytes)
+        memset(dst, 0, bytes);
+    return KILN_OK;
+}
+
+static kiln_status cpu_sync(void *stream) {
+    (void)stream;
+    return KILN_OK;
+}
+
+static kiln_status cpu_time_kernel(const kb_kernel *k, const kb_run *r, int reps, double *ms) {
+    double times[16];
+    int n = 0;
+    if (reps > 16)
+        reps = 16;
+    KN_TRY(k->run(r)); /* warm-up */
+    for (int i = 0; i < reps; i++) {
+        double t0 = kn_now_ms();
+        KN_TRY(k->run(r));
+        times[n++] = kn_now_ms() - t0;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
+            double t = times[j];
+            times[j] = times[j - 1];
+            times[j - 1] = t;
+        }
+    *ms = n ? times[n / 2] : 0;
+    return KILN_OK;
+}
+
+const kb_backend kb_cpu_backend = {
+    "cpu",       cpu_describe, kb_cpu_kernels_for, kb_cpu_kernel_find, cpu_alloc,
+    kn_aligned_free, cpu_copy, cpu_memset_zero, cpu_sync, cpu_time_kernel,
+};
+
+const kb_backend *kb_backend_get(const char *name) {
+    if (!name || strcmp(name, "cpu") == 0)
+        return &kb_cpu_backend;
+#ifdef KILN_HAVE_CUDA
+    if (strcmp(name, "cuda") == 0)
+        return &kb_cuda_backend;
+#endif
+    return NULL;
+}

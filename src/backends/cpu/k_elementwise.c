@@ -562,7 +562,7 @@ static kiln_status variadic_run(const kb_run *r) {
         double inv = 1.0 / n;
         float invf = (float)inv;
         kb_tensor s = {ct == KB_F64 ? (void *)&inv : (void *)&invf,
-                       ct == KB_F64 ? KILN_DTYPE_DOUBLE : KILN_DTYPE_FLOAT, 0, {0}};
+                       ct == KB_F64 ? KILN_DTYPE_DOUBLE : KILN_DTYPE_FLOAT, 0, {0}, NULL};
         const kb_binary_op *mul = kb_ew_binary_find("Mul");
         int mct = ct == KB_F64 ? KB_F64 : KB_F32;
         binary_apply(mul->fn[mct], false, (kb_ctype)mct, y, &s, y, r->threads);

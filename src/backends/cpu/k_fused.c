@@ -31,43 +31,58 @@ static kiln_status read_act(const kn_node *node, const char *alpha_name, const c
 
 static bool sup_fused(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                       int n_out) {
+    if (n_in > KB_STAGE_MAX)
+        return false;
     for (int i = 0; i < n_in; i++)
-        if (in[i].dtype != KILN_DTYPE_UNDEFINED && in[i].dtype != KILN_DTYPE_FLOAT)
+        if (in[i].dtype != KILN_DTYPE_UNDEFINED && !kb_is_real(in[i].dtype))
             return false;
     return kb_act_parse(kn_attr_string(node, "activation", "")) != KB_ACT_INVALID;
 }
 
-static bool all_float(const kb_run *r) {
-    for (int i = 0; i < r->n_in; i++)
-        if (r->in[i].data && r->in[i].dtype != KILN_DTYPE_FLOAT)
-            return false;
-    return true;
+/* Other real types run through float copies (k_nn_stage.c) that follow the
+ * kernel's own workspace (own bytes, 64-aligned). */
+static kiln_status stage(const kb_run *r, size_t own, kb_staged *st) {
+    if (!kb_stage_types_ok(r->in, r->n_in, &r->out[0]))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "%s inputs are not supported",
+                             kiln_dtype_name(r->in[0].dtype));
+    if (r->workspace_size < own + kb_stage_bytes(r->in, r->n_in, &r->out[0]))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
+    kb_stage_in(r->in, r->n_in, &r->out[0], (uint8_t *)r->workspace + own, st);
+    return KILN_OK;
+}
+
+static kiln_status stage_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                 int n_in, const kb_tensor *out, int n_out, void **inst,
+                                 size_t *workspace) {
+    *workspace = kb_stage_bytes(in, n_in, &out[0]);
+    return KILN_OK;
 }
 
 static kiln_status fused_conv_run(const kb_run *r) {
-    if (!all_float(r))
-        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "float only");
     kb_conv cv;
     KN_TRY(kb_conv_setup(r->node, &r->in[0], &r->in[1], &cv));
-    if (r->workspace_size < kb_conv_workspace(&cv))
-        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
+    size_t own = (kb_conv_workspace(&cv) + 63u) & ~(size_t)63u; /* as kb_nn_conv_prepare */
+    kb_staged st;
+    KN_TRY(stage(r, own, &st));
     kb_epilogue ep = {0};
     KN_TRY(read_act(r->node, "alpha", "beta", &ep));
-    ep.bias = present(r, 2) ? r->in[2].data : NULL;
-    ep.residual = present(r, 3) ? r->in[3].data : NULL;
-    kb_conv_forward(&cv, r->in[0].data, r->in[1].data, r->out[0].data, &ep, r->workspace,
+    ep.bias = present(r, 2) ? st.in[2].data : NULL;
+    ep.residual = present(r, 3) ? st.in[3].data : NULL;
+    kb_conv_forward(&cv, st.in[0].data, st.in[1].data, st.out.data, &ep, r->workspace,
                     r->threads);
+    kb_stage_out(&st, &r->out[0]);
     return KILN_OK;
 }
 
 static kiln_status fused_gemm_run(const kb_run *r) {
-    if (!all_float(r))
-        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "float only");
+    kb_staged st;
+    KN_TRY(stage(r, 0, &st));
     kb_epilogue ep = {0};
     KN_TRY(read_act(r->node, "alpha_act", "beta_act", &ep));
-    kb_tensor *y = &r->out[0];
-    kb_gemm_f32(r->node, &r->in[0], &r->in[1], present(r, 2) ? &r->in[2] : NULL, y, r->threads);
+    kb_tensor *y = &st.out;
+    kb_gemm_f32(r->node, &st.in[0], &st.in[1], present(r, 2) ? &st.in[2] : NULL, y, r->threads);
     kb_act_apply_n(ep.act, y->data, (size_t)kb_numel(y), ep.alpha, ep.beta);
+    kb_stage_out(&st, &r->out[0]);
     return KILN_OK;
 }
 
@@ -86,13 +101,13 @@ static int64_t bcast_offset(const kb_tensor *t, const kb_tensor *y, int64_t i) {
 }
 
 static kiln_status fused_matmul_run(const kb_run *r) {
-    if (!all_float(r))
-        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "float only");
+    kb_staged st;
+    KN_TRY(stage(r, 0, &st));
     kb_epilogue ep = {0};
     KN_TRY(read_act(r->node, "alpha", "beta", &ep));
-    kb_tensor *y = &r->out[0];
-    kb_matmul_f32(&r->in[0], &r->in[1], y, r->threads);
-    const kb_tensor *bias = present(r, 2) ? &r->in[2] : NULL;
+    kb_tensor *y = &st.out;
+    kb_matmul_f32(&st.in[0], &st.in[1], y, r->threads);
+    const kb_tensor *bias = present(r, 2) ? &st.in[2] : NULL;
     int64_t total = kb_numel(y), n = y->rank ? y->dims[y->rank - 1] : 1;
     float *Y = y->data;
     const float *B = bias ? bias->data : NULL;
@@ -104,18 +119,18 @@ static kiln_status fused_matmul_run(const kb_run *r) {
             for (int64_t j = 0; j < n; j++)
                 Y[i * n + j] = kb_act_apply(ep.act, Y[i * n + j] + (B ? B[j] : 0.f), ep.alpha,
                                             ep.beta);
-        return KILN_OK;
+    } else {
+        for (int64_t i = 0; i < total; i++)
+            Y[i] = kb_act_apply(ep.act, Y[i] + B[bcast_offset(bias, y, i)], ep.alpha, ep.beta);
     }
-    for (int64_t i = 0; i < total; i++) {
-        float v = Y[i] + B[bcast_offset(bias, y, i)];
-        Y[i] = kb_act_apply(ep.act, v, ep.alpha, ep.beta);
-    }
+    kb_stage_out(&st, &r->out[0]);
     return KILN_OK;
 }
 
 const kb_kernel kb_cpu_fused[] = {
     {"Conv", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, kb_nn_conv_prepare, NULL, fused_conv_run},
-    {"Gemm", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, NULL, NULL, fused_gemm_run},
-    {"MatMul", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, NULL, NULL, fused_matmul_run},
+    {"Gemm", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, stage_prepare, NULL, fused_gemm_run},
+    {"MatMul", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, stage_prepare, NULL,
+     fused_matmul_run},
 };
 const size_t kb_cpu_fused_count = KN_ARRAY_LEN(kb_cpu_fused);

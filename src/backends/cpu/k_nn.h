@@ -53,6 +53,24 @@ static inline bool kb_is_real(kiln_dtype t) {
 
 static inline int64_t kb_numel(const kb_tensor *t) { return kn_numel(t->rank, t->dims); }
 
+/* ---- float staging (k_nn_stage.c): float-only reference paths serve the
+ * other real types by converting up to KB_STAGE_MAX inputs and output 0
+ * through workspace memory ---- */
+#define KB_STAGE_MAX 4
+typedef struct kb_staged {
+    kb_tensor in[KB_STAGE_MAX]; /* float views (or the originals when float / absent) */
+    kb_tensor out;
+} kb_staged;
+/* Workspace bytes the copies need (0 when everything is float). */
+KN_HIDDEN size_t kb_stage_bytes(const kb_tensor *in, int n_in, const kb_tensor *out);
+/* Whether every present input and the output are real types. */
+KN_HIDDEN bool kb_stage_types_ok(const kb_tensor *in, int n_in, const kb_tensor *out);
+/* Convert the inputs into mem (kb_stage_bytes of it) and point st at them. */
+KN_HIDDEN void kb_stage_in(const kb_tensor *in, int n_in, const kb_tensor *out, void *mem,
+                           kb_staged *st);
+/* Convert st->out back into out (nothing when out is float). */
+KN_HIDDEN void kb_stage_out(const kb_staged *st, kb_tensor *out);
+
 /* ---- float GEMM (row-major): C = alpha * op(A) op(B) + beta * C, where
  * op(A) is m x k (A stored k x m when ta) and op(B) k x n (B stored n x k
  * when tb). beta == 0 ignores C's old contents (NaNs included). ---- */

@@ -5,66 +5,7 @@
 
 #include "k_nn.h"
 
-/* ---- other real types (float16, bfloat16, double) run on float copies
- * placed in the workspace after the float kernel's own part ---- */
-
 static size_t align64(size_t n) { return (n + 63u) & ~(size_t)63u; }
-
-static bool needs_stage(kiln_dtype t) {
-    return t != KILN_DTYPE_UNDEFINED && t != KILN_DTYPE_FLOAT;
-}
-
-/* Bytes of float copies of inputs 0..2 and output 0 (those not float). */
-static size_t stage_bytes(const kb_tensor *in, int n_in, const kb_tensor *y) {
-    size_t s = 0;
-    for (int i = 0; i < n_in && i < 3; i++)
-        if (needs_stage(in[i].dtype))
-            s += align64((size_t)kb_numel(&in[i]) * sizeof(float));
-    if (needs_stage(y->dtype))
-        s += align64((size_t)kb_numel(y) * sizeof(float));
-    return s;
-}
-
-typedef struct staged {
-    kb_tensor in[3], out;
-} staged;
-
-/* Float views of the inputs (converted) and the output, from mem on. */
-static void stage_in(const kb_run *r, uint8_t *mem, staged *st) {
-    memset(st, 0, sizeof *st);
-    for (int i = 0; i < r->n_in && i < 3; i++) {
-        st->in[i] = r->in[i];
-        if (!needs_stage(r->in[i].dtype) || !r->in[i].data)
-            continue;
-        int64_t n = kb_numel(&r->in[i]);
-        float *f = (float *)mem;
-        for (int64_t k = 0; k < n; k++)
-            f[k] = (float)kb_ld(r->in[i].data, r->in[i].dtype, (size_t)k);
-        st->in[i].data = f;
-        st->in[i].dtype = KILN_DTYPE_FLOAT;
-        mem += align64((size_t)n * sizeof(float));
-    }
-    st->out = r->out[0];
-    if (needs_stage(r->out[0].dtype)) {
-        st->out.data = mem;
-        st->out.dtype = KILN_DTYPE_FLOAT;
-    }
-}
-
-static void stage_out(const kb_run *r, const staged *st) {
-    if (st->out.data == r->out[0].data)
-        return;
-    const float *f = st->out.data;
-    for (int64_t k = 0; k < kb_numel(&r->out[0]); k++)
-        kb_st(r->out[0].data, r->out[0].dtype, (size_t)k, f[k]);
-}
-
-static bool real_types(const kb_run *r) {
-    for (int i = 0; i < r->n_in && i < 3; i++)
-        if (r->in[i].data && !kb_is_real(r->in[i].dtype))
-            return false;
-    return kb_is_real(r->out[0].dtype);
-}
 
 kiln_status kb_conv_setup(const kn_node *node, const kb_tensor *x, const kb_tensor *w,
                           kb_conv *cv) {
@@ -177,28 +118,28 @@ kiln_status kb_nn_conv_prepare(const void *state, const kn_node *node, const kb_
                                size_t *workspace) {
     kb_conv cv;
     KN_TRY(kb_conv_setup(node, &in[0], &in[1], &cv));
-    *workspace = align64(kb_conv_workspace(&cv)) + stage_bytes(in, n_in, &out[0]);
+    *workspace = align64(kb_conv_workspace(&cv)) + kb_stage_bytes(in, n_in, &out[0]);
     return KILN_OK;
 }
 
 kiln_status kb_nn_conv_run(const kb_run *r) {
-    if (!real_types(r))
+    if (!kb_stage_types_ok(r->in, r->n_in, &r->out[0]))
         return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "Conv of %s is not supported",
                              kiln_dtype_name(r->in[0].dtype));
     kb_conv cv;
     KN_TRY(kb_conv_setup(r->node, &r->in[0], &r->in[1], &cv));
     size_t own = align64(kb_conv_workspace(&cv));
-    if (r->workspace_size < own + stage_bytes(r->in, r->n_in, &r->out[0]))
+    if (r->workspace_size < own + kb_stage_bytes(r->in, r->n_in, &r->out[0]))
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
-    staged st;
-    stage_in(r, (uint8_t *)r->workspace + own, &st);
+    kb_staged st;
+    kb_stage_in(r->in, r->n_in, &r->out[0], (uint8_t *)r->workspace + own, &st);
     kb_epilogue ep = {0};
     bool has_bias = r->n_in > 2 && st.in[2].data;
     if (has_bias)
         ep.bias = st.in[2].data;
     kb_conv_forward(&cv, st.in[0].data, st.in[1].data, st.out.data, has_bias ? &ep : NULL,
                     r->workspace, r->threads);
-    stage_out(r, &st);
+    kb_stage_out(&st, &r->out[0]);
     return KILN_OK;
 }
 
@@ -241,7 +182,7 @@ kiln_status kb_nn_convt_prepare(const void *state, const kn_node *node, const kb
                                 size_t *workspace) {
     convt_geom g;
     KN_TRY(convt_setup(node, &in[0], &in[1], &g));
-    *workspace = align64(convt_workspace(&g)) + stage_bytes(in, n_in, &out[0]);
+    *workspace = align64(convt_workspace(&g)) + kb_stage_bytes(in, n_in, &out[0]);
     return KILN_OK;
 }
 
@@ -280,16 +221,16 @@ static void col2im(const kn_window *w, const float *col, int64_t channels, int64
 }
 
 kiln_status kb_nn_convt_run(const kb_run *r) {
-    if (!real_types(r))
+    if (!kb_stage_types_ok(r->in, r->n_in, &r->out[0]))
         return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "ConvTranspose of %s is not supported",
                              kiln_dtype_name(r->in[0].dtype));
     convt_geom g;
     KN_TRY(convt_setup(r->node, &r->in[0], &r->in[1], &g));
     size_t own = align64(convt_workspace(&g));
-    if (r->workspace_size < own + stage_bytes(r->in, r->n_in, &r->out[0]))
+    if (r->workspace_size < own + kb_stage_bytes(r->in, r->n_in, &r->out[0]))
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
-    staged st;
-    stage_in(r, (uint8_t *)r->workspace + own, &st);
+    kb_staged st;
+    kb_stage_in(r->in, r->n_in, &r->out[0], (uint8_t *)r->workspace + own, &st);
     int64_t cin_g = g.cin / g.group, cout_g = g.cout / g.group, rows = cout_g * g.kernel_size;
     const float *X = st.in[0].data, *W = st.in[1].data;
     const float *bias = r->n_in > 2 ? st.in[2].data : NULL;
@@ -309,6 +250,6 @@ kiln_status kb_nn_convt_run(const kb_run *r) {
         kb_epilogue ep = {.bias = bias};
         kb_epilogue_rows(&ep, Y, NULL, g.batch * g.cout, g.out_size, g.cout, r->threads);
     }
-    stage_out(r, &st);
+    kb_stage_out(&st, &r->out[0]);
     return KILN_OK;
 }
