@@ -28,16 +28,23 @@ static bool broadcasts_to(const kn_tinfo *t, const kn_tinfo *y) {
     return true;
 }
 
-static kiln_status need_float(kn_infer *c) {
-    for (int i = 0; i < c->n_in; i++)
-        if (kn_has_in(c, i) && c->in[i].dtype != KILN_DTYPE_FLOAT)
-            return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "input %d must be float, is %s", i,
-                                 kiln_dtype_name(c->in[i].dtype));
+/* The reference kernels compute in float; float16, bfloat16 and double pass
+ * through float copies. */
+static kiln_status need_real(kn_infer *c) {
+    for (int i = 0; i < c->n_in; i++) {
+        kiln_dtype t = kn_has_in(c, i) ? c->in[i].dtype : KILN_DTYPE_FLOAT;
+        if (t != KILN_DTYPE_FLOAT && t != KILN_DTYPE_FLOAT16 && t != KILN_DTYPE_BFLOAT16 &&
+            t != KILN_DTYPE_DOUBLE)
+            return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "input %d has type %s, not a float type",
+                                 i, kiln_dtype_name(t));
+    }
+    if (c->n_in > 4)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "too many inputs (%d)", c->n_in);
     return KILN_OK;
 }
 
 static kiln_status infer_fused_conv(kn_infer *c) {
-    KN_TRY(need_float(c));
+    KN_TRY(need_real(c));
     KN_TRY(infer_as(c, "Conv", 3));
     if (kn_has_in(c, 3)) {
         const kn_tinfo *z = &c->in[3], *y = &c->out[0];
@@ -49,12 +56,12 @@ static kiln_status infer_fused_conv(kn_infer *c) {
 }
 
 static kiln_status infer_fused_gemm(kn_infer *c) {
-    KN_TRY(need_float(c));
+    KN_TRY(need_real(c));
     return infer_as(c, "Gemm", 3);
 }
 
 static kiln_status infer_fused_matmul(kn_infer *c) {
-    KN_TRY(need_float(c));
+    KN_TRY(need_real(c));
     KN_TRY(infer_as(c, "MatMul", 2));
     if (kn_has_in(c, 2) && !broadcasts_to(&c->in[2], &c->out[0]))
         return kn_node_error(c->node, KILN_ERR_SHAPE, "bias does not broadcast to the output");

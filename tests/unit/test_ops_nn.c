@@ -1093,6 +1093,54 @@ static void test_fused_conv(void) {
     free(x), free(w), free(b), free(z), free(base), free(want);
 }
 
+/* kiln::Conv in float16 and kiln::MatMul in double against the float results. */
+static void test_fused_types(void) {
+    static const int64_t xd[4] = {1, 2, 5, 5}, wd[4] = {3, 2, 3, 3}, yd[4] = {1, 3, 5, 5};
+    float *x = kt_data(50, 1, 1.f), *w = kt_data(54, 2, 0.5f), *b = kt_data(3, 3, 1.f);
+    float *z = kt_data(75, 4, 1.f);
+    uint16_t xh[50], wh[54], bh[3], zh[75];
+    for (int i = 0; i < 50; i++) x[i] = kn_half_to_float(xh[i] = kn_float_to_half(x[i]));
+    for (int i = 0; i < 54; i++) w[i] = kn_half_to_float(wh[i] = kn_float_to_half(w[i]));
+    for (int i = 0; i < 3; i++) b[i] = kn_half_to_float(bh[i] = kn_float_to_half(b[i]));
+    for (int i = 0; i < 75; i++) z[i] = kn_half_to_float(zh[i] = kn_float_to_half(z[i]));
+    float ref[75], got[75];
+    for (int t = 0; t < 2; t++) {
+        kiln_dtype dt = t ? KILN_DTYPE_FLOAT16 : KILN_DTYPE_FLOAT;
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", dt, 4, xd, t ? (const void *)xh : x);
+        kc_const(&k, "W", dt, 4, wd, t ? (const void *)wh : w);
+        kc_const(&k, "B", dt, 1, DIMS(3), t ? (const void *)bh : b);
+        kc_input(&k, "Z", dt, 4, yd, t ? (const void *)zh : z);
+        kc_node(&k, "Conv", "kiln", 1, 4, NAMES("X", "W", "B", "Z"), 1, NAMES("Y"));
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "pads", DIMS(1, 1, 1, 1), 4));
+        KT_OK(kiln_network_set_attr_string(k.net, k.node, "activation", "Relu"));
+        KT_OK(kc_run(&k));
+        kn_tinfo ti;
+        const void *y = kc_out(&k, 0, &ti);
+        KT_CHECK(ti.dtype == dt);
+        for (int i = 0; i < 75; i++)
+            (t ? got : ref)[i] = t ? kn_half_to_float(((const uint16_t *)y)[i]) : ((const float *)y)[i];
+        kc_free(&k);
+    }
+    check_close("kiln::Conv float16", got, ref, 75, 2e-3);
+    static const double a[6] = {1, 2, 3, 4, 5, 6}, bm[6] = {1, -1, 2, 0, 0.5, 3}, bias[2] = {10, -20};
+    static const double want[4] = {1 + 4 + 1.5 + 10, -1 + 0 + 9 - 20, 4 + 10 + 3 + 10,
+                                   -4 + 0 + 18 - 20};
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "A", KILN_DTYPE_DOUBLE, 2, DIMS(2, 3), a);
+    kc_const(&k, "B", KILN_DTYPE_DOUBLE, 2, DIMS(3, 2), bm);
+    kc_const(&k, "C", KILN_DTYPE_DOUBLE, 1, DIMS(2), bias);
+    kc_node(&k, "MatMul", "kiln", 1, 3, NAMES("A", "B", "C"), 1, NAMES("Y"));
+    KT_OK(kc_run(&k));
+    kn_tinfo ti;
+    const double *y = kc_out(&k, 0, &ti);
+    KT_CHECK(ti.dtype == KILN_DTYPE_DOUBLE && memcmp(y, want, sizeof want) == 0);
+    kc_free(&k);
+    free(x), free(w), free(b), free(z);
+}
+
 /* Run base (ONNX op) and fused (kiln op) on the same inputs; compare
  * fused with act(base + bias). */
 static void test_fused_gemm_matmul(void) {
@@ -1225,6 +1273,7 @@ int main(void) {
     test_recurrent();
     test_fused_conv();
     test_fused_gemm_matmul();
+    test_fused_types();
     test_errors();
     return kt_finish();
 }
