@@ -80,7 +80,7 @@ static int opset_of(const kn_net *root, const char *domain) {
 
 static kiln_status parse_opset(kx_onnx *cx, kx_pb_msg *m, kn_net *net) {
     kx_pb_field f;
-    kx_str domain = {0};
+    kx_str domain = {"", 0};
     int64_t version = 0;
     for (;;) {
         KN_TRY(kx_pb_next(&cx->pb, m, &f));
@@ -200,6 +200,7 @@ static kiln_status parse_type(kx_onnx *cx, kx_pb_msg *m, value_info *vi) {
 static kiln_status parse_value_info(kx_onnx *cx, kx_pb_msg *m, value_info *vi) {
     kx_pb_field f;
     memset(vi, 0, sizeof *vi);
+    vi->name.p = "";
     vi->rank = -1;
     for (;;) {
         KN_TRY(kx_pb_next(&cx->pb, m, &f));
@@ -314,6 +315,7 @@ static kiln_status scan_attr(kx_onnx *cx, kx_pb_msg *m, attr_scan *a) {
     kx_pb *pb = &cx->pb;
     kx_pb_field f;
     memset(a, 0, sizeof *a);
+    a->name.p = a->s.p = a->ref.p = "";
     for (;;) {
         KN_TRY(kx_pb_next(pb, m, &f));
         if (!f.num)
@@ -495,6 +497,7 @@ static kiln_status scan_node(kx_onnx *cx, kx_pb_msg *m, node_scan *ns) {
     kx_pb *pb = &cx->pb;
     kx_pb_field f;
     memset(ns, 0, sizeof *ns);
+    ns->name.p = ns->op_type.p = ns->domain.p = "";
     for (;;) {
         KN_TRY(kx_pb_next(pb, m, &f));
         if (!f.num)

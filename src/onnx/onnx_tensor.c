@@ -94,6 +94,7 @@ static kiln_status scan_fields(kx_onnx *cx, kx_pb_msg *m, tensor_fields *tf) {
     kx_pb *pb = &cx->pb;
     kx_pb_field f;
     memset(tf, 0, sizeof *tf);
+    tf->name.p = tf->raw.p = "";
     for (;;) {
         KN_TRY(kx_pb_next(pb, m, &f));
         if (!f.num)
@@ -244,7 +245,7 @@ static kiln_status open_external(kx_onnx *cx, kx_pb_msg *m, const char *label, c
 
 static kiln_status load_external(kx_onnx *cx, kx_pb_msg *m, kn_tdata *v, const char *label) {
     kx_pb *pb = &cx->pb;
-    kx_str loc = {0}, off_s = {0}, len_s = {0};
+    kx_str loc = {"", 0}, off_s = {"", 0}, len_s = {"", 0};
     int has_loc = 0, has_off = 0, has_len = 0;
     kx_pb_msg e;
     kx_pb_field f, g;
@@ -257,7 +258,7 @@ static kiln_status load_external(kx_onnx *cx, kx_pb_msg *m, kn_tdata *v, const c
             continue;
         size_t saved;
         KN_TRY(kx_pb_enter(pb, m, &f, &kx_d_entry, &e, &saved));
-        kx_str key = {0}, val = {0};
+        kx_str key = {"", 0}, val = {"", 0}; /* a missing value reads as "" */
         kiln_status st = KILN_OK;
         for (;;) {
             if ((st = kx_pb_next(pb, &e, &g)) != KILN_OK || !g.num)
@@ -284,7 +285,8 @@ static kiln_status load_external(kx_onnx *cx, kx_pb_msg *m, kn_tdata *v, const c
     if (loc.n >= PATH_MAX || (loc.n && memchr(loc.p, 0, loc.n)))
         return kx_pb_error(pb, m, NULL, "%s: external data location is not a valid path", label);
     char path[PATH_MAX];
-    memcpy(path, loc.p, loc.n);
+    if (loc.n)
+        memcpy(path, loc.p, loc.n);
     path[loc.n] = 0;
     uint64_t off = 0, len = 0;
     if (has_off && parse_u64(off_s, &off))

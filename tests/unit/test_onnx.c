@@ -874,6 +874,20 @@ static void test_external(void) {
     KT_FAILS(parse_ext_file("missing.bin", NULL, "12", &net), KILN_ERR_IO,
              "cannot open external data file");
 
+    /* an external_data entry with a key and no value (found by fuzzing) */
+    pbw g = {0}, t = {0}, e = {0};
+    w_int(&t, 1, 1);
+    w_int(&t, 2, 1);
+    w_str(&t, 8, "E");
+    w_int(&t, 14, 1);
+    w_str(&e, 1, "location");
+    w_msg(&t, 13, &e);
+    w_msg(&g, 5, &t);
+    pbw em = model(17, &g);
+    KT_FAILS(kiln_onnx_parse_memory(em.d, em.n, tmpdir, &net), KILN_ERR_PARSE,
+             "tensor 'E': external data has an empty location");
+    free(em.d);
+
     /* allocation failures while mapping external files */
     pbw fm = ext_model("sub/w.bin", "4", "12");
     write_file("m.onnx", fm.d, fm.n);
