@@ -542,6 +542,7 @@ static const pass_entry kpass_rounds[] = {
     {"dead-code", kpass_dead_code, false},
     {"canonicalize", kpass_canonicalize, false},
     {"constant-fold", kpass_fold, false},
+    {"pad-conv", kpass_pad_conv, true},
     {"conv-bn", kpass_conv_bn, true},
     {"gelu", kpass_gelu, true},
     {"bias-activation", kpass_bias_act, true},

@@ -37,6 +37,7 @@ KN_HIDDEN kiln_status kpass_canonicalize(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_fold(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_dead_code(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_conv_bn(kpass *p, int *changed);
+KN_HIDDEN kiln_status kpass_pad_conv(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_gelu(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_bias_act(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_chain(kpass *p, int *changed);

@@ -526,6 +526,29 @@ static void test_conv_affine_clip(void) {
     kiln_network_destroy(net);
 }
 
+/* A zero Pad of the spatial dims folds into the Conv's pads. */
+static void test_pad_conv(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 5, 6), NULL));
+    iconst(net, "pads", 1, DIMS(8), (const int64_t[]){0, 0, 1, 2, 0, 0, 2, 0});
+    node(net, "pad", "Pad", 2, IN("x", "pads"), "xp");
+    add_conv(net, "conv", "xp", "y", 2, 3, 3, true); /* has pads 1,1,1,1 */
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, "", "Conv") == 1, o);
+        const kn_node *c = find_op(o, "", "Conv");
+        size_t n = 0;
+        const int64_t *pd = c ? kn_attr_ints(c, "pads", &n) : NULL;
+        KT_CHECK(pd && n == 4 && pd[0] == 2 && pd[1] == 3 && pd[2] == 3 && pd[3] == 1);
+        KT_CHECK(c && strcmp(c->name, "pad + conv") == 0);
+        compare(net, o, "pad+conv", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* ResNet's skip connection: Conv + Add(x) + Relu -> kiln::Conv with Z. */
 static void test_residual(void) {
     kiln_network *net;
@@ -1176,6 +1199,7 @@ int main(int argc, char **argv) {
     test_conv_bn_relu();
     test_conv_affine_clip();
     test_residual();
+    test_pad_conv();
     test_no_fuse_output();
     test_matmul_bias_gelu();
     test_gelu_variant();
