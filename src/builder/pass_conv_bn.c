@@ -103,6 +103,10 @@ static kiln_status arith_affine(const kpass *p, const kn_node *e, int y, int r, 
     bool per;
     if (!channel_const(v, r, m, &per))
         return KILN_OK;
+    if (div)
+        for (int64_t k = 0; k < kpass_numel(v); k++)
+            if (kpass_value_at(v, k) == 0.0)
+                return KILN_OK; /* y / 0 is not a scaling of the weights */
     KN_TRY(affine_alloc(a, m));
     for (int64_t k = 0; k < m; k++) {
         float x = (float)kpass_value_at(v, per ? k : 0);
