@@ -79,7 +79,7 @@ static void check_close(const char *what, const float *got, const float *want, i
                         double tol) {
     for (int64_t i = 0; i < n; i++) {
         double g = got[i], w = want[i];
-        if (!(fabs(g - w) <= tol * (1.0 + fabs(w)))) {
+        if (!(g == w || fabs(g - w) <= tol * (1.0 + fabs(w)))) { /* == for infinities */
             kt_fail++;
             fprintf(stderr, "%s: element %lld is %.7g, expected %.7g\n", what, (long long)i, g, w);
             return;
@@ -1201,6 +1201,274 @@ static void test_fused_gemm_matmul(void) {
     free(a), free(b), free(c);
 }
 
+/* ---------------- random geometries against the oracles ---------------- */
+
+static uint32_t rng_state = 20261130u;
+static int rnd(int lo, int hi) {
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return lo + (int)((rng_state >> 8) % (uint32_t)(hi - lo + 1));
+}
+
+static void test_conv_random(void) {
+    static const char *const pads[] = {NULL, NULL, "SAME_UPPER", "SAME_LOWER", "VALID"};
+    int done = 0;
+    while (done < 60) {
+        cgeo g;
+        memset(&g, 0, sizeof g);
+        g.nsp = rnd(1, 3);
+        int gk = rnd(0, 2);
+        int64_t cin_g = rnd(1, 3), cout_g = rnd(1, 3);
+        g.group = gk == 0 ? 1 : gk == 1 ? 2 : rnd(2, 5); /* the last: depthwise-like */
+        if (gk == 2)
+            cin_g = 1;
+        g.n = rnd(1, 2);
+        g.cin = cin_g * g.group;
+        g.cout = cout_g * g.group;
+        g.auto_pad = pads[rnd(0, 4)];
+        bool ok = true;
+        for (int i = 0; i < g.nsp; i++) {
+            g.in[i] = rnd(1, g.nsp == 3 ? 5 : 8);
+            g.k[i] = rnd(1, 3);
+            g.s[i] = rnd(1, 3);
+            g.d[i] = rnd(1, 2);
+            g.p0[i] = rnd(0, 2);
+            g.p1[i] = rnd(0, 2);
+            int64_t ek = (g.k[i] - 1) * g.d[i] + 1;
+            int64_t padded = g.in[i] + (g.auto_pad ? 0 : g.p0[i] + g.p1[i]);
+            if ((!g.auto_pad || strcmp(g.auto_pad, "VALID") == 0) && padded < ek)
+                ok = false;
+        }
+        if (!ok)
+            continue;
+        char what[96];
+        snprintf(what, sizeof what, "random conv %d (%dD, group %lld, %s)", done, g.nsp,
+                 (long long)g.group, g.auto_pad ? g.auto_pad : "pads");
+        conv_case(what, g, rnd(0, 1) == 1);
+        done++;
+    }
+}
+
+/* ConvTranspose by scattering each input value through the kernel. */
+static void convt_oracle(const cgeo *g, const int64_t *out, const float *x, const float *w,
+                         const float *b, float *y) {
+    int64_t cig = g->cin / g->group, cog = g->cout / g->group;
+    int64_t isz = g->in[0] * g->in[1] * g->in[2], osz = out[0] * out[1] * out[2];
+    int64_t ksz = g->k[0] * g->k[1] * g->k[2];
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t co = 0; co < g->cout; co++)
+            for (int64_t o = 0; o < osz; o++)
+                y[(n * g->cout + co) * osz + o] = b ? b[co] : 0.f;
+    for (int64_t n = 0; n < g->n; n++)
+        for (int64_t ci = 0; ci < g->cin; ci++)
+            for (int64_t i0 = 0; i0 < g->in[0]; i0++)
+                for (int64_t i1 = 0; i1 < g->in[1]; i1++)
+                    for (int64_t i2 = 0; i2 < g->in[2]; i2++) {
+                        float xv = x[(n * g->cin + ci) * isz + (i0 * g->in[1] + i1) * g->in[2] + i2];
+                        int64_t grp = ci / cig;
+                        for (int64_t cj = 0; cj < cog; cj++)
+                            for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+                                for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+                                    for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
+                                        int64_t o0 = i0 * g->s[0] - g->p0[0] + k0 * g->d[0];
+                                        int64_t o1 = i1 * g->s[1] - g->p0[1] + k1 * g->d[1];
+                                        int64_t o2 = i2 * g->s[2] - g->p0[2] + k2 * g->d[2];
+                                        if (o0 < 0 || o0 >= out[0] || o1 < 0 || o1 >= out[1] ||
+                                            o2 < 0 || o2 >= out[2])
+                                            continue;
+                                        int64_t co = grp * cog + cj;
+                                        y[(n * g->cout + co) * osz + (o0 * out[1] + o1) * out[2] + o2] +=
+                                            xv * w[(ci * cog + cj) * ksz + (k0 * g->k[1] + k1) * g->k[2] + k2];
+                                    }
+                    }
+}
+
+static void test_conv_transpose_random(void) {
+    int done = 0;
+    while (done < 30) {
+        cgeo g;
+        memset(&g, 0, sizeof g);
+        g.nsp = rnd(1, 3);
+        g.group = rnd(1, 2);
+        g.cin = rnd(1, 3) * g.group;
+        g.cout = rnd(1, 3) * g.group;
+        g.n = rnd(1, 2);
+        int64_t op[3] = {0, 0, 0}, out[3] = {1, 1, 1};
+        bool ok = true;
+        for (int i = 0; i < 3; i++) {
+            if (i >= g.nsp) {
+                g.in[i] = g.k[i] = g.s[i] = g.d[i] = 1;
+                continue;
+            }
+            g.in[i] = rnd(1, g.nsp == 3 ? 4 : 6);
+            g.k[i] = rnd(1, 3);
+            g.s[i] = rnd(1, 3);
+            g.d[i] = rnd(1, 2);
+            g.p0[i] = rnd(0, 2);
+            g.p1[i] = rnd(0, 2);
+            int64_t lim = g.s[i] > g.d[i] ? g.s[i] : g.d[i]; /* output_padding < stride or dilation */
+            op[i] = rnd(0, (int)lim - 1);
+            out[i] = g.s[i] * (g.in[i] - 1) + op[i] + (g.k[i] - 1) * g.d[i] + 1 - g.p0[i] - g.p1[i];
+            if (out[i] < 1)
+                ok = false;
+        }
+        if (!ok)
+            continue;
+        int r = g.nsp + 2;
+        int64_t xd[5] = {g.n, g.cin}, wd[5] = {g.cin, g.cout / g.group}, yd[5] = {g.n, g.cout};
+        int64_t v[6];
+        for (int i = 0; i < g.nsp; i++) {
+            xd[2 + i] = g.in[i];
+            wd[2 + i] = g.k[i];
+            yd[2 + i] = out[i];
+        }
+        int64_t nx = kn_numel(r, xd), nw = kn_numel(r, wd), ny = kn_numel(r, yd);
+        float *x = kt_data(nx, 7, 1.f), *w = kt_data(nw, 8, 0.5f), *b = kt_data(g.cout, 9, 1.f);
+        float *want = malloc(sizeof(float) * (size_t)ny);
+        bool bias = rnd(0, 1) == 1;
+        convt_oracle(&g, out, x, w, bias ? b : NULL, want);
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, r, xd, x);
+        kc_const(&k, "W", KILN_DTYPE_FLOAT, r, wd, w);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 1, &g.cout, b);
+        kc_node(&k, "ConvTranspose", "", 11, bias ? 3 : 2, NAMES("X", "W", "B"), 1, NAMES("Y"));
+        KT_OK(kiln_network_set_attr_int(k.net, k.node, "group", g.group));
+        for (int i = 0; i < g.nsp; i++)
+            v[i] = g.s[i];
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "strides", v, (size_t)g.nsp));
+        for (int i = 0; i < g.nsp; i++)
+            v[i] = g.d[i];
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "dilations", v, (size_t)g.nsp));
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "output_padding", op, (size_t)g.nsp));
+        for (int i = 0; i < g.nsp; i++) {
+            v[i] = g.p0[i];
+            v[i + g.nsp] = g.p1[i];
+        }
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "pads", v, (size_t)(2 * g.nsp)));
+        KT_OK(kc_run(&k));
+        char what[80];
+        snprintf(what, sizeof what, "random convtranspose %d (%dD, group %lld)", done, g.nsp,
+                 (long long)g.group);
+        expect_out(&k, 0, what, r, yd, want, 1e-4);
+        cross_tactics(&k, what, r, yd, want, 1e-3);
+        kc_free(&k);
+        free(x), free(w), free(b), free(want);
+        done++;
+    }
+}
+
+/* Pooling oracle over padded coordinates. kind: 0 max, 1 average, 2 Lp(2). */
+static void pool_oracle(int kind, bool incl, const cgeo *g, const int64_t *out, const float *x,
+                        float *y) {
+    int64_t isz = g->in[0] * g->in[1] * g->in[2], osz = out[0] * out[1] * out[2];
+    for (int64_t pl = 0; pl < g->n * g->cin; pl++)
+        for (int64_t o0 = 0; o0 < out[0]; o0++)
+            for (int64_t o1 = 0; o1 < out[1]; o1++)
+                for (int64_t o2 = 0; o2 < out[2]; o2++) {
+                    double acc = kind == 0 ? -INFINITY : 0.0;
+                    int64_t cnt = 0;
+                    for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+                        for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+                            for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
+                                int64_t i[3] = {o0 * g->s[0] - g->p0[0] + k0 * g->d[0],
+                                                o1 * g->s[1] - g->p0[1] + k1 * g->d[1],
+                                                o2 * g->s[2] - g->p0[2] + k2 * g->d[2]};
+                                bool in = true, padded = true;
+                                for (int d = 0; d < 3; d++) {
+                                    in = in && i[d] >= 0 && i[d] < g->in[d];
+                                    padded = padded && i[d] >= -g->p0[d] && i[d] < g->in[d] + g->p1[d];
+                                }
+                                if (!in) {
+                                    cnt += padded && incl;
+                                    continue;
+                                }
+                                double v = x[pl * isz + (i[0] * g->in[1] + i[1]) * g->in[2] + i[2]];
+                                acc = kind == 0 ? fmax(acc, v) : kind == 1 ? acc + v : acc + v * v;
+                                cnt++;
+                            }
+                    y[pl * osz + (o0 * out[1] + o1) * out[2] + o2] =
+                        (float)(kind == 0 ? acc : kind == 1 ? acc / (double)cnt : sqrt(acc));
+                }
+}
+
+static void test_pool_random(void) {
+    static const char *const ops[] = {"MaxPool", "AveragePool", "LpPool"};
+    int done = 0;
+    while (done < 60) {
+        cgeo g;
+        memset(&g, 0, sizeof g);
+        int kind = rnd(0, 2);
+        bool ceil_mode = rnd(0, 1), incl = kind == 1 && rnd(0, 1);
+        g.nsp = rnd(1, 3);
+        g.n = rnd(1, 2);
+        g.cin = rnd(1, 3);
+        int64_t out[3] = {1, 1, 1};
+        bool ok = true;
+        for (int i = 0; i < 3; i++) {
+            if (i >= g.nsp) {
+                g.in[i] = g.k[i] = g.s[i] = g.d[i] = 1;
+                continue;
+            }
+            g.in[i] = rnd(1, g.nsp == 3 ? 5 : 8);
+            g.k[i] = rnd(1, 3);
+            g.s[i] = rnd(1, 3);
+            g.d[i] = rnd(1, 2);
+            g.p0[i] = rnd(0, (int)g.k[i] - 1); /* pads smaller than the window */
+            g.p1[i] = rnd(0, (int)g.k[i] - 1);
+            int64_t ek = (g.k[i] - 1) * g.d[i] + 1, span = g.in[i] + g.p0[i] + g.p1[i] - ek;
+            if (span < 0) {
+                ok = false;
+                continue;
+            }
+            out[i] = ceil_mode ? (span + g.s[i] - 1) / g.s[i] + 1 : span / g.s[i] + 1;
+            if (ceil_mode && (out[i] - 1) * g.s[i] >= g.in[i] + g.p0[i])
+                out[i]--;
+        }
+        if (!ok)
+            continue;
+        int r = g.nsp + 2;
+        int64_t xd[5] = {g.n, g.cin}, yd[5] = {g.n, g.cin}, v[6];
+        for (int i = 0; i < g.nsp; i++) {
+            xd[2 + i] = g.in[i];
+            yd[2 + i] = out[i];
+        }
+        int64_t nx = kn_numel(r, xd), ny = kn_numel(r, yd);
+        float *x = kt_data(nx, 10 + done, 1.f), *want = malloc(sizeof(float) * (size_t)ny);
+        pool_oracle(kind, incl, &g, out, x, want);
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, r, xd, x);
+        kc_node(&k, ops[kind], "", kind == 0 ? 12 : kind == 1 ? 19 : 18, 1, NAMES("X"), 1,
+                NAMES("Y"));
+        for (int i = 0; i < g.nsp; i++)
+            v[i] = g.k[i];
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "kernel_shape", v, (size_t)g.nsp));
+        for (int i = 0; i < g.nsp; i++)
+            v[i] = g.s[i];
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "strides", v, (size_t)g.nsp));
+        for (int i = 0; i < g.nsp; i++)
+            v[i] = g.d[i];
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "dilations", v, (size_t)g.nsp));
+        for (int i = 0; i < g.nsp; i++) {
+            v[i] = g.p0[i];
+            v[i + g.nsp] = g.p1[i];
+        }
+        KT_OK(kiln_network_set_attr_ints(k.net, k.node, "pads", v, (size_t)(2 * g.nsp)));
+        KT_OK(kiln_network_set_attr_int(k.net, k.node, "ceil_mode", ceil_mode));
+        if (kind == 1)
+            KT_OK(kiln_network_set_attr_int(k.net, k.node, "count_include_pad", incl));
+        KT_OK(kc_run(&k));
+        char what[96];
+        snprintf(what, sizeof what, "random %s %d (%dD%s%s)", ops[kind], done, g.nsp,
+                 ceil_mode ? ", ceil" : "", incl ? ", include pad" : "");
+        expect_out(&k, 0, what, r, yd, want, 1e-5);
+        cross_tactics(&k, what, r, yd, want, 1e-4);
+        kc_free(&k);
+        free(x), free(want);
+        done++;
+    }
+}
+
 /* Malformed nodes fail with a message that names the node and the problem. */
 static void test_errors(void) {
     static const float x[24] = {0};
@@ -1274,6 +1542,9 @@ int main(void) {
     test_fused_conv();
     test_fused_gemm_matmul();
     test_fused_types();
+    test_conv_random();
+    test_conv_transpose_random();
+    test_pool_random();
     test_errors();
     return kt_finish();
 }
