@@ -1469,6 +1469,78 @@ static void test_pool_random(void) {
     }
 }
 
+static void test_matmul_random(void) {
+    for (int c = 0; c < 40; c++) {
+        int ra = rnd(2, 4), rb = rnd(2, 4), ry = ra > rb ? ra : rb;
+        int64_t da[4], db[4], dy[4], m = rnd(1, 9), kk = rnd(1, 9), n = rnd(1, 9);
+        for (int i = 0; i < ry - 2; i++) { /* batch dims: equal or 1 on either side */
+            int64_t d = rnd(1, 3);
+            int ia = i - (ry - ra), ib = i - (ry - rb);
+            int64_t a_d = rnd(0, 2) == 0 ? 1 : d, b_d = rnd(0, 2) == 0 ? 1 : d;
+            if (ia >= 0)
+                da[ia] = a_d;
+            if (ib >= 0)
+                db[ib] = b_d;
+            dy[i] = (ia >= 0 ? a_d : 1) > (ib >= 0 ? b_d : 1) ? (ia >= 0 ? a_d : 1)
+                                                                : (ib >= 0 ? b_d : 1);
+        }
+        da[ra - 2] = m, da[ra - 1] = kk, db[rb - 2] = kk, db[rb - 1] = n;
+        dy[ry - 2] = m, dy[ry - 1] = n;
+        char what[64];
+        snprintf(what, sizeof what, "random matmul %d (ranks %d, %d)", c, ra, rb);
+        matmul_case(what, ra, da, rb, db, ry, dy, NULL);
+    }
+}
+
+static void test_gemm_random(void) {
+    for (int c = 0; c < 30; c++) {
+        int ta = rnd(0, 1), tb = rnd(0, 1), ck = rnd(0, 5);
+        int64_t m = rnd(1, 7), n = rnd(1, 7), kk = rnd(1, 7);
+        float alpha = (float)rnd(-4, 4) / 2.f, beta = (float)rnd(-4, 4) / 2.f;
+        /* C: absent, scalar, [n], [1, n], [m, 1], [m, n] */
+        static const int crank[6] = {-1, 0, 1, 2, 2, 2};
+        int64_t cd[2] = {ck == 4 || ck == 5 ? m : 1, ck == 4 ? 1 : n};
+        if (ck == 2)
+            cd[0] = n;
+        float *a = kt_data(m * kk, 11, 1.f), *b = kt_data(kk * n, 12, 1.f), *cc = kt_data(m * n, 13, 1.f);
+        float *want = malloc(sizeof(float) * (size_t)(m * n));
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double acc = 0;
+                for (int64_t p = 0; p < kk; p++)
+                    acc += (double)a[ta ? p * m + i : i * kk + p] * b[tb ? j * kk + p : p * n + j];
+                double cv = 0;
+                if (ck == 1)
+                    cv = cc[0];
+                else if (ck == 2 || ck == 3)
+                    cv = cc[j];
+                else if (ck == 4)
+                    cv = cc[i];
+                else if (ck == 5)
+                    cv = cc[i * n + j];
+                want[i * n + j] = (float)(alpha * acc + beta * cv);
+            }
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, ta ? DIMS(kk, m) : DIMS(m, kk), a);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, tb ? DIMS(n, kk) : DIMS(kk, n), b);
+        if (ck)
+            kc_const(&k, "C", KILN_DTYPE_FLOAT, crank[ck], ck == 2 ? DIMS(n) : cd, cc);
+        kc_node(&k, "Gemm", "", 13, ck ? 3 : 2, NAMES("A", "B", "C"), 1, NAMES("Y"));
+        KT_OK(kiln_network_set_attr_int(k.net, k.node, "transA", ta));
+        KT_OK(kiln_network_set_attr_int(k.net, k.node, "transB", tb));
+        KT_OK(kiln_network_set_attr_float(k.net, k.node, "alpha", alpha));
+        KT_OK(kiln_network_set_attr_float(k.net, k.node, "beta", beta));
+        KT_OK(kc_run(&k));
+        char what[80];
+        snprintf(what, sizeof what, "random gemm %d (tA %d tB %d, C kind %d)", c, ta, tb, ck);
+        expect_out(&k, 0, what, 2, DIMS(m, n), want, 1e-5);
+        cross_tactics(&k, what, 2, DIMS(m, n), want, 1e-4);
+        kc_free(&k);
+        free(a), free(b), free(cc), free(want);
+    }
+}
+
 /* Malformed nodes fail with a message that names the node and the problem. */
 static void test_errors(void) {
     static const float x[24] = {0};
@@ -1545,6 +1617,8 @@ int main(void) {
     test_conv_random();
     test_conv_transpose_random();
     test_pool_random();
+    test_matmul_random();
+    test_gemm_random();
     test_errors();
     return kt_finish();
 }
