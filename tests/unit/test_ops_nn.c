@@ -1541,6 +1541,48 @@ static void test_gemm_random(void) {
     }
 }
 
+static void test_layernorm_random(void) {
+    for (int c = 0; c < 30; c++) {
+        int rank = rnd(1, 4), axis = rnd(-rank, rank - 1), ax = axis < 0 ? axis + rank : axis;
+        int64_t d[4];
+        for (int i = 0; i < rank; i++)
+            d[i] = rnd(1, 6);
+        int64_t inner = kn_numel(rank - ax, d + ax), outer = kn_numel(ax, d), n = inner * outer;
+        bool bias = rnd(0, 1);
+        float eps = rnd(0, 1) ? 1e-5f : 1e-2f;
+        float *x = kt_data(n, 20 + c, 1.f), *sc = kt_data(inner, 21, 1.f), *b = kt_data(inner, 22, 1.f);
+        float *want = malloc(sizeof(float) * (size_t)n);
+        for (int64_t o = 0; o < outer; o++) {
+            double m = 0, v = 0;
+            for (int64_t j = 0; j < inner; j++)
+                m += x[o * inner + j];
+            m /= (double)inner;
+            for (int64_t j = 0; j < inner; j++)
+                v += (x[o * inner + j] - m) * (x[o * inner + j] - m);
+            v /= (double)inner;
+            for (int64_t j = 0; j < inner; j++)
+                want[o * inner + j] =
+                    (float)((x[o * inner + j] - m) / sqrt(v + eps) * sc[j] + (bias ? b[j] : 0.0));
+        }
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, rank, d, x);
+        kc_const(&k, "S", KILN_DTYPE_FLOAT, rank - ax, d + ax, sc);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, rank - ax, d + ax, b);
+        kc_node(&k, "LayerNormalization", "", 17, bias ? 3 : 2, NAMES("X", "S", "B"), 1,
+                NAMES("Y"));
+        KT_OK(kiln_network_set_attr_int(k.net, k.node, "axis", axis));
+        KT_OK(kiln_network_set_attr_float(k.net, k.node, "epsilon", eps));
+        KT_OK(kc_run(&k));
+        char what[64];
+        snprintf(what, sizeof what, "random layernorm %d (rank %d, axis %d)", c, rank, axis);
+        expect_out(&k, 0, what, rank, d, want, 1e-4);
+        cross_tactics(&k, what, rank, d, want, 1e-3);
+        kc_free(&k);
+        free(x), free(sc), free(b), free(want);
+    }
+}
+
 /* Malformed nodes fail with a message that names the node and the problem. */
 static void test_errors(void) {
     static const float x[24] = {0};
@@ -1619,6 +1661,7 @@ int main(void) {
     test_pool_random();
     test_matmul_random();
     test_gemm_random();
+    test_layernorm_random();
     test_errors();
     return kt_finish();
 }
