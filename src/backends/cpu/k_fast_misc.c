@@ -207,6 +207,9 @@ static bool pool_geom(const kn_node *n, const kn_tinfo *x, const kn_tinfo *y, po
     if (nsp < 1 || nsp > 3 || y->rank != x->rank || x->dims[0] != y->dims[0] ||
         x->dims[1] != y->dims[1])
         return false;
+    for (int i = 0; i < x->rank; i++)
+        if (x->dims[i] <= 0 || y->dims[i] <= 0)
+            return false;
     g->nsp = nsp;
     bool global = strncmp(n->op_type, "Global", 6) == 0;
     bool max = strstr(n->op_type, "Max") != NULL;
