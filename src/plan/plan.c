@@ -90,6 +90,7 @@
 
 #define KP_MAGIC "KILNPLAN"
 #define KP_HEADER_SIZE 256u
+_Static_assert(KP_HEADER_SIZE == KP_HEADER_BYTES, "plan.h and plan.c agree on the header size");
 #define KP_ENTRY_SIZE 24u
 #define KP_CHECKSUM_SIZE 8u
 #define KP_MAX_SECTIONS 1024u
@@ -1373,6 +1374,14 @@ kiln_status kp_read(const void *data, size_t size, kn_blob *owner, kn_net **net,
         kp_meta_free(&m);
     rd_free(&r, true);
     return KILN_OK;
+}
+
+void kp_reseal(void *data, size_t size) {
+    uint8_t *p = data;
+    if (!p || size < KP_HEADER_SIZE + KP_CHECKSUM_SIZE)
+        return;
+    st_u64(p + 248, kn_hash64(p, 248, KP_SEED_HEADER));
+    st_u64(p + size - KP_CHECKSUM_SIZE, kn_hash64(p, size - KP_CHECKSUM_SIZE, KP_SEED_FILE));
 }
 
 /* ---- profiles in kp_meta ---- */

@@ -58,4 +58,10 @@ KN_HIDDEN kiln_status kp_read(const void *data, size_t size, kn_blob *owner, kn_
  * one that refuses other versions (KILN_ERR_VERSION). */
 KN_HIDDEN kiln_status kp_read_info(const void *data, size_t size, kiln_plan_info *info);
 
+/* Recompute, in place, the header hash and the whole-file checksum of a plan
+ * of `size` bytes (at least KP_HEADER_BYTES + 8; smaller buffers are left
+ * alone). For fuzzers and tests that forge plans so that the checks behind
+ * the checksum get exercised; the reader never calls it. */
+KN_HIDDEN void kp_reseal(void *data, size_t size);
+
 #endif
