@@ -348,16 +348,27 @@ static bool sup_einsum(const kn_node *node, const kn_tinfo *in, int n_in, const 
     return true;
 }
 
+static bool sup_conv(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                     int n_out) {
+    for (int i = 0; i < n_in && i < 3; i++)
+        if (in[i].dtype != KILN_DTYPE_UNDEFINED && !kb_is_real(in[i].dtype))
+            return false;
+    return n_in >= 2 && n_in <= 3;
+}
+
 static bool sup_recurrent(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                           int n_out) {
-    return in[0].dtype == KILN_DTYPE_FLOAT;
+    for (int i = 0; i < n_in; i++) /* sequence_lens (4) is an integer input */
+        if (i != 4 && in[i].dtype != KILN_DTYPE_UNDEFINED && in[i].dtype != KILN_DTYPE_FLOAT)
+            return false;
+    return true;
 }
 
 #define REF(op, sup, prep, run) {op, "", "ref", sup, NULL, NULL, prep, NULL, run}
 
 const kb_kernel kb_cpu_nn[] = {
-    REF("Conv", sup_real, kb_nn_conv_prepare, kb_nn_conv_run),
-    REF("ConvTranspose", sup_real, kb_nn_convt_prepare, kb_nn_convt_run),
+    REF("Conv", sup_conv, kb_nn_conv_prepare, kb_nn_conv_run),
+    REF("ConvTranspose", sup_conv, kb_nn_convt_prepare, kb_nn_convt_run),
     REF("ConvInteger", sup_qconv, kb_nn_convint_prepare, kb_nn_convint_run),
     REF("QLinearConv", sup_qconv, kb_nn_qlinearconv_prepare, kb_nn_qlinearconv_run),
     REF("MaxPool", sup_pool, NULL, kb_nn_pool_run),

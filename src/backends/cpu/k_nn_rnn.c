@@ -231,8 +231,11 @@ kiln_status kb_nn_rnn_run(const kb_run *r) {
 #undef IN
     rnn_geom g;
     KN_TRY(rnn_setup(r->node, X, W, &g));
-    if (X->dtype != KILN_DTYPE_FLOAT)
-        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "the reference kernel handles float only");
+    for (int i = 0; i < r->n_in; i++)
+        if (i != 4 && r->in[i].data && r->in[i].dtype != KILN_DTYPE_FLOAT)
+            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                                 "the reference kernel handles float only (input %d is %s)", i,
+                                 kiln_dtype_name(r->in[i].dtype));
     if (r->workspace_size < rnn_ws_floats(&g) * sizeof(float))
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
     if (g.kind != K_LSTM)
