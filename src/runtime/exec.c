@@ -56,9 +56,48 @@ static kiln_status mark_host(kn_net *net) {
     return KILN_OK;
 }
 
+static bool on_cpu(const kb_backend *be) { return be == &kb_cpu_backend; }
+
 kiln_status kx_program_init(kx_program *p, kn_net *net, int threads) {
+    return kx_program_init_on(p, net, threads, &kb_cpu_backend);
+}
+
+/* Copy the constants that device steps read to the device. */
+static kiln_status upload_constants(kx_program *p) {
+    const kn_net *net = p->net;
+    p->dconst = kn_calloc((size_t)net->n_tensors + 1, sizeof *p->dconst);
+    if (!p->dconst)
+        return KILN_ERR_OUT_OF_MEMORY;
+    for (int si = 0; si < p->n_steps; si++) {
+        if (p->steps[si].host)
+            continue;
+        const kn_node *n = &net->nodes[p->steps[si].node];
+        for (int j = 0; j < n->n_in; j++) {
+            int t = n->in[j];
+            if (t < 0 || !(net->tensors[t].flags & KN_T_CONST) || p->dconst[t])
+                continue;
+            const kn_tdata *v = &net->tensors[t].value;
+            KN_TRY(p->be->alloc(v->nbytes ? v->nbytes : 1, &p->dconst[t]));
+            if (v->nbytes)
+                KN_TRY(p->be->copy(p->dconst[t], v->data, v->nbytes, KB_COPY_H2D, NULL));
+        }
+    }
+    for (int k = 0; k < net->n_outputs; k++) { /* constant outputs are copied from the device */
+        int t = net->outputs[k];
+        const kn_tdata *v = &net->tensors[t].value;
+        if (!(net->tensors[t].flags & KN_T_CONST) || p->dconst[t])
+            continue;
+        KN_TRY(p->be->alloc(v->nbytes ? v->nbytes : 1, &p->dconst[t]));
+        if (v->nbytes)
+            KN_TRY(p->be->copy(p->dconst[t], v->data, v->nbytes, KB_COPY_H2D, NULL));
+    }
+    return p->be->sync(NULL);
+}
+
+kiln_status kx_program_init_on(kx_program *p, kn_net *net, int threads, const kb_backend *be) {
     memset(p, 0, sizeof *p);
     p->net = net;
+    p->be = be;
     p->threads = threads > 0 ? threads : kb_cpu_default_threads();
     KN_TRY(mark_host(net));
     if (net->n_nodes) {
@@ -73,16 +112,19 @@ kiln_status kx_program_init(kx_program *p, kn_net *net, int threads) {
         for (int j = 0; j < n->n_out; j++)
             if (n->out[j] >= 0 && (net->tensors[n->out[j]].flags & KN_T_HOST))
                 s->host = true;
+        /* host steps compute shape values with the CPU reference kernels */
+        const kb_backend *kbe = s->host ? &kb_cpu_backend : be;
         const char *tactic = (!s->host && n->tactic) ? n->tactic : "ref";
-        s->k = kb_cpu_kernel_find(n->domain, n->op_type, tactic);
-        if (!s->k && !n->tactic) { /* no reference kernel: take any */
+        s->k = kbe->kernel_find(n->domain, n->op_type, tactic);
+        if (!s->k && !(n->tactic && !s->host)) { /* no reference kernel: take any */
             const kb_kernel *any[1];
-            if (kb_cpu_kernels_for(n->domain, n->op_type, any, 1) > 0)
+            if (kbe->kernels_for(n->domain, n->op_type, any, 1) > 0)
                 s->k = any[0];
         }
         if (!s->k) {
             kx_program_fini(p);
-            return kn_node_error(n, KILN_ERR_UNSUPPORTED, "no CPU kernel with tactic '%s'", tactic);
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED, "no %s kernel with tactic '%s'",
+                                 kbe->name, tactic);
         }
         if (s->k->init) {
             kiln_status st = s->k->init(n, &s->state);
@@ -94,6 +136,13 @@ kiln_status kx_program_init(kx_program *p, kn_net *net, int threads) {
         }
         p->n_steps = i + 1;
     }
+    if (!on_cpu(be)) {
+        kiln_status st = upload_constants(p);
+        if (st != KILN_OK) {
+            kx_program_fini(p);
+            return st;
+        }
+    }
     return KILN_OK;
 }
 
@@ -101,6 +150,12 @@ void kx_program_fini(kx_program *p) {
     for (int i = 0; i < p->n_steps; i++)
         if (p->steps[i].k && p->steps[i].k->fini && p->steps[i].state)
             p->steps[i].k->fini(p->steps[i].state);
+    if (p->dconst) {
+        for (int i = 0; i < p->net->n_tensors; i++)
+            if (p->dconst[i])
+                p->be->free(p->dconst[i]);
+        kn_free(p->dconst);
+    }
     kn_free(p->steps);
     memset(p, 0, sizeof *p);
 }
@@ -130,7 +185,8 @@ kiln_status kx_ctx_init(kx_ctx *c, const kx_program *p) {
     c->view_at = kn_calloc(ns, sizeof *c->view_at);
     c->step_ms = kn_calloc(ns, sizeof *c->step_ms);
     c->saved = kn_calloc(nt, sizeof *c->saved);
-    if (!c->saved || !c->ti || !c->hostval || !c->addr || !c->user || !c->offset || !c->in_dims ||
+    c->dhost = kn_calloc(nt, sizeof *c->dhost);
+    if (!c->saved || !c->dhost || !c->ti || !c->hostval || !c->addr || !c->user || !c->offset || !c->in_dims ||
         !c->in_rank || !c->inst || !c->ws || !c->views || !c->view_at || !c->step_ms) {
         kx_ctx_fini(c);
         return KILN_ERR_OUT_OF_MEMORY;
@@ -151,6 +207,14 @@ static void release_instances(kx_ctx *c) {
         if (c->inst[i] && c->p->steps[i].k->release)
             c->p->steps[i].k->release(c->inst[i]);
         c->inst[i] = NULL;
+    }
+}
+
+static void free_dhost(kx_ctx *c) {
+    for (int i = 0; c->dhost && i < c->p->net->n_tensors; i++) {
+        if (c->dhost[i])
+            c->p->be->free(c->dhost[i]);
+        c->dhost[i] = NULL;
     }
 }
 
@@ -185,8 +249,12 @@ void kx_ctx_fini(kx_ctx *c) {
     kn_free(c->view_at);
     kn_free(c->step_ms);
     kn_free(c->saved);
-    kn_aligned_free(c->arena);
-    kn_aligned_free(c->workspace);
+    free_dhost(c);
+    kn_free(c->dhost);
+    if (c->arena)
+        c->p->be->free(c->arena);
+    if (c->workspace)
+        c->p->be->free(c->workspace);
     memset(c, 0, sizeof *c);
 }
 
@@ -518,10 +586,54 @@ static void fill_views(kx_ctx *c, int si) {
         if (t < 0)
             continue;
         v[j].data = c->addr[t];
+        v[j].host = c->hostval[t] ? c->hostval[t] : c->ti[t].value;
         v[j].dtype = c->ti[t].dtype;
         v[j].rank = c->ti[t].rank;
         memcpy(v[j].dims, c->ti[t].dims, sizeof v[j].dims);
     }
+}
+
+/* Where each tensor lives for the next run. */
+static void resolve_addresses(kx_ctx *c) {
+    const kn_net *net = c->p->net;
+    bool cpu = on_cpu(c->p->be);
+    for (int i = 0; i < net->n_tensors; i++) {
+        void *a;
+        if (c->offset[i] != SIZE_MAX)
+            a = (c->user[i] && (net->tensors[i].flags & KN_T_OUTPUT)) ? c->user[i]
+                                                                      : c->arena + c->offset[i];
+        else if (c->hostval[i] && !(net->tensors[i].flags & KN_T_CONST))
+            a = cpu ? c->hostval[i] : c->dhost[i];
+        else if (net->tensors[i].flags & KN_T_CONST)
+            a = cpu ? (void *)c->ti[i].value : c->p->dconst[i];
+        else
+            a = c->user[i];
+        c->addr[i] = a;
+    }
+}
+
+/* GPU backends: device copies of the host values that device steps read or
+ * that are graph outputs. Made once per shape change. */
+static kiln_status upload_host_values(kx_ctx *c) {
+    const kx_program *p = c->p;
+    const kn_net *net = p->net;
+    free_dhost(c);
+    for (int si = 0; si <= p->n_steps; si++) {
+        const kn_node *n = si < p->n_steps ? &net->nodes[p->steps[si].node] : NULL;
+        if (n && p->steps[si].host)
+            continue;
+        int cnt = n ? n->n_in : net->n_outputs;
+        for (int j = 0; j < cnt; j++) {
+            int t = n ? n->in[j] : net->outputs[j];
+            if (t < 0 || !c->hostval[t] || (net->tensors[t].flags & KN_T_CONST) || c->dhost[t])
+                continue;
+            size_t bytes = tinfo_bytes(&c->ti[t]);
+            KN_TRY(p->be->alloc(bytes ? bytes : 1, &c->dhost[t]));
+            if (bytes)
+                KN_TRY(p->be->copy(c->dhost[t], c->hostval[t], bytes, KB_COPY_H2D, c->stream));
+        }
+    }
+    return p->be->sync(c->stream);
 }
 
 kiln_status kx_ctx_prepare(kx_ctx *c) {
@@ -529,23 +641,22 @@ kiln_status kx_ctx_prepare(kx_ctx *c) {
         KN_TRY(kx_ctx_infer(c));
     if (c->prepared)
         return KILN_OK;
+    const kb_backend *be = c->p->be;
     size_t arena = 0, sum = 0;
     KN_TRY(plan_memory(c, &arena, &sum));
     if (arena > c->arena_cap) {
-        uint8_t *na = kn_aligned_alloc(arena);
-        if (!na)
-            return KILN_ERR_OUT_OF_MEMORY;
-        kn_aligned_free(c->arena);
+        void *na = NULL;
+        KN_TRY(be->alloc(arena, &na));
+        if (c->arena)
+            be->free(c->arena);
         c->arena = na;
         c->arena_cap = arena;
     }
+    if (!on_cpu(be))
+        KN_TRY(upload_host_values(c));
     release_instances(c);
     const kn_net *net = c->p->net;
-    /* provisional addresses so prepare functions see real pointers */
-    for (int i = 0; i < net->n_tensors; i++)
-        c->addr[i] = c->offset[i] != SIZE_MAX ? c->arena + c->offset[i]
-                     : c->hostval[i]          ? c->hostval[i]
-                                              : c->user[i];
+    resolve_addresses(c); /* so prepare functions see real pointers */
     size_t ws_max = 0;
     for (int si = 0; si < c->p->n_steps; si++) {
         const kx_step *s = &c->p->steps[si];
@@ -563,10 +674,10 @@ kiln_status kx_ctx_prepare(kx_ctx *c) {
             ws_max = c->ws[si];
     }
     if (ws_max > c->workspace_cap) {
-        void *w = kn_aligned_alloc(ws_max);
-        if (!w)
-            return KILN_ERR_OUT_OF_MEMORY;
-        kn_aligned_free(c->workspace);
+        void *w = NULL;
+        KN_TRY(be->alloc(ws_max, &w));
+        if (c->workspace)
+            be->free(c->workspace);
         c->workspace = w;
         c->workspace_cap = ws_max;
     }
@@ -623,19 +734,7 @@ kiln_status kx_ctx_run(kx_ctx *c) {
         }
     }
     KN_TRY(kx_ctx_prepare(c));
-    for (int i = 0; i < net->n_tensors; i++) {
-        void *a;
-        if (c->offset[i] != SIZE_MAX)
-            a = (c->user[i] && (net->tensors[i].flags & KN_T_OUTPUT)) ? c->user[i]
-                                                                      : c->arena + c->offset[i];
-        else if (c->hostval[i])
-            a = c->hostval[i];
-        else if (net->tensors[i].flags & KN_T_CONST)
-            a = (void *)c->ti[i].value;
-        else
-            a = c->user[i];
-        c->addr[i] = a;
-    }
+    resolve_addresses(c);
     for (int k = 0; k < net->n_inputs; k++) {
         int t = net->inputs[k];
         if (!c->user[t] && tinfo_bytes(&c->ti[t]) > 0)
@@ -653,8 +752,11 @@ kiln_status kx_ctx_run(kx_ctx *c) {
                     c->workspace, c->ws[si], c->p->threads, c->stream};
         double t0 = c->profiling ? kn_now_ms() : 0;
         kiln_status st = s->k->run(&r);
-        if (c->profiling)
+        if (c->profiling) { /* per-layer times need the device to finish each layer */
+            if (st == KILN_OK)
+                st = c->p->be->sync(c->stream);
             c->step_ms[si] += kn_now_ms() - t0;
+        }
         if (st != KILN_OK)
             return st;
         bool dd = false;
@@ -671,7 +773,7 @@ kiln_status kx_ctx_run(kx_ctx *c) {
             continue;
         size_t bytes = tinfo_bytes(&c->ti[t]);
         if (bytes && c->addr[t])
-            memmove(c->user[t], c->addr[t], bytes);
+            KN_TRY(c->p->be->copy(c->user[t], c->addr[t], bytes, KB_COPY_D2D, c->stream));
     }
     if (c->profiling)
         c->runs++;

@@ -18,14 +18,21 @@ typedef struct kx_step {
 
 typedef struct kx_program {
     const kn_net *net;        /* borrowed; nodes in topological order */
+    const kb_backend *be;     /* where non-host steps run and activations live */
     int n_steps;
     kx_step *steps;
     int threads;
+    void **dconst;            /* per tensor: device copy of a constant (GPU backends) */
 } kx_program;
 
-/* Bind every node to a kernel: the tactic named on the node (node->tactic),
- * else the reference kernel. Marks host-value tensors (KN_T_HOST) in net. */
+/* Bind every node to a kernel on the CPU: the tactic named on the node
+ * (node->tactic), else the reference kernel. Marks host-value tensors
+ * (KN_T_HOST) in net. */
 KN_HIDDEN kiln_status kx_program_init(kx_program *p, kn_net *net, int threads);
+/* The same on backend `be`; host steps always run on the CPU. Constants are
+ * copied to the device once here. */
+KN_HIDDEN kiln_status kx_program_init_on(kx_program *p, kn_net *net, int threads,
+                                         const kb_backend *be);
 KN_HIDDEN void kx_program_fini(kx_program *p);
 
 typedef struct kx_alloc_info {
@@ -57,6 +64,7 @@ typedef struct kx_ctx {
     void *stream;             /* GPU backends: the stream of the current run */
     bool dd_ran;              /* a run shrank data-dependent shapes: re-infer next run */
     void **saved;             /* per tensor: copy of a shape-tensor input's values at inference */
+    void **dhost;             /* per tensor: device copy of a host value (GPU backends) */
     kx_alloc_info info;
     /* profiling */
     bool profiling;
