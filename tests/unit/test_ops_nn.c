@@ -58,8 +58,30 @@ static void kc_node(kc *k, const char *op, const char *domain, int opset, int n_
             KT_OK(kiln_network_mark_output(k->net, outs[i]));
 }
 
+/* Threads the kernels may use: 1 for the first pass over the cases, more for
+ * a second pass through the parallel paths. */
+static int kc_threads = 1;
+
 static kiln_status kc_run(kc *k) {
-    return kt_exec_run(&k->e, k->net, k->data, k->rank, (const int64_t(*)[KILN_MAX_DIMS])k->dims);
+    if (kc_threads == 1)
+        return kt_exec_run(&k->e, k->net, k->data, k->rank,
+                           (const int64_t(*)[KILN_MAX_DIMS])k->dims);
+    kt_exec *e = &k->e; /* kt_exec_run with a thread count */
+    memset(e, 0, sizeof *e);
+    e->net = k->net;
+    KN_TRY(kn_net_toposort(k->net));
+    KN_TRY(kx_program_init(&e->p, k->net, kc_threads));
+    kiln_status st = kx_ctx_init(&e->c, &e->p);
+    if (st != KILN_OK) {
+        kx_program_fini(&e->p);
+        return st;
+    }
+    e->ready = 1;
+    for (int i = 0; i < k->net->n_inputs; i++) {
+        KN_TRY(kx_ctx_set_input_shape(&e->c, i, k->rank[i], k->dims[i]));
+        kx_ctx_bind(&e->c, k->net->inputs[i], (void *)k->data[i]);
+    }
+    return kx_ctx_run(&e->c);
 }
 
 static const void *kc_out(kc *k, int i, kn_tinfo *ti) { return kt_exec_output(&k->e, i, ti); }
@@ -1663,5 +1685,19 @@ int main(void) {
     test_gemm_random();
     test_layernorm_random();
     test_errors();
+    /* again with several threads: the parallel paths must agree */
+    kc_threads = 2;
+    test_conv();
+    test_conv_transpose();
+    test_pool();
+    test_norms();
+    test_matmul();
+    test_recurrent();
+    test_fused_conv();
+    test_conv_random();
+    test_conv_transpose_random();
+    test_pool_random();
+    test_matmul_random();
+    test_layernorm_random();
     return kt_finish();
 }

@@ -97,6 +97,7 @@ typedef struct kb_conv {
     int64_t batch, cin, cout, group;
     int64_t in_size, out_size, kernel_size; /* products over the spatial dims */
     bool direct;                            /* 1x1, stride 1, no pads: no im2col */
+    int slots;                              /* im2col buffers: groups run in parallel */
 } kb_conv;
 
 /* Geometry of Conv node for input x and weights w. */

@@ -1,6 +1,7 @@
 /* k_nn_conv.c - reference Conv and ConvTranspose (float, any number of
  * spatial dims): im2col / col2im around the reference GEMM, one group at a
  * time. */
+#include <omp.h>
 #include <string.h>
 
 #include "k_nn.h"
@@ -22,6 +23,12 @@ kiln_status kb_conv_setup(const kn_node *node, const kb_tensor *x, const kb_tens
         return kn_node_error(node, KILN_ERR_SHAPE, "channels do not fit the group count");
     cv->in_size = cv->out_size = cv->kernel_size = 1;
     cv->direct = true;
+    /* grouped convolutions run a group per thread, with an im2col slot each */
+    cv->slots = cv->group > 1 ? kb_cpu_default_threads() : 1;
+    if (cv->slots > cv->group * cv->batch)
+        cv->slots = (int)(cv->group * cv->batch);
+    if (cv->slots < 1)
+        cv->slots = 1;
     for (int i = 0; i < cv->w.nsp; i++) {
         cv->in_size *= cv->w.in[i];
         cv->out_size *= cv->w.out[i];
@@ -32,11 +39,14 @@ kiln_status kb_conv_setup(const kn_node *node, const kb_tensor *x, const kb_tens
     return KILN_OK;
 }
 
+/* Floats of one im2col matrix (one group of one image). */
+static size_t col_floats(const kb_conv *cv) {
+    return cv->direct ? 0 : (size_t)(cv->cin / cv->group) * (size_t)cv->kernel_size *
+                                (size_t)cv->out_size;
+}
+
 size_t kb_conv_workspace(const kb_conv *cv) {
-    if (cv->direct)
-        return 0;
-    return (size_t)(cv->cin / cv->group) * (size_t)cv->kernel_size * (size_t)cv->out_size *
-           sizeof(float);
+    return (size_t)cv->slots * ((col_floats(cv) * sizeof(float) + 63u) & ~(size_t)63u);
 }
 
 /* Unravel a kernel offset into per-dim kernel coordinates. */
@@ -90,27 +100,38 @@ static void im2col(const kn_window *w, const float *x, int64_t channels, int64_t
     }
 }
 
-void kb_conv_forward(const kb_conv *cv, const float *x, const float *w, float *y,
-                     const kb_epilogue *ep, float *ws, int threads) {
+/* One group of one image: im2col (unless direct) and the GEMM. */
+static void conv_group(const kb_conv *cv, const float *x, const float *w, float *y, int64_t b,
+                       int64_t g, float *col, int threads) {
     int64_t cin_g = cv->cin / cv->group, cout_g = cv->cout / cv->group;
     int64_t kdim = cin_g * cv->kernel_size;
-    for (int64_t b = 0; b < cv->batch; b++) {
-        for (int64_t g = 0; g < cv->group; g++) {
-            const float *xg = x + (b * cv->cin + g * cin_g) * cv->in_size;
-            const float *col = xg;
-            if (!cv->direct) {
-                im2col(&cv->w, xg, cin_g, cv->kernel_size, cv->in_size, cv->out_size, ws, threads);
-                col = ws;
-            }
-            float *yg = y + (b * cv->cout + g * cout_g) * cv->out_size;
-            kb_sgemm(false, false, cout_g, cv->out_size, kdim, 1.f, w + g * cout_g * kdim, kdim,
-                     col, cv->out_size, 0.f, yg, cv->out_size, threads);
-        }
+    const float *xg = x + (b * cv->cin + g * cin_g) * cv->in_size;
+    if (!cv->direct)
+        im2col(&cv->w, xg, cin_g, cv->kernel_size, cv->in_size, cv->out_size, col, threads);
+    kb_sgemm(false, false, cout_g, cv->out_size, kdim, 1.f, w + g * cout_g * kdim, kdim,
+             cv->direct ? xg : col, cv->out_size, 0.f,
+             y + (b * cv->cout + g * cout_g) * cv->out_size, cv->out_size, threads);
+}
+
+void kb_conv_forward(const kb_conv *cv, const float *x, const float *w, float *y,
+                     const kb_epilogue *ep, float *ws, int threads) {
+    int64_t jobs = cv->batch * cv->group;
+    size_t stride = ((col_floats(cv) * sizeof(float) + 63u) & ~(size_t)63u) / sizeof(float);
+    int nth = threads < cv->slots ? threads : cv->slots;
+    if (nth > 1 && jobs > 1) {
+        /* many small groups (depthwise): one group per thread, each with its
+         * own im2col slot */
+#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
+        for (int64_t j = 0; j < jobs; j++)
+            conv_group(cv, x, w, y, j / cv->group, j % cv->group,
+                       ws + (size_t)omp_get_thread_num() * stride, 1);
+    } else {
+        for (int64_t j = 0; j < jobs; j++)
+            conv_group(cv, x, w, y, j / cv->group, j % cv->group, ws, threads);
     }
-    if (ep) {
-        const float *res = ep->residual;
-        kb_epilogue_rows(ep, y, res, cv->batch * cv->cout, cv->out_size, cv->cout, threads);
-    }
+    if (ep)
+        kb_epilogue_rows(ep, y, ep->residual, cv->batch * cv->cout, cv->out_size, cv->cout,
+                         threads);
 }
 
 kiln_status kb_nn_conv_prepare(const void *state, const kn_node *node, const kb_tensor *in,
