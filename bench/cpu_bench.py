@@ -17,7 +17,12 @@ machine is shared, so only ratios from one run are compared.
 Usage:
   bench/cpu_bench.py [--lib build-fast/libkiln.so] [--models DIR]
                      [--threads 2] [--runs 20] [--batches 1,8]
-                     [--which resnet50,bert]
+                     [--which resnet50,bert] [--omp-wait active|passive]
+
+--omp-wait sets OMP_WAIT_POLICY for kiln's OpenMP threads (oneDNN and the
+reference kernels) before the library loads; left out, libgomp's default
+(spin a while, then sleep) applies. On an oversubscribed machine passive
+waiting avoids burning the time slices the partner thread needs.
 Models come from scripts/gen_models.py (resnet50.onnx, bert.onnx in DIR).
 """
 
@@ -193,8 +198,13 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--which", default="resnet50,bert")
+    ap.add_argument("--omp-wait", choices=["active", "passive"])
+    ap.add_argument("--ort-spin", choices=["0", "1"],
+                    help="ORT session.intra_op.allow_spinning (default: ORT's, which spins)")
     args = ap.parse_args()
 
+    if args.omp_wait:  # read by libgomp when it loads with libkiln, below
+        os.environ["OMP_WAIT_POLICY"] = args.omp_wait.upper()
     k = Kiln(args.lib)
     cpu = "?"
     try:
@@ -213,6 +223,9 @@ def main():
           (ort.__version__, np.__version__, platform.python_version()))
     print("- threads %d each; median of %d timed runs after %d warm-up runs, in blocks of %d"
           % (args.threads, args.runs, args.warmup, args.block))
+    print("- OMP_WAIT_POLICY for kiln: %s; ORT intra-op spinning: %s" %
+          (os.environ.get("OMP_WAIT_POLICY", "unset (libgomp default)"),
+           {"0": "off", "1": "on", None: "ORT default (on)"}[args.ort_spin]))
     print()
     print("| model | batch | kiln build (s) | kiln median (ms) | ORT median (ms) | kiln/ORT |"
           " accuracy ‖kiln−ort‖/‖ort‖ |")
@@ -226,6 +239,8 @@ def main():
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if args.ort_spin is not None:
+            so.add_session_config_entry("session.intra_op.allow_spinning", args.ort_spin)
         sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         for batch in [int(b) for b in args.batches.split(",")]:
             feeds = make_inputs(model, batch, rng)
