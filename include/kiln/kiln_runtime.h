@@ -92,6 +92,28 @@ KILN_API void *kiln_context_tensor_address(kiln_context *ctx, const char *name);
  * stream) and returns. Added in 0.1. */
 KILN_API KILN_NODISCARD kiln_status kiln_context_enqueue(kiln_context *ctx, void *stream);
 
+/* Wait until work enqueued on `stream` is done (no-op on the CPU). Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_context_synchronize(kiln_context *ctx, void *stream);
+
+/* The backend an engine runs on: "cpu" or "cuda". Borrowed. Added in 0.1. */
+KILN_API const char *kiln_engine_backend(const kiln_engine *engine);
+
+/* Memory where an engine's tensors live (device memory for a GPU engine, host
+ * memory for a CPU engine), so callers need no CUDA headers. Free with
+ * kiln_engine_free. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_engine_alloc(const kiln_engine *engine, size_t bytes,
+                                                      void **out);
+KILN_API void kiln_engine_free(const kiln_engine *engine, void *ptr);
+typedef enum kiln_copy_direction {
+    KILN_COPY_TO_DEVICE = 0,
+    KILN_COPY_TO_HOST = 1,
+    KILN_COPY_ON_DEVICE = 2
+} kiln_copy_direction;
+/* Synchronous copy between host and engine memory. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_engine_copy(const kiln_engine *engine, void *dst,
+                                                     const void *src, size_t bytes,
+                                                     kiln_copy_direction dir);
+
 /* Per-layer timing. When on, every run records each layer's time. Added in 0.1. */
 KILN_API void kiln_context_set_profiling(kiln_context *ctx, int enabled);
 /* Total time spent in layer `layer` over all profiled runs (ms) and the run

@@ -294,8 +294,9 @@ static kiln_status bind_input_values(kbld *b, int profile, kbld_which which, int
 }
 
 /* Run shape inference; on success the context holds shapes (caller finis). */
-static kiln_status infer_ctx(kbld *b, int profile, kbld_which which, kx_program *prog, kx_ctx *ctx) {
-    KN_TRY(kx_program_init(prog, b->net, 1));
+static kiln_status infer_ctx_on(kbld *b, int profile, kbld_which which, const kb_backend *be,
+                                kx_program *prog, kx_ctx *ctx) {
+    KN_TRY(kx_program_init_on(prog, b->net, 1, be ? be : &kb_cpu_backend));
     kiln_status st = kx_ctx_init(ctx, prog);
     if (st != KILN_OK) {
         kx_program_fini(prog);
@@ -314,6 +315,11 @@ static kiln_status infer_ctx(kbld *b, int profile, kbld_which which, kx_program 
         kx_program_fini(prog);
     }
     return st;
+}
+
+static kiln_status infer_ctx(kbld *b, int profile, kbld_which which, kx_program *prog,
+                             kx_ctx *ctx) {
+    return infer_ctx_on(b, profile, which, NULL, prog, ctx);
 }
 
 kiln_status kbld_infer(kbld *b, int profile, kbld_which which, kn_tinfo **ti) {
@@ -530,17 +536,19 @@ static void fill_random(void *data, const kn_tinfo *t, uint64_t *seed) {
     }
 }
 
-/* Time kernel k on node n with random inputs at the shapes in ti; returns
- * the median of a few runs in *ms, or fails when the kernel cannot prepare
- * or exceeds the workspace limit. */
+/* Time kernel k on node n with random inputs at the shapes in ti, on the
+ * build's backend; returns the median time in *ms, or fails when the kernel
+ * cannot prepare or exceeds the workspace limit. */
 static kiln_status time_kernel(kbld *b, const kb_kernel *k, const kn_node *n, const kn_tinfo *ti,
                                uint64_t ws_limit, double *ms) {
     const kn_net *net = b->net;
+    const kb_backend *be = b->be ? b->be : &kb_cpu_backend;
     kb_tensor kin[64], kout[16];
     void *bufs[80] = {0};
     int nb = 0;
     kiln_status st = KILN_OK;
     uint64_t seed = 42;
+    void *host = NULL; /* staging for random inputs */
     memset(kin, 0, sizeof kin);
     memset(kout, 0, sizeof kout);
     for (int j = 0; j < n->n_in + n->n_out && st == KILN_OK; j++) {
@@ -553,18 +561,30 @@ static kiln_status time_kernel(kbld *b, const kb_kernel *k, const kn_node *n, co
         v->dtype = ti[t].dtype;
         v->rank = ti[t].rank;
         memcpy(v->dims, ti[t].dims, sizeof v->dims);
-        void *p = kn_aligned_alloc(bytes ? bytes : 1);
-        if (!p) {
+        void *p = NULL;
+        if ((st = be->alloc(bytes ? bytes : 1, &p)) != KILN_OK)
+            break;
+        bufs[nb++] = p;
+        v->data = p;
+        if (j >= n->n_in || !bytes)
+            continue;
+        if (tt->flags & KN_T_CONST) {
+            v->host = tt->value.data;
+            st = be->copy(p, tt->value.data, bytes < tt->value.nbytes ? bytes : tt->value.nbytes,
+                          KB_COPY_H2D, NULL);
+            continue;
+        }
+        kn_aligned_free(host);
+        if (!(host = kn_aligned_alloc(bytes))) {
             st = KILN_ERR_OUT_OF_MEMORY;
             break;
         }
-        bufs[nb++] = p;
-        if (j < n->n_in && (tt->flags & KN_T_CONST))
-            memcpy(p, tt->value.data, bytes < tt->value.nbytes ? bytes : tt->value.nbytes);
-        else if (j < n->n_in)
-            fill_random(p, &ti[t], &seed);
-        v->data = p;
+        fill_random(host, &ti[t], &seed);
+        st = be->copy(p, host, bytes, KB_COPY_H2D, NULL);
+        if (st == KILN_OK)
+            st = be->sync(NULL);
     }
+    kn_aligned_free(host);
     void *state = NULL, *inst = NULL, *ws = NULL;
     size_t wsz = 0;
     if (st == KILN_OK && k->init)
@@ -575,40 +595,23 @@ static kiln_status time_kernel(kbld *b, const kb_kernel *k, const kn_node *n, co
         st = kn_node_error(n, KILN_ERR_OUT_OF_MEMORY,
                            "tactic '%s' needs %zu bytes of workspace, over the limit of %llu",
                            k->tactic, wsz, (unsigned long long)ws_limit);
-    if (st == KILN_OK && wsz && !(ws = kn_aligned_alloc(wsz)))
-        st = KILN_ERR_OUT_OF_MEMORY;
-    double times[7];
-    int nt = 0;
+    if (st == KILN_OK && wsz)
+        st = be->alloc(wsz, &ws);
     if (st == KILN_OK) {
         kb_run r = {n, state, inst, n->n_in, kin, n->n_out, kout, ws, wsz, b->threads, NULL};
-        double total = 0;
-        for (int it = 0; it < 8 && st == KILN_OK; it++) {
-            double t0 = kn_now_ms();
-            st = k->run(&r);
-            double dt = kn_now_ms() - t0;
-            if (it > 0 && nt < 7)
-                times[nt++] = dt; /* first run is warm-up */
-            total += dt;
-            if (total > 200.0 && nt >= 1)
-                break; /* slow candidate: a few runs are enough */
-        }
+        /* a few runs first; more only when they are quick */
+        st = be->time_kernel(k, &r, 3, ms);
+        if (st == KILN_OK && *ms < 10.0)
+            st = be->time_kernel(k, &r, 9, ms);
     }
-    if (st == KILN_OK) {
-        for (int i = 1; i < nt; i++) /* insertion sort for the median */
-            for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
-                double tmp = times[j];
-                times[j] = times[j - 1];
-                times[j - 1] = tmp;
-            }
-        *ms = nt ? times[nt / 2] : 1e30;
-    }
-    kn_aligned_free(ws);
+    if (ws)
+        be->free(ws);
     if (inst && k->release)
         k->release(inst);
     if (state && k->fini)
         k->fini(state);
     for (int i = 0; i < nb; i++)
-        kn_aligned_free(bufs[i]);
+        be->free(bufs[i]);
     return st;
 }
 
@@ -633,7 +636,8 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit) {
     for (int i = 0; i < net->n_nodes && st == KILN_OK; i++) {
         kn_node *n = &net->nodes[i];
         const kb_kernel *cand[16];
-        int nc = kb_cpu_kernels_for(n->domain, n->op_type, cand, 16);
+        const kb_backend *be = b->be ? b->be : &kb_cpu_backend;
+        int nc = be->kernels_for(n->domain, n->op_type, cand, 16);
         if (nc > 16)
             nc = 16;
         kn_tinfo in[64], out[16];
@@ -655,7 +659,8 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit) {
                 cand[ok++] = cand[c];
         if (ok == 0) {
             st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
-                               "no CPU kernel supports this node with these input types");
+                               "no %s kernel supports this node with these input types",
+                               be->name);
             break;
         }
         const kb_kernel *best = cand[0];
@@ -727,7 +732,7 @@ static kiln_status memory_report(kbld *b, kp_meta *meta) {
     for (int p = 0; p < meta->n_profiles; p++) {
         kx_program prog;
         kx_ctx ctx;
-        KN_TRY(infer_ctx(b, p, KBLD_MAX, &prog, &ctx));
+        KN_TRY(infer_ctx_on(b, p, KBLD_MAX, b->be, &prog, &ctx));
         /* prepare plans the arena; kernel instances are released with ctx */
         kiln_status st = kx_ctx_prepare(&ctx);
         if (st == KILN_OK) {
@@ -818,9 +823,12 @@ static kiln_status align_constants(kn_net *net) {
 static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void **plan,
                          size_t *size) {
     double t0 = kn_now_ms();
-    if (strcmp(cfg->backend, "cpu") != 0)
+    const kb_backend *be = kb_backend_get(cfg->backend);
+    if (!be)
         return kn_error(KILN_ERR_DEVICE, "backend '%s' is not available in this build of kiln",
                         cfg->backend);
+    char target[64], libs[128];
+    KN_TRY(be->describe(target, sizeof target, libs, sizeof libs));
     kn_net *net = NULL;
     kp_meta meta;
     memset(&meta, 0, sizeof meta);
@@ -833,7 +841,7 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
     if (st == KILN_OK)
         st = make_profiles(net, cfg, &meta);
     kbld b = {net, cfg->flags, &meta, cfg->threads > 0 ? cfg->threads : kb_cpu_default_threads(),
-              cfg};
+              cfg, be};
     int nodes_before = net->n_nodes;
     kn_log(KILN_LOG_INFO, "building: %d layers, %d inputs, %d outputs, %d profile(s)",
            net->n_nodes, net->n_inputs, net->n_outputs, meta.n_profiles);
@@ -866,8 +874,9 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
                       (unsigned long long)meta.workspace_bytes,
                       (unsigned long long)cfg->workspace_limit);
     if (st == KILN_OK) {
-        snprintf(meta.backend, sizeof meta.backend, "cpu");
-        kb_cpu_describe(meta.target, sizeof meta.target, meta.libraries, sizeof meta.libraries);
+        snprintf(meta.backend, sizeof meta.backend, "%s", be->name);
+        snprintf(meta.target, sizeof meta.target, "%s", target);
+        snprintf(meta.libraries, sizeof meta.libraries, "%s", libs);
         meta.flags = cfg->flags;
         meta.build_ms = kn_now_ms() - t0;
         st = kp_write(net, &meta, plan, size);

@@ -13,6 +13,8 @@ typedef struct kbld {
     int threads;
     /* values of shape-tensor inputs per profile point (may be NULL) */
     const struct kiln_builder_config *cfg;
+    /* the backend tactics are chosen and timed on (NULL = CPU) */
+    const struct kb_backend *be;
 } kbld;
 
 /* Which profile shapes to infer with. */

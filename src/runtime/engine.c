@@ -10,6 +10,7 @@
 #include "plan/plan.h"
 
 struct kiln_engine {
+    const kb_backend *be;
     kn_net *net;
     kp_meta meta;
     kx_program prog;
@@ -42,14 +43,16 @@ KILN_API kiln_status kiln_plan_read_info(const void *data, size_t size, kiln_pla
 }
 
 /* The checks that bind a plan to this process: backend, target, version. */
-static kiln_status check_target(const kiln_plan_info *info) {
+static kiln_status check_target(const kiln_plan_info *info, const kb_backend **be_out) {
     char target[64], libs[128];
-    if (strcmp(info->backend, "cpu") != 0)
+    const kb_backend *be = kb_backend_get(info->backend);
+    if (!be)
         return kn_error(KILN_ERR_VERSION,
                         "the plan was built for the '%s' backend, which this build of kiln cannot "
                         "run",
                         info->backend);
-    kb_cpu_describe(target, sizeof target, libs, sizeof libs);
+    KN_TRY(be->describe(target, sizeof target, libs, sizeof libs));
+    *be_out = be;
     if (strcmp(info->target, target) != 0)
         return kn_error(KILN_ERR_VERSION,
                         "the plan was built for target '%s' but this machine is '%s': rebuild the "
@@ -68,11 +71,13 @@ static kiln_status check_target(const kiln_plan_info *info) {
 
 static kiln_status engine_from(const void *data, size_t size, kn_blob *owner, kiln_engine **out) {
     kiln_plan_info info;
+    const kb_backend *be = NULL;
     KN_TRY(kp_read_info(data, size, &info));
-    KN_TRY(check_target(&info));
+    KN_TRY(check_target(&info, &be));
     kiln_engine *e = kn_calloc(1, sizeof *e);
     if (!e)
         return KILN_ERR_OUT_OF_MEMORY;
+    e->be = be;
     kiln_status st = kp_read(data, size, owner, &e->net, &e->meta);
     if (st != KILN_OK) {
         kn_free(e);
@@ -87,7 +92,7 @@ static kiln_status engine_from(const void *data, size_t size, kn_blob *owner, ki
     for (int i = 0; st == KILN_OK && i < e->net->n_outputs; i++)
         e->io[e->net->n_inputs + i] = e->net->outputs[i];
     if (st == KILN_OK)
-        st = kx_program_init(&e->prog, e->net, 0);
+        st = kx_program_init_on(&e->prog, e->net, 0, be);
     if (st != KILN_OK) {
         kp_meta_free(&e->meta);
         kn_net_free(e->net);
@@ -398,10 +403,40 @@ KILN_API void *kiln_context_tensor_address(kiln_context *c, const char *name) {
 }
 
 KILN_API kiln_status kiln_context_enqueue(kiln_context *c, void *stream) {
-    (void)stream; /* the CPU backend runs synchronously */
     if (!c)
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "context is NULL");
+    c->c.stream = stream; /* the CPU backend runs synchronously and ignores it */
     return kx_ctx_run(&c->c);
+}
+
+KILN_API kiln_status kiln_context_synchronize(kiln_context *c, void *stream) {
+    if (!c)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "context is NULL");
+    return c->e->be->sync(stream);
+}
+
+KILN_API const char *kiln_engine_backend(const kiln_engine *e) { return e ? e->be->name : NULL; }
+
+KILN_API kiln_status kiln_engine_alloc(const kiln_engine *e, size_t bytes, void **out) {
+    if (!e || !out)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_engine_alloc: NULL argument");
+    return e->be->alloc(bytes, out);
+}
+
+KILN_API void kiln_engine_free(const kiln_engine *e, void *p) {
+    if (e && p)
+        e->be->free(p);
+}
+
+KILN_API kiln_status kiln_engine_copy(const kiln_engine *e, void *dst, const void *src,
+                                      size_t bytes, kiln_copy_direction dir) {
+    if (!e || (bytes && (!dst || !src)))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_engine_copy: NULL argument");
+    kb_copy_kind kind = dir == KILN_COPY_TO_DEVICE     ? KB_COPY_H2D
+                        : dir == KILN_COPY_TO_HOST     ? KB_COPY_D2H
+                                                       : KB_COPY_D2D;
+    KN_TRY(e->be->copy(dst, src, bytes, kind, NULL));
+    return e->be->sync(NULL);
 }
 
 KILN_API void kiln_context_set_profiling(kiln_context *c, int enabled) {

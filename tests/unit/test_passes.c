@@ -80,7 +80,7 @@ static kiln_status optimize(kn_net *net, uint32_t flags, int64_t dmin, int64_t d
     kp_meta meta;
     KN_TRY(kn_net_toposort(net));
     KN_TRY(make_meta(net, &meta, dmin, dopt, dmax));
-    kbld b = {net, flags, &meta, 1, NULL};
+    kbld b = {.net = net, .flags = flags, .meta = &meta, .threads = 1};
     kiln_status st = kbld_optimize(&b);
     if (st == KILN_OK)
         st = kn_net_compact(net);
@@ -1134,7 +1134,7 @@ static void test_fault_walk(void) {
             kn_net_free(o);
             break;
         }
-        kbld b = {o, 0, &meta, 1, NULL};
+        kbld b = {.net = o, .flags = 0, .meta = &meta, .threads = 1};
         kn_fault_inject_set(n);
         kiln_status st = kbld_optimize(&b);
         uint64_t made = kn_fault_inject_set(0);
