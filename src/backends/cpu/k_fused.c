@@ -59,16 +59,17 @@ static kiln_status stage_prepare(const void *state, const kn_node *node, const k
 }
 
 static kiln_status fused_conv_run(const kb_run *r) {
-    kb_conv cv;
-    KN_TRY(kb_conv_setup(r->node, &r->in[0], &r->in[1], &cv));
-    size_t own = (kb_conv_workspace(&cv) + 63u) & ~(size_t)63u; /* as kb_nn_conv_prepare */
+    const kb_conv *cv = r->inst; /* from kb_nn_conv_prepare */
+    if (!cv)
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "run before prepare");
+    size_t own = (kb_conv_workspace(cv) + 63u) & ~(size_t)63u; /* as kb_nn_conv_prepare */
     kb_staged st;
     KN_TRY(stage(r, own, &st));
     kb_epilogue ep = {0};
     KN_TRY(read_act(r->node, "alpha", "beta", &ep));
     ep.bias = present(r, 2) ? st.in[2].data : NULL;
     ep.residual = present(r, 3) ? st.in[3].data : NULL;
-    kb_conv_forward(&cv, st.in[0].data, st.in[1].data, st.out.data, &ep, r->workspace,
+    kb_conv_forward(cv, st.in[0].data, st.in[1].data, st.out.data, &ep, r->workspace,
                     r->threads);
     kb_stage_out(&st, &r->out[0]);
     return KILN_OK;
@@ -128,7 +129,8 @@ static kiln_status fused_matmul_run(const kb_run *r) {
 }
 
 const kb_kernel kb_cpu_fused[] = {
-    {"Conv", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, kb_nn_conv_prepare, NULL, fused_conv_run},
+    {"Conv", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, kb_nn_conv_prepare, kb_nn_conv_release,
+     fused_conv_run},
     {"Gemm", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, stage_prepare, NULL, fused_gemm_run},
     {"MatMul", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, stage_prepare, NULL,
      fused_matmul_run},

@@ -367,7 +367,8 @@ static bool sup_recurrent(const kn_node *node, const kn_tinfo *in, int n_in, con
 #define REF(op, sup, prep, run) {op, "", "ref", sup, NULL, NULL, prep, NULL, run}
 
 const kb_kernel kb_cpu_nn[] = {
-    REF("Conv", sup_conv, kb_nn_conv_prepare, kb_nn_conv_run),
+    {"Conv", "", "ref", sup_conv, NULL, NULL, kb_nn_conv_prepare, kb_nn_conv_release,
+     kb_nn_conv_run},
     REF("ConvTranspose", sup_conv, kb_nn_convt_prepare, kb_nn_convt_run),
     REF("ConvInteger", sup_qconv, kb_nn_convint_prepare, kb_nn_convint_run),
     REF("QLinearConv", sup_qconv, kb_nn_qlinearconv_prepare, kb_nn_qlinearconv_run),

@@ -97,13 +97,16 @@ typedef struct kb_conv {
     int64_t batch, cin, cout, group;
     int64_t in_size, out_size, kernel_size; /* products over the spatial dims */
     bool direct;                            /* 1x1, stride 1, no pads: no im2col */
-    int slots;                              /* im2col buffers: groups run in parallel */
+    int slots;                              /* im2col buffers (groups run in parallel) */
 } kb_conv;
 
 /* Geometry of Conv node for input x and weights w. */
 KN_HIDDEN kiln_status kb_conv_setup(const kn_node *node, const kb_tensor *x, const kb_tensor *w,
                                     kb_conv *cv);
-/* Workspace bytes kb_conv_forward needs (the im2col matrix of one group). */
+/* Let kb_conv_forward run up to `threads` groups at once (grouped convs);
+ * changes the workspace size. */
+KN_HIDDEN void kb_conv_use_threads(kb_conv *cv, int threads);
+/* Workspace bytes kb_conv_forward needs (an im2col matrix per slot). */
 KN_HIDDEN size_t kb_conv_workspace(const kb_conv *cv);
 /* y = epilogue(conv(x, w)); ep may be NULL. */
 KN_HIDDEN void kb_conv_forward(const kb_conv *cv, const float *x, const float *w, float *y,
@@ -121,7 +124,8 @@ KN_HIDDEN void kb_matmul_f32(const kb_tensor *a, const kb_tensor *b, kb_tensor *
 KN_HIDDEN kiln_status kb_nn_conv_prepare(const void *state, const kn_node *node, const kb_tensor *in,
                                          int n_in, const kb_tensor *out, int n_out, void **inst,
                                          size_t *workspace);
-KN_HIDDEN kiln_status kb_nn_conv_run(const kb_run *r);
+KN_HIDDEN kiln_status kb_nn_conv_run(const kb_run *r); /* r->inst: the prepared kb_conv */
+KN_HIDDEN void kb_nn_conv_release(void *inst);
 KN_HIDDEN kiln_status kb_nn_convt_prepare(const void *state, const kn_node *node,
                                           const kb_tensor *in, int n_in, const kb_tensor *out,
                                           int n_out, void **inst, size_t *workspace);

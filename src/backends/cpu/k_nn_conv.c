@@ -23,12 +23,7 @@ kiln_status kb_conv_setup(const kn_node *node, const kb_tensor *x, const kb_tens
         return kn_node_error(node, KILN_ERR_SHAPE, "channels do not fit the group count");
     cv->in_size = cv->out_size = cv->kernel_size = 1;
     cv->direct = true;
-    /* grouped convolutions run a group per thread, with an im2col slot each */
-    cv->slots = cv->group > 1 ? kb_cpu_default_threads() : 1;
-    if (cv->slots > cv->group * cv->batch)
-        cv->slots = (int)(cv->group * cv->batch);
-    if (cv->slots < 1)
-        cv->slots = 1;
+    cv->slots = 1;
     for (int i = 0; i < cv->w.nsp; i++) {
         cv->in_size *= cv->w.in[i];
         cv->out_size *= cv->w.out[i];
@@ -37,6 +32,12 @@ kiln_status kb_conv_setup(const kn_node *node, const kb_tensor *x, const kb_tens
             cv->direct = false;
     }
     return KILN_OK;
+}
+
+void kb_conv_use_threads(kb_conv *cv, int threads) {
+    /* grouped convolutions run a group per thread, with an im2col slot each */
+    int64_t jobs = cv->group * cv->batch;
+    cv->slots = cv->group > 1 && threads > 1 ? (jobs < threads ? (int)jobs : threads) : 1;
 }
 
 /* Floats of one im2col matrix (one group of one image). */
@@ -137,19 +138,30 @@ void kb_conv_forward(const kb_conv *cv, const float *x, const float *w, float *y
 kiln_status kb_nn_conv_prepare(const void *state, const kn_node *node, const kb_tensor *in,
                                int n_in, const kb_tensor *out, int n_out, void **inst,
                                size_t *workspace) {
-    kb_conv cv;
-    KN_TRY(kb_conv_setup(node, &in[0], &in[1], &cv));
-    *workspace = align64(kb_conv_workspace(&cv)) + kb_stage_bytes(in, n_in, &out[0]);
+    kb_conv *cv = kn_malloc(sizeof *cv);
+    if (!cv)
+        return KILN_ERR_OUT_OF_MEMORY;
+    kiln_status st = kb_conv_setup(node, &in[0], &in[1], cv);
+    if (st != KILN_OK) {
+        kn_free(cv);
+        return st;
+    }
+    kb_conv_use_threads(cv, kb_cpu_default_threads());
+    *inst = cv;
+    *workspace = align64(kb_conv_workspace(cv)) + kb_stage_bytes(in, n_in, &out[0]);
     return KILN_OK;
 }
 
+void kb_nn_conv_release(void *inst) { kn_free(inst); }
+
 kiln_status kb_nn_conv_run(const kb_run *r) {
+    const kb_conv *cv = r->inst;
+    if (!cv)
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "run before prepare");
     if (!kb_stage_types_ok(r->in, r->n_in, &r->out[0]))
         return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "Conv of %s is not supported",
                              kiln_dtype_name(r->in[0].dtype));
-    kb_conv cv;
-    KN_TRY(kb_conv_setup(r->node, &r->in[0], &r->in[1], &cv));
-    size_t own = align64(kb_conv_workspace(&cv));
+    size_t own = align64(kb_conv_workspace(cv));
     if (r->workspace_size < own + kb_stage_bytes(r->in, r->n_in, &r->out[0]))
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
     kb_staged st;
@@ -158,7 +170,7 @@ kiln_status kb_nn_conv_run(const kb_run *r) {
     bool has_bias = r->n_in > 2 && st.in[2].data;
     if (has_bias)
         ep.bias = st.in[2].data;
-    kb_conv_forward(&cv, st.in[0].data, st.in[1].data, st.out.data, has_bias ? &ep : NULL,
+    kb_conv_forward(cv, st.in[0].data, st.in[1].data, st.out.data, has_bias ? &ep : NULL,
                     r->workspace, r->threads);
     kb_stage_out(&st, &r->out[0]);
     return KILN_OK;
