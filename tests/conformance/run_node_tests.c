@@ -305,8 +305,6 @@ static kiln_status add_profile(kiln_network *net, kiln_builder_config *cfg, cons
         int dynamic = rank < 0;
         for (int k = 0; k < rank; k++)
             dynamic |= dims[k] < 0;
-        if (!dynamic)
-            continue;
         const kn_tdata *t = NULL;
         for (int k = 0; k < d->n_in; k++)
             if (strcmp(d->in_name[k], nm) == 0)
@@ -317,7 +315,15 @@ static kiln_status add_profile(kiln_network *net, kiln_builder_config *cfg, cons
             continue;
         if (prof < 0)
             KN_TRY(kiln_builder_config_add_profile(cfg, &prof));
-        KN_TRY(kiln_builder_config_set_shape(cfg, prof, nm, t->rank, t->dims, t->dims, t->dims));
+        if (dynamic)
+            KN_TRY(kiln_builder_config_set_shape(cfg, prof, nm, t->rank, t->dims, t->dims, t->dims));
+        /* an input that is a shape tensor (Reshape's shape, Slice's starts...)
+         * needs its values at build time, as TensorRT's shape-tensor
+         * profiles do; the builder ignores values of other inputs */
+        int64_t cnt = kn_numel(t->rank, t->dims);
+        if (cnt >= 0 && cnt <= 4096 && kiln_dtype_size(t->dtype) > 0)
+            KN_TRY(kiln_builder_config_set_input_values(cfg, prof, nm, t->dtype, (size_t)cnt,
+                                                        t->data, t->data, t->data));
     }
     return KILN_OK;
 }
