@@ -334,6 +334,12 @@ KILN_API kiln_status kiln_context_set_profile(kiln_context *c, int profile) {
     if (profile < 0 || profile >= c->e->meta.n_profiles)
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "profile %d does not exist (the plan has %d)",
                         profile, c->e->meta.n_profiles);
+    if (profile != c->profile) { /* shapes set for another profile no longer apply */
+        for (int k = 0; k < c->e->net->n_inputs; k++)
+            c->c.in_rank[k] = -1;
+        c->c.shapes_ok = false;
+        c->c.prepared = false;
+    }
     c->profile = profile;
     return KILN_OK;
 }

@@ -218,6 +218,45 @@ static void test_no_profile_and_errors(void) {
     kiln_network_destroy(net);
 }
 
+/* Two profiles in one plan: each context picks one, and shapes are checked
+ * against the profile it picked. */
+static void test_two_profiles(void) {
+    kiln_network *net = make_mlp();
+    kiln_builder_config *cfg = NULL;
+    void *plan = NULL;
+    size_t size = 0;
+    int p0, p1;
+    int64_t a[2] = {1, 4}, b[2] = {2, 4}, c[2] = {4, 4}, d[2] = {6, 4}, e[2] = {8, 4};
+    KT_OK(kiln_builder_config_create(&cfg));
+    KT_OK(kiln_builder_config_add_profile(cfg, &p0));
+    KT_OK(kiln_builder_config_set_shape(cfg, p0, "x", 2, a, a, b));
+    KT_OK(kiln_builder_config_add_profile(cfg, &p1));
+    KT_OK(kiln_builder_config_set_shape(cfg, p1, "x", 2, c, d, e));
+    KT_OK(kiln_build_serialized(net, cfg, &plan, &size));
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+    kiln_engine *eng = NULL;
+    KT_OK(kiln_engine_load(plan, size, &eng));
+    kiln_free(plan);
+    if (!eng)
+        return;
+    KT_CHECK(kiln_engine_num_profiles(eng) == 2);
+    int rank = 0;
+    int64_t mn[8], op[8], mx[8];
+    KT_OK(kiln_engine_profile_shape(eng, 1, "x", &rank, mn, op, mx));
+    KT_CHECK(rank == 2 && mn[0] == 4 && op[0] == 6 && mx[0] == 8);
+    kiln_context *ctx = NULL;
+    KT_OK(kiln_context_create(eng, &ctx));
+    KT_CHECK(ctx && run_check(ctx, 2, 11));          /* profile 0 by default */
+    KT_OK(kiln_context_set_profile(ctx, 1));
+    KT_CHECK(run_check(ctx, 6, 12));
+    KT_FAILS(kiln_context_set_input_shape(ctx, "x", 2, b), KILN_ERR_SHAPE,
+             "outside optimization profile 1");
+    KT_FAILS(kiln_context_set_profile(ctx, 2), KILN_ERR_INVALID_ARGUMENT, "profile 2");
+    kiln_context_destroy(ctx);
+    kiln_engine_destroy(eng);
+}
+
 int main(void) {
     kiln_set_logger(NULL, NULL, KILN_LOG_ERROR);
     void *plan = NULL;
@@ -235,5 +274,6 @@ int main(void) {
     test_plan_file(plan, size);
     kiln_free(plan);
     test_no_profile_and_errors();
+    test_two_profiles();
     return kt_finish();
 }
