@@ -1,0 +1,328 @@
+/* cuda_backend.c - the CUDA backend as a kb_backend: device description,
+ * device memory and copies on the caller's stream, kernel timing with CUDA
+ * events, the kernel registry, and the per-thread cuBLASLt / cuDNN handles.
+ *
+ * Handles are per host thread: cuDNN handles must not be used by two threads
+ * at once and carry the stream they run on, and kb_run gives a kernel no
+ * context object to hang them on. A thread's handles are created by the
+ * first prepare() (or time_kernel) on that thread, so the steady-state run
+ * path never creates one, and destroyed by a pthread key destructor when the
+ * thread exits. A thread that runs without ever preparing gets its handle on
+ * its first run, once. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kc_common.h"
+
+/* ---------------- errors ---------------- */
+
+static kiln_status fail(const kn_node *node, kiln_status st, const char *what, const char *msg) {
+    if (node)
+        return kn_node_error(node, st, "%s: %s", what, msg);
+    return kn_error(st, "CUDA backend: %s: %s", what, msg);
+}
+
+kiln_status kc_cuda_fail(const kn_node *node, cudaError_t e, const char *what) {
+    (void)cudaGetLastError(); /* clear a sticky launch error */
+    kiln_status st = e == cudaErrorMemoryAllocation ? KILN_ERR_OUT_OF_MEMORY
+                     : (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
+                         ? KILN_ERR_DEVICE
+                         : KILN_ERR_RUNTIME;
+    return fail(node, st, what, cudaGetErrorString(e));
+}
+
+kiln_status kc_cublas_fail(const kn_node *node, cublasStatus_t s, const char *what) {
+    kiln_status st = s == CUBLAS_STATUS_NOT_SUPPORTED  ? KILN_ERR_UNSUPPORTED
+                     : s == CUBLAS_STATUS_ALLOC_FAILED ? KILN_ERR_OUT_OF_MEMORY
+                                                       : KILN_ERR_RUNTIME;
+    char msg[96];
+    snprintf(msg, sizeof msg, "cuBLASLt status %d", (int)s);
+    return fail(node, st, what, msg);
+}
+
+kiln_status kc_cudnn_fail(const kn_node *node, cudnnStatus_t s, const char *what) {
+    kiln_status st = s == CUDNN_STATUS_NOT_SUPPORTED ? KILN_ERR_UNSUPPORTED
+                     : s == CUDNN_STATUS_ALLOC_FAILED ? KILN_ERR_OUT_OF_MEMORY
+                                                      : KILN_ERR_RUNTIME;
+    return fail(node, st, what, cudnnGetErrorString(s));
+}
+
+/* ---------------- per-thread handles ---------------- */
+
+typedef struct kc_handles {
+    cublasLtHandle_t lt;
+    cudnnHandle_t dnn;
+} kc_handles;
+
+static pthread_key_t handles_key;
+static pthread_once_t handles_once = PTHREAD_ONCE_INIT;
+static int handles_key_ok;
+
+static void handles_destroy(void *p) {
+    kc_handles *h = p;
+    if (!h)
+        return;
+    if (h->lt)
+        cublasLtDestroy(h->lt);
+    if (h->dnn)
+        cudnnDestroy(h->dnn);
+    kn_free(h);
+}
+
+static void handles_key_make(void) {
+    handles_key_ok = pthread_key_create(&handles_key, handles_destroy) == 0;
+}
+
+static kiln_status thread_handles(const kn_node *node, kc_handles **out) {
+    pthread_once(&handles_once, handles_key_make);
+    if (!handles_key_ok)
+        return fail(node, KILN_ERR_INTERNAL, "library handles", "no thread-local key");
+    kc_handles *h = pthread_getspecific(handles_key);
+    if (!h) {
+        h = kn_calloc(1, sizeof *h);
+        if (!h)
+            return KILN_ERR_OUT_OF_MEMORY;
+        if (pthread_setspecific(handles_key, h) != 0) {
+            kn_free(h);
+            return fail(node, KILN_ERR_INTERNAL, "library handles", "pthread_setspecific failed");
+        }
+    }
+    *out = h;
+    return KILN_OK;
+}
+
+kiln_status kc_cublaslt_handle(const kn_node *node, cublasLtHandle_t *out) {
+    kc_handles *h;
+    KN_TRY(thread_handles(node, &h));
+    if (!h->lt)
+        KC_CUBLAS(node, cublasLtCreate(&h->lt));
+    *out = h->lt;
+    return KILN_OK;
+}
+
+kiln_status kc_cudnn_handle(const kn_node *node, cudnnHandle_t *out) {
+    kc_handles *h;
+    KN_TRY(thread_handles(node, &h));
+    if (!h->dnn)
+        KC_CUDNN(node, cudnnCreate(&h->dnn));
+    *out = h->dnn;
+    return KILN_OK;
+}
+
+/* ---------------- shapes ---------------- */
+
+void kc_strides(int rank, const int64_t *dims, int64_t *strides) {
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= dims[d];
+    }
+}
+
+kiln_status kc_bcast_init(const kn_node *node, kc_bcast *bc, int n_in, const kb_tensor *const *in,
+                          const kb_tensor *out) {
+    memset(bc, 0, sizeof *bc);
+    if (n_in < 1 || n_in > KC_EW_MAX_IN)
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "%d inputs (the CUDA kernel takes 1 to %d)",
+                             n_in, KC_EW_MAX_IN);
+    int rank = out->rank;
+    int64_t dims[KC_MAX_DIMS], st[KC_EW_MAX_IN][KC_MAX_DIMS];
+    for (int d = 0; d < rank; d++)
+        dims[d] = out->dims[d];
+    for (int k = 0; k < n_in; k++) {
+        const kb_tensor *t = in[k];
+        if (t->rank > rank)
+            return kn_node_error(node, KILN_ERR_SHAPE, "input %d has rank %d above the output's %d",
+                                 k, t->rank, rank);
+        int64_t s = 1;
+        for (int d = rank - 1; d >= 0; d--) {
+            int td = d - (rank - t->rank);
+            int64_t n = td >= 0 ? t->dims[td] : 1;
+            if (n != 1 && n != dims[d])
+                return kn_node_error(node, KILN_ERR_SHAPE,
+                                     "input %d does not broadcast to the output in dim %d", k, d);
+            st[k][d] = n == 1 ? 0 : s;
+            s *= n;
+        }
+    }
+    /* drop dims of size 1, merge a dim into the next inner one when every
+     * input's strides are contiguous across the pair */
+    int r = 0;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] == 1)
+            continue;
+        if (r > 0) {
+            bool merge = true;
+            for (int k = 0; k < n_in && merge; k++)
+                merge = bc->stride[k][r - 1] == st[k][d] * dims[d];
+            if (merge) {
+                bc->dims[r - 1] *= dims[d];
+                for (int k = 0; k < n_in; k++)
+                    bc->stride[k][r - 1] = st[k][d];
+                continue;
+            }
+        }
+        bc->dims[r] = dims[d];
+        for (int k = 0; k < n_in; k++)
+            bc->stride[k][r] = st[k][d];
+        r++;
+    }
+    if (r == 0) {
+        bc->dims[0] = 1;
+        r = 1;
+    }
+    bc->rank = r;
+    bc->n_in = n_in;
+    bc->total = kn_numel(out->rank, out->dims);
+    return KILN_OK;
+}
+
+/* ---------------- registry ---------------- */
+
+static const struct {
+    const kb_kernel *t;
+    const size_t *n;
+} kc_tables[] = {
+    {kb_cuda_elementwise, &kb_cuda_elementwise_count},
+    {kb_cuda_tensor, &kb_cuda_tensor_count},
+    {kb_cuda_nn, &kb_cuda_nn_count},
+    {kb_cuda_blas, &kb_cuda_blas_count},
+    {kb_cuda_conv, &kb_cuda_conv_count},
+};
+
+static bool same_domain(const char *a, const char *b) {
+    if (!a || strcmp(a, "ai.onnx") == 0)
+        a = "";
+    if (!b || strcmp(b, "ai.onnx") == 0)
+        b = "";
+    return strcmp(a, b) == 0;
+}
+
+int kb_cuda_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {
+    int n = 0;
+    for (size_t k = 0; k < KN_ARRAY_LEN(kc_tables); k++)
+        for (size_t i = 0; i < *kc_tables[k].n; i++) {
+            const kb_kernel *kk = &kc_tables[k].t[i];
+            if (strcmp(kk->op_type, op_type) != 0 || !same_domain(kk->domain, domain))
+                continue;
+            if (n < cap)
+                out[n] = kk;
+            n++;
+        }
+    return n;
+}
+
+const kb_kernel *kb_cuda_kernel_find(const char *domain, const char *op_type, const char *tactic) {
+    for (size_t k = 0; k < KN_ARRAY_LEN(kc_tables); k++)
+        for (size_t i = 0; i < *kc_tables[k].n; i++) {
+            const kb_kernel *kk = &kc_tables[k].t[i];
+            if (strcmp(kk->op_type, op_type) == 0 && same_domain(kk->domain, domain) &&
+                strcmp(kk->tactic, tactic) == 0)
+                return kk;
+        }
+    return NULL;
+}
+
+/* ---------------- the backend ---------------- */
+
+static kiln_status cuda_describe(char *target, size_t tcap, char *libs, size_t lcap) {
+    int count = 0, dev = 0, major = 0, minor = 0, rt = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        (void)cudaGetLastError();
+        return kn_error(KILN_ERR_DEVICE, "the CUDA backend has no device: %s",
+                        e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device is visible");
+    }
+    KC_CUDA(NULL, cudaGetDevice(&dev));
+    KC_CUDA(NULL, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    KC_CUDA(NULL, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    KC_CUDA(NULL, cudaRuntimeGetVersion(&rt));
+    size_t dnn = cudnnGetVersion();    /* major*10000 + minor*100 + patch */
+    size_t lt = cublasLtGetVersion();  /* major*10000 + minor*100 + patch */
+    snprintf(target, tcap, "sm_%d%d", major, minor);
+    snprintf(libs, lcap, "cuda=%d.%d;cudnn=%zu.%zu;cublasLt=%zu.%zu", rt / 1000, (rt % 1000) / 10,
+             dnn / 10000, (dnn % 10000) / 100, lt / 10000, (lt % 10000) / 100);
+    return KILN_OK;
+}
+
+static kiln_status cuda_alloc(size_t bytes, void **out) {
+    void *p = NULL;
+    KC_CUDA(NULL, cudaMalloc(&p, bytes ? bytes : 256));
+    *out = p;
+    return KILN_OK;
+}
+
+static void cuda_free(void *p) {
+    if (p)
+        (void)cudaFree(p);
+}
+
+static kiln_status cuda_copy(void *dst, const void *src, size_t bytes, kb_copy_kind kind,
+                             void *stream) {
+    if (!bytes)
+        return KILN_OK;
+    enum cudaMemcpyKind k = kind == KB_COPY_H2D   ? cudaMemcpyHostToDevice
+                            : kind == KB_COPY_D2H ? cudaMemcpyDeviceToHost
+                                                  : cudaMemcpyDeviceToDevice;
+    KC_CUDA(NULL, cudaMemcpyAsync(dst, src, bytes, k, (cudaStream_t)stream));
+    return KILN_OK;
+}
+
+static kiln_status cuda_memset_zero(void *dst, size_t bytes, void *stream) {
+    if (bytes)
+        KC_CUDA(NULL, cudaMemsetAsync(dst, 0, bytes, (cudaStream_t)stream));
+    return KILN_OK;
+}
+
+static kiln_status cuda_sync(void *stream) {
+    KC_CUDA(NULL, cudaStreamSynchronize((cudaStream_t)stream));
+    return KILN_OK;
+}
+
+static kiln_status time_runs(const kb_kernel *k, const kb_run *r, int reps, cudaEvent_t *ev,
+                             double *ms) {
+    cudaStream_t s = kc_stream(r);
+    float times[64];
+    if (reps < 1)
+        reps = 1;
+    if (reps > 64)
+        reps = 64;
+    for (int w = 0; w < 2; w++) /* warm-up: module load, library plans */
+        KN_TRY(k->run(r));
+    KC_CUDA(r->node, cudaStreamSynchronize(s));
+    for (int i = 0; i < reps; i++) {
+        KC_CUDA(r->node, cudaEventRecord(ev[0], s));
+        KN_TRY(k->run(r));
+        KC_CUDA(r->node, cudaEventRecord(ev[1], s));
+        KC_CUDA(r->node, cudaEventSynchronize(ev[1]));
+        KC_CUDA(r->node, cudaEventElapsedTime(&times[i], ev[0], ev[1]));
+    }
+    for (int i = 1; i < reps; i++)
+        for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
+            float t = times[j];
+            times[j] = times[j - 1];
+            times[j - 1] = t;
+        }
+    *ms = times[reps / 2];
+    return KILN_OK;
+}
+
+static kiln_status cuda_time_kernel(const kb_kernel *k, const kb_run *r, int reps, double *ms) {
+    cudaEvent_t ev[2] = {NULL, NULL};
+    KC_CUDA(r->node, cudaEventCreate(&ev[0]));
+    cudaError_t e = cudaEventCreate(&ev[1]);
+    if (e != cudaSuccess) {
+        cudaEventDestroy(ev[0]);
+        return kc_cuda_fail(r->node, e, "cudaEventCreate");
+    }
+    kiln_status st = time_runs(k, r, reps, ev, ms);
+    cudaEventDestroy(ev[0]);
+    cudaEventDestroy(ev[1]);
+    return st;
+}
+
+const kb_backend kb_cuda_backend = {
+    "cuda",    cuda_describe,    kb_cuda_kernels_for, kb_cuda_kernel_find, cuda_alloc,
+    cuda_free, cuda_copy,        cuda_memset_zero,    cuda_sync,           cuda_time_kernel,
+};

@@ -1,0 +1,39 @@
+/* elementwise.cuh - launchers of the CUDA elementwise family: programs of
+ * unary/binary steps with broadcasting (plain ops and kiln::ElementwiseChain),
+ * Where, Cast, the fused-op epilogue and BatchNormalization. Each checks its
+ * arguments, launches on `stream` and returns the launch's error. */
+#ifndef KILN_CUDA_ELEMENTWISE_CUH
+#define KILN_CUDA_ELEMENTWISE_CUH
+
+#include <cuda_runtime_api.h>
+
+#include "kc_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Run an elementwise program over p->bc.total output elements. */
+cudaError_t kc_ew_run(const kc_program *p, cudaStream_t stream);
+/* out = cond ? x : y with broadcasting (bc has 3 inputs); elements of esize bytes. */
+cudaError_t kc_where(const void *cond, const void *x, const void *y, void *out, size_t esize,
+                     const kc_bcast *bc, cudaStream_t stream);
+/* y = (yt)x over n elements. Float to integer truncates toward zero and
+ * saturates (NaN gives 0); to bool is "not zero". */
+cudaError_t kc_cast(const void *x, kiln_dtype xt, void *y, kiln_dtype yt, int64_t n,
+                    cudaStream_t stream);
+/* In place over n elements of y (float, float16 or bfloat16):
+ * y = act(y + bias[(i / inner) % channels] + z[i]); bias and z may be NULL. */
+cudaError_t kc_epilogue(void *y, kiln_dtype dt, int64_t n, const void *bias, int64_t channels,
+                        int64_t inner, const void *z, int act, float alpha, float beta,
+                        cudaStream_t stream);
+/* BatchNormalization (inference): y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + b[c]
+ * for c = (i / inner) % channels; x and y of dt, the four vectors of pt. */
+cudaError_t kc_batchnorm(const void *x, void *y, kiln_dtype dt, int64_t n, int64_t channels,
+                         int64_t inner, const void *scale, const void *bias, const void *mean,
+                         const void *var, kiln_dtype pt, float eps, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

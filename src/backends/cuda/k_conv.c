@@ -1,0 +1,347 @@
+/* k_conv.c - Conv and kiln::Conv on the CUDA backend through cuDNN (NCHW,
+ * 1 to 3 spatial dims, groups, dilations, symmetric pads). float32 runs with
+ * FMA math (no TF32); float16 and bfloat16 with tensor cores and float
+ * accumulation.
+ *
+ * Tactics (the builder times them):
+ *   "cudnn"       cuDNN's heuristic algorithm; bias, residual Z and any
+ *                 activation in one pass after the convolution (kc_epilogue)
+ *   "cudnn_find"  the fastest algorithm by cuDNN's own timing in prepare(),
+ *                 same epilogue
+ *   "cudnn_fused" cudnnConvolutionBiasActivationForward: bias, Z and ReLU
+ *                 (or none) inside cuDNN; only for those activations */
+#include <string.h>
+
+#include "backends/cpu/act.h"
+#include "elementwise.cuh"
+#include "graph/fused.h"
+#include "graph/ops_nn.h"
+#include "kc_common.h"
+
+enum { CONV_HEUR = 0, CONV_FIND = 1, CONV_FUSED = 2 };
+
+#define CONV_MAX_WS ((size_t)512 << 20)
+
+typedef struct conv_inst {
+    int mode;
+    cudnnTensorDescriptor_t xd, yd, bd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    cudnnActivationDescriptor_t ad;
+    cudnnConvolutionFwdAlgo_t algo;
+    size_t conv_ws, zero_bias_off, ws;
+    kiln_dtype dt;
+    int64_t cout, spatial;
+    kb_act act;
+    float act_a, act_b;
+    int bias_input, z_input;     /* -1 when absent */
+} conv_inst;
+
+static bool is_fused(const kn_node *n) { return strcmp(n->domain ? n->domain : "", KN_DOMAIN_KILN) == 0; }
+
+static bool dnn_type(kiln_dtype t, cudnnDataType_t *out) {
+    switch (t) {
+    case KILN_DTYPE_FLOAT: *out = CUDNN_DATA_FLOAT; return true;
+    case KILN_DTYPE_FLOAT16: *out = CUDNN_DATA_HALF; return true;
+    case KILN_DTYPE_BFLOAT16: *out = CUDNN_DATA_BFLOAT16; return true;
+    default: return false;
+    }
+}
+
+static bool node_act(const kn_node *node, kb_act *act, float *a, float *b) {
+    *act = KB_ACT_NONE;
+    *a = *b = 0.f;
+    if (!is_fused(node))
+        return true;
+    *act = kb_act_parse(kn_attr_string(node, "activation", ""));
+    if (*act == KB_ACT_INVALID)
+        return false;
+    float da = 0.f, db = 0.f;
+    switch (*act) {
+    case KB_ACT_LEAKY_RELU: da = 0.01f; break;
+    case KB_ACT_CLIP: da = -INFINITY, db = INFINITY; break;
+    case KB_ACT_HARD_SIGMOID: da = 0.2f, db = 0.5f; break;
+    case KB_ACT_ELU: da = 1.f; break;
+    default: break;
+    }
+    *a = kn_attr_float(node, "alpha", da);
+    *b = kn_attr_float(node, "beta", db);
+    return true;
+}
+
+/* Window of the node for input dims x and weight dims w; symmetric pads only. */
+static kiln_status conv_window(const kn_node *node, int rank, const int64_t *xd, const int64_t *wd,
+                               kn_window *w) {
+    int nsp = rank - 2;
+    if (nsp < 1 || nsp > 3)
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "%d spatial dims (1 to 3 supported)", nsp);
+    KN_TRY(kn_window_forward(node, nsp, xd + 2, wd + 2, false, w));
+    for (int d = 0; d < nsp; d++)
+        if (w->pad0[d] != w->pad1[d])
+            return kn_node_error(node, KILN_ERR_UNSUPPORTED,
+                                 "asymmetric padding (%lld before, %lld after) in dim %d",
+                                 (long long)w->pad0[d], (long long)w->pad1[d], d);
+    return KILN_OK;
+}
+
+static bool conv_supports_mode(const kn_node *node, const kn_tinfo *in, int n_in,
+                               const kn_tinfo *out, int n_out, int mode) {
+    cudnnDataType_t dt;
+    if (n_in < 2 || n_out < 1 || !dnn_type(in[0].dtype, &dt) || in[1].dtype != in[0].dtype ||
+        out[0].dtype != in[0].dtype || in[0].rank != in[1].rank || in[0].rank < 3 || in[0].rank > 5)
+        return false;
+    for (int k = 2; k < n_in; k++)
+        if (in[k].dtype != KILN_DTYPE_UNDEFINED && in[k].dtype != in[0].dtype)
+            return false;
+    if (n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED &&
+        (in[3].rank != out[0].rank || memcmp(in[3].dims, out[0].dims, sizeof(int64_t) * (size_t)out[0].rank) != 0))
+        return false; /* Z must have Y's shape */
+    kb_act act;
+    float a, b;
+    if (!node_act(node, &act, &a, &b))
+        return false;
+    if (mode == CONV_FUSED && act != KB_ACT_NONE && act != KB_ACT_RELU)
+        return false;
+    kn_window w;
+    kiln_status st = conv_window(node, in[0].rank, in[0].dims, in[1].dims, &w);
+    if (st != KILN_OK) {
+        kn_error_clear();
+        return false;
+    }
+    return true;
+}
+
+static bool sup_heur(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
+    return conv_supports_mode(node, in, n_in, out, n_out, CONV_HEUR);
+}
+static bool sup_fused(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
+    return conv_supports_mode(node, in, n_in, out, n_out, CONV_FUSED);
+}
+
+static void conv_release(void *p) {
+    conv_inst *s = p;
+    if (!s)
+        return;
+    if (s->xd)
+        cudnnDestroyTensorDescriptor(s->xd);
+    if (s->yd)
+        cudnnDestroyTensorDescriptor(s->yd);
+    if (s->bd)
+        cudnnDestroyTensorDescriptor(s->bd);
+    if (s->wd)
+        cudnnDestroyFilterDescriptor(s->wd);
+    if (s->cd)
+        cudnnDestroyConvolutionDescriptor(s->cd);
+    if (s->ad)
+        cudnnDestroyActivationDescriptor(s->ad);
+    kn_free(s);
+}
+
+/* cuDNN wants at least 4 dims: a 1-D convolution gets a spatial dim of 1 in front. */
+static int dnn_dims(int rank, const int64_t *d, int *out) {
+    int n = 0;
+    out[n++] = (int)d[0];
+    out[n++] = (int)d[1];
+    if (rank == 3)
+        out[n++] = 1;
+    for (int i = 2; i < rank; i++)
+        out[n++] = (int)d[i];
+    return n;
+}
+
+static kiln_status tensor_desc(const kn_node *node, cudnnTensorDescriptor_t *t, cudnnDataType_t dt,
+                               int rank, const int64_t *dims) {
+    int d[KILN_MAX_DIMS], s[KILN_MAX_DIMS];
+    int n = dnn_dims(rank, dims, d);
+    s[n - 1] = 1;
+    for (int i = n - 2; i >= 0; i--)
+        s[i] = s[i + 1] * d[i + 1];
+    KC_CUDNN(node, cudnnCreateTensorDescriptor(t));
+    KC_CUDNN(node, cudnnSetTensorNdDescriptor(*t, dt, n, d, s));
+    return KILN_OK;
+}
+
+static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in,
+                              const kb_tensor *out, conv_inst *s) {
+    const kb_tensor *x = &in[0], *w = &in[1], *y = &out[0];
+    cudnnDataType_t dt;
+    if (!dnn_type(x->dtype, &dt) || w->dtype != x->dtype || y->dtype != x->dtype)
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "types %s, %s -> %s",
+                             kiln_dtype_name(x->dtype), kiln_dtype_name(w->dtype),
+                             kiln_dtype_name(y->dtype));
+    if (x->rank != w->rank || x->rank < 3 || x->rank > 5)
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "X rank %d, W rank %d", x->rank, w->rank);
+    kn_window win;
+    KN_TRY(conv_window(node, x->rank, x->dims, w->dims, &win));
+    int64_t group = kn_attr_int(node, "group", 1);
+    if (group < 1 || x->dims[1] != w->dims[1] * group || w->dims[0] % group != 0)
+        return kn_node_error(node, KILN_ERR_SHAPE, "channels %lld do not fit W %lld x group %lld",
+                             (long long)x->dims[1], (long long)w->dims[1], (long long)group);
+    s->dt = x->dtype;
+    s->cout = w->dims[0];
+    s->spatial = kn_numel(y->rank - 2, y->dims + 2);
+    s->bias_input = kc_present(in, n_in, 2) || (n_in > 2 && in[2].dtype != KILN_DTYPE_UNDEFINED) ? 2 : -1;
+    s->z_input = is_fused(node) && n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED ? 3 : -1;
+    if (s->bias_input >= 0 && kc_numel(&in[2]) != s->cout)
+        return kn_node_error(node, KILN_ERR_SHAPE, "B has %lld values for %lld output channels",
+                             (long long)kc_numel(&in[2]), (long long)s->cout);
+    if (!node_act(node, &s->act, &s->act_a, &s->act_b))
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "unknown activation '%s'",
+                             kn_attr_string(node, "activation", ""));
+    if (s->mode == CONV_FUSED && s->act != KB_ACT_NONE && s->act != KB_ACT_RELU)
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "cudnn_fused takes Relu or no activation");
+
+    cudnnHandle_t h;
+    KN_TRY(kc_cudnn_handle(node, &h));
+    KN_TRY(tensor_desc(node, &s->xd, dt, x->rank, x->dims));
+    KN_TRY(tensor_desc(node, &s->yd, dt, y->rank, y->dims));
+    int wdims[KILN_MAX_DIMS];
+    int nw = dnn_dims(w->rank, w->dims, wdims);
+    KC_CUDNN(node, cudnnCreateFilterDescriptor(&s->wd));
+    KC_CUDNN(node, cudnnSetFilterNdDescriptor(s->wd, dt, CUDNN_TENSOR_NCHW, nw, wdims));
+    int nsp = nw - 2, pad[3], str[3], dil[3];
+    for (int d = 0; d < nsp; d++) {
+        int sd = d - (nsp - win.nsp); /* the inserted leading dim of a 1-D conv */
+        pad[d] = sd >= 0 ? (int)win.pad0[sd] : 0;
+        str[d] = sd >= 0 ? (int)win.stride[sd] : 1;
+        dil[d] = sd >= 0 ? (int)win.dil[sd] : 1;
+    }
+    KC_CUDNN(node, cudnnCreateConvolutionDescriptor(&s->cd));
+    KC_CUDNN(node, cudnnSetConvolutionNdDescriptor(s->cd, nsp, pad, str, dil, CUDNN_CROSS_CORRELATION,
+                                                   CUDNN_DATA_FLOAT));
+    KC_CUDNN(node, cudnnSetConvolutionGroupCount(s->cd, (int)group));
+    KC_CUDNN(node, cudnnSetConvolutionMathType(s->cd, x->dtype == KILN_DTYPE_FLOAT
+                                                          ? CUDNN_FMA_MATH
+                                                          : CUDNN_TENSOR_OP_MATH));
+    /* the output shape cuDNN computes must be the schema's */
+    int od[KILN_MAX_DIMS], yd[KILN_MAX_DIMS];
+    int ny = dnn_dims(y->rank, y->dims, yd);
+    KC_CUDNN(node, cudnnGetConvolutionNdForwardOutputDim(s->cd, s->xd, s->wd, ny, od));
+    if (memcmp(od, yd, sizeof(int) * (size_t)ny) != 0)
+        return kn_node_error(node, KILN_ERR_SHAPE, "cuDNN's output shape differs from the inferred one");
+
+    cudnnConvolutionFwdAlgoPerf_t perf[16];
+    int got = 0;
+    if (s->mode == CONV_FIND)
+        KC_CUDNN(node, cudnnFindConvolutionForwardAlgorithm(h, s->xd, s->wd, s->cd, s->yd, 16, &got, perf));
+    else
+        KC_CUDNN(node, cudnnGetConvolutionForwardAlgorithm_v7(h, s->xd, s->wd, s->cd, s->yd, 16, &got, perf));
+    bool found = false;
+    bool identity_fused = s->mode == CONV_FUSED && s->act == KB_ACT_NONE;
+    for (int i = 0; i < got && !found; i++) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_MAX_WS)
+            continue;
+        /* cuDNN's fused call runs an identity activation with one algorithm only */
+        if (identity_fused && perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
+            continue;
+        /* float32 must not fall back to TF32 tensor cores */
+        if (x->dtype == KILN_DTYPE_FLOAT && perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+            continue;
+        s->algo = perf[i].algo;
+        found = true;
+    }
+    if (!found && identity_fused) {
+        s->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+        found = true;
+    }
+    if (!found)
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "cuDNN offers no algorithm for this convolution");
+    KC_CUDNN(node, cudnnGetConvolutionForwardWorkspaceSize(h, s->xd, s->wd, s->cd, s->yd, s->algo,
+                                                           &s->conv_ws));
+    s->ws = s->conv_ws;
+    if (s->mode == CONV_FUSED) {
+        int bdims[KILN_MAX_DIMS], bst[KILN_MAX_DIMS];
+        for (int i = 0; i < ny; i++)
+            bdims[i] = i == 1 ? (int)s->cout : 1;
+        for (int i = ny - 1; i >= 0; i--)
+            bst[i] = i == ny - 1 ? 1 : bst[i + 1] * bdims[i + 1];
+        KC_CUDNN(node, cudnnCreateTensorDescriptor(&s->bd));
+        KC_CUDNN(node, cudnnSetTensorNdDescriptor(s->bd, dt, ny, bdims, bst));
+        KC_CUDNN(node, cudnnCreateActivationDescriptor(&s->ad));
+        KC_CUDNN(node, cudnnSetActivationDescriptor(s->ad, s->act == KB_ACT_RELU
+                                                               ? CUDNN_ACTIVATION_RELU
+                                                               : CUDNN_ACTIVATION_IDENTITY,
+                                                    CUDNN_NOT_PROPAGATE_NAN, 0.0));
+        if (s->bias_input < 0) { /* cuDNN needs a bias: zeros after the conv workspace */
+            s->zero_bias_off = (s->conv_ws + 255) & ~(size_t)255;
+            s->ws = s->zero_bias_off + (size_t)s->cout * kiln_dtype_size(s->dt);
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status conv_prepare_mode(const kn_node *node, const kb_tensor *in, int n_in,
+                                     const kb_tensor *out, void **inst, size_t *workspace, int mode) {
+    conv_inst *s = kn_calloc(1, sizeof *s);
+    if (!s)
+        return KILN_ERR_OUT_OF_MEMORY;
+    s->mode = mode;
+    kiln_status st = conv_build(node, in, n_in, out, s);
+    if (st != KILN_OK) {
+        conv_release(s);
+        return st;
+    }
+    *inst = s;
+    *workspace = s->ws;
+    return KILN_OK;
+}
+
+static kiln_status prep_heur(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                             const kb_tensor *out, int n_out, void **inst, size_t *ws) {
+    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_HEUR);
+}
+static kiln_status prep_find(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                             const kb_tensor *out, int n_out, void **inst, size_t *ws) {
+    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_FIND);
+}
+static kiln_status prep_fused(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                              const kb_tensor *out, int n_out, void **inst, size_t *ws) {
+    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_FUSED);
+}
+
+static kiln_status conv_run(const kb_run *r) {
+    const conv_inst *s = r->inst;
+    if (!s)
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "run before prepare");
+    if (r->workspace_size < s->ws)
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small (%zu < %zu)",
+                             r->workspace_size, s->ws);
+    cudnnHandle_t h;
+    KN_TRY(kc_cudnn_handle(r->node, &h));
+    KC_CUDNN(r->node, cudnnSetStream(h, kc_stream(r)));
+    kb_tensor *y = &r->out[0];
+    const void *bias = s->bias_input >= 0 ? r->in[s->bias_input].data : NULL;
+    const void *z = s->z_input >= 0 ? r->in[s->z_input].data : NULL;
+    float one = 1.f, zero = 0.f;
+    if (s->mode == CONV_FUSED) {
+        if (!bias) {
+            void *zb = (uint8_t *)r->workspace + s->zero_bias_off;
+            KC_CUDA(r->node, cudaMemsetAsync(zb, 0, (size_t)s->cout * kiln_dtype_size(s->dt), kc_stream(r)));
+            bias = zb;
+        }
+        float alpha2 = z ? 1.f : 0.f;
+        KC_CUDNN(r->node, cudnnConvolutionBiasActivationForward(
+                              h, &one, s->xd, r->in[0].data, s->wd, r->in[1].data, s->cd, s->algo,
+                              r->workspace, s->conv_ws, &alpha2, s->yd, z ? z : y->data, s->bd,
+                              bias, s->ad, s->yd, y->data));
+        return KILN_OK;
+    }
+    KC_CUDNN(r->node, cudnnConvolutionForward(h, &one, s->xd, r->in[0].data, s->wd, r->in[1].data,
+                                              s->cd, s->algo, r->workspace, s->conv_ws, &zero,
+                                              s->yd, y->data));
+    if (bias || z || s->act != KB_ACT_NONE)
+        KC_CUDA(r->node, kc_epilogue(y->data, y->dtype, kc_numel(y), bias, s->cout, s->spatial, z,
+                                     (int)s->act, s->act_a, s->act_b, kc_stream(r)));
+    return KILN_OK;
+}
+
+#define K_CONV(op, dom) \
+    {op, dom, "cudnn", sup_heur, NULL, NULL, prep_heur, conv_release, conv_run}, \
+    {op, dom, "cudnn_find", sup_heur, NULL, NULL, prep_find, conv_release, conv_run}, \
+    {op, dom, "cudnn_fused", sup_fused, NULL, NULL, prep_fused, conv_release, conv_run}
+
+const kb_kernel kb_cuda_conv[] = {
+    K_CONV("Conv", ""),
+    K_CONV("Conv", KN_DOMAIN_KILN),
+};
+const size_t kb_cuda_conv_count = KN_ARRAY_LEN(kb_cuda_conv);

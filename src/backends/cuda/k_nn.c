@@ -1,0 +1,281 @@
+/* k_nn.c - the CUDA nn family's kb_kernel glue for kiln's own kernels:
+ * Softmax / LogSoftmax, LayerNormalization, BatchNormalization (inference),
+ * Reduce{Sum,Mean,Max,Min,Prod,SumSquare,L1,L2,LogSum}, MaxPool /
+ * AveragePool and the global pools. Attributes as the CPU reference reads
+ * them; axes given as an input are read from kb_tensor.host. */
+#include <string.h>
+
+#include "elementwise.cuh"
+#include "graph/ops_nn.h"
+#include "kc_common.h"
+#include "nn.cuh"
+
+static bool float_io(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                     int n_out) {
+    return n_in >= 1 && n_out >= 1 && kc_is_float(in[0].dtype) && out[0].dtype == in[0].dtype;
+}
+
+static kiln_status norm_axis(const kn_node *n, int64_t axis, int rank, int *out) {
+    if (axis < -rank || axis >= (rank ? rank : 1))
+        return kn_node_error(n, KILN_ERR_SHAPE, "axis %lld is out of range for rank %d",
+                             (long long)axis, rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return KILN_OK;
+}
+
+/* ---------------- Softmax ---------------- */
+
+static kiln_status softmax_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    bool legacy = r->node->opset > 0 && r->node->opset < 13;
+    int axis = 0;
+    KN_TRY(norm_axis(r->node, kn_attr_int(r->node, "axis", legacy ? 1 : -1), x->rank, &axis));
+    int64_t outer = kn_numel(axis, x->dims), n = x->rank ? x->dims[axis] : 1;
+    int64_t inner = x->rank ? kn_numel(x->rank - axis - 1, x->dims + axis + 1) : 1;
+    if (legacy) { /* coerce to 2-D: everything from axis on is one row */
+        n *= inner;
+        inner = 1;
+    }
+    int log = strcmp(r->node->op_type, "LogSoftmax") == 0;
+    KC_CUDA(r->node, kc_softmax(x->data, r->out[0].data, x->dtype, outer, n, inner, log,
+                                kc_stream(r)));
+    return KILN_OK;
+}
+
+/* ---------------- LayerNormalization ---------------- */
+
+static bool layernorm_supports(const kn_node *node, const kn_tinfo *in, int n_in,
+                               const kn_tinfo *out, int n_out) {
+    if (!float_io(node, in, n_in, out, n_out) || n_in < 2 || !kc_is_float(in[1].dtype))
+        return false;
+    int64_t axis = kn_attr_int(node, "axis", -1);
+    int rank = in[0].rank;
+    if (axis < -rank || axis >= rank)
+        return false;
+    if (axis < 0)
+        axis += rank;
+    int64_t inner = kn_numel(rank - (int)axis, in[0].dims + axis);
+    if (kn_numel(in[1].rank, in[1].dims) != inner)
+        return false; /* scale broadcast inside the row: the CPU kernel has it */
+    if (n_in > 2 && in[2].dtype != KILN_DTYPE_UNDEFINED &&
+        (in[2].dtype != in[1].dtype || kn_numel(in[2].rank, in[2].dims) != inner))
+        return false;
+    for (int k = 1; k < n_out; k++)
+        if (out[k].dtype != KILN_DTYPE_UNDEFINED && !kc_is_float(out[k].dtype))
+            return false;
+    return true;
+}
+
+static kiln_status layernorm_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *sc = &r->in[1];
+    const kb_tensor *b = kc_present(r->in, r->n_in, 2) ? &r->in[2] : NULL;
+    int axis = 0;
+    KN_TRY(norm_axis(r->node, kn_attr_int(r->node, "axis", -1), x->rank, &axis));
+    int64_t inner = kn_numel(x->rank - axis, x->dims + axis), rows = kn_numel(axis, x->dims);
+    if (kc_numel(sc) != inner || (b && (kc_numel(b) != inner || b->dtype != sc->dtype)))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                             "scale and bias must have one value per normalized element");
+    kb_tensor *mo = r->n_out > 1 && r->out[1].data ? &r->out[1] : NULL;
+    kb_tensor *io = r->n_out > 2 && r->out[2].data ? &r->out[2] : NULL;
+    if (mo && io && mo->dtype != io->dtype)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "Mean and InvStdDev types differ");
+    kiln_dtype st = mo ? mo->dtype : io ? io->dtype : KILN_DTYPE_FLOAT;
+    float eps = kn_attr_float(r->node, "epsilon", 1e-5f);
+    KC_CUDA(r->node, kc_layernorm(x->data, r->out[0].data, x->dtype, rows, inner, sc->data,
+                                  b ? b->data : NULL, sc->dtype, eps, mo ? mo->data : NULL,
+                                  io ? io->data : NULL, st, kc_stream(r)));
+    return KILN_OK;
+}
+
+/* ---------------- BatchNormalization ---------------- */
+
+static bool batchnorm_supports(const kn_node *node, const kn_tinfo *in, int n_in,
+                               const kn_tinfo *out, int n_out) {
+    if (!float_io(node, in, n_in, out, n_out) || n_in != 5 || in[0].rank < 2)
+        return false;
+    if (kn_attr_int(node, "training_mode", 0) != 0)
+        return false;
+    for (int k = 1; k < 5; k++)
+        if (in[k].dtype != in[1].dtype || !kc_is_float(in[k].dtype))
+            return false;
+    return true;
+}
+
+static kiln_status batchnorm_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    if (kn_attr_int(r->node, "training_mode", 0) != 0)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "training_mode=1 is not supported");
+    if (r->n_in < 5 || x->rank < 2)
+        return kn_node_error(r->node, KILN_ERR_INVALID_ARGUMENT, "needs X, scale, B, mean, var");
+    float eps = kn_attr_float(r->node, "epsilon", 1e-5f);
+    int64_t ch = x->dims[1], size = kn_numel(x->rank - 2, x->dims + 2);
+    KC_CUDA(r->node, kc_batchnorm(x->data, r->out[0].data, x->dtype, kc_numel(x), ch, size,
+                                  r->in[1].data, r->in[2].data, r->in[3].data, r->in[4].data,
+                                  r->in[1].dtype, eps, kc_stream(r)));
+    return KILN_OK;
+}
+
+/* ---------------- reductions ---------------- */
+
+static int reduce_op(const char *op) {
+    static const char *const names[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+                                        "ReduceProd", "ReduceSumSquare", "ReduceL1",
+                                        "ReduceL2", "ReduceLogSum"};
+    for (int i = 0; i < (int)KN_ARRAY_LEN(names); i++)
+        if (strcmp(op, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static bool reduce_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                            int n_out) {
+    if (!float_io(node, in, n_in, out, n_out) || reduce_op(node->op_type) < 0)
+        return false;
+    /* axes as an input must be known on the host */
+    return n_in < 2 || in[1].dtype == KILN_DTYPE_UNDEFINED || in[1].value != NULL;
+}
+
+static kiln_status reduce_run(const kb_run *r) {
+    const kn_node *n = r->node;
+    const kb_tensor *x = &r->in[0];
+    int rank = x->rank;
+    uint32_t mask = 0;
+    int64_t axes[KILN_MAX_DIMS * 2];
+    int64_t na = 0;
+    if (r->n_in >= 2 && r->in[1].dtype != KILN_DTYPE_UNDEFINED) {
+        const kb_tensor *a = &r->in[1];
+        na = kc_numel(a);
+        if (na > (int64_t)KN_ARRAY_LEN(axes))
+            return kn_node_error(n, KILN_ERR_SHAPE, "too many axes (%lld)", (long long)na);
+        if (na > 0 && !a->host)
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED, "axes must be known on the host");
+        for (int64_t k = 0; k < na; k++)
+            axes[k] = a->dtype == KILN_DTYPE_INT32 ? ((const int32_t *)a->host)[k]
+                                                   : ((const int64_t *)a->host)[k];
+    } else {
+        size_t cnt;
+        const int64_t *a = kn_attr_ints(n, "axes", &cnt);
+        if (cnt > KN_ARRAY_LEN(axes))
+            return kn_node_error(n, KILN_ERR_SHAPE, "too many axes (%zu)", cnt);
+        for (size_t k = 0; k < cnt; k++)
+            axes[k] = a[k];
+        na = (int64_t)cnt;
+    }
+    if (na == 0) {
+        if (kn_attr_int(n, "noop_with_empty_axes", 0)) {
+            size_t bytes = (size_t)kc_numel(x) * kiln_dtype_size(x->dtype);
+            if (bytes && x->data != r->out[0].data)
+                KC_CUDA(n, cudaMemcpyAsync(r->out[0].data, x->data, bytes,
+                                           cudaMemcpyDeviceToDevice, kc_stream(r)));
+            return KILN_OK;
+        }
+        mask = rank ? (uint32_t)((1u << rank) - 1u) : 0;
+    }
+    for (int64_t k = 0; k < na; k++) {
+        int ax = 0;
+        KN_TRY(norm_axis(n, axes[k], rank, &ax));
+        mask |= 1u << ax;
+    }
+    /* group adjacent dims of one kind (row-major: they merge) */
+    kc_reduce p;
+    memset(&p, 0, sizeof p);
+    p.op = reduce_op(n->op_type);
+    int64_t st[KILN_MAX_DIMS];
+    kc_strides(rank, x->dims, st);
+    int last = -1;
+    for (int d = 0; d < rank; d++) {
+        if (x->dims[d] == 1)
+            continue;
+        int red = (mask >> d) & 1;
+        int64_t *dims = red ? p.red_dims : p.keep_dims, *str = red ? p.red_stride : p.keep_stride;
+        int *cnt = red ? &p.n_red : &p.n_keep;
+        if (last == red && *cnt > 0) {
+            dims[*cnt - 1] *= x->dims[d];
+            str[*cnt - 1] = st[d];
+        } else {
+            dims[*cnt] = x->dims[d];
+            str[*cnt] = st[d];
+            (*cnt)++;
+        }
+        last = red;
+    }
+    p.n_out = kn_numel(p.n_keep, p.keep_dims);
+    p.n_red_total = kn_numel(p.n_red, p.red_dims);
+    if (kc_numel(x) == 0) /* reducing nothing: the CPU kernel defines the identities */
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "empty input");
+    KC_CUDA(n, kc_reduce_run(x->data, x->dtype, r->out[0].data, r->out[0].dtype, &p, kc_stream(r)));
+    return KILN_OK;
+}
+
+/* ---------------- pooling ---------------- */
+
+static bool pool_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                          int n_out) {
+    if (!float_io(node, in, n_in, out, n_out) || in[0].rank < 3 || in[0].rank > 5)
+        return false;
+    if (n_out > 1 && out[1].dtype != KILN_DTYPE_UNDEFINED && out[1].dtype != KILN_DTYPE_INT64)
+        return false;
+    return true;
+}
+
+static kiln_status pool_run(const kb_run *r) {
+    const kn_node *node = r->node;
+    const kb_tensor *x = &r->in[0];
+    int nsp = x->rank - 2;
+    if (nsp < 1 || nsp > 3)
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "%d spatial dims (1 to 3 supported)", nsp);
+    size_t nk;
+    const int64_t *ks = kn_attr_ints(node, "kernel_shape", &nk);
+    if (!ks || nk != (size_t)nsp)
+        return kn_node_error(node, KILN_ERR_SHAPE, "kernel_shape must have %d values", nsp);
+    kn_window w;
+    KN_TRY(kn_window_forward(node, nsp, x->dims + 2, ks, kn_attr_int(node, "ceil_mode", 0) != 0, &w));
+    kc_pool p;
+    memset(&p, 0, sizeof p);
+    p.max = strcmp(node->op_type, "MaxPool") == 0;
+    p.include_pad = kn_attr_int(node, "count_include_pad", 0) != 0;
+    p.col_major = kn_attr_int(node, "storage_order", 0) == 1;
+    p.nsp = nsp;
+    p.planes = x->dims[0] * x->dims[1];
+    for (int d = 0; d < 3; d++) {
+        int s = d - (3 - nsp); /* spatial dims fill the last slots */
+        p.in[d] = s >= 0 ? w.in[s] : 1;
+        p.out[d] = s >= 0 ? w.out[s] : 1;
+        p.kernel[d] = s >= 0 ? w.kernel[s] : 1;
+        p.stride[d] = s >= 0 ? w.stride[s] : 1;
+        p.dil[d] = s >= 0 ? w.dil[s] : 1;
+        p.pad0[d] = s >= 0 ? w.pad0[s] : 0;
+        p.pad1[d] = s >= 0 ? w.pad1[s] : 0;
+    }
+    int64_t *idx = r->n_out > 1 && r->out[1].data ? r->out[1].data : NULL;
+    KC_CUDA(node, kc_pool_run(x->data, r->out[0].data, x->dtype, idx, &p, kc_stream(r)));
+    return KILN_OK;
+}
+
+static kiln_status global_pool_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    if (x->rank < 2)
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "input needs rank >= 2");
+    int64_t planes = x->dims[0] * x->dims[1], size = kn_numel(x->rank - 2, x->dims + 2);
+    int max = strcmp(r->node->op_type, "GlobalMaxPool") == 0;
+    KC_CUDA(r->node, kc_global_pool(x->data, r->out[0].data, x->dtype, planes, size, max,
+                                    kc_stream(r)));
+    return KILN_OK;
+}
+
+#define K_RED(name) {name, "", "cuda", reduce_supports, NULL, NULL, NULL, NULL, reduce_run}
+
+const kb_kernel kb_cuda_nn[] = {
+    {"Softmax", "", "cuda", float_io, NULL, NULL, NULL, NULL, softmax_run},
+    {"LogSoftmax", "", "cuda", float_io, NULL, NULL, NULL, NULL, softmax_run},
+    {"LayerNormalization", "", "cuda", layernorm_supports, NULL, NULL, NULL, NULL, layernorm_run},
+    {"BatchNormalization", "", "cuda", batchnorm_supports, NULL, NULL, NULL, NULL, batchnorm_run},
+    K_RED("ReduceSum"), K_RED("ReduceMean"), K_RED("ReduceMax"), K_RED("ReduceMin"),
+    K_RED("ReduceProd"), K_RED("ReduceSumSquare"), K_RED("ReduceL1"), K_RED("ReduceL2"),
+    K_RED("ReduceLogSum"),
+    {"MaxPool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
+    {"AveragePool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
+    {"GlobalAveragePool", "", "cuda", float_io, NULL, NULL, NULL, NULL, global_pool_run},
+    {"GlobalMaxPool", "", "cuda", float_io, NULL, NULL, NULL, NULL, global_pool_run},
+};
+const size_t kb_cuda_nn_count = KN_ARRAY_LEN(kb_cuda_nn);

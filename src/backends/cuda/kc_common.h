@@ -1,0 +1,82 @@
+/* kc_common.h - what the CUDA backend's kb_kernel glue files share: CUDA
+ * error conversion naming the node, the per-thread library handles, shape
+ * helpers for launchers, and the kernel tables. C only (never included by
+ * .cu files, which see kc_types.h alone). */
+#ifndef KILN_CUDA_KC_COMMON_H
+#define KILN_CUDA_KC_COMMON_H
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "backends/backend.h"
+#include "kc_types.h"
+
+/* A failed CUDA call or launch as a status naming the node (node may be
+ * NULL): "node 'x' (Op): <what>: <CUDA's message>". Clears CUDA's sticky
+ * last error so later calls do not report it again. */
+KN_HIDDEN kiln_status kc_cuda_fail(const kn_node *node, cudaError_t e, const char *what);
+KN_HIDDEN kiln_status kc_cublas_fail(const kn_node *node, cublasStatus_t s, const char *what);
+KN_HIDDEN kiln_status kc_cudnn_fail(const kn_node *node, cudnnStatus_t s, const char *what);
+
+#define KC_CUDA(node, call)                                       \
+    do {                                                          \
+        cudaError_t kc_e_ = (call);                               \
+        if (kc_e_ != cudaSuccess)                                 \
+            return kc_cuda_fail((node), kc_e_, #call);            \
+    } while (0)
+#define KC_CUBLAS(node, call)                                     \
+    do {                                                          \
+        cublasStatus_t kc_s_ = (call);                            \
+        if (kc_s_ != CUBLAS_STATUS_SUCCESS)                       \
+            return kc_cublas_fail((node), kc_s_, #call);          \
+    } while (0)
+#define KC_CUDNN(node, call)                                      \
+    do {                                                          \
+        cudnnStatus_t kc_s_ = (call);                             \
+        if (kc_s_ != CUDNN_STATUS_SUCCESS)                        \
+            return kc_cudnn_fail((node), kc_s_, #call);           \
+    } while (0)
+
+/* Library handles, one per host thread, created on first use and destroyed
+ * when the thread exits (see cuda_backend.c for why). prepare() calls these
+ * so the handle exists before the first run on that thread. */
+KN_HIDDEN kiln_status kc_cublaslt_handle(const kn_node *node, cublasLtHandle_t *out);
+KN_HIDDEN kiln_status kc_cudnn_handle(const kn_node *node, cudnnHandle_t *out);
+
+static inline cudaStream_t kc_stream(const kb_run *r) { return (cudaStream_t)r->stream; }
+static inline int64_t kc_numel(const kb_tensor *t) { return kn_numel(t->rank, t->dims); }
+static inline bool kc_present(const kb_tensor *in, int n_in, int i) {
+    return i < n_in && in[i].dtype != KILN_DTYPE_UNDEFINED && in[i].data;
+}
+static inline bool kc_is_float(kiln_dtype t) {
+    return t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_BFLOAT16;
+}
+
+/* Fill bc for n_in inputs broadcast into out's shape, merging dims where
+ * every input allows. Fails when a shape does not broadcast or there are
+ * too many inputs. */
+KN_HIDDEN kiln_status kc_bcast_init(const kn_node *node, kc_bcast *bc, int n_in,
+                                    const kb_tensor *const *in, const kb_tensor *out);
+/* Row-major element strides. */
+KN_HIDDEN void kc_strides(int rank, const int64_t *dims, int64_t *strides);
+
+/* Kernel tables, one per op family. */
+extern const kb_kernel kb_cuda_elementwise[];
+extern const size_t kb_cuda_elementwise_count;
+extern const kb_kernel kb_cuda_tensor[];
+extern const size_t kb_cuda_tensor_count;
+extern const kb_kernel kb_cuda_nn[];
+extern const size_t kb_cuda_nn_count;
+extern const kb_kernel kb_cuda_blas[];
+extern const size_t kb_cuda_blas_count;
+extern const kb_kernel kb_cuda_conv[];
+extern const size_t kb_cuda_conv_count;
+
+/* All CUDA kernels for (domain, op_type), fills up to cap; returns the count. */
+KN_HIDDEN int kb_cuda_kernels_for(const char *domain, const char *op_type, const kb_kernel **out,
+                                  int cap);
+KN_HIDDEN const kb_kernel *kb_cuda_kernel_find(const char *domain, const char *op_type,
+                                               const char *tactic);
+
+#endif

@@ -1,0 +1,131 @@
+/* kc_dev.cuh - device helpers shared by the CUDA backend's kernels: element
+ * loads and stores by kiln data type (computing in float or int64), the
+ * activation epilogue, warp and block reductions, and the launch grid. */
+#ifndef KILN_CUDA_KC_DEV_CUH
+#define KILN_CUDA_KC_DEV_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "kc_types.h"
+
+#define KC_THREADS 256
+
+/* Blocks for a grid-stride loop over n elements: enough to fill the chip
+ * several times over, never more than the work. */
+static inline unsigned kc_blocks(int64_t n, int threads) {
+    int64_t b = (n + threads - 1) / threads;
+    if (b > 132 * 32)
+        b = 132 * 32;
+    return b < 1 ? 1u : (unsigned)b;
+}
+
+__device__ __forceinline__ float kc_ld_f(const void *p, kiln_dtype t, int64_t i) {
+    switch (t) {
+    case KILN_DTYPE_FLOAT: return ((const float *)p)[i];
+    case KILN_DTYPE_FLOAT16: return __half2float(((const __half *)p)[i]);
+    case KILN_DTYPE_BFLOAT16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case KILN_DTYPE_DOUBLE: return (float)((const double *)p)[i];
+    case KILN_DTYPE_INT32: return (float)((const int32_t *)p)[i];
+    case KILN_DTYPE_INT64: return (float)((const int64_t *)p)[i];
+    case KILN_DTYPE_INT8: return (float)((const int8_t *)p)[i];
+    case KILN_DTYPE_UINT8: return (float)((const uint8_t *)p)[i];
+    case KILN_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0 ? 1.f : 0.f;
+    default: return 0.f;
+    }
+}
+
+__device__ __forceinline__ long long kc_ld_i(const void *p, kiln_dtype t, int64_t i) {
+    switch (t) {
+    case KILN_DTYPE_INT32: return ((const int32_t *)p)[i];
+    case KILN_DTYPE_INT64: return ((const int64_t *)p)[i];
+    case KILN_DTYPE_INT8: return ((const int8_t *)p)[i];
+    case KILN_DTYPE_UINT8: return ((const uint8_t *)p)[i];
+    case KILN_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
+    case KILN_DTYPE_INT16: return ((const int16_t *)p)[i];
+    default: return 0;
+    }
+}
+
+__device__ __forceinline__ void kc_st_f(void *p, kiln_dtype t, int64_t i, float v) {
+    switch (t) {
+    case KILN_DTYPE_FLOAT: ((float *)p)[i] = v; break;
+    case KILN_DTYPE_FLOAT16: ((__half *)p)[i] = __float2half_rn(v); break;
+    case KILN_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+    case KILN_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
+    case KILN_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0.f; break;
+    default: break;
+    }
+}
+
+__device__ __forceinline__ void kc_st_i(void *p, kiln_dtype t, int64_t i, long long v) {
+    switch (t) {
+    case KILN_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case KILN_DTYPE_INT64: ((int64_t *)p)[i] = v; break;
+    case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case KILN_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case KILN_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    default: break;
+    }
+}
+
+/* The CPU's kb_act_apply, term for term. */
+__device__ __forceinline__ float kc_act_apply(int a, float x, float alpha, float beta) {
+    switch (a) {
+    case KC_ACT_RELU: return x > 0.f ? x : 0.f;
+    case KC_ACT_LEAKY_RELU: return x >= 0.f ? x : alpha * x;
+    case KC_ACT_SIGMOID: return 1.f / (1.f + expf(-x));
+    case KC_ACT_TANH: return tanhf(x);
+    case KC_ACT_CLIP: return x < alpha ? alpha : (x > beta ? beta : x);
+    case KC_ACT_HARD_SIGMOID: { float y = alpha * x + beta; return y < 0.f ? 0.f : (y > 1.f ? 1.f : y); }
+    case KC_ACT_HARD_SWISH: { float y = x / 6.f + 0.5f; return x * (y < 0.f ? 0.f : (y > 1.f ? 1.f : y)); }
+    case KC_ACT_GELU: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case KC_ACT_GELU_TANH: return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case KC_ACT_SILU: return x / (1.f + expf(-x));
+    case KC_ACT_ELU: return x >= 0.f ? x : alpha * (expf(x) - 1.f);
+    case KC_ACT_SOFTPLUS: return x > 20.f ? x : log1pf(expf(x));
+    default: return x;
+    }
+}
+
+__device__ __forceinline__ float kc_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float kc_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every
+ * thread gets the result. `sh` holds 32 floats. */
+__device__ __forceinline__ float kc_block_sum(float v, float *sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = kc_warp_sum(v);
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : 0.f;
+    return kc_warp_sum(v);
+}
+
+__device__ __forceinline__ float kc_block_max(float v, float *sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = kc_warp_max(v);
+    __syncthreads();
+    if (lane == 0)
+        sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : -INFINITY;
+    return kc_warp_max(v);
+}
+
+#endif

@@ -1,0 +1,61 @@
+/* nn.cuh - launchers of the CUDA nn family's own kernels: Softmax and
+ * LogSoftmax along an axis, LayerNormalization, axis reductions, pooling
+ * (MaxPool / AveragePool over 1-3 spatial dims) and the global pools. */
+#ifndef KILN_CUDA_NN_CUH
+#define KILN_CUDA_NN_CUH
+
+#include <cuda_runtime_api.h>
+
+#include "kc_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* x, y: [outer, n, inner] of dt; softmax (log_softmax when log) over n. */
+cudaError_t kc_softmax(const void *x, void *y, kiln_dtype dt, int64_t outer, int64_t n,
+                       int64_t inner, int log, cudaStream_t stream);
+
+/* Rows of `inner` elements: y = (x - mean) / sqrt(var + eps) * scale + bias;
+ * scale and bias (bias may be NULL) hold `inner` elements of pt; mean and
+ * inv_std (may be NULL) get one value per row, of st. */
+cudaError_t kc_layernorm(const void *x, void *y, kiln_dtype dt, int64_t rows, int64_t inner,
+                         const void *scale, const void *bias, kiln_dtype pt, float eps,
+                         void *mean, void *inv_std, kiln_dtype st, cudaStream_t stream);
+
+typedef enum kc_reduce_op {
+    KC_RED_SUM = 0, KC_RED_MEAN, KC_RED_MAX, KC_RED_MIN, KC_RED_PROD, KC_RED_SUM_SQUARE,
+    KC_RED_L1, KC_RED_L2, KC_RED_LOG_SUM
+} kc_reduce_op;
+/* The input's dims split into kept and reduced groups (each with its input
+ * strides, in elements); the output is the kept dims, row-major. */
+typedef struct kc_reduce {
+    int op;
+    int n_keep, n_red;
+    int64_t keep_dims[KC_MAX_DIMS], keep_stride[KC_MAX_DIMS];
+    int64_t red_dims[KC_MAX_DIMS], red_stride[KC_MAX_DIMS];
+    int64_t n_out, n_red_total;
+} kc_reduce;
+cudaError_t kc_reduce_run(const void *x, kiln_dtype xt, void *y, kiln_dtype yt,
+                          const kc_reduce *p, cudaStream_t stream);
+
+/* Pooling over planes of [N*C] spatial blocks; spatial dims padded to 3. */
+typedef struct kc_pool {
+    int max;               /* 1: MaxPool, 0: AveragePool */
+    int include_pad;       /* AveragePool count_include_pad */
+    int col_major;         /* MaxPool storage_order = 1 (Indices) */
+    int nsp;               /* true spatial dims, 1..3 */
+    int64_t planes;
+    int64_t in[3], out[3], kernel[3], stride[3], dil[3], pad0[3], pad1[3];
+} kc_pool;
+/* indices (int64, may be NULL) as ONNX MaxPool's second output. */
+cudaError_t kc_pool_run(const void *x, void *y, kiln_dtype dt, int64_t *indices,
+                        const kc_pool *p, cudaStream_t stream);
+/* y[p] = mean (or max) of the `size` elements of plane p. */
+cudaError_t kc_global_pool(const void *x, void *y, kiln_dtype dt, int64_t planes, int64_t size,
+                           int max, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
