@@ -92,6 +92,11 @@ KILN_API void *kiln_context_tensor_address(kiln_context *ctx, const char *name);
  * stream) and returns. Added in 0.1. */
 KILN_API KILN_NODISCARD kiln_status kiln_context_enqueue(kiln_context *ctx, void *stream);
 
+/* GPU backends capture a context's work into a CUDA graph once per input
+ * shapes and tensor addresses and replay it (default on); 0 turns that off
+ * (trtexec's --noCudaGraph). No effect on the CPU. Added in 0.1. */
+KILN_API void kiln_context_set_graphs(kiln_context *ctx, int enabled);
+
 /* Wait until work enqueued on `stream` is done (no-op on the CPU). Added in 0.1. */
 KILN_API KILN_NODISCARD kiln_status kiln_context_synchronize(kiln_context *ctx, void *stream);
 

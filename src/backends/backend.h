@@ -84,6 +84,15 @@ typedef struct kb_backend {
     /* Time `run` on the device (ms per call, median of `reps` after a
      * warm-up), for tactic selection. */
     kiln_status (*time_kernel)(const kb_kernel *k, const kb_run *r, int reps, double *ms);
+    /* May be NULL (CPU): a private stream for a context whose caller passes
+     * none, and CUDA-graph capture of the work enqueued on a stream between
+     * graph_begin and graph_end, replayed with graph_launch. */
+    kiln_status (*stream_create)(void **stream);
+    void (*stream_destroy)(void *stream);
+    kiln_status (*graph_begin)(void *stream);
+    kiln_status (*graph_end)(void *stream, void **graph);
+    kiln_status (*graph_launch)(void *graph, void *stream);
+    void (*graph_destroy)(void *graph);
 } kb_backend;
 
 /* The backend of that name compiled into this build, or NULL. */

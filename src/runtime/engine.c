@@ -415,6 +415,14 @@ KILN_API kiln_status kiln_context_enqueue(kiln_context *c, void *stream) {
     return kx_ctx_run(&c->c);
 }
 
+KILN_API void kiln_context_set_graphs(kiln_context *c, int enabled) {
+    if (!c)
+        return;
+    c->c.use_graphs = enabled != 0;
+    if (!enabled)
+        kx_ctx_drop_graph(&c->c);
+}
+
 KILN_API kiln_status kiln_context_synchronize(kiln_context *c, void *stream) {
     if (!c)
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "context is NULL");

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "plugin/plugin.h"
 
 static size_t tinfo_bytes(const kn_tinfo *t) {
     int64_t n = kn_numel(t->rank, t->dims);
@@ -115,7 +116,8 @@ kiln_status kx_program_init_on(kx_program *p, kn_net *net, int threads, const kb
         /* host steps compute shape values with the CPU reference kernels */
         const kb_backend *kbe = s->host ? &kb_cpu_backend : be;
         const char *tactic = (!s->host && n->tactic) ? n->tactic : "ref";
-        s->k = kbe->kernel_find(n->domain, n->op_type, tactic);
+        s->k = kpl_is_node(n) ? &kpl_kernel /* plugins run on every backend */
+                              : kbe->kernel_find(n->domain, n->op_type, tactic);
         if (!s->k && !(n->tactic && !s->host)) { /* no reference kernel: take any */
             const kb_kernel *any[1];
             if (kbe->kernels_for(n->domain, n->op_type, any, 1) > 0)
@@ -193,6 +195,7 @@ kiln_status kx_ctx_init(kx_ctx *c, const kx_program *p) {
     }
     for (int i = 0; i < net->n_inputs; i++)
         c->in_rank[i] = -1;
+    c->use_graphs = true;
     int v = 0;
     for (int i = 0; i < p->n_steps; i++) {
         const kn_node *n = &net->nodes[p->steps[i].node];
@@ -249,6 +252,9 @@ void kx_ctx_fini(kx_ctx *c) {
     kn_free(c->view_at);
     kn_free(c->step_ms);
     kn_free(c->saved);
+    kx_ctx_drop_graph(c);
+    if (c->own_stream && c->p->be->stream_destroy)
+        c->p->be->stream_destroy(c->own_stream);
     free_dhost(c);
     kn_free(c->dhost);
     if (c->arena)
@@ -718,29 +724,9 @@ static kiln_status after_data_dependent(kx_ctx *c, int si) {
     return st;
 }
 
-kiln_status kx_ctx_run(kx_ctx *c) {
+/* Enqueue every step (and the copies of outputs no step writes) on `stream`. */
+static kiln_status run_steps(kx_ctx *c, void *stream) {
     const kn_net *net = c->p->net;
-    if (c->dd_ran) { /* the last run shrank data-dependent shapes */
-        c->shapes_ok = false;
-        c->prepared = false;
-        c->dd_ran = false;
-    }
-    for (int k = 0; c->shapes_ok && k < net->n_inputs; k++) {
-        int t = net->inputs[k]; /* shape-tensor inputs whose values changed */
-        if (c->saved[t] && c->user[t] &&
-            memcmp(c->saved[t], c->user[t], tinfo_bytes(&c->ti[t])) != 0) {
-            c->shapes_ok = false;
-            c->prepared = false;
-        }
-    }
-    KN_TRY(kx_ctx_prepare(c));
-    resolve_addresses(c);
-    for (int k = 0; k < net->n_inputs; k++) {
-        int t = net->inputs[k];
-        if (!c->user[t] && tinfo_bytes(&c->ti[t]) > 0)
-            return kn_error(KILN_ERR_INVALID_ARGUMENT, "input '%s' has no address bound",
-                            net->tensors[t].name);
-    }
     for (int si = 0; si < c->p->n_steps; si++) {
         const kx_step *s = &c->p->steps[si];
         if (s->host)
@@ -749,12 +735,12 @@ kiln_status kx_ctx_run(kx_ctx *c) {
         fill_views(c, si);
         kb_tensor *v = &c->views[c->view_at[si]];
         kb_run r = {n, s->state, c->inst[si], n->n_in, v, n->n_out, v + n->n_in,
-                    c->workspace, c->ws[si], c->p->threads, c->stream};
+                    c->workspace, c->ws[si], c->p->threads, stream};
         double t0 = c->profiling ? kn_now_ms() : 0;
         kiln_status st = s->k->run(&r);
         if (c->profiling) { /* per-layer times need the device to finish each layer */
             if (st == KILN_OK)
-                st = c->p->be->sync(c->stream);
+                st = c->p->be->sync(stream);
             c->step_ms[si] += kn_now_ms() - t0;
         }
         if (st != KILN_OK)
@@ -773,8 +759,81 @@ kiln_status kx_ctx_run(kx_ctx *c) {
             continue;
         size_t bytes = tinfo_bytes(&c->ti[t]);
         if (bytes && c->addr[t])
-            KN_TRY(c->p->be->copy(c->user[t], c->addr[t], bytes, KB_COPY_D2D, c->stream));
+            KN_TRY(c->p->be->copy(c->user[t], c->addr[t], bytes, KB_COPY_D2D, stream));
     }
+    return KILN_OK;
+}
+
+void kx_ctx_drop_graph(kx_ctx *c) {
+    if (c->graph && c->p->be->graph_destroy)
+        c->p->be->graph_destroy(c->graph);
+    c->graph = NULL;
+    c->graph_sig = 0;
+}
+
+/* Run through a captured graph: capture once per shapes and addresses,
+ * replay after that. Launch overhead of many small kernels goes away. */
+static kiln_status run_graph(kx_ctx *c, void *stream) {
+    const kb_backend *be = c->p->be;
+    uint64_t sig = kn_hash64(c->addr, sizeof(void *) * (size_t)c->p->net->n_tensors,
+                             (uint64_t)(uintptr_t)c->arena ^ (uint64_t)(uintptr_t)c->workspace);
+    if (!c->graph || sig != c->graph_sig) {
+        kx_ctx_drop_graph(c);
+        KN_TRY(be->graph_begin(stream));
+        kiln_status st = run_steps(c, stream);
+        void *g = NULL;
+        kiln_status st2 = be->graph_end(stream, &g); /* always end the capture */
+        if (st != KILN_OK) {
+            if (g)
+                be->graph_destroy(g);
+            return st;
+        }
+        KN_TRY(st2);
+        c->graph = g;
+        c->graph_sig = sig;
+    }
+    return be->graph_launch(c->graph, stream);
+}
+
+kiln_status kx_ctx_run(kx_ctx *c) {
+    const kn_net *net = c->p->net;
+    const kb_backend *be = c->p->be;
+    if (c->dd_ran) { /* the last run shrank data-dependent shapes */
+        c->shapes_ok = false;
+        c->prepared = false;
+        c->dd_ran = false;
+    }
+    for (int k = 0; c->shapes_ok && k < net->n_inputs; k++) {
+        int t = net->inputs[k]; /* shape-tensor inputs whose values changed */
+        if (c->saved[t] && c->user[t] &&
+            memcmp(c->saved[t], c->user[t], tinfo_bytes(&c->ti[t])) != 0) {
+            c->shapes_ok = false;
+            c->prepared = false;
+        }
+    }
+    if (!c->prepared)
+        kx_ctx_drop_graph(c);
+    KN_TRY(kx_ctx_prepare(c));
+    resolve_addresses(c);
+    for (int k = 0; k < net->n_inputs; k++) {
+        int t = net->inputs[k];
+        if (!c->user[t] && tinfo_bytes(&c->ti[t]) > 0)
+            return kn_error(KILN_ERR_INVALID_ARGUMENT, "input '%s' has no address bound",
+                            net->tensors[t].name);
+    }
+    /* a caller that passes no stream gets the context's own, and a
+     * synchronous call (graphs cannot be captured on the legacy stream) */
+    void *stream = c->stream;
+    if (!stream && be->stream_create) {
+        if (!c->own_stream)
+            KN_TRY(be->stream_create(&c->own_stream));
+        stream = c->own_stream;
+    }
+    bool graph = c->use_graphs && be->graph_begin && stream && !c->profiling &&
+                 !c->has_data_dependent;
+    KN_TRY(graph ? run_graph(c, stream) : run_steps(c, stream));
+    if (!c->stream && stream)
+        KN_TRY(be->sync(stream));
     if (c->profiling)
         c->runs++;
     c->dd_ran = c->has_data_dependent;

@@ -61,7 +61,11 @@ typedef struct kx_ctx {
     bool shapes_ok;           /* shapes inferred for the current inputs */
     bool prepared;            /* memory planned and kernels prepared */
     bool has_data_dependent;
-    void *stream;             /* GPU backends: the stream of the current run */
+    void *stream;             /* GPU backends: the caller's stream of the current run */
+    void *own_stream;         /* GPU backends: used when the caller passes none */
+    bool use_graphs;          /* capture and replay device graphs (default on) */
+    void *graph;              /* captured graph for the current shapes and addresses */
+    uint64_t graph_sig;
     bool dd_ran;              /* a run shrank data-dependent shapes: re-infer next run */
     void **saved;             /* per tensor: copy of a shape-tensor input's values at inference */
     void **dhost;             /* per tensor: device copy of a host value (GPU backends) */
@@ -85,7 +89,10 @@ KN_HIDDEN kiln_status kx_ctx_infer(kx_ctx *c);
 KN_HIDDEN kiln_status kx_ctx_prepare(kx_ctx *c);
 /* Bind caller memory to a tensor (graph inputs and outputs). */
 KN_HIDDEN void kx_ctx_bind(kx_ctx *c, int tensor, void *data);
-/* Run every step. Inputs must be bound. */
+/* Run every step. Inputs must be bound. On GPU backends the steps are
+ * captured into a graph once per shapes and addresses, then replayed. */
 KN_HIDDEN kiln_status kx_ctx_run(kx_ctx *c);
+/* Forget the captured graph (shapes or addresses changed). */
+KN_HIDDEN void kx_ctx_drop_graph(kx_ctx *c);
 
 #endif
