@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "npy.h"
 
 #define MAX_PERCENTILES 8
 
@@ -65,7 +66,8 @@ void cli_exec_usage(FILE *f) {
         "\n"
         "Inference:\n"
         "  --profile=N               optimization profile to run with (default 0)\n"
-        "  --loadInputs=SPEC         raw binary input files; SPEC = name:file.bin,...\n"
+        "  --loadInputs=SPEC         input files; SPEC = name:file,... where a file is\n"
+        "                            raw binary, .npy, or .npz (the array of that name)\n"
         "                            (default: random inputs, fixed seed)\n"
         "  --seed=N                  seed of the random inputs (default 1; kiln addition)\n"
         "  --iterations=N            run at least N timed iterations (default 10)\n"
@@ -77,7 +79,7 @@ void cli_exec_usage(FILE *f) {
         "  --separateProfileRun      time the layers in a separate run, not the timed one\n"
         "\n"
         "Reports:\n"
-        "  --exportOutput=FILE       write output tensors as JSON\n"
+        "  --exportOutput=FILE       write output tensors as JSON, or .npz by extension\n"
         "  --exportProfile=FILE      write per-layer times as JSON\n"
         "  --exportLayerInfo=FILE    write the layers and the memory plan as JSON\n"
         "  --dumpOutput              print output tensors\n"
@@ -368,6 +370,38 @@ static bool check_load_inputs_names(const char *spec, const kiln_engine *eng) {
     return true;
 }
 
+/* A .npy file, or the entry named like the input in a .npz (or its only
+ * entry): type and shape must match the input's. */
+static bool load_input_npy(const char *file, io_buf *b) {
+    npy_list l;
+    char err[NPY_ERR_CAP];
+    if (!npy_load_file(file, &l, err)) {
+        cli_error("--loadInputs: %s", err);
+        return false;
+    }
+    const npy_array *a = npy_list_find(&l, b->name);
+    if (!a && l.n == 1)
+        a = &l.items[0];
+    bool ok = a != NULL;
+    if (!ok)
+        cli_error("--loadInputs: '%s' has no array named '%s' (%d arrays)", file, b->name, l.n);
+    char want[128], got[128];
+    cli_format_dims(want, sizeof want, b->rank, b->dims);
+    if (ok && (a->dtype != b->dtype || a->rank != b->rank ||
+               memcmp(a->dims, b->dims, (size_t)b->rank * sizeof *b->dims) != 0)) {
+        cli_format_dims(got, sizeof got, a->rank, a->dims);
+        cli_error("--loadInputs: '%s' holds %s %s; input '%s' is %s %s (set --shapes to match)",
+                  file, kiln_dtype_name(a->dtype), got, b->name, kiln_dtype_name(b->dtype), want);
+        ok = false;
+    }
+    if (ok) {
+        memcpy(b->data, a->data, b->bytes);
+        cli_info("Loaded input '%s' from %s", b->name, file);
+    }
+    npy_list_free(&l);
+    return ok;
+}
+
 static bool load_input(const char *spec, io_buf *b, bool *loaded) {
     char *file = NULL;
     bool found;
@@ -376,6 +410,13 @@ static bool load_input(const char *spec, io_buf *b, bool *loaded) {
         return false;
     if (!found)
         return true;
+    size_t flen = strlen(file);
+    if (flen > 4 && (strcmp(file + flen - 4, ".npy") == 0 || strcmp(file + flen - 4, ".npz") == 0)) {
+        bool ok = load_input_npy(file, b);
+        *loaded = ok;
+        free(file);
+        return ok;
+    }
     void *data;
     size_t size;
     bool ok = cli_read_file(file, &data, &size);
@@ -515,7 +556,29 @@ static void write_value(FILE *f, const io_buf *b, size_t i) {
         cli_json_number(f, cli_elem_get(b->dtype, b->data, i), !cli_dtype_is_float(b->dtype));
 }
 
+/* Outputs as a .npz archive, one array per output. */
+static bool export_outputs_npz(const char *path, const io_buf *outs, int n_out) {
+    npy_list l;
+    memset(&l, 0, sizeof l);
+    char err[NPY_ERR_CAP];
+    bool ok = true;
+    for (int i = 0; ok && i < n_out; i++)
+        ok = npy_list_add(&l, outs[i].name, outs[i].dtype, outs[i].rank, outs[i].dims,
+                          outs[i].data, outs[i].bytes);
+    if (!ok)
+        cli_error("--exportOutput: out of memory");
+    else if (!(ok = npz_save_file(path, &l, err)))
+        cli_error("--exportOutput: %s", err);
+    else
+        cli_info("Wrote %d output tensor(s) to %s", n_out, path);
+    npy_list_free(&l);
+    return ok;
+}
+
 static bool export_outputs(const char *path, const io_buf *outs, int n_out) {
+    size_t plen = strlen(path);
+    if (plen > 4 && strcmp(path + plen - 4, ".npz") == 0)
+        return export_outputs_npz(path, outs, n_out);
     FILE *f = fopen(path, "w");
     if (!f) {
         cli_error("--exportOutput: cannot create '%s'", path);
