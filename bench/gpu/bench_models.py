@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""bench_models.py - kiln against PyTorch on the GPU, measured in one run.
+
+Generates torchvision ResNet-50 and transformers BERT-base (seq 128) with fixed
+seeds (BatchNorm statistics warmed on random batches so activations are O(1)),
+exports them with torch.onnx (opset 17, dynamic batch), builds kiln plans and
+times, in the same process and on the same inputs:
+  - PyTorch eager FP16, torch.compile(mode="reduce-overhead") FP16,
+  - kiln (through libkiln.so with ctypes; inputs and outputs are torch CUDA
+    tensors, enqueued on torch's current stream),
+with CUDA events: median and p99 latency at batch 1 (>= 200 timed runs after
+warm-up), throughput at batch 64 from the median. Accuracy: kiln's outputs
+against PyTorch FP32 as ||out - ref|| / ||ref||. Prints a table with the
+ratios and writes it (markdown) to --out.
+
+Usage: python3 bench/gpu/bench_models.py --kiln build/libkiln.so --cli build/kiln
+           [--models resnet50,bert] [--precision fp16] [--out results.md]
+"""
+import argparse
+import copy
+import ctypes
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+# ---------------------------------------------------------------- models
+def make_resnet50(seed):
+    import torchvision
+    torch.manual_seed(seed)
+    m = torchvision.models.resnet50(weights=None)
+    m.train()
+    with torch.no_grad():  # warm BatchNorm statistics on random batches
+        for _ in range(8):
+            m(torch.randn(16, 3, 224, 224))
+    m.eval()
+    return m, {"input": (3, 224, 224)}
+
+
+def make_bert(seed):
+    from transformers import BertConfig, BertModel
+    torch.manual_seed(seed)
+    cfg = BertConfig()  # bert-base: 12 layers, hidden 768, 12 heads
+    m = BertModel(cfg, add_pooling_layer=False)
+    m.eval()
+    return m, None
+
+
+class BertWrap(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, attention_mask):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def inputs_for(name, batch, device, seed=0):
+    g = torch.Generator().manual_seed(seed + batch)
+    if name == "resnet50":
+        return {"input": torch.randn(batch, 3, 224, 224, generator=g).to(device)}
+    ids = torch.randint(0, 30522, (batch, 128), generator=g).to(device)
+    mask = torch.ones(batch, 128, dtype=torch.int64).to(device)
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def export(name, model, path):
+    x = inputs_for(name, 2, "cpu")
+    if name == "resnet50":
+        torch.onnx.export(model, (x["input"],), path, input_names=["input"],
+                          output_names=["output"], opset_version=17,
+                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+                          dynamo=False)
+    else:
+        torch.onnx.export(BertWrap(model), (x["input_ids"], x["attention_mask"]), path,
+                          input_names=["input_ids", "attention_mask"], output_names=["output"],
+                          opset_version=17,
+                          dynamic_axes={"input_ids": {0: "batch"}, "attention_mask": {0: "batch"},
+                                        "output": {0: "batch"}},
+                          dynamo=False)
+
+
+# ---------------------------------------------------------------- timing
+def time_cuda(fn, iters, warmup):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    return statistics.median(times), times[min(len(times) - 1, int(len(times) * 0.99))]
+
+
+# ---------------------------------------------------------------- kiln via ctypes
+class Kiln:
+    def __init__(self, lib):
+        self.lib = ctypes.CDLL(lib)
+        L = self.lib
+        L.kiln_last_error.restype = ctypes.c_char_p
+        L.kiln_engine_load_file.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+        L.kiln_context_create.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+        L.kiln_context_set_input_shape.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int,
+                                                   ctypes.POINTER(ctypes.c_int64)]
+        L.kiln_context_set_tensor_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                                      ctypes.c_void_p]
+        L.kiln_context_enqueue.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        L.kiln_context_tensor_shape.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                                ctypes.POINTER(ctypes.c_int64)]
+        L.kiln_engine_tensor_dtype.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        L.kiln_context_destroy.argtypes = [ctypes.c_void_p]
+        L.kiln_engine_destroy.argtypes = [ctypes.c_void_p]
+
+    def check(self, st, what):
+        if st != 0:
+            raise RuntimeError(f"{what}: {self.lib.kiln_last_error().decode()}")
+
+    def load(self, plan):
+        e = ctypes.c_void_p()
+        self.check(self.lib.kiln_engine_load_file(plan.encode(), ctypes.byref(e)), "load")
+        c = ctypes.c_void_p()
+        self.check(self.lib.kiln_context_create(e, ctypes.byref(c)), "context")
+        return e, c
+
+    def bind(self, ctx, inputs, out_name, out_dtype):
+        for k, t in inputs.items():
+            dims = (ctypes.c_int64 * t.dim())(*t.shape)
+            self.check(self.lib.kiln_context_set_input_shape(ctx, k.encode(), t.dim(), dims),
+                       f"shape {k}")
+            self.check(self.lib.kiln_context_set_tensor_address(ctx, k.encode(),
+                                                                ctypes.c_void_p(t.data_ptr())),
+                       f"address {k}")
+        dims = (ctypes.c_int64 * 8)()
+        r = self.lib.kiln_context_tensor_shape(ctx, out_name.encode(), dims)
+        if r < 0:
+            raise RuntimeError("output shape: " + self.lib.kiln_last_error().decode())
+        out = torch.empty(tuple(dims[:r]), dtype=out_dtype, device="cuda")
+        self.check(self.lib.kiln_context_set_tensor_address(ctx, out_name.encode(),
+                                                            ctypes.c_void_p(out.data_ptr())),
+                   "address out")
+        return out
+
+    def enqueue(self, ctx):
+        st = self.lib.kiln_context_enqueue(ctx, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        if st != 0:
+            raise RuntimeError("enqueue: " + self.lib.kiln_last_error().decode())
+
+
+KILN_DTYPES = {1: torch.float32, 10: torch.float16, 16: torch.bfloat16}
+
+
+def build_plan(cli, onnx_path, plan, name, precision, cache):
+    shapes = ("input:1x3x224x224", "input:8x3x224x224", "input:64x3x224x224") if name == "resnet50" \
+        else ("input_ids:1x128,attention_mask:1x128", "input_ids:8x128,attention_mask:8x128",
+              "input_ids:64x128,attention_mask:64x128")
+    cmd = [cli, "exec", f"--onnx={onnx_path}", f"--saveEngine={plan}", "--skipInference",
+           f"--minShapes={shapes[0]}", f"--optShapes={shapes[1]}", f"--maxShapes={shapes[2]}",
+           "--backend=cuda", f"--timingCacheFile={cache}"]
+    if precision == "fp16":
+        cmd.append("--fp16")
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    dt = time.time() - t0
+    if p.returncode != 0:
+        raise RuntimeError("kiln build failed:\n" + (p.stdout + p.stderr)[-3000:])
+    return dt
+
+
+def rel_err(out, ref):
+    out, ref = out.float(), ref.float()
+    return (torch.linalg.norm(out - ref) / torch.linalg.norm(ref)).item()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--models", default="resnet50,bert")
+    ap.add_argument("--precision", default="fp16")
+    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--work", default="/tmp/kiln_bench")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--no-compile", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    kiln = Kiln(a.kiln)
+    dev = torch.cuda.get_device_name(0)
+    rows = []
+    for name in a.models.split(","):
+        log(f"== {name}")
+        model, _ = make_resnet50(0) if name == "resnet50" else make_bert(0)
+        onnx_path = os.path.join(a.work, f"{name}.onnx")
+        export(name, model, onnx_path)
+        plan = os.path.join(a.work, f"{name}.plan")
+        cache = os.path.join(a.work, f"{name}.cache")
+        if os.path.exists(cache):
+            os.remove(cache)
+        row = {"model": name}
+        try:
+            row["build_cold_s"] = build_plan(a.cli, onnx_path, plan, name, a.precision, cache)
+            row["build_cached_s"] = build_plan(a.cli, onnx_path, plan, name, a.precision, cache)
+        except RuntimeError as ex:
+            log(str(ex))
+            row["error"] = str(ex).splitlines()[-1][:200]
+            rows.append(row)
+            continue
+        m32 = model.cuda().float()
+        mh = copy.deepcopy(m32).half()
+        eng, ctx = kiln.load(plan)
+        for batch in (1, 64):
+            x = inputs_for(name, batch, "cuda")
+            with torch.no_grad():
+                if name == "resnet50":
+                    ref = m32(x["input"])
+                else:
+                    ref = m32(input_ids=x["input_ids"], attention_mask=x["attention_mask"]).last_hidden_state
+            # kiln
+            out_dtype = KILN_DTYPES.get(kiln.lib.kiln_engine_tensor_dtype(eng, b"output"), torch.float32)
+            out = kiln.bind(ctx, x, "output", out_dtype)
+            kiln.enqueue(ctx)
+            torch.cuda.synchronize()
+            row[f"kiln_err_b{batch}"] = rel_err(out, ref)
+            km, kp = time_cuda(lambda: kiln.enqueue(ctx), a.iters, 20)
+            row[f"kiln_b{batch}"] = (km, kp)
+            # PyTorch eager fp16
+            xh = {k: (v.half() if v.is_floating_point() else v) for k, v in x.items()}
+            fwd = (lambda: mh(xh["input"])) if name == "resnet50" else \
+                (lambda: mh(input_ids=xh["input_ids"], attention_mask=xh["attention_mask"]))
+            with torch.no_grad():
+                row[f"eager_b{batch}"] = time_cuda(fwd, a.iters, 10)
+                if not a.no_compile:
+                    cm = torch.compile(mh, mode="reduce-overhead")
+                    cf = (lambda: cm(xh["input"])) if name == "resnet50" else \
+                        (lambda: cm(input_ids=xh["input_ids"], attention_mask=xh["attention_mask"]))
+                    row[f"compile_b{batch}"] = time_cuda(cf, a.iters, 30)
+            log(row)
+        kiln.lib.kiln_context_destroy(ctx)
+        kiln.lib.kiln_engine_destroy(eng)
+        rows.append(row)
+    # table
+    lines = [f"device: {dev}; torch {torch.__version__}; CUDA {torch.version.cuda}; "
+             f"cuDNN {torch.backends.cudnn.version()}; precision {a.precision}", "",
+             "| model | metric | kiln | eager | compile (reduce-overhead) | kiln/best torch |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | build failed | {r['error']} | | | |")
+            continue
+        for batch in (1, 64):
+            k, e = r[f"kiln_b{batch}"], r[f"eager_b{batch}"]
+            c = r.get(f"compile_b{batch}", (float("nan"), float("nan")))
+            best = min(e[0], c[0]) if c[0] == c[0] else e[0]
+            if batch == 1:
+                lines.append(f"| {r['model']} | b1 median latency ms | {k[0]:.3f} (p99 {k[1]:.3f}) | "
+                             f"{e[0]:.3f} | {c[0]:.3f} | {k[0] / best:.2f} |")
+            else:
+                unit = "img/s" if r["model"] == "resnet50" else "seq/s"
+                tk, te, tc = 64e3 / k[0], 64e3 / e[0], 64e3 / c[0] if c[0] == c[0] else float("nan")
+                bt = max(te, tc) if tc == tc else te
+                lines.append(f"| {r['model']} | b64 throughput {unit} | {tk:.0f} | {te:.0f} | {tc:.0f} | "
+                             f"{tk / bt:.2f} |")
+        lines.append(f"| {r['model']} | accuracy vs fp32 (b1, b64) | {r['kiln_err_b1']:.2e}, "
+                     f"{r['kiln_err_b64']:.2e} | | | |")
+        lines.append(f"| {r['model']} | build s (cold, cached) | {r['build_cold_s']:.1f}, "
+                     f"{r['build_cached_s']:.1f} | | | |")
+    text = "\n".join(lines)
+    log(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
