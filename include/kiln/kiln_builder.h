@@ -18,7 +18,10 @@ typedef enum kiln_builder_flag {
     KILN_BUILDER_FLAG_NO_TIMING = 1u << 1,  /* pick tactics by rule, time nothing */
     KILN_BUILDER_FLAG_FP16 = 1u << 2,       /* allow FP16 layers (GPU backends) */
     KILN_BUILDER_FLAG_BF16 = 1u << 3,       /* allow BF16 layers (GPU backends) */
-    KILN_BUILDER_FLAG_TF32 = 1u << 4        /* allow TF32 matrix math (GPU backends) */
+    KILN_BUILDER_FLAG_TF32 = 1u << 4,       /* allow TF32 matrix math (GPU backends) */
+    /* every layer on its reference ("ref") tactic, nothing timed: the
+     * plain CPU kernels, for accuracy references. Added in 0.1. */
+    KILN_BUILDER_FLAG_REF_TACTICS = 1u << 5
 } kiln_builder_flag;
 
 /* Added in 0.1. *out set only on success; free with kiln_builder_config_destroy. */
@@ -36,6 +39,16 @@ KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_backend(kiln_builder
                                                                     const char *backend);
 /* Threads the CPU backend uses (0 = one per core). Added in 0.1. */
 KILN_API void kiln_builder_config_set_threads(kiln_builder_config *cfg, int threads);
+
+/* Constrain the precision of one layer, named as in the network (a fused
+ * layer is constrained when any layer it contains is): KILN_DTYPE_FLOAT keeps
+ * it in FP32 under KILN_BUILDER_FLAG_FP16/BF16; KILN_DTYPE_FLOAT16 or
+ * KILN_DTYPE_BFLOAT16 runs it in that type even without the flag.
+ * UNDEFINED removes the constraint. A later call for the same name replaces
+ * an earlier one. Names that match no layer are ignored (logged at
+ * warning). The name is copied. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_layer_precision(
+    kiln_builder_config *cfg, const char *layer_name, kiln_dtype dtype);
 
 /* Add an optimization profile; its index is returned in *index. Inputs with
  * dynamic dimensions need min/opt/max shapes in every profile. Added in 0.1. */

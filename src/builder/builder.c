@@ -32,6 +32,10 @@ struct kiln_builder_config {
     int threads;
     int n_profiles, cap_profiles;
     cfg_profile *profiles;
+    /* per-layer precision constraints (pass_precision.c reads them) */
+    int n_lprec, cap_lprec;
+    char **lprec_names;
+    kiln_dtype *lprec_types;
 };
 
 /* ---------------- configuration ---------------- */
@@ -59,7 +63,50 @@ KILN_API void kiln_builder_config_destroy(kiln_builder_config *cfg) {
         kn_free(cfg->profiles[p].shapes);
     }
     kn_free(cfg->profiles);
+    for (int i = 0; i < cfg->n_lprec; i++)
+        kn_free(cfg->lprec_names[i]);
+    kn_free(cfg->lprec_names);
+    kn_free(cfg->lprec_types);
     kn_free(cfg);
+}
+
+KILN_API kiln_status kiln_builder_config_set_layer_precision(kiln_builder_config *cfg,
+                                                             const char *layer_name,
+                                                             kiln_dtype dtype) {
+    if (!cfg || !layer_name)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "set_layer_precision: NULL argument");
+    if (dtype != KILN_DTYPE_UNDEFINED && dtype != KILN_DTYPE_FLOAT &&
+        dtype != KILN_DTYPE_FLOAT16 && dtype != KILN_DTYPE_BFLOAT16)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "layer '%s': precision %s is not one of float, float16, bfloat16",
+                        layer_name, kiln_dtype_name(dtype));
+    for (int i = 0; i < cfg->n_lprec; i++)
+        if (strcmp(cfg->lprec_names[i], layer_name) == 0) {
+            cfg->lprec_types[i] = dtype;
+            return KILN_OK;
+        }
+    int cap = cfg->cap_lprec;
+    KN_TRY(kn_grow((void **)&cfg->lprec_names, &cap, cfg->n_lprec + 1, sizeof(char *)));
+    cap = cfg->cap_lprec;
+    KN_TRY(kn_grow((void **)&cfg->lprec_types, &cap, cfg->n_lprec + 1, sizeof(kiln_dtype)));
+    cfg->cap_lprec = cap;
+    if (!(cfg->lprec_names[cfg->n_lprec] = kn_strdup(layer_name)))
+        return KILN_ERR_OUT_OF_MEMORY;
+    cfg->lprec_types[cfg->n_lprec++] = dtype;
+    return KILN_OK;
+}
+
+kiln_dtype kbld_layer_precision(const kiln_builder_config *cfg, const char *name) {
+    for (int i = 0; cfg && i < cfg->n_lprec; i++)
+        if (strcmp(cfg->lprec_names[i], name) == 0)
+            return cfg->lprec_types[i];
+    return KILN_DTYPE_UNDEFINED;
+}
+
+int kbld_layer_precision_count(const kiln_builder_config *cfg) { return cfg ? cfg->n_lprec : 0; }
+
+const char *kbld_layer_precision_name(const kiln_builder_config *cfg, int i) {
+    return cfg && i >= 0 && i < cfg->n_lprec ? cfg->lprec_names[i] : NULL;
 }
 
 KILN_API void kiln_builder_config_set_flags(kiln_builder_config *cfg, uint32_t flags) {
@@ -663,6 +710,8 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit) {
                                be->name);
             break;
         }
+        if (b->flags & KILN_BUILDER_FLAG_REF_TACTICS)
+            ok = 1; /* the reference kernel is listed first */
         const kb_kernel *best = cand[0];
         double best_ms = -1;
         if (ok > 1 && !(b->flags & KILN_BUILDER_FLAG_NO_TIMING)) {

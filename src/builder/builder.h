@@ -33,6 +33,13 @@ KN_HIDDEN kiln_status kbld_static_shapes(kbld *b, bool **is_static, kn_tinfo **t
  * kernels, and turn its outputs into constants (the node becomes dead). */
 KN_HIDDEN kiln_status kbld_fold_node(kbld *b, int node);
 
+/* The precision constraint set for a layer name with
+ * kiln_builder_config_set_layer_precision, or UNDEFINED. */
+KN_HIDDEN kiln_dtype kbld_layer_precision(const struct kiln_builder_config *cfg, const char *name);
+/* Number of layer-precision entries and entry i's name (for reporting). */
+KN_HIDDEN int kbld_layer_precision_count(const struct kiln_builder_config *cfg);
+KN_HIDDEN const char *kbld_layer_precision_name(const struct kiln_builder_config *cfg, int i);
+
 /* Run every optimization pass to a fixed point (passes.c). Skips fusion when
  * KILN_BUILDER_FLAG_NO_FUSION is set. Logs what each pass changed (verbose). */
 KN_HIDDEN kiln_status kbld_optimize(kbld *b);
