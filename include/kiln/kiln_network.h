@@ -73,6 +73,32 @@ KILN_API const char *kiln_network_input_name(const kiln_network *net, int i);
 KILN_API const char *kiln_network_output_name(const kiln_network *net, int i);
 KILN_API const char *kiln_network_node_name(const kiln_network *net, int i);
 KILN_API const char *kiln_network_node_op_type(const kiln_network *net, int i);
+/* Inputs and outputs of node `node`: counts, and the tensor name of slot i
+ * ("" for an absent optional input or unused output; NULL when out of
+ * range). Borrowed from the network. Added in 0.1. */
+KILN_API int kiln_network_node_num_inputs(const kiln_network *net, int node);
+KILN_API int kiln_network_node_num_outputs(const kiln_network *net, int node);
+KILN_API const char *kiln_network_node_input(const kiln_network *net, int node, int i);
+KILN_API const char *kiln_network_node_output(const kiln_network *net, int node, int i);
+
+/* A new network made of the nodes listed in `nodes` (indices into `net`,
+ * kept in `net`'s order; attributes, constants and opsets copied). Tensors
+ * those nodes read that none of them produces and that are not constants
+ * become its inputs (type and shape as `net` knows them; rank -1 when
+ * unknown: set them with kiln_network_set_tensor_info). Its outputs are the
+ * tensors the nodes produce that are outputs of `net` or are read by a node
+ * left out. *out is set only on success. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_network_extract(const kiln_network *net, int n_nodes,
+                                                         const int *nodes, kiln_network **out);
+
+/* Set the type and shape recorded for a tensor that is not a constant (an
+ * input of an extracted network, or an output, so a writer can declare
+ * them). dims < 0 are dynamic. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_network_set_tensor_info(kiln_network *net,
+                                                                 const char *name,
+                                                                 kiln_dtype dtype, int rank,
+                                                                 const int64_t *dims);
+
 /* Shape and type of a named tensor as currently known (dims < 0 are dynamic).
  * *rank is -1 when unknown. Added in 0.1. */
 KILN_API KILN_NODISCARD kiln_status kiln_network_tensor_info(const kiln_network *net,

@@ -1,0 +1,1156 @@
+/* test_cuda_ops.c - every CUDA kernel against the CPU reference kernel: one
+ * node per case, fresh random inputs (never zeros), the reference run on the
+ * host, each CUDA tactic that supports the node run on the device with its
+ * outputs poisoned first, and the outputs compared element by element.
+ *
+ * Tolerances, |got - want| <= tol * (1 + |want|):
+ *   float32 elementwise and layout ops      1e-5 (integers and bools exact)
+ *   float32 normalizations and reductions   1e-4 (sums in another order)
+ *   float32 GEMM and convolution            1e-4 (TF32 off)
+ *   float16 / bfloat16 anything             1e-2
+ * Without a CUDA device it prints "skipped: no CUDA device (...)" and exits
+ * 77, which ctest reports as skipped. KILN_TEST_SEED fixes the inputs. */
+#include "test.h"
+
+#include <cuda_runtime_api.h>
+#include <time.h>
+
+#include "backends/backend.h"
+#include "graph/fused.h"
+
+#define TC_MAX 8
+
+typedef struct tin {
+    kiln_dtype dt;
+    int rank;
+    int64_t dims[KILN_MAX_DIMS];
+    void *host;   /* owned */
+    bool value;   /* known on the host (kb_tensor.host, kn_tinfo.value) */
+    bool absent;
+} tin;
+
+static struct {
+    kn_net *net;
+    int node;
+    const char *op, *domain;
+    int opset;
+    int n_in;
+    tin in[TC_MAX];
+    int n_out;
+    double tol;
+    char label[160];
+} T;
+
+static int n_cases, n_tactic_runs, n_unsupported, n_noref;
+static cudaStream_t stream;
+static bool dry; /* KILN_TEST_DRY=1 without a device: references and supports() only */
+
+/* ---------------- random inputs ---------------- */
+
+static uint64_t rng_state;
+
+static double rnd(void) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+static size_t tin_bytes(const tin *t) {
+    int64_t n = kn_numel(t->rank, t->dims);
+    return (size_t)(n > 0 ? n : 0) * kiln_dtype_size(t->dt);
+}
+
+static void store_real(kiln_dtype dt, void *p, int64_t i, double v) {
+    switch (dt) {
+    case KILN_DTYPE_FLOAT: ((float *)p)[i] = (float)v; break;
+    case KILN_DTYPE_FLOAT16: ((uint16_t *)p)[i] = kn_float_to_half((float)v); break;
+    case KILN_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = kn_float_to_bf16((float)v); break;
+    case KILN_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
+    case KILN_DTYPE_INT64: ((int64_t *)p)[i] = (int64_t)floor(v); break;
+    case KILN_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)floor(v); break;
+    case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)floor(v); break;
+    case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)floor(v); break;
+    case KILN_DTYPE_BOOL: ((uint8_t *)p)[i] = v >= 0.5; break;
+    default: break;
+    }
+}
+
+static double load_real(kiln_dtype dt, const void *p, int64_t i) {
+    switch (dt) {
+    case KILN_DTYPE_FLOAT: return ((const float *)p)[i];
+    case KILN_DTYPE_FLOAT16: return kn_half_to_float(((const uint16_t *)p)[i]);
+    case KILN_DTYPE_BFLOAT16: return kn_bf16_to_float(((const uint16_t *)p)[i]);
+    case KILN_DTYPE_DOUBLE: return ((const double *)p)[i];
+    case KILN_DTYPE_INT64: return (double)((const int64_t *)p)[i];
+    case KILN_DTYPE_INT32: return ((const int32_t *)p)[i];
+    case KILN_DTYPE_INT8: return ((const int8_t *)p)[i];
+    case KILN_DTYPE_UINT8: case KILN_DTYPE_BOOL: return ((const uint8_t *)p)[i];
+    default: return 0;
+    }
+}
+
+/* ---------------- building a case ---------------- */
+
+static void tc_begin(const char *op, const char *domain, int opset, double tol, const char *label) {
+    memset(&T, 0, sizeof T);
+    T.op = op;
+    T.domain = domain;
+    T.opset = opset;
+    T.tol = tol;
+    snprintf(T.label, sizeof T.label, "%s%s%s [%s]", domain[0] ? domain : "", domain[0] ? "::" : "",
+             op, label);
+    KT_OK(kn_net_new(&T.net));
+}
+
+static tin *tc_add(kiln_dtype dt, int rank, const int64_t *dims) {
+    tin *t = &T.in[T.n_in++];
+    t->dt = dt;
+    t->rank = rank;
+    if (rank)
+        memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+    size_t b = tin_bytes(t);
+    t->host = kn_aligned_alloc(b ? b : 8);
+    memset(t->host, 0, b ? b : 8);
+    return t;
+}
+
+/* Uniform in [lo, hi), redrawn away from 0 for real types so no input is zero. */
+static void tc_rand(kiln_dtype dt, int rank, const int64_t *dims, double lo, double hi) {
+    tin *t = tc_add(dt, rank, dims);
+    int64_t n = kn_numel(rank, dims);
+    for (int64_t i = 0; i < n; i++) {
+        double v;
+        do
+            v = lo + (hi - lo) * rnd();
+        while (fabs(v) < 1e-3 && (dt == KILN_DTYPE_FLOAT || dt == KILN_DTYPE_FLOAT16 ||
+                                  dt == KILN_DTYPE_BFLOAT16));
+        store_real(dt, t->host, i, v);
+    }
+}
+
+/* Given values (copied), known on the host when `value`. */
+static void tc_vals(kiln_dtype dt, int rank, const int64_t *dims, const void *vals, bool value) {
+    tin *t = tc_add(dt, rank, dims);
+    memcpy(t->host, vals, tin_bytes(t));
+    t->value = value;
+}
+
+static void tc_absent(void) {
+    tin *t = &T.in[T.n_in++];
+    t->absent = true;
+}
+
+static void tc_node(int n_out) {
+    int in[TC_MAX], out[TC_MAX];
+    for (int i = 0; i < T.n_in; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", i);
+        in[i] = -1;
+        if (!T.in[i].absent)
+            KT_OK(kn_net_tensor(T.net, name, &in[i]));
+    }
+    for (int i = 0; i < n_out; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "y%d", i);
+        KT_OK(kn_net_tensor(T.net, name, &out[i]));
+    }
+    T.n_out = n_out;
+    KT_OK(kn_net_add_node(T.net, "case", T.op, T.domain, T.opset, T.n_in, in, n_out, out, &T.node));
+}
+
+static kn_node *nd(void) { return &T.net->nodes[T.node]; }
+static void a_int(const char *k, int64_t v) { KT_OK(kn_node_set_int(nd(), k, v)); }
+static void a_float(const char *k, float v) { KT_OK(kn_node_set_float(nd(), k, v)); }
+static void a_str(const char *k, const char *v) { KT_OK(kn_node_set_string(nd(), k, v)); }
+static void a_ints(const char *k, const int64_t *v, size_t n) { KT_OK(kn_node_set_ints(nd(), k, v, n)); }
+static void a_floats(const char *k, const float *v, size_t n) { KT_OK(kn_node_set_floats(nd(), k, v, n)); }
+static void a_strs(const char *k, const char *const *v, size_t n) {
+    kn_node *d = nd();
+    kn_attr *na = kn_realloc(d->attrs, (size_t)(d->n_attr + 1) * sizeof *na);
+    KT_CHECK(na != NULL);
+    if (!na)
+        return;
+    d->attrs = na;
+    memset(&na[d->n_attr], 0, sizeof *na);
+    na[d->n_attr].name = kn_strdup(k);
+    na[d->n_attr].type = KN_ATTR_STRINGS;
+    na[d->n_attr].n = n;
+    na[d->n_attr].strings = kn_calloc(n, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        na[d->n_attr].strings[i] = kn_strdup(v[i]);
+    d->n_attr++;
+}
+
+/* ---------------- running a case ---------------- */
+
+static bool is_real(kiln_dtype t) {
+    return t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_BFLOAT16 ||
+           t == KILN_DTYPE_DOUBLE;
+}
+
+static bool compare(const char *tactic, int o, const kn_tinfo *ti, const void *got, const void *want,
+                    double tol) {
+    int64_t n = kn_numel(ti->rank, ti->dims);
+    for (int64_t i = 0; i < n; i++) {
+        double g = load_real(ti->dtype, got, i), w = load_real(ti->dtype, want, i);
+        bool ok;
+        if (is_real(ti->dtype))
+            ok = (isnan(g) && isnan(w)) || g == w || fabs(g - w) <= tol * (1.0 + fabs(w));
+        else
+            ok = g == w;
+        if (!ok) {
+            fprintf(stderr, "FAIL %s tactic %s output %d: element %lld is %.8g, reference %.8g (tol %g)\n",
+                    T.label, tactic, o, (long long)i, g, w, tol);
+            return false;
+        }
+    }
+    return true;
+}
+
+static kn_tinfo info_of(const tin *t) {
+    kn_tinfo i;
+    memset(&i, 0, sizeof i);
+    if (t->absent)
+        return i;
+    i.dtype = t->dt;
+    i.rank = t->rank;
+    memcpy(i.dims, t->dims, sizeof i.dims);
+    i.value = t->value ? t->host : NULL;
+    return i;
+}
+
+/* The CPU reference: outputs into ref[] (allocated here). */
+static bool run_ref(const kn_tinfo *out_info, void **ref) {
+    const kb_kernel *k = kb_cpu_kernel_find(T.domain, T.op, "ref");
+    if (!k) {
+        fprintf(stderr, "NOREF %s: no CPU reference kernel\n", T.label);
+        return false;
+    }
+    kb_tensor in[TC_MAX], out[TC_MAX];
+    memset(in, 0, sizeof in);
+    memset(out, 0, sizeof out);
+    for (int i = 0; i < T.n_in; i++) {
+        if (T.in[i].absent)
+            continue;
+        in[i].data = T.in[i].host;
+        in[i].dtype = T.in[i].dt;
+        in[i].rank = T.in[i].rank;
+        memcpy(in[i].dims, T.in[i].dims, sizeof in[i].dims);
+        in[i].host = T.in[i].value ? T.in[i].host : NULL;
+    }
+    for (int o = 0; o < T.n_out; o++) {
+        size_t b = (size_t)kn_numel(out_info[o].rank, out_info[o].dims) * kiln_dtype_size(out_info[o].dtype);
+        ref[o] = kn_aligned_alloc(b ? b : 8);
+        memset(ref[o], 0xff, b ? b : 8);
+        out[o].data = ref[o];
+        out[o].dtype = out_info[o].dtype;
+        out[o].rank = out_info[o].rank;
+        memcpy(out[o].dims, out_info[o].dims, sizeof out[o].dims);
+    }
+    void *state = NULL, *inst = NULL, *ws = NULL;
+    size_t wsz = 0;
+    kiln_status st = k->init ? k->init(nd(), &state) : KILN_OK;
+    if (st == KILN_OK && k->prepare)
+        st = k->prepare(state, nd(), in, T.n_in, out, T.n_out, &inst, &wsz);
+    if (st == KILN_OK && wsz)
+        ws = kn_aligned_alloc(wsz);
+    if (st == KILN_OK) {
+        kb_run r = {.node = nd(), .state = state, .inst = inst, .n_in = T.n_in, .in = in,
+                    .n_out = T.n_out, .out = out, .workspace = ws, .workspace_size = wsz,
+                    .threads = 1, .stream = NULL};
+        st = k->run(&r);
+    }
+    if (ws)
+        kn_aligned_free(ws);
+    if (k->release && inst)
+        k->release(inst);
+    if (k->fini && state)
+        k->fini(state);
+    if (st != KILN_OK) {
+        fprintf(stderr, "NOREF %s: reference failed: %s\n", T.label, kiln_last_error());
+        return false;
+    }
+    return true;
+}
+
+#define CK(call)                                                                         \
+    do {                                                                                 \
+        cudaError_t e_ = (call);                                                         \
+        if (e_ != cudaSuccess) {                                                         \
+            fprintf(stderr, "FAIL %s tactic %s: %s: %s\n", T.label, k->tactic, #call,    \
+                    cudaGetErrorString(e_));                                             \
+            ok = false;                                                                  \
+            goto done;                                                                   \
+        }                                                                                \
+    } while (0)
+
+/* One CUDA tactic on the case; returns whether it matched the reference. */
+static bool run_cuda(const kb_kernel *k, const kn_tinfo *out_info, void *const *ref) {
+    kb_tensor in[TC_MAX], out[TC_MAX];
+    void *host_out[TC_MAX] = {0};
+    void *state = NULL, *inst = NULL, *ws = NULL;
+    size_t wsz = 0;
+    bool ok = true;
+    memset(in, 0, sizeof in);
+    memset(out, 0, sizeof out);
+    for (int i = 0; i < T.n_in; i++) {
+        if (T.in[i].absent)
+            continue;
+        size_t b = tin_bytes(&T.in[i]);
+        CK(cudaMalloc(&in[i].data, b ? b : 8));
+        CK(cudaMemcpy(in[i].data, T.in[i].host, b, cudaMemcpyHostToDevice));
+        in[i].dtype = T.in[i].dt;
+        in[i].rank = T.in[i].rank;
+        memcpy(in[i].dims, T.in[i].dims, sizeof in[i].dims);
+        in[i].host = T.in[i].value ? T.in[i].host : NULL;
+    }
+    for (int o = 0; o < T.n_out; o++) {
+        size_t b = (size_t)kn_numel(out_info[o].rank, out_info[o].dims) * kiln_dtype_size(out_info[o].dtype);
+        CK(cudaMalloc(&out[o].data, b ? b : 8));
+        CK(cudaMemset(out[o].data, 0xff, b ? b : 8)); /* poison */
+        out[o].dtype = out_info[o].dtype;
+        out[o].rank = out_info[o].rank;
+        memcpy(out[o].dims, out_info[o].dims, sizeof out[o].dims);
+        host_out[o] = malloc(b ? b : 8);
+    }
+    kiln_status st = k->init ? k->init(nd(), &state) : KILN_OK;
+    if (st == KILN_OK && k->prepare)
+        st = k->prepare(state, nd(), in, T.n_in, out, T.n_out, &inst, &wsz);
+    if (st == KILN_OK && wsz)
+        CK(cudaMalloc(&ws, wsz));
+    if (st == KILN_OK) {
+        kb_run r = {.node = nd(), .state = state, .inst = inst, .n_in = T.n_in, .in = in,
+                    .n_out = T.n_out, .out = out, .workspace = ws, .workspace_size = wsz,
+                    .threads = 1, .stream = stream};
+        st = k->run(&r);
+    }
+    if (st != KILN_OK) {
+        fprintf(stderr, "FAIL %s tactic %s: %s: %s\n", T.label, k->tactic, kiln_status_name(st),
+                kiln_last_error());
+        ok = false;
+        goto done;
+    }
+    CK(cudaStreamSynchronize(stream));
+    CK(cudaGetLastError());
+    for (int o = 0; o < T.n_out; o++) {
+        size_t b = (size_t)kn_numel(out_info[o].rank, out_info[o].dims) * kiln_dtype_size(out_info[o].dtype);
+        CK(cudaMemcpy(host_out[o], out[o].data, b, cudaMemcpyDeviceToHost));
+        if (!compare(k->tactic, o, &out_info[o], host_out[o], ref[o], T.tol))
+            ok = false;
+    }
+done:
+    if (k->release && inst)
+        k->release(inst);
+    if (k->fini && state)
+        k->fini(state);
+    cudaFree(ws);
+    for (int i = 0; i < TC_MAX; i++) {
+        cudaFree(in[i].data);
+        cudaFree(out[i].data);
+        free(host_out[i]);
+    }
+    return ok;
+}
+
+/* Run the case: the reference, then every CUDA tactic for the op; at least
+ * one must support it unless `may_refuse`. */
+static void tc_run_opt(bool may_refuse) {
+    n_cases++;
+    kn_tinfo in[TC_MAX], out[TC_MAX];
+    memset(out, 0, sizeof out);
+    for (int i = 0; i < T.n_in; i++)
+        in[i] = info_of(&T.in[i]);
+    const kn_op_schema *sch = kn_op_find(T.domain, T.op);
+    KT_CHECK(sch != NULL);
+    void *ref[TC_MAX] = {0};
+    if (!sch)
+        goto end;
+    kn_infer ic = {nd(), T.n_in, in, T.n_out, out};
+    kiln_status st = sch->infer(&ic);
+    if (st != KILN_OK) {
+        kt_fail++;
+        fprintf(stderr, "FAIL %s: shape inference: %s\n", T.label, kiln_last_error());
+        goto end;
+    }
+    if (!run_ref(out, ref)) {
+        n_noref++;
+        goto end;
+    }
+    const kb_kernel *ks[16];
+    int nk = kb_cuda_backend.kernels_for(T.domain, T.op, ks, 16);
+    int ran = 0;
+    for (int i = 0; i < nk && i < 16; i++) {
+        if (ks[i]->supports && !ks[i]->supports(nd(), in, T.n_in, out, T.n_out)) {
+            n_unsupported++;
+            if (getenv("KILN_TEST_VERBOSE"))
+                fprintf(stderr, "note: %s: tactic %s does not support the case\n", T.label, ks[i]->tactic);
+            continue;
+        }
+        ran++;
+        if (dry)
+            continue;
+        n_tactic_runs++;
+        if (run_cuda(ks[i], out, ref))
+            kt_pass++;
+        else
+            kt_fail++;
+    }
+    if (ran == 0 && !may_refuse) {
+        kt_fail++;
+        fprintf(stderr, "FAIL %s: no CUDA tactic supports it (%d kernels)\n", T.label, nk);
+    }
+end:
+    for (int o = 0; o < TC_MAX; o++)
+        if (ref[o])
+            kn_aligned_free(ref[o]);
+    for (int i = 0; i < T.n_in; i++)
+        if (T.in[i].host)
+            kn_aligned_free(T.in[i].host);
+    kn_net_free(T.net);
+    memset(&T, 0, sizeof T);
+}
+
+static void tc_run(void) { tc_run_opt(false); }
+
+#define D(...) ((const int64_t[]){__VA_ARGS__})
+#define ND(...) (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+#define S(...) ((const char *const[]){__VA_ARGS__})
+#define NS(...) (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+
+static const kiln_dtype real_types[3] = {KILN_DTYPE_FLOAT, KILN_DTYPE_FLOAT16, KILN_DTYPE_BFLOAT16};
+
+static double tol_for(kiln_dtype dt, double f32) { return dt == KILN_DTYPE_FLOAT ? f32 : 1e-2; }
+
+/* ---------------- cases: elementwise ---------------- */
+
+static void test_unary(void) {
+    static const char *const ops[] = {
+        "Abs", "Neg", "Sign", "Reciprocal", "Floor", "Ceil", "Round", "Sqrt", "Exp", "Log", "Sin",
+        "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Erf",
+        "Tanh", "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "ThresholdedRelu", "Sigmoid",
+        "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Gelu", "Mish", "Swish", "Clip",
+        "Shrink"};
+    for (size_t i = 0; i < KN_ARRAY_LEN(ops); i++)
+        for (int t = 0; t < 3; t++) {
+            kiln_dtype dt = real_types[t];
+            int opset = strcmp(ops[i], "Swish") == 0 ? 24 : (strcmp(ops[i], "Gelu") == 0 ? 20 : 17);
+            tc_begin(ops[i], "", opset, tol_for(dt, 1e-5), kiln_dtype_name(dt));
+            tc_rand(dt, 3, D(3, 5, 7), -3, 3);
+            tc_node(1);
+            tc_run();
+        }
+    /* attributes */
+    tc_begin("LeakyRelu", "", 16, 1e-5, "alpha");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(4, 9), -2, 2);
+    tc_node(1);
+    a_float("alpha", 0.3f);
+    tc_run();
+    tc_begin("Gelu", "", 20, 1e-5, "tanh");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(4, 9), -4, 4);
+    tc_node(1);
+    a_str("approximate", "tanh");
+    tc_run();
+    tc_begin("HardSigmoid", "", 6, 1e-5, "alpha beta");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(4, 9), -4, 4);
+    tc_node(1);
+    a_float("alpha", 0.3f);
+    a_float("beta", 0.4f);
+    tc_run();
+    tc_begin("Selu", "", 6, 1e-5, "alpha gamma");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(4, 9), -4, 4);
+    tc_node(1);
+    a_float("alpha", 1.5f);
+    a_float("gamma", 0.7f);
+    tc_run();
+    tc_begin("Clip", "", 6, 1e-5, "opset 6 attributes");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(4, 9), -4, 4);
+    tc_node(1);
+    a_float("min", -1.f);
+    a_float("max", 0.5f);
+    tc_run();
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        tc_begin("Clip", "", 13, tol_for(dt, 1e-5), "min max inputs");
+        tc_rand(dt, 3, D(2, 3, 50), -4, 4);
+        tc_rand(dt, 0, NULL, -1.5, -0.5);
+        tc_rand(dt, 0, NULL, 0.5, 1.5);
+        tc_node(1);
+        tc_run();
+    }
+    tc_begin("Clip", "", 13, 1e-5, "max only");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(6, 7), -4, 4);
+    tc_absent();
+    tc_rand(KILN_DTYPE_FLOAT, 0, NULL, 0.5, 1.5);
+    tc_node(1);
+    tc_run();
+    tc_begin("Abs", "", 13, 0, "int64");
+    tc_rand(KILN_DTYPE_INT64, 2, D(6, 7), -100, 100);
+    tc_node(1);
+    tc_run();
+    tc_begin("Not", "", 1, 0, "bool");
+    tc_rand(KILN_DTYPE_BOOL, 2, D(6, 7), 0, 1);
+    tc_node(1);
+    tc_run();
+    tc_begin("IsNaN", "", 13, 0, "float");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(6, 7), -1, 1);
+    tc_node(1);
+    tc_run();
+}
+
+static void test_binary(void) {
+    static const char *const ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Equal",
+                                      "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "PRelu",
+                                      "Mod"};
+    for (size_t i = 0; i < KN_ARRAY_LEN(ops); i++)
+        for (int t = 0; t < 3; t++) {
+            kiln_dtype dt = real_types[t];
+            bool pw = strcmp(ops[i], "Pow") == 0, md = strcmp(ops[i], "Mod") == 0;
+            tc_begin(ops[i], "", 14, tol_for(dt, 1e-5), kiln_dtype_name(dt));
+            tc_rand(dt, 3, D(4, 1, 33), pw ? 0.5 : -3, pw ? 2.0 : 3);
+            if (strcmp(ops[i], "PRelu") == 0) /* slope broadcasts one way only */
+                tc_rand(dt, 1, D(33), -3, 3);
+            else
+                tc_rand(dt, 2, D(5, 1), pw ? -2 : -3, pw ? 2 : 3);
+            tc_node(1);
+            if (md)
+                a_int("fmod", 1);
+            tc_run();
+        }
+    tc_begin("Mul", "", 14, 1e-5, "same shape, big");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(300, 1000), -3, 3);
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(300, 1000), -3, 3);
+    tc_node(1);
+    tc_run();
+    tc_begin("Add", "", 14, 1e-5, "scalar + tensor");
+    tc_rand(KILN_DTYPE_FLOAT, 0, NULL, -3, 3);
+    tc_rand(KILN_DTYPE_FLOAT, 4, D(2, 3, 4, 5), -3, 3);
+    tc_node(1);
+    tc_run();
+    tc_begin("Add", "", 14, 1e-5, "bias over channels [N,C,H,W] + [C,1,1]");
+    tc_rand(KILN_DTYPE_FLOAT, 4, D(2, 16, 7, 7), -3, 3);
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(16, 1, 1), -3, 3);
+    tc_node(1);
+    tc_run();
+    tc_begin("Mod", "", 13, 1e-5, "python mod float");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(5, 20), -10, 10);
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(5, 20), -3, 3);
+    tc_node(1);
+    a_int("fmod", 1);
+    tc_run();
+    static const char *const iops[] = {"Add", "Sub", "Mul", "Div", "Mod", "Equal", "Less", "Max", "Min"};
+    for (size_t i = 0; i < KN_ARRAY_LEN(iops); i++) {
+        kiln_dtype dt = i % 2 ? KILN_DTYPE_INT32 : KILN_DTYPE_INT64;
+        tc_begin(iops[i], "", 14, 0, kiln_dtype_name(dt));
+        tc_rand(dt, 2, D(6, 10), -50, 50);
+        tc_rand(dt, 1, D(10), 1, 9);
+        tc_node(1);
+        tc_run();
+    }
+    static const char *const bops[] = {"And", "Or", "Xor"};
+    for (size_t i = 0; i < KN_ARRAY_LEN(bops); i++) {
+        tc_begin(bops[i], "", 7, 0, "bool");
+        tc_rand(KILN_DTYPE_BOOL, 2, D(6, 10), 0, 1);
+        tc_rand(KILN_DTYPE_BOOL, 2, D(6, 10), 0, 1);
+        tc_node(1);
+        tc_run();
+    }
+    static const char *const vops[] = {"Sum", "Mean", "Max", "Min"};
+    for (size_t i = 0; i < KN_ARRAY_LEN(vops); i++)
+        for (int t = 0; t < 2; t++) {
+            kiln_dtype dt = real_types[t];
+            tc_begin(vops[i], "", 13, tol_for(dt, 1e-5), "3 inputs broadcast");
+            tc_rand(dt, 2, D(4, 6), -3, 3);
+            tc_rand(dt, 1, D(6), -3, 3);
+            tc_rand(dt, 2, D(4, 1), -3, 3);
+            tc_node(1);
+            tc_run();
+        }
+}
+
+static void test_chain(void) {
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        tc_begin("ElementwiseChain", KN_DOMAIN_KILN, 1, tol_for(dt, 1e-5), kiln_dtype_name(dt));
+        tc_rand(dt, 3, D(4, 8, 16), -2, 2);
+        tc_rand(dt, 1, D(16), -2, 2);
+        tc_rand(dt, 3, D(4, 1, 16), 0.5, 2);
+        tc_node(1);
+        a_strs("ops", S("Add", "Mul", "Sigmoid", "Sub", "LeakyRelu", "Div", "Gelu"), 7);
+        a_ints("operand", D(1, 2, -1, 1, -1, 2, -1), 7);
+        a_ints("swap", D(0, 0, 0, 1, 0, 1, 0), 7);
+        a_floats("alphas", (const float[]){0, 0, 0, 0, 0.2f, 0, 0}, 7);
+        a_floats("betas", (const float[]){0, 0, 0, 0, 0, 0, 0}, 7);
+        tc_run();
+    }
+    tc_begin("ElementwiseChain", KN_DOMAIN_KILN, 1, 1e-5, "BERT bias + GELU pieces");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 16, 64), -3, 3);
+    tc_rand(KILN_DTYPE_FLOAT, 1, D(64), -1, 1);
+    tc_rand(KILN_DTYPE_FLOAT, 0, NULL, 1.4, 1.42);
+    tc_node(1);
+    a_strs("ops", S("Add", "Div", "Erf", "Clip", "GeluTanh"), 5);
+    a_ints("operand", D(1, 2, -1, -1, -1), 5);
+    a_floats("alphas", (const float[]){0, 0, 0, -0.5f, 0}, 5);
+    a_floats("betas", (const float[]){0, 0, 0, 0.7f, 0}, 5);
+    tc_run();
+}
+
+static void test_where_cast(void) {
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        tc_begin("Where", "", 16, 0, kiln_dtype_name(dt));
+        tc_rand(KILN_DTYPE_BOOL, 3, D(2, 1, 9), 0, 1);
+        tc_rand(dt, 2, D(5, 9), -3, 3);
+        tc_rand(dt, 3, D(2, 5, 1), -3, 3);
+        tc_node(1);
+        tc_run();
+    }
+    tc_begin("Where", "", 16, 0, "int64");
+    tc_rand(KILN_DTYPE_BOOL, 1, D(9), 0, 1);
+    tc_rand(KILN_DTYPE_INT64, 2, D(5, 9), -300, 300);
+    tc_rand(KILN_DTYPE_INT64, 0, NULL, -300, 300);
+    tc_node(1);
+    tc_run();
+    static const kiln_dtype pairs[][2] = {
+        {KILN_DTYPE_FLOAT, KILN_DTYPE_FLOAT16},   {KILN_DTYPE_FLOAT16, KILN_DTYPE_FLOAT},
+        {KILN_DTYPE_FLOAT, KILN_DTYPE_BFLOAT16},  {KILN_DTYPE_BFLOAT16, KILN_DTYPE_FLOAT},
+        {KILN_DTYPE_FLOAT16, KILN_DTYPE_BFLOAT16}, {KILN_DTYPE_INT64, KILN_DTYPE_INT32},
+        {KILN_DTYPE_INT32, KILN_DTYPE_INT64},     {KILN_DTYPE_FLOAT, KILN_DTYPE_INT64},
+        {KILN_DTYPE_INT64, KILN_DTYPE_FLOAT},     {KILN_DTYPE_FLOAT, KILN_DTYPE_BOOL},
+        {KILN_DTYPE_BOOL, KILN_DTYPE_FLOAT},      {KILN_DTYPE_INT64, KILN_DTYPE_FLOAT16},
+        {KILN_DTYPE_FLOAT16, KILN_DTYPE_INT32},
+    };
+    for (size_t i = 0; i < KN_ARRAY_LEN(pairs); i++) {
+        char label[64];
+        snprintf(label, sizeof label, "%s to %s", kiln_dtype_name(pairs[i][0]), kiln_dtype_name(pairs[i][1]));
+        tc_begin("Cast", "", 19, 0, label);
+        tc_rand(pairs[i][0], 2, D(7, 13), -1000, 1000);
+        tc_node(1);
+        a_int("to", pairs[i][1]);
+        tc_run();
+    }
+}
+
+/* ---------------- cases: tensor layout ---------------- */
+
+static void test_tensor(void) {
+    for (int t = 0; t < 2; t++) {
+        kiln_dtype dt = t ? KILN_DTYPE_FLOAT16 : KILN_DTYPE_FLOAT;
+        tc_begin("Transpose", "", 13, 0, "NCHW to NHWC");
+        tc_rand(dt, 4, D(2, 3, 5, 7), -3, 3);
+        tc_node(1);
+        a_ints("perm", D(0, 2, 3, 1), 4);
+        tc_run();
+    }
+    tc_begin("Transpose", "", 13, 0, "BERT heads [B,S,H,D] -> [B,H,S,D]");
+    tc_rand(KILN_DTYPE_FLOAT, 4, D(2, 16, 12, 64), -3, 3);
+    tc_node(1);
+    a_ints("perm", D(0, 2, 1, 3), 4);
+    tc_run();
+    tc_begin("Transpose", "", 13, 0, "default reverse, int64");
+    tc_rand(KILN_DTYPE_INT64, 3, D(3, 4, 5), -9, 9);
+    tc_node(1);
+    tc_run();
+    tc_begin("Concat", "", 13, 0, "axis 1, three inputs");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 3, 5), -3, 3);
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 1, 5), -3, 3);
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 4, 5), -3, 3);
+    tc_node(1);
+    a_int("axis", 1);
+    tc_run();
+    tc_begin("Concat", "", 13, 0, "axis -1 int64");
+    tc_rand(KILN_DTYPE_INT64, 2, D(3, 2), -9, 9);
+    tc_rand(KILN_DTYPE_INT64, 2, D(3, 1), -9, 9);
+    tc_node(1);
+    a_int("axis", -1);
+    tc_run();
+    tc_begin("Split", "", 13, 0, "axis 1 into 3 + 5");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 8, 3), -3, 3);
+    tc_vals(KILN_DTYPE_INT64, 1, D(2), D(3, 5), true);
+    tc_node(2);
+    a_int("axis", 1);
+    tc_run();
+    tc_begin("Slice", "", 13, 0, "steps and negatives");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(6, 7, 8), -3, 3);
+    tc_vals(KILN_DTYPE_INT64, 1, D(3), D(1, -1, 0), true);
+    tc_vals(KILN_DTYPE_INT64, 1, D(3), D(6, -8, 8), true);
+    tc_vals(KILN_DTYPE_INT64, 1, D(3), D(0, 1, 2), true);
+    tc_vals(KILN_DTYPE_INT64, 1, D(3), D(2, -2, 3), true);
+    tc_node(1);
+    tc_run();
+    tc_begin("Slice", "", 13, 0, "one axis, float16");
+    tc_rand(KILN_DTYPE_FLOAT16, 3, D(2, 10, 8), -3, 3);
+    tc_vals(KILN_DTYPE_INT64, 1, D(1), D(2), true);
+    tc_vals(KILN_DTYPE_INT64, 1, D(1), D(7), true);
+    tc_vals(KILN_DTYPE_INT64, 1, D(1), D(1), true);
+    tc_node(1);
+    tc_run();
+    for (int t = 0; t < 2; t++) {
+        tc_begin("Gather", "", 13, 0, t ? "axis 1, int32 indices" : "axis 0 (embedding), int64 indices");
+        tc_rand(KILN_DTYPE_FLOAT, 2, D(50, 24), -3, 3);
+        if (t)
+            tc_vals(KILN_DTYPE_INT32, 2, D(2, 3), (const int32_t[]){0, 23, -1, 5, -24, 7}, false);
+        else
+            tc_vals(KILN_DTYPE_INT64, 2, D(2, 4), D(3, 49, -1, 0, 17, -50, 8, 8), false);
+        tc_node(1);
+        a_int("axis", t);
+        tc_run();
+    }
+    tc_begin("Expand", "", 13, 0, "[3,1] to [2,3,4]");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(3, 1), -3, 3);
+    tc_vals(KILN_DTYPE_INT64, 1, D(3), D(2, 3, 4), true);
+    tc_node(1);
+    tc_run();
+    tc_begin("Reshape", "", 14, 0, "to [4,-1]");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 6, 5), -3, 3);
+    tc_vals(KILN_DTYPE_INT64, 1, D(2), D(4, -1), true);
+    tc_node(1);
+    tc_run();
+    tc_begin("Flatten", "", 13, 0, "axis 2");
+    tc_rand(KILN_DTYPE_FLOAT16, 4, D(2, 3, 4, 5), -3, 3);
+    tc_node(1);
+    a_int("axis", 2);
+    tc_run();
+    tc_begin("Unsqueeze", "", 13, 0, "axes [0, 3]");
+    tc_rand(KILN_DTYPE_INT64, 2, D(3, 4), -9, 9);
+    tc_vals(KILN_DTYPE_INT64, 1, D(2), D(0, 3), true);
+    tc_node(1);
+    tc_run();
+    tc_begin("Squeeze", "", 13, 0, "axes [1]");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(3, 1, 4), -9, 9);
+    tc_vals(KILN_DTYPE_INT64, 1, D(1), D(1), true);
+    tc_node(1);
+    tc_run();
+    tc_begin("Identity", "", 16, 0, "bool");
+    tc_rand(KILN_DTYPE_BOOL, 2, D(3, 7), 0, 1);
+    tc_node(1);
+    tc_run();
+}
+
+/* ---------------- cases: nn ---------------- */
+
+static void test_norm(void) {
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        tc_begin("Softmax", "", 13, tol_for(dt, 1e-4), "last axis, BERT scores");
+        tc_rand(dt, 4, D(2, 4, 16, 128), -8, 8);
+        tc_node(1);
+        tc_run();
+        tc_begin("LayerNormalization", "", 17, tol_for(dt, 1e-4), "[2,16,768] with bias");
+        tc_rand(dt, 3, D(2, 16, 768), -3, 3);
+        tc_rand(dt, 1, D(768), 0.5, 1.5);
+        tc_rand(dt, 1, D(768), -1, 1);
+        tc_node(1);
+        tc_run();
+        tc_begin("BatchNormalization", "", 15, tol_for(dt, 1e-4), "[2,8,5,5]");
+        tc_rand(dt, 4, D(2, 8, 5, 5), -3, 3);
+        tc_rand(dt, 1, D(8), 0.5, 1.5);
+        tc_rand(dt, 1, D(8), -1, 1);
+        tc_rand(dt, 1, D(8), -1, 1);
+        tc_rand(dt, 1, D(8), 0.2, 2);
+        tc_node(1);
+        tc_run();
+    }
+    tc_begin("Softmax", "", 13, 1e-4, "axis 1 of 3 (strided)");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(3, 37, 5), -8, 8);
+    tc_node(1);
+    a_int("axis", 1);
+    tc_run();
+    tc_begin("Softmax", "", 11, 1e-4, "opset 11 coerced to 2-D");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(3, 7, 5), -8, 8);
+    tc_node(1);
+    a_int("axis", 1);
+    tc_run();
+    tc_begin("LogSoftmax", "", 13, 1e-4, "last axis, 1000 classes");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(4, 1000), -8, 8);
+    tc_node(1);
+    tc_run();
+    tc_begin("LayerNormalization", "", 17, 1e-4, "axis 1, no bias, Mean and InvStdDev");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(3, 4, 50), -3, 3);
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(4, 50), 0.5, 1.5);
+    tc_node(3);
+    a_int("axis", 1);
+    a_float("epsilon", 1e-3f);
+    tc_run();
+}
+
+static void test_reduce(void) {
+    static const char *const ops[] = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+                                      "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",
+                                      "ReduceLogSum"};
+    for (size_t i = 0; i < KN_ARRAY_LEN(ops); i++)
+        for (int t = 0; t < 2; t++) {
+            kiln_dtype dt = real_types[t];
+            bool pos = strcmp(ops[i], "ReduceLogSum") == 0 || strcmp(ops[i], "ReduceProd") == 0;
+            tc_begin(ops[i], "", 13, tol_for(dt, 1e-4), "axes [1] keepdims");
+            tc_rand(dt, 3, D(4, 9, 6), pos ? 0.8 : -3, pos ? 1.2 : 3);
+            tc_node(1);
+            a_ints("axes", D(1), 1);
+            tc_run();
+        }
+    tc_begin("ReduceMean", "", 13, 1e-4, "spatial [2,3], keepdims 0");
+    tc_rand(KILN_DTYPE_FLOAT, 4, D(2, 32, 7, 7), -3, 3);
+    tc_node(1);
+    a_ints("axes", D(2, 3), 2);
+    a_int("keepdims", 0);
+    tc_run();
+    tc_begin("ReduceMean", "", 18, 1e-4, "axes input [-1] (LayerNorm pieces)");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 16, 768), -3, 3);
+    tc_vals(KILN_DTYPE_INT64, 1, D(1), D(-1), true);
+    tc_node(1);
+    tc_run();
+    tc_begin("ReduceSum", "", 13, 1e-4, "all axes");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(3, 5, 7), -3, 3);
+    tc_node(1);
+    tc_run();
+    tc_begin("ReduceMax", "", 13, 1e-4, "axes [0, 2]");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(3, 5, 7), -3, 3);
+    tc_node(1);
+    a_ints("axes", D(0, 2), 2);
+    tc_run();
+}
+
+static void test_pool(void) {
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        tc_begin("MaxPool", "", 12, tol_for(dt, 1e-5), "ResNet stem 3x3 s2 p1");
+        tc_rand(dt, 4, D(2, 8, 28, 28), -3, 3);
+        tc_node(1);
+        a_ints("kernel_shape", D(3, 3), 2);
+        a_ints("strides", D(2, 2), 2);
+        a_ints("pads", D(1, 1, 1, 1), 4);
+        tc_run();
+        tc_begin("GlobalAveragePool", "", 1, tol_for(dt, 1e-4), "[2,64,7,7]");
+        tc_rand(dt, 4, D(2, 64, 7, 7), -3, 3);
+        tc_node(1);
+        tc_run();
+    }
+    tc_begin("MaxPool", "", 12, 1e-5, "ceil_mode, dilation, Indices");
+    tc_rand(KILN_DTYPE_FLOAT, 4, D(2, 3, 11, 10), -3, 3);
+    tc_node(2);
+    a_ints("kernel_shape", D(2, 3), 2);
+    a_ints("strides", D(2, 2), 2);
+    a_ints("dilations", D(2, 1), 2);
+    a_int("ceil_mode", 1);
+    tc_run();
+    tc_begin("MaxPool", "", 12, 1e-5, "1-D, storage_order 0, Indices");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 3, 17), -3, 3);
+    tc_node(2);
+    a_ints("kernel_shape", D(3), 1);
+    a_ints("pads", D(1, 1), 2);
+    tc_run();
+    for (int inc = 0; inc < 2; inc++) {
+        tc_begin("AveragePool", "", 19, 1e-5, inc ? "count_include_pad 1" : "count_include_pad 0");
+        tc_rand(KILN_DTYPE_FLOAT, 4, D(2, 4, 9, 9), -3, 3);
+        tc_node(1);
+        a_ints("kernel_shape", D(3, 3), 2);
+        a_ints("pads", D(1, 1, 1, 1), 4);
+        a_ints("strides", D(2, 2), 2);
+        a_int("count_include_pad", inc);
+        tc_run();
+    }
+    tc_begin("AveragePool", "", 19, 1e-5, "3-D, SAME_UPPER");
+    tc_rand(KILN_DTYPE_FLOAT, 5, D(1, 2, 5, 6, 7), -3, 3);
+    tc_node(1);
+    a_ints("kernel_shape", D(2, 2, 3), 3);
+    a_str("auto_pad", "SAME_UPPER");
+    a_ints("strides", D(2, 2, 2), 3);
+    tc_run();
+    tc_begin("GlobalMaxPool", "", 1, 1e-5, "[2,5,9]");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 5, 9), -3, 3);
+    tc_node(1);
+    tc_run();
+}
+
+/* ---------------- cases: GEMM ---------------- */
+
+static void test_gemm(void) {
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        double tol = tol_for(dt, 1e-4);
+        const char *tn = kiln_dtype_name(dt);
+        char l[96];
+        snprintf(l, sizeof l, "%s BERT projection [4,128,768]x[768,768]", tn);
+        tc_begin("MatMul", "", 13, tol, l);
+        tc_rand(dt, 3, D(4, 128, 768), -1, 1);
+        tc_rand(dt, 2, D(768, 768), -0.1, 0.1);
+        tc_node(1);
+        tc_run();
+        snprintf(l, sizeof l, "%s attention scores batched [2,12,64,64]x[2,12,64,128]", tn);
+        tc_begin("MatMul", "", 13, tol, l);
+        tc_rand(dt, 4, D(2, 12, 64, 64), -1, 1);
+        tc_rand(dt, 4, D(2, 12, 64, 128), -1, 1);
+        tc_node(1);
+        tc_run();
+        snprintf(l, sizeof l, "%s A batch broadcast [1,16,32]x[3,32,24]", tn);
+        tc_begin("MatMul", "", 13, tol, l);
+        tc_rand(dt, 3, D(1, 16, 32), -1, 1);
+        tc_rand(dt, 3, D(3, 32, 24), -1, 1);
+        tc_node(1);
+        tc_run();
+        snprintf(l, sizeof l, "%s transB, C [N] (bias epilogue)", tn);
+        tc_begin("Gemm", "", 13, tol, l);
+        tc_rand(dt, 2, D(8, 2048), -1, 1);
+        tc_rand(dt, 2, D(1000, 2048), -0.1, 0.1);
+        tc_rand(dt, 1, D(1000), -1, 1);
+        tc_node(1);
+        a_int("transB", 1);
+        tc_run();
+        snprintf(l, sizeof l, "%s transA, alpha 2, beta 0.5, C [M,1]", tn);
+        tc_begin("Gemm", "", 13, tol, l);
+        tc_rand(dt, 2, D(40, 24), -1, 1);
+        tc_rand(dt, 2, D(40, 56), -1, 1);
+        tc_rand(dt, 2, D(24, 1), -1, 1);
+        tc_node(1);
+        a_int("transA", 1);
+        a_float("alpha", 2.f);
+        a_float("beta", 0.5f);
+        tc_run();
+        static const char *const acts[] = {"", "Relu", "Gelu", "GeluTanh", "Sigmoid"};
+        for (size_t a = 0; a < KN_ARRAY_LEN(acts); a++) {
+            snprintf(l, sizeof l, "%s bias + '%s'", tn, acts[a]);
+            tc_begin("MatMul", KN_DOMAIN_KILN, 1, tol, l);
+            tc_rand(dt, 3, D(2, 64, 256), -1, 1);
+            tc_rand(dt, 2, D(256, 192), -0.2, 0.2);
+            tc_rand(dt, 1, D(192), -1, 1);
+            tc_node(1);
+            a_str("activation", acts[a]);
+            tc_run();
+        }
+        snprintf(l, sizeof l, "%s transB + C + LeakyRelu", tn);
+        tc_begin("Gemm", KN_DOMAIN_KILN, 1, tol, l);
+        tc_rand(dt, 2, D(16, 96), -1, 1);
+        tc_rand(dt, 2, D(80, 96), -0.3, 0.3);
+        tc_rand(dt, 2, D(1, 80), -1, 1);
+        tc_node(1);
+        a_int("transB", 1);
+        a_str("activation", "LeakyRelu");
+        a_float("alpha_act", 0.2f);
+        tc_run();
+    }
+    tc_begin("MatMul", "", 13, 1e-4, "1-D B");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(5, 64), -1, 1);
+    tc_rand(KILN_DTYPE_FLOAT, 1, D(64), -1, 1);
+    tc_node(1);
+    tc_run();
+    tc_begin("MatMul", "", 13, 1e-4, "odd sizes [3,7,13]x[13,5]");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(3, 7, 13), -1, 1);
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(13, 5), -1, 1);
+    tc_node(1);
+    tc_run();
+}
+
+/* ---------------- cases: convolution ---------------- */
+
+static void conv_case(kiln_dtype dt, const char *label, const int64_t *xd, const int64_t *wd, int rank,
+                      bool bias, const int64_t *pads, const int64_t *strides, const int64_t *dil,
+                      int64_t group, bool fused, const char *act, bool residual) {
+    tc_begin("Conv", fused ? KN_DOMAIN_KILN : "", fused ? 1 : 11, tol_for(dt, 1e-4), label);
+    tc_rand(dt, rank, xd, -1, 1);
+    tc_rand(dt, rank, wd, -0.3, 0.3);
+    if (bias || residual) {
+        if (bias)
+            tc_rand(dt, 1, D(wd[0]), -1, 1);
+        else
+            tc_absent();
+    }
+    int64_t yd[KILN_MAX_DIMS];
+    if (residual) { /* Z has Y's shape: compute it as the schema will */
+        int nsp = rank - 2;
+        yd[0] = xd[0];
+        yd[1] = wd[0];
+        for (int d = 0; d < nsp; d++) {
+            int64_t p = pads ? pads[d] + pads[d + nsp] : 0, s = strides ? strides[d] : 1,
+                    dl = dil ? dil[d] : 1;
+            yd[2 + d] = (xd[2 + d] + p - dl * (wd[2 + d] - 1) - 1) / s + 1;
+        }
+        tc_rand(dt, rank, yd, -1, 1);
+    }
+    tc_node(1);
+    int nsp = rank - 2;
+    if (pads)
+        a_ints("pads", pads, (size_t)(2 * nsp));
+    if (strides)
+        a_ints("strides", strides, (size_t)nsp);
+    if (dil)
+        a_ints("dilations", dil, (size_t)nsp);
+    if (group > 1)
+        a_int("group", group);
+    if (act)
+        a_str("activation", act);
+    tc_run();
+}
+
+static void test_conv(void) {
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        char l[96];
+        snprintf(l, sizeof l, "%s 3x3 p1 + bias", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 16, 14, 14), D(32, 16, 3, 3), 4, true, D(1, 1, 1, 1), NULL, NULL, 1,
+                  false, NULL, false);
+        snprintf(l, sizeof l, "%s 1x1 s2 no bias", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 64, 14, 14), D(128, 64, 1, 1), 4, false, NULL, D(2, 2), NULL, 1, false,
+                  NULL, false);
+        snprintf(l, sizeof l, "%s kiln::Conv bias + Z + Relu (ResNet block end)", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 32, 14, 14), D(64, 32, 1, 1), 4, true, NULL, NULL, NULL, 1, true, "Relu",
+                  true);
+        snprintf(l, sizeof l, "%s kiln::Conv bias + Relu 3x3", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 16, 10, 10), D(16, 16, 3, 3), 4, true, D(1, 1, 1, 1), NULL, NULL, 1, true,
+                  "Relu", false);
+    }
+    conv_case(KILN_DTYPE_FLOAT, "ResNet stem 7x7 s2 p3", D(1, 3, 64, 64), D(16, 3, 7, 7), 4, true,
+              D(3, 3, 3, 3), D(2, 2), NULL, 1, false, NULL, false);
+    conv_case(KILN_DTYPE_FLOAT, "group 4, dilation 2", D(2, 16, 12, 12), D(32, 4, 3, 3), 4, true,
+              D(2, 2, 2, 2), NULL, D(2, 2), 4, false, NULL, false);
+    conv_case(KILN_DTYPE_FLOAT, "depthwise", D(2, 16, 9, 9), D(16, 1, 3, 3), 4, false, D(1, 1, 1, 1),
+              NULL, NULL, 16, false, NULL, false);
+    conv_case(KILN_DTYPE_FLOAT, "1-D", D(2, 8, 20), D(4, 8, 3), 3, true, D(1, 1), D(2), NULL, 1, false,
+              NULL, false);
+    conv_case(KILN_DTYPE_FLOAT, "kiln::Conv bias + Silu", D(2, 8, 9, 9), D(8, 8, 3, 3), 4, true,
+              D(1, 1, 1, 1), NULL, NULL, 1, true, "Silu", false);
+    conv_case(KILN_DTYPE_FLOAT, "kiln::Conv Z, no bias, no activation", D(2, 8, 9, 9), D(8, 8, 3, 3), 4,
+              false, D(1, 1, 1, 1), NULL, NULL, 1, true, "", true);
+}
+
+/* ---------------- errors and the backend ---------------- */
+
+static void test_errors(void) {
+    /* constant indices out of range: a clear error naming the node */
+    tc_begin("Gather", "", 13, 0, "bad index");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(5, 3), -1, 1);
+    tc_vals(KILN_DTYPE_INT64, 1, D(2), D(1, 7), true);
+    tc_node(1);
+    const kb_kernel *k = kb_cuda_backend.kernel_find("", "Gather", "cuda");
+    KT_CHECK(k != NULL);
+    if (k) {
+        float *d = NULL;
+        int64_t *di = NULL;
+        cudaMalloc((void **)&d, 64);
+        cudaMalloc((void **)&di, 64);
+        kb_tensor in[2] = {{.data = d, .dtype = KILN_DTYPE_FLOAT, .rank = 2, .dims = {5, 3}},
+                           {.data = di, .dtype = KILN_DTYPE_INT64, .rank = 1, .dims = {2},
+                            .host = T.in[1].host}};
+        kb_tensor out[1] = {{.data = d, .dtype = KILN_DTYPE_FLOAT, .rank = 2, .dims = {2, 3}}};
+        kb_run r = {.node = nd(), .n_in = 2, .in = in, .n_out = 1, .out = out, .threads = 1,
+                    .stream = stream};
+        KT_FAILS(k->run(&r), KILN_ERR_RUNTIME, "node 'case' (Gather)");
+        cudaFree(d);
+        cudaFree(di);
+    }
+    for (int i = 0; i < T.n_in; i++)
+        kn_aligned_free(T.in[i].host);
+    kn_net_free(T.net);
+    memset(&T, 0, sizeof T);
+    /* asymmetric pads: the cuDNN kernels decline the node */
+    tc_begin("Conv", "", 11, 1e-4, "asymmetric pads");
+    tc_rand(KILN_DTYPE_FLOAT, 4, D(1, 4, 8, 8), -1, 1);
+    tc_rand(KILN_DTYPE_FLOAT, 4, D(4, 4, 3, 3), -1, 1);
+    tc_node(1);
+    a_ints("pads", D(0, 0, 1, 1), 4);
+    kn_tinfo in[2] = {{.dtype = KILN_DTYPE_FLOAT, .rank = 4, .dims = {1, 4, 8, 8}},
+                      {.dtype = KILN_DTYPE_FLOAT, .rank = 4, .dims = {4, 4, 3, 3}}};
+    kn_tinfo out[1] = {{.dtype = KILN_DTYPE_FLOAT, .rank = 4, .dims = {1, 4, 7, 7}}};
+    const kb_kernel *c = kb_cuda_backend.kernel_find("", "Conv", "cudnn");
+    KT_CHECK(c && !c->supports(nd(), in, 2, out, 1));
+    for (int i = 0; i < T.n_in; i++)
+        kn_aligned_free(T.in[i].host);
+    kn_net_free(T.net);
+    memset(&T, 0, sizeof T);
+}
+
+static void test_backend(void) {
+    const kb_backend *b = kb_backend_get("cuda");
+    KT_CHECK(b == &kb_cuda_backend);
+    void *p = NULL;
+    KT_OK(b->alloc(1 << 20, &p));
+    KT_CHECK(((uintptr_t)p & 255u) == 0);
+    static float h[1024], g[1024];
+    for (int i = 0; i < 1024; i++)
+        h[i] = (float)rnd() + 1.f;
+    KT_OK(b->copy(p, h, sizeof h, KB_COPY_H2D, stream));
+    KT_OK(b->copy((uint8_t *)p + 8192, p, sizeof h, KB_COPY_D2D, stream));
+    KT_OK(b->copy(g, (uint8_t *)p + 8192, sizeof g, KB_COPY_D2H, stream));
+    KT_OK(b->sync(stream));
+    KT_CHECK(memcmp(g, h, sizeof h) == 0);
+    KT_OK(b->memset_zero(p, sizeof h, stream));
+    KT_OK(b->copy(g, p, sizeof g, KB_COPY_D2H, stream));
+    KT_OK(b->sync(stream));
+    KT_CHECK(g[0] == 0.f && g[1023] == 0.f);
+    b->free(p);
+    /* time_kernel on a float16 MatMul */
+    tc_begin("MatMul", "", 13, 1e-2, "timing");
+    tc_rand(KILN_DTYPE_FLOAT16, 2, D(1024, 1024), -1, 1);
+    tc_rand(KILN_DTYPE_FLOAT16, 2, D(1024, 1024), -1, 1);
+    tc_node(1);
+    const kb_kernel *k = b->kernel_find("", "MatMul", "lt");
+    KT_CHECK(k != NULL);
+    void *da = NULL, *db = NULL, *dc = NULL, *inst = NULL, *ws = NULL;
+    size_t wsz = 0;
+    cudaMalloc(&da, 2 << 20);
+    cudaMalloc(&db, 2 << 20);
+    cudaMalloc(&dc, 2 << 20);
+    cudaMemcpy(da, T.in[0].host, 2 << 20, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, T.in[1].host, 2 << 20, cudaMemcpyHostToDevice);
+    kb_tensor in[2] = {{.data = da, .dtype = KILN_DTYPE_FLOAT16, .rank = 2, .dims = {1024, 1024}},
+                       {.data = db, .dtype = KILN_DTYPE_FLOAT16, .rank = 2, .dims = {1024, 1024}}};
+    kb_tensor out[1] = {{.data = dc, .dtype = KILN_DTYPE_FLOAT16, .rank = 2, .dims = {1024, 1024}}};
+    if (k) {
+        KT_OK(k->prepare(NULL, nd(), in, 2, out, 1, &inst, &wsz));
+        if (wsz)
+            cudaMalloc(&ws, wsz);
+        kb_run r = {.node = nd(), .inst = inst, .n_in = 2, .in = in, .n_out = 1, .out = out,
+                    .workspace = ws, .workspace_size = wsz, .threads = 1, .stream = stream};
+        double ms = 0;
+        KT_OK(b->time_kernel(k, &r, 20, &ms));
+        KT_CHECK(ms > 0);
+        printf("time_kernel: float16 MatMul 1024^3 median %.4f ms (%.1f TFLOP/s)\n", ms,
+               2.0 * 1024 * 1024 * 1024 / (ms * 1e-3) / 1e12);
+        k->release(inst);
+    }
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dc);
+    cudaFree(ws);
+    for (int i = 0; i < T.n_in; i++)
+        kn_aligned_free(T.in[i].host);
+    kn_net_free(T.net);
+    memset(&T, 0, sizeof T);
+}
+
+int main(void) {
+    char target[64], libs[128];
+    if (kb_cuda_backend.describe(target, sizeof target, libs, sizeof libs) != KILN_OK) {
+        if (!getenv("KILN_TEST_DRY")) {
+            printf("skipped: no CUDA device (%s)\n", kiln_last_error());
+            return 77;
+        }
+        dry = true;
+        snprintf(target, sizeof target, "none");
+        snprintf(libs, sizeof libs, "dry run");
+    }
+    const char *seed = getenv("KILN_TEST_SEED");
+    rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL);
+    printf("device %s, %s, seed %llu\n", target, libs, (unsigned long long)rng_state);
+    if (!dry && cudaStreamCreate(&stream) != cudaSuccess) {
+        printf("FAIL: cudaStreamCreate\n");
+        return 1;
+    }
+    if (!dry)
+        test_backend();
+    test_unary();
+    test_binary();
+    test_chain();
+    test_where_cast();
+    test_tensor();
+    test_norm();
+    test_reduce();
+    test_pool();
+    test_gemm();
+    test_conv();
+    if (!dry) {
+        test_errors();
+        cudaStreamDestroy(stream);
+    }
+    printf("cases %d, CUDA tactic runs %d, tactics declining a case %d, cases without a reference %d\n",
+           n_cases, n_tactic_runs, n_unsupported, n_noref);
+    printf("%d passed, %d failed\n", kt_pass, kt_fail);
+    return kt_fail ? 1 : 0;
+}
