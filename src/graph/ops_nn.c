@@ -706,8 +706,18 @@ static kiln_status infer_einsum(kn_infer *c) {
 
 /* ---------------- Dropout ---------------- */
 
+/* Dropout is the identity at inference. Its ratio and training_mode are
+ * value inputs so that training with a non-zero ratio (random, not
+ * reproducible) is refused when the engine is built, not when it runs. */
 static kiln_status infer_dropout(kn_infer *c) {
     KN_TRY(need_inputs(c, 1));
+    if (kn_has_in(c, 2) && c->in[2].value && kn_value_int(&c->in[2], 0) != 0) {
+        double ratio = kn_has_in(c, 1) && c->in[1].value ? kn_value_double(&c->in[1], 0) : 0.5;
+        if (ratio != 0.0)
+            return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
+                                 "training_mode with ratio %g is not supported (inference only)",
+                                 ratio);
+    }
     kn_same_as(&c->out[0], &c->in[0]);
     if (c->n_out > 1) {
         kn_same_as(&c->out[1], &c->in[0]);
@@ -787,7 +797,7 @@ const kn_op_schema kn_ops_nn[] = {
     {"MatMulInteger", "", infer_matmul_integer, 0},
     {"QLinearMatMul", "", infer_qlinear_matmul, 0},
     {"Einsum", "", infer_einsum, 0},
-    {"Dropout", "", infer_dropout, 0},
+    {"Dropout", "", infer_dropout, (1u << 1) | (1u << 2)},
     {"RNN", "", infer_recurrent, 0},
     {"GRU", "", infer_recurrent, 0},
     {"LSTM", "", infer_recurrent, 0},

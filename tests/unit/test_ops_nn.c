@@ -968,6 +968,23 @@ static void test_dropout(void) {
     const uint8_t *mask = kc_out(&k, 1, &ti);
     KT_CHECK(ti.dtype == KILN_DTYPE_BOOL && mask[0] == 1 && mask[4] == 1);
     kc_free(&k);
+    /* training with a non-zero ratio is refused; with ratio 0 it is the identity */
+    for (int zero = 0; zero < 2; zero++) {
+        const float ratio = zero ? 0.f : 0.5f;
+        const uint8_t training = 1;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, 1, DIMS(5), x);
+        kc_const(&k, "R", KILN_DTYPE_FLOAT, 0, DIMS(0), &ratio);
+        kc_const(&k, "T", KILN_DTYPE_BOOL, 0, DIMS(0), &training);
+        kc_node(&k, "Dropout", "", 13, 3, NAMES("X", "R", "T"), 1, NAMES("Y"));
+        if (zero) {
+            KT_OK(kc_run(&k));
+            expect_out(&k, 0, "dropout training ratio 0", 1, DIMS(5), x, 0);
+        } else {
+            KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "training_mode with ratio 0.5");
+        }
+        kc_free(&k);
+    }
 }
 
 /* ---------------- recurrent ---------------- */
