@@ -50,6 +50,13 @@ KILN_API void kiln_builder_config_set_threads(kiln_builder_config *cfg, int thre
 KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_layer_precision(
     kiln_builder_config *cfg, const char *layer_name, kiln_dtype dtype);
 
+/* Read tactic timings from this file before building and write new ones to
+ * it afterwards (trtexec's --timingCacheFile), so a rebuild on the same
+ * device and library versions skips timing. A file made elsewhere is ignored
+ * with a warning. NULL or "" turns it off. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_timing_cache(kiln_builder_config *cfg,
+                                                                         const char *path);
+
 /* Add an optimization profile; its index is returned in *index. Inputs with
  * dynamic dimensions need min/opt/max shapes in every profile. Added in 0.1. */
 KILN_API KILN_NODISCARD kiln_status kiln_builder_config_add_profile(kiln_builder_config *cfg,

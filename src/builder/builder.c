@@ -10,6 +10,7 @@
 #include "builder.h"
 #include "kiln/kiln_builder.h"
 #include "runtime/exec.h"
+#include "timing_cache.h"
 
 typedef struct cfg_shape {
     char *name;
@@ -26,6 +27,7 @@ typedef struct cfg_profile {
 } cfg_profile;
 
 struct kiln_builder_config {
+    char *timing_cache;       /* file path, or NULL */
     uint32_t flags;
     uint64_t workspace_limit;
     char backend[16];
@@ -67,7 +69,20 @@ KILN_API void kiln_builder_config_destroy(kiln_builder_config *cfg) {
         kn_free(cfg->lprec_names[i]);
     kn_free(cfg->lprec_names);
     kn_free(cfg->lprec_types);
+    kn_free(cfg->timing_cache);
     kn_free(cfg);
+}
+
+KILN_API kiln_status kiln_builder_config_set_timing_cache(kiln_builder_config *cfg,
+                                                         const char *path) {
+    if (!cfg)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "builder config is NULL");
+    char *p = NULL;
+    if (path && *path && !(p = kn_strdup(path)))
+        return KILN_ERR_OUT_OF_MEMORY;
+    kn_free(cfg->timing_cache);
+    cfg->timing_cache = p;
+    return KILN_OK;
 }
 
 KILN_API kiln_status kiln_builder_config_set_layer_precision(kiln_builder_config *cfg,
@@ -662,22 +677,14 @@ static kiln_status time_kernel(kbld *b, const kb_kernel *k, const kn_node *n, co
     return st;
 }
 
-typedef struct tcache_entry {
-    uint64_t sig;
-    const kb_kernel *k;
-    double ms;
-} tcache_entry;
-
-static kiln_status choose_tactics(kbld *b, uint64_t ws_limit) {
+/* Pick each layer's tactic: the only candidate, the cached winner, or the
+ * fastest when timed. `cache` holds winners by layer signature (loaded from
+ * the timing-cache file when there is one). */
+static kiln_status choose_tactics(kbld *b, uint64_t ws_limit, kbld_tcache *cache) {
     kn_net *net = b->net;
     kn_tinfo *ti = NULL;
     KN_TRY(kbld_infer(b, 0, KBLD_OPT, &ti));
-    tcache_entry *cache = kn_calloc((size_t)net->n_nodes + 1, sizeof *cache);
-    if (!cache) {
-        kn_free(ti);
-        return KILN_ERR_OUT_OF_MEMORY;
-    }
-    int ncache = 0, timed = 0;
+    int timed = 0, hits = 0;
     double t_start = kn_now_ms(), last_report = t_start;
     kiln_status st = KILN_OK;
     for (int i = 0; i < net->n_nodes && st == KILN_OK; i++) {
@@ -716,13 +723,14 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit) {
         double best_ms = -1;
         if (ok > 1 && !(b->flags & KILN_BUILDER_FLAG_NO_TIMING)) {
             uint64_t sig = node_signature(net, n, ti);
-            int hit = -1;
-            for (int e = 0; e < ncache; e++)
-                if (cache[e].sig == sig)
-                    hit = e;
-            if (hit >= 0) {
-                best = cache[hit].k;
-                best_ms = cache[hit].ms;
+            const char *hit = kbld_tcache_get(cache, sig, &best_ms);
+            const kb_kernel *hk = NULL;
+            for (int c = 0; hit && c < ok; c++)
+                if (strcmp(cand[c]->tactic, hit) == 0)
+                    hk = cand[c];
+            if (hk) {
+                best = hk;
+                hits++;
             } else {
                 best = NULL;
                 for (int c = 0; c < ok; c++) {
@@ -747,10 +755,8 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit) {
                                        kiln_last_error());
                     break;
                 }
-                cache[ncache].sig = sig;
-                cache[ncache].k = best;
-                cache[ncache].ms = best_ms;
-                ncache++;
+                if ((st = kbld_tcache_put(cache, sig, best->tactic, best_ms)) != KILN_OK)
+                    break;
             }
         } else if (ok > 1) {
             best = cand[ok - 1]; /* by rule: the library tactic registered last */
@@ -768,9 +774,9 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit) {
         }
     }
     if (st == KILN_OK)
-        kn_log(KILN_LOG_INFO, "tactics chosen for %d layers (%d timed) in %.1f ms", net->n_nodes,
-               timed, kn_now_ms() - t_start);
-    kn_free(cache);
+        kn_log(KILN_LOG_INFO,
+               "tactics chosen for %d layers (%d timed, %d from the timing cache) in %.1f ms",
+               net->n_nodes, timed, hits, kn_now_ms() - t_start);
     kn_free(ti);
     return st;
 }
@@ -913,8 +919,17 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
                kn_now_ms() - t1);
     if (st == KILN_OK)
         st = record_shapes(&b);
+    kbld_tcache cache = {0};
+    char key[256];
+    snprintf(key, sizeof key, "%s|%s|%s", be->name, target, libs);
+    snprintf(cache.key, sizeof cache.key, "%s", key);
+    if (st == KILN_OK && cfg->timing_cache)
+        st = kbld_tcache_load(&cache, cfg->timing_cache, key);
     if (st == KILN_OK)
-        st = choose_tactics(&b, cfg->workspace_limit);
+        st = choose_tactics(&b, cfg->workspace_limit, &cache);
+    if (st == KILN_OK && cfg->timing_cache && cache.dirty)
+        st = kbld_tcache_save(&cache, cfg->timing_cache);
+    kbld_tcache_free(&cache);
     if (st == KILN_OK)
         st = memory_report(&b, &meta);
     if (st == KILN_OK && cfg->workspace_limit && meta.workspace_bytes > cfg->workspace_limit)

@@ -257,6 +257,56 @@ static void test_two_profiles(void) {
     kiln_engine_destroy(eng);
 }
 
+static char log_seen[4096];
+static void capture(void *user, kiln_severity sev, const char *msg) {
+    (void)user;
+    (void)sev;
+    if (strlen(log_seen) + strlen(msg) + 2 < sizeof log_seen) {
+        strcat(log_seen, msg);
+        strcat(log_seen, "\n");
+    }
+}
+
+/* A timing cache file: written by the first build, used by the second, and a
+ * damaged one is ignored with a warning. */
+static void test_timing_cache(void) {
+    char path[] = "/tmp/kiln_tcache_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    unlink(path);
+    kiln_network *net = make_mlp();
+    kiln_builder_config *cfg = NULL;
+    void *plan = NULL;
+    size_t size = 0;
+    KT_OK(kiln_builder_config_create(&cfg));
+    KT_OK(kiln_builder_config_set_timing_cache(cfg, path));
+    kiln_set_logger(capture, NULL, KILN_LOG_INFO);
+    for (int round = 0; round < 3; round++) {
+        log_seen[0] = 0;
+        if (round == 2) { /* damage the file */
+            FILE *f = fopen(path, "w");
+            fputs("garbage\n", f);
+            fclose(f);
+        }
+        KT_OK(kiln_build_serialized(net, cfg, &plan, &size));
+        kiln_free(plan);
+        plan = NULL;
+        if (round == 1)
+            KT_CHECK(strstr(log_seen, "0 timed") != NULL && strstr(log_seen, "timing cache '") != NULL);
+        if (round == 2)
+            KT_CHECK(strstr(log_seen, "is damaged at line 1") != NULL);
+    }
+    kiln_set_logger(NULL, NULL, KILN_LOG_ERROR);
+    FILE *f = fopen(path, "r");
+    char head[64] = {0};
+    KT_CHECK(f && fgets(head, sizeof head, f) && strcmp(head, "kiln-timing-cache 1\n") == 0);
+    if (f)
+        fclose(f);
+    unlink(path);
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+}
+
 int main(void) {
     kiln_set_logger(NULL, NULL, KILN_LOG_ERROR);
     void *plan = NULL;
@@ -275,5 +325,6 @@ int main(void) {
     kiln_free(plan);
     test_no_profile_and_errors();
     test_two_profiles();
+    test_timing_cache();
     return kt_finish();
 }
