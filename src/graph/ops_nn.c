@@ -1,6 +1,7 @@
 /* ops_nn.c - op schemas (shape and type inference) of the nn family:
  * convolutions, pooling, normalizations, Gemm / MatMul / Einsum, Dropout and
  * the recurrent ops; plus the window and Einsum geometry in ops_nn.h. */
+#include <math.h>
 #include <string.h>
 
 #include "ops_nn.h"
@@ -704,6 +705,110 @@ static kiln_status infer_einsum(kn_infer *c) {
     return KILN_OK;
 }
 
+/* ---------------- Attention ---------------- */
+
+kiln_status kn_attention_geom(const kn_node *n, int n_in, const kn_tinfo *in, kn_attention *a) {
+    memset(a, 0, sizeof *a);
+    const kn_tinfo *q = &in[0], *k = &in[1], *v = &in[2];
+    if (q->rank != k->rank || q->rank != v->rank || (q->rank != 3 && q->rank != 4))
+        return kn_node_error(n, KILN_ERR_SHAPE, "Q, K and V must all be 3-D or all 4-D");
+    if (n_in > 6 && in[6].dtype != KILN_DTYPE_UNDEFINED)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "nonpad_kv_seqlen is not supported");
+    a->rank3 = q->rank == 3;
+    a->batch = q->dims[0];
+    if (a->rank3) {
+        a->q_heads = kn_attr_int(n, "q_num_heads", 0);
+        a->kv_heads = kn_attr_int(n, "kv_num_heads", 0);
+        if (a->q_heads < 1 || a->kv_heads < 1 || q->dims[2] % a->q_heads ||
+            k->dims[2] % a->kv_heads || v->dims[2] % a->kv_heads)
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "3-D inputs need q_num_heads and kv_num_heads dividing the hidden sizes");
+        a->q_seq = q->dims[1];
+        a->kv_seq = k->dims[1];
+        a->head = q->dims[2] / a->q_heads;
+        a->v_head = v->dims[2] / a->kv_heads;
+        if (k->dims[2] / a->kv_heads != a->head || v->dims[1] != a->kv_seq)
+            return kn_node_error(n, KILN_ERR_SHAPE, "K or V does not fit Q");
+    } else {
+        a->q_heads = q->dims[1];
+        a->kv_heads = k->dims[1];
+        a->q_seq = q->dims[2];
+        a->kv_seq = k->dims[2];
+        a->head = q->dims[3];
+        a->v_head = v->dims[3];
+        if (k->dims[3] != a->head || v->dims[1] != a->kv_heads || v->dims[2] != a->kv_seq)
+            return kn_node_error(n, KILN_ERR_SHAPE, "K or V does not fit Q");
+    }
+    if (k->dims[0] != a->batch || v->dims[0] != a->batch || a->kv_heads < 1 ||
+        a->q_heads % a->kv_heads)
+        return kn_node_error(n, KILN_ERR_SHAPE,
+                             "batch sizes differ, or %lld query heads are not a multiple of %lld "
+                             "key/value heads",
+                             (long long)a->q_heads, (long long)a->kv_heads);
+    bool has_pk = n_in > 4 && in[4].dtype != KILN_DTYPE_UNDEFINED;
+    bool has_pv = n_in > 5 && in[5].dtype != KILN_DTYPE_UNDEFINED;
+    if (has_pk != has_pv)
+        return kn_node_error(n, KILN_ERR_SHAPE, "past_key and past_value come together");
+    if (has_pk) {
+        const kn_tinfo *pk = &in[4], *pv = &in[5];
+        if (pk->rank != 4 || pv->rank != 4 || pk->dims[0] != a->batch ||
+            pk->dims[1] != a->kv_heads || pk->dims[3] != a->head || pv->dims[0] != a->batch ||
+            pv->dims[1] != a->kv_heads || pv->dims[2] != pk->dims[2] || pv->dims[3] != a->v_head)
+            return kn_node_error(n, KILN_ERR_SHAPE, "past_key or past_value does not fit");
+        a->past = pk->dims[2];
+    }
+    a->total = a->past + a->kv_seq;
+    if (n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED) {
+        const kn_tinfo *m = &in[3];
+        const int64_t full[4] = {a->batch, a->q_heads, a->q_seq, a->total};
+        if (m->rank < 1 || m->rank > 4 || m->dims[m->rank - 1] > a->total)
+            return kn_node_error(n, KILN_ERR_SHAPE, "attn_mask does not fit the scores");
+        for (int i = 2; i <= m->rank; i++) {
+            int64_t d = m->dims[m->rank - i];
+            if (d != 1 && d != full[4 - i])
+                return kn_node_error(n, KILN_ERR_SHAPE,
+                                     "attn_mask does not broadcast to the scores");
+        }
+    }
+    a->scale = kn_attr_float(n, "scale", 0.f);
+    if (!kn_attr_find(n, "scale"))
+        a->scale = (float)(1.0 / sqrt((double)a->head));
+    a->softcap = kn_attr_float(n, "softcap", 0.f);
+    a->causal = kn_attr_int(n, "is_causal", 0) != 0;
+    a->qk_mode = (int)kn_attr_int(n, "qk_matmul_output_mode", 0);
+    return KILN_OK;
+}
+
+static kiln_status infer_attention(kn_infer *c) {
+    KN_TRY(need_inputs(c, 3));
+    KN_TRY(need_real(c, 0));
+    kn_attention a;
+    KN_TRY(kn_attention_geom(c->node, c->n_in, c->in, &a));
+    if (kn_has_out(c, 3) && a.qk_mode != 3 && (a.qk_mode != 0 || a.softcap > 0.f))
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
+                             "qk_matmul_output_mode %d is not supported (0 without softcap, or 3)",
+                             a.qk_mode);
+    kiln_dtype dt = c->in[0].dtype;
+    kn_tinfo *y = &c->out[0];
+    y->dtype = dt;
+    if (a.rank3) {
+        y->rank = 3;
+        y->dims[0] = a.batch, y->dims[1] = a.q_seq, y->dims[2] = a.q_heads * a.v_head;
+    } else {
+        y->rank = 4;
+        y->dims[0] = a.batch, y->dims[1] = a.q_heads, y->dims[2] = a.q_seq, y->dims[3] = a.v_head;
+    }
+    const int64_t shapes[3][4] = {{a.batch, a.kv_heads, a.total, a.head},
+                                  {a.batch, a.kv_heads, a.total, a.v_head},
+                                  {a.batch, a.q_heads, a.q_seq, a.total}};
+    for (int k = 1; k < 4 && k < c->n_out; k++) {
+        c->out[k].dtype = dt;
+        c->out[k].rank = 4;
+        memcpy(c->out[k].dims, shapes[k - 1], sizeof shapes[k - 1]);
+    }
+    return KILN_OK;
+}
+
 /* ---------------- Dropout ---------------- */
 
 /* Dropout is the identity at inference. Its ratio and training_mode are
@@ -797,6 +902,7 @@ const kn_op_schema kn_ops_nn[] = {
     {"MatMulInteger", "", infer_matmul_integer, 0},
     {"QLinearMatMul", "", infer_qlinear_matmul, 0},
     {"Einsum", "", infer_einsum, 0},
+    {"Attention", "", infer_attention, 0},
     {"Dropout", "", infer_dropout, (1u << 1) | (1u << 2)},
     {"RNN", "", infer_recurrent, 0},
     {"GRU", "", infer_recurrent, 0},

@@ -47,4 +47,18 @@ typedef struct kn_einsum {
 KN_HIDDEN kiln_status kn_einsum_parse(const kn_node *n, int n_in, const int *rank,
                                       const int64_t (*dims)[KILN_MAX_DIMS], kn_einsum *e);
 
+/* Attention (opset 23): sizes after the 3-D inputs are split into heads.
+ * K and V are extended by the past cache: total = past + kv_seq. */
+typedef struct kn_attention {
+    bool rank3;                   /* Q, K, V are [batch, seq, heads * size] */
+    int64_t batch, q_heads, kv_heads, q_seq, kv_seq, past, total, head, v_head;
+    float scale, softcap;
+    bool causal;
+    int qk_mode;
+} kn_attention;
+
+/* Check the inputs (Q, K, V, attn_mask?, past_key?, past_value?) and fill a. */
+KN_HIDDEN kiln_status kn_attention_geom(const kn_node *n, int n_in, const kn_tinfo *in,
+                                        kn_attention *a);
+
 #endif

@@ -10,7 +10,7 @@ def data(shape, seed):
     v = ((i * 7919 + seed * 104729) % 2001).astype(np.float64) / 1000.0 - 1.0
     return v.astype(np.float32).reshape(shape)
 
-NP2TP = {np.float32: TP.FLOAT, np.int32: TP.INT32, np.int64: TP.INT64}
+NP2TP = {np.float32: TP.FLOAT, np.int32: TP.INT32, np.int64: TP.INT64, np.bool_: TP.BOOL}
 out_lines = []
 
 def case(name, op, inputs, outputs, opset, **attrs):
@@ -82,6 +82,17 @@ case("gemm", "Gemm", [("A", data([4, 3], 81)), ("B", data([5, 4], 82)), ("C", da
 case("einsum", "Einsum", [("A", data([2, 1, 2, 3], 91)), ("B", data([1, 3, 3, 4], 92))], ["Y"], 12,
      equation="...ij,...jk->...ik")
 case("einsum_diag", "Einsum", [("A", data([3, 3], 93))], ["Y"], 12, equation="ii->i")
+
+# Attention (opset 23): 4-D grouped-query heads, bool mask, causal with a past cache,
+# present caches and the softmax output; 3-D heads with a float mask, softcap, scale
+B, QH, KVH, QS, KS, P, H, VH = 2, 4, 2, 3, 4, 2, 5, 3
+case("att4", "Attention", [("Q", data([B, QH, QS, H], 1)), ("K", data([B, KVH, KS, H], 2)),
+                           ("V", data([B, KVH, KS, VH], 4)), ("M", data([QS, P + KS], 3) > -0.5),
+                           ("PK", data([B, KVH, P, H], 5)), ("PV", data([B, KVH, P, VH], 6))],
+     ["Y", "PKo", "PVo", "QK"], 23, is_causal=1, qk_matmul_output_mode=3)
+case("att3", "Attention", [("Q", data([2, 3, 8], 11)), ("K", data([2, 5, 4], 12)),
+                           ("V", data([2, 5, 6], 13)), ("M", data([1, 3, 5], 14))], ["Y"], 23,
+     q_num_heads=2, kv_num_heads=1, softcap=2.0, scale=0.7)
 
 print("/* test_ops_nn_expect.h - expected outputs for test_ops_nn.c, computed once with")
 print(" * ONNX Runtime %s from the same deterministic inputs (kt_data). */" % ort.__version__)

@@ -1074,6 +1074,58 @@ static void test_recurrent(void) {
     }
 }
 
+/* ---------------- Attention ---------------- */
+
+static void test_attention(void) {
+    /* 4-D, grouped-query heads, bool mask, causal after a past cache */
+    {
+        float *q = kt_data(120, 1, 1.f), *k = kt_data(80, 2, 1.f), *v = kt_data(48, 4, 1.f);
+        float *pk = kt_data(40, 5, 1.f), *pv = kt_data(24, 6, 1.f);
+        uint8_t mask[18];
+        for (int i = 0; i < 18; i++)
+            mask[i] = kt_data_at(i, 3) > -0.5f;
+        kc k4;
+        kc_new(&k4);
+        kc_input(&k4, "Q", KILN_DTYPE_FLOAT, 4, DIMS(2, 4, 3, 5), q);
+        kc_input(&k4, "K", KILN_DTYPE_FLOAT, 4, DIMS(2, 2, 4, 5), k);
+        kc_input(&k4, "V", KILN_DTYPE_FLOAT, 4, DIMS(2, 2, 4, 3), v);
+        kc_const(&k4, "M", KILN_DTYPE_BOOL, 2, DIMS(3, 6), mask);
+        kc_input(&k4, "PK", KILN_DTYPE_FLOAT, 4, DIMS(2, 2, 2, 5), pk);
+        kc_input(&k4, "PV", KILN_DTYPE_FLOAT, 4, DIMS(2, 2, 2, 3), pv);
+        kc_node(&k4, "Attention", "", 23, 6, NAMES("Q", "K", "V", "M", "PK", "PV"), 4,
+                NAMES("Y", "PKo", "PVo", "QK"));
+        KT_OK(kiln_network_set_attr_int(k4.net, k4.node, "is_causal", 1));
+        KT_OK(kiln_network_set_attr_int(k4.net, k4.node, "qk_matmul_output_mode", 3));
+        KT_OK(kc_run(&k4));
+        expect_out(&k4, 0, "attention 4-D Y", 4, DIMS(2, 4, 3, 3), exp_att4_Y, 1e-5);
+        expect_out(&k4, 1, "attention present_key", 4, DIMS(2, 2, 6, 5), exp_att4_PKo, 0);
+        expect_out(&k4, 2, "attention present_value", 4, DIMS(2, 2, 6, 3), exp_att4_PVo, 0);
+        expect_out(&k4, 3, "attention softmax output", 4, DIMS(2, 4, 3, 6), exp_att4_QK, 1e-5);
+        kc_free(&k4);
+        free(q), free(k), free(v), free(pk), free(pv);
+    }
+    /* 3-D inputs split into heads, float mask, softcap, explicit scale */
+    {
+        float *q = kt_data(48, 11, 1.f), *k = kt_data(40, 12, 1.f), *v = kt_data(60, 13, 1.f);
+        float *m = kt_data(15, 14, 1.f);
+        kc k3;
+        kc_new(&k3);
+        kc_input(&k3, "Q", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 8), q);
+        kc_input(&k3, "K", KILN_DTYPE_FLOAT, 3, DIMS(2, 5, 4), k);
+        kc_input(&k3, "V", KILN_DTYPE_FLOAT, 3, DIMS(2, 5, 6), v);
+        kc_const(&k3, "M", KILN_DTYPE_FLOAT, 3, DIMS(1, 3, 5), m);
+        kc_node(&k3, "Attention", "", 23, 4, NAMES("Q", "K", "V", "M"), 1, NAMES("Y"));
+        KT_OK(kiln_network_set_attr_int(k3.net, k3.node, "q_num_heads", 2));
+        KT_OK(kiln_network_set_attr_int(k3.net, k3.node, "kv_num_heads", 1));
+        KT_OK(kiln_network_set_attr_float(k3.net, k3.node, "softcap", 2.f));
+        KT_OK(kiln_network_set_attr_float(k3.net, k3.node, "scale", 0.7f));
+        KT_OK(kc_run(&k3));
+        expect_out(&k3, 0, "attention 3-D Y", 3, DIMS(2, 3, 12), exp_att3_Y, 1e-5);
+        kc_free(&k3);
+        free(q), free(k), free(v), free(m);
+    }
+}
+
 /* ---------------- fused ops: base op + epilogue ---------------- */
 
 static float act_ref(const char *act, float v, float alpha) {
@@ -1692,6 +1744,7 @@ int main(void) {
     test_einsum();
     test_dropout();
     test_recurrent();
+    test_attention();
     test_fused_conv();
     test_fused_gemm_matmul();
     test_fused_types();
@@ -1710,6 +1763,7 @@ int main(void) {
     test_norms();
     test_matmul();
     test_recurrent();
+    test_attention();
     test_fused_conv();
     test_conv_random();
     test_conv_transpose_random();

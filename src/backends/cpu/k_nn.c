@@ -356,6 +356,14 @@ static bool sup_conv(const kn_node *node, const kn_tinfo *in, int n_in, const kn
     return n_in >= 2 && n_in <= 3;
 }
 
+static bool sup_attention(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                          int n_out) {
+    for (int i = 0; i < n_in && i < 6; i++)
+        if (i != 3 && in[i].dtype != KILN_DTYPE_UNDEFINED && in[i].dtype != KILN_DTYPE_FLOAT)
+            return false;
+    return n_in < 7 || in[6].dtype == KILN_DTYPE_UNDEFINED;
+}
+
 static bool sup_recurrent(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                           int n_out) {
     for (int i = 0; i < n_in; i++) /* sequence_lens (4) is an integer input */
@@ -392,6 +400,7 @@ const kb_kernel kb_cpu_nn[] = {
     REF("MatMulInteger", sup_8bit, NULL, matmul_integer_run),
     REF("QLinearMatMul", sup_8bit, NULL, qlinear_matmul_run),
     REF("Einsum", sup_einsum, NULL, einsum_run),
+    REF("Attention", sup_attention, kb_nn_attention_prepare, kb_nn_attention_run),
     REF("Dropout", sup_any, NULL, dropout_run),
     REF("RNN", sup_recurrent, kb_nn_rnn_prepare, kb_nn_rnn_run),
     REF("GRU", sup_recurrent, kb_nn_rnn_prepare, kb_nn_rnn_run),

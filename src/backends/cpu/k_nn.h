@@ -153,6 +153,10 @@ KN_HIDDEN kiln_status kb_nn_mvn_prepare(const void *state, const kn_node *node, 
                                         int n_in, const kb_tensor *out, int n_out, void **inst,
                                         size_t *workspace);
 KN_HIDDEN kiln_status kb_nn_mvn_run(const kb_run *r);
+KN_HIDDEN kiln_status kb_nn_attention_prepare(const void *state, const kn_node *node,
+                                              const kb_tensor *in, int n_in, const kb_tensor *out,
+                                              int n_out, void **inst, size_t *workspace);
+KN_HIDDEN kiln_status kb_nn_attention_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_rnn_prepare(const void *state, const kn_node *node, const kb_tensor *in,
                                         int n_in, const kb_tensor *out, int n_out, void **inst,
                                         size_t *workspace);
