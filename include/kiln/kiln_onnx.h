@@ -20,6 +20,24 @@ KILN_API KILN_NODISCARD kiln_status kiln_onnx_parse_memory(const void *data, siz
                                                            const char *base_dir,
                                                            kiln_network **out);
 
+/* Flags of the _ex parsers. */
+typedef enum kiln_onnx_flag {
+    /* A node whose op_type names a registered plugin (version and namespace
+     * from its plugin_version / plugin_namespace attributes, defaults "1"
+     * and "") runs as that plugin even when kiln has a built-in op of the
+     * same name. Without it only ops kiln does not know are looked up as
+     * plugins. Added in 0.1. */
+    KILN_ONNX_PLUGINS_OVERRIDE_BUILTINS = 1u << 0
+} kiln_onnx_flag;
+
+/* kiln_onnx_parse_file / kiln_onnx_parse_memory with kiln_onnx_flag bits.
+ * Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_onnx_parse_file_ex(const char *path, uint32_t flags,
+                                                            kiln_network **out);
+KILN_API KILN_NODISCARD kiln_status kiln_onnx_parse_memory_ex(const void *data, size_t size,
+                                                              const char *base_dir, uint32_t flags,
+                                                              kiln_network **out);
+
 #ifdef __cplusplus
 }
 #endif

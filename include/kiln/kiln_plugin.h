@@ -249,6 +249,38 @@ KILN_API KILN_NODISCARD kiln_status kiln_plugin_load_library(const char *path,
  * uses them. Added in 0.1. */
 KILN_API KILN_NODISCARD kiln_status kiln_plugin_deregister_library(kiln_plugin_library *lib);
 
+/* Where a loaded library came from: its path and the SHA-256 of its bytes
+ * (64 hex digits). Borrowed until the library is deregistered. Added in 0.1. */
+KILN_API const char *kiln_plugin_library_path(const kiln_plugin_library *lib);
+KILN_API const char *kiln_plugin_library_sha256(const kiln_plugin_library *lib);
+
+/* Whether plans built from now on carry this library's bytes, so that a
+ * loader can use the plan without installing the library (it must allow it:
+ * kiln_plugin_allow_embedded_libraries). `kiln exec --setPluginsToSerialize`.
+ * Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_plugin_library_set_embedded(kiln_plugin_library *lib,
+                                                                     int embed);
+
+/* The library a registered creator came from, or NULL (registered directly).
+ * Added in 0.1. */
+KILN_API const kiln_plugin_library *kiln_plugin_creator_library(const kiln_plugin_creator *c);
+
+/* Whether plans may load the plugin libraries embedded in them
+ * (--setPluginsToSerialize). Off by default: an embedded library is code from
+ * the plan file. Even when allowed, a library is loaded only when its SHA-256
+ * matches the plan's manifest. Process-wide. Added in 0.1. */
+KILN_API void kiln_plugin_allow_embedded_libraries(int allow);
+
+/* The plugin records of a plan as JSON: {"libraries": [{"file", "sha256",
+ * "packaging"}], "plugins": [{"layer", "name", "version", "namespace",
+ * "library"}]} (library: index or -1). *json is freed with kiln_free.
+ * Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_plan_plugins_json(const void *plan, size_t size,
+                                                           char **json);
+
+/* SHA-256 of n bytes as 64 hex digits and a NUL. Added in 0.1. */
+KILN_API void kiln_sha256_hex(const void *data, size_t n, char out[65]);
+
 #ifdef __cplusplus
 }
 #endif

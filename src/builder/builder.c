@@ -9,6 +9,7 @@
 #include "backends/backend.h"
 #include "builder.h"
 #include "kiln/kiln_builder.h"
+#include "plugin/plugin.h"
 #include "runtime/exec.h"
 #include "timing_cache.h"
 
@@ -692,6 +693,10 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit, kbld_tcache *cache
         const kb_kernel *cand[16];
         const kb_backend *be = b->be ? b->be : &kb_cpu_backend;
         int nc = be->kernels_for(n->domain, n->op_type, cand, 16);
+        if (kpl_is_node(n)) { /* a plugin has one implementation: its own */
+            cand[0] = &kpl_kernel;
+            nc = 1;
+        }
         if (nc > 16)
             nc = 16;
         kn_tinfo in[64], out[16];
@@ -875,6 +880,23 @@ static kiln_status align_constants(kn_net *net) {
     return KILN_OK;
 }
 
+/* Plugin layers: the fields round trip and format negotiation (reformat
+ * layers where a plugin takes other types than its neighbours give). */
+static kiln_status plugins_prepare(kbld *b) {
+    bool any = false;
+    for (int i = 0; i < b->net->n_nodes; i++)
+        any |= kpl_is_node(&b->net->nodes[i]);
+    if (!any)
+        return KILN_OK;
+    kn_tinfo *ti = NULL;
+    KN_TRY(kbld_infer(b, 0, KBLD_OPT, &ti));
+    kiln_status st = kpl_build_prepare(b->net, ti);
+    kn_free(ti);
+    if (st == KILN_OK)
+        st = kn_net_toposort(b->net);
+    return st;
+}
+
 static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void **plan,
                          size_t *size) {
     double t0 = kn_now_ms();
@@ -918,6 +940,8 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
         kn_log(KILN_LOG_INFO, "optimized: %d layers -> %d in %.1f ms", nodes_before, net->n_nodes,
                kn_now_ms() - t1);
     if (st == KILN_OK)
+        st = plugins_prepare(&b);
+    if (st == KILN_OK)
         st = record_shapes(&b);
     kbld_tcache cache = {0};
     char key[256];
@@ -943,7 +967,16 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
         snprintf(meta.libraries, sizeof meta.libraries, "%s", libs);
         meta.flags = cfg->flags;
         meta.build_ms = kn_now_ms() - t0;
-        st = kp_write(net, &meta, plan, size);
+        kn_buf plugins;
+        memset(&plugins, 0, sizeof plugins);
+        st = kpl_plan_section(net, &plugins);
+        meta.plugin_section = plugins.data;
+        meta.plugin_section_size = plugins.len;
+        if (st == KILN_OK)
+            st = kp_write(net, &meta, plan, size);
+        kn_buf_free(&plugins);
+        meta.plugin_section = NULL;
+        meta.plugin_section_size = 0;
     }
     if (st == KILN_OK)
         kn_log(KILN_LOG_INFO,

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "plugin/plugin.h"
 
 const kn_op_schema *kn_op_find(const char *domain, const char *op_type) {
     static const struct {
@@ -15,6 +16,8 @@ const kn_op_schema *kn_op_find(const char *domain, const char *op_type) {
     };
     if (!domain || strcmp(domain, "ai.onnx") == 0)
         domain = "";
+    if (strcmp(domain, KPL_DOMAIN) == 0) /* plugin nodes: inference asks the plugin */
+        return &kpl_schema;
     for (size_t k = 0; k < KN_ARRAY_LEN(tables); k++)
         for (size_t i = 0; i < *tables[k].n; i++) {
             const kn_op_schema *s = &tables[k].t[i];

@@ -7,6 +7,7 @@
 
 #include "kiln/kiln_onnx.h"
 #include "onnx_internal.h"
+#include "plugin/plugin.h"
 
 /* Field numbers (onnx.proto). */
 enum { M_IR_VERSION = 1, M_GRAPH = 7, M_OPSET = 8 };
@@ -931,6 +932,8 @@ static kiln_status parse(const void *data, size_t size, kn_blob *blob, const cha
     kn_net *net;
     KN_TRY(kn_net_new(&net));
     kiln_status st = parse_model(&cx, &root, net);
+    if (st == KILN_OK && !(flags & KX_ONNX_NO_PLUGINS)) /* custom ops become plugin nodes */
+        st = kpl_import(net, (flags & KX_ONNX_PLUGINS_OVERRIDE) != 0);
     if (st == KILN_OK && !(flags & KX_ONNX_NO_OP_CHECK))
         st = check_ops(net);
     kx_onnx_ext_close(&cx);
@@ -990,4 +993,18 @@ KILN_API kiln_status kiln_onnx_parse_file(const char *path, kiln_network **out) 
 KILN_API kiln_status kiln_onnx_parse_memory(const void *data, size_t size, const char *base_dir,
                                             kiln_network **out) {
     return kx_onnx_parse_memory(data, size, base_dir, 0, out);
+}
+
+/* Public flags to the reader's own. */
+static unsigned public_flags(uint32_t flags) {
+    return (flags & KILN_ONNX_PLUGINS_OVERRIDE_BUILTINS) ? KX_ONNX_PLUGINS_OVERRIDE : 0u;
+}
+
+KILN_API kiln_status kiln_onnx_parse_file_ex(const char *path, uint32_t flags, kiln_network **out) {
+    return kx_onnx_parse_file(path, public_flags(flags), out);
+}
+
+KILN_API kiln_status kiln_onnx_parse_memory_ex(const void *data, size_t size, const char *base_dir,
+                                               uint32_t flags, kiln_network **out) {
+    return kx_onnx_parse_memory(data, size, base_dir, public_flags(flags), out);
 }

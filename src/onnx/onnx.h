@@ -15,7 +15,12 @@ KN_HIDDEN kiln_status kx_onnx_read_tensor(const void *data, size_t size, kn_tdat
 enum {
     /* Skip the final check that kiln knows every node's (domain, op_type):
      * for inspecting models and for tests of the reader itself. */
-    KX_ONNX_NO_OP_CHECK = 1u << 0
+    KX_ONNX_NO_OP_CHECK = 1u << 0,
+    /* Nodes naming a registered plugin become plugin nodes even when a
+     * built-in op has the same (domain, op_type). */
+    KX_ONNX_PLUGINS_OVERRIDE = 1u << 1,
+    /* Leave custom ops as they are (no plugin lookup). */
+    KX_ONNX_NO_PLUGINS = 1u << 2
 };
 
 /* kiln_onnx_parse_memory / kiln_onnx_parse_file with flags. */

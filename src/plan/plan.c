@@ -74,6 +74,10 @@
  *               of 64 from the file start and each value starts at a multiple
  *               of 64 inside it (zero padding between), so a page-aligned
  *               mapping of the file gives 64-byte aligned weights.
+ *   8 plugins:  (optional) plugin records: each plugin layer's identity and
+ *               serialized fields, and the manifest of plugin libraries (file
+ *               name, SHA-256, optionally the library's bytes). Its layout is
+ *               documented in src/plugin/build.c, which reads and writes it.
  *
  * A value (constant tensor or tensor attribute):
  *   u32 dtype, i32 rank (0..8), rank x i64 dim (>= 0), u64 offset inside the
@@ -542,11 +546,15 @@ kiln_status kp_write(const kn_net *net, const kp_meta *meta, void **out, size_t 
     }
 
     /* Section bodies in file order. */
-    enum { NSEC = 7 };
-    kn_buf body[NSEC];
+    enum { NSEC_MAX = 8 };
+    kn_buf body[NSEC_MAX];
     memset(body, 0, sizeof body);
-    const uint32_t ids[NSEC] = {KP_SEC_STRINGS, KP_SEC_GRAPHS,   KP_SEC_TENSORS, KP_SEC_NODES,
-                                KP_SEC_PROFILES, KP_SEC_STATS, KP_SEC_WEIGHTS};
+    const uint32_t ids[NSEC_MAX] = {KP_SEC_STRINGS,  KP_SEC_GRAPHS, KP_SEC_TENSORS,
+                                    KP_SEC_NODES,    KP_SEC_PROFILES, KP_SEC_STATS,
+                                    KP_SEC_WEIGHTS,  KP_SEC_PLUGINS};
+    const int NSEC = meta && meta->plugin_section_size ? 8 : 7;
+    if (NSEC == 8)
+        kn_buf_append(&body[7], meta->plugin_section, meta->plugin_section_size);
     put_u32(&body[0], w.n_strings);
     kn_buf_append(&body[0], w.strings.data, w.strings.len);
     put_u32(&body[1], (uint32_t)w.n_queue);
@@ -562,16 +570,16 @@ kiln_status kp_write(const kn_net *net, const kp_meta *meta, void **out, size_t 
     put_f64(&body[5], meta ? meta->build_ms : 0.0);
     bool failed = w.strings.failed || w.graphs.failed || w.tensors.failed || w.nodes.failed ||
                   w.weights.failed;
-    for (int i = 0; i < NSEC - 1; i++)
+    for (int i = 0; i < NSEC; i++)
         failed |= body[i].failed;
 
     /* Assemble: header, table, sections (8-aligned, weights 64-aligned), checksum. */
     kn_buf f;
     memset(&f, 0, sizeof f);
-    uint8_t zero[KP_HEADER_SIZE + NSEC * KP_ENTRY_SIZE];
+    uint8_t zero[KP_HEADER_SIZE + NSEC_MAX * KP_ENTRY_SIZE];
     memset(zero, 0, sizeof zero);
-    kn_buf_append(&f, zero, sizeof zero);
-    uint64_t off[NSEC], len[NSEC];
+    kn_buf_append(&f, zero, KP_HEADER_SIZE + (size_t)NSEC * KP_ENTRY_SIZE);
+    uint64_t off[NSEC_MAX], len[NSEC_MAX];
     for (int i = 0; i < NSEC; i++) {
         kn_buf_pad(&f, ids[i] == KP_SEC_WEIGHTS ? KP_WEIGHT_ALIGN : 8);
         const kn_buf *src = ids[i] == KP_SEC_WEIGHTS ? &w.weights : &body[i];
@@ -597,7 +605,7 @@ kiln_status kp_write(const kn_net *net, const kp_meta *meta, void **out, size_t 
     st_u32(h + 16, KILN_VERSION_NUMBER);
     st_u32(h + 20, meta ? meta->flags : 0);
     st_u64(h + 24, total);
-    st_u32(h + 32, NSEC);
+    st_u32(h + 32, (uint32_t)NSEC);
     copy_field(h + 40, 16, meta ? meta->backend : "");
     copy_field(h + 56, 64, meta ? meta->target : "");
     copy_field(h + 120, 128, meta ? meta->libraries : "");
@@ -1373,6 +1381,32 @@ kiln_status kp_read(const void *data, size_t size, kn_blob *owner, kn_net **net,
     else
         kp_meta_free(&m);
     rd_free(&r, true);
+    return KILN_OK;
+}
+
+kiln_status kp_section(const void *data, size_t size, uint32_t id, const uint8_t **sec,
+                       size_t *sec_size) {
+    kiln_plan_info info;
+    uint32_t hs = 0, n_sec = 0;
+    KN_TRY(rd_header(data, size, &info, NULL, &hs, &n_sec));
+    *sec = NULL;
+    *sec_size = 0;
+    if (n_sec > KP_MAX_SECTIONS || (uint64_t)hs + (uint64_t)n_sec * KP_ENTRY_SIZE > size ||
+        info.file_size != size || size < KP_CHECKSUM_SIZE)
+        return kn_error(KILN_ERR_PLAN, "plan damaged or truncated: the section table does not "
+                                       "fit the %zu bytes", size);
+    const uint8_t *p = data;
+    for (uint32_t i = 0; i < n_sec; i++) {
+        const uint8_t *e = p + hs + (size_t)i * KP_ENTRY_SIZE;
+        if (ld_u32(e) != id)
+            continue;
+        uint64_t off = ld_u64(e + 8), sz = ld_u64(e + 16);
+        if (off > size - KP_CHECKSUM_SIZE || sz > size - KP_CHECKSUM_SIZE - off)
+            return kn_error(KILN_ERR_PLAN, "plan damaged: section %u lies outside the file", id);
+        *sec = p + off;
+        *sec_size = (size_t)sz;
+        return KILN_OK;
+    }
     return KILN_OK;
 }
 

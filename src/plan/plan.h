@@ -33,7 +33,21 @@ typedef struct kp_meta {
     uint64_t activation_sum_bytes;   /* all activations side by side, same shapes */
     uint64_t workspace_bytes;        /* largest per-layer workspace */
     double build_ms;
+    /* Plugin records (src/plugin/build.c documents the bytes), written as
+     * section KP_SEC_PLUGINS when plugin_section_size > 0. Borrowed by
+     * kp_write; kp_read leaves them empty (kp_section finds them). */
+    const uint8_t *plugin_section;
+    size_t plugin_section_size;
 } kp_meta;
+
+/* Section id of the plugin records (optional; older readers skip it). */
+#define KP_SEC_PLUGINS 8u
+
+/* Find section `id` of a plan whose header and section table are sound
+ * (kp_read_info's checks plus the table's bounds). *sec = NULL and *sec_size
+ * = 0 when the plan has no such section. */
+KN_HIDDEN kiln_status kp_section(const void *data, size_t size, uint32_t id, const uint8_t **sec,
+                                 size_t *sec_size);
 
 /* Allocate n_profiles profiles of n_inputs each (zeroed). */
 KN_HIDDEN kiln_status kp_meta_alloc_profiles(kp_meta *m, int n_profiles, int n_inputs);

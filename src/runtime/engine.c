@@ -8,6 +8,7 @@
 #include "exec.h"
 #include "kiln/kiln_runtime.h"
 #include "plan/plan.h"
+#include "plugin/plugin.h"
 
 struct kiln_engine {
     const kb_backend *be;
@@ -74,6 +75,7 @@ static kiln_status engine_from(const void *data, size_t size, kn_blob *owner, ki
     const kb_backend *be = NULL;
     KN_TRY(kp_read_info(data, size, &info));
     KN_TRY(check_target(&info, &be));
+    KN_TRY(kpl_plan_check(data, size)); /* every plugin the plan needs, before any work */
     kiln_engine *e = kn_calloc(1, sizeof *e);
     if (!e)
         return KILN_ERR_OUT_OF_MEMORY;
