@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "compare.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -16,6 +17,8 @@ static void usage(FILE *f) {
             "            the performance (trtexec's flags)\n"
             "  inspect   show a plan's or model's I/O, layers after fusion, tactics,\n"
             "            precisions and memory plan\n"
+            "  compare   run a model through kiln and a reference (ONNX Runtime) and\n"
+            "            compare the outputs against tolerances (Polygraphy's run)\n"
             "  help      this text; `kiln help COMMAND` for a command's flags\n"
             "\n"
             "  --version print the version\n"
@@ -44,6 +47,8 @@ int main(int argc, char **argv) {
             cli_exec_usage(stdout);
         else if (argc > 2 && strcmp(argv[2], "inspect") == 0)
             cli_inspect_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "compare") == 0)
+            cli_compare_usage(stdout);
         else if (argc > 2) {
             cli_error("no command named '%s' (commands: exec, inspect)", argv[2]);
             return 2;
@@ -55,6 +60,8 @@ int main(int argc, char **argv) {
         return cli_cmd_exec(argc - 2, argv + 2);
     if (strcmp(cmd, "inspect") == 0)
         return cli_cmd_inspect(argc - 2, argv + 2);
+    if (strcmp(cmd, "compare") == 0)
+        return cli_cmd_compare(argc - 2, argv + 2);
     cli_error("unknown command '%s' (commands: exec, inspect, help; see kiln help)", cmd);
     return 2;
 }

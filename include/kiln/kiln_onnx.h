@@ -38,6 +38,14 @@ KILN_API KILN_NODISCARD kiln_status kiln_onnx_parse_memory_ex(const void *data, 
                                                               const char *base_dir, uint32_t flags,
                                                               kiln_network **out);
 
+/* Write a network as an ONNX model file: nodes with their attributes
+ * (subgraphs included), constants as initializers, inputs and outputs with
+ * the types and dims the network knows (a tensor of unknown type is written
+ * without one), opset imports. What kiln_onnx_parse_file reads back gives
+ * the same network. String constants are not supported. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_onnx_write_file(const kiln_network *net,
+                                                         const char *path);
+
 #ifdef __cplusplus
 }
 #endif

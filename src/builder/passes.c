@@ -555,6 +555,14 @@ static const pass_entry kpass_final[] = {
     {"dead-code", kpass_dead_code, false},
 };
 
+/* Reduced precision goes last, on the fused layers, so casts never stand
+ * between layers a fusion would have joined; dead-code then drops casts
+ * nothing reads. */
+static const pass_entry kpass_late[] = {
+    {"precision", kpass_precision, false},
+    {"dead-code", kpass_dead_code, false},
+};
+
 /* Shapes outlive a pass that changed nothing: inference over every profile
  * point is the costly part of a pass, and the network it describes is the
  * same until some pass rewrites it. */
@@ -629,6 +637,8 @@ static kiln_status optimize(kbld *b, shape_cache *sc) {
     for (size_t i = 0; i < KN_ARRAY_LEN(kpass_final); i++)
         if (fuse || !kpass_final[i].fusion)
             KN_TRY(run_pass(b, &kpass_final[i], &total, sc));
+    for (size_t i = 0; i < KN_ARRAY_LEN(kpass_late); i++)
+        KN_TRY(run_pass(b, &kpass_late[i], &total, sc));
     kn_log(KILN_LOG_VERBOSE, "passes: %d rewrite(s) in %d round(s): %d layers -> %d", total,
            round, before, b->net->n_nodes);
     return KILN_OK;

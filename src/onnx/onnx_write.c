@@ -1,0 +1,332 @@
+/* onnx_write.c - writing a kiln network as an ONNX model (protobuf): nodes
+ * with attributes (subgraphs included), initializers as raw_data, inputs
+ * and outputs with their types and dims, opset imports. Enough to round-trip
+ * what onnx.c reads; `kiln debug reduce` writes its subgraphs with it.
+ *
+ * Protobuf on the wire: each field is a key varint (field_number << 3 |
+ * wire_type) then its value: wire type 0 a varint (int64 as its 64-bit two's
+ * complement), 5 four little-endian bytes (float), 2 a varint length then
+ * that many bytes (strings, bytes, nested messages, packed repeated
+ * scalars). Field numbers, from onnx.proto:
+ *   ModelProto: ir_version 1, producer_name 2, producer_version 3, graph 7,
+ *     opset_import 8 (OperatorSetIdProto: domain 1, version 2)
+ *   GraphProto: node 1, name 2, initializer 5, input 11, output 12
+ *   NodeProto: input 1, output 2, name 3, op_type 4, attribute 5, domain 7
+ *   AttributeProto: name 1, f 2, i 3, s 4, t 5, g 6, floats 7, ints 8,
+ *     strings 9, type 20
+ *   TensorProto: dims 1, data_type 2, name 8, raw_data 9
+ *   ValueInfoProto: name 1, type 2; TypeProto: tensor_type 1;
+ *   TypeProto.Tensor: elem_type 1, shape 2; TensorShapeProto: dim 1;
+ *   Dimension: dim_value 1, dim_param 2 */
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "kiln/kiln_onnx.h"
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t n, cap;
+    bool oom;
+} wbuf;
+
+static void wb_free(wbuf *b) {
+    kn_free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+static void wb_put(wbuf *b, const void *data, size_t n) {
+    if (b->oom || n == 0)
+        return;
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n)
+            cap *= 2;
+        uint8_t *np = kn_realloc(b->p, cap);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, data, n);
+    b->n += n;
+}
+
+static void wb_varint(wbuf *b, uint64_t v) {
+    uint8_t tmp[10];
+    size_t k = 0;
+    do {
+        tmp[k] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            tmp[k] |= 0x80;
+        k++;
+    } while (v);
+    wb_put(b, tmp, k);
+}
+
+static void wb_key(wbuf *b, int field, int wt) { wb_varint(b, (uint64_t)field << 3 | (uint64_t)wt); }
+
+static void wb_int(wbuf *b, int field, int64_t v) {
+    wb_key(b, field, 0);
+    wb_varint(b, (uint64_t)v);
+}
+
+static void wb_bytes(wbuf *b, int field, const void *data, size_t n) {
+    wb_key(b, field, 2);
+    wb_varint(b, n);
+    wb_put(b, data, n);
+}
+
+static void wb_str(wbuf *b, int field, const char *s) { wb_bytes(b, field, s, strlen(s)); }
+
+/* A nested message: append and free it. */
+static void wb_msg(wbuf *b, int field, wbuf *sub) {
+    if (sub->oom)
+        b->oom = true;
+    wb_bytes(b, field, sub->p, sub->n);
+    wb_free(sub);
+}
+
+static void wb_float(wbuf *b, int field, float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint8_t le[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
+    wb_key(b, field, 5);
+    wb_put(b, le, 4);
+}
+
+/* ---------------- messages ---------------- */
+
+static kiln_status write_graph(wbuf *out, const kn_net *net, const char *name);
+
+static void write_tensor(wbuf *b, const char *name, const kn_tdata *v) {
+    wbuf dims = {0};
+    for (int d = 0; d < v->rank; d++)
+        wb_varint(&dims, (uint64_t)v->dims[d]);
+    if (v->rank)
+        wb_msg(b, 1, &dims);
+    wb_int(b, 2, (int64_t)v->dtype);
+    if (name)
+        wb_str(b, 8, name);
+    /* raw_data is little-endian, row-major: the same bytes kiln keeps */
+    wb_bytes(b, 9, v->data, v->nbytes);
+}
+
+static void write_value_info(wbuf *b, const kn_tensor *t) {
+    wb_str(b, 1, t->name);
+    if (t->dtype == KILN_DTYPE_UNDEFINED)
+        return; /* type unknown: the reader infers it */
+    wbuf tt = {0}, shape = {0};
+    wb_int(&tt, 1, (int64_t)t->dtype);
+    if (t->rank >= 0) {
+        for (int d = 0; d < t->rank; d++) {
+            wbuf dim = {0};
+            if (t->dims[d] >= 0)
+                wb_int(&dim, 1, t->dims[d]);
+            else if (t->dim_names[d])
+                wb_str(&dim, 2, t->dim_names[d]);
+            wb_msg(&shape, 1, &dim);
+        }
+        /* a scalar still has a (empty) shape */
+        wb_key(&tt, 2, 2);
+        wb_varint(&tt, shape.n);
+        wb_put(&tt, shape.p, shape.n);
+        if (shape.oom)
+            tt.oom = true;
+        wb_free(&shape);
+    }
+    wbuf type = {0};
+    wb_msg(&type, 1, &tt);
+    wb_msg(b, 2, &type);
+}
+
+static kiln_status write_attr(wbuf *b, const kn_attr *a, const kn_node *n) {
+    wb_str(b, 1, a->name);
+    switch (a->type) {
+    case KN_ATTR_FLOAT: wb_float(b, 2, a->f); break;
+    case KN_ATTR_INT: wb_int(b, 3, a->i); break;
+    case KN_ATTR_STRING: wb_bytes(b, 4, a->s ? a->s : "", a->s_len); break;
+    case KN_ATTR_TENSOR: {
+        wbuf t = {0};
+        write_tensor(&t, NULL, a->tensor);
+        wb_msg(b, 5, &t);
+        break;
+    }
+    case KN_ATTR_GRAPH: {
+        wbuf g = {0};
+        kiln_status st = write_graph(&g, a->graph, a->name);
+        if (st != KILN_OK) {
+            wb_free(&g);
+            return st;
+        }
+        wb_msg(b, 6, &g);
+        break;
+    }
+    case KN_ATTR_FLOATS: {
+        wbuf l = {0};
+        for (size_t k = 0; k < a->n; k++) {
+            uint32_t u;
+            memcpy(&u, &a->floats[k], 4);
+            uint8_t le[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16),
+                             (uint8_t)(u >> 24)};
+            wb_put(&l, le, 4);
+        }
+        wb_key(b, 7, 2);
+        wb_varint(b, l.n);
+        wb_put(b, l.p, l.n);
+        if (l.oom)
+            b->oom = true;
+        wb_free(&l);
+        break;
+    }
+    case KN_ATTR_INTS: {
+        wbuf l = {0};
+        for (size_t k = 0; k < a->n; k++)
+            wb_varint(&l, (uint64_t)a->ints[k]);
+        wb_key(b, 8, 2);
+        wb_varint(b, l.n);
+        wb_put(b, l.p, l.n);
+        if (l.oom)
+            b->oom = true;
+        wb_free(&l);
+        break;
+    }
+    case KN_ATTR_STRINGS:
+        for (size_t k = 0; k < a->n; k++)
+            wb_str(b, 9, a->strings[k]);
+        break;
+    default:
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "attribute '%s': type %d cannot be written",
+                             a->name, (int)a->type);
+    }
+    wb_int(b, 20, (int64_t)a->type);
+    return KILN_OK;
+}
+
+static kiln_status write_node(wbuf *b, const kn_net *net, const kn_node *n) {
+    for (int j = 0; j < n->n_in; j++)
+        wb_str(b, 1, n->in[j] >= 0 ? net->tensors[n->in[j]].name : "");
+    for (int j = 0; j < n->n_out; j++)
+        wb_str(b, 2, n->out[j] >= 0 ? net->tensors[n->out[j]].name : "");
+    if (n->name && *n->name)
+        wb_str(b, 3, n->name);
+    wb_str(b, 4, n->op_type);
+    for (int k = 0; k < n->n_attr; k++) {
+        wbuf a = {0};
+        kiln_status st = write_attr(&a, &n->attrs[k], n);
+        if (st != KILN_OK) {
+            wb_free(&a);
+            return st;
+        }
+        wb_msg(b, 5, &a);
+    }
+    if (n->domain && *n->domain)
+        wb_str(b, 7, n->domain);
+    return KILN_OK;
+}
+
+static kiln_status write_graph(wbuf *out, const kn_net *net, const char *name) {
+    for (int i = 0; i < net->n_nodes; i++) {
+        if (net->nodes[i].dead)
+            continue;
+        wbuf nb = {0};
+        kiln_status st = write_node(&nb, net, &net->nodes[i]);
+        if (st != KILN_OK) {
+            wb_free(&nb);
+            return st;
+        }
+        wb_msg(out, 1, &nb);
+    }
+    wb_str(out, 2, name && *name ? name : "kiln");
+    for (int t = 0; t < net->n_tensors; t++) {
+        const kn_tensor *x = &net->tensors[t];
+        if (!(x->flags & KN_T_CONST))
+            continue;
+        if (x->value.dtype == KILN_DTYPE_STRING || kiln_dtype_size(x->value.dtype) == 0)
+            return kn_error(KILN_ERR_UNSUPPORTED,
+                            "constant '%s': %s tensors cannot be written", x->name,
+                            kiln_dtype_name(x->value.dtype));
+        wbuf tb = {0};
+        write_tensor(&tb, x->name, &x->value);
+        wb_msg(out, 5, &tb);
+    }
+    for (int k = 0; k < net->n_inputs; k++) {
+        wbuf vb = {0};
+        write_value_info(&vb, &net->tensors[net->inputs[k]]);
+        wb_msg(out, 11, &vb);
+    }
+    for (int k = 0; k < net->n_outputs; k++) {
+        wbuf vb = {0};
+        write_value_info(&vb, &net->tensors[net->outputs[k]]);
+        wb_msg(out, 12, &vb);
+    }
+    return out->oom ? KILN_ERR_OUT_OF_MEMORY : KILN_OK;
+}
+
+/* The opset of the default domain: recorded, else the newest any node asks. */
+static int default_opset(const kn_net *net) {
+    for (int k = 0; k < net->n_opsets; k++)
+        if (!net->opset_domains[k][0] || strcmp(net->opset_domains[k], "ai.onnx") == 0)
+            return net->opset_versions[k];
+    if (net->opset > 0)
+        return net->opset;
+    int v = 0;
+    for (int i = 0; i < net->n_nodes; i++)
+        if (!net->nodes[i].domain[0] && net->nodes[i].opset > v)
+            v = net->nodes[i].opset;
+    return v > 0 ? v : 17;
+}
+
+static kiln_status write_model(wbuf *b, const kn_net *net) {
+    int op = default_opset(net);
+    /* the IR version that introduced the opset in use */
+    int ir = op <= 8 ? 3 : op <= 10 ? 5 : op <= 12 ? 7 : op <= 18 ? 8 : op <= 20 ? 9 : 10;
+    wb_int(b, 1, ir);
+    wb_str(b, 2, "kiln");
+    wb_str(b, 3, kiln_version_string());
+    wbuf g = {0};
+    kiln_status st = write_graph(&g, net, "kiln");
+    if (st != KILN_OK) {
+        wb_free(&g);
+        return st;
+    }
+    wb_msg(b, 7, &g);
+    wbuf os = {0};
+    wb_int(&os, 2, op);
+    wb_msg(b, 8, &os);
+    for (int k = 0; k < net->n_opsets; k++) {
+        const char *d = net->opset_domains[k];
+        if (!d[0] || strcmp(d, "ai.onnx") == 0)
+            continue;
+        wbuf o = {0};
+        wb_str(&o, 1, d);
+        wb_int(&o, 2, net->opset_versions[k]);
+        wb_msg(b, 8, &o);
+    }
+    return b->oom ? KILN_ERR_OUT_OF_MEMORY : KILN_OK;
+}
+
+KILN_API kiln_status kiln_onnx_write_file(const kiln_network *net, const char *path) {
+    if (!net || !path)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_onnx_write_file: NULL argument");
+    wbuf b = {0};
+    kiln_status st = write_model(&b, net);
+    if (st != KILN_OK) {
+        wb_free(&b);
+        return kn_error_wrap(st, "writing '%s'", path);
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        wb_free(&b);
+        return kn_error(KILN_ERR_IO, "cannot create '%s'", path);
+    }
+    bool ok = fwrite(b.p, 1, b.n, f) == b.n;
+    ok = fclose(f) == 0 && ok;
+    wb_free(&b);
+    if (!ok)
+        return kn_error(KILN_ERR_IO, "cannot write '%s'", path);
+    return KILN_OK;
+}
