@@ -1,7 +1,9 @@
 /* k_nn.c - reference CPU kernels of the nn family: Gemm, MatMul (float fast
- * path, other real types by plain loops), MatMulInteger, QLinearMatMul,
- * Einsum and Dropout here; convolution, pooling, normalization and the
- * recurrent ops in k_nn_*.c. The kernel table kb_cpu_nn is at the end. */
+ * path, other types by plain loops), MatMulInteger, QLinearMatMul, Einsum and
+ * Dropout here; in k_nn_*.c the float GEMM (gemm), convolutions (conv,
+ * qconv), pooling (pool), normalizations (norm), Attention (attention), the
+ * recurrent ops (rnn) and float staging of other types (stage). The kernel
+ * table kb_cpu_nn is at the end. */
 #include <math.h>
 #include <string.h>
 

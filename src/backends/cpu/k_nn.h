@@ -1,6 +1,8 @@
 /* k_nn.h - pieces of the nn family's reference CPU kernels that other CPU
- * kernels share: element access by dtype, a float GEMM, the convolution
- * driver with its epilogue, and the kernel entry points of k_nn_*.c. */
+ * kernels share: element access by dtype, float staging of other types, a
+ * float GEMM, the convolution driver with its epilogue, Gemm / MatMul cores,
+ * and the kernel entry points of k_nn_*.c. Window and Einsum geometry (shared
+ * with shape inference) are in graph/ops_nn.h. */
 #ifndef KILN_CPU_K_NN_H
 #define KILN_CPU_K_NN_H
 
@@ -108,7 +110,7 @@ KN_HIDDEN kiln_status kb_conv_setup(const kn_node *node, const kb_tensor *x, con
 KN_HIDDEN void kb_conv_use_threads(kb_conv *cv, int threads);
 /* Workspace bytes kb_conv_forward needs (an im2col matrix per slot). */
 KN_HIDDEN size_t kb_conv_workspace(const kb_conv *cv);
-/* y = epilogue(conv(x, w)); ep may be NULL. */
+/* y = epilogue(conv(x, w)); ep may be NULL; ws holds kb_conv_workspace bytes. */
 KN_HIDDEN void kb_conv_forward(const kb_conv *cv, const float *x, const float *w, float *y,
                                const kb_epilogue *ep, float *ws, int threads);
 
