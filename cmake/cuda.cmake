@@ -61,3 +61,11 @@ if(KILN_CUDA)
   target_include_directories(kiln_internal PUBLIC ${CUDAToolkit_INCLUDE_DIRS} ${KILN_CUDNN_INCLUDE})
   set(KILN_HAVE_CUDA ON)
 endif()
+
+if(KILN_CUDA)
+  # Kernel-level GPU micro benchmark (bench/gpu); not a test.
+  add_executable(bench_cuda_kernels bench/gpu/bench_cuda_kernels.c)
+  target_link_libraries(bench_cuda_kernels PRIVATE kiln_internal)
+  set_target_properties(bench_cuda_kernels PROPERTIES CUDA_ARCHITECTURES OFF
+    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+endif()

@@ -1074,6 +1074,22 @@ static void test_backend(void) {
     KT_OK(b->copy(g, p, sizeof g, KB_COPY_D2H, stream));
     KT_OK(b->sync(stream));
     KT_CHECK(g[0] == 0.f && g[1023] == 0.f);
+    /* a private stream and a captured graph: zero, then copy back in, replayed */
+    void *s2 = NULL, *graph = NULL;
+    KT_OK(b->stream_create(&s2));
+    KT_OK(b->copy((uint8_t *)p + 8192, h, sizeof h, KB_COPY_H2D, s2));
+    KT_OK(b->sync(s2));
+    KT_OK(b->graph_begin(s2));
+    KT_OK(b->memset_zero(p, sizeof h, s2));
+    KT_OK(b->copy(p, (uint8_t *)p + 8192, sizeof h, KB_COPY_D2D, s2));
+    KT_OK(b->graph_end(s2, &graph));
+    memset(g, 0, sizeof g);
+    KT_OK(b->graph_launch(graph, s2));
+    KT_OK(b->copy(g, p, sizeof g, KB_COPY_D2H, s2));
+    KT_OK(b->sync(s2));
+    KT_CHECK(memcmp(g, h, sizeof h) == 0);
+    b->graph_destroy(graph);
+    b->stream_destroy(s2);
     b->free(p);
     /* time_kernel on a float16 MatMul */
     tc_begin("MatMul", "", 13, 1e-2, "timing");

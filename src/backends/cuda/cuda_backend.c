@@ -322,7 +322,64 @@ static kiln_status cuda_time_kernel(const kb_kernel *k, const kb_run *r, int rep
     return st;
 }
 
+/* ---------------- streams and graphs ---------------- */
+
+static kiln_status cuda_stream_create(void **out) {
+    cudaStream_t s = NULL;
+    KC_CUDA(NULL, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    *out = s;
+    return KILN_OK;
+}
+
+static void cuda_stream_destroy(void *s) {
+    if (s)
+        (void)cudaStreamDestroy((cudaStream_t)s);
+}
+
+/* Capture is thread-local: other threads may keep calling CUDA meanwhile. */
+static kiln_status cuda_graph_begin(void *s) {
+    KC_CUDA(NULL, cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeThreadLocal));
+    return KILN_OK;
+}
+
+/* The captured graph, instantiated: *out is a cudaGraphExec_t. */
+static kiln_status cuda_graph_end(void *s, void **out) {
+    cudaGraph_t g = NULL;
+    KC_CUDA(NULL, cudaStreamEndCapture((cudaStream_t)s, &g));
+    cudaGraphExec_t exec = NULL;
+    cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+    (void)cudaGraphDestroy(g);
+    if (e != cudaSuccess)
+        return kc_cuda_fail(NULL, e, "cudaGraphInstantiate");
+    *out = exec;
+    return KILN_OK;
+}
+
+static kiln_status cuda_graph_launch(void *graph, void *s) {
+    KC_CUDA(NULL, cudaGraphLaunch((cudaGraphExec_t)graph, (cudaStream_t)s));
+    return KILN_OK;
+}
+
+static void cuda_graph_destroy(void *graph) {
+    if (graph)
+        (void)cudaGraphExecDestroy((cudaGraphExec_t)graph);
+}
+
 const kb_backend kb_cuda_backend = {
-    "cuda",    cuda_describe,    kb_cuda_kernels_for, kb_cuda_kernel_find, cuda_alloc,
-    cuda_free, cuda_copy,        cuda_memset_zero,    cuda_sync,           cuda_time_kernel,
+    .name = "cuda",
+    .describe = cuda_describe,
+    .kernels_for = kb_cuda_kernels_for,
+    .kernel_find = kb_cuda_kernel_find,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .copy = cuda_copy,
+    .memset_zero = cuda_memset_zero,
+    .sync = cuda_sync,
+    .time_kernel = cuda_time_kernel,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
 };

@@ -234,10 +234,14 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
         /* cuDNN's fused call runs an identity activation with one algorithm only */
         if (identity_fused && perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
             continue;
-        /* float32 must not fall back to TF32 tensor cores */
-        if (x->dtype == KILN_DTYPE_FLOAT && perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+        /* float32 must not use TF32 tensor cores: plain FMA configurations only */
+        bool f32 = x->dtype == KILN_DTYPE_FLOAT;
+        if (f32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH)
             continue;
         s->algo = perf[i].algo;
+        /* an algorithm runs with the math type it was ranked with; float32
+         * is pinned to FMA so DEFAULT cannot mean TF32 */
+        KC_CUDNN(node, cudnnSetConvolutionMathType(s->cd, f32 ? CUDNN_FMA_MATH : perf[i].mathType));
         found = true;
     }
     if (!found && identity_fused) {
