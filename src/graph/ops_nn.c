@@ -473,6 +473,10 @@ static kiln_status infer_batchnorm(kn_infer *c) {
             return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
                                  "the training outputs (running mean/var) are not supported");
     int64_t ch = c->in[0].dims[1];
+    /* opsets 7 and 8: spatial=0 normalizes per activation, the statistics
+     * having one value per element of a sample */
+    if (c->node->opset < 9 && kn_attr_int(c->node, "spatial", 1) == 0)
+        ch = kn_numel(c->in[0].rank - 1, c->in[0].dims + 1);
     KN_TRY(need_numel(c, 1, ch, "scale"));
     KN_TRY(need_numel(c, 2, ch, "bias"));
     KN_TRY(need_numel(c, 3, ch, "mean"));

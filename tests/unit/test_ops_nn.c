@@ -647,6 +647,26 @@ static void test_batchnorm(void) {
     }
 }
 
+/* BatchNormalization opset 7 with spatial=0: statistics per activation. */
+static void test_batchnorm_per_activation(void) {
+    static const float x[4] = {1, 2, 3, 4}, sc[2] = {1, 2}, b[2] = {0, 1}, mean[2] = {1, 3},
+                       var[2] = {4, 1};
+    static const float want[4] = {0, -1, 1, 3}; /* element i of each sample uses index i */
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(2, 1, 2), x);
+    kc_const(&k, "S", KILN_DTYPE_FLOAT, 2, DIMS(1, 2), sc);
+    kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(1, 2), b);
+    kc_const(&k, "M", KILN_DTYPE_FLOAT, 2, DIMS(1, 2), mean);
+    kc_const(&k, "V", KILN_DTYPE_FLOAT, 2, DIMS(1, 2), var);
+    kc_node(&k, "BatchNormalization", "", 7, 5, NAMES("X", "S", "B", "M", "V"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_int(k.net, k.node, "spatial", 0));
+    KT_OK(kiln_network_set_attr_float(k.net, k.node, "epsilon", 0.f));
+    KT_OK(kc_run(&k));
+    expect_out(&k, 0, "batchnorm spatial=0", 3, DIMS(2, 1, 2), want, 1e-6);
+    kc_free(&k);
+}
+
 /* A single-input op compared with an ONNX Runtime result; extra constant
  * inputs come as (name, rank, dims, seed). */
 typedef struct cin {
@@ -1737,6 +1757,7 @@ int main(void) {
     test_conv_transpose();
     test_pool();
     test_batchnorm();
+    test_batchnorm_per_activation();
     test_norms();
     test_gemm();
     test_matmul();

@@ -65,6 +65,10 @@ kiln_status kb_nn_batchnorm_run(const kb_run *r) {
         return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "training_mode=1 is not supported");
     double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
     int64_t ch = x->dims[1], size = kn_numel(x->rank - 2, x->dims + 2);
+    if (kb_numel(sc) != ch) { /* spatial=0 (opsets 7, 8): one value per activation */
+        ch *= size;
+        size = 1;
+    }
     int64_t planes = x->dims[0] * ch;
     int nth = threads_for(r, planes * size);
 #pragma omp parallel for num_threads(nth) schedule(static)
