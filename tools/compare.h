@@ -87,6 +87,9 @@ bool cmp_run_reference(const cmp_opts *o, const kiln_network *net, const npy_lis
 bool cmp_tensor(const cmp_opts *o, const char *name, const npy_array *got, const npy_array *ref,
                 bool quiet);
 
+/* Silence cmp_tensor's verdict lines (debug tools run many comparisons). */
+void cmp_set_silent(bool silent);
+
 /* Run a command (argv[0] a path), output to /dev/null when quiet; returns
  * its exit status, or -1 when it could not run. */
 int cmp_spawn(char *const argv[], bool quiet);

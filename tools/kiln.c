@@ -19,6 +19,8 @@ static void usage(FILE *f) {
             "            precisions and memory plan\n"
             "  compare   run a model through kiln and a reference (ONNX Runtime) and\n"
             "            compare the outputs against tolerances (Polygraphy's run)\n"
+            "  debug     narrow an accuracy problem down: reduce (smallest failing\n"
+            "            subgraph), precision (fewest FP32 layers), rewrite\n"
             "  help      this text; `kiln help COMMAND` for a command's flags\n"
             "\n"
             "  --version print the version\n"
@@ -49,6 +51,8 @@ int main(int argc, char **argv) {
             cli_inspect_usage(stdout);
         else if (argc > 2 && strcmp(argv[2], "compare") == 0)
             cli_compare_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "debug") == 0)
+            cli_debug_usage(stdout);
         else if (argc > 2) {
             cli_error("no command named '%s' (commands: exec, inspect)", argv[2]);
             return 2;
@@ -62,6 +66,8 @@ int main(int argc, char **argv) {
         return cli_cmd_inspect(argc - 2, argv + 2);
     if (strcmp(cmd, "compare") == 0)
         return cli_cmd_compare(argc - 2, argv + 2);
+    if (strcmp(cmd, "debug") == 0)
+        return cli_cmd_debug(argc - 2, argv + 2);
     cli_error("unknown command '%s' (commands: exec, inspect, help; see kiln help)", cmd);
     return 2;
 }

@@ -115,10 +115,30 @@ static void write_tensor(wbuf *b, const char *name, const kn_tdata *v) {
     wb_bytes(b, 9, v->data, v->nbytes);
 }
 
-static void write_value_info(wbuf *b, const kn_tensor *t) {
+/* guessed: the element type inferred for a tensor whose type the network
+ * does not record (UNDEFINED when unknown). */
+static void write_value_info(wbuf *b, const kn_tensor *t, const kn_tinfo *guessed) {
     wb_str(b, 1, t->name);
-    if (t->dtype == KILN_DTYPE_UNDEFINED)
-        return; /* type unknown: the reader infers it */
+    if (t->dtype == KILN_DTYPE_UNDEFINED) {
+        if (!guessed || guessed->dtype == KILN_DTYPE_UNDEFINED)
+            return; /* type unknown: readers infer it */
+        /* type and rank; dims unknown (they may depend on dynamic inputs) */
+        wbuf tt = {0}, type = {0}, shape = {0};
+        wb_int(&tt, 1, (int64_t)guessed->dtype);
+        for (int d = 0; d < guessed->rank; d++) {
+            wb_key(&shape, 1, 2);
+            wb_varint(&shape, 0);
+        }
+        wb_key(&tt, 2, 2);
+        wb_varint(&tt, shape.n);
+        wb_put(&tt, shape.p, shape.n);
+        if (shape.oom)
+            tt.oom = true;
+        wb_free(&shape);
+        wb_msg(&type, 1, &tt);
+        wb_msg(b, 2, &type);
+        return;
+    }
     wbuf tt = {0}, shape = {0};
     wb_int(&tt, 1, (int64_t)t->dtype);
     if (t->rank >= 0) {
@@ -228,6 +248,68 @@ static kiln_status write_node(wbuf *b, const kn_net *net, const kn_node *n) {
     return KILN_OK;
 }
 
+/* Element types of tensors the network leaves untyped (graph outputs read
+ * from ONNX carry no type in kiln's IR): run the op schemas' inference in
+ * node order from the inputs (dynamic dims as 1) and constants. Best effort:
+ * a node whose inference needs a value kiln does not have stays unknown. */
+static kn_tinfo *guess_types(const kn_net *net) {
+    kn_tinfo *ti = kn_calloc((size_t)net->n_tensors + 1, sizeof *ti);
+    void **tmp = kn_calloc((size_t)net->n_tensors + 1, sizeof *tmp);
+    if (!ti || !tmp) {
+        kn_free(ti);
+        kn_free(tmp);
+        return NULL;
+    }
+    for (int t = 0; t < net->n_tensors; t++) {
+        const kn_tensor *x = &net->tensors[t];
+        if (x->flags & KN_T_CONST) {
+            ti[t].dtype = x->value.dtype;
+            ti[t].rank = x->value.rank;
+            memcpy(ti[t].dims, x->value.dims, sizeof ti[t].dims);
+            ti[t].value = kn_tdata_aligned(&x->value, &tmp[t]);
+        } else if ((x->flags & KN_T_INPUT) && x->rank >= 0) {
+            ti[t].dtype = x->dtype;
+            ti[t].rank = x->rank;
+            for (int d = 0; d < x->rank; d++)
+                ti[t].dims[d] = x->dims[d] < 0 ? 1 : x->dims[d];
+        }
+    }
+    for (int i = 0; i < net->n_nodes; i++) {
+        const kn_node *n = &net->nodes[i];
+        const kn_op_schema *sch = kn_op_find(n->domain, n->op_type);
+        if (!sch || !sch->infer || n->n_in > 64 || n->n_out > 16)
+            continue;
+        kn_tinfo in[64], outs[16];
+        bool ok = true;
+        memset(in, 0, sizeof in);
+        memset(outs, 0, sizeof outs);
+        for (int j = 0; j < n->n_in && ok; j++)
+            if (n->in[j] >= 0) {
+                in[j] = ti[n->in[j]];
+                ok = in[j].dtype != KILN_DTYPE_UNDEFINED;
+            }
+        if (!ok)
+            continue;
+        kn_infer c = {n, n->n_in, in, n->n_out, outs};
+        if (sch->infer(&c) != KILN_OK) {
+            kn_error_clear();
+            continue;
+        }
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0) {
+                ti[n->out[j]] = outs[j];
+                ti[n->out[j]].value = NULL;
+                ti[n->out[j]].data_dependent = false;
+            }
+    }
+    for (int t = 0; t < net->n_tensors; t++) {
+        ti[t].value = NULL;
+        kn_aligned_free(tmp[t]);
+    }
+    kn_free(tmp);
+    return ti;
+}
+
 static kiln_status write_graph(wbuf *out, const kn_net *net, const char *name) {
     for (int i = 0; i < net->n_nodes; i++) {
         if (net->nodes[i].dead)
@@ -255,14 +337,20 @@ static kiln_status write_graph(wbuf *out, const kn_net *net, const char *name) {
     }
     for (int k = 0; k < net->n_inputs; k++) {
         wbuf vb = {0};
-        write_value_info(&vb, &net->tensors[net->inputs[k]]);
+        write_value_info(&vb, &net->tensors[net->inputs[k]], NULL);
         wb_msg(out, 11, &vb);
     }
+    kn_tinfo *guess = NULL;
+    for (int k = 0; k < net->n_outputs && !guess; k++)
+        if (net->tensors[net->outputs[k]].dtype == KILN_DTYPE_UNDEFINED)
+            guess = guess_types(net);
     for (int k = 0; k < net->n_outputs; k++) {
         wbuf vb = {0};
-        write_value_info(&vb, &net->tensors[net->outputs[k]]);
+        write_value_info(&vb, &net->tensors[net->outputs[k]],
+                         guess ? &guess[net->outputs[k]] : NULL);
         wb_msg(out, 12, &vb);
     }
+    kn_free(guess);
     return out->oom ? KILN_ERR_OUT_OF_MEMORY : KILN_OK;
 }
 
