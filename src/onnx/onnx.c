@@ -933,7 +933,8 @@ static kiln_status parse(const void *data, size_t size, kn_blob *blob, const cha
     KN_TRY(kn_net_new(&net));
     kiln_status st = parse_model(&cx, &root, net);
     if (st == KILN_OK && !(flags & KX_ONNX_NO_PLUGINS)) /* custom ops become plugin nodes */
-        st = kpl_import(net, (flags & KX_ONNX_PLUGINS_OVERRIDE) != 0);
+        st = kpl_import(net, (flags & KX_ONNX_PLUGINS_OVERRIDE) != 0,
+                        !(flags & KX_ONNX_NO_OP_CHECK));
     if (st == KILN_OK && !(flags & KX_ONNX_NO_OP_CHECK))
         st = check_ops(net);
     kx_onnx_ext_close(&cx);

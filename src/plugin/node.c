@@ -138,7 +138,7 @@ static const char *identity_attr(const kn_node *n, const char *name, const char 
     return a->type == KN_ATTR_STRING && a->s ? a->s : dflt;
 }
 
-static kiln_status import_node(kn_node *n, bool override_builtins) {
+static kiln_status import_node(kn_node *n, bool override_builtins, bool strict) {
     if (kpl_is_node(n))
         return KILN_OK;
     bool builtin = kn_op_find(n->domain, n->op_type) != NULL;
@@ -152,16 +152,16 @@ static kiln_status import_node(kn_node *n, bool override_builtins) {
     if (!cr && !ns_given && n->domain[0]) /* the node's domain as a namespace hint */
         cr = kiln_plugin_find(n->op_type, version, n->domain);
     if (!cr) {
-        if (builtin)
+        if (builtin || !strict) /* not strict: the reader's own op check reports it, or not */
             return KILN_OK;
         char id[512], others[1024];
         kpl_identity(id, sizeof id, n->op_type, version, ns);
         kpl_list_same_name(others, sizeof others, n->op_type);
         return kn_node_error(n, KILN_ERR_UNSUPPORTED,
-                             "op type '%s' of domain '%s' is not supported: it is not a built-in op "
-                             "and no plugin %s%s%s%s is registered; registered creators named "
-                             "'%s': %s",
-                             n->op_type, n->domain[0] ? n->domain : "ai.onnx", id,
+                             "op type '%s' of domain '%s' (opset %d) is not supported: it is "
+                             "not a built-in op and no plugin %s%s%s%s is registered; "
+                             "registered creators named '%s': %s",
+                             n->op_type, n->domain[0] ? n->domain : "ai.onnx", n->opset, id,
                              ns_given || !n->domain[0] ? "" : " (nor in namespace ",
                              ns_given || !n->domain[0] ? "" : n->domain,
                              ns_given || !n->domain[0] ? "" : ")", n->op_type, others);
@@ -199,13 +199,17 @@ static kiln_status import_node(kn_node *n, bool override_builtins) {
     return st;
 }
 
-kiln_status kpl_import(kn_net *net, bool override_builtins) {
+kiln_status kpl_import(kn_net *net, bool override_builtins, bool strict) {
     for (int i = 0; i < net->n_nodes; i++) {
         kn_node *n = &net->nodes[i];
         for (int k = 0; k < n->n_attr; k++)
-            if (n->attrs[k].type == KN_ATTR_GRAPH && n->attrs[k].graph)
-                KN_TRY(kpl_import(n->attrs[k].graph, override_builtins));
-        KN_TRY(import_node(n, override_builtins));
+            if (n->attrs[k].type == KN_ATTR_GRAPH && n->attrs[k].graph) {
+                kiln_status st = kpl_import(n->attrs[k].graph, override_builtins, strict);
+                if (st != KILN_OK) /* worded as the reader's own op check */
+                    return kn_error_wrap(st, "in subgraph '%s' of node '%s' (%s)",
+                                         n->attrs[k].name, n->name, n->op_type);
+            }
+        KN_TRY(import_node(n, override_builtins, strict));
     }
     return KILN_OK;
 }

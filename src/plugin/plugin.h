@@ -87,8 +87,10 @@ KN_HIDDEN kiln_status kpl_node_create(const kn_node *n, kiln_plugin_phase phase,
 /* Fail with "plugin 'name' (version, namespace), layer 'x': what: <plugin's message>". */
 KN_HIDDEN kiln_status kpl_fail(const kn_node *n, kiln_status st, const char *what);
 /* ONNX import: turn nodes whose op is not built in (or every node naming a
- * registered plugin, when override is set) into plugin nodes. */
-KN_HIDDEN kiln_status kpl_import(kn_net *net, bool override_builtins);
+ * registered plugin, when override is set) into plugin nodes. strict: an op
+ * that is neither built in nor a registered plugin is an error (naming the
+ * identity looked up and the creators of that name); else it stays as is. */
+KN_HIDDEN kiln_status kpl_import(kn_net *net, bool override_builtins, bool strict);
 /* The schema of every plugin node (shape inference through the plugin). */
 extern const kn_op_schema kpl_schema;
 /* The kernel that runs every plugin node on any backend. */
