@@ -254,6 +254,73 @@ void cli_format_dims(char *buf, size_t cap, int rank, const int64_t *dims) {
 
 /* ---- build flags ---- */
 
+/* --layerPrecisions=name:fp32,name2:fp16 (the last ':' of an entry ends the
+ * name; a name may be quoted with single quotes). A later entry for the same
+ * layer replaces an earlier one. */
+static bool parse_layer_precisions(cli_build_opts *o, const char *flag, const char *spec) {
+    if (!cli_need_value(flag, spec))
+        return false;
+    const char *p = spec;
+    while (*p) {
+        const char *name = p, *name_end, *val;
+        if (*p == '\'') {
+            name = p + 1;
+            name_end = strchr(name, '\'');
+            if (!name_end || name_end[1] != ':') {
+                cli_error("%s: unterminated quoted name in '%s'", flag, spec);
+                return false;
+            }
+            val = name_end + 2;
+        } else {
+            const char *comma = strchr(p, ',');
+            const char *end = comma ? comma : p + strlen(p);
+            name_end = NULL;
+            for (const char *q = p; q < end; q++)
+                if (*q == ':')
+                    name_end = q;
+            if (!name_end || name_end == p) {
+                cli_error("%s: expected layer:precision in '%.*s'", flag, (int)(end - p), p);
+                return false;
+            }
+            val = name_end + 1;
+        }
+        const char *comma = strchr(val, ',');
+        size_t vlen = comma ? (size_t)(comma - val) : strlen(val);
+        static const struct {
+            const char *name;
+            kiln_dtype dtype;
+        } precs[] = {{"fp32", KILN_DTYPE_FLOAT}, {"fp16", KILN_DTYPE_FLOAT16},
+                     {"bf16", KILN_DTYPE_BFLOAT16}};
+        kiln_dtype dt = KILN_DTYPE_UNDEFINED;
+        for (size_t i = 0; i < sizeof precs / sizeof precs[0]; i++)
+            if (strlen(precs[i].name) == vlen && strncmp(val, precs[i].name, vlen) == 0)
+                dt = precs[i].dtype;
+        if (dt == KILN_DTYPE_UNDEFINED) {
+            cli_error("%s: unknown precision '%.*s' (use fp32, fp16 or bf16)", flag, (int)vlen,
+                      val);
+            return false;
+        }
+        size_t nlen = (size_t)(name_end - name);
+        struct cli_layer_prec *lp =
+            realloc(o->layer_prec, (size_t)(o->n_layer_prec + 1) * sizeof *lp);
+        char *copy = malloc(nlen + 1);
+        if (lp)
+            o->layer_prec = lp;
+        if (!lp || !copy) {
+            free(copy);
+            cli_error("out of memory");
+            return false;
+        }
+        memcpy(copy, name, nlen);
+        copy[nlen] = '\0';
+        o->layer_prec[o->n_layer_prec].layer = copy;
+        o->layer_prec[o->n_layer_prec].dtype = dt;
+        o->n_layer_prec++;
+        p = comma ? comma + 1 : val + vlen;
+    }
+    return true;
+}
+
 /* The k-th occurrence of --minShapes (or opt/max) fills profile k. */
 static cli_shape_list *profile_slot(cli_build_opts *o, int which) {
     for (int k = 0; k < o->n_profiles; k++) {
@@ -325,6 +392,25 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
         }
         return 1;
     }
+    if (strcmp(name, "--timingCacheFile") == 0) {
+        if (!cli_need_value(name, value))
+            return -1;
+        o->timing_cache = value;
+        return 1;
+    }
+    if (strcmp(name, "--layerPrecisions") == 0)
+        return parse_layer_precisions(o, name, value) ? 1 : -1;
+    if (strcmp(name, "--precisionConstraints") == 0) {
+        if (!cli_need_value(name, value))
+            return -1;
+        if (strcmp(value, "none") != 0 && strcmp(value, "prefer") != 0 &&
+            strcmp(value, "obey") != 0) {
+            cli_error("%s: expected none, prefer or obey, got '%s'", name, value);
+            return -1;
+        }
+        o->no_constraints = strcmp(value, "none") == 0;
+        return 1;
+    }
     if (strcmp(name, "--threads") == 0) {
         long long t;
         if (!cli_parse_int(name, value, 0, 4096, &t))
@@ -353,6 +439,7 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
         {"--best", KILN_BUILDER_FLAG_FP16 | KILN_BUILDER_FLAG_BF16 | KILN_BUILDER_FLAG_TF32, 0},
         {"--noFusion", KILN_BUILDER_FLAG_NO_FUSION, 0},
         {"--noTiming", KILN_BUILDER_FLAG_NO_TIMING, 0},
+        {"--refTactics", KILN_BUILDER_FLAG_REF_TACTICS, 0},
     };
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++) {
         if (strcmp(name, bools[i].flag) == 0) {
@@ -374,6 +461,11 @@ void cli_build_opts_free(cli_build_opts *o) {
     free(o->profiles);
     o->profiles = NULL;
     o->n_profiles = 0;
+    for (int i = 0; i < o->n_layer_prec; i++)
+        free(o->layer_prec[i].layer);
+    free(o->layer_prec);
+    o->layer_prec = NULL;
+    o->n_layer_prec = 0;
     cli_shape_list_free(&o->shapes);
 }
 
@@ -461,6 +553,21 @@ static bool configure(const cli_build_opts *o, const kiln_network *net, kiln_bui
     if (o->backend && (st = kiln_builder_config_set_backend(cfg, o->backend)) != KILN_OK) {
         cli_kiln_error("--backend", st);
         return false;
+    }
+    if (o->timing_cache && (st = kiln_builder_config_set_timing_cache(cfg, o->timing_cache)) !=
+                               KILN_OK) {
+        cli_kiln_error("--timingCacheFile", st);
+        return false;
+    }
+    if (o->n_layer_prec && o->no_constraints)
+        cli_warn("--layerPrecisions is ignored with --precisionConstraints=none");
+    for (int i = 0; i < o->n_layer_prec && !o->no_constraints; i++) {
+        st = kiln_builder_config_set_layer_precision(cfg, o->layer_prec[i].layer,
+                                                     o->layer_prec[i].dtype);
+        if (st != KILN_OK) {
+            cli_kiln_error("--layerPrecisions", st);
+            return false;
+        }
     }
     if (!names_exist(net, &o->shapes, "--shapes"))
         return false;

@@ -81,12 +81,20 @@ typedef struct cli_build_opts {
     uint32_t flags;             /* kiln_builder_flag bits */
     int threads;                /* 0 = one per core */
     const char *backend;        /* NULL = default */
+    const char *timing_cache;   /* --timingCacheFile, NULL = none */
+    int n_layer_prec;           /* --layerPrecisions */
+    struct cli_layer_prec {
+        char *layer;
+        kiln_dtype dtype;
+    } *layer_prec;
+    bool no_constraints;        /* --precisionConstraints=none */
 } cli_build_opts;
 
 /* Handle one of the build flags (--minShapes/--optShapes/--maxShapes/--shapes,
- * --memPoolSize, --threads, --fp16, --bf16, --tf32/--noTF32, --noFusion,
- * --noTiming, --backend). Returns 1 if handled, 0 if the flag is not a build
- * flag, -1 on a bad value (message printed). */
+ * --memPoolSize, --threads, --fp16, --bf16, --tf32/--noTF32, --best,
+ * --noFusion, --noTiming, --refTactics, --backend, --timingCacheFile,
+ * --layerPrecisions, --precisionConstraints). Returns 1 if handled, 0 if the
+ * flag is not a build flag, -1 on a bad value (message printed). */
 int cli_build_flag(cli_build_opts *o, const char *name, const char *value);
 void cli_build_opts_free(cli_build_opts *o);
 

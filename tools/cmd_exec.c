@@ -19,6 +19,7 @@ typedef struct exec_opts {
     bool skip_inference, plan_version_only, separate_profile;
     bool dump_output, dump_profile, dump_layer_info;
     int profile_index;
+    int graphs;                 /* -1 = library default, 0 off, 1 on */
     int n_percentiles;
     double percentiles[MAX_PERCENTILES];
     uint64_t seed;
@@ -30,7 +31,8 @@ typedef struct io_buf {
     kiln_dtype dtype;
     int rank;
     int64_t dims[KILN_MAX_DIMS];
-    void *data;       /* inputs: owned; outputs: borrowed from the context */
+    void *data;       /* host copy of the values (owned) */
+    void *dev;        /* inputs: engine memory bound to the context (owned) */
     size_t bytes;
 } io_buf;
 
@@ -63,6 +65,10 @@ void cli_exec_usage(FILE *f) {
         "  --noTF32 --best           disallow TF32 / allow every precision\n"
         "  --noFusion                keep every layer as it is (kiln addition)\n"
         "  --noTiming                choose tactics by rule, time nothing (kiln addition)\n"
+        "  --refTactics              every layer on its reference kernel (kiln addition)\n"
+        "  --timingCacheFile=FILE    read tactic timings from FILE and write new ones to it\n"
+        "  --layerPrecisions=SPEC    per-layer precision; SPEC = layer:fp32|fp16|bf16,...\n"
+        "  --precisionConstraints=none|prefer|obey   none ignores --layerPrecisions\n"
         "\n"
         "Inference:\n"
         "  --profile=N               optimization profile to run with (default 0)\n"
@@ -77,6 +83,8 @@ void cli_exec_usage(FILE *f) {
         "  --percentile=P[,P...]     latency percentiles to report (default 90,95,99)\n"
         "  --skipInference           build (and save) only\n"
         "  --separateProfileRun      time the layers in a separate run, not the timed one\n"
+        "  --useCudaGraph            capture and replay device graphs (GPU; kiln's default)\n"
+        "  --noCudaGraph             launch every layer on every run (GPU)\n"
         "\n"
         "Reports:\n"
         "  --exportOutput=FILE       write output tensors as JSON, or .npz by extension\n"
@@ -202,11 +210,15 @@ static int parse_args(int argc, char **argv, exec_opts *o, bool *stop) {
         } else if (strcmp(name, "--verbose") == 0) {
             ok = cli_no_value(name, value);
             cli_verbose = true;
-        } else if (strcmp(name, "--useCudaGraph") == 0 || strcmp(name, "--noDataTransfers") == 0 ||
-                   strcmp(name, "--useSpinWait") == 0) {
+        } else if (strcmp(name, "--useCudaGraph") == 0 || strcmp(name, "--noCudaGraph") == 0) {
+            ok = cli_no_value(name, value);
+            o->graphs = strcmp(name, "--useCudaGraph") == 0;
+        } else if (strcmp(name, "--noDataTransfers") == 0 || strcmp(name, "--useSpinWait") == 0) {
+            /* inputs are copied to the engine once before timing and outputs
+               read once after it, so timed runs never include transfers */
             ok = cli_no_value(name, value);
             if (ok)
-                cli_warn("%s has no effect with kiln's CPU backend; ignored", name);
+                cli_vlog("%s: kiln exec never times data transfers; nothing to change", name);
         } else {
             cli_error("unknown flag '%s' (see kiln exec --help)", name);
             return 2;
@@ -514,7 +526,12 @@ static bool setup_inputs(const exec_opts *o, kiln_engine *eng, kiln_context *ctx
         cli_format_dims(dims, sizeof dims, b->rank, b->dims);
         cli_info("Input '%s': %s %s%s", b->name, kiln_dtype_name(b->dtype), dims,
                  loaded ? "" : " (random)");
-        if ((st = kiln_context_set_tensor_address(ctx, b->name, b->data)) != KILN_OK) {
+        /* engine memory: device memory on a GPU backend, host memory on the CPU;
+           the values are copied there once, before any timing */
+        if ((st = kiln_engine_alloc(eng, alloc, &b->dev)) != KILN_OK ||
+            (b->bytes && (st = kiln_engine_copy(eng, b->dev, b->data, b->bytes,
+                                                KILN_COPY_TO_DEVICE)) != KILN_OK) ||
+            (st = kiln_context_set_tensor_address(ctx, b->name, b->dev)) != KILN_OK) {
             cli_kiln_error(b->name, st);
             return false;
         }
@@ -524,7 +541,8 @@ static bool setup_inputs(const exec_opts *o, kiln_engine *eng, kiln_context *ctx
 
 /* ---- outputs ---- */
 
-static bool collect_outputs(kiln_context *ctx, io_buf *outs, int n_out) {
+static bool collect_outputs(const kiln_engine *eng, kiln_context *ctx, io_buf *outs,
+                            int n_out) {
     for (int i = 0; i < n_out; i++) {
         io_buf *b = &outs[i];
         b->rank = kiln_context_tensor_shape(ctx, b->name, b->dims);
@@ -537,10 +555,22 @@ static bool collect_outputs(kiln_context *ctx, io_buf *outs, int n_out) {
                       b->name, kiln_dtype_name(b->dtype));
             return false;
         }
-        b->data = kiln_context_tensor_address(ctx, b->name);
+        const void *addr = kiln_context_tensor_address(ctx, b->name);
         b->bytes = cli_volume(b->rank, b->dims) * kiln_dtype_size(b->dtype);
-        if (!b->data && b->bytes) {
+        if (!addr && b->bytes) {
             cli_error("output '%s': no data after the run: %s", b->name, kiln_last_error());
+            return false;
+        }
+        b->data = malloc(b->bytes + 1);
+        if (!b->data) {
+            cli_error("out of memory for output '%s' (%zu bytes)", b->name, b->bytes);
+            return false;
+        }
+        kiln_status st = b->bytes ? kiln_engine_copy(eng, b->data, addr, b->bytes,
+                                                     KILN_COPY_TO_HOST)
+                                  : KILN_OK;
+        if (st != KILN_OK) {
+            cli_kiln_error(b->name, st);
             return false;
         }
     }
@@ -741,9 +771,13 @@ static double percentile(const double *v, size_t n, double p) {
     return v[rank - 1];
 }
 
+/* One inference: enqueue, then wait for it (a no-op on the CPU, where enqueue
+ * returns when the outputs are ready). */
 static bool run_once(kiln_context *ctx, double *ms) {
     double t0 = cli_now_s();
     kiln_status st = kiln_context_enqueue(ctx, NULL);
+    if (st == KILN_OK)
+        st = kiln_context_synchronize(ctx, NULL);
     *ms = (cli_now_s() - t0) * 1e3;
     if (st != KILN_OK) {
         cli_kiln_error("inference", st);
@@ -812,8 +846,9 @@ static bool timed_runs(const exec_opts *o, kiln_context *ctx) {
     cli_info("Total Host Walltime: %.5g s", elapsed);
     cli_info("Total Compute Time: %.5g s", sum * 1e-3);
     cli_info("Iterations: %zu", n);
-    cli_info("Explanations: latency is the host time of one synchronous enqueue (inputs and "
-             "outputs stay in host memory); throughput is iterations over the walltime.");
+    cli_info("Explanations: latency is the host time of one enqueue plus synchronize, inputs "
+             "already in engine memory and no output copies; throughput is iterations over "
+             "the walltime.");
     free(lat);
     return true;
 }
@@ -828,7 +863,8 @@ static bool get_engine(const exec_opts *o, kiln_engine **eng) {
             cli_kiln_error(o->load_engine, st);
             return false;
         }
-        cli_info("Engine loaded from %s in %.5g sec.", o->load_engine, cli_now_s() - t0);
+        cli_info("Engine loaded from %s in %.5g sec. (backend %s)", o->load_engine,
+                 cli_now_s() - t0, kiln_engine_backend(*eng));
         return true;
     }
     void *plan = NULL;
@@ -889,6 +925,8 @@ static int infer(const exec_opts *o, kiln_engine *eng) {
         cli_kiln_error("--profile", st);
         goto done;
     }
+    if (o->graphs >= 0)
+        kiln_context_set_graphs(ctx, o->graphs);
     if (!setup_inputs(o, eng, ctx, bufs, n_in))
         goto done;
     bool want_profile = o->export_profile || o->dump_profile;
@@ -906,7 +944,8 @@ static int infer(const exec_opts *o, kiln_engine *eng) {
     }
     if (want_profile && !report_profile(o, eng, ctx))
         goto done;
-    if ((o->dump_output || o->export_output) && !collect_outputs(ctx, bufs + n_in, n_io - n_in))
+    if ((o->dump_output || o->export_output) &&
+        !collect_outputs(eng, ctx, bufs + n_in, n_io - n_in))
         goto done;
     if (o->dump_output)
         dump_outputs(bufs + n_in, n_io - n_in);
@@ -915,8 +954,10 @@ static int infer(const exec_opts *o, kiln_engine *eng) {
     rc = 0;
 done:
     kiln_context_destroy(ctx);
-    for (int i = 0; i < n_in; i++)
+    for (int i = 0; i < n_io; i++) {
         free(bufs[i].data);
+        kiln_engine_free(eng, bufs[i].dev);
+    }
     free(bufs);
     return rc;
 }
@@ -928,6 +969,7 @@ int cli_cmd_exec(int argc, char **argv) {
     o.warmup_ms = 200;
     o.duration_s = 3;
     o.seed = 1;
+    o.graphs = -1;
     o.n_percentiles = 3;
     o.percentiles[0] = 90;
     o.percentiles[1] = 95;

@@ -197,6 +197,25 @@ def main():
                        "--shapes=input:1x3x64x64", "--iterations=1", "--duration=0")
     check("profile 1 refuses batch 1", rc != 0, out + err)
 
+    # timing cache: written by the first build, read by the second
+    cache = w("timing.cache")
+    rc, out, err = run(k, "exec", m, "--shapes=input:1x3x64x64", "--skipInference",
+                       "--timingCacheFile=" + cache)
+    check("timing cache written", rc == 0 and os.path.exists(cache), out + err)
+    rc, out, err = run(k, "exec", m, "--shapes=input:1x3x64x64", "--skipInference",
+                       "--timingCacheFile=" + cache)
+    check("timing cache reused", rc == 0, out + err)
+    # reference tactics, layer precisions, graph switches
+    rc, out, err = run(k, "exec", m, "--shapes=input:1x3x64x64", "--refTactics",
+                       "--dumpLayerInfo", "--noCudaGraph", "--iterations=1", "--warmUp=0",
+                       "--duration=0", "--layerPrecisions=fc:fp32",
+                       "--precisionConstraints=obey")
+    check("refTactics picks ref everywhere", rc == 0 and " ref " in out
+          and "dnnl" not in out, out + err)
+    expect_error(k, "bad layer precision", ["exec", m, "--layerPrecisions=fc:fp8"], "fp8")
+    expect_error(k, "bad precision constraint", ["exec", m, "--precisionConstraints=maybe"],
+                 "--precisionConstraints")
+
     # ---- inspect ----
     rc, out, err = run(k, "inspect", plan)
     for text in ("Plan ", "I/O tensors", "input", "output", "Optimization profiles",
