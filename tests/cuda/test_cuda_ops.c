@@ -996,6 +996,15 @@ static void test_conv(void) {
         conv_case(dt, l, D(2, 16, 10, 10), D(16, 16, 3, 3), 4, true, D(1, 1, 1, 1), NULL, NULL, 1, true,
                   "Relu", false);
     }
+    for (int t = 1; t < 3; t++) { /* the channels-last path on strides, groups, large windows */
+        kiln_dtype dt = real_types[t];
+        conv_case(dt, "stem 7x7 s2 p3", D(2, 3, 32, 32), D(16, 3, 7, 7), 4, true, D(3, 3, 3, 3),
+                  D(2, 2), NULL, 1, true, "Relu", false);
+        conv_case(dt, "3x3 s2 group 2", D(2, 16, 15, 15), D(32, 8, 3, 3), 4, true, D(1, 1, 1, 1),
+                  D(2, 2), NULL, 2, false, NULL, false);
+    }
+    conv_case(KILN_DTYPE_FLOAT, "1x1, batch 1, 1-D spatial of 1", D(1, 24, 5, 1), D(40, 24, 1, 1), 4,
+              true, NULL, NULL, NULL, 1, true, "Sigmoid", false);
     conv_case(KILN_DTYPE_FLOAT, "ResNet stem 7x7 s2 p3", D(1, 3, 64, 64), D(16, 3, 7, 7), 4, true,
               D(3, 3, 3, 3), D(2, 2), NULL, 1, false, NULL, false);
     conv_case(KILN_DTYPE_FLOAT, "group 4, dilation 2", D(2, 16, 12, 12), D(32, 4, 3, 3), 4, true,

@@ -24,7 +24,8 @@ typedef struct mm_geom {
     bool ta, tb;
 } mm_geom;
 
-typedef struct lt_inst {
+typedef struct kc_gemm lt_inst;
+struct kc_gemm {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo[2]; /* [0] for the aligned case, [1] for 16-byte alignment */
@@ -38,7 +39,7 @@ typedef struct lt_inst {
     kb_act act;
     float act_a, act_b;
     bool act_pass;                /* the activation runs after the product */
-} lt_inst;
+};
 
 static bool lt_type(kiln_dtype t, cudaDataType_t *out) {
     switch (t) {
@@ -145,6 +146,8 @@ static bool blas_supports(const kn_node *node, const kn_tinfo *in, int n_in, con
             (in[2].dtype != in[0].dtype || !per_column(in[2].rank, in[2].dims, g.n)))
             return false;
     }
+    if (g.k < 1 || g.m < 1 || g.n < 1)
+        return false; /* empty products: the CPU kernel has them */
     if (is_fused(node)) {
         kb_act act;
         float a, b;
@@ -217,6 +220,9 @@ static kiln_status heuristic(const kn_node *node, cublasLtHandle_t h, lt_inst *s
     return KILN_OK;
 }
 
+static kiln_status lt_setup(const kn_node *node, lt_inst *s, const void *pa, const void *pb,
+                            const void *py, const void *pbias, int index);
+
 static kiln_status lt_build(const kn_node *node, const kb_tensor *in, int n_in,
                             const kb_tensor *out, int index, lt_inst *s) {
     if (!lt_type(in[0].dtype, &s->dt) || in[1].dtype != in[0].dtype || out[0].dtype != in[0].dtype)
@@ -253,7 +259,14 @@ static kiln_status lt_build(const kn_node *node, const kb_tensor *in, int n_in,
         }
     }
     s->act_pass = s->act != KB_ACT_NONE && s->act != KB_ACT_RELU;
+    return lt_setup(node, s, in[0].data, in[1].data, out[0].data,
+                    s->bias_input >= 0 ? in[2].data : NULL, index);
+}
 
+/* Descriptors and algorithms for s->g, s->dt, s->bias_input and s->act;
+ * the pointers (any may be NULL) only hint at their alignment. */
+static kiln_status lt_setup(const kn_node *node, lt_inst *s, const void *pa, const void *pb,
+                            const void *py, const void *pbias, int index) {
     const mm_geom *g = &s->g;
     cublasLtHandle_t h;
     KN_TRY(kc_cublaslt_handle(node, &h));
@@ -280,12 +293,12 @@ static kiln_status lt_build(const kn_node *node, const kb_tensor *in, int n_in,
     KN_TRY(layout(node, &s->ld, s->dt, g->n, g->m, g->n, g->batch, g->m * g->n));
 
     unsigned align = 256;
-    if (in[0].data && in[1].data && out[0].data) {
-        unsigned a0 = ptr_align(in[0].data), a1 = ptr_align(in[1].data), a2 = ptr_align(out[0].data);
+    if (pa && pb && py) {
+        unsigned a0 = ptr_align(pa), a1 = ptr_align(pb), a2 = ptr_align(py);
         align = a0 < a1 ? a0 : a1;
         align = align < a2 ? align : a2;
-        if (s->bias_input >= 0 && in[2].data && ptr_align(in[2].data) < align)
-            align = ptr_align(in[2].data);
+        if (pbias && ptr_align(pbias) < align)
+            align = ptr_align(pbias);
         if (align < 16)
             align = 16;
     }
@@ -354,42 +367,81 @@ static kiln_status copy_c(const kb_run *r, const kb_tensor *c, kb_tensor *y) {
     return KILN_OK;
 }
 
-static kiln_status lt_run(const kb_run *r) {
-    lt_inst *s = r->inst;
-    if (!s)
-        return kn_node_error(r->node, KILN_ERR_INTERNAL, "run before prepare");
+/* y = a @ b (+ bias, ReLU as set up) on the stream, with the algorithm
+ * that fits the pointers' alignment. */
+static kiln_status lt_matmul(const kn_node *node, const lt_inst *s, const void *a, const void *b,
+                             void *y, const void *bias, void *ws, size_t wsz, cudaStream_t stream) {
     cublasLtHandle_t h;
-    KN_TRY(kc_cublaslt_handle(r->node, &h));
-    kb_tensor *y = &r->out[0];
-    const void *bias = s->bias_input >= 0 ? r->in[s->bias_input].data : NULL;
-    unsigned al = ptr_align(r->in[0].data), a1 = ptr_align(r->in[1].data), a2 = ptr_align(y->data);
+    KN_TRY(kc_cublaslt_handle(node, &h));
+    unsigned al = ptr_align(a), a1 = ptr_align(b), a2 = ptr_align(y);
     al = al < a1 ? al : a1;
     al = al < a2 ? al : a2;
     if (bias && ptr_align(bias) < al)
         al = ptr_align(bias);
     if (al < 16)
-        return kn_node_error(r->node, KILN_ERR_RUNTIME, "operands must be 16-byte aligned");
+        return kn_node_error(node, KILN_ERR_RUNTIME, "operands must be 16-byte aligned");
     int pick = al >= s->align ? 0 : 1;
-    if (r->workspace_size < s->ws[pick])
-        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small (%zu < %zu)",
-                             r->workspace_size, s->ws[pick]);
+    if (wsz < s->ws[pick])
+        return kn_node_error(node, KILN_ERR_INTERNAL, "workspace too small (%zu < %zu)", wsz,
+                             s->ws[pick]);
     if (bias)
-        KC_CUBLAS(r->node, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                          &bias, sizeof bias));
+        KC_CUBLAS(node, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &bias, sizeof bias));
+    /* Y^T = B^T A^T: the first operand is B's memory */
+    KC_CUBLAS(node, cublasLtMatmul(h, s->op, &s->alpha, b, s->la, a, s->lb, &s->beta, y, s->ld, y,
+                                   s->ld, &s->algo[pick], ws, s->ws[pick], stream));
+    return KILN_OK;
+}
+
+kiln_status kc_gemm_create(const kn_node *node, kiln_dtype dt, int64_t m, int64_t n, int64_t k,
+                           int64_t batch, int64_t stride_a, int64_t stride_b, const void *a,
+                           const void *b, const void *y, kc_gemm **out, size_t *workspace) {
+    lt_inst *s = kn_calloc(1, sizeof *s);
+    if (!s)
+        return KILN_ERR_OUT_OF_MEMORY;
+    kiln_status st = KILN_OK;
+    if (!lt_type(dt, &s->dt) || m < 1 || n < 1 || k < 1 || batch < 1)
+        st = kn_node_error(node, KILN_ERR_UNSUPPORTED, "GEMM of %s, M=%lld N=%lld K=%lld",
+                           kiln_dtype_name(dt), (long long)m, (long long)n, (long long)k);
+    if (st == KILN_OK) {
+        s->g.m = m;
+        s->g.n = n;
+        s->g.k = k;
+        s->g.batch = batch;
+        s->g.stride_a = stride_a;
+        s->g.stride_b = stride_b;
+        s->alpha = 1.f;
+        s->bias_input = s->c_input = -1;
+        st = lt_setup(node, s, a, b, y, NULL, 0);
+    }
+    if (st != KILN_OK) {
+        lt_release(s);
+        return st;
+    }
+    *out = s;
+    *workspace = s->ws[0] > s->ws[1] ? s->ws[0] : s->ws[1];
+    return KILN_OK;
+}
+
+kiln_status kc_gemm_run(const kn_node *node, const kc_gemm *g, const void *a, const void *b,
+                        void *y, void *ws, size_t wsz, cudaStream_t stream) {
+    return lt_matmul(node, g, a, b, y, NULL, ws, wsz, stream);
+}
+
+void kc_gemm_destroy(kc_gemm *g) { lt_release(g); }
+
+static kiln_status lt_run(const kb_run *r) {
+    lt_inst *s = r->inst;
+    if (!s)
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "run before prepare");
+    kb_tensor *y = &r->out[0];
+    const void *bias = s->bias_input >= 0 ? r->in[s->bias_input].data : NULL;
     if (s->c_input >= 0)
         KN_TRY(copy_c(r, &r->in[s->c_input], y));
     if (kc_numel(y) == 0)
         return KILN_OK;
-    if (s->g.k == 0) { /* an empty sum: Y = beta * C (or 0), then the epilogue */
-        if (s->c_input < 0)
-            KC_CUDA(r->node, cudaMemsetAsync(y->data, 0, (size_t)kc_numel(y) * kiln_dtype_size(y->dtype),
-                                             kc_stream(r)));
-        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "K = 0 is not supported");
-    }
-    /* Y^T = B^T A^T: the first operand is B's memory */
-    KC_CUBLAS(r->node, cublasLtMatmul(h, s->op, &s->alpha, r->in[1].data, s->la, r->in[0].data,
-                                      s->lb, &s->beta, y->data, s->ld, y->data, s->ld,
-                                      &s->algo[pick], r->workspace, s->ws[pick], kc_stream(r)));
+    KN_TRY(lt_matmul(r->node, s, r->in[0].data, r->in[1].data, y->data, bias, r->workspace,
+                     r->workspace_size, kc_stream(r)));
     if (s->act_pass)
         KC_CUDA(r->node, kc_epilogue(y->data, y->dtype, kc_numel(y), NULL, 1, 1, NULL, (int)s->act,
                                      s->act_a, s->act_b, kc_stream(r)));

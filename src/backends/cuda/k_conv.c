@@ -9,7 +9,14 @@
  *   "cudnn_find"  the fastest algorithm by cuDNN's own timing in prepare(),
  *                 same epilogue
  *   "cudnn_fused" cudnnConvolutionBiasActivationForward: bias, Z and ReLU
- *                 (or none) inside cuDNN; only for those activations */
+ *                 (or none) inside cuDNN; only for those activations
+ *   "cudnn_nhwc"  float16 / bfloat16 2-D: X and W transposed to channels-last
+ *                 in the workspace, cuDNN's NHWC tensor-core kernels, Y back
+ *                 to NCHW, then the epilogue (cuDNN's NCHW half-precision
+ *                 kernels ran at 1-8 % of the chip on ResNet-50 shapes)
+ *   "lt_1x1"      1x1 convolutions (stride 1, no pads, one group) as one
+ *                 strided batched cuBLASLt product per batch: Y[n] = W X[n],
+ *                 NCHW as it is, then the epilogue */
 #include <string.h>
 
 #include "backends/cpu/act.h"
@@ -17,8 +24,9 @@
 #include "graph/fused.h"
 #include "graph/ops_nn.h"
 #include "kc_common.h"
+#include "tensor.cuh"
 
-enum { CONV_HEUR = 0, CONV_FIND = 1, CONV_FUSED = 2 };
+enum { CONV_HEUR = 0, CONV_FIND = 1, CONV_FUSED = 2, CONV_NHWC = 3, CONV_GEMM = 4 };
 
 #define CONV_MAX_WS ((size_t)512 << 20)
 
@@ -35,6 +43,9 @@ typedef struct conv_inst {
     kb_act act;
     float act_a, act_b;
     int bias_input, z_input;     /* -1 when absent */
+    kc_gemm *gemm;               /* CONV_GEMM */
+    size_t x_off, w_off, y_off;  /* CONV_NHWC: channels-last copies in the workspace */
+    int64_t n, c, h, w, k, cg, r, sx, p, q;
 } conv_inst;
 
 static bool is_fused(const kn_node *n) { return strcmp(n->domain ? n->domain : "", KN_DOMAIN_KILN) == 0; }
@@ -102,11 +113,20 @@ static bool conv_supports_mode(const kn_node *node, const kn_tinfo *in, int n_in
         return false;
     if (mode == CONV_FUSED && act != KB_ACT_NONE && act != KB_ACT_RELU)
         return false;
+    if (mode == CONV_NHWC && (in[0].rank != 4 || in[0].dtype == KILN_DTYPE_FLOAT))
+        return false;
     kn_window w;
     kiln_status st = conv_window(node, in[0].rank, in[0].dims, in[1].dims, &w);
     if (st != KILN_OK) {
         kn_error_clear();
         return false;
+    }
+    if (mode == CONV_GEMM) {
+        if (kn_attr_int(node, "group", 1) != 1)
+            return false;
+        for (int d = 0; d < w.nsp; d++)
+            if (w.kernel[d] != 1 || w.stride[d] != 1 || w.pad0[d] != 0 || w.pad1[d] != 0)
+                return false;
     }
     return true;
 }
@@ -116,6 +136,12 @@ static bool sup_heur(const kn_node *node, const kn_tinfo *in, int n_in, const kn
 }
 static bool sup_fused(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
     return conv_supports_mode(node, in, n_in, out, n_out, CONV_FUSED);
+}
+static bool sup_nhwc(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
+    return conv_supports_mode(node, in, n_in, out, n_out, CONV_NHWC);
+}
+static bool sup_gemm(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
+    return conv_supports_mode(node, in, n_in, out, n_out, CONV_GEMM);
 }
 
 static void conv_release(void *p) {
@@ -134,6 +160,8 @@ static void conv_release(void *p) {
         cudnnDestroyConvolutionDescriptor(s->cd);
     if (s->ad)
         cudnnDestroyActivationDescriptor(s->ad);
+    if (s->gemm)
+        kc_gemm_destroy(s->gemm);
     kn_free(s);
 }
 
@@ -191,14 +219,37 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
     if (s->mode == CONV_FUSED && s->act != KB_ACT_NONE && s->act != KB_ACT_RELU)
         return kn_node_error(node, KILN_ERR_UNSUPPORTED, "cudnn_fused takes Relu or no activation");
 
+    if (s->mode == CONV_GEMM) { /* Y[n] (K x HW) = W (K x C) @ X[n] (C x HW) */
+        int64_t hw = kn_numel(x->rank - 2, x->dims + 2);
+        if (group != 1 || kn_numel(w->rank - 2, w->dims + 2) != 1 || s->spatial != hw)
+            return kn_node_error(node, KILN_ERR_UNSUPPORTED, "lt_1x1 takes 1x1, stride 1, unpadded, one group");
+        return kc_gemm_create(node, x->dtype, s->cout, hw, x->dims[1], x->dims[0], 0,
+                              x->dims[1] * hw, w->data, x->data, y->data, &s->gemm, &s->ws);
+    }
     cudnnHandle_t h;
     KN_TRY(kc_cudnn_handle(node, &h));
-    KN_TRY(tensor_desc(node, &s->xd, dt, x->rank, x->dims));
-    KN_TRY(tensor_desc(node, &s->yd, dt, y->rank, y->dims));
     int wdims[KILN_MAX_DIMS];
     int nw = dnn_dims(w->rank, w->dims, wdims);
     KC_CUDNN(node, cudnnCreateFilterDescriptor(&s->wd));
-    KC_CUDNN(node, cudnnSetFilterNdDescriptor(s->wd, dt, CUDNN_TENSOR_NCHW, nw, wdims));
+    if (s->mode == CONV_NHWC) {
+        if (x->rank != 4 || x->dtype == KILN_DTYPE_FLOAT)
+            return kn_node_error(node, KILN_ERR_UNSUPPORTED, "cudnn_nhwc takes 2-D float16/bfloat16");
+        s->n = x->dims[0], s->c = x->dims[1], s->h = x->dims[2], s->w = x->dims[3];
+        s->k = w->dims[0], s->cg = w->dims[1], s->r = w->dims[2], s->sx = w->dims[3];
+        s->p = y->dims[2], s->q = y->dims[3];
+        KC_CUDNN(node, cudnnCreateTensorDescriptor(&s->xd));
+        KC_CUDNN(node, cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NHWC, dt, (int)s->n, (int)s->c,
+                                                  (int)s->h, (int)s->w));
+        KC_CUDNN(node, cudnnCreateTensorDescriptor(&s->yd));
+        KC_CUDNN(node, cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NHWC, dt, (int)s->n, (int)s->k,
+                                                  (int)s->p, (int)s->q));
+        KC_CUDNN(node, cudnnSetFilter4dDescriptor(s->wd, dt, CUDNN_TENSOR_NHWC, (int)s->k, (int)s->cg,
+                                                  (int)s->r, (int)s->sx));
+    } else {
+        KN_TRY(tensor_desc(node, &s->xd, dt, x->rank, x->dims));
+        KN_TRY(tensor_desc(node, &s->yd, dt, y->rank, y->dims));
+        KC_CUDNN(node, cudnnSetFilterNdDescriptor(s->wd, dt, CUDNN_TENSOR_NCHW, nw, wdims));
+    }
     int nsp = nw - 2, pad[3], str[3], dil[3];
     for (int d = 0; d < nsp; d++) {
         int sd = d - (nsp - win.nsp); /* the inserted leading dim of a 1-D conv */
@@ -253,6 +304,13 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
     KC_CUDNN(node, cudnnGetConvolutionForwardWorkspaceSize(h, s->xd, s->wd, s->cd, s->yd, s->algo,
                                                            &s->conv_ws));
     s->ws = s->conv_ws;
+    if (s->mode == CONV_NHWC) {
+        size_t es = kiln_dtype_size(s->dt);
+        s->x_off = (s->ws + 255) & ~(size_t)255;
+        s->w_off = (s->x_off + (size_t)kc_numel(x) * es + 255) & ~(size_t)255;
+        s->y_off = (s->w_off + (size_t)kc_numel(w) * es + 255) & ~(size_t)255;
+        s->ws = s->y_off + (size_t)kc_numel(y) * es;
+    }
     if (s->mode == CONV_FUSED) {
         int bdims[KILN_MAX_DIMS], bst[KILN_MAX_DIMS];
         for (int i = 0; i < ny; i++)
@@ -303,6 +361,30 @@ static kiln_status prep_fused(const void *state, const kn_node *node, const kb_t
     return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_FUSED);
 }
 
+static kiln_status prep_nhwc(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                             const kb_tensor *out, int n_out, void **inst, size_t *ws) {
+    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_NHWC);
+}
+static kiln_status prep_gemm(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                             const kb_tensor *out, int n_out, void **inst, size_t *ws) {
+    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_GEMM);
+}
+
+/* A 4-D permuting copy: dst (contiguous, dims d) from src with strides st. */
+static kiln_status permute4(const kb_run *r, void *dst, const void *src, const int64_t *d,
+                            const int64_t *st, size_t es) {
+    kc_copy c;
+    memset(&c, 0, sizeof c);
+    c.rank = 4;
+    for (int i = 0; i < 4; i++) {
+        c.dims[i] = d[i];
+        c.src_stride[i] = st[i];
+    }
+    kc_strides(4, c.dims, c.dst_stride);
+    KC_CUDA(r->node, kc_strided_copy(dst, src, es, &c, kc_stream(r)));
+    return KILN_OK;
+}
+
 static kiln_status conv_run(const kb_run *r) {
     const conv_inst *s = r->inst;
     if (!s)
@@ -310,12 +392,20 @@ static kiln_status conv_run(const kb_run *r) {
     if (r->workspace_size < s->ws)
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small (%zu < %zu)",
                              r->workspace_size, s->ws);
-    cudnnHandle_t h;
-    KN_TRY(kc_cudnn_handle(r->node, &h));
-    KC_CUDNN(r->node, cudnnSetStream(h, kc_stream(r)));
     kb_tensor *y = &r->out[0];
     const void *bias = s->bias_input >= 0 ? r->in[s->bias_input].data : NULL;
     const void *z = s->z_input >= 0 ? r->in[s->z_input].data : NULL;
+    if (s->mode == CONV_GEMM) {
+        KN_TRY(kc_gemm_run(r->node, s->gemm, r->in[1].data, r->in[0].data, y->data, r->workspace,
+                           r->workspace_size, kc_stream(r)));
+        if (bias || z || s->act != KB_ACT_NONE)
+            KC_CUDA(r->node, kc_epilogue(y->data, y->dtype, kc_numel(y), bias, s->cout, s->spatial,
+                                         z, (int)s->act, s->act_a, s->act_b, kc_stream(r)));
+        return KILN_OK;
+    }
+    cudnnHandle_t h;
+    KN_TRY(kc_cudnn_handle(r->node, &h));
+    KC_CUDNN(r->node, cudnnSetStream(h, kc_stream(r)));
     float one = 1.f, zero = 0.f;
     if (s->mode == CONV_FUSED) {
         if (!bias) {
@@ -330,9 +420,23 @@ static kiln_status conv_run(const kb_run *r) {
                               bias, s->ad, s->yd, y->data));
         return KILN_OK;
     }
-    KC_CUDNN(r->node, cudnnConvolutionForward(h, &one, s->xd, r->in[0].data, s->wd, r->in[1].data,
-                                              s->cd, s->algo, r->workspace, s->conv_ws, &zero,
-                                              s->yd, y->data));
+    if (s->mode == CONV_NHWC) {
+        uint8_t *ws = r->workspace;
+        size_t es = kiln_dtype_size(s->dt);
+        void *xn = ws + s->x_off, *wn = ws + s->w_off, *yn = ws + s->y_off;
+        int64_t xd[4] = {s->n, s->h, s->w, s->c}, xs[4] = {s->c * s->h * s->w, s->w, 1, s->h * s->w};
+        int64_t wd[4] = {s->k, s->r, s->sx, s->cg}, wst[4] = {s->cg * s->r * s->sx, s->sx, 1, s->r * s->sx};
+        int64_t yd[4] = {s->n, s->k, s->p, s->q}, ys[4] = {s->p * s->q * s->k, 1, s->q * s->k, s->k};
+        KN_TRY(permute4(r, xn, r->in[0].data, xd, xs, es));
+        KN_TRY(permute4(r, wn, r->in[1].data, wd, wst, es));
+        KC_CUDNN(r->node, cudnnConvolutionForward(h, &one, s->xd, xn, s->wd, wn, s->cd, s->algo,
+                                                  r->workspace, s->conv_ws, &zero, s->yd, yn));
+        KN_TRY(permute4(r, y->data, yn, yd, ys, es));
+    } else {
+        KC_CUDNN(r->node, cudnnConvolutionForward(h, &one, s->xd, r->in[0].data, s->wd,
+                                                  r->in[1].data, s->cd, s->algo, r->workspace,
+                                                  s->conv_ws, &zero, s->yd, y->data));
+    }
     if (bias || z || s->act != KB_ACT_NONE)
         KC_CUDA(r->node, kc_epilogue(y->data, y->dtype, kc_numel(y), bias, s->cout, s->spatial, z,
                                      (int)s->act, s->act_a, s->act_b, kc_stream(r)));
@@ -342,7 +446,9 @@ static kiln_status conv_run(const kb_run *r) {
 #define K_CONV(op, dom) \
     {op, dom, "cudnn", sup_heur, NULL, NULL, prep_heur, conv_release, conv_run}, \
     {op, dom, "cudnn_find", sup_heur, NULL, NULL, prep_find, conv_release, conv_run}, \
-    {op, dom, "cudnn_fused", sup_fused, NULL, NULL, prep_fused, conv_release, conv_run}
+    {op, dom, "cudnn_fused", sup_fused, NULL, NULL, prep_fused, conv_release, conv_run}, \
+    {op, dom, "cudnn_nhwc", sup_nhwc, NULL, NULL, prep_nhwc, conv_release, conv_run}, \
+    {op, dom, "lt_1x1", sup_gemm, NULL, NULL, prep_gemm, conv_release, conv_run}
 
 const kb_kernel kb_cuda_conv[] = {
     K_CONV("Conv", ""),

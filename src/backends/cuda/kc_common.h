@@ -61,6 +61,20 @@ KN_HIDDEN kiln_status kc_bcast_init(const kn_node *node, kc_bcast *bc, int n_in,
 /* Row-major element strides. */
 KN_HIDDEN void kc_strides(int rank, const int64_t *dims, int64_t *strides);
 
+/* A strided batched cuBLASLt product (k_blas.c), row-major:
+ * Y[i] = A[i] (m x k) @ B[i] (k x n) for i < batch, A[i] at a + i*stride_a
+ * elements (0: shared), B[i] likewise, Y[i] at y + i*m*n. a, b, y may be
+ * NULL at creation (they only hint at alignment). */
+typedef struct kc_gemm kc_gemm;
+KN_HIDDEN kiln_status kc_gemm_create(const kn_node *node, kiln_dtype dt, int64_t m, int64_t n,
+                                     int64_t k, int64_t batch, int64_t stride_a, int64_t stride_b,
+                                     const void *a, const void *b, const void *y, kc_gemm **out,
+                                     size_t *workspace);
+KN_HIDDEN kiln_status kc_gemm_run(const kn_node *node, const kc_gemm *g, const void *a,
+                                  const void *b, void *y, void *ws, size_t wsz,
+                                  cudaStream_t stream);
+KN_HIDDEN void kc_gemm_destroy(kc_gemm *g);
+
 /* Kernel tables, one per op family. */
 extern const kb_kernel kb_cuda_elementwise[];
 extern const size_t kb_cuda_elementwise_count;
