@@ -8,7 +8,7 @@ fragile.onnx    positive MLP whose last layer ('big_scale') overflows FP16;
                 every other layer is fine in FP16
 chain50.onnx    a 50-node chain with one planted node ('planted_overflow')
                 whose output overflows FP16, for `kiln debug reduce`
-multi.onnx      identity paths for fp16, int64, bool and bf16-free dtypes
+multi.onnx      Identity paths for float, fp16, int64, bool, uint8 and double
 """
 import os
 import sys
@@ -130,14 +130,17 @@ def multi(path):
     save(g, path)
 
 
-def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "."
+def main_into(out):
     os.makedirs(out, exist_ok=True)
     mlp(os.path.join(out, "mlp.onnx"))
     mlp(os.path.join(out, "mlp_bad.onnx"), perturb=True)
     fragile(os.path.join(out, "fragile.onnx"))
     chain50(os.path.join(out, "chain50.onnx"))
     multi(os.path.join(out, "multi.onnx"))
+
+
+def main():
+    main_into(sys.argv[1] if len(sys.argv) > 1 else ".")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""run_accuracy_tests.py - tests of kiln's accuracy tools: .npy/.npz in and out
+(round trips, malformed files), `kiln compare` (pass, fail on FP16 with tight
+tolerances and on a perturbed model, per-output tolerances, error statistics,
+golden results, --all-tensors, the kiln reference when ONNX Runtime is
+missing), the ONNX writer (read -> write -> read gives the same outputs),
+`kiln debug reduce` (finds a planted node in a 50-node model) and `kiln debug
+precision` (finds the one FP16-sensitive layer).
+
+Needs numpy and onnx to make the models; exits 77 (skipped) without them.
+Parts that need onnxruntime are skipped when it cannot be imported."""
+
+import argparse
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+try:
+    import numpy as np
+    import onnx  # noqa: F401 - gen_models needs it
+except ImportError as e:
+    print("skipped: %s" % e)
+    sys.exit(77)
+
+try:
+    import onnxruntime  # noqa: F401
+    HAVE_ORT = True
+except ImportError:
+    HAVE_ORT = False
+
+sys.path.insert(0, HERE)
+import gen_models  # noqa: E402
+
+passed = 0
+failed = []
+
+
+def run(kiln, *args, env=None):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    p = subprocess.run([kiln] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=600, env=e)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(what, cond, detail=""):
+    global passed
+    if cond:
+        passed += 1
+        print("ok:   " + what)
+    else:
+        failed.append(what + (": " + detail[-3000:] if detail else ""))
+        print("FAIL: " + what)
+
+
+def npy_bytes(arr, version=(1, 0), fortran=False):
+    """A .npy image written by hand, so headers of versions 2 and 3 are tested."""
+    arr = np.asarray(arr)
+    order = np.asfortranarray(arr) if fortran else np.ascontiguousarray(arr)
+    descr = np.lib.format.dtype_to_descr(arr.dtype)
+    header = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (
+        descr, "True" if fortran else "False", repr(tuple(arr.shape)))
+    lenbytes = 2 if version[0] == 1 else 4
+    pad = 64 - (10 + (lenbytes - 2) + len(header) + 1) % 64
+    header = header + " " * pad + "\n"
+    out = b"\x93NUMPY" + bytes(version)
+    out += struct.pack("<H" if lenbytes == 2 else "<I", len(header)) + header.encode()
+    return out + order.tobytes(order="F" if fortran else "C")
+
+
+def test_io(k, w, m):
+    """Round trips through `kiln exec --loadInputs ... --exportOutput=x.npz`."""
+    rng = np.random.default_rng(3)
+    vals = {
+        "xf": rng.standard_normal((2, 3)).astype(np.float32),
+        "xh": np.array([1.5, -2.0, 65504.0, 6e-8, np.inf], np.float16),
+        "xi": np.array([[1, -2], [2 ** 40, -(2 ** 62)]], np.int64),
+        "xb": np.array([True, False, True]),
+        "xu8": np.array([0, 7, 200, 255], np.uint8),
+        "xd": np.array([np.pi, -1e300], np.float64),
+    }
+    np.savez(w("in.npz"), **vals)
+    np.savez_compressed(w("in_deflate.npz"), **vals)
+    for name, arr in vals.items():
+        np.save(w(name + ".npy"), arr)
+    with open(w("xf_v2.npy"), "wb") as f:
+        f.write(npy_bytes(vals["xf"], (2, 0)))
+    with open(w("xh_v3.npy"), "wb") as f:
+        f.write(npy_bytes(vals["xh"], (3, 0)))
+    with open(w("xi_fortran.npy"), "wb") as f:
+        f.write(npy_bytes(vals["xi"], fortran=True))
+    base = ["exec", "--onnx=" + m("multi.onnx"), "--iterations=1", "--duration=0", "--warmUp=0"]
+    specs = {
+        "stored npz": ",".join("%s:%s" % (n, w("in.npz")) for n in vals),
+        "deflate npz": ",".join("%s:%s" % (n, w("in_deflate.npz")) for n in vals),
+        "npy files": ",".join("%s:%s" % (n, w(n + ".npy")) for n in vals),
+        "npy v2/v3/fortran": ",".join(
+            "%s:%s" % (n, w({"xf": "xf_v2.npy", "xh": "xh_v3.npy",
+                             "xi": "xi_fortran.npy"}.get(n, n + ".npy"))) for n in vals),
+    }
+    for what, spec in specs.items():
+        out = w("out_%s.npz" % what.replace(" ", "_").replace("/", "_"))
+        rc, so, se = run(k, *base, "--loadInputs=" + spec, "--exportOutput=" + out)
+        ok = rc == 0 and os.path.exists(out)
+        detail = so + se
+        if ok:
+            got = np.load(out)
+            for n, v in vals.items():
+                g = got[n + "_out"]
+                if g.dtype != v.dtype or g.shape != v.shape or not np.array_equal(g, v):
+                    ok = False
+                    detail += "\n%s: got %s %s %r" % (n, g.dtype, g.shape, g)
+        check("io: round trip (%s) keeps fp16, int64, bool, uint8, f64, f32" % what, ok, detail)
+
+    # compare saves and reloads its inputs and golden outputs
+    rc, so, se = run(k, "compare", m("multi.onnx"), "--reference=kiln", "--seed=5",
+                     "--save-inputs=" + w("cmp_in.npz"), "--save-results=" + w("golden.npz"))
+    ok = rc == 0 and os.path.exists(w("cmp_in.npz")) and os.path.exists(w("golden.npz"))
+    if ok:
+        a, b = np.load(w("cmp_in.npz")), np.load(w("golden.npz"))
+        ok = all(np.array_equal(a[n], b[n + "_out"]) and a[n].dtype == b[n + "_out"].dtype
+                 for n in vals)
+        ok = ok and set(np.unique(a["xi"])) <= {0, 1}  # integer inputs stay index-like
+        ok = ok and a["xb"].dtype == np.bool_ and a["xh"].dtype == np.float16
+    check("io: compare --save-inputs/--save-results (random int64 kept in [0,1])", ok, so + se)
+    rc, so, se = run(k, "compare", m("multi.onnx"), "--load-inputs=" + w("cmp_in.npz"),
+                     "--load-results=" + w("golden.npz"), "--atol=0", "--rtol=0")
+    check("io: compare --load-inputs/--load-results", rc == 0, so + se)
+    rc, so, se = run(k, "compare", m("multi.onnx"), "--reference=kiln",
+                     "--val-range=xi:[5,9],xf:[10,11]", "--save-inputs=" + w("rng.npz"))
+    ok = rc == 0
+    if ok:
+        a = np.load(w("rng.npz"))
+        ok = a["xi"].min() >= 5 and a["xi"].max() <= 9 and a["xf"].min() >= 10 and \
+            a["xf"].max() < 11
+    check("io: --val-range per input", ok, so + se)
+
+    # malformed files: clear errors naming the file and the byte offset
+    good = npy_bytes(vals["xf"])
+    bad = {
+        "bad_magic.npy": (b"\x93NUMPX" + good[6:], "byte 0: not a .npy file"),
+        "bad_trunc.npy": (good[:-5], "data truncated"),
+        "bad_descr.npy": (good.replace(b"'<f4'", b"'<c8'"), "unsupported dtype '<c8'"),
+        "bad_hlen.npy": (good[:8] + b"\xff\xff" + good[10:], "runs past the end"),
+        "bad_shape.npy": (good.replace(b"(2, 3)", b"(2, x)"), "expected a dimension"),
+        "bad_version.npy": (good[:6] + b"\x07\x00" + good[8:], "unsupported .npy format"),
+        "bad_bigendian.npy": (good.replace(b"'<f4'", b"'>f4'"), "big-endian"),
+        "bad_short.npy": (b"\x93NUM", "too short"),
+    }
+    for fname, (data, text) in bad.items():
+        with open(w(fname), "wb") as f:
+            f.write(data)
+        rc, so, se = run(k, *base, "--loadInputs=xf:" + w(fname))
+        check("io: malformed %s rejected (%s)" % (fname, text),
+              rc != 0 and text in se and fname in se and "byte" in se, so + se)
+    z = bytearray(open(w("in.npz"), "rb").read())
+    z[60] ^= 0xFF  # inside the first member's data: the CRC no longer matches
+    with open(w("bad_crc.npz"), "wb") as f:
+        f.write(bytes(z))
+    rc, so, se = run(k, *base, "--loadInputs=xf:" + w("bad_crc.npz"))
+    check("io: damaged .npz rejected", rc != 0 and "bad_crc.npz" in se and
+          ("CRC" in se or "byte" in se), so + se)
+    rc, so, se = run(k, *base, "--loadInputs=xf:" + w("xi.npy"))
+    check("io: wrong dtype named", rc != 0 and "int64" in se and "'xf'" in se, so + se)
+
+
+def test_compare(k, w, m):
+    rc, so, se = run(k, "compare", m("mlp.onnx"))
+    check("compare: correct model passes (exit 0)", rc == 0 and "PASS 'probs'" in so and
+          "PASSED" in so and "max=" in so and "median=" in so and "q0.99=" in so, so + se)
+    rc, so, se = run(k, "compare", m("mlp.onnx"), "--fp16", "--atol=1e-6", "--rtol=1e-6")
+    check("compare: --fp16 with a tight atol fails (exit 1, output named)",
+          rc == 1 and "FAIL 't'" in se and "FAILED" in se, so + se)
+    rc, so, se = run(k, "compare", m("mlp.onnx"), "--fp16", "--atol=2e-2", "--rtol=2e-2")
+    check("compare: --fp16 within FP16 tolerances passes", rc == 0, so + se)
+    rc, so, se = run(k, "compare", m("mlp.onnx"), "--fp16", "--atol=1e-6", "--rtol=1e-6",
+                     "--atol=t:5e-2", "--rtol=t:5e-2", "--atol=probs:5e-2")
+    check("compare: per-output tolerances", rc == 0 and "PASS 't'" in so, so + se)
+    rc, so, se = run(k, "compare", m("mlp_bad.onnx"), "--model=" + m("mlp.onnx"))
+    check("compare: perturbed model fails against the good reference",
+          rc == 1 and "FAIL 't'" in se, so + se)
+    rc, so, se = run(k, "compare", m("mlp_bad.onnx"), "--model=" + m("mlp.onnx"),
+                     "--check-error-stat=median", "--atol=0.05", "--rtol=0.05")
+    check("compare: --check-error-stat=median tolerates one bad weight",
+          rc == 0 and "median" in so, so + se)
+    rc, so, se = run(k, "compare", m("mlp_bad.onnx"), "--model=" + m("mlp.onnx"),
+                     "--check-error-stat=max", "--atol=0.05", "--rtol=0.05")
+    check("compare: --check-error-stat=max catches it", rc == 1 and "max abs error" in se,
+          so + se)
+    rc, so, se = run(k, "compare", m("mlp.onnx"), "--reference=kiln")
+    check("compare: kiln reference (ref kernels, no fusion)",
+          rc == 0 and "kiln-reference" in so, so + se)
+    rc, so, se = run(k, "compare", m("mlp.onnx"), env={"KILN_ORT_SCRIPT": "/nonexistent.py"})
+    check("compare: without onnxruntime, falls back to the kiln reference",
+          rc == 0 and "kiln-reference" in so and "not available" in se, so + se)
+    rc, so, se = run(k, "compare", m("mlp.onnx"), "--atol=x")
+    check("compare: bad flag value is a usage error (exit 2)", rc == 2 and "--atol" in se,
+          so + se)
+    rc, so, se = run(k, "compare", m("fragile.onnx"), "--fp16", "--val-range=x:[0,1]",
+                     "--atol=1e-3", "--rtol=1e-2")
+    check("compare: FP16 overflow reported as Inf", rc == 1 and "Inf: kiln 32" in so, so + se)
+    rc, so, se = run(k, "compare", m("fragile.onnx"), "--fp16", "--val-range=x:[0,1]",
+                     "--atol=1e-3", "--rtol=1e-2", "--layerPrecisions=big_scale:fp32")
+    check("compare: --layerPrecisions keeps the fragile layer in FP32", rc == 0, so + se)
+    rc, so, se = run(k, "compare", m("chain50.onnx"), "--fp16", "--atol=1e-2", "--rtol=1e-2",
+                     "--all-tensors")
+    check("compare --all-tensors: first failing tensor is the planted node's",
+          rc == 1 and "First tensor out of tolerance (topological order): 't27'" in se and
+          "planted_overflow" in se, so + se)
+    rc, so, se = run(k, "compare", m("chain50.onnx"), "--all-tensors")
+    check("compare --all-tensors: FP32 passes", rc == 0 and "50 tensor(s)" in so, so + se)
+
+
+def test_writer(k, w, m):
+    for name in ["mlp", "chain50", "multi", "fragile"]:
+        out = w("rt_" + name + ".onnx")
+        rc, so, se = run(k, "debug", "rewrite", m(name + ".onnx"), "-o", out)
+        ok = rc == 0
+        if ok:
+            try:
+                onnx.checker.check_model(onnx.load(out))
+            except Exception as e:  # noqa: BLE001
+                ok, se = False, se + str(e)
+        if ok:
+            outs = []
+            for model in (m(name + ".onnx"), out):
+                o = w("rt_%s_%d.npz" % (name, len(outs)))
+                rc, so2, se2 = run(k, "compare", model, "--reference=kiln", "--seed=9",
+                                   "--save-inputs=" + w("rt_in.npz"), "--save-results=" + o)
+                ok = ok and rc == 0
+                se += so2 + se2
+                outs.append(o)
+            if ok:
+                a, b = np.load(outs[0]), np.load(outs[1])
+                ok = sorted(a.files) == sorted(b.files) and all(
+                    np.array_equal(a[f], b[f], equal_nan=a[f].dtype.kind == "f")
+                    for f in a.files)
+        check("writer: %s read -> write -> read gives the same outputs" % name, ok, so + se)
+
+
+def test_debug(k, w, m):
+    out = w("reduced.onnx")
+    rc, so, se = run(k, "debug", "reduce", m("chain50.onnx"),
+                     "--check=--fp16 --atol=1e-2 --rtol=1e-2", "-o", out)
+    ok = rc == 0 and os.path.exists(out)
+    if ok:
+        red = onnx.load(out)
+        names = [n.name for n in red.graph.node]
+        ok = names == ["planted_overflow"]
+        so += "\nreduced to %s" % names
+    check("debug reduce: finds the planted node in a 50-node model", ok, so + se)
+    rc, so, se = run(k, "compare", out, "--fp16", "--atol=1e-2", "--rtol=1e-2",
+                     "--val-range=[0.5,1]")
+    check("debug reduce: the reduced model still fails", rc == 1, so + se)
+    rc, so, se = run(k, "debug", "reduce", m("mlp.onnx"), "--check=--atol=1e-3", "-o",
+                     w("none.onnx"))
+    check("debug reduce: a passing model is reported, not reduced",
+          rc == 1 and "nothing to reduce" in se, so + se)
+
+    rc, so, se = run(k, "debug", "precision", m("fragile.onnx"), "--fp16", "--val-range=x:[0,1]",
+                     "--atol=1e-3", "--rtol=1e-2")
+    check("debug precision: finds the one FP16-sensitive layer",
+          rc == 0 and so.strip().splitlines()[-1] == "--layerPrecisions=big_scale:fp32", so + se)
+    rc, so, se = run(k, "debug", "precision", m("mlp.onnx"), "--fp16", "--atol=2e-2",
+                     "--rtol=2e-2")
+    check("debug precision: a model fine in FP16 needs no FP32 layer",
+          rc == 0 and "no layer needs FP32" in so, so + se)
+    rc, so, se = run(k, "debug", "precision", m("mlp.onnx"), "--atol=1e-3")
+    check("debug precision: needs --fp16/--bf16", rc == 2 and "--fp16" in se, so + se)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    k = os.path.abspath(args.kiln)
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work, exist_ok=True)
+    w = lambda name: os.path.join(args.work, name)  # noqa: E731
+    mdir = w("models")
+    os.makedirs(mdir, exist_ok=True)
+    gen_models.main_into(mdir)
+    m = lambda name: os.path.join(mdir, name)  # noqa: E731
+
+    test_io(k, w, m)
+    test_writer(k, w, m)
+    if HAVE_ORT:
+        test_compare(k, w, m)
+        test_debug(k, w, m)
+    else:
+        print("skipped: compare and debug tests against onnxruntime (not importable)")
+
+    print("%d passed, %d failed" % (passed, len(failed)))
+    for f in failed:
+        print("FAILED: " + f)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
