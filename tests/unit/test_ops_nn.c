@@ -1694,6 +1694,58 @@ static void test_layernorm_random(void) {
     }
 }
 
+/* Empty tensors: the kernels run and write nothing (or zeros). */
+static void test_empty(void) {
+    static const float w[2 * 3 * 3 * 3] = {0};
+    float dummy[1] = {0};
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(0, 3, 5, 5), dummy);
+    kc_const(&k, "W", KILN_DTYPE_FLOAT, 4, DIMS(2, 3, 3, 3), w);
+    kc_node(&k, "Conv", "", 11, 2, NAMES("X", "W"), 1, NAMES("Y"));
+    KT_OK(kc_run(&k));
+    kn_tinfo ti;
+    kc_out(&k, 0, &ti);
+    check_shape("conv of an empty batch", &ti, 4, DIMS(0, 2, 3, 3));
+    kc_free(&k);
+
+    kc_new(&k);
+    kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, DIMS(0, 3), dummy);
+    kc_input(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(3, 4), w);
+    kc_node(&k, "MatMul", "", 13, 2, NAMES("A", "B"), 1, NAMES("Y"));
+    KT_OK(kc_run(&k));
+    kc_out(&k, 0, &ti);
+    check_shape("matmul with no rows", &ti, 2, DIMS(0, 4));
+    kc_free(&k);
+
+    kc_new(&k); /* an empty inner dim: the products are zero */
+    kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, DIMS(2, 0), dummy);
+    kc_input(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(0, 3), dummy);
+    kc_node(&k, "MatMul", "", 13, 2, NAMES("A", "B"), 1, NAMES("Y"));
+    KT_OK(kc_run(&k));
+    static const float zeros[6] = {0};
+    expect_out(&k, 0, "matmul with an empty inner dim", 2, DIMS(2, 3), zeros, 0);
+    kc_free(&k);
+
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(0, 2, 4), dummy);
+    kc_const(&k, "S", KILN_DTYPE_FLOAT, 1, DIMS(4), w);
+    kc_node(&k, "LayerNormalization", "", 17, 2, NAMES("X", "S"), 1, NAMES("Y"));
+    KT_OK(kc_run(&k));
+    kc_out(&k, 0, &ti);
+    check_shape("layernorm of an empty batch", &ti, 3, DIMS(0, 2, 4));
+    kc_free(&k);
+
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(0, 2, 4, 4), dummy);
+    kc_node(&k, "MaxPool", "", 12, 1, NAMES("X"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_ints(k.net, k.node, "kernel_shape", DIMS(2, 2), 2));
+    KT_OK(kc_run(&k));
+    kc_out(&k, 0, &ti);
+    check_shape("maxpool of an empty batch", &ti, 4, DIMS(0, 2, 3, 3));
+    kc_free(&k);
+}
+
 /* Malformed nodes fail with a message that names the node and the problem. */
 static void test_errors(void) {
     static const float x[24] = {0};
@@ -1775,6 +1827,7 @@ int main(void) {
     test_matmul_random();
     test_gemm_random();
     test_layernorm_random();
+    test_empty();
     test_errors();
     /* again with several threads: the parallel paths must agree */
     kc_threads = 2;
