@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "plugins_cli.h"
 #include "compare.h"
 
 static void usage(FILE *f) {
@@ -21,6 +22,10 @@ static void usage(FILE *f) {
             "            compare the outputs against tolerances (Polygraphy's run)\n"
             "  debug     narrow an accuracy problem down: reduce (smallest failing\n"
             "            subgraph), precision (fewest FP32 layers), rewrite\n"
+            "  plugins   list registered plugin creators (kiln plugins list --load=lib.so)\n"
+            "  doctor    diagnose a plan's deployment: versions, target, plugin libraries,\n"
+            "            manifest hashes, loading and a smoke run\n"
+            "  manifest  write a plan's deployment manifest (plan and library SHA-256s)\n"
             "  help      this text; `kiln help COMMAND` for a command's flags\n"
             "\n"
             "  --version print the version\n"
@@ -45,8 +50,15 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
-        if (argc > 2 && strcmp(argv[2], "exec") == 0)
+        if (argc > 2 && strcmp(argv[2], "exec") == 0) {
             cli_exec_usage(stdout);
+            cli_plugin_exec_usage(stdout);
+        } else if (argc > 2 && strcmp(argv[2], "plugins") == 0)
+            cli_plugins_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "doctor") == 0)
+            cli_doctor_usage(stdout);
+        else if (argc > 2 && strcmp(argv[2], "manifest") == 0)
+            cli_manifest_usage(stdout);
         else if (argc > 2 && strcmp(argv[2], "inspect") == 0)
             cli_inspect_usage(stdout);
         else if (argc > 2 && strcmp(argv[2], "compare") == 0)
@@ -60,8 +72,17 @@ int main(int argc, char **argv) {
             usage(stdout);
         return 0;
     }
-    if (strcmp(cmd, "exec") == 0)
-        return cli_cmd_exec(argc - 2, argv + 2);
+    if (strcmp(cmd, "exec") == 0) {
+        int n = argc - 2; /* the plugin flags are handled before exec sees the rest */
+        int rc = cli_plugin_take_flags(&n, argv + 2);
+        return rc ? rc : cli_cmd_exec(n, argv + 2);
+    }
+    if (strcmp(cmd, "plugins") == 0)
+        return cli_cmd_plugins(argc - 2, argv + 2);
+    if (strcmp(cmd, "doctor") == 0)
+        return cli_cmd_doctor(argc - 2, argv + 2);
+    if (strcmp(cmd, "manifest") == 0)
+        return cli_cmd_manifest(argc - 2, argv + 2);
     if (strcmp(cmd, "inspect") == 0)
         return cli_cmd_inspect(argc - 2, argv + 2);
     if (strcmp(cmd, "compare") == 0)

@@ -100,6 +100,14 @@ KILN_API void kiln_context_set_graphs(kiln_context *ctx, int enabled);
 /* Wait until work enqueued on `stream` is done (no-op on the CPU). Added in 0.1. */
 KILN_API KILN_NODISCARD kiln_status kiln_context_synchronize(kiln_context *ctx, void *stream);
 
+/* What this process's `backend` ("cpu", "cuda") binds plans to: its target
+ * ("x86_64", "sm_90") and library versions, the values a plan's header must
+ * match (kiln doctor compares them). Fails when the backend is not in this
+ * build or has no usable device. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_backend_describe(const char *backend, char *target,
+                                                          size_t target_cap, char *libraries,
+                                                          size_t libraries_cap);
+
 /* The backend an engine runs on: "cpu" or "cuda". Borrowed. Added in 0.1. */
 KILN_API const char *kiln_engine_backend(const kiln_engine *engine);
 

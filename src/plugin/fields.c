@@ -386,8 +386,13 @@ kiln_status kpl_fields_read(const void *data, size_t size, kpl_fields *out) {
         memcpy(name, p + at, nl);
         name[nl] = 0;
         at += nl;
-        uint32_t type = ld_u32(p + at);
+        uint32_t type = ld_u32(p + at), reserved = ld_u32(p + at + 4);
         uint64_t len = ld_u64(p + at + 8);
+        if (reserved != 0) { /* found by fuzz_plugin_fields: kept bytes must round-trip */
+            st = kn_error(KILN_ERR_PLAN, "plugin fields: field '%s': reserved word at byte %zu is "
+                                         "%u, not 0", name, at + 4, reserved);
+            break;
+        }
         at += 16;
         size_t es = kpl_field_elem_size((kiln_field_type)type);
         if (!es || type > KILN_FIELD_BYTES) {

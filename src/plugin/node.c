@@ -162,9 +162,9 @@ static kiln_status import_node(kn_node *n, bool override_builtins, bool strict) 
                              "not a built-in op and no plugin %s%s%s%s is registered; "
                              "registered creators named '%s': %s",
                              n->op_type, n->domain[0] ? n->domain : "ai.onnx", n->opset, id,
-                             ns_given || !n->domain[0] ? "" : " (nor in namespace ",
+                             ns_given || !n->domain[0] ? "" : " (nor in namespace '",
                              ns_given || !n->domain[0] ? "" : n->domain,
-                             ns_given || !n->domain[0] ? "" : ")", n->op_type, others);
+                             ns_given || !n->domain[0] ? "" : "')", n->op_type, others);
     }
     if (builtin)
         kn_log(KILN_LOG_INFO, "node '%s': plugin '%s' (version '%s', namespace '%s') overrides the "

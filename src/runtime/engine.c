@@ -43,6 +43,17 @@ KILN_API kiln_status kiln_plan_read_info(const void *data, size_t size, kiln_pla
     return kp_read_info(data, size, info);
 }
 
+KILN_API kiln_status kiln_backend_describe(const char *backend, char *target, size_t target_cap,
+                                          char *libraries, size_t libraries_cap) {
+    if (!backend || !target || !libraries || !target_cap || !libraries_cap)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_backend_describe: NULL argument");
+    const kb_backend *be = kb_backend_get(backend);
+    if (!be)
+        return kn_error(KILN_ERR_DEVICE, "backend '%s' is not available in this build of kiln",
+                        backend);
+    return be->describe(target, target_cap, libraries, libraries_cap);
+}
+
 /* The checks that bind a plan to this process: backend, target, version. */
 static kiln_status check_target(const kiln_plan_info *info, const kb_backend **be_out) {
     char target[64], libs[128];
