@@ -8,7 +8,7 @@ fragile.onnx    positive MLP whose last layer ('big_scale') overflows FP16;
                 every other layer is fine in FP16
 chain50.onnx    a 50-node chain with one planted node ('planted_overflow')
                 whose output overflows FP16, for `kiln debug reduce`
-multi.onnx      Identity paths for float, fp16, int64, bool, uint8 and double
+multi.onnx      Identity paths for float, fp16, int64, bool, uint8, double, bf16
 """
 import os
 import sys
@@ -121,7 +121,8 @@ def chain50(path, planted=27):
 
 def multi(path):
     ins = [("xf", T.FLOAT, [2, 3]), ("xh", T.FLOAT16, [5]), ("xi", T.INT64, [2, 2]),
-           ("xb", T.BOOL, [3]), ("xu8", T.UINT8, [4]), ("xd", T.DOUBLE, [2])]
+           ("xb", T.BOOL, [3]), ("xu8", T.UINT8, [4]), ("xd", T.DOUBLE, [2]),
+           ("xbf", T.BFLOAT16, [3])]
     nodes = [helper.make_node("Identity", [n], [n + "_out"], name="id_" + n) for n, _, _ in ins]
     g = helper.make_graph(
         nodes, "multi",

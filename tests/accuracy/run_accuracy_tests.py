@@ -94,14 +94,19 @@ def test_io(k, w, m):
         f.write(npy_bytes(vals["xh"], (3, 0)))
     with open(w("xi_fortran.npy"), "wb") as f:
         f.write(npy_bytes(vals["xi"], fortran=True))
+    # bfloat16: NumPy has no such dtype; kiln's convention is 2-byte void ('<V2')
+    bf = np.array([0x3FC0, 0xC000, 0x7F80], "<u2")  # 1.5, -2, +inf
+    with open(w("xbf.npy"), "wb") as f:
+        f.write(npy_bytes(bf.view("V2")))
     base = ["exec", "--onnx=" + m("multi.onnx"), "--iterations=1", "--duration=0", "--warmUp=0"]
     specs = {
-        "stored npz": ",".join("%s:%s" % (n, w("in.npz")) for n in vals),
-        "deflate npz": ",".join("%s:%s" % (n, w("in_deflate.npz")) for n in vals),
-        "npy files": ",".join("%s:%s" % (n, w(n + ".npy")) for n in vals),
+        "stored npz": ",".join("%s:%s" % (n, w("in.npz")) for n in vals) + ",xbf:" + w("xbf.npy"),
+        "deflate npz": ",".join("%s:%s" % (n, w("in_deflate.npz")) for n in vals) + ",xbf:" + w("xbf.npy"),
+        "npy files": ",".join("%s:%s" % (n, w(n + ".npy")) for n in vals) + ",xbf:" + w("xbf.npy"),
         "npy v2/v3/fortran": ",".join(
             "%s:%s" % (n, w({"xf": "xf_v2.npy", "xh": "xh_v3.npy",
-                             "xi": "xi_fortran.npy"}.get(n, n + ".npy"))) for n in vals),
+                             "xi": "xi_fortran.npy"}.get(n, n + ".npy"))) for n in vals) +
+            ",xbf:" + w("xbf.npy"),
     }
     for what, spec in specs.items():
         out = w("out_%s.npz" % what.replace(" ", "_").replace("/", "_"))
@@ -115,7 +120,12 @@ def test_io(k, w, m):
                 if g.dtype != v.dtype or g.shape != v.shape or not np.array_equal(g, v):
                     ok = False
                     detail += "\n%s: got %s %s %r" % (n, g.dtype, g.shape, g)
-        check("io: round trip (%s) keeps fp16, int64, bool, uint8, f64, f32" % what, ok, detail)
+            g = got["xbf_out"]
+            if g.dtype.itemsize != 2 or g.dtype.kind != "V" or g.tobytes() != bf.tobytes():
+                ok = False
+                detail += "\nxbf: got %s %r" % (g.dtype, g.tobytes())
+        check("io: round trip (%s) keeps fp16, int64, bool, uint8, f64, f32, bf16" % what, ok,
+              detail)
 
     # compare saves and reloads its inputs and golden outputs
     rc, so, se = run(k, "compare", m("multi.onnx"), "--reference=kiln", "--seed=5",
