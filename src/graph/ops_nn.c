@@ -301,6 +301,18 @@ static kiln_status need_numel(kn_infer *c, int i, int64_t count, const char *wha
     return KILN_OK;
 }
 
+/* Optional input i (a scale or zero point) holds one value, or `per` values
+ * (one per row, column or channel). */
+static kiln_status need_scalar_or(kn_infer *c, int i, int64_t per, const char *what) {
+    if (!kn_has_in(c, i))
+        return KILN_OK;
+    int64_t n = kn_numel(c->in[i].rank, c->in[i].dims);
+    if (n != 1 && n != per)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "%s (input %d) must have 1 or %lld values, has %lld",
+                             what, i, (long long)per, (long long)n);
+    return KILN_OK;
+}
+
 /* ---------------- convolution ---------------- */
 
 /* Output shape of a convolution of input xi by weights wi (bias input bi or
@@ -346,14 +358,23 @@ static kiln_status infer_conv_integer(kn_infer *c) {
     KN_TRY(need_inputs(c, 2));
     if (!is_8bit(c->in[0].dtype) || !is_8bit(c->in[1].dtype))
         return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "ConvInteger needs 8-bit inputs");
-    return conv_shape(c, 0, 1, -1, KILN_DTYPE_INT32);
+    KN_TRY(conv_shape(c, 0, 1, -1, KILN_DTYPE_INT32));
+    KN_TRY(need_scalar_or(c, 2, 1, "x_zero_point"));
+    return need_scalar_or(c, 3, c->in[1].dims[0], "w_zero_point");
 }
 
 static kiln_status infer_qlinear_conv(kn_infer *c) {
     KN_TRY(need_inputs(c, 8));
     if (!is_8bit(c->in[0].dtype) || !is_8bit(c->in[3].dtype) || !is_8bit(c->in[7].dtype))
         return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "QLinearConv needs 8-bit tensors");
-    return conv_shape(c, 0, 3, 8, c->in[7].dtype);
+    KN_TRY(conv_shape(c, 0, 3, 8, c->in[7].dtype));
+    int64_t cout = c->in[3].dims[0];
+    const char *what[8] = {NULL, "x_scale", "x_zero_point", NULL, "w_scale", "w_zero_point",
+                           "y_scale", "y_zero_point"};
+    for (int i = 1; i < 8; i++)
+        if (what[i])
+            KN_TRY(need_scalar_or(c, i, i == 4 || i == 5 ? cout : 1, what[i]));
+    return KILN_OK;
 }
 
 static kiln_status infer_conv_transpose(kn_infer *c) {
@@ -676,14 +697,23 @@ static kiln_status infer_matmul_integer(kn_infer *c) {
     KN_TRY(need_inputs(c, 2));
     KN_TRY(matmul_shape(c, &c->in[0], &c->in[1], &c->out[0]));
     c->out[0].dtype = KILN_DTYPE_INT32;
-    return KILN_OK;
+    const kn_tinfo *a = &c->in[0], *b = &c->in[1];
+    KN_TRY(need_scalar_or(c, 2, a->rank == 1 ? 1 : a->dims[a->rank - 2], "a_zero_point"));
+    return need_scalar_or(c, 3, b->rank == 1 ? 1 : b->dims[b->rank - 1], "b_zero_point");
 }
 
 static kiln_status infer_qlinear_matmul(kn_infer *c) {
     KN_TRY(need_inputs(c, 8));
     KN_TRY(matmul_shape(c, &c->in[0], &c->in[3], &c->out[0]));
     c->out[0].dtype = c->in[7].dtype;
-    return KILN_OK;
+    const kn_tinfo *a = &c->in[0], *b = &c->in[3];
+    int64_t m = a->rank == 1 ? 1 : a->dims[a->rank - 2], n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+    KN_TRY(need_scalar_or(c, 1, m, "a_scale"));
+    KN_TRY(need_scalar_or(c, 2, m, "a_zero_point"));
+    KN_TRY(need_scalar_or(c, 4, n, "b_scale"));
+    KN_TRY(need_scalar_or(c, 5, n, "b_zero_point"));
+    KN_TRY(need_scalar_or(c, 6, 1, "y_scale"));
+    return need_scalar_or(c, 7, 1, "y_zero_point");
 }
 
 static kiln_status infer_einsum(kn_infer *c) {
@@ -862,6 +892,16 @@ static kiln_status infer_recurrent(kn_infer *c) {
                              (long long)dirs, (long long)hidden, (long long)x->dims[2]);
     if (kn_has_in(c, 3) && kn_numel(c->in[3].rank, c->in[3].dims) != dirs * 2 * gates * hidden)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "B has the wrong size");
+    if (kn_has_in(c, 4) && kn_numel(c->in[4].rank, c->in[4].dims) != batch)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "sequence_lens must have %lld values",
+                             (long long)batch);
+    for (int i = 5; i < 7 && i < c->n_in; i++) /* initial_h, initial_c */
+        if (kn_has_in(c, i) && kn_numel(c->in[i].rank, c->in[i].dims) != dirs * batch * hidden)
+            return kn_node_error(c->node, KILN_ERR_SHAPE,
+                                 "initial state (input %d) must have %lld values", i,
+                                 (long long)(dirs * batch * hidden));
+    if (gates == 4 && kn_has_in(c, 7) && kn_numel(c->in[7].rank, c->in[7].dims) != dirs * 3 * hidden)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "P (peepholes) has the wrong size");
     kn_tinfo *y = &c->out[0];
     y->dtype = x->dtype;
     y->rank = 4;

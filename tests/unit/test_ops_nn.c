@@ -1792,6 +1792,25 @@ static void test_errors(void) {
     KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "node 'n0' (Einsum): operand 0 has rank 2");
     kc_free(&k);
 
+    static const uint8_t q[24] = {0};
+    kc_new(&k);
+    kc_input(&k, "A", KILN_DTYPE_UINT8, 2, DIMS(4, 3), q);
+    kc_input(&k, "B", KILN_DTYPE_UINT8, 2, DIMS(3, 2), q);
+    kc_const(&k, "AZ", KILN_DTYPE_UINT8, 1, DIMS(3), q);
+    kc_node(&k, "MatMulInteger", "", 10, 3, NAMES("A", "B", "AZ"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "a_zero_point (input 2) must have 1 or 4 values, has 3");
+    kc_free(&k);
+
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(2, 1, 2), x);
+    kc_const(&k, "W", KILN_DTYPE_FLOAT, 3, DIMS(1, 3, 2), x);
+    kc_const(&k, "R", KILN_DTYPE_FLOAT, 3, DIMS(1, 3, 3), x);
+    kc_const(&k, "H0", KILN_DTYPE_FLOAT, 3, DIMS(1, 1, 2), x);
+    kc_node(&k, "RNN", "", 14, 6, NAMES("X", "W", "R", "", "", "H0"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_int(k.net, k.node, "hidden_size", 3));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "initial state (input 5) must have 3 values");
+    kc_free(&k);
+
     kc_new(&k);
     kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(1, 2, 3), x);
     kc_const(&k, "W", KILN_DTYPE_FLOAT, 3, DIMS(2, 2, 1), x);
