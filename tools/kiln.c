@@ -83,8 +83,11 @@ int main(int argc, char **argv) {
         return cli_cmd_doctor(argc - 2, argv + 2);
     if (strcmp(cmd, "manifest") == 0)
         return cli_cmd_manifest(argc - 2, argv + 2);
-    if (strcmp(cmd, "inspect") == 0)
-        return cli_cmd_inspect(argc - 2, argv + 2);
+    if (strcmp(cmd, "inspect") == 0) { /* a plan with plugins needs their libraries */
+        int n = argc - 2;
+        int rc = cli_plugin_take_flags(&n, argv + 2);
+        return rc ? rc : cli_cmd_inspect(n, argv + 2);
+    }
     if (strcmp(cmd, "compare") == 0)
         return cli_cmd_compare(argc - 2, argv + 2);
     if (strcmp(cmd, "debug") == 0)
