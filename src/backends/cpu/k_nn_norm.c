@@ -197,7 +197,8 @@ kiln_status kb_nn_groupnorm_run(const kb_run *r) {
     double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
     int64_t groups = kn_attr_int(r->node, "num_groups", 1), ch = x->dims[1];
     int64_t size = kn_numel(x->rank - 2, x->dims + 2), cpg = ch / groups;
-    bool per_channel = kb_numel(sc) == ch; /* opset 21; opset 18 has one per group */
+    /* one value per channel (opset 21) or per group (opset 18), each input on its own */
+    bool sc_per_channel = kb_numel(sc) == ch, b_per_channel = kb_numel(b) == ch;
     int64_t blocks = x->dims[0] * groups, len = cpg * size;
     int nth = threads_for(r, blocks * len);
 #pragma omp parallel for num_threads(nth) schedule(static)
@@ -207,8 +208,8 @@ kiln_status kb_nn_groupnorm_run(const kb_run *r) {
         double inv = 1.0 / sqrt(v + eps);
         int64_t g = bl % groups;
         for (int64_t cc = 0; cc < cpg; cc++) {
-            int64_t p = per_channel ? g * cpg + cc : g;
-            double s = ld(sc, p), sh = ld(b, p);
+            double s = ld(sc, sc_per_channel ? g * cpg + cc : g);
+            double sh = ld(b, b_per_channel ? g * cpg + cc : g);
             int64_t off = bl * len + cc * size;
             for (int64_t i = 0; i < size; i++)
                 st(y, off + i, (ld(x, off + i) - m) * inv * s + sh);
