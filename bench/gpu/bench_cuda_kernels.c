@@ -171,6 +171,79 @@ static void gemm(const char *name, int64_t batch, int64_t m, int64_t kd, int64_t
     cudaFree(y);
 }
 
+#define COPY_GBS 4300.0 /* device-to-device copy rate measured on an H200 here (KINDS.md) */
+
+/* A memory-bound kernel: time its (only) tactic, print GB/s over the bytes it must move. */
+static void bw(const char *name, kn_node *nd, kb_tensor *in, int n_in, kb_tensor *out, double bytes) {
+    const kb_kernel *ks[4];
+    int nk = kb_cuda_backend.kernels_for(nd->domain, nd->op_type, ks, 4);
+    for (int i = 0; i < nk && i < 4; i++) {
+        void *inst = NULL;
+        size_t wsz = 0;
+        void *state = NULL;
+        if (ks[i]->init && ks[i]->init(nd, &state) != KILN_OK) {
+            printf("  %-44s init failed: %s\n", name, kiln_last_error());
+            continue;
+        }
+        if (ks[i]->prepare && ks[i]->prepare(state, nd, in, n_in, out, 1, &inst, &wsz) != KILN_OK) {
+            printf("  %-44s declined: %s\n", name, kiln_last_error());
+            continue;
+        }
+        kb_run r = {.node = nd, .state = state, .inst = inst, .n_in = n_in, .in = in, .n_out = 1,
+                    .out = out, .threads = 1, .stream = stream};
+        double ms = 0;
+        if (kb_cuda_backend.time_kernel(ks[i], &r, reps, &ms) == KILN_OK)
+            printf("= %-44s %-12s %9.4f ms %8.0f GB/s %5.1f %% of copy\n", name, ks[i]->tactic, ms,
+                   bytes / (ms * 1e-3) / 1e9, 100.0 * bytes / (ms * 1e-3) / 1e9 / COPY_GBS);
+        else
+            printf("  %-44s failed: %s\n", name, kiln_last_error());
+        if (ks[i]->release)
+            ks[i]->release(inst);
+        if (ks[i]->fini)
+            ks[i]->fini(state);
+    }
+}
+
+static void memory_bound(void) {
+    printf("\nmemory-bound kernels, float16, BERT-base batch 32 x 128 (GB/s over bytes read + written)\n");
+    const int64_t T = 4096, H = 768;
+    kb_tensor in[3], out[1];
+    void *x = dev_rand(T * 4 * H, 1.f), *y = dev_rand(T * 4 * H, 1.f), *g = dev_rand(H, 1.f),
+         *b = dev_rand(H, 1.f), *res = dev_rand(T * H, 1.f);
+    kn_node *nd = new_node("LayerNormalization", "", 3);
+    set_tensor(&in[0], x, 2, (int64_t[]){T, H});
+    set_tensor(&in[1], g, 1, (int64_t[]){H});
+    set_tensor(&in[2], b, 1, (int64_t[]){H});
+    set_tensor(&out[0], y, 2, (int64_t[]){T, H});
+    bw("LayerNormalization [4096,768]", nd, in, 3, out, 2.0 * T * H * 2);
+    nd = new_node("Add", "", 2);
+    set_tensor(&in[1], res, 2, (int64_t[]){T, H});
+    bw("Add residual [4096,768]", nd, in, 2, out, 3.0 * T * H * 2);
+    nd = new_node("Gelu", "", 1);
+    set_tensor(&in[0], x, 2, (int64_t[]){T, 4 * H});
+    set_tensor(&out[0], y, 2, (int64_t[]){T, 4 * H});
+    bw("Gelu [4096,3072]", nd, in, 1, out, 2.0 * T * 4 * H * 2);
+    nd = new_node("Softmax", "", 1);
+    set_tensor(&in[0], x, 3, (int64_t[]){384, 128, 128});
+    set_tensor(&out[0], y, 3, (int64_t[]){384, 128, 128});
+    bw("Softmax [384,128,128]", nd, in, 1, out, 2.0 * 384 * 128 * 128 * 2);
+    nd = new_node("Transpose", "", 1);
+    if (kn_node_set_ints(nd, "perm", (int64_t[]){0, 2, 1, 3}, 4))
+        exit(1);
+    set_tensor(&in[0], x, 4, (int64_t[]){32, 128, 12, 64});
+    set_tensor(&out[0], y, 4, (int64_t[]){32, 12, 128, 64});
+    bw("Transpose heads [32,128,12,64]", nd, in, 1, out, 2.0 * T * H * 2);
+    nd = new_node("Identity", "", 1);
+    set_tensor(&in[0], x, 2, (int64_t[]){T, 4 * H});
+    set_tensor(&out[0], y, 2, (int64_t[]){T, 4 * H});
+    bw("Identity (cudaMemcpyAsync) [4096,3072]", nd, in, 1, out, 2.0 * T * 4 * H * 2);
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(g);
+    cudaFree(b);
+    cudaFree(res);
+}
+
 int main(int argc, char **argv) {
     char target[64], libs[128];
     if (argc > 1)
@@ -227,6 +300,7 @@ int main(int argc, char **argv) {
     gemm("FFN2 4096x3072 -> 768 + bias", 1, 4096, 3072, 768, false, "", 12);
     printf("BERT-base GEMMs (best tactic each, times uses): %.3f ms per batch of 32 sequences\n",
            total_best_ms);
+    memory_bound();
     kn_net_free(net);
     cudaStreamDestroy(stream);
     return 0;

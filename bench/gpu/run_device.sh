@@ -24,6 +24,15 @@ timeout 240 $B/tests/cuda/test_cuda_ops > "$OUT/test_cuda_ops.log" 2>&1
 echo "test_cuda_ops rc=$?"
 grep -E "^(FAIL|NOREF)" "$OUT/test_cuda_ops.log" | head -60
 tail -4 "$OUT/test_cuda_ops.log"
+echo "== test_cuda_ops, second seed"
+KILN_TEST_VERBOSE=1 KILN_TEST_SEED=12345 timeout 120 $B/tests/cuda/test_cuda_ops > "$OUT/test_cuda_ops_seed2.log" 2>&1
+echo "rc=$?"; grep -E "^(FAIL|NOREF)|declined in prepare" "$OUT/test_cuda_ops_seed2.log" | head -30; tail -2 "$OUT/test_cuda_ops_seed2.log"
+CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+if [ -n "$CS" ]; then
+    echo "== compute-sanitizer memcheck (time-limited)"
+    timeout 150 "$CS" --tool memcheck --print-limit 20 $B/tests/cuda/test_cuda_ops > "$OUT/memcheck.log" 2>&1
+    echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|Invalid|passed, " "$OUT/memcheck.log" | head -20
+fi
 echo "== tiny_cnn end to end"
 $B/kiln exec --onnx=examples/tiny_cnn.onnx --duration=0 --iterations=5 --exportOutput="$OUT/tiny_cpu.json" > "$OUT/tiny_cpu.log" 2>&1
 $B/kiln exec --onnx=examples/tiny_cnn.onnx --backend=cuda --duration=0 --iterations=20 --exportOutput="$OUT/tiny_cuda.json" > "$OUT/tiny_cuda.log" 2>&1
@@ -44,6 +53,6 @@ err = max(abs(x - y) / (1 + abs(x)) for x, y in zip(a, b)) if a and len(a) == le
 print("tiny_cnn cuda vs cpu: %d values, max rel err %.3g" % (len(a), err))
 PY
 echo "== bench"
-timeout 200 $B/bench/bench_cuda_kernels 30 > "$OUT/bench.log" 2>&1
+timeout 240 $B/bench/bench_cuda_kernels 30 > "$OUT/bench.log" 2>&1
 echo "bench rc=$?"
-grep -E "^(=|device|ResNet|BERT|square)" "$OUT/bench.log"
+grep -E "^(=|device|ResNet|BERT|square|memory)" "$OUT/bench.log"

@@ -41,7 +41,7 @@ static struct {
     char label[160];
 } T;
 
-static int n_cases, n_tactic_runs, n_unsupported, n_noref;
+static int n_cases, n_tactic_runs, n_unsupported, n_noref, n_declined_prepare;
 static cudaStream_t stream;
 static bool dry; /* KILN_TEST_DRY=1 without a device: references and supports() only */
 
@@ -283,8 +283,11 @@ static bool run_ref(const kn_tinfo *out_info, void **ref) {
         }                                                                                \
     } while (0)
 
-/* One CUDA tactic on the case; returns whether it matched the reference. */
-static bool run_cuda(const kb_kernel *k, const kn_tinfo *out_info, void *const *ref) {
+/* One CUDA tactic on the case: 1 when it matched the reference, 0 when it
+ * failed, -1 when its prepare() declined the case as unsupported (as the
+ * builder would skip the tactic). */
+static int run_cuda(const kb_kernel *k, const kn_tinfo *out_info, void *const *ref) {
+    int declined = 0;
     kb_tensor in[TC_MAX], out[TC_MAX];
     void *host_out[TC_MAX] = {0};
     void *state = NULL, *inst = NULL, *ws = NULL;
@@ -313,8 +316,16 @@ static bool run_cuda(const kb_kernel *k, const kn_tinfo *out_info, void *const *
         host_out[o] = malloc(b ? b : 8);
     }
     kiln_status st = k->init ? k->init(nd(), &state) : KILN_OK;
-    if (st == KILN_OK && k->prepare)
+    if (st == KILN_OK && k->prepare) {
         st = k->prepare(state, nd(), in, T.n_in, out, T.n_out, &inst, &wsz);
+        if (st == KILN_ERR_UNSUPPORTED) {
+            if (getenv("KILN_TEST_VERBOSE"))
+                fprintf(stderr, "note: %s: tactic %s declined in prepare: %s\n", T.label, k->tactic,
+                        kiln_last_error());
+            declined = 1;
+            goto done;
+        }
+    }
     if (st == KILN_OK && wsz)
         CK(cudaMalloc(&ws, wsz));
     if (st == KILN_OK) {
@@ -348,7 +359,7 @@ done:
         cudaFree(out[i].data);
         free(host_out[i]);
     }
-    return ok;
+    return declined ? -1 : ok ? 1 : 0;
 }
 
 /* Run the case: the reference, then every CUDA tactic for the op; at least
@@ -385,11 +396,18 @@ static void tc_run_opt(bool may_refuse) {
                 fprintf(stderr, "note: %s: tactic %s does not support the case\n", T.label, ks[i]->tactic);
             continue;
         }
-        ran++;
-        if (dry)
+        if (dry) {
+            ran++;
             continue;
+        }
+        int res = run_cuda(ks[i], out, ref);
+        if (res < 0) {
+            n_declined_prepare++;
+            continue;
+        }
+        ran++;
         n_tactic_runs++;
-        if (run_cuda(ks[i], out, ref))
+        if (res)
             kt_pass++;
         else
             kt_fail++;
@@ -718,6 +736,56 @@ static void test_tensor(void) {
     tc_rand(KILN_DTYPE_FLOAT, 3, D(3, 1, 4), -9, 9);
     tc_vals(KILN_DTYPE_INT64, 1, D(1), D(1), true);
     tc_node(1);
+    tc_run();
+    static const char *const modes[] = {"constant", "reflect", "edge", "wrap"};
+    for (int m = 0; m < 4; m++) {
+        tc_begin("Pad", "", 19, 0, modes[m]);
+        tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 5, 6), -3, 3);
+        tc_vals(KILN_DTYPE_INT64, 1, D(6), D(0, 2, 3, 1, 3, -2), true);
+        if (m == 0)
+            tc_rand(KILN_DTYPE_FLOAT, 0, NULL, 1, 2);
+        tc_node(1);
+        a_str("mode", modes[m]);
+        tc_run();
+    }
+    tc_begin("Pad", "", 19, 0, "float16, zero constant, axes");
+    tc_rand(KILN_DTYPE_FLOAT16, 4, D(1, 3, 4, 4), -3, 3);
+    tc_vals(KILN_DTYPE_INT64, 1, D(4), D(1, 1, 1, 1), true);
+    tc_absent();
+    tc_vals(KILN_DTYPE_INT64, 1, D(2), D(2, 3), true);
+    tc_node(1);
+    tc_run();
+    tc_begin("Tile", "", 13, 0, "[2,3] x [2,3]");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(2, 3), -3, 3);
+    tc_vals(KILN_DTYPE_INT64, 1, D(2), D(2, 3), true);
+    tc_node(1);
+    tc_run();
+    tc_begin("ConstantOfShape", "", 9, 0, "int64 value 7");
+    tc_vals(KILN_DTYPE_INT64, 1, D(3), D(2, 3, 4), true);
+    tc_node(1);
+    {
+        kn_node *d = nd();
+        kn_attr *na = kn_realloc(d->attrs, (size_t)(d->n_attr + 1) * sizeof *na);
+        KT_CHECK(na != NULL);
+        if (na) {
+            d->attrs = na;
+            memset(&na[d->n_attr], 0, sizeof *na);
+            na[d->n_attr].name = kn_strdup("value");
+            na[d->n_attr].type = KN_ATTR_TENSOR;
+            na[d->n_attr].tensor = kn_calloc(1, sizeof(kn_tdata));
+            KT_OK(kn_tdata_alloc(na[d->n_attr].tensor, KILN_DTYPE_INT64, 1, D(1)));
+            *(int64_t *)na[d->n_attr].tensor->data = 7;
+            d->n_attr++;
+        }
+    }
+    tc_run();
+    tc_begin("ConstantOfShape", "", 9, 0, "default float 0");
+    tc_vals(KILN_DTYPE_INT64, 1, D(2), D(5, 4), true);
+    tc_node(1);
+    tc_run();
+    tc_begin("Dropout", "", 13, 0, "inference, with mask");
+    tc_rand(KILN_DTYPE_FLOAT16, 2, D(6, 7), -3, 3);
+    tc_node(2);
     tc_run();
     tc_begin("Identity", "", 16, 0, "bool");
     tc_rand(KILN_DTYPE_BOOL, 2, D(3, 7), 0, 1);
@@ -1174,8 +1242,9 @@ int main(void) {
         test_errors();
         cudaStreamDestroy(stream);
     }
-    printf("cases %d, CUDA tactic runs %d, tactics declining a case %d, cases without a reference %d\n",
-           n_cases, n_tactic_runs, n_unsupported, n_noref);
+    printf("cases %d, CUDA tactic runs %d, tactics declining a case %d (supports) + %d (prepare), "
+           "cases without a reference %d\n",
+           n_cases, n_tactic_runs, n_unsupported, n_declined_prepare, n_noref);
     printf("%d passed, %d failed\n", kt_pass, kt_fail);
     return kt_fail ? 1 : 0;
 }

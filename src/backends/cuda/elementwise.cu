@@ -169,12 +169,17 @@ __global__ void ew_program_kernel(const kc_program p) {
         int64_t off[KC_EW_MAX_IN];
         for (int k = 0; k < n_in; k++)
             off[k] = 0;
-        int64_t rem = i;
-        for (int d = rank - 1; d >= 0; d--) {
-            int64_t c = rem % p.bc.dims[d];
-            rem /= p.bc.dims[d];
+        if (rank == 1) { /* collapsed: no division */
             for (int k = 0; k < n_in; k++)
-                off[k] += c * p.bc.stride[k][d];
+                off[k] = i * p.bc.stride[k][0];
+        } else {
+            int64_t rem = i;
+            for (int d = rank - 1; d >= 0; d--) {
+                int64_t c = rem % p.bc.dims[d];
+                rem /= p.bc.dims[d];
+                for (int k = 0; k < n_in; k++)
+                    off[k] += c * p.bc.stride[k][d];
+            }
         }
         C acc = M::ld(p.in[0], p.in_dt[0], off[0]);
         for (int s = 0; s < p.n_steps; s++) {
@@ -312,12 +317,12 @@ template <> struct kc_io<__nv_bfloat16> {
     static __device__ __forceinline__ void st(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 };
 
-template <typename T>
-__global__ void epilogue_kernel(T *y, int64_t n, const T *bias, int64_t channels, int64_t inner,
-                                const T *z, int act, float alpha, float beta) {
+/* I: the index type, 32-bit whenever the tensor allows (cheaper division). */
+template <typename T, typename I>
+__global__ void epilogue_kernel(T *y, I n, const T *bias, I channels, I inner, const T *z, int act,
+                                float alpha, float beta) {
     typedef kc_io<T> IO;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
         float v = IO::ld(y, i);
         if (bias)
             v += IO::ld(bias, (i / inner) % channels);
@@ -327,6 +332,18 @@ __global__ void epilogue_kernel(T *y, int64_t n, const T *bias, int64_t channels
     }
 }
 
+template <typename T>
+static void epilogue_launch(T *y, int64_t n, const T *bias, int64_t channels, int64_t inner,
+                            const T *z, int act, float alpha, float beta, cudaStream_t stream) {
+    unsigned blocks = kc_blocks(n, KC_THREADS);
+    if (n < 0x7fffffffLL)
+        epilogue_kernel<T, unsigned><<<blocks, KC_THREADS, 0, stream>>>(
+            y, (unsigned)n, bias, (unsigned)channels, (unsigned)inner, z, act, alpha, beta);
+    else
+        epilogue_kernel<T, int64_t><<<blocks, KC_THREADS, 0, stream>>>(y, n, bias, channels, inner,
+                                                                       z, act, alpha, beta);
+}
+
 extern "C" cudaError_t kc_epilogue(void *y, kiln_dtype dt, int64_t n, const void *bias,
                                    int64_t channels, int64_t inner, const void *z, int act,
                                    float alpha, float beta, cudaStream_t stream) {
@@ -334,16 +351,15 @@ extern "C" cudaError_t kc_epilogue(void *y, kiln_dtype dt, int64_t n, const void
         return cudaSuccess;
     if (!y || (bias && (channels < 1 || inner < 1)))
         return cudaErrorInvalidValue;
-    unsigned blocks = kc_blocks(n, KC_THREADS);
     switch (dt) {
     case KILN_DTYPE_FLOAT:
-        epilogue_kernel<float><<<blocks, KC_THREADS, 0, stream>>>((float *)y, n, (const float *)bias, channels, inner, (const float *)z, act, alpha, beta);
+        epilogue_launch<float>((float *)y, n, (const float *)bias, channels, inner, (const float *)z, act, alpha, beta, stream);
         break;
     case KILN_DTYPE_FLOAT16:
-        epilogue_kernel<__half><<<blocks, KC_THREADS, 0, stream>>>((__half *)y, n, (const __half *)bias, channels, inner, (const __half *)z, act, alpha, beta);
+        epilogue_launch<__half>((__half *)y, n, (const __half *)bias, channels, inner, (const __half *)z, act, alpha, beta, stream);
         break;
     case KILN_DTYPE_BFLOAT16:
-        epilogue_kernel<__nv_bfloat16><<<blocks, KC_THREADS, 0, stream>>>((__nv_bfloat16 *)y, n, (const __nv_bfloat16 *)bias, channels, inner, (const __nv_bfloat16 *)z, act, alpha, beta);
+        epilogue_launch<__nv_bfloat16>((__nv_bfloat16 *)y, n, (const __nv_bfloat16 *)bias, channels, inner, (const __nv_bfloat16 *)z, act, alpha, beta, stream);
         break;
     default: return cudaErrorInvalidValue;
     }

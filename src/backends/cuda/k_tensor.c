@@ -194,6 +194,112 @@ static kiln_status k_gather(const kb_run *r) {
     return KILN_OK;
 }
 
+static kiln_status k_tile(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *o = &r->out[0];
+    if (2 * x->rank > KC_MAX_DIMS)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "rank %d (the CUDA Tile takes up to %d)",
+                             x->rank, KC_MAX_DIMS / 2);
+    int64_t st[KILN_MAX_DIMS];
+    kc_strides(x->rank, x->dims, st);
+    kc_copy c;
+    memset(&c, 0, sizeof c);
+    c.rank = 2 * x->rank; /* (repeat, element) pairs */
+    for (int d = 0; d < x->rank; d++) {
+        c.dims[2 * d] = x->dims[d] ? o->dims[d] / x->dims[d] : 0;
+        c.src_stride[2 * d] = 0;
+        c.dims[2 * d + 1] = x->dims[d];
+        c.src_stride[2 * d + 1] = st[d];
+    }
+    kc_strides(c.rank, c.dims, c.dst_stride);
+    return run_copy(r, o->data, x->data, esize(x), &c);
+}
+
+static bool tile_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                          int n_out) {
+    return layout_supports(node, in, n_in, out, n_out) && 2 * in[0].rank <= KC_MAX_DIMS &&
+           kiln_dtype_size(in[0].dtype) <= 8;
+}
+
+static bool pad_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                         int n_out) {
+    size_t s = n_in >= 1 ? kiln_dtype_size(in[0].dtype) : 0;
+    return n_in >= 1 && (s == 1 || s == 2 || s == 4 || s == 8) && in[0].rank >= 1 &&
+           (n_in < 2 || in[1].dtype == KILN_DTYPE_UNDEFINED || in[1].value) &&
+           (n_in < 4 || in[3].dtype == KILN_DTYPE_UNDEFINED || in[3].value);
+}
+
+static kiln_status k_pad(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *o = &r->out[0];
+    kn_tinfo in[4];
+    int n_in = r->n_in < 4 ? r->n_in : 4;
+    for (int i = 0; i < n_in; i++) {
+        in[i] = info_of(&r->in[i]);
+        if ((i == 1 || i == 3) && r->in[i].dtype != KILN_DTYPE_UNDEFINED && !r->in[i].host)
+            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                                 "input %d must be known on the host (a constant or shape value)", i);
+    }
+    if (n_in > 0)
+        in[0].value = NULL;
+    if (n_in > 2)
+        in[2].value = NULL; /* the constant is read on the device */
+    kn_pad_plan p;
+    KN_TRY(kn_pad_decode(r->node, in, n_in, &p));
+    kc_pad kp;
+    memset(&kp, 0, sizeof kp);
+    kp.rank = o->rank;
+    kp.mode = p.mode;
+    for (int d = 0; d < o->rank; d++) {
+        kp.in_dims[d] = x->dims[d];
+        kp.out_dims[d] = o->dims[d];
+        kp.begin[d] = p.begin[d];
+    }
+    const void *cval = kc_present(r->in, r->n_in, 2) && kc_numel(&r->in[2]) >= 1 ? r->in[2].data : NULL;
+    if (!cval && r->node->opset < 11 && kn_attr_float(r->node, "value", 0.f) != 0.f)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "a non-zero 'value' attribute (opset < 11)");
+    KC_CUDA(r->node, kc_pad_run(x->data, o->data, cval, esize(x), &kp, kc_stream(r)));
+    return KILN_OK;
+}
+
+static bool cos_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                         int n_out) {
+    size_t s = n_out >= 1 ? kiln_dtype_size(out[0].dtype) : 0;
+    return s == 1 || s == 2 || s == 4 || s == 8;
+}
+
+static kiln_status k_constant_of_shape(const kb_run *r) {
+    const kb_tensor *o = &r->out[0];
+    uint64_t v = 0;
+    size_t es = esize(o);
+    const kn_attr *a = kn_attr_find(r->node, "value");
+    if (a && a->type == KN_ATTR_TENSOR && a->tensor && a->tensor->data && es <= sizeof v)
+        memcpy(&v, a->tensor->data, es);
+    KC_CUDA(r->node, kc_fill(o->data, es, v, kc_numel(o), kc_stream(r)));
+    return KILN_OK;
+}
+
+/* Dropout at inference: Y = X, mask all true. */
+static kiln_status k_dropout(const kb_run *r) {
+    if (kc_present(r->in, r->n_in, 2)) {
+        const kb_tensor *tm = &r->in[2];
+        if (!tm->host)
+            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "training_mode must be known on the host");
+        if (*(const uint8_t *)tm->host) {
+            double ratio = 0.5;
+            if (kc_present(r->in, r->n_in, 1) && r->in[1].host)
+                ratio = r->in[1].dtype == KILN_DTYPE_DOUBLE ? *(const double *)r->in[1].host
+                        : r->in[1].dtype == KILN_DTYPE_FLOAT ? *(const float *)r->in[1].host
+                                                               : 0.5;
+            if (ratio != 0.0)
+                return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                                     "training_mode with a non-zero ratio is not supported");
+        }
+    }
+    KN_TRY(k_copy(r));
+    if (r->n_out > 1 && r->out[1].data)
+        KC_CUDA(r->node, kc_fill(r->out[1].data, 1, 1, kc_numel(&r->out[1]), kc_stream(r)));
+    return KILN_OK;
+}
+
 #define K(name, fn) {name, "", "cuda", layout_supports, NULL, NULL, NULL, NULL, fn}
 
 const kb_kernel kb_cuda_tensor[] = {
@@ -202,5 +308,9 @@ const kb_kernel kb_cuda_tensor[] = {
     K("Concat", k_concat),  K("Split", k_split),     K("Slice", k_slice),
     K("Expand", k_expand),
     {"Gather", "", "cuda", gather_supports, NULL, NULL, NULL, NULL, k_gather},
+    {"Tile", "", "cuda", tile_supports, NULL, NULL, NULL, NULL, k_tile},
+    {"Pad", "", "cuda", pad_supports, NULL, NULL, NULL, NULL, k_pad},
+    {"ConstantOfShape", "", "cuda", cos_supports, NULL, NULL, NULL, NULL, k_constant_of_shape},
+    K("Dropout", k_dropout),
 };
 const size_t kb_cuda_tensor_count = KN_ARRAY_LEN(kb_cuda_tensor);

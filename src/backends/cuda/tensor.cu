@@ -91,3 +91,101 @@ extern "C" cudaError_t kc_gather(const void *x, const void *idx, kiln_dtype idx_
     }
     return cudaGetLastError();
 }
+
+/* ---------------- fill ---------------- */
+
+template <typename T>
+__global__ void fill_kernel(T *dst, T v, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = v;
+}
+
+extern "C" cudaError_t kc_fill(void *dst, size_t esize, uint64_t pattern, int64_t n,
+                               cudaStream_t stream) {
+    if (n <= 0)
+        return cudaSuccess;
+    if (!dst)
+        return cudaErrorInvalidValue;
+    unsigned blocks = kc_blocks(n, KC_THREADS);
+    switch (esize) {
+    case 1: fill_kernel<uint8_t><<<blocks, KC_THREADS, 0, stream>>>((uint8_t *)dst, (uint8_t)pattern, n); break;
+    case 2: fill_kernel<uint16_t><<<blocks, KC_THREADS, 0, stream>>>((uint16_t *)dst, (uint16_t)pattern, n); break;
+    case 4: fill_kernel<uint32_t><<<blocks, KC_THREADS, 0, stream>>>((uint32_t *)dst, (uint32_t)pattern, n); break;
+    case 8: fill_kernel<uint64_t><<<blocks, KC_THREADS, 0, stream>>>((uint64_t *)dst, pattern, n); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+/* ---------------- Pad ---------------- */
+
+/* Source index of padded position i in a dim of n, or -1 for the constant
+ * (as the CPU's pad_src). */
+__device__ __forceinline__ int64_t pad_src(int mode, int64_t i, int64_t n) {
+    if (i >= 0 && i < n)
+        return i;
+    switch (mode) {
+    case 2: return i < 0 ? 0 : n - 1; /* edge */
+    case 3: return ((i % n) + n) % n; /* wrap */
+    case 1: {                          /* reflect */
+        if (n == 1)
+            return 0;
+        int64_t period = 2 * (n - 1);
+        int64_t m = ((i % period) + period) % period;
+        return m < n ? m : period - m;
+    }
+    default: return -1;
+    }
+}
+
+template <typename T>
+__global__ void pad_kernel(const T *x, T *out, const T *cval, const kc_pad p, int64_t total) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t rem = i, src = 0, mul = 1;
+        bool fill = false;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            int64_t o = rem % p.out_dims[d];
+            rem /= p.out_dims[d];
+            int64_t s = p.in_dims[d] ? pad_src(p.mode, o - p.begin[d], p.in_dims[d]) : -1;
+            if (s < 0)
+                fill = true;
+            src += s * mul;
+            mul *= p.in_dims[d];
+        }
+        if (fill) {
+            if (cval) {
+                out[i] = *cval;
+            } else {
+                T z;
+                memset(&z, 0, sizeof z);
+                out[i] = z;
+            }
+        } else {
+            out[i] = x[src];
+        }
+    }
+}
+
+extern "C" cudaError_t kc_pad_run(const void *x, void *out, const void *cval, size_t esize,
+                                  const kc_pad *p, cudaStream_t stream) {
+    if (!p || p->rank < 1 || p->rank > KC_MAX_DIMS)
+        return cudaErrorInvalidValue;
+    int64_t total = 1;
+    for (int d = 0; d < p->rank; d++)
+        total *= p->out_dims[d];
+    if (total <= 0)
+        return cudaSuccess;
+    if (!out)
+        return cudaErrorInvalidValue;
+    unsigned blocks = kc_blocks(total, KC_THREADS);
+    switch (esize) {
+    case 1: pad_kernel<uint8_t><<<blocks, KC_THREADS, 0, stream>>>((const uint8_t *)x, (uint8_t *)out, (const uint8_t *)cval, *p, total); break;
+    case 2: pad_kernel<uint16_t><<<blocks, KC_THREADS, 0, stream>>>((const uint16_t *)x, (uint16_t *)out, (const uint16_t *)cval, *p, total); break;
+    case 4: pad_kernel<uint32_t><<<blocks, KC_THREADS, 0, stream>>>((const uint32_t *)x, (uint32_t *)out, (const uint32_t *)cval, *p, total); break;
+    case 8: pad_kernel<uint64_t><<<blocks, KC_THREADS, 0, stream>>>((const uint64_t *)x, (uint64_t *)out, (const uint64_t *)cval, *p, total); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}

@@ -31,6 +31,20 @@ cudaError_t kc_gather(const void *x, const void *idx, kiln_dtype idx_dt, void *o
                       int64_t outer, int64_t dim, int64_t n_idx, int64_t inner,
                       cudaStream_t stream);
 
+/* n elements of esize bytes (1, 2, 4 or 8), each the low esize bytes of pattern. */
+cudaError_t kc_fill(void *dst, size_t esize, uint64_t pattern, int64_t n, cudaStream_t stream);
+
+/* Pad: out (dims out_dims) from x (dims in_dims), x's coordinate being the
+ * output's minus begin[d], mapped by mode (0 constant, 1 reflect, 2 edge,
+ * 3 wrap, numbered as kn_pad_plan); constant positions get *cval (device
+ * memory, NULL for zero). */
+typedef struct kc_pad {
+    int rank, mode;
+    int64_t in_dims[KC_MAX_DIMS], out_dims[KC_MAX_DIMS], begin[KC_MAX_DIMS];
+} kc_pad;
+cudaError_t kc_pad_run(const void *x, void *out, const void *cval, size_t esize, const kc_pad *p,
+                       cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif
