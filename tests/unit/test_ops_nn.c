@@ -346,6 +346,12 @@ static void test_conv(void) {
               (cgeo){2, 1, 40, 70, 1, {20, 19}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, {0}},
               true);
 
+    /* im2col in chunks of output positions (576 x 10000 floats > KB_CONV_COL_FLOATS),
+     * the second chunk starting inside an output row */
+    conv_case("conv chunked im2col",
+              (cgeo){2, 1, 64, 4, 1, {100, 100}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, {0}},
+              true);
+
     /* channels that do not fit the weights: a shape error naming the node */
     kc k;
     kc_new(&k);

@@ -100,7 +100,12 @@ typedef struct kb_conv {
     int64_t in_size, out_size, kernel_size; /* products over the spatial dims */
     bool direct;                            /* 1x1, stride 1, no pads: no im2col */
     int slots;                              /* im2col buffers (groups run in parallel) */
+    int64_t chunk;                          /* output positions per im2col pass */
 } kb_conv;
+
+/* Floats of one im2col buffer at most (larger convolutions go in chunks of
+ * output positions). */
+#define KB_CONV_COL_FLOATS ((int64_t)1 << 22)
 
 /* Geometry of Conv node for input x and weights w. */
 KN_HIDDEN kiln_status kb_conv_setup(const kn_node *node, const kb_tensor *x, const kb_tensor *w,

@@ -31,6 +31,14 @@ kiln_status kb_conv_setup(const kn_node *node, const kb_tensor *x, const kb_tens
         if (cv->w.kernel[i] != 1 || cv->w.stride[i] != 1 || cv->w.pad0[i] || cv->w.pad1[i])
             cv->direct = false;
     }
+    /* im2col a bounded number of columns at a time (KB_CONV_COL_FLOATS per
+     * slot), but never fewer than 256 */
+    int64_t kdim = cv->cin / cv->group * cv->kernel_size;
+    cv->chunk = kdim > 0 ? KB_CONV_COL_FLOATS / kdim : cv->out_size;
+    if (cv->chunk < 256)
+        cv->chunk = 256;
+    if (cv->chunk > cv->out_size)
+        cv->chunk = cv->out_size;
     return KILN_OK;
 }
 
@@ -40,10 +48,10 @@ void kb_conv_use_threads(kb_conv *cv, int threads) {
     cv->slots = cv->group > 1 && threads > 1 ? (jobs < threads ? (int)jobs : threads) : 1;
 }
 
-/* Floats of one im2col matrix (one group of one image). */
+/* Floats of one im2col slot: `chunk` columns of one group's matrix. */
 static size_t col_floats(const kb_conv *cv) {
     return cv->direct ? 0 : (size_t)(cv->cin / cv->group) * (size_t)cv->kernel_size *
-                                (size_t)cv->out_size;
+                                (size_t)cv->chunk;
 }
 
 size_t kb_conv_workspace(const kb_conv *cv) {
@@ -59,59 +67,70 @@ static void kernel_coords(const kn_window *w, int64_t kidx, int64_t *kc) {
 }
 
 /* col[(c * K + kidx), o] = x[c, o * stride - pad0 + k * dil] or 0 outside. */
+/* Columns [o0, o1) of the im2col matrix: col[(c * K + kidx), o - o0] =
+ * x[c, o * stride - pad0 + k * dil], or 0 outside the input. Each output row
+ * (positions along the last spatial dim) is written as one run. */
 static void im2col(const kn_window *w, const float *x, int64_t channels, int64_t ksize,
-                   int64_t in_size, int64_t out_size, float *col, int threads) {
+                   int64_t in_size, int64_t o0, int64_t o1, float *col, int threads) {
     int nsp = w->nsp, last = nsp - 1;
-    int64_t rows = channels * ksize, olast = w->out[last];
-    int64_t outer = out_size / olast;
-    int nth = threads > 1 && rows * out_size > 32768 ? threads : 1;
+    int64_t rows = channels * ksize, olast = w->out[last], n = o1 - o0;
+    int nth = threads > 1 && rows * n > 32768 ? threads : 1;
 #pragma omp parallel for num_threads(nth) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
-        int64_t kc[KN_WIN_MAX], oc[KN_WIN_MAX] = {0};
+        int64_t kc[KN_WIN_MAX];
         kernel_coords(w, r % ksize, kc);
         const float *xc = x + (r / ksize) * in_size;
-        float *dst = col + r * out_size;
-        for (int64_t o = 0; o < outer; o++) {
-            /* oc[0..last-1] walk the outer output positions */
-            int64_t off = 0;
+        float *dst = col + r * n;
+        for (int64_t o = o0; o < o1;) {
+            int64_t j0 = o % olast, j1 = olast - j0 < o1 - o ? olast : j0 + (o1 - o);
+            /* input row of this output row, from the outer output coordinates */
+            int64_t outer = o / olast, off = 0, mul = 1;
             bool inside = true;
-            for (int d = 0; d < last; d++) {
-                int64_t pos = oc[d] * w->stride[d] - w->pad0[d] + kc[d] * w->dil[d];
+            for (int d = last - 1; d >= 0; d--) {
+                int64_t oc = outer % w->out[d];
+                outer /= w->out[d];
+                int64_t pos = oc * w->stride[d] - w->pad0[d] + kc[d] * w->dil[d];
                 if (pos < 0 || pos >= w->in[d])
                     inside = false;
-                off = off * w->in[d] + pos;
+                off += pos * mul;
+                mul *= w->in[d];
             }
-            float *row = dst + o * olast;
+            float *run = dst + (o - o0) - j0;
             if (!inside) {
-                memset(row, 0, sizeof(float) * (size_t)olast);
+                memset(run + j0, 0, sizeof(float) * (size_t)(j1 - j0));
             } else {
                 const float *xr = xc + off * w->in[last];
                 int64_t s = w->stride[last], base = kc[last] * w->dil[last] - w->pad0[last];
-                for (int64_t j = 0; j < olast; j++) {
+                for (int64_t j = j0; j < j1; j++) {
                     int64_t pos = j * s + base;
-                    row[j] = pos >= 0 && pos < w->in[last] ? xr[pos] : 0.f;
+                    run[j] = pos >= 0 && pos < w->in[last] ? xr[pos] : 0.f;
                 }
             }
-            for (int d = last - 1; d >= 0; d--) {
-                if (++oc[d] < w->out[d])
-                    break;
-                oc[d] = 0;
-            }
+            o += j1 - j0;
         }
     }
 }
 
-/* One group of one image: im2col (unless direct) and the GEMM. */
+/* One group of one image: im2col (unless direct) and the GEMM, `chunk`
+ * output positions at a time so the im2col slot stays bounded. */
 static void conv_group(const kb_conv *cv, const float *x, const float *w, float *y, int64_t b,
                        int64_t g, float *col, int threads) {
     int64_t cin_g = cv->cin / cv->group, cout_g = cv->cout / cv->group;
     int64_t kdim = cin_g * cv->kernel_size;
     const float *xg = x + (b * cv->cin + g * cin_g) * cv->in_size;
-    if (!cv->direct)
-        im2col(&cv->w, xg, cin_g, cv->kernel_size, cv->in_size, cv->out_size, col, threads);
-    kb_sgemm(false, false, cout_g, cv->out_size, kdim, 1.f, w + g * cout_g * kdim, kdim,
-             cv->direct ? xg : col, cv->out_size, 0.f,
-             y + (b * cv->cout + g * cout_g) * cv->out_size, cv->out_size, threads);
+    const float *wg = w + g * cout_g * kdim;
+    float *yg = y + (b * cv->cout + g * cout_g) * cv->out_size;
+    if (cv->direct) {
+        kb_sgemm(false, false, cout_g, cv->out_size, kdim, 1.f, wg, kdim, xg, cv->out_size, 0.f,
+                 yg, cv->out_size, threads);
+        return;
+    }
+    for (int64_t o0 = 0; o0 < cv->out_size; o0 += cv->chunk) {
+        int64_t o1 = o0 + cv->chunk < cv->out_size ? o0 + cv->chunk : cv->out_size;
+        im2col(&cv->w, xg, cin_g, cv->kernel_size, cv->in_size, o0, o1, col, threads);
+        kb_sgemm(false, false, cout_g, o1 - o0, kdim, 1.f, wg, kdim, col, o1 - o0, 0.f, yg + o0,
+                 cv->out_size, threads);
+    }
 }
 
 void kb_conv_forward(const kb_conv *cv, const float *x, const float *w, float *y,
