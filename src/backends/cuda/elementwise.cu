@@ -404,3 +404,64 @@ extern "C" cudaError_t kc_batchnorm(const void *x, void *y, kiln_dtype dt, int64
     }
     return cudaGetLastError();
 }
+
+/* ---------------- tiled transpose with epilogue ---------------- */
+
+#define KC_TILE 32
+
+template <typename T>
+__global__ void transpose_epilogue_kernel(const T *src, T *dst, int64_t rows, int64_t cols,
+                                          const T *bias, const T *z, int act, float alpha,
+                                          float beta) {
+    typedef kc_io<T> IO;
+    __shared__ float tile[KC_TILE][KC_TILE + 1];
+    const int64_t b = blockIdx.z;
+    const int64_t r0 = (int64_t)blockIdx.y * KC_TILE, c0 = (int64_t)blockIdx.x * KC_TILE;
+    const T *s = src + b * rows * cols;
+    T *d = dst + b * rows * cols;
+    for (int i = threadIdx.y; i < KC_TILE; i += blockDim.y) {
+        int64_t r = r0 + i, c = c0 + threadIdx.x;
+        if (r < rows && c < cols)
+            tile[i][threadIdx.x] = IO::ld(s, r * cols + c);
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < KC_TILE; i += blockDim.y) {
+        int64_t c = c0 + i, r = r0 + threadIdx.x; /* dst row c, column r */
+        if (r < rows && c < cols) {
+            float v = tile[threadIdx.x][i];
+            int64_t o = c * rows + r;
+            if (bias)
+                v += IO::ld(bias, c);
+            if (z)
+                v += IO::ld(z + b * rows * cols, o);
+            IO::st(d, o, kc_act_apply(act, v, alpha, beta));
+        }
+    }
+}
+
+extern "C" cudaError_t kc_transpose_epilogue(const void *src, void *dst, kiln_dtype dt,
+                                             int64_t batch, int64_t rows, int64_t cols,
+                                             const void *bias, const void *z, int act, float alpha,
+                                             float beta, cudaStream_t stream) {
+    if (batch <= 0 || rows <= 0 || cols <= 0)
+        return cudaSuccess;
+    if (!src || !dst || src == dst || batch > 65535 || (rows + KC_TILE - 1) / KC_TILE > 65535 ||
+        (cols + KC_TILE - 1) / KC_TILE > 0x7fffffffLL)
+        return cudaErrorInvalidValue;
+    dim3 grid((unsigned)((cols + KC_TILE - 1) / KC_TILE), (unsigned)((rows + KC_TILE - 1) / KC_TILE),
+              (unsigned)batch);
+    dim3 block(KC_TILE, 8);
+    switch (dt) {
+    case KILN_DTYPE_FLOAT:
+        transpose_epilogue_kernel<float><<<grid, block, 0, stream>>>((const float *)src, (float *)dst, rows, cols, (const float *)bias, (const float *)z, act, alpha, beta);
+        break;
+    case KILN_DTYPE_FLOAT16:
+        transpose_epilogue_kernel<__half><<<grid, block, 0, stream>>>((const __half *)src, (__half *)dst, rows, cols, (const __half *)bias, (const __half *)z, act, alpha, beta);
+        break;
+    case KILN_DTYPE_BFLOAT16:
+        transpose_epilogue_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>((const __nv_bfloat16 *)src, (__nv_bfloat16 *)dst, rows, cols, (const __nv_bfloat16 *)bias, (const __nv_bfloat16 *)z, act, alpha, beta);
+        break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}

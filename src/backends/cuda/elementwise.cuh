@@ -27,6 +27,13 @@ cudaError_t kc_cast(const void *x, kiln_dtype xt, void *y, kiln_dtype yt, int64_
 cudaError_t kc_epilogue(void *y, kiln_dtype dt, int64_t n, const void *bias, int64_t channels,
                         int64_t inner, const void *z, int act, float alpha, float beta,
                         cudaStream_t stream);
+/* Batched 2-D transpose with an optional epilogue, through shared-memory
+ * tiles: dst[b][c][r] = act(src[b][r][c] + bias[c] + z[b][c][r]) for
+ * r < rows, c < cols, b < batch; bias and z may be NULL, act 0 for none.
+ * NCHW <-> NHWC is this with rows x cols = C x HW (or HW x C). */
+cudaError_t kc_transpose_epilogue(const void *src, void *dst, kiln_dtype dt, int64_t batch,
+                                  int64_t rows, int64_t cols, const void *bias, const void *z,
+                                  int act, float alpha, float beta, cudaStream_t stream);
 /* BatchNormalization (inference): y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + b[c]
  * for c = (i / inner) % channels; x and y of dt, the four vectors of pt. */
 cudaError_t kc_batchnorm(const void *x, void *y, kiln_dtype dt, int64_t n, int64_t channels,

@@ -24,7 +24,6 @@
 #include "graph/fused.h"
 #include "graph/ops_nn.h"
 #include "kc_common.h"
-#include "tensor.cuh"
 
 enum { CONV_HEUR = 0, CONV_FIND = 1, CONV_FUSED = 2, CONV_NHWC = 3, CONV_GEMM = 4 };
 
@@ -370,21 +369,6 @@ static kiln_status prep_gemm(const void *state, const kn_node *node, const kb_te
     return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_GEMM);
 }
 
-/* A 4-D permuting copy: dst (contiguous, dims d) from src with strides st. */
-static kiln_status permute4(const kb_run *r, void *dst, const void *src, const int64_t *d,
-                            const int64_t *st, size_t es) {
-    kc_copy c;
-    memset(&c, 0, sizeof c);
-    c.rank = 4;
-    for (int i = 0; i < 4; i++) {
-        c.dims[i] = d[i];
-        c.src_stride[i] = st[i];
-    }
-    kc_strides(4, c.dims, c.dst_stride);
-    KC_CUDA(r->node, kc_strided_copy(dst, src, es, &c, kc_stream(r)));
-    return KILN_OK;
-}
-
 static kiln_status conv_run(const kb_run *r) {
     const conv_inst *s = r->inst;
     if (!s)
@@ -422,16 +406,19 @@ static kiln_status conv_run(const kb_run *r) {
     }
     if (s->mode == CONV_NHWC) {
         uint8_t *ws = r->workspace;
-        size_t es = kiln_dtype_size(s->dt);
         void *xn = ws + s->x_off, *wn = ws + s->w_off, *yn = ws + s->y_off;
-        int64_t xd[4] = {s->n, s->h, s->w, s->c}, xs[4] = {s->c * s->h * s->w, s->w, 1, s->h * s->w};
-        int64_t wd[4] = {s->k, s->r, s->sx, s->cg}, wst[4] = {s->cg * s->r * s->sx, s->sx, 1, s->r * s->sx};
-        int64_t yd[4] = {s->n, s->k, s->p, s->q}, ys[4] = {s->p * s->q * s->k, 1, s->q * s->k, s->k};
-        KN_TRY(permute4(r, xn, r->in[0].data, xd, xs, es));
-        KN_TRY(permute4(r, wn, r->in[1].data, wd, wst, es));
+        cudaStream_t st = kc_stream(r);
+        /* X [N][C][HW] -> [N][HW][C]; W [K][C/g][RS] -> [K][RS][C/g] */
+        KC_CUDA(r->node, kc_transpose_epilogue(r->in[0].data, xn, s->dt, s->n, s->c, s->h * s->w,
+                                               NULL, NULL, 0, 0.f, 0.f, st));
+        KC_CUDA(r->node, kc_transpose_epilogue(r->in[1].data, wn, s->dt, s->k, s->cg, s->r * s->sx,
+                                               NULL, NULL, 0, 0.f, 0.f, st));
         KC_CUDNN(r->node, cudnnConvolutionForward(h, &one, s->xd, xn, s->wd, wn, s->cd, s->algo,
                                                   r->workspace, s->conv_ws, &zero, s->yd, yn));
-        KN_TRY(permute4(r, y->data, yn, yd, ys, es));
+        /* Y [N][PQ][K] -> [N][K][PQ] with bias, Z and the activation on the way */
+        KC_CUDA(r->node, kc_transpose_epilogue(yn, y->data, s->dt, s->n, s->p * s->q, s->k, bias, z,
+                                               (int)s->act, s->act_a, s->act_b, st));
+        return KILN_OK;
     } else {
         KC_CUDNN(r->node, cudnnConvolutionForward(h, &one, s->xd, r->in[0].data, s->wd,
                                                   r->in[1].data, s->cd, s->algo, r->workspace,
