@@ -289,7 +289,13 @@ typedef struct kp_wr {
     kn_buf strings;         /* the string records, without the count */
     uint32_t n_strings;
     kn_strmap interned;     /* NUL-free strings already stored (keys borrowed) */
-    kn_buf graphs, tensors, nodes, weights;
+    kn_buf graphs, tensors, nodes;
+    /* Constants are not copied until the file is assembled: each one's bytes
+     * and place in the weights section are listed, so a large model needs
+     * memory for the plan once, not for the plan and a copy of its weights. */
+    struct kp_wval { const void *data; size_t nbytes; size_t off; } *wvals;
+    int n_wvals, cap_wvals;
+    size_t wlen;            /* weights section length so far */
     uint32_t n_tensors, n_nodes;
     const kn_net **queue;   /* graphs in plan order (breadth first) */
     uint32_t n_graph_done;  /* graphs written so far */
@@ -336,10 +342,17 @@ static kiln_status wr_value(kp_wr *w, kn_buf *b, const kn_tdata *v) {
     put_i32(b, v->rank);
     for (int i = 0; i < v->rank; i++)
         put_i64(b, v->dims[i]);
-    kn_buf_pad(&w->weights, KP_WEIGHT_ALIGN);
-    put_u64(b, (uint64_t)w->weights.len);
+    size_t off = (w->wlen + KP_WEIGHT_ALIGN - 1) & ~(size_t)(KP_WEIGHT_ALIGN - 1);
+    if (off < w->wlen || v->nbytes > SIZE_MAX - off)
+        return kn_error(KILN_ERR_OUT_OF_MEMORY, "plan writer: the weights exceed the address space");
+    KN_TRY(kn_grow((void **)&w->wvals, &w->cap_wvals, w->n_wvals + 1, sizeof *w->wvals));
+    w->wvals[w->n_wvals].data = v->data;
+    w->wvals[w->n_wvals].nbytes = v->nbytes;
+    w->wvals[w->n_wvals].off = off;
+    w->n_wvals++;
+    w->wlen = off + v->nbytes;
+    put_u64(b, (uint64_t)off);
     put_u64(b, (uint64_t)v->nbytes);
-    kn_buf_append(&w->weights, v->data, v->nbytes);
     return KILN_OK;
 }
 
@@ -521,7 +534,7 @@ static void wr_free(kp_wr *w) {
     kn_buf_free(&w->graphs);
     kn_buf_free(&w->tensors);
     kn_buf_free(&w->nodes);
-    kn_buf_free(&w->weights);
+    kn_free(w->wvals);
     kn_free(w->queue);
 }
 
@@ -568,43 +581,47 @@ kiln_status kp_write(const kn_net *net, const kp_meta *meta, void **out, size_t 
     put_u64(&body[5], meta ? meta->activation_sum_bytes : 0);
     put_u64(&body[5], meta ? meta->workspace_bytes : 0);
     put_f64(&body[5], meta ? meta->build_ms : 0.0);
-    bool failed = w.strings.failed || w.graphs.failed || w.tensors.failed || w.nodes.failed ||
-                  w.weights.failed;
+    bool failed = w.strings.failed || w.graphs.failed || w.tensors.failed || w.nodes.failed;
     for (int i = 0; i < NSEC; i++)
         failed |= body[i].failed;
 
-    /* Assemble: header, table, sections (8-aligned, weights 64-aligned), checksum. */
-    kn_buf f;
-    memset(&f, 0, sizeof f);
-    uint8_t zero[KP_HEADER_SIZE + NSEC_MAX * KP_ENTRY_SIZE];
-    memset(zero, 0, sizeof zero);
-    kn_buf_append(&f, zero, KP_HEADER_SIZE + (size_t)NSEC * KP_ENTRY_SIZE);
+    /* Layout: header, table, sections (8-aligned, weights 64-aligned), checksum. */
     uint64_t off[NSEC_MAX], len[NSEC_MAX];
+    size_t pos = KP_HEADER_SIZE + (size_t)NSEC * KP_ENTRY_SIZE;
     for (int i = 0; i < NSEC; i++) {
-        kn_buf_pad(&f, ids[i] == KP_SEC_WEIGHTS ? KP_WEIGHT_ALIGN : 8);
-        const kn_buf *src = ids[i] == KP_SEC_WEIGHTS ? &w.weights : &body[i];
-        off[i] = f.len;
-        len[i] = src->len;
-        kn_buf_append(&f, src->data, src->len);
+        size_t align = ids[i] == KP_SEC_WEIGHTS ? KP_WEIGHT_ALIGN : 8;
+        pos = (pos + align - 1) & ~(align - 1);
+        off[i] = pos;
+        len[i] = ids[i] == KP_SEC_WEIGHTS ? w.wlen : body[i].len;
+        pos += (size_t)len[i];
     }
-    kn_buf_pad(&f, 8);
-    failed |= f.failed;
-    for (int i = 0; i < NSEC; i++)
+    pos = (pos + 7) & ~(size_t)7;
+    size_t total = pos + KP_CHECKSUM_SIZE;
+    uint8_t *h = failed || total < pos ? NULL : kn_calloc(1, total);
+    if (h) {
+        for (int i = 0; i < NSEC; i++) {
+            if (ids[i] != KP_SEC_WEIGHTS && body[i].len)
+                memcpy(h + off[i], body[i].data, body[i].len);
+            if (ids[i] != KP_SEC_WEIGHTS)
+                continue;
+            for (int k = 0; k < w.n_wvals; k++)
+                if (w.wvals[k].nbytes)
+                    memcpy(h + off[i] + w.wvals[k].off, w.wvals[k].data, w.wvals[k].nbytes);
+        }
+    }
+    for (int i = 0; i < NSEC_MAX; i++)
         kn_buf_free(&body[i]);
     wr_free(&w);
-    if (failed) {
-        kn_buf_free(&f);
-        return kn_error(KILN_ERR_OUT_OF_MEMORY, "out of memory writing a plan");
-    }
-    uint64_t total = (uint64_t)f.len + KP_CHECKSUM_SIZE;
+    if (!h)
+        return kn_error(KILN_ERR_OUT_OF_MEMORY, "out of memory writing a plan of %zu bytes",
+                        total);
 
-    uint8_t *h = f.data;
     memcpy(h, KP_MAGIC, 8);
     st_u32(h + 8, KP_FORMAT_VERSION);
     st_u32(h + 12, KP_HEADER_SIZE);
     st_u32(h + 16, KILN_VERSION_NUMBER);
     st_u32(h + 20, meta ? meta->flags : 0);
-    st_u64(h + 24, total);
+    st_u64(h + 24, (uint64_t)total);
     st_u32(h + 32, (uint32_t)NSEC);
     copy_field(h + 40, 16, meta ? meta->backend : "");
     copy_field(h + 56, 64, meta ? meta->target : "");
@@ -616,13 +633,9 @@ kiln_status kp_write(const kn_net *net, const kp_meta *meta, void **out, size_t 
         st_u64(e + 8, off[i]);
         st_u64(e + 16, len[i]);
     }
-    put_u64(&f, kn_hash64(f.data, f.len, KP_SEED_FILE));
-    if (f.failed) {
-        kn_buf_free(&f);
-        return kn_error(KILN_ERR_OUT_OF_MEMORY, "out of memory writing a plan");
-    }
-    *out = f.data;
-    *size = f.len;
+    st_u64(h + pos, kn_hash64(h, pos, KP_SEED_FILE));
+    *out = h;
+    *size = total;
     return KILN_OK;
 }
 
