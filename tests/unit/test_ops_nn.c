@@ -1399,6 +1399,27 @@ static void convt_oracle(const cgeo *g, const int64_t *out, const float *x, cons
                     }
 }
 
+/* Input positions in chunks (16 * 9 x 32400 floats > KB_CONV_COL_FLOATS). */
+static void test_conv_transpose_chunked(void) {
+    cgeo g = {2, 1, 2, 16, 1, {180, 180, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 1}, {0}, {0}, NULL, {0}};
+    int64_t out[3] = {361, 361, 1};
+    int64_t xd[4] = {1, 2, 180, 180}, wd[4] = {2, 16, 3, 3}, yd[4] = {1, 16, 361, 361};
+    int64_t nx = kn_numel(4, xd), nw = kn_numel(4, wd), ny = kn_numel(4, yd);
+    float *x = kt_data(nx, 7, 1.f), *w = kt_data(nw, 8, 0.5f);
+    float *want = malloc(sizeof(float) * (size_t)ny);
+    convt_oracle(&g, out, x, w, NULL, want);
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, xd, x);
+    kc_const(&k, "W", KILN_DTYPE_FLOAT, 4, wd, w);
+    kc_node(&k, "ConvTranspose", "", 11, 2, NAMES("X", "W"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_ints(k.net, k.node, "strides", DIMS(2, 2), 2));
+    KT_OK(kc_run(&k));
+    expect_out(&k, 0, "convtranspose in chunks", 4, yd, want, 1e-4);
+    kc_free(&k);
+    free(x), free(w), free(want);
+}
+
 static void test_conv_transpose_random(void) {
     int done = 0;
     while (done < 30) {
@@ -1848,6 +1869,7 @@ int main(void) {
     test_fused_types();
     test_conv_random();
     test_conv_transpose_random();
+    test_conv_transpose_chunked();
     test_pool_random();
     test_matmul_random();
     test_gemm_random();

@@ -200,6 +200,7 @@ kiln_status kb_nn_conv_run(const kb_run *r) {
 typedef struct convt_geom {
     kn_window w;
     int64_t batch, cin, cout, group, in_size, out_size, kernel_size;
+    int64_t chunk; /* input positions per GEMM + col2im pass */
 } convt_geom;
 
 static kiln_status convt_setup(const kn_node *node, const kb_tensor *x, const kb_tensor *w,
@@ -221,11 +222,17 @@ static kiln_status convt_setup(const kn_node *node, const kb_tensor *x, const kb
         g->out_size *= g->w.out[i];
         g->kernel_size *= g->w.kernel[i];
     }
+    int64_t rows = g->cout / g->group * g->kernel_size; /* bounded like Conv's im2col */
+    g->chunk = rows > 0 ? KB_CONV_COL_FLOATS / rows : g->in_size;
+    if (g->chunk < 256)
+        g->chunk = 256;
+    if (g->chunk > g->in_size)
+        g->chunk = g->in_size;
     return KILN_OK;
 }
 
 static size_t convt_workspace(const convt_geom *g) {
-    return (size_t)(g->cout / g->group) * (size_t)g->kernel_size * (size_t)g->in_size *
+    return (size_t)(g->cout / g->group) * (size_t)g->kernel_size * (size_t)g->chunk *
            sizeof(float);
 }
 
@@ -238,20 +245,26 @@ kiln_status kb_nn_convt_prepare(const void *state, const kn_node *node, const kb
     return KILN_OK;
 }
 
-/* y[c, i * stride - pad0 + k * dil] += col[(c * K + kidx), i]: the adjoint of
- * im2col. One thread per output channel, so no two threads add to one value. */
+/* y[c, i * stride - pad0 + k * dil] += col[(c * K + kidx), i - i0] for the
+ * input positions i in [i0, i1): the adjoint of im2col. One thread per
+ * output channel, so no two threads add to one value. */
 static void col2im(const kn_window *w, const float *col, int64_t channels, int64_t ksize,
-                   int64_t in_size, int64_t out_size, float *y, int threads) {
+                   int64_t i0, int64_t i1, int64_t out_size, float *y, int threads) {
     int nsp = w->nsp;
-    int nth = threads > 1 && channels * ksize * in_size > 32768 ? threads : 1;
+    int64_t n = i1 - i0;
+    int nth = threads > 1 && channels * ksize * n > 32768 ? threads : 1;
 #pragma omp parallel for num_threads(nth) schedule(static)
     for (int64_t c = 0; c < channels; c++) {
         float *yc = y + c * out_size;
         for (int64_t kidx = 0; kidx < ksize; kidx++) {
-            int64_t kc[KN_WIN_MAX], ic[KN_WIN_MAX] = {0};
+            int64_t kc[KN_WIN_MAX], ic[KN_WIN_MAX];
             kernel_coords(w, kidx, kc);
-            const float *src = col + (c * ksize + kidx) * in_size;
-            for (int64_t i = 0; i < in_size; i++) {
+            for (int64_t d = nsp - 1, rest = i0; d >= 0; d--) { /* coordinates of i0 */
+                ic[d] = rest % w->in[d];
+                rest /= w->in[d];
+            }
+            const float *src = col + (c * ksize + kidx) * n;
+            for (int64_t i = 0; i < n; i++) {
                 int64_t off = 0;
                 bool inside = true;
                 for (int d = 0; d < nsp; d++) {
@@ -292,10 +305,13 @@ kiln_status kb_nn_convt_run(const kb_run *r) {
         for (int64_t gi = 0; gi < g.group; gi++) {
             const float *xg = X + (b * g.cin + gi * cin_g) * g.in_size;
             const float *wg = W + gi * cin_g * rows; /* [cin_g, cout_g * K] */
-            kb_sgemm(true, false, rows, g.in_size, cin_g, 1.f, wg, rows, xg, g.in_size, 0.f, col,
-                     g.in_size, r->threads);
-            col2im(&g.w, col, cout_g, g.kernel_size, g.in_size, g.out_size,
-                   Y + (b * g.cout + gi * cout_g) * g.out_size, r->threads);
+            for (int64_t i0 = 0; i0 < g.in_size; i0 += g.chunk) {
+                int64_t i1 = i0 + g.chunk < g.in_size ? i0 + g.chunk : g.in_size;
+                kb_sgemm(true, false, rows, i1 - i0, cin_g, 1.f, wg, rows, xg + i0, g.in_size,
+                         0.f, col, i1 - i0, r->threads);
+                col2im(&g.w, col, cout_g, g.kernel_size, i0, i1, g.out_size,
+                       Y + (b * g.cout + gi * cout_g) * g.out_size, r->threads);
+            }
         }
     }
     if (bias) {
