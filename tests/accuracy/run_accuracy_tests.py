@@ -179,6 +179,19 @@ def test_io(k, w, m):
     check("io: wrong dtype named", rc != 0 and "int64" in se and "'xf'" in se, so + se)
 
 
+def test_precision_pass(k, w, m):
+    """--fp16 converts the MLP's layers with one cast in and one per output:
+    fused layers that feed each other share the FP16 tensor."""
+    rc, so, se = run(k, "exec", "--onnx=" + m("mlp.onnx"), "--fp16", "--dumpLayerInfo",
+                     "--iterations=1", "--duration=0", "--warmUp=0")
+    casts = [ln for ln in so.splitlines() if " Cast " in ln]
+    check("precision pass: 3 casts (x in; t, probs out), none between converted layers",
+          rc == 0 and len(casts) == 3 and "Layers after fusion: 7" in so, so + se)
+    rc, so, se = run(k, "exec", "--onnx=" + m("mlp.onnx"), "--dumpLayerInfo",
+                     "--iterations=1", "--duration=0", "--warmUp=0")
+    check("precision pass: no casts without --fp16", rc == 0 and " Cast " not in so, so + se)
+
+
 def test_compare(k, w, m):
     rc, so, se = run(k, "compare", m("mlp.onnx"))
     check("compare: correct model passes (exit 0)", rc == 0 and "PASS 'probs'" in so and
@@ -202,6 +215,11 @@ def test_compare(k, w, m):
                      "--check-error-stat=max", "--atol=0.05", "--rtol=0.05")
     check("compare: --check-error-stat=max catches it", rc == 1 and "max abs error" in se,
           so + se)
+    plan = w("mlp.kiln")
+    rc, so, se = run(k, "exec", "--onnx=" + m("mlp.onnx"), "--saveEngine=" + plan,
+                     "--skipInference")
+    rc, so, se = run(k, "compare", "--plan=" + plan, "--model=" + m("mlp.onnx"))
+    check("compare: --plan with --model as the reference", rc == 0 and "PASSED" in so, so + se)
     rc, so, se = run(k, "compare", m("mlp.onnx"), "--reference=kiln")
     check("compare: kiln reference (ref kernels, no fusion)",
           rc == 0 and "kiln-reference" in so, so + se)
@@ -300,6 +318,7 @@ def main():
 
     test_io(k, w, m)
     test_writer(k, w, m)
+    test_precision_pass(k, w, m)
     if HAVE_ORT:
         test_compare(k, w, m)
         test_debug(k, w, m)
