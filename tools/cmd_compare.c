@@ -518,8 +518,11 @@ bool cmp_run_kiln(const cmp_opts *o, const kiln_network *net, bool reference,
     kiln_builder_config_set_workspace_limit(cfg, o->b.workspace);
     kiln_builder_config_set_threads(cfg, o->b.threads);
     bool ok = true;
-    if (!reference && o->b.backend && (st = kiln_builder_config_set_backend(cfg, o->b.backend)))
-        ok = false, cli_kiln_error("--backend", st);
+    if (!reference && o->b.backend &&
+        (st = kiln_builder_config_set_backend(cfg, o->b.backend)) != KILN_OK) {
+        cli_kiln_error("--backend", st);
+        ok = false;
+    }
     for (int i = 0; ok && !reference && i < o->n_lprec; i++)
         if ((st = kiln_builder_config_set_layer_precision(cfg, o->lprec[i].name,
                                                           o->lprec[i].dtype)) != KILN_OK) {
@@ -848,7 +851,7 @@ bool cmp_tensor(const cmp_opts *o, const char *name, const npy_array *got, const
     if (!same_shape) {
         if (!cmp_silent_flag)
             cli_error("FAIL '%s': shape %s from kiln, %s from the reference", name,
-                  got->rank ? gd : "scalar", ref->rank ? rd : "scalar");
+                      got->rank ? gd : "scalar", ref->rank ? rd : "scalar");
         return false;
     }
     size_t n;
@@ -916,13 +919,14 @@ bool cmp_tensor(const cmp_opts *o, const char *name, const npy_array *got, const
             cli_info("    PASS '%s' (%s: atol=%g rtol=%g)", name, stat_name(o->stat), atol, rtol);
     } else if (o->stat == CMP_ELEMWISE) {
         if (!cmp_silent_flag)
-            cli_error("FAIL '%s': %zu of %zu elements are over both atol=%g and rtol=%g (max abs "
-                  "error %.6g, max rel error %.6g)", name, bad, n, atol, rtol, sa.max, sr.max);
+            cli_error("FAIL '%s': %zu of %zu elements are over both atol=%g and rtol=%g (max "
+                      "abs error %.6g, max rel error %.6g)",
+                      name, bad, n, atol, rtol, sa.max, sr.max);
     } else {
         if (!cmp_silent_flag)
-            cli_error("FAIL '%s': %s abs error %.6g > atol=%g and %s rel error %.6g > rtol=%g", name,
-                  stat_name(o->stat), pick(&sa, o->stat), atol, stat_name(o->stat),
-                  pick(&sr, o->stat), rtol);
+            cli_error("FAIL '%s': %s abs error %.6g > atol=%g and %s rel error %.6g > rtol=%g",
+                      name, stat_name(o->stat), pick(&sa, o->stat), atol, stat_name(o->stat),
+                      pick(&sr, o->stat), rtol);
     }
     return pass;
 }
