@@ -4,6 +4,7 @@
  * embedded libraries, and the example plugins against numpy references with
  * dynamic shapes (models from gen_plugin_models.py). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -491,6 +492,85 @@ static void test_fields(void) {
     kpl_fields_free(&f);
 }
 
+/* ---- the registry under threads ---- */
+
+static kiln_plugin_creator thread_creators[4][50];
+static char thread_names[4][50][16];
+
+static void *registry_worker(void *arg) {
+    int t = (int)(intptr_t)arg;
+    for (int i = 0; i < 50; i++) {
+        kiln_plugin_creator *c = &thread_creators[t][i];
+        snprintf(thread_names[t][i], sizeof thread_names[t][i], "T%d_%d", t, i);
+        *c = neg3;
+        c->name = thread_names[t][i];
+        if (kiln_plugin_register(c, "thread") != KILN_OK)
+            return (void *)1;
+        if (kiln_plugin_find(c->name, "1", "") != c || kiln_plugin_find("CustomAct", "1", "") == NULL)
+            return (void *)1;
+        (void)kiln_plugin_count();
+    }
+    for (int i = 0; i < 50; i++)
+        if (kiln_plugin_deregister(thread_names[t][i], "1", "") != KILN_OK)
+            return (void *)1;
+    return NULL;
+}
+
+static void test_threads(void) {
+    int before = kiln_plugin_count();
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++)
+        pthread_create(&th[t], NULL, registry_worker, (void *)(intptr_t)t);
+    for (int t = 0; t < 4; t++) {
+        void *r = NULL;
+        pthread_join(th[t], &r);
+        KT_CHECK(r == NULL);
+    }
+    KT_CHECK(kiln_plugin_count() == before);
+}
+
+/* ---- allocation failures: every one fails cleanly ---- */
+
+static void test_faults(void) {
+    int clean = 0, ok = 0, n;
+    for (n = 1; n < 4000; n++) {
+        kn_fault_inject_set((uint64_t)n);
+        void *plan = NULL;
+        size_t size = 0;
+        kiln_engine *eng = NULL;
+        kiln_context *ctx = NULL;
+        kiln_status st = build_model("custom_act", 0, 1, &plan, &size);
+        if (st == KILN_OK)
+            st = kiln_engine_load(plan, size, &eng);
+        if (st == KILN_OK)
+            st = kiln_context_create(eng, &ctx);
+        float x[10] = {1, 2}, y[10];
+        int64_t d[2] = {2, 5}; /* case 0's shape: the profile of a one-case build */
+        if (st == KILN_OK)
+            st = kiln_context_set_input_shape(ctx, "x", 2, d);
+        if (st == KILN_OK)
+            st = kiln_context_set_tensor_address(ctx, "x", x);
+        if (st == KILN_OK)
+            st = kiln_context_set_tensor_address(ctx, "y", y);
+        if (st == KILN_OK)
+            st = kiln_context_enqueue(ctx, NULL);
+        kn_fault_inject_set(0);
+        kiln_context_destroy(ctx);
+        kiln_engine_destroy(eng);
+        kiln_free(plan);
+        if (st == KILN_OK) {
+            ok = 1;
+            break;
+        }
+        if (getenv("KT_FAULT_VERBOSE"))
+            fprintf(stderr, "alloc %d: %s: %s\n", n, kiln_status_name(st), kiln_last_error());
+        clean += st == KILN_ERR_OUT_OF_MEMORY || st == KILN_ERR_PLUGIN || st == KILN_ERR_PARSE ||
+                 st == KILN_ERR_IO;
+    }
+    printf("fault injection: %d failing allocations handled, run succeeded after %d\n", clean, n);
+    KT_CHECK(ok);
+}
+
 int main(void) {
     kiln_set_logger(NULL, NULL, KILN_LOG_ERROR);
     test_fields();
@@ -503,6 +583,8 @@ int main(void) {
     test_numeric("bev_pool_fp16", 2e-2);
     test_builder_checks();
     test_plans();
+    test_threads();
+    test_faults();
     printf("%d passed, %d failed\n", kt_pass, kt_fail);
     return kt_fail ? 1 : 0;
 }
