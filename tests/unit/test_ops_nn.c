@@ -1154,16 +1154,74 @@ static void test_attention(void) {
 
 /* ---------------- fused ops: base op + epilogue ---------------- */
 
-static float act_ref(const char *act, float v, float alpha) {
+/* The activations of graph/fused.h, written out independently (ONNX forms). */
+static float act_ref2(const char *act, float v, float alpha, float beta) {
+    double x = v;
     if (strcmp(act, "Relu") == 0)
         return v > 0 ? v : 0;
     if (strcmp(act, "LeakyRelu") == 0)
         return v >= 0 ? v : alpha * v;
     if (strcmp(act, "Sigmoid") == 0)
-        return 1.f / (1.f + expf(-v));
+        return (float)(1 / (1 + exp(-x)));
     if (strcmp(act, "Tanh") == 0)
-        return tanhf(v);
+        return (float)tanh(x);
+    if (strcmp(act, "Clip") == 0)
+        return v < alpha ? alpha : v > beta ? beta : v;
+    if (strcmp(act, "HardSigmoid") == 0)
+        return (float)fmax(0, fmin(1, alpha * x + beta));
+    if (strcmp(act, "HardSwish") == 0)
+        return (float)(x * fmax(0, fmin(1, x / 6 + 0.5)));
+    if (strcmp(act, "Gelu") == 0)
+        return (float)(0.5 * x * (1 + erf(x / sqrt(2))));
+    if (strcmp(act, "GeluTanh") == 0)
+        return (float)(0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))));
+    if (strcmp(act, "Silu") == 0)
+        return (float)(x / (1 + exp(-x)));
+    if (strcmp(act, "Elu") == 0)
+        return (float)(x >= 0 ? x : alpha * (exp(x) - 1));
+    if (strcmp(act, "Softplus") == 0)
+        return (float)log1p(exp(x));
     return v;
+}
+
+static float act_ref(const char *act, float v, float alpha) { return act_ref2(act, v, alpha, 0); }
+
+/* Every activation name the fused ops accept, through kiln::MatMul. */
+static void test_fused_activations(void) {
+    static const struct {
+        const char *name;
+        float alpha, beta;
+    } acts[] = {{"Relu", 0, 0},        {"LeakyRelu", 0.2f, 0},   {"Sigmoid", 0, 0},
+                {"Tanh", 0, 0},        {"Clip", -0.5f, 0.75f},   {"HardSigmoid", 0.3f, 0.4f},
+                {"HardSwish", 0, 0},   {"Gelu", 0, 0},           {"GeluTanh", 0, 0},
+                {"Silu", 0, 0},        {"Elu", 0.7f, 0},         {"Softplus", 0, 0}};
+    float *a = kt_data(6 * 4, 31, 2.f), *b = kt_data(4 * 5, 32, 2.f), base[30], want[30];
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 5; j++) {
+            double acc = 0;
+            for (int p = 0; p < 4; p++)
+                acc += (double)a[i * 4 + p] * b[p * 5 + j];
+            base[i * 5 + j] = (float)acc;
+        }
+    for (size_t t = 0; t < sizeof acts / sizeof acts[0]; t++) {
+        for (int i = 0; i < 30; i++)
+            want[i] = act_ref2(acts[t].name, base[i], acts[t].alpha, acts[t].beta);
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, DIMS(6, 4), a);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(4, 5), b);
+        kc_node(&k, "MatMul", "kiln", 1, 2, NAMES("A", "B"), 1, NAMES("Y"));
+        KT_OK(kiln_network_set_attr_string(k.net, k.node, "activation", acts[t].name));
+        KT_OK(kiln_network_set_attr_float(k.net, k.node, "alpha", acts[t].alpha));
+        KT_OK(kiln_network_set_attr_float(k.net, k.node, "beta", acts[t].beta));
+        KT_OK(kc_run(&k));
+        char what[64];
+        snprintf(what, sizeof what, "kiln::MatMul activation %s", acts[t].name);
+        expect_out(&k, 0, what, 2, DIMS(6, 5), want, 1e-5);
+        cross_tactics(&k, what, 2, DIMS(6, 5), want, 1e-4);
+        kc_free(&k);
+    }
+    free(a), free(b);
 }
 
 static void test_fused_conv(void) {
@@ -1867,6 +1925,7 @@ int main(void) {
     test_fused_conv();
     test_fused_gemm_matmul();
     test_fused_types();
+    test_fused_activations();
     test_conv_random();
     test_conv_transpose_random();
     test_conv_transpose_chunked();
