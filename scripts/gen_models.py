@@ -440,6 +440,17 @@ def tiny_cnn():
     return calibrate_bn(g, g.model(), image_feeds((4, 3, 64, 64)))
 
 
+def shape_tensor_model():
+    """Reshape of a static tensor to a shape given as a graph input (a shape
+    tensor), for the CLI's shape-tensor handling (tests/models/shape_tensor.onnx)."""
+    g = Graph("shape_tensor", seed=3)
+    x = g.add_input("x", TensorProto.FLOAT, [2, 12])
+    shape = g.add_input("target_shape", TensorProto.INT64, [2])
+    y = g.node("Relu", [g.node("Reshape", [x, shape], "reshape")], "relu")
+    g.add_output(y, "y", TensorProto.FLOAT, ["rows", "cols"])
+    return g.model()
+
+
 BUILDERS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2, "bert": bert, "vit": vit}
 
 
@@ -459,7 +470,15 @@ def main(argv=None):
                     help="comma-separated subset of " + ",".join(ALL_MODELS))
     ap.add_argument("--tiny-example", metavar="PATH",
                     help="write only the tiny example CNN to PATH")
+    ap.add_argument("--shape-tensor-example", metavar="PATH",
+                    help="write only the shape-tensor test model to PATH")
     args = ap.parse_args(argv)
+    if args.shape_tensor_example:
+        m = shape_tensor_model()
+        onnx.checker.check_model(m)
+        onnx.save(m, args.shape_tensor_example)
+        print("wrote %s" % args.shape_tensor_example)
+        return 0
     if args.tiny_example:
         m = tiny_cnn()
         onnx.checker.check_model(m)

@@ -532,6 +532,82 @@ static bool input_profile_shape(const cli_build_opts *o, int k, const char *name
     return true;
 }
 
+bool cli_is_value_spec(kiln_dtype dtype, int net_rank, const int64_t *net_dims,
+                       const cli_shape *spec) {
+    if (!spec || (dtype != KILN_DTYPE_INT64 && dtype != KILN_DTYPE_INT32))
+        return false;
+    if (net_rank != 1 || net_dims[0] < 0)
+        return false;
+    if (spec->rank == 1 && spec->dims[0] == net_dims[0])
+        return false; /* it is the input's own shape */
+    return spec->rank == net_dims[0];
+}
+
+/* A shape-tensor input (trtexec's rule: the shapes given for it are its
+ * values): a static shape in every profile and min/opt/max values. Sets
+ * *handled when the input is one. */
+static bool shape_tensor_profile(const cli_build_opts *o, kiln_builder_config *cfg, int index,
+                                 int k, const char *name, kiln_dtype dt, int net_rank,
+                                 const int64_t *nd, bool *handled) {
+    const cli_shape *smin = NULL, *sopt = NULL, *smax = NULL;
+    *handled = false;
+    if (k < o->n_profiles) {
+        smin = cli_shape_find(&o->profiles[k].min, name);
+        sopt = cli_shape_find(&o->profiles[k].opt, name);
+        smax = cli_shape_find(&o->profiles[k].max, name);
+    }
+    if (!smin && !sopt && !smax)
+        smin = sopt = smax = cli_shape_find(&o->shapes, name);
+    const cli_shape *any = sopt ? sopt : smax ? smax : smin;
+    if (!cli_is_value_spec(dt, net_rank, nd, any))
+        return true;
+    if (!sopt)
+        sopt = smax ? smax : smin;
+    if (!smin)
+        smin = sopt;
+    if (!smax)
+        smax = sopt;
+    const cli_shape *v[3] = {smin, sopt, smax};
+    size_t n = (size_t)nd[0];
+    int64_t vals64[3][KILN_MAX_DIMS];
+    int32_t vals32[3][KILN_MAX_DIMS];
+    for (int w = 0; w < 3; w++) {
+        if (!cli_is_value_spec(dt, net_rank, nd, v[w])) {
+            cli_error("profile %d: shape tensor '%s' needs %zu values at min, opt and max", k,
+                      name, n);
+            return false;
+        }
+        for (size_t i = 0; i < n; i++) {
+            vals64[w][i] = v[w]->dims[i];
+            vals32[w][i] = (int32_t)v[w]->dims[i];
+        }
+    }
+    kiln_status st = kiln_builder_config_set_shape(cfg, index, name, 1, nd, nd, nd);
+    if (st == KILN_OK) {
+        if (dt == KILN_DTYPE_INT64)
+            st = kiln_builder_config_set_input_values(cfg, index, name, dt, n, vals64[0],
+                                                      vals64[1], vals64[2]);
+        else
+            st = kiln_builder_config_set_input_values(cfg, index, name, dt, n, vals32[0],
+                                                      vals32[1], vals32[2]);
+    }
+    if (st != KILN_OK) {
+        char what[300];
+        snprintf(what, sizeof what, "profile %d, shape tensor '%s'", k, name);
+        cli_kiln_error(what, st);
+        return false;
+    }
+    if (cli_verbose) {
+        char a[128], b[128], c[128];
+        cli_format_dims(a, sizeof a, smin->rank, smin->dims);
+        cli_format_dims(b, sizeof b, sopt->rank, sopt->dims);
+        cli_format_dims(c, sizeof c, smax->rank, smax->dims);
+        cli_vlog("profile %d: shape tensor %s values min %s opt %s max %s", k, name, a, b, c);
+    }
+    *handled = true;
+    return true;
+}
+
 static bool names_exist(const kiln_network *net, const cli_shape_list *l, const char *flag) {
     for (int i = 0; i < l->n; i++) {
         bool found = false;
@@ -592,6 +668,11 @@ static bool configure(const cli_build_opts *o, const kiln_network *net, kiln_bui
                 cli_kiln_error(name, st);
                 return false;
             }
+            bool handled;
+            if (!shape_tensor_profile(o, cfg, index, k, name, dt, net_rank, nd, &handled))
+                return false;
+            if (handled)
+                continue;
             if (!input_profile_shape(o, k, name, net_rank, nd, &rank, mn, op, mx))
                 return false;
             if ((st = kiln_builder_config_set_shape(cfg, index, name, rank, mn, op, mx)) !=

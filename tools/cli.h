@@ -66,6 +66,14 @@ void cli_shape_list_free(cli_shape_list *list);
 /* "1x3x224x224"; dynamic dims print as -1. Writes at most cap bytes. */
 void cli_format_dims(char *buf, size_t cap, int rank, const int64_t *dims);
 
+/* Whether `spec`, given for an input of type dtype and network shape
+ * net_rank/net_dims, holds the input's values rather than its shape: as in
+ * trtexec, the shapes given for a shape-tensor input (a static 1-D int32 or
+ * int64 input) are its values, e.g. --shapes=target_shape:4x6 for a
+ * 2-element input. A spec equal to the input's own shape is a shape. */
+bool cli_is_value_spec(kiln_dtype dtype, int net_rank, const int64_t *net_dims,
+                       const cli_shape *spec);
+
 /* A build profile: min/opt/max shape lists. */
 typedef struct cli_profile {
     cli_shape_list min, opt, max;

@@ -33,6 +33,7 @@ typedef struct io_buf {
     int64_t dims[KILN_MAX_DIMS];
     void *data;       /* host copy of the values (owned) */
     void *dev;        /* inputs: engine memory bound to the context (owned) */
+    const cli_shape *values; /* a shape-tensor input: its values (borrowed) */
     size_t bytes;
 } io_buf;
 
@@ -458,6 +459,16 @@ static bool run_shape(const exec_opts *o, kiln_engine *eng, io_buf *b) {
         cli_error("input '%s': the engine does not know its shape", b->name);
         return false;
     }
+    /* a shape tensor: what --shapes (else, when building here, the profile's
+       opt shapes) gives for it are its values */
+    const cli_shape *v = s;
+    if (!v && o->b.onnx && o->profile_index < o->b.n_profiles)
+        v = cli_shape_find(&o->b.profiles[o->profile_index].opt, b->name);
+    if (cli_is_value_spec(b->dtype, rank, b->dims, v)) {
+        b->values = v;
+        b->rank = rank;
+        return true;
+    }
     if (s) {
         if (s->rank != rank) {
             cli_error("--shapes: '%s' has rank %d, the engine's input has rank %d", b->name,
@@ -520,12 +531,23 @@ static bool setup_inputs(const exec_opts *o, kiln_engine *eng, kiln_context *ctx
         bool loaded = false;
         if (o->load_inputs && !load_input(o->load_inputs, b, &loaded))
             return false;
-        if (!loaded)
+        if (!loaded && b->values) {
+            for (int k = 0; k < b->values->rank; k++)
+                cli_elem_set(b->dtype, b->data, (size_t)k, (double)b->values->dims[k]);
+        } else if (!loaded) {
             fill_random(b, &rng);
+        }
         char dims[128];
         cli_format_dims(dims, sizeof dims, b->rank, b->dims);
-        cli_info("Input '%s': %s %s%s", b->name, kiln_dtype_name(b->dtype), dims,
-                 loaded ? "" : " (random)");
+        if (b->values) {
+            char vals[128];
+            cli_format_dims(vals, sizeof vals, b->values->rank, b->values->dims);
+            cli_info("Input '%s': %s %s, shape tensor with values %s", b->name,
+                     kiln_dtype_name(b->dtype), dims, vals);
+        } else {
+            cli_info("Input '%s': %s %s%s", b->name, kiln_dtype_name(b->dtype), dims,
+                     loaded ? "" : " (random)");
+        }
         /* engine memory: device memory on a GPU backend, host memory on the CPU;
            the values are copied there once, before any timing */
         if ((st = kiln_engine_alloc(eng, alloc, &b->dev)) != KILN_OK ||

@@ -216,6 +216,28 @@ def main():
     expect_error(k, "bad precision constraint", ["exec", m, "--precisionConstraints=maybe"],
                  "--precisionConstraints")
 
+    # a shape-tensor input: the shapes given for it are its values (trtexec's rule)
+    st_model = os.path.join(HERE, "shape_tensor.onnx")
+    st_plan = w("shape_tensor.plan")
+    rc, out, err = run(k, "exec", "--onnx=" + st_model, "--saveEngine=" + st_plan,
+                       "--minShapes=target_shape:1x24", "--optShapes=target_shape:4x6",
+                       "--maxShapes=target_shape:24x1", "--iterations=1", "--warmUp=0",
+                       "--duration=0", "--exportOutput=" + w("st_opt.json"))
+    check("shape tensor built and run at its opt values",
+          rc == 0 and "shape tensor with values 4x6" in out, out + err)
+    rc, out, err = run(k, "exec", "--loadEngine=" + st_plan, "--shapes=target_shape:3x8",
+                       "--iterations=1", "--warmUp=0", "--duration=0",
+                       "--exportOutput=" + w("st_run.json"))
+    try:
+        with open(w("st_opt.json")) as f:
+            a = json.load(f)
+        with open(w("st_run.json")) as f:
+            b = json.load(f)
+        check("shape tensor values decide the output shape",
+              rc == 0 and a[0]["shape"] == [4, 6] and b[0]["shape"] == [3, 8], out + err)
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check("shape tensor exports parse", False, str(e) + out + err)
+
     # ---- inspect ----
     rc, out, err = run(k, "inspect", plan)
     for text in ("Plan ", "I/O tensors", "input", "output", "Optimization profiles",
