@@ -117,6 +117,9 @@ static kiln_status enqueue(void *self, const kiln_tensor_desc *in, const void *c
     const bev *b = self;
     if (n_in != 7 || n_out != 1)
         return fail(KILN_ERR_INVALID_ARGUMENT, "BEVPool takes 7 inputs and gives 1 output");
+    if (stream) /* a GPU engine passes device pointers and its stream */
+        return fail(KILN_ERR_UNSUPPORTED, "BEVPool has CPU kernels only so far; build the plan "
+                                          "for the cpu backend");
     int half = in[0].dtype == KILN_DTYPE_FLOAT16;
     int64_t C = in[1].dims[4], n_depth = numel(&in[0]), n_pix = numel(&in[1]) / (C ? C : 1);
     int64_t P = numel(&in[2]), K = numel(&in[5]);

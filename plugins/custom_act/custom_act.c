@@ -83,6 +83,9 @@ static kiln_status enqueue(void *self, const kiln_tensor_desc *in, const void *c
     const act *a = self;
     if (n_in != 1 || n_out != 1)
         return fail(KILN_ERR_INVALID_ARGUMENT, "CustomAct takes one input and one output");
+    if (stream) /* a GPU engine passes device pointers and its stream */
+        return fail(KILN_ERR_UNSUPPORTED, "CustomAct has CPU kernels only so far; build the plan "
+                                          "for the cpu backend");
     int64_t n = 1;
     for (int d = 0; d < in[0].rank; d++)
         n *= in[0].dims[d];
