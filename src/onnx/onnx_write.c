@@ -301,6 +301,27 @@ static kn_tinfo *guess_types(const kn_net *net) {
                 ti[n->out[j]].value = NULL;
                 ti[n->out[j]].data_dependent = false;
             }
+        /* Shape's value is its input's dims (dynamic ones as 1): later ops
+         * (ConstantOfShape, Reshape, Expand) need it to infer */
+        int o0 = n->n_out > 0 ? n->out[0] : -1;
+        if (o0 >= 0 && !n->domain[0] && strcmp(n->op_type, "Shape") == 0 && n->n_in > 0 &&
+            n->in[0] >= 0 && !tmp[o0] && ti[o0].dtype == KILN_DTYPE_INT64 && ti[o0].rank == 1) {
+            const kn_tinfo *x = &ti[n->in[0]];
+            int64_t lo = kn_attr_int(n, "start", 0), hi = kn_attr_int(n, "end", x->rank);
+            lo = lo < 0 ? lo + x->rank : lo;
+            hi = hi < 0 ? hi + x->rank : hi;
+            lo = lo < 0 ? 0 : lo > x->rank ? x->rank : lo;
+            hi = hi < lo ? lo : hi > x->rank ? x->rank : hi;
+            int64_t *v = kn_aligned_alloc(sizeof(int64_t) * KILN_MAX_DIMS);
+            if (v && ti[o0].dims[0] == hi - lo) {
+                for (int64_t d = lo; d < hi; d++)
+                    v[d - lo] = x->dims[d];
+                tmp[o0] = v;
+                ti[o0].value = v;
+            } else {
+                kn_aligned_free(v);
+            }
+        }
     }
     for (int t = 0; t < net->n_tensors; t++) {
         ti[t].value = NULL;

@@ -8,6 +8,7 @@ fragile.onnx    positive MLP whose last layer ('big_scale') overflows FP16;
                 every other layer is fine in FP16
 chain50.onnx    a 50-node chain with one planted node ('planted_overflow')
                 whose output overflows FP16, for `kiln debug reduce`
+attrs.onnx      attributes of every kind (ints, floats, strings, a tensor)
 multi.onnx      Identity paths for float, fp16, int64, bool, uint8, double, bf16
 """
 import os
@@ -131,6 +132,33 @@ def multi(path):
     save(g, path)
 
 
+def attrs(path):
+    """Attributes of every kind the writer must carry: ints, floats, strings,
+    tensors; a dynamic batch dimension with a name."""
+    rng = np.random.default_rng(13)
+    w = (rng.standard_normal((4, 2, 3, 3)) / 3).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1],
+                         strides=[1, 1], dilations=[1, 1], group=1, kernel_shape=[3, 3]),
+        helper.make_node("LeakyRelu", ["c"], ["l"], name="leaky", alpha=0.07),
+        helper.make_node("Resize", ["l", "", "scales"], ["r"], name="resize", mode="nearest",
+                         coordinate_transformation_mode="asymmetric",
+                         nearest_mode="floor"),
+        helper.make_node("ReduceMean", ["r"], ["m"], name="mean", axes=[2, 3], keepdims=1),
+        helper.make_node("Transpose", ["m"], ["tr"], name="transpose", perm=[0, 2, 3, 1]),
+        helper.make_node("Shape", ["tr"], ["shp"], name="shape"),
+        helper.make_node("ConstantOfShape", ["shp"], ["fill"], name="fill",
+                         value=numpy_helper.from_array(np.array([0.25], np.float32))),
+        helper.make_node("Add", ["tr", "fill"], ["y"], name="add_fill"),
+    ]
+    g = helper.make_graph(
+        nodes, "attrs",
+        [helper.make_tensor_value_info("x", T.FLOAT, ["batch", 2, 5, 5])],
+        [helper.make_tensor_value_info("y", T.FLOAT, ["batch", 1, 1, 4])],
+        [const("w", w), const("scales", np.array([1, 1, 2, 2], np.float32))])
+    save(g, path)
+
+
 def main_into(out):
     os.makedirs(out, exist_ok=True)
     mlp(os.path.join(out, "mlp.onnx"))
@@ -138,6 +166,7 @@ def main_into(out):
     fragile(os.path.join(out, "fragile.onnx"))
     chain50(os.path.join(out, "chain50.onnx"))
     multi(os.path.join(out, "multi.onnx"))
+    attrs(os.path.join(out, "attrs.onnx"))
 
 
 def main():

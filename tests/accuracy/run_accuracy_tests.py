@@ -245,7 +245,7 @@ def test_compare(k, w, m):
 
 
 def test_writer(k, w, m):
-    for name in ["mlp", "chain50", "multi", "fragile"]:
+    for name in ["mlp", "chain50", "multi", "fragile", "attrs"]:
         out = w("rt_" + name + ".onnx")
         rc, so, se = run(k, "debug", "rewrite", m(name + ".onnx"), "-o", out)
         ok = rc == 0
