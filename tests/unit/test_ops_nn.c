@@ -907,6 +907,48 @@ static void test_matmul(void) {
     matmul_case("matmul batch @ vector", 3, DIMS(2, 3, 4), 1, DIMS(4), 2, DIMS(2, 3), want_r);
 }
 
+/* float16 MatMul and Gemm run on float copies: compare with float on the
+ * same (rounded) values. */
+static void test_matmul_half(void) {
+    float *a = kt_data(2 * 3 * 4, 41, 1.f), *b = kt_data(4 * 5, 42, 1.f), *c = kt_data(5, 43, 1.f);
+    uint16_t ah[24], bh[20], ch[5];
+    for (int i = 0; i < 24; i++)
+        a[i] = kn_half_to_float(ah[i] = kn_float_to_half(a[i]));
+    for (int i = 0; i < 20; i++)
+        b[i] = kn_half_to_float(bh[i] = kn_float_to_half(b[i]));
+    for (int i = 0; i < 5; i++)
+        c[i] = kn_half_to_float(ch[i] = kn_float_to_half(c[i]));
+    for (int gemm = 0; gemm < 2; gemm++) {
+        float want[30], got[30];
+        int n = gemm ? 15 : 30;
+        for (int t = 0; t < 2; t++) {
+            kiln_dtype dt = t ? KILN_DTYPE_FLOAT16 : KILN_DTYPE_FLOAT;
+            kc k;
+            kc_new(&k);
+            if (gemm) {
+                kc_input(&k, "A", dt, 2, DIMS(3, 4), t ? (const void *)ah : a);
+                kc_const(&k, "B", dt, 2, DIMS(4, 5), t ? (const void *)bh : b);
+                kc_const(&k, "C", dt, 1, DIMS(5), t ? (const void *)ch : c);
+                kc_node(&k, "Gemm", "", 13, 3, NAMES("A", "B", "C"), 1, NAMES("Y"));
+            } else {
+                kc_input(&k, "A", dt, 3, DIMS(2, 3, 4), t ? (const void *)ah : a);
+                kc_const(&k, "B", dt, 2, DIMS(4, 5), t ? (const void *)bh : b);
+                kc_node(&k, "MatMul", "", 13, 2, NAMES("A", "B"), 1, NAMES("Y"));
+            }
+            KT_OK(kc_run(&k));
+            kn_tinfo ti;
+            const void *y = kc_out(&k, 0, &ti);
+            KT_CHECK(ti.dtype == dt);
+            for (int i = 0; i < n; i++)
+                (t ? got : want)[i] = t ? kn_half_to_float(((const uint16_t *)y)[i])
+                                        : ((const float *)y)[i];
+            kc_free(&k);
+        }
+        check_close(gemm ? "gemm float16" : "matmul float16", got, want, n, 2e-3);
+    }
+    free(a), free(b), free(c);
+}
+
 /* Integer MatMul: exact sums. */
 static void test_matmul_int(void) {
     static const int32_t a[6] = {1, -2, 3, 4, 5, -6}, b[6] = {7, 8, 9, 10, 11, 12};
@@ -1918,6 +1960,7 @@ int main(void) {
     test_gemm();
     test_matmul();
     test_matmul_int();
+    test_matmul_half();
     test_einsum();
     test_dropout();
     test_recurrent();

@@ -64,15 +64,44 @@ static void gemm_generic(const kn_node *node, const kb_tensor *a, const kb_tenso
         }
 }
 
+/* float16 and bfloat16 go through float copies and the float GEMM; double
+ * and integers through the plain loops (exact sums). */
+static bool half_type(kiln_dtype t) {
+    return t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_BFLOAT16;
+}
+
+static kiln_status half_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                int n_in, const kb_tensor *out, int n_out, void **inst,
+                                size_t *workspace) {
+    *workspace = half_type(in[0].dtype) ? kb_stage_bytes(in, n_in, &out[0]) : 0;
+    return KILN_OK;
+}
+
+/* Stage a half-precision run; st gets float views. */
+static kiln_status half_stage(const kb_run *r, kb_staged *st) {
+    if (!kb_stage_types_ok(r->in, r->n_in, &r->out[0]) ||
+        r->workspace_size < kb_stage_bytes(r->in, r->n_in, &r->out[0]))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "cannot stage %s inputs",
+                             kiln_dtype_name(r->in[0].dtype));
+    kb_stage_in(r->in, r->n_in, &r->out[0], r->workspace, st);
+    return KILN_OK;
+}
+
 static kiln_status gemm_run(const kb_run *r) {
     const kb_tensor *c = present(r, 2) ? &r->in[2] : NULL;
-    if (r->in[0].dtype == KILN_DTYPE_FLOAT && (!c || c->dtype == KILN_DTYPE_FLOAT))
+    if (r->in[0].dtype == KILN_DTYPE_FLOAT && (!c || c->dtype == KILN_DTYPE_FLOAT)) {
         kb_gemm_f32(r->node, &r->in[0], &r->in[1], c, &r->out[0], r->threads);
-    else if (is_numeric(r->in[0].dtype))
+    } else if (half_type(r->in[0].dtype)) {
+        kb_staged st;
+        KN_TRY(half_stage(r, &st));
+        kb_gemm_f32(r->node, &st.in[0], &st.in[1], c ? &st.in[2] : NULL, &st.out, r->threads);
+        kb_stage_out(&st, &r->out[0]);
+    } else if (is_numeric(r->in[0].dtype)) {
         gemm_generic(r->node, &r->in[0], &r->in[1], c, &r->out[0]);
-    else
+    } else {
         return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "Gemm of %s is not supported",
                              kiln_dtype_name(r->in[0].dtype));
+    }
     return KILN_OK;
 }
 
@@ -128,13 +157,19 @@ static void matmul_generic(const kb_tensor *a, const kb_tensor *b, kb_tensor *y)
 
 static kiln_status matmul_run(const kb_run *r) {
     const kb_tensor *a = &r->in[0], *b = &r->in[1];
-    if (a->dtype == KILN_DTYPE_FLOAT && b->dtype == KILN_DTYPE_FLOAT)
+    if (a->dtype == KILN_DTYPE_FLOAT && b->dtype == KILN_DTYPE_FLOAT) {
         kb_matmul_f32(a, b, &r->out[0], r->threads);
-    else if (is_numeric(a->dtype) && a->dtype == b->dtype)
+    } else if (half_type(a->dtype) && a->dtype == b->dtype) {
+        kb_staged st;
+        KN_TRY(half_stage(r, &st));
+        kb_matmul_f32(&st.in[0], &st.in[1], &st.out, r->threads);
+        kb_stage_out(&st, &r->out[0]);
+    } else if (is_numeric(a->dtype) && a->dtype == b->dtype) {
         matmul_generic(a, b, &r->out[0]);
-    else
+    } else {
         return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "MatMul of %s is not supported",
                              kiln_dtype_name(a->dtype));
+    }
     return KILN_OK;
 }
 
@@ -397,8 +432,8 @@ const kb_kernel kb_cpu_nn[] = {
     REF("LpNormalization", sup_real, NULL, kb_nn_lpnorm_run),
     REF("LRN", sup_real, NULL, kb_nn_lrn_run),
     REF("MeanVarianceNormalization", sup_real, kb_nn_mvn_prepare, kb_nn_mvn_run),
-    REF("Gemm", sup_numeric, NULL, gemm_run),
-    REF("MatMul", sup_numeric, NULL, matmul_run),
+    REF("Gemm", sup_numeric, half_prepare, gemm_run),
+    REF("MatMul", sup_numeric, half_prepare, matmul_run),
     REF("MatMulInteger", sup_8bit, NULL, matmul_integer_run),
     REF("QLinearMatMul", sup_8bit, NULL, qlinear_matmul_run),
     REF("Einsum", sup_einsum, NULL, einsum_run),
