@@ -87,12 +87,12 @@ static bool is_float_field(kiln_field_type t) {
 
 static kiln_status mismatch(const kn_node *n, const kiln_plugin_creator *cr, const kn_attr *a,
                             const kiln_field_spec *sp, const char *why) {
-    char id[512];
+    char id[512], len[48] = "";
     kpl_identity(id, sizeof id, cr->name, cr->version, cr->plugin_namespace);
-    return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT,
-                         "attribute '%s' of plugin %s: expected %s%s%s, %s", a->name, id,
-                         kpl_field_type_name(sp->type), sp->length >= 0 ? " of length " : "",
-                         sp->length >= 0 ? (sp->length == 1 ? "1" : "(see schema)") : "", why);
+    if (sp->length >= 0)
+        snprintf(len, sizeof len, " of length %lld", (long long)sp->length);
+    return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT, "attribute '%s' of plugin %s: expected %s%s, %s",
+                         a->name, id, kpl_field_type_name(sp->type), len, why);
 }
 
 static kiln_status put_ints(const kn_node *n, const kiln_plugin_creator *cr, const kn_attr *a,

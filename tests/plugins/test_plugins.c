@@ -492,6 +492,97 @@ static void test_fields(void) {
     kpl_fields_free(&f);
 }
 
+/* ---- ONNX attributes to fields, by schema ---- */
+
+static const kiln_field_spec conv_schema[] = {
+    {"h", KILN_FIELD_FLOAT16, 2, 0},   {"bf", KILN_FIELD_BFLOAT16, 1, 0},
+    {"d", KILN_FIELD_FLOAT64, -1, 0},  {"i8", KILN_FIELD_INT8, -1, 0},
+    {"i32", KILN_FIELD_INT32, 1, 0},   {"s", KILN_FIELD_STRING, -1, 0},
+    {"t", KILN_FIELD_INT16, -1, 0},    {"req", KILN_FIELD_INT64, 1, 1},
+};
+static const kiln_plugin_creator conv_creator = {1, sizeof(kiln_plugin_creator), "Conv9", "2",
+                                                 "ns", conv_schema, 8, NULL, neg3_create};
+
+static kn_node *conv_node(kn_net **net) {
+    int x, y, idx;
+    if (kn_net_new(net) != KILN_OK || kn_net_tensor(*net, "x", &x) != KILN_OK ||
+        kn_net_tensor(*net, "y", &y) != KILN_OK ||
+        kn_net_add_node(*net, "c9", "Conv9", "my.domain", 1, 1, &x, 1, &y, &idx) != KILN_OK)
+        return NULL;
+    return &(*net)->nodes[idx];
+}
+
+static void test_field_conversion(void) {
+    kn_net *net = NULL;
+    kn_node *n = conv_node(&net);
+    float h[2] = {1.5f, -2.0f};
+    int64_t i8[3] = {-128, 0, 127}, one = 7;
+    KT_OK(kn_node_set_floats(n, "h", h, 2));
+    KT_OK(kn_node_set_float(n, "bf", 3.0f));
+    KT_OK(kn_node_set_floats(n, "d", h, 2));
+    KT_OK(kn_node_set_ints(n, "i8", i8, 3));
+    KT_OK(kn_node_set_int(n, "i32", one));
+    KT_OK(kn_node_set_string(n, "s", "text"));
+    KT_OK(kn_node_set_int(n, "req", 42));
+    kn_tdata t; /* a tensor attribute becomes a typed array */
+    int64_t dims[1] = {3};
+    KT_OK(kn_tdata_alloc(&t, KILN_DTYPE_INT32, 1, dims));
+    ((int32_t *)t.data)[2] = -5;
+    KT_OK(kn_node_set_int(n, "t", 0));
+    kn_attr *ta = (kn_attr *)kn_attr_find(n, "t");
+    ta->type = KN_ATTR_TENSOR;
+    ta->tensor = malloc(sizeof *ta->tensor);
+    *ta->tensor = t;
+    kpl_fields f;
+    KT_OK(kpl_fields_from_node(n, &conv_creator, &f));
+    KT_CHECK(f.c.count == 8);
+    for (int i = 0; i < f.c.count; i++) {
+        const kiln_field *x = &f.items[i];
+        if (!strcmp(x->name, "h"))
+            KT_CHECK(x->type == KILN_FIELD_FLOAT16 && x->length == 2 &&
+                     ((const uint16_t *)x->data)[0] == 0x3e00);
+        if (!strcmp(x->name, "bf"))
+            KT_CHECK(x->type == KILN_FIELD_BFLOAT16 && ((const uint16_t *)x->data)[0] == 0x4040);
+        if (!strcmp(x->name, "d"))
+            KT_CHECK(x->type == KILN_FIELD_FLOAT64 && ((const double *)x->data)[1] == -2.0);
+        if (!strcmp(x->name, "i8"))
+            KT_CHECK(x->length == 3 && ((const int8_t *)x->data)[0] == -128);
+        if (!strcmp(x->name, "i32"))
+            KT_CHECK(x->type == KILN_FIELD_INT32 && ((const int32_t *)x->data)[0] == 7);
+        if (!strcmp(x->name, "s"))
+            KT_CHECK(x->type == KILN_FIELD_STRING && x->length == 4);
+        if (!strcmp(x->name, "t"))
+            KT_CHECK(x->type == KILN_FIELD_INT16 && x->length == 3 &&
+                     ((const int16_t *)x->data)[2] == -5);
+    }
+    kpl_fields_free(&f);
+    /* each mismatch names the node, the attribute and the expected type */
+    int64_t big[1] = {300}, two[2] = {1, 2};
+    KT_OK(kn_node_set_ints(n, "i8", big, 1));
+    KT_FAILS(kpl_fields_from_node(n, &conv_creator, &f), KILN_ERR_INVALID_ARGUMENT,
+             "node 'c9' (my.domain::Conv9): attribute 'i8' of plugin 'Conv9' (version '2', namespace 'ns'): "
+             "expected int8");
+    KT_CHECK(strstr(kiln_last_error(), "(300) does not fit") != NULL);
+    KT_OK(kn_node_set_ints(n, "i8", i8, 3));
+    KT_OK(kn_node_set_ints(n, "i32", two, 2));
+    KT_FAILS(kpl_fields_from_node(n, &conv_creator, &f), KILN_ERR_INVALID_ARGUMENT,
+             "got 2 element(s) where the schema wants 1");
+    KT_OK(kn_node_set_string(n, "i32", "seven"));
+    KT_FAILS(kpl_fields_from_node(n, &conv_creator, &f), KILN_ERR_INVALID_ARGUMENT,
+             "attribute 'i32' of plugin 'Conv9' (version '2', namespace 'ns'): expected int32");
+    KT_OK(kn_node_set_int(n, "i32", 1));
+    KT_OK(kn_node_set_floats(n, "h", h, 1));
+    KT_FAILS(kpl_fields_from_node(n, &conv_creator, &f), KILN_ERR_INVALID_ARGUMENT,
+             "attribute 'h' of plugin 'Conv9' (version '2', namespace 'ns'): expected float16 of "
+             "length 2, got 1 element(s)");
+    kn_net_free(net);
+    net = NULL;
+    n = conv_node(&net); /* no attributes: the required field is missing */
+    KT_FAILS(kpl_fields_from_node(n, &conv_creator, &f), KILN_ERR_INVALID_ARGUMENT,
+             "needs field 'req' (int64)");
+    kn_net_free(net);
+}
+
 /* ---- the registry under threads ---- */
 
 static kiln_plugin_creator thread_creators[4][50];
@@ -574,6 +665,7 @@ static void test_faults(void) {
 int main(void) {
     kiln_set_logger(NULL, NULL, KILN_LOG_ERROR);
     test_fields();
+    test_field_conversion();
     test_loading();
     test_bad_nodes();
     test_override();
