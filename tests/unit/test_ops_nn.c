@@ -1192,6 +1192,36 @@ static void test_attention(void) {
         kc_free(&k3);
         free(q), free(k), free(v), free(m);
     }
+    /* float16 against float on the same rounded values, causal, 4-D */
+    {
+        float *q = kt_data(24, 15, 1.f), *k = kt_data(24, 16, 1.f), *v = kt_data(24, 17, 1.f);
+        uint16_t qh[24], kh[24], vh[24];
+        for (int i = 0; i < 24; i++) {
+            q[i] = kn_half_to_float(qh[i] = kn_float_to_half(q[i]));
+            k[i] = kn_half_to_float(kh[i] = kn_float_to_half(k[i]));
+            v[i] = kn_half_to_float(vh[i] = kn_float_to_half(v[i]));
+        }
+        float res[2][24];
+        for (int t = 0; t < 2; t++) {
+            kiln_dtype dt = t ? KILN_DTYPE_FLOAT16 : KILN_DTYPE_FLOAT;
+            kc kx;
+            kc_new(&kx);
+            kc_input(&kx, "Q", dt, 4, DIMS(1, 2, 3, 4), t ? (const void *)qh : q);
+            kc_input(&kx, "K", dt, 4, DIMS(1, 2, 3, 4), t ? (const void *)kh : k);
+            kc_input(&kx, "V", dt, 4, DIMS(1, 2, 3, 4), t ? (const void *)vh : v);
+            kc_node(&kx, "Attention", "", 23, 3, NAMES("Q", "K", "V"), 1, NAMES("Y"));
+            KT_OK(kiln_network_set_attr_int(kx.net, kx.node, "is_causal", 1));
+            KT_OK(kc_run(&kx));
+            kn_tinfo ti;
+            const void *y = kc_out(&kx, 0, &ti);
+            KT_CHECK(ti.dtype == dt);
+            for (int i = 0; i < 24; i++)
+                res[t][i] = t ? kn_half_to_float(((const uint16_t *)y)[i]) : ((const float *)y)[i];
+            kc_free(&kx);
+        }
+        check_close("attention float16", res[1], res[0], 24, 2e-3);
+        free(q), free(k), free(v);
+    }
 }
 
 /* ---------------- fused ops: base op + epilogue ---------------- */

@@ -396,7 +396,8 @@ static bool sup_conv(const kn_node *node, const kn_tinfo *in, int n_in, const kn
 static bool sup_attention(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                           int n_out) {
     for (int i = 0; i < n_in && i < 6; i++)
-        if (i != 3 && in[i].dtype != KILN_DTYPE_UNDEFINED && in[i].dtype != KILN_DTYPE_FLOAT)
+        if (in[i].dtype != KILN_DTYPE_UNDEFINED && !kb_is_real(in[i].dtype) &&
+            !(i == 3 && in[i].dtype == KILN_DTYPE_BOOL))
             return false;
     return n_in < 7 || in[6].dtype == KILN_DTYPE_UNDEFINED;
 }

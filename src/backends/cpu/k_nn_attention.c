@@ -1,4 +1,4 @@
-/* k_nn_attention.c - reference Attention (opset 23, float): scaled dot
+/* k_nn_attention.c - reference Attention (opset 23, real types): scaled dot
  * products per query row, optional softcap, attention mask (bool or additive)
  * and causal mask aligned to the past cache, softmax, weighted sum of values;
  * grouped-query heads; present key/value caches; the QK output (modes 0, 3). */
@@ -32,36 +32,43 @@ kiln_status kb_nn_attention_prepare(const void *state, const kn_node *node, cons
     return KILN_OK;
 }
 
-/* Row pointers: each row is contiguous over its head size in both layouts. */
+/* Element offsets of rows: each row is contiguous over its head size in
+ * both layouts. Values are read and written through kb_ld / kb_st, so every
+ * real type works (computed in double). */
 typedef struct att_io {
     const kn_attention *a;
-    const float *q, *k, *v, *pk, *pv;
-    float *y;
+    const kb_tensor *q, *k, *v, *pk, *pv;
+    kb_tensor *y;
 } att_io;
 
-static const float *q_row(const att_io *t, int64_t b, int64_t h, int64_t i) {
+static int64_t q_row(const att_io *t, int64_t b, int64_t h, int64_t i) {
     const kn_attention *a = t->a;
-    return t->q + (a->rank3 ? (b * a->q_seq + i) * a->q_heads * a->head + h * a->head
-                            : ((b * a->q_heads + h) * a->q_seq + i) * a->head);
+    return a->rank3 ? (b * a->q_seq + i) * a->q_heads * a->head + h * a->head
+                    : ((b * a->q_heads + h) * a->q_seq + i) * a->head;
 }
 
-/* Row j of the present keys (past cache first) or values. */
-static const float *kv_row(const att_io *t, bool value, int64_t b, int64_t h, int64_t j) {
+/* Row j of the present keys (past cache first) or values: its tensor and offset. */
+static const kb_tensor *kv_row(const att_io *t, bool value, int64_t b, int64_t h, int64_t j,
+                               int64_t *off) {
     const kn_attention *a = t->a;
     int64_t size = value ? a->v_head : a->head;
-    if (j < a->past)
-        return (value ? t->pv : t->pk) + ((b * a->kv_heads + h) * a->past + j) * size;
+    if (j < a->past) {
+        *off = ((b * a->kv_heads + h) * a->past + j) * size;
+        return value ? t->pv : t->pk;
+    }
     j -= a->past;
-    const float *base = value ? t->v : t->k;
-    return base + (a->rank3 ? (b * a->kv_seq + j) * a->kv_heads * size + h * size
-                            : ((b * a->kv_heads + h) * a->kv_seq + j) * size);
+    *off = a->rank3 ? (b * a->kv_seq + j) * a->kv_heads * size + h * size
+                    : ((b * a->kv_heads + h) * a->kv_seq + j) * size;
+    return value ? t->v : t->k;
 }
 
-static float *y_row(const att_io *t, int64_t b, int64_t h, int64_t i) {
+static int64_t y_row(const att_io *t, int64_t b, int64_t h, int64_t i) {
     const kn_attention *a = t->a;
-    return t->y + (a->rank3 ? (b * a->q_seq + i) * a->q_heads * a->v_head + h * a->v_head
-                            : ((b * a->q_heads + h) * a->q_seq + i) * a->v_head);
+    return a->rank3 ? (b * a->q_seq + i) * a->q_heads * a->v_head + h * a->v_head
+                    : ((b * a->q_heads + h) * a->q_seq + i) * a->v_head;
 }
+
+static double ld(const kb_tensor *t, int64_t i) { return kb_ld(t->data, t->dtype, (size_t)i); }
 
 /* Additive bias of the attention mask at (b, h, i, j): right-aligned
  * broadcasting to [batch, q_heads, q_seq, total]; keys past the mask's last
@@ -85,14 +92,17 @@ static double mask_bias(const kb_tensor *m, const kn_attention *a, int64_t b, in
 }
 
 /* Present cache output: the past rows, then the new keys (or values). */
-static void write_present(const att_io *t, bool value, float *dst) {
+static void write_present(const att_io *t, bool value, kb_tensor *dst) {
     const kn_attention *a = t->a;
     int64_t size = value ? a->v_head : a->head;
     for (int64_t b = 0; b < a->batch; b++)
         for (int64_t h = 0; h < a->kv_heads; h++)
-            for (int64_t j = 0; j < a->total; j++)
-                memcpy(dst + ((b * a->kv_heads + h) * a->total + j) * size,
-                       kv_row(t, value, b, h, j), sizeof(float) * (size_t)size);
+            for (int64_t j = 0; j < a->total; j++) {
+                int64_t off, to = ((b * a->kv_heads + h) * a->total + j) * size;
+                const kb_tensor *src = kv_row(t, value, b, h, j, &off);
+                for (int64_t e = 0; e < size; e++)
+                    kb_st(dst->data, dst->dtype, (size_t)(to + e), ld(src, off + e));
+            }
 }
 
 kiln_status kb_nn_attention_run(const kb_run *r) {
@@ -102,20 +112,19 @@ kiln_status kb_nn_attention_run(const kb_run *r) {
     const kb_tensor *mask = IN(3), *pk = IN(4), *pv = IN(5);
 #undef IN
     for (int i = 0; i < r->n_in && i < 6; i++)
-        if (r->in[i].data && r->in[i].dtype != KILN_DTYPE_FLOAT &&
-            !(i == 3 && (r->in[i].dtype == KILN_DTYPE_BOOL || kb_is_real(r->in[i].dtype))))
+        if (r->in[i].data && !kb_is_real(r->in[i].dtype) &&
+            !(i == 3 && r->in[i].dtype == KILN_DTYPE_BOOL))
             return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
-                                 "the reference Attention handles float only (input %d is %s)", i,
+                                 "Attention input %d of type %s is not supported", i,
                                  kiln_dtype_name(r->in[i].dtype));
     if (r->workspace_size < (size_t)(a.batch * a.q_heads * a.total) * sizeof(double))
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
-    att_io t = {&a, r->in[0].data, r->in[1].data, r->in[2].data, pk ? pk->data : NULL,
-                pv ? pv->data : NULL, r->out[0].data};
-    float *qk = r->n_out > 3 ? r->out[3].data : NULL;
+    att_io t = {&a, &r->in[0], &r->in[1], &r->in[2], pk, pv, &r->out[0]};
+    kb_tensor *qk = r->n_out > 3 && r->out[3].data ? &r->out[3] : NULL;
     if (r->n_out > 1 && r->out[1].data)
-        write_present(&t, false, r->out[1].data);
+        write_present(&t, false, &r->out[1]);
     if (r->n_out > 2 && r->out[2].data)
-        write_present(&t, true, r->out[2].data);
+        write_present(&t, true, &r->out[2]);
     int64_t jobs = a.batch * a.q_heads, group = a.q_heads / a.kv_heads;
     int nth = r->threads > 1 && jobs * a.q_seq * a.total * a.head > 32768 ? r->threads : 1;
 #pragma omp parallel for num_threads(nth) schedule(static)
@@ -123,23 +132,24 @@ kiln_status kb_nn_attention_run(const kb_run *r) {
         int64_t b = job / a.q_heads, h = job % a.q_heads, kvh = h / group;
         double *p = (double *)r->workspace + job * a.total;
         for (int64_t i = 0; i < a.q_seq; i++) {
-            const float *qr = q_row(&t, b, h, i);
-            float *qk_row = qk ? qk + ((b * a.q_heads + h) * a.q_seq + i) * a.total : NULL;
+            int64_t qo = q_row(&t, b, h, i);
+            int64_t qk_off = ((b * a.q_heads + h) * a.q_seq + i) * a.total;
             bool any = false; /* a key this query may attend */
             double mx = -INFINITY;
             for (int64_t j = 0; j < a.total; j++) {
-                const float *kr = kv_row(&t, false, b, kvh, j);
+                int64_t ko;
+                const kb_tensor *kt = kv_row(&t, false, b, kvh, j, &ko);
                 double dot = 0.0;
                 for (int64_t d = 0; d < a.head; d++)
-                    dot += (double)qr[d] * kr[d];
+                    dot += ld(t.q, qo + d) * ld(kt, ko + d);
                 double s = a.scale * dot;
                 if (a.softcap > 0.f)
                     s = a.softcap * tanh(s / a.softcap);
                 double bias = mask_bias(mask, &a, b, h, i, j);
                 if (a.causal && j > i + a.past)
                     bias = -INFINITY;
-                if (qk_row && a.qk_mode == 0)
-                    qk_row[j] = (float)s;
+                if (qk && a.qk_mode == 0)
+                    kb_st(qk->data, qk->dtype, (size_t)(qk_off + j), s);
                 p[j] = s + bias;
                 if (bias != -INFINITY) {
                     any = true;
@@ -154,16 +164,20 @@ kiln_status kb_nn_attention_run(const kb_run *r) {
             }
             for (int64_t j = 0; j < a.total; j++) {
                 p[j] = sum > 0.0 ? p[j] / sum : 0.0;
-                if (qk_row && a.qk_mode == 3)
-                    qk_row[j] = (float)p[j];
+                if (qk && a.qk_mode == 3)
+                    kb_st(qk->data, qk->dtype, (size_t)(qk_off + j), p[j]);
             }
-            float *yr = y_row(&t, b, h, i);
+            int64_t yo = y_row(&t, b, h, i);
             for (int64_t e = 0; e < a.v_head; e++) {
                 double acc = 0.0;
-                for (int64_t j = 0; j < a.total; j++)
-                    if (p[j] != 0.0)
-                        acc += p[j] * kv_row(&t, true, b, kvh, j)[e];
-                yr[e] = (float)acc;
+                for (int64_t j = 0; j < a.total; j++) {
+                    if (p[j] == 0.0)
+                        continue;
+                    int64_t vo;
+                    const kb_tensor *vt = kv_row(&t, true, b, kvh, j, &vo);
+                    acc += p[j] * ld(vt, vo + e);
+                }
+                kb_st(t.y->data, t.y->dtype, (size_t)(yo + e), acc);
             }
         }
     }
