@@ -357,6 +357,11 @@ static void run_case(const char *dir, const options *o, case_result *r) {
     if (load_set(dir, 0, &d, r) != 0) {
         if (!r->reason[0])
             set_reason(r, OUT_FAILED, "no test_data_set_0");
+        /* Data kiln cannot read (string tensors) usually belongs to a model
+         * kiln cannot build either; let the builder say so. */
+        if (kiln_builder_config_create(&cfg) == KILN_OK &&
+            kiln_build_serialized(net, cfg, &plan, &plan_size) == KILN_ERR_UNSUPPORTED)
+            set_reason(r, OUT_UNSUPPORTED, "build: KILN_ERR_UNSUPPORTED: %s", kiln_last_error());
         goto done;
     }
     if ((st = kiln_builder_config_create(&cfg)) != KILN_OK) {
