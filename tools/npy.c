@@ -1006,21 +1006,50 @@ double npy_get(kiln_dtype dt, const void *p, size_t i) {
     }
 }
 
+/* double to integer without undefined behaviour: NaN is 0, out-of-range
+ * values saturate at 64 bits, narrower types wrap (two's complement). */
+static int64_t to_i64(double v) {
+    if (isnan(v))
+        return 0;
+    if (v >= 9.2233720368547758e18)
+        return INT64_MAX;
+    if (v <= -9.2233720368547758e18)
+        return INT64_MIN;
+    return (int64_t)v;
+}
+
+static uint64_t to_u64(double v) {
+    if (v >= 1.8446744073709552e19)
+        return UINT64_MAX;
+    if (v >= 0)
+        return (uint64_t)v;
+    return (uint64_t)to_i64(v);
+}
+
+/* double to float: beyond float's range is an infinity, not undefined */
+static float to_f32(double v) {
+    if (v > 3.4028234663852886e38)
+        return INFINITY;
+    if (v < -3.4028234663852886e38)
+        return -INFINITY;
+    return (float)v;
+}
+
 void npy_set(kiln_dtype dt, void *p, size_t i, double v) {
     switch (dt) {
-    case KILN_DTYPE_FLOAT: ((float *)p)[i] = (float)v; break;
+    case KILN_DTYPE_FLOAT: ((float *)p)[i] = to_f32(v); break;
     case KILN_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
-    case KILN_DTYPE_FLOAT16: ((uint16_t *)p)[i] = float_to_half((float)v); break;
-    case KILN_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = float_to_bf16((float)v); break;
-    case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case KILN_DTYPE_FLOAT16: ((uint16_t *)p)[i] = float_to_half(to_f32(v)); break;
+    case KILN_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = float_to_bf16(to_f32(v)); break;
+    case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)to_i64(v); break;
+    case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)to_u64(v); break;
     case KILN_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
-    case KILN_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
-    case KILN_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case KILN_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case KILN_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case KILN_DTYPE_INT64: ((int64_t *)p)[i] = (int64_t)v; break;
-    case KILN_DTYPE_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+    case KILN_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)to_i64(v); break;
+    case KILN_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)to_u64(v); break;
+    case KILN_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)to_i64(v); break;
+    case KILN_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)to_u64(v); break;
+    case KILN_DTYPE_INT64: ((int64_t *)p)[i] = to_i64(v); break;
+    case KILN_DTYPE_UINT64: ((uint64_t *)p)[i] = to_u64(v); break;
     default: break;
     }
 }
