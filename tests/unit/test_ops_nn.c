@@ -1099,6 +1099,46 @@ static void test_recurrent(void) {
         kc_free(&k);
         free(X), free(W), free(R), free(B), free(H0), free(C0), free(P);
     }
+    /* the same LSTM in double (float copies inside): the same results */
+    {
+        static const int64_t n[7] = {18, 96, 128, 64, 16, 16, 24};
+        static const int seeds[7] = {1, 2, 3, 4, 5, 6, 7};
+        static const float scales[7] = {1.f, 0.5f, 0.5f, 0.3f, 0.2f, 0.2f, 0.3f};
+        double *d[7];
+        for (int i = 0; i < 7; i++) {
+            float *f = kt_data(n[i], seeds[i], scales[i]);
+            d[i] = malloc(sizeof(double) * (size_t)n[i]);
+            for (int64_t j = 0; j < n[i]; j++)
+                d[i][j] = f[j];
+            free(f);
+        }
+        static const int32_t L[2] = {3, 2};
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_DOUBLE, 3, DIMS(3, 2, 3), d[0]);
+        kc_const(&k, "W", KILN_DTYPE_DOUBLE, 3, DIMS(2, 16, 3), d[1]);
+        kc_const(&k, "R", KILN_DTYPE_DOUBLE, 3, DIMS(2, 16, 4), d[2]);
+        kc_const(&k, "B", KILN_DTYPE_DOUBLE, 2, DIMS(2, 32), d[3]);
+        kc_const(&k, "L", KILN_DTYPE_INT32, 1, DIMS(2), L);
+        kc_const(&k, "H0", KILN_DTYPE_DOUBLE, 3, DIMS(2, 2, 4), d[4]);
+        kc_const(&k, "C0", KILN_DTYPE_DOUBLE, 3, DIMS(2, 2, 4), d[5]);
+        kc_const(&k, "P", KILN_DTYPE_DOUBLE, 2, DIMS(2, 12), d[6]);
+        kc_node(&k, "LSTM", "", 14, 8, NAMES("X", "W", "R", "B", "L", "H0", "C0", "P"), 2,
+                NAMES("Y", "Yh"));
+        KT_OK(kiln_network_set_attr_int(k.net, k.node, "hidden_size", 4));
+        KT_OK(kiln_network_set_attr_string(k.net, k.node, "direction", "bidirectional"));
+        KT_OK(kc_run(&k));
+        kn_tinfo ti;
+        const double *y = kc_out(&k, 1, &ti);
+        float yh[16];
+        for (int i = 0; i < 16; i++)
+            yh[i] = (float)y[i];
+        KT_CHECK(ti.dtype == KILN_DTYPE_DOUBLE);
+        check_close("lstm double Y_h", yh, exp_lstm_Yh, 16, 1e-5);
+        kc_free(&k);
+        for (int i = 0; i < 7; i++)
+            free(d[i]);
+    }
     /* GRU: bidirectional, linear_before_reset */
     {
         float *X = kt_data(24, 11, 1.f), *W = kt_data(54, 12, 0.5f), *R = kt_data(54, 13, 0.5f);

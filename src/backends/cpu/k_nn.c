@@ -405,9 +405,9 @@ static bool sup_attention(const kn_node *node, const kn_tinfo *in, int n_in, con
 static bool sup_recurrent(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                           int n_out) {
     for (int i = 0; i < n_in; i++) /* sequence_lens (4) is an integer input */
-        if (i != 4 && in[i].dtype != KILN_DTYPE_UNDEFINED && in[i].dtype != KILN_DTYPE_FLOAT)
+        if (i != 4 && in[i].dtype != KILN_DTYPE_UNDEFINED && !kb_is_real(in[i].dtype))
             return false;
-    return true;
+    return n_in <= 8 && n_out <= 3;
 }
 
 #define REF(op, sup, prep, run) {op, "", "ref", sup, NULL, NULL, prep, NULL, run}

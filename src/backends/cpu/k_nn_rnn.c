@@ -125,13 +125,56 @@ static size_t rnn_ws_floats(const rnn_geom *g) {
     return (size_t)(g->batch * g->hidden) * (size_t)(3 + g->gates);
 }
 
+/* Other real types run on float copies placed after the state buffers: the
+ * tensors (sequence_lens aside) that are not float. */
+static size_t align64(size_t n) { return (n + 63u) & ~(size_t)63u; }
+
+static bool copied(const kb_tensor *t, int i) {
+    return i != 4 && t->dtype != KILN_DTYPE_UNDEFINED && t->dtype != KILN_DTYPE_FLOAT;
+}
+
+static size_t copies_bytes(const kb_tensor *in, int n_in, const kb_tensor *out, int n_out) {
+    size_t s = 0;
+    for (int i = 0; i < n_in && i < 8; i++)
+        if (copied(&in[i], i))
+            s += align64((size_t)kb_numel(&in[i]) * sizeof(float));
+    for (int i = 0; i < n_out && i < 3; i++)
+        if (copied(&out[i], -1))
+            s += align64((size_t)kb_numel(&out[i]) * sizeof(float));
+    return s;
+}
+
 kiln_status kb_nn_rnn_prepare(const void *state, const kn_node *node, const kb_tensor *in,
                               int n_in, const kb_tensor *out, int n_out, void **inst,
                               size_t *workspace) {
     rnn_geom g;
     KN_TRY(rnn_setup(node, &in[0], &in[1], &g));
-    *workspace = rnn_ws_floats(&g) * sizeof(float);
+    *workspace = align64(rnn_ws_floats(&g) * sizeof(float)) + copies_bytes(in, n_in, out, n_out);
     return KILN_OK;
+}
+
+/* Float views of the inputs (converted into mem) and outputs (in mem). */
+static void float_views(const kb_run *r, uint8_t *mem, kb_tensor *in, kb_tensor *out) {
+    for (int i = 0; i < r->n_in && i < 8; i++) {
+        in[i] = r->in[i];
+        if (!copied(&r->in[i], i) || !r->in[i].data)
+            continue;
+        int64_t n = kb_numel(&r->in[i]);
+        float *f = (float *)mem;
+        for (int64_t k = 0; k < n; k++)
+            f[k] = (float)kb_ld(r->in[i].data, r->in[i].dtype, (size_t)k);
+        in[i].data = f;
+        in[i].dtype = KILN_DTYPE_FLOAT;
+        mem += align64((size_t)n * sizeof(float));
+    }
+    for (int i = 0; i < r->n_out && i < 3; i++) {
+        out[i] = r->out[i];
+        if (!copied(&r->out[i], -1) || !r->out[i].data)
+            continue;
+        out[i].data = mem;
+        out[i].dtype = KILN_DTYPE_FLOAT;
+        mem += align64((size_t)kb_numel(&r->out[i]) * sizeof(float));
+    }
 }
 
 static float clipv(const rnn_geom *g, float v) {
@@ -225,24 +268,28 @@ static void lstm_cell(const rnn_geom *g, const dir_params *d, const float *gates
 }
 
 kiln_status kb_nn_rnn_run(const kb_run *r) {
-    const kb_tensor *X = &r->in[0], *W = &r->in[1], *R = &r->in[2];
-#define IN(i) (r->n_in > (i) && r->in[i].data ? &r->in[i] : NULL)
+    if (r->n_in > 8 || r->n_out > 3)
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "too many inputs or outputs");
+    for (int i = 0; i < r->n_in; i++)
+        if (i != 4 && r->in[i].data && !kb_is_real(r->in[i].dtype))
+            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "input %d of type %s", i,
+                                 kiln_dtype_name(r->in[i].dtype));
+    rnn_geom g;
+    KN_TRY(rnn_setup(r->node, &r->in[0], &r->in[1], &g));
+    size_t own = align64(rnn_ws_floats(&g) * sizeof(float));
+    if (r->workspace_size < own + copies_bytes(r->in, r->n_in, r->out, r->n_out))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
+    kb_tensor in[8], out[3];
+    float_views(r, (uint8_t *)r->workspace + own, in, out);
+    const kb_tensor *X = &in[0], *W = &in[1], *R = &in[2];
+#define IN(i) (r->n_in > (i) && in[i].data ? &in[i] : NULL)
     const kb_tensor *B = IN(3), *SL = IN(4), *H0 = IN(5), *C0 = IN(6), *P = IN(7);
 #undef IN
-    rnn_geom g;
-    KN_TRY(rnn_setup(r->node, X, W, &g));
-    for (int i = 0; i < r->n_in; i++)
-        if (i != 4 && r->in[i].data && r->in[i].dtype != KILN_DTYPE_FLOAT)
-            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
-                                 "the reference kernel handles float only (input %d is %s)", i,
-                                 kiln_dtype_name(r->in[i].dtype));
-    if (r->workspace_size < rnn_ws_floats(&g) * sizeof(float))
-        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
     if (g.kind != K_LSTM)
         C0 = P = NULL;
-    float *Y = r->out[0].data;
-    float *YH = r->n_out > 1 ? r->out[1].data : NULL;
-    float *YC = r->n_out > 2 ? r->out[2].data : NULL;
+    float *Y = out[0].data;
+    float *YH = r->n_out > 1 ? out[1].data : NULL;
+    float *YC = r->n_out > 2 ? out[2].data : NULL;
     int64_t H = g.hidden, BH = g.batch * H, G = g.gates;
     size_t hbytes = sizeof(float) * (size_t)H;
     float *h = r->workspace, *c = h + BH, *hn = c + BH, *gates = hn + BH;
@@ -287,5 +334,9 @@ kiln_status kb_nn_rnn_run(const kb_run *r) {
                 memcpy(YC + h_off(&g, dir, b), c + b * H, hbytes);
         }
     }
+    for (int i = 0; i < r->n_out && i < 3; i++) /* back from the float copies */
+        if (out[i].data && out[i].data != r->out[i].data)
+            for (int64_t k = 0; k < kb_numel(&r->out[i]); k++)
+                kb_st(r->out[i].data, r->out[i].dtype, (size_t)k, ((const float *)out[i].data)[k]);
     return KILN_OK;
 }
