@@ -50,6 +50,9 @@ def main():
     check("CustomAct  version '1'" in out and "field bev_h" in out and "required" in out,
           "plugins list shows identities and fields", out)
 
+    out = run([k, "plugins", "list", "--namespace=acme", f"--load={act}"])
+    check("CustomAct  version '1'  namespace 'acme'" in out, "a library loaded into a namespace", out)
+
     out = run([k, "exec", f"--onnx={model}", f"--staticPlugins={act}", *shapes,
                f"--saveEngine={plan}", "--skipInference"])
     # a fresh process without the plugin: refused before any work, naming it
