@@ -537,8 +537,10 @@ static void child_main(const char *dir, const options *o, int fd) {
 #if !defined(__SANITIZE_ADDRESS__)
     if (o->mem_limit_mb > 0) {
         struct rlimit rl;
+        /* RLIMIT_DATA counts private writable memory, not reserved address
+         * space, so a GPU runtime's large reservations do not trip it. */
         rl.rlim_cur = rl.rlim_max = (rlim_t)o->mem_limit_mb << 20;
-        setrlimit(RLIMIT_AS, &rl);
+        setrlimit(RLIMIT_DATA, &rl);
     }
 #endif
     case_result r;
@@ -760,7 +762,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    options o = {DEFAULT_DATA, NULL, NULL, NULL, 0, 0, 0, 0, 0, 20.0, 4096};
+    options o = {DEFAULT_DATA, NULL, NULL, NULL, 0, 0, 0, 0, 0, 20.0, 8192};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
