@@ -215,12 +215,17 @@ kiln_status kpl_import(kn_net *net, bool override_builtins, bool strict) {
 }
 
 /* ---- shape inference: an eager expression builder ----
- * Inference runs on concrete shapes, so every expression has a value; the
- * plugin still writes its shapes as expressions and one instance serves
- * every shape. */
+ * Inference runs on concrete shapes, so every expression has a value; it
+ * also keeps its symbolic form (input dimensions, constants, operations) so
+ * the verbose log can show the formula a plugin gave. */
+enum { EB_CONST = -1, EB_INPUT = -2 };
+
 struct kiln_dim_expr {
     int64_t v;
     int known;
+    int op;                         /* kiln_dim_op, EB_CONST or EB_INPUT */
+    int in, dim;                    /* EB_INPUT: which input dimension */
+    const struct kiln_dim_expr *a, *b;
 };
 
 typedef struct eb_pool {
@@ -228,20 +233,59 @@ typedef struct eb_pool {
     int n;
 } eb_pool;
 
-static const kiln_dim_expr *eb_new(eb_pool *p, int64_t v, int known) {
+static struct kiln_dim_expr *eb_new(eb_pool *p, int64_t v, int known) {
     if (p->n >= (int)KN_ARRAY_LEN(p->e))
         return NULL;
-    p->e[p->n].v = v;
-    p->e[p->n].known = known;
-    return &p->e[p->n++];
+    struct kiln_dim_expr *e = &p->e[p->n++];
+    memset(e, 0, sizeof *e);
+    e->v = v;
+    e->known = known;
+    e->op = EB_CONST;
+    return e;
 }
 
 static const kiln_dim_expr *eb_constant(void *ctx, int64_t value) { return eb_new(ctx, value, 1); }
 
+static const kiln_dim_expr *eb_input(eb_pool *p, int in, int dim, int64_t value) {
+    struct kiln_dim_expr *e = eb_new(p, value, 1);
+    if (e) {
+        e->op = EB_INPUT;
+        e->in = in;
+        e->dim = dim;
+    }
+    return e;
+}
+
+/* "in0[1] * 2" style text of an expression. */
+static void eb_text(const kiln_dim_expr *e, char *buf, size_t cap, int depth) {
+    static const char *const ops[] = {"+", "-", "*", "floordiv", "ceildiv", "min", "max"};
+    if (!e || depth > 16) {
+        snprintf(buf, cap, "?");
+    } else if (e->op == EB_CONST) {
+        snprintf(buf, cap, "%lld", (long long)e->v);
+    } else if (e->op == EB_INPUT) {
+        snprintf(buf, cap, "in%d[%d]", e->in, e->dim);
+    } else {
+        char a[256], b[256];
+        eb_text(e->a, a, sizeof a, depth + 1);
+        eb_text(e->b, b, sizeof b, depth + 1);
+        if (e->op <= KILN_DIM_PROD)
+            snprintf(buf, cap, "(%.100s %s %.100s)", a, ops[e->op], b);
+        else
+            snprintf(buf, cap, "%s(%.100s, %.100s)", (unsigned)e->op < 7 ? ops[e->op] : "?", a, b);
+    }
+}
+
 static const kiln_dim_expr *eb_operation(void *ctx, kiln_dim_op op, const kiln_dim_expr *a,
                                          const kiln_dim_expr *b) {
+    struct kiln_dim_expr *e = eb_new(ctx, 0, 0);
+    if (!e)
+        return NULL;
+    e->op = (int)op;
+    e->a = a;
+    e->b = b;
     if (!a || !b || !a->known || !b->known)
-        return eb_new(ctx, 0, 0);
+        return e;
     int64_t x = a->v, y = b->v, r = 0;
     bool ok = true;
     switch (op) {
@@ -262,7 +306,9 @@ static const kiln_dim_expr *eb_operation(void *ctx, kiln_dim_op op, const kiln_d
     case KILN_DIM_MAX: r = x > y ? x : y; break;
     default: ok = false; break;
     }
-    return eb_new(ctx, r, ok);
+    e->v = r;
+    e->known = ok;
+    return e;
 }
 
 static int32_t eb_is_constant(void *ctx, const kiln_dim_expr *e) { return e && e->known; }
@@ -301,7 +347,7 @@ static kiln_status plugin_infer(kn_infer *c) {
     for (int j = 0; j < c->n_in; j++) {
         ein[j].rank = kn_has_in(c, j) ? c->in[j].rank : 0;
         for (int d = 0; d < ein[j].rank; d++)
-            ein[j].d[d] = eb_constant(pool, c->in[j].dims[d]);
+            ein[j].d[d] = eb_input(pool, j, d, c->in[j].dims[d]);
     }
     kpl_error_clear();
     if ((st = p->build->output_shapes(p->self, ein, c->n_in, eout, c->n_out, &eb)) != KILN_OK) {
@@ -327,6 +373,18 @@ static kiln_status plugin_infer(kn_infer *c) {
                 goto done;
             }
             c->out[j].dims[d] = e->v;
+        }
+        if (kn_log_enabled(KILN_LOG_VERBOSE)) {
+            char text[1024], one[256];
+            size_t at = 0;
+            text[0] = 0;
+            for (int d = 0; d < eout[j].rank && at + 1 < sizeof text; d++) {
+                eb_text(eout[j].d[d], one, sizeof one, 0);
+                int w = snprintf(text + at, sizeof text - at, "%s%s", d ? ", " : "", one);
+                at += w > 0 ? (size_t)w : 0;
+            }
+            kn_log(KILN_LOG_VERBOSE, "layer '%s' (plugin '%s'): output %d shape [%s]", n->name,
+                   n->op_type, j, text);
         }
     }
 done:

@@ -205,6 +205,23 @@ static void test_numeric(const char *model, double tol) {
     kiln_free(plan);
 }
 
+/* The verbose log shows the plugin's output shapes as the formulas it gave. */
+static int saw_formula;
+static void capture(void *user, kiln_severity sev, const char *msg) {
+    if (strstr(msg, "layer 'bev_pool' (plugin 'BEVPool'): output 0 shape [in0[0], in1[4], 6, 7]"))
+        saw_formula = 1;
+}
+
+static void test_formula(void) {
+    kiln_set_logger(capture, NULL, KILN_LOG_VERBOSE);
+    void *plan = NULL;
+    size_t size = 0;
+    KT_OK(build_model("bev_pool", 0, 4, &plan, &size));
+    kiln_free(plan);
+    kiln_set_logger(NULL, NULL, KILN_LOG_ERROR);
+    KT_CHECK(saw_formula);
+}
+
 /* ---- loading ---- */
 
 static void test_loading(void) {
@@ -673,6 +690,7 @@ int main(void) {
     test_numeric("custom_act_fp16", 4e-3);
     test_numeric("bev_pool", 1e-5);
     test_numeric("bev_pool_fp16", 2e-2);
+    test_formula();
     test_builder_checks();
     test_plans();
     test_threads();
