@@ -864,9 +864,25 @@ bool cmp_tensor(const cmp_opts *o, const char *name, const npy_array *got, const
         return false;
     }
     size_t nan_g = 0, nan_r = 0, inf_g = 0, inf_r = 0, bad = 0, worst = 0;
+    /* value summaries of both sides (finite values only) */
+    double sum_g = 0, sum_r = 0, min_g = INFINITY, max_g = -INFINITY, min_r = INFINITY,
+           max_r = -INFINITY;
+    size_t fin_g = 0, fin_r = 0;
     double worst_abs = -1;
     for (size_t i = 0; i < n; i++) {
         double g = npy_get(got->dtype, got->data, i), r = npy_get(ref->dtype, ref->data, i);
+        if (isfinite(g)) {
+            fin_g++;
+            sum_g += g;
+            min_g = g < min_g ? g : min_g;
+            max_g = g > max_g ? g : max_g;
+        }
+        if (isfinite(r)) {
+            fin_r++;
+            sum_r += r;
+            min_r = r < min_r ? r : min_r;
+            max_r = r > max_r ? r : max_r;
+        }
         nan_g += isnan(g) != 0;
         nan_r += isnan(r) != 0;
         inf_g += isinf(g) != 0;
@@ -904,6 +920,12 @@ bool cmp_tensor(const cmp_opts *o, const char *name, const npy_array *got, const
     if (!quiet) {
         cli_info("Output '%s' (%s %s, reference %s):", name, kiln_dtype_name(got->dtype),
                  got->rank ? gd : "scalar", kiln_dtype_name(ref->dtype));
+        if (fin_g)
+            cli_info("    kiln:      mean=%.6g min=%.6g max=%.6g (finite values)",
+                     sum_g / (double)fin_g, min_g, max_g);
+        if (fin_r)
+            cli_info("    reference: mean=%.6g min=%.6g max=%.6g (finite values)",
+                     sum_r / (double)fin_r, min_r, max_r);
         cli_info("    abs error: max=%.6g mean=%.6g median=%.6g q%g=%.6g", sa.max, sa.mean,
                  sa.median, o->quantile, sa.q);
         cli_info("    rel error: max=%.6g mean=%.6g median=%.6g q%g=%.6g", sr.max, sr.mean,
