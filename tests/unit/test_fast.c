@@ -61,7 +61,9 @@ static one one_node(const char *op, const char *domain, int n_in) {
 
 /* Run a kernel directly: supports (constant inputs per const_mask), init,
  * prepare, run with `threads`, release. Returns false when not supported. */
-static bool lazy_weights; /* prepare sees no bytes for input 1 (as in the executor) */
+/* When set, input 1 (the weights) is not known at prepare (no host bytes, no
+ * data pointer): the tactics must reorder it on every run. */
+static bool lazy_weights;
 
 static bool run_kernel(const kb_kernel *k, const kn_node *node, const kb_tensor *in, int n_in,
                        kb_tensor *out, unsigned const_mask, int threads) {
@@ -83,14 +85,17 @@ static bool run_kernel(const kb_kernel *k, const kn_node *node, const kb_tensor 
     size_t wsz = 0;
     if (k->init)
         KT_OK(k->init(node, &state));
-    kb_tensor pin[4];
+    kb_tensor pin[4], rin[4];
     memcpy(pin, in, sizeof(kb_tensor) * (size_t)n_in);
+    for (int i = 0; i < n_in; i++) /* constants' values are known, as in the executor */
+        pin[i].host = (const_mask >> i & 1u) && !(lazy_weights && i == 1) ? in[i].data : NULL;
+    memcpy(rin, pin, sizeof rin);
     if (lazy_weights)
         pin[1].data = NULL;
     KT_OK(k->prepare(state, node, pin, n_in, out, 1, &inst, &wsz));
     if (wsz)
         ws = kn_aligned_alloc(wsz);
-    kb_run r = {.node = node, .state = state, .inst = inst, .n_in = n_in, .in = in, .n_out = 1,
+    kb_run r = {.node = node, .state = state, .inst = inst, .n_in = n_in, .in = rin, .n_out = 1,
                 .out = out, .workspace = ws, .workspace_size = wsz, .threads = threads};
     KT_OK(k->run(&r));
     KT_OK(k->run(&r)); /* a second run reuses what the first one packed */
@@ -485,7 +490,7 @@ static void test_rejects(void) {
     in[1].value = w;
     KT_CHECK(k->supports(o.node, in, 2, &out, 1));    /* 2-D float, constant weights */
     in[1].value = NULL;
-    KT_CHECK(!k->supports(o.node, in, 2, &out, 1));   /* weights computed at run time */
+    KT_CHECK(k->supports(o.node, in, 2, &out, 1));    /* run-time weights: reordered per run */
     in[1].value = w;
     in[0].dtype = KILN_DTYPE_FLOAT16;
     KT_CHECK(!k->supports(o.node, in, 2, &out, 1));   /* not float */
@@ -645,6 +650,32 @@ static void test_vs_ref(void) {
             kiln_network_destroy(net);
             kn_aligned_free(x), kn_aligned_free(w), kn_aligned_free(bi), kn_aligned_free(z);
         }
+    /* Conv whose weights are a graph input (reordered on every run) */
+    for (int t = 0; t < 2; t++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        int64_t xd[4] = {1, 4, 9, 9}, wd[4] = {6, 4, 3, 3};
+        float *x = rand_buf(4 * 81), *w = rand_buf(6 * 36);
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, xd, NULL));
+        KT_OK(kiln_network_add_input(net, "w", KILN_DTYPE_FLOAT, 4, wd, NULL));
+        int node;
+        KT_OK(kiln_network_add_node(net, "c", "Conv", "", 17, 2, NAMES("x", "w"), 1, NAMES("y"),
+                                    &node));
+        KT_OK(kiln_network_set_attr_ints(net, node, "pads", (int64_t[]){1, 1, 1, 1}, 4));
+        KT_OK(kiln_network_mark_output(net, "y"));
+        const void *data[2] = {x, w};
+        int rank[2] = {4, 4};
+        int64_t dims[2][KILN_MAX_DIMS] = {{1, 4, 9, 9}, {6, 4, 3, 3}};
+        vs_ref(net, node, 2, data, rank, (const int64_t(*)[KILN_MAX_DIMS])dims, conv_tactics[t],
+               "Conv with run-time weights");
+        /* new weight values, same context shapes: the next run must use them */
+        for (int i = 0; i < 6 * 36; i++)
+            w[i] = -w[i] * 0.5f;
+        vs_ref(net, node, 2, data, rank, (const int64_t(*)[KILN_MAX_DIMS])dims, conv_tactics[t],
+               "Conv with run-time weights, changed");
+        kiln_network_destroy(net);
+        kn_aligned_free(x), kn_aligned_free(w);
+    }
     /* ONNX Conv, 1-D, SAME_UPPER, no bias */
     for (int t = 0; t < 2; t++) {
         kiln_network *net;
@@ -669,7 +700,7 @@ static void test_vs_ref(void) {
     }
     /* MatMul: batched activations x constant weights (both tactics), and two
      * run-time operands with batch broadcasting ("dnnl") */
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 4; t++) {
         kiln_network *net;
         KT_OK(kiln_network_create(&net));
         int64_t ad[3] = {2, 37, 48}, bd[2] = {48, 29}, bd3[3] = {1, 48, 29}, biasd[1] = {29};
@@ -689,7 +720,8 @@ static void test_vs_ref(void) {
         int rank[2] = {3, 3};
         int64_t dims[2][KILN_MAX_DIMS] = {{2, 37, 48}, {1, 48, 29}};
         vs_ref(net, node, t < 2 ? 1 : 2, data, rank, (const int64_t(*)[KILN_MAX_DIMS])dims,
-               t == 1 ? "dnnl_packed" : "dnnl", "kiln::MatMul bias Gelu");
+               t % 2 ? "dnnl_packed" : "dnnl",
+               t < 2 ? "kiln::MatMul bias Gelu" : "kiln::MatMul bias Gelu, run-time B");
         kiln_network_destroy(net);
         kn_aligned_free(a), kn_aligned_free(b), kn_aligned_free(bi);
     }
@@ -830,6 +862,36 @@ static void test_light_ops(void) {
     light_case("GlobalAveragePool", 1, 5, p5, -1, NULL, -1, NULL, NULL, "GlobalAveragePool 3-D");
 }
 
+/* Run-time weights change between two runs of one prepared instance: the
+ * packed tactics must reorder them again, not reuse the first pack. */
+static void test_weights_change(void) {
+    const kb_kernel *k = kb_cpu_kernel_find("", "MatMul", "dnnl_packed");
+    KT_CHECK(k != NULL);
+    if (!k)
+        return;
+    one o = one_node("MatMul", "", 2);
+    int64_t ad[2] = {7, 40}, bd[2] = {40, 24}, yd[2] = {7, 24};
+    float *a = rand_buf(7 * 40), *b = rand_buf(40 * 24), *y = rand_buf(7 * 24), *ref = rand_buf(7 * 24);
+    kb_tensor in[2] = {tensor(a, 2, ad), tensor(b, 2, bd)}, out = tensor(y, 2, yd);
+    void *inst = NULL, *ws = NULL;
+    size_t wsz = 0;
+    KT_OK(k->prepare(NULL, o.node, in, 2, &out, 1, &inst, &wsz)); /* host NULL: not constant */
+    ws = kn_aligned_alloc(wsz ? wsz : 64);
+    kb_run r = {.node = o.node, .inst = inst, .n_in = 2, .in = in, .n_out = 1, .out = &out,
+                .workspace = ws, .workspace_size = wsz, .threads = 2};
+    for (int pass = 0; pass < 2; pass++) {
+        KT_OK(k->run(&r));
+        matmul_naive(2, ad, a, 2, bd, b, 2, yd, ref);
+        KT_REL(y, ref, 7 * 24, pass ? "MatMul dnnl_packed, B changed" : "MatMul dnnl_packed");
+        for (int i = 0; i < 40 * 24; i++)
+            b[i] = 1.f - 2.f * b[i];
+    }
+    k->release(inst);
+    kn_aligned_free(ws);
+    kn_aligned_free(a), kn_aligned_free(b), kn_aligned_free(y), kn_aligned_free(ref);
+    kn_net_free(o.net);
+}
+
 static void test_versions(void) {
     const char *v = kb_cpu_library_versions();
     printf("libraries: %s\n", v);
@@ -855,6 +917,7 @@ int main(void) {
     lazy_weights = false;
     test_vs_ref();
     test_light_ops();
+    test_weights_change();
     test_rejects();
     test_threads();
     return kt_finish();

@@ -62,12 +62,7 @@ typedef struct kf_inst {
     int n_prim;
     kf_prim prim[KF_MAX_PRIM];
     int n_owned;
-    void *owned[4];          /* kn_aligned_alloc'd: packed weights */
-    /* Weight packs deferred to the first run, for when prepare did not see
-     * the constant's bytes (the executor may bind constants only at run). */
-    int n_once;
-    kf_prim once[2];
-    bool once_done;
+    void *owned[4];          /* kn_aligned_alloc'd: packed constant weights */
     size_t ws;               /* workspace bytes a run needs */
     int nthr;                /* OpenMP threads when the primitives were made */
     kf_prefill prefill;
@@ -91,11 +86,13 @@ KN_HIDDEN void kf_prim_arg(kf_prim *p, int arg, dnnl_memory_t m);
 KN_HIDDEN kiln_status kf_reorder_add(const kn_node *n, kf_inst *in, const dnnl_memory_desc_t *src_md,
                                      dnnl_memory_t src, const dnnl_memory_desc_t *dst_md,
                                      dnnl_memory_t dst);
-/* Reorder constant input `index` (layout user_md, bytes `data`) once into a
- * new inst-owned buffer of layout md; the memory for it is returned in *out
- * (KF_OWNED). With data NULL the pack happens at the first run instead. */
+/* Weights (input `index`, layout user_md) in the layout md the primitive
+ * wants; the memory is returned in *out. When their values are known at
+ * prepare (`host`, the input's kb_tensor.host: constants) they are reordered
+ * once into an inst-owned buffer; otherwise a reorder into the workspace is
+ * appended to the plan and runs every time. */
 KN_HIDDEN kiln_status kf_pack(const kn_node *n, kf_inst *in, const dnnl_memory_desc_t *user_md,
-                              int index, const void *data, const dnnl_memory_desc_t *md,
+                              int index, const void *host, const dnnl_memory_desc_t *md,
                               dnnl_memory_t *out);
 /* An attribute with a user scratchpad and optional post-ops (po may be NULL). */
 KN_HIDDEN kiln_status kf_attr(const kn_node *n, dnnl_post_ops_t po, dnnl_primitive_attr_t *out);
@@ -116,11 +113,10 @@ KN_HIDDEN kiln_status kf_conv_prepare(const void *state, const kn_node *node, co
                                       int n_in, const kb_tensor *out, int n_out, void **inst,
                                       size_t *workspace);
 /* k_fast_matmul.c: MatMul, kiln::MatMul, Gemm, kiln::Gemm. "dnnl" takes B
- * as it comes; "dnnl_packed" needs a constant B and packs it once. */
+ * as it comes; "dnnl_packed" puts B in the layout oneDNN prefers, once when B
+ * is constant (kb_tensor.host at prepare), else on every run. */
 KN_HIDDEN bool kf_matmul_supports(const kn_node *node, const kn_tinfo *in, int n_in,
                                   const kn_tinfo *out, int n_out);
-KN_HIDDEN bool kf_matmul_supports_packed(const kn_node *node, const kn_tinfo *in, int n_in,
-                                         const kn_tinfo *out, int n_out);
 KN_HIDDEN kiln_status kf_matmul_prepare(const void *state, const kn_node *node,
                                         const kb_tensor *in, int n_in, const kb_tensor *out,
                                         int n_out, void **inst, size_t *workspace);
@@ -130,8 +126,6 @@ KN_HIDDEN kiln_status kf_matmul_prepare_packed(const void *state, const kn_node 
                                                size_t *workspace);
 KN_HIDDEN bool kf_gemm_supports(const kn_node *node, const kn_tinfo *in, int n_in,
                                 const kn_tinfo *out, int n_out);
-KN_HIDDEN bool kf_gemm_supports_packed(const kn_node *node, const kn_tinfo *in, int n_in,
-                                       const kn_tinfo *out, int n_out);
 KN_HIDDEN kiln_status kf_gemm_prepare(const void *state, const kn_node *node, const kb_tensor *in,
                                       int n_in, const kb_tensor *out, int n_out, void **inst,
                                       size_t *workspace);

@@ -1,6 +1,7 @@
 /* k_fast_conv.c - 1-D and 2-D convolution (ONNX Conv and kiln::Conv) through
- * oneDNN: weights packed once per shape in prepare, bias, residual (sum
- * post-op) and activation (eltwise post-ops) fused into the primitive. */
+ * oneDNN: constant weights packed once per shape in prepare (others on every
+ * run), bias, residual (sum post-op) and activation (eltwise post-ops) fused
+ * into the primitive. */
 #ifdef KILN_HAVE_DNNL
 #include <string.h>
 
@@ -89,8 +90,6 @@ bool kf_conv_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn_t
     if (x->dtype != KILN_DTYPE_FLOAT || w->dtype != KILN_DTYPE_FLOAT || y->dtype != KILN_DTYPE_FLOAT)
         return false;
     if ((x->rank != 3 && x->rank != 4) || w->rank != x->rank || y->rank != x->rank)
-        return false;
-    if (!w->value) /* weights are packed once: they must be constant */
         return false;
     if (n_in > 2 && in[2].dtype != KILN_DTYPE_UNDEFINED &&
         (in[2].dtype != KILN_DTYPE_FLOAT || in[2].rank != 1 || in[2].dims[0] != w->dims[0]))
@@ -203,7 +202,7 @@ static kiln_status conv_build(const conv_state *cs, const kn_node *n, const kb_t
     dnnl_memory_desc_t y_p = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
 
     dnnl_memory_t xm, xc, wm, bm = NULL, ym, yc;
-    st = kf_pack(n, inst, &w_u, 1, w->data, &w_p, &wm);
+    st = kf_pack(n, inst, &w_u, 1, w->host, &w_p, &wm);
     if (st == KILN_OK)
         st = kf_mem(n, inst, &x_u, KF_IN, 0, 0, &xm);
     if (st == KILN_OK)

@@ -107,8 +107,6 @@ void kf_inst_free(void *p) {
         return;
     for (int i = 0; i < in->n_prim; i++)
         dnnl_primitive_destroy(in->prim[i].p);
-    for (int i = 0; i < in->n_once; i++)
-        dnnl_primitive_destroy(in->once[i].p);
     for (int i = 0; i < in->n_mem; i++)
         dnnl_memory_destroy(in->mem[i].m);
     for (int i = 0; i < in->n_owned; i++)
@@ -141,11 +139,10 @@ kiln_status kf_mem(const kn_node *n, kf_inst *in, const dnnl_memory_desc_t *md, 
     return KILN_OK;
 }
 
-/* Create pd's primitive into list[*count] (cap entries), reserving its
- * scratchpad in the workspace. Takes ownership of pd. */
-static kiln_status prim_into(const kn_node *n, kf_inst *in, dnnl_primitive_desc_t pd,
-                             kf_prim *list, int *count, int cap, kf_prim **out) {
-    if (*count == cap) {
+kiln_status kf_prim_add(const kn_node *n, kf_inst *in, dnnl_primitive_desc_t pd, kf_prim **out) {
+    kf_prim *list = in->prim;
+    int *count = &in->n_prim;
+    if (*count == KF_MAX_PRIM) {
         dnnl_primitive_desc_destroy(pd);
         return kn_node_error(n, KILN_ERR_INTERNAL, "too many oneDNN primitives");
     }
@@ -166,10 +163,6 @@ static kiln_status prim_into(const kn_node *n, kf_inst *in, dnnl_primitive_desc_
         kf_prim_arg(p, DNNL_ARG_SCRATCHPAD, sm);
     *out = p;
     return KILN_OK;
-}
-
-kiln_status kf_prim_add(const kn_node *n, kf_inst *in, dnnl_primitive_desc_t pd, kf_prim **out) {
-    return prim_into(n, in, pd, in->prim, &in->n_prim, KF_MAX_PRIM, out);
 }
 
 void kf_prim_arg(kf_prim *p, int arg, dnnl_memory_t m) {
@@ -210,12 +203,20 @@ kiln_status kf_reorder_add(const kn_node *n, kf_inst *in, const dnnl_memory_desc
 }
 
 kiln_status kf_pack(const kn_node *n, kf_inst *in, const dnnl_memory_desc_t *user_md, int index,
-                    const void *data, const dnnl_memory_desc_t *md, dnnl_memory_t *out) {
+                    const void *host, const dnnl_memory_desc_t *md, dnnl_memory_t *out) {
     dnnl_engine_t eng;
     KN_TRY(kf_engine(n, &eng));
+    size_t bytes = dnnl_memory_desc_get_size(md);
+    if (!host) { /* not known before the run: reorder on every run */
+        dnnl_memory_t src, dst;
+        KN_TRY(kf_mem(n, in, user_md, KF_IN, index, 0, &src));
+        KN_TRY(kf_mem(n, in, md, KF_WS, 0, kf_ws_reserve(in, bytes), &dst));
+        KN_TRY(kf_reorder_add(n, in, user_md, src, md, dst));
+        *out = dst;
+        return KILN_OK;
+    }
     if (in->n_owned == (int)KN_ARRAY_LEN(in->owned) || in->n_mem == KF_MAX_MEM)
         return kn_node_error(n, KILN_ERR_INTERNAL, "too many packed weights");
-    size_t bytes = dnnl_memory_desc_get_size(md);
     void *buf = kn_aligned_alloc(bytes ? bytes : 64);
     if (!buf)
         return KILN_ERR_OUT_OF_MEMORY;
@@ -228,21 +229,7 @@ kiln_status kf_pack(const kn_node *n, kf_inst *in, const dnnl_memory_desc_t *use
     in->mem[in->n_mem].offset = 0;
     in->n_mem++;
     *out = m;
-    if (!data) { /* pack at the first run, from the input's run-time address */
-        dnnl_memory_t src;
-        KN_TRY(kf_mem(n, in, user_md, KF_IN, index, 0, &src));
-        dnnl_primitive_attr_t attr;
-        KN_TRY(kf_attr(n, NULL, &attr));
-        dnnl_primitive_desc_t pd;
-        dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, user_md, eng, md, eng, attr);
-        dnnl_primitive_attr_destroy(attr);
-        KN_TRY(kf_check(n, s, "creating the weight reorder"));
-        kf_prim *p;
-        KN_TRY(prim_into(n, in, pd, in->once, &in->n_once, (int)KN_ARRAY_LEN(in->once), &p));
-        kf_prim_arg(p, DNNL_ARG_FROM, src);
-        kf_prim_arg(p, DNNL_ARG_TO, m);
-        return KILN_OK;
-    }
+    const void *data = host;
     if (dnnl_memory_desc_equal(user_md, md)) {
         memcpy(buf, data, bytes);
         return KILN_OK;
@@ -312,13 +299,6 @@ kiln_status kf_run(const kb_run *r) {
     if (prev != in->nthr)
         omp_set_num_threads(in->nthr);
     kiln_status st = KILN_OK;
-    for (int i = 0; i < in->n_once && !in->once_done && st == KILN_OK; i++)
-        st = kf_check(r->node,
-                      dnnl_primitive_execute(in->once[i].p, in->stream, in->once[i].nargs,
-                                             in->once[i].args),
-                      "packing weights");
-    if (st == KILN_OK)
-        in->once_done = true;
     for (int i = 0; i < in->n_prim && st == KILN_OK; i++)
         st = kf_check(r->node,
                       dnnl_primitive_execute(in->prim[i].p, in->stream, in->prim[i].nargs,

@@ -1,7 +1,7 @@
 /* k_fast_matmul.c - MatMul, kiln::MatMul, Gemm and kiln::Gemm through the
  * oneDNN matmul primitive: batch dims folded into M when B has none, bias
- * and activation as post-ops, and (tactic "dnnl_packed") a constant B packed
- * once per shape into the primitive's preferred layout. */
+ * and activation as post-ops, and (tactic "dnnl_packed") B in the
+ * primitive's preferred layout: packed once per shape when constant. */
 #ifdef KILN_HAVE_DNNL
 #include <string.h>
 
@@ -75,11 +75,6 @@ bool kf_matmul_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn
     return true;
 }
 
-bool kf_matmul_supports_packed(const kn_node *n, const kn_tinfo *in, int n_in,
-                               const kn_tinfo *out, int n_out) {
-    return kf_matmul_supports(n, in, n_in, out, n_out) && in[1].value != NULL;
-}
-
 static kiln_status matmul_build(const kn_node *n, const kb_tensor *in, int n_in,
                                 const kb_tensor *out, kf_inst *inst, bool packed) {
     const kb_tensor *a = &in[0], *b = &in[1], *y = &out[0];
@@ -144,7 +139,7 @@ static kiln_status matmul_build(const kn_node *n, const kb_tensor *in, int n_in,
     dnnl_memory_t am, bm, ym, biasm = NULL;
     st = kf_mem(n, inst, &a_md, KF_IN, 0, 0, &am);
     if (st == KILN_OK)
-        st = packed ? kf_pack(n, inst, &b_u, 1, b->data, &b_p, &bm)
+        st = packed ? kf_pack(n, inst, &b_u, 1, b->host, &b_p, &bm)
                     : kf_mem(n, inst, &b_u, KF_IN, 1, 0, &bm);
     if (st == KILN_OK)
         st = kf_mem(n, inst, &y_md, KF_OUT, 0, 0, &ym);
@@ -241,11 +236,6 @@ bool kf_gemm_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn_t
     return true;
 }
 
-bool kf_gemm_supports_packed(const kn_node *n, const kn_tinfo *in, int n_in, const kn_tinfo *out,
-                             int n_out) {
-    return kf_gemm_supports(n, in, n_in, out, n_out) && in[1].value != NULL;
-}
-
 static kiln_status gemm_build(const kn_node *n, const kb_tensor *in, int n_in,
                               const kb_tensor *out, kf_inst *inst, bool packed) {
     const kb_tensor *a = &in[0], *b = &in[1];
@@ -299,7 +289,7 @@ static kiln_status gemm_build(const kn_node *n, const kb_tensor *in, int n_in,
     dnnl_memory_t am, bm, ym, biasm = NULL;
     st = kf_mem(n, inst, &a_md, KF_IN, 0, 0, &am);
     if (st == KILN_OK)
-        st = packed ? kf_pack(n, inst, &b_u, 1, b->data, &b_p, &bm)
+        st = packed ? kf_pack(n, inst, &b_u, 1, b->host, &b_p, &bm)
                     : kf_mem(n, inst, &b_u, KF_IN, 1, 0, &bm);
     if (st == KILN_OK)
         st = kf_mem(n, inst, &y_md, KF_OUT, 0, 0, &ym);
