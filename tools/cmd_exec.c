@@ -23,6 +23,7 @@ typedef struct exec_opts {
     int n_percentiles;
     double percentiles[MAX_PERCENTILES];
     uint64_t seed;
+    npy_range_list ranges;  /* --val-range */
 } exec_opts;
 
 /* One I/O buffer of the run. */
@@ -77,6 +78,8 @@ void cli_exec_usage(FILE *f) {
         "                            raw binary, .npy, or .npz (the array of that name)\n"
         "                            (default: random inputs, fixed seed)\n"
         "  --seed=N                  seed of the random inputs (default 1; kiln addition)\n"
+        "  --val-range=[lo,hi] | name:[lo,hi],...  range of random values (floats\n"
+        "                            default [-1,1), integers [0,1]; kiln addition)\n"
         "  --iterations=N            run at least N timed iterations (default 10)\n"
         "  --warmUp=MS               warm up for MS milliseconds first (default 200)\n"
         "  --duration=S              run for at least S seconds (default 3; 0 = just\n"
@@ -185,6 +188,11 @@ static int parse_args(int argc, char **argv, exec_opts *o, bool *stop) {
         } else if (strcmp(name, "--profile") == 0) {
             ok = cli_parse_int(name, value, 0, 1 << 20, &n);
             o->profile_index = (int)n;
+        } else if (strcmp(name, "--val-range") == 0) {
+            char err[NPY_ERR_CAP];
+            ok = cli_need_value(name, value) && npy_parse_ranges(value, &o->ranges, err);
+            if (!ok && value && *value)
+                cli_error("%s", err);
         } else if (strcmp(name, "--seed") == 0) {
             ok = cli_parse_int(name, value, 0, INT64_MAX, &n);
             o->seed = (uint64_t)n;
@@ -534,6 +542,9 @@ static bool setup_inputs(const exec_opts *o, kiln_engine *eng, kiln_context *ctx
         if (!loaded && b->values) {
             for (int k = 0; k < b->values->rank; k++)
                 cli_elem_set(b->dtype, b->data, (size_t)k, (double)b->values->dims[k]);
+        } else if (!loaded && o->ranges.n) {
+            npy_fill_random(b->dtype, b->data, cli_volume(b->rank, b->dims), &o->ranges, b->name,
+                            &rng);
         } else if (!loaded) {
             fill_random(b, &rng);
         }
@@ -1000,12 +1011,14 @@ int cli_cmd_exec(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o, &stop);
     if (rc || stop) {
         cli_build_opts_free(&o.b);
+        npy_range_list_free(&o.ranges);
         return rc;
     }
     cli_install_logger(cli_verbose);
     if (o.plan_version_only) {
         rc = plan_version_only(o.load_engine);
         cli_build_opts_free(&o.b);
+        npy_range_list_free(&o.ranges);
         return rc;
     }
     if (o.load_engine && (o.b.n_profiles || o.b.workspace || o.b.flags))
@@ -1028,6 +1041,7 @@ int cli_cmd_exec(int argc, char **argv) {
 done:
     kiln_engine_destroy(eng);
     cli_build_opts_free(&o.b);
+    npy_range_list_free(&o.ranges);
     if (rc == 0)
         cli_info("PASSED: kiln exec");
     else

@@ -149,6 +149,12 @@ def test_io(k, w, m):
         ok = a["xi"].min() >= 5 and a["xi"].max() <= 9 and a["xf"].min() >= 10 and \
             a["xf"].max() < 11
     check("io: --val-range per input", ok, so + se)
+    rc, so, se = run(k, *base, "--val-range=xi:[5,9],xf:[10,11]", "--exportOutput=" + w("vr.npz"))
+    ok = rc == 0
+    if ok:
+        a = np.load(w("vr.npz"))
+        ok = a["xi_out"].min() >= 5 and a["xi_out"].max() <= 9 and a["xf_out"].min() >= 10
+    check("io: exec --val-range", ok, so + se)
 
     # malformed files: clear errors naming the file and the byte offset
     good = npy_bytes(vals["xf"])
