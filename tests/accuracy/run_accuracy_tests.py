@@ -248,6 +248,10 @@ def test_compare(k, w, m):
           "planted_overflow" in se, so + se)
     rc, so, se = run(k, "compare", m("chain50.onnx"), "--all-tensors")
     check("compare --all-tensors: FP32 passes", rc == 0 and "50 tensor(s)" in so, so + se)
+    rc, so, se = run(k, "compare", m("chain50.onnx"), "--fp16", "--atol=1e-2", "--rtol=1e-2",
+                     "--all-tensors", "--reference=kiln")
+    check("compare --all-tensors against the kiln reference",
+          rc == 1 and "'t27', produced by node 'planted_overflow'" in se, so + se)
 
 
 def test_writer(k, w, m):
@@ -291,6 +295,12 @@ def test_debug(k, w, m):
     rc, so, se = run(k, "compare", out, "--fp16", "--atol=1e-2", "--rtol=1e-2",
                      "--val-range=[0.5,1]")
     check("debug reduce: the reduced model still fails", rc == 1, so + se)
+    rc, so, se = run(k, "debug", "reduce", m("chain50.onnx"),
+                     "--check=--fp16 --atol=1e-2 --rtol=1e-2", "-o", w("reduced_kiln.onnx"),
+                     env={"KILN_ORT_SCRIPT": "/nonexistent.py"})
+    ok = rc == 0 and [n.name for n in onnx.load(w("reduced_kiln.onnx")).graph.node] == \
+        ["planted_overflow"] if rc == 0 else False
+    check("debug reduce: without onnxruntime (kiln reference) finds it too", ok, so + se)
     rc, so, se = run(k, "debug", "reduce", m("mlp.onnx"), "--check=--atol=1e-3", "-o",
                      w("none.onnx"))
     check("debug reduce: a passing model is reported, not reduced",
