@@ -84,8 +84,8 @@ static bool ew_supports(const kn_node *node, const kn_tinfo *in, int n_in, const
     if (node->opset > 0 && node->opset < 7 && kn_attr_int(node, "broadcast", 0))
         return false; /* legacy axis broadcast: the CPU kernel has it */
     int path = path_of(op, in[0].dtype);
-    if (path < 0)
-        return false;
+    if (path < 0 || (path == 1 && strcmp(node->op_type, "Mean") == 0))
+        return false; /* an integer Mean divides in double on the CPU */
     for (int k = 1; k < n_in; k++) {
         if (in[k].dtype == KILN_DTYPE_UNDEFINED)
             continue;
@@ -145,6 +145,8 @@ static kiln_status ew_run(const kb_run *r) {
     } else if (!variadic && !clip && m != 2) {
         return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT, "binary op with %d inputs", m);
     }
+    if (strcmp(n->op_type, "Mean") == 0 && m > 1 && path == 1)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "Mean of %s", kiln_dtype_name(r->in[0].dtype));
     if (strcmp(n->op_type, "Mean") == 0 && m > 1) {
         kc_step *s = &p.steps[p.n_steps++];
         s->op = KC_MUL_CONST;
