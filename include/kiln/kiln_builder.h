@@ -16,8 +16,10 @@ typedef enum kiln_builder_flag {
     KILN_BUILDER_FLAG_NONE = 0,
     KILN_BUILDER_FLAG_NO_FUSION = 1u << 0,  /* keep every layer as it is (debugging) */
     KILN_BUILDER_FLAG_NO_TIMING = 1u << 1,  /* pick tactics by rule, time nothing */
-    KILN_BUILDER_FLAG_FP16 = 1u << 2,       /* allow FP16 layers (GPU backends) */
-    KILN_BUILDER_FLAG_BF16 = 1u << 3,       /* allow BF16 layers (GPU backends) */
+    /* run float layers whose kernels take the type in FP16 / BF16, with
+     * casts around them (every backend; docs/accuracy.md) */
+    KILN_BUILDER_FLAG_FP16 = 1u << 2,
+    KILN_BUILDER_FLAG_BF16 = 1u << 3,
     KILN_BUILDER_FLAG_TF32 = 1u << 4,       /* allow TF32 matrix math (GPU backends) */
     /* every layer on its reference ("ref") tactic, nothing timed: the
      * plain CPU kernels, for accuracy references. Added in 0.1. */
