@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kiln/kiln_builder.h"
+#include "kiln/kiln_runtime.h"
 #include "plan/plan.h"
 #include "test.h"
 
@@ -813,6 +815,77 @@ static void test_alloc_failures(const uint8_t *plan, size_t size, const kn_net *
            (unsigned long long)wk, (unsigned long long)rk);
 }
 
+/* A real plan (built from a small network through the public API) with each
+ * byte of its records changed and the plan re-sealed, then loaded and run:
+ * the loader and the runtime give an error or a result, never a crash. */
+static void test_sealed_damage_loaded(void) {
+    kiln_network *net = NULL;
+    kiln_builder_config *cfg = NULL;
+    void *plan = NULL;
+    size_t size = 0;
+    int64_t dx[2] = {-1, 4}, dc[1] = {4};
+    const char *dn[2] = {"batch", NULL};
+    float cv[4] = {0.5f, -1, 2, 0};
+    const char *add_in[2] = {"x", "c"}, *add_out[1] = {"s"}, *relu_in[1] = {"s"}, *relu_out[1] = {"y"};
+    int profile = -1;
+    int64_t mn[2] = {1, 4}, op[2] = {2, 4}, mx[2] = {4, 4};
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, dx, dn));
+    KT_OK(kiln_network_add_constant(net, "c", KILN_DTYPE_FLOAT, 1, dc, cv, sizeof cv));
+    KT_OK(kiln_network_add_node(net, "add", "Add", "", 17, 2, add_in, 1, add_out, NULL));
+    KT_OK(kiln_network_add_node(net, "relu", "Relu", "", 17, 1, relu_in, 1, relu_out, NULL));
+    KT_OK(kiln_network_mark_output(net, "y"));
+    KT_OK(kiln_builder_config_create(&cfg));
+    if (cfg) {
+        kiln_builder_config_set_threads(cfg, 1);
+        kiln_builder_config_set_flags(cfg, KILN_BUILDER_FLAG_NO_TIMING | KILN_BUILDER_FLAG_NO_FUSION);
+        KT_OK(kiln_builder_config_add_profile(cfg, &profile));
+        KT_OK(kiln_builder_config_set_shape(cfg, profile, "x", 2, mn, op, mx));
+        KT_OK(kiln_build_serialized(net, cfg, &plan, &size));
+    }
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+    if (!plan)
+        return;
+    uint8_t *p = malloc(size);
+    float in[16] = {1, 2, 3, 4, -1, -2, -3, -4}, out[16];
+    int loaded = 0, ran = 0, clean = 1;
+    for (size_t i = 256; i < size - 8; i++) {
+        for (int k = 0; k < 2; k++) {
+            memcpy(p, plan, size);
+            p[i] ^= k ? 0xff : 0x01;
+            kp_reseal(p, size);
+            kiln_engine *e = NULL;
+            kiln_status st = kiln_engine_load(p, size, &e);
+            if (st != KILN_OK) {
+                /* any clear error will do; an internal error is a bug */
+                if (st == KILN_ERR_INTERNAL || !kiln_last_error()[0]) {
+                    clean = 0;
+                    fprintf(stderr, "sealed byte %zu: load: %s: %s\n", i, kiln_status_name(st),
+                            kiln_last_error());
+                }
+                continue;
+            }
+            loaded++;
+            kiln_context *c = NULL;
+            int64_t d[2] = {2, 4};
+            if (kiln_context_create(e, &c) == KILN_OK &&
+                kiln_context_set_input_shape(c, "x", 2, d) == KILN_OK &&
+                kiln_context_set_tensor_address(c, "x", in) == KILN_OK &&
+                kiln_context_set_tensor_address(c, "y", out) == KILN_OK &&
+                kiln_context_enqueue(c, NULL) == KILN_OK)
+                ran++;
+            kiln_context_destroy(c);
+            kiln_engine_destroy(e);
+        }
+    }
+    KT_CHECK(clean);
+    KT_CHECK(ran > 0);
+    printf("sealed damage of a built plan (%zu bytes): %d loaded, %d ran\n", size, loaded, ran);
+    free(p);
+    kiln_free(plan);
+}
+
 /* Write damaged samples for tests/bad/plans (run by hand with a folder). */
 static int write_samples(const char *dir, const uint8_t *plan, size_t size) {
     char path[1024];
@@ -904,6 +977,7 @@ int main(int argc, char **argv) {
     test_byte_flips(plan, size);
     test_forged(plan, size);
     test_sealed_damage(plan, size);
+    test_sealed_damage_loaded();
     test_write_errors();
     test_alloc_failures(plan, size, net, &m);
     test_samples();
