@@ -296,8 +296,9 @@ static void null_logger(void *user, kiln_severity sev, const char *msg) {
     (void)user; (void)sev; (void)msg;
 }
 
-/* Profiles: every input with a dynamic or unknown dim gets the shape of the
- * first data set as min = opt = max. */
+/* One profile from data set 0: inputs with a dynamic or unknown dim get its
+ * shape as min = opt = max, and small inputs give their values too (the
+ * builder uses those of shape tensors only). */
 static kiln_status add_profile(kiln_network *net, kiln_builder_config *cfg, const case_data *d) {
     int prof = -1;
     int n = kiln_network_num_inputs(net);
