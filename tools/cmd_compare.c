@@ -1062,13 +1062,8 @@ int cli_cmd_compare(int argc, char **argv) {
     }
     if (in_net && !cmp_prepare_inputs(&o, in_net, &inputs))
         goto done;
-    if (!in_net) {
-        char err[NPY_ERR_CAP];
-        if (!npy_load_file(o.load_inputs, &inputs, err)) {
-            cli_error("--load-inputs: %s", err);
-            goto done;
-        }
-    }
+    if (!in_net && !load_inputs_spec(o.load_inputs, &inputs))
+        goto done;
     for (int i = 0; i < inputs.n; i++) {
         char dims[128];
         cli_format_dims(dims, sizeof dims, inputs.items[i].rank, inputs.items[i].dims);

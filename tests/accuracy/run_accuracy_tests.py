@@ -226,6 +226,12 @@ def test_compare(k, w, m):
                      "--skipInference")
     rc, so, se = run(k, "compare", "--plan=" + plan, "--model=" + m("mlp.onnx"))
     check("compare: --plan with --model as the reference", rc == 0 and "PASSED" in so, so + se)
+    rc, so, se = run(k, "compare", m("mlp.onnx"), "--save-inputs=" + w("p_in.npz"),
+                     "--save-results=" + w("p_gold.npz"))
+    rc, so, se = run(k, "compare", "--plan=" + plan, "--load-inputs=x:" + w("p_in.npz"),
+                     "--load-results=" + w("p_gold.npz"))
+    check("compare: --plan against saved results (no model at all)",
+          rc == 0 and "saved results" in so, so + se)
     rc, so, se = run(k, "compare", m("mlp.onnx"), "--reference=kiln")
     check("compare: kiln reference (ref kernels, no fusion)",
           rc == 0 and "kiln-reference" in so, so + se)
