@@ -702,6 +702,18 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit, kbld_tcache *cache
         kn_tinfo in[64], out[16];
         if (n->n_in > 64 || n->n_out > 16)
             continue;
+        bool host = false; /* shape-time steps run on the CPU reference kernels */
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0 && (net->tensors[n->out[j]].flags & KN_T_HOST))
+                host = true;
+        if (host) {
+            kn_free(n->tactic);
+            if (!(n->tactic = kn_strdup("ref"))) {
+                st = KILN_ERR_OUT_OF_MEMORY;
+                break;
+            }
+            continue;
+        }
         for (int j = 0; j < n->n_in; j++) {
             memset(&in[j], 0, sizeof in[j]);
             if (n->in[j] >= 0)

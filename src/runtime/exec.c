@@ -26,6 +26,47 @@ static bool reads_shape_only(const kn_node *n) {
     return n->domain[0] == 0 && (strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0);
 }
 
+/* Whether node n's outputs are small values known at shape time: Shape and
+ * Size, or shape arithmetic whose inputs are all such values or constants
+ * (at least one a host value) and whose outputs are integers. */
+static bool computable_at_shape_time(const kn_net *net, const kn_node *n) {
+    static const char *const arith[] = {
+        "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast", "Add", "Sub", "Mul", "Div",
+        "Mod", "Neg", "Abs", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
+        "And", "Or", "Where", "Reshape", "Identity", "Flatten", "Min", "Max", "ReduceProd",
+        "ReduceSum", "ReduceMin", "ReduceMax"};
+    if (n->domain[0])
+        return false;
+    if (reads_shape_only(n))
+        return true;
+    bool known = false;
+    for (size_t k = 0; k < KN_ARRAY_LEN(arith); k++)
+        if (strcmp(n->op_type, arith[k]) == 0)
+            known = true;
+    if (!known || n->n_in == 0)
+        return false;
+    bool any_host = false;
+    for (int j = 0; j < n->n_in; j++) {
+        if (n->in[j] < 0)
+            continue;
+        uint32_t f = net->tensors[n->in[j]].flags;
+        if (!(f & (KN_T_HOST | KN_T_CONST)))
+            return false;
+        if ((f & KN_T_CONST) && net->tensors[n->in[j]].value.nbytes > 4096)
+            return false; /* a large table, not shape arithmetic */
+        any_host |= (f & KN_T_HOST) != 0;
+    }
+    for (int j = 0; j < n->n_out; j++) {
+        if (n->out[j] < 0)
+            continue;
+        kiln_dtype t = net->tensors[n->out[j]].dtype;
+        if (t != KILN_DTYPE_UNDEFINED && t != KILN_DTYPE_INT64 && t != KILN_DTYPE_INT32 &&
+            t != KILN_DTYPE_BOOL)
+            return false;
+    }
+    return any_host;
+}
+
 static kiln_status mark_host(kn_net *net) {
     for (int i = 0; i < net->n_tensors; i++)
         net->tensors[i].flags &= ~(uint32_t)KN_T_HOST;
@@ -40,6 +81,17 @@ static kiln_status mark_host(kn_net *net) {
             if ((s->value_inputs >> j & 1u) && n->in[j] >= 0 &&
                 !(net->tensors[n->in[j]].flags & KN_T_CONST))
                 net->tensors[n->in[j]].flags |= KN_T_HOST;
+    }
+    /* Shape and Size are known at shape time; so is small arithmetic on
+     * such values (the Shape->Gather->Unsqueeze->Concat chains of exports):
+     * compute it once per shape change on the host, not on every run. */
+    for (int i = 0; i < net->n_nodes; i++) {
+        const kn_node *n = &net->nodes[i];
+        if (!computable_at_shape_time(net, n))
+            continue;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0)
+                net->tensors[n->out[j]].flags |= KN_T_HOST;
     }
     /* values needed on the host need their producers' inputs there too */
     for (int i = net->n_nodes - 1; i >= 0; i--) {
