@@ -172,8 +172,12 @@ def build_plan(cli, onnx_path, plan, name, precision, cache):
            "--backend=cuda", f"--timingCacheFile={cache}"]
     if precision == "fp16":
         cmd.append("--fp16")
+    env = dict(os.environ)
+    extra = os.environ.get("KILN_CLI_LIBS")  # library folders for the CLI process only
+    if extra:
+        env["LD_LIBRARY_PATH"] = extra + ":" + env.get("LD_LIBRARY_PATH", "")
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     dt = time.time() - t0
     if p.returncode != 0:
         raise RuntimeError("kiln build failed:\n" + (p.stdout + p.stderr)[-3000:])
