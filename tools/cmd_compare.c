@@ -419,6 +419,8 @@ bool cmp_prepare_inputs(const cmp_opts *o, const kiln_network *net, npy_list *in
 
 /* ---------------- running kiln ---------------- */
 
+/* Inputs go to engine memory (device memory for a GPU engine) and outputs
+ * come back to the host, so the same code serves every backend. */
 static bool run_engine(kiln_engine *eng, const npy_list *inputs, npy_list *outputs) {
     kiln_context *ctx = NULL;
     kiln_status st = kiln_context_create(eng, &ctx);
@@ -451,21 +453,17 @@ static bool run_engine(kiln_engine *eng, const npy_list *inputs, npy_list *outpu
             ok = false;
             break;
         }
-        size_t alloc = (a->bytes + 63) / 64 * 64 + 64;
-        bufs[i] = aligned_alloc(64, alloc);
-        if (!bufs[i]) {
-            cli_error("out of memory");
-            ok = false;
-            break;
-        }
-        memset(bufs[i], 0, alloc);
-        memcpy(bufs[i], a->data, a->bytes);
-        if ((st = kiln_context_set_tensor_address(ctx, name, bufs[i])) != KILN_OK) {
+        /* never zero-sized, so every kernel gets a valid pointer */
+        if ((st = kiln_engine_alloc(eng, a->bytes + 64, &bufs[i])) != KILN_OK ||
+            (a->bytes && (st = kiln_engine_copy(eng, bufs[i], a->data, a->bytes,
+                                                KILN_COPY_TO_DEVICE)) != KILN_OK) ||
+            (st = kiln_context_set_tensor_address(ctx, name, bufs[i])) != KILN_OK) {
             cli_kiln_error(name, st);
             ok = false;
         }
     }
-    if (ok && (st = kiln_context_enqueue(ctx, NULL)) != KILN_OK) {
+    if (ok && ((st = kiln_context_enqueue(ctx, NULL)) != KILN_OK ||
+               (st = kiln_context_synchronize(ctx, NULL)) != KILN_OK)) {
         cli_kiln_error("inference", st);
         ok = false;
     }
@@ -486,16 +484,27 @@ static bool run_engine(kiln_engine *eng, const npy_list *inputs, npy_list *outpu
         }
         const void *data = kiln_context_tensor_address(ctx, name);
         size_t bytes = n * kiln_dtype_size(dt);
-        if (!data && bytes) {
-            cli_error("output '%s': no data after the run", name);
+        void *host = malloc(bytes ? bytes : 1);
+        if (!host || (!data && bytes)) {
+            cli_error(host ? "output '%s': no data after the run" : "out of memory", name);
+            free(host);
             ok = false;
             break;
         }
-        ok = npy_list_add(outputs, name, dt, rank, dims, data, bytes);
+        if (bytes && (st = kiln_engine_copy(eng, host, data, bytes, KILN_COPY_TO_HOST)) !=
+                         KILN_OK) {
+            cli_kiln_error(name, st);
+            free(host);
+            ok = false;
+            break;
+        }
+        ok = npy_list_add(outputs, name, dt, rank, dims, host, bytes);
+        free(host);
     }
     kiln_context_destroy(ctx);
     for (int i = 0; bufs && i < n_io; i++)
-        free(bufs[i]);
+        if (bufs[i])
+            kiln_engine_free(eng, bufs[i]);
     free(bufs);
     if (!ok)
         npy_list_free(outputs);
