@@ -199,6 +199,8 @@ def main():
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--which", default="resnet50,bert")
     ap.add_argument("--omp-wait", choices=["active", "passive"])
+    ap.add_argument("--commit", help="kiln commit the library was built from (default: this "
+                    "checkout's HEAD)")
     ap.add_argument("--ort-spin", choices=["0", "1"],
                     help="ORT session.intra_op.allow_spinning (default: ORT's, which spins)")
     args = ap.parse_args()
@@ -218,7 +220,7 @@ def main():
     print("- machine: %s, %d cores online, %s" % (cpu, os.cpu_count(), platform.platform()))
     print("- load average at start: %s" % " ".join("%.1f" % x for x in os.getloadavg()))
     print("- kiln %s, commit %s, library %s" % (k.lib.kiln_version_string().decode(),
-                                                git_commit(root), args.lib))
+                                                args.commit or git_commit(root), args.lib))
     print("- ONNX Runtime %s (CPUExecutionProvider), numpy %s, Python %s" %
           (ort.__version__, np.__version__, platform.python_version()))
     print("- threads %d each; median of %d timed runs after %d warm-up runs, in blocks of %d"
