@@ -6,8 +6,12 @@
  *
  *   ninja -C build-fast kiln_internal
  *   gcc -O2 -fopenmp -Iinclude -Isrc -o /tmp/light_bench bench/cpu/light_bench.c \
- *       build-fast/libkiln_internal.a -ldnnl -lopenblas -lm -lpthread
- *   /tmp/light_bench [threads=2] [reps=30] */
+ *       build-fast/libkiln_internal.a -ldnnl -lopenblas -lm -lpthread -ldl
+ *   /tmp/light_bench [threads=2] [reps=30]
+ *
+ * When the build found CUDA, libkiln_internal.a holds the CUDA backend too:
+ * add -lstdc++ -L/usr/local/cuda/lib -lcudart -lcublasLt -lcudnn
+ * -Wl,-rpath,/usr/local/cuda/lib (the test targets' link line). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
