@@ -34,7 +34,7 @@ static bool computable_at_shape_time(const kn_net *net, const kn_node *n) {
         "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast", "Add", "Sub", "Mul", "Div",
         "Mod", "Neg", "Abs", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
         "And", "Or", "Where", "Reshape", "Identity", "Flatten", "Min", "Max", "ReduceProd",
-        "ReduceSum", "ReduceMin", "ReduceMax"};
+        "ReduceSum", "ReduceMin", "ReduceMax", "Range"};
     if (n->domain[0])
         return false;
     if (reads_shape_only(n))
