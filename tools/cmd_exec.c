@@ -960,6 +960,7 @@ static int infer(const exec_opts *o, kiln_engine *eng) {
     }
     if (o->graphs >= 0)
         kiln_context_set_graphs(ctx, o->graphs);
+    kiln_context_set_threads(ctx, o->b.threads);
     if (!setup_inputs(o, eng, ctx, bufs, n_in))
         goto done;
     bool want_profile = o->export_profile || o->dump_profile;

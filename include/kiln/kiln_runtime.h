@@ -92,6 +92,10 @@ KILN_API void *kiln_context_tensor_address(kiln_context *ctx, const char *name);
  * stream) and returns. Added in 0.1. */
 KILN_API KILN_NODISCARD kiln_status kiln_context_enqueue(kiln_context *ctx, void *stream);
 
+/* CPU threads this context's layers use (0 = the default: KILN_NUM_THREADS,
+ * else one per core). Takes effect at the next run. Added in 0.1. */
+KILN_API void kiln_context_set_threads(kiln_context *ctx, int threads);
+
 /* GPU backends capture a context's work into a CUDA graph once per input
  * shapes and tensor addresses and replay it (default on); 0 turns that off
  * (trtexec's --noCudaGraph). No effect on the CPU. Added in 0.1. */

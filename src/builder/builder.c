@@ -2,6 +2,7 @@
  * pipeline (order, check, optimize, choose tactics, plan memory, serialize)
  * and the services passes share (shape inference at profile points,
  * folding a node into constants). */
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -652,8 +653,12 @@ static kiln_status time_kernel(kbld *b, const kb_kernel *k, const kn_node *n, co
     size_t wsz = 0;
     if (st == KILN_OK && k->init)
         st = k->init(n, &state);
-    if (st == KILN_OK && k->prepare)
+    if (st == KILN_OK && k->prepare) { /* with the build's thread count, as the runtime does */
+        int omp_before = omp_get_max_threads();
+        omp_set_num_threads(b->threads);
         st = k->prepare(state, n, kin, n->n_in, kout, n->n_out, &inst, &wsz);
+        omp_set_num_threads(omp_before);
+    }
     if (st == KILN_OK && ws_limit && wsz > ws_limit)
         st = kn_node_error(n, KILN_ERR_OUT_OF_MEMORY,
                            "tactic '%s' needs %zu bytes of workspace, over the limit of %llu",

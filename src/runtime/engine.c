@@ -428,6 +428,13 @@ KILN_API kiln_status kiln_context_enqueue(kiln_context *c, void *stream) {
     return kx_ctx_run(&c->c);
 }
 
+KILN_API void kiln_context_set_threads(kiln_context *c, int threads) {
+    if (!c || threads < 0 || threads == c->c.threads)
+        return;
+    c->c.threads = threads;
+    c->c.prepared = false; /* kernels made for another thread count */
+}
+
 KILN_API void kiln_context_set_graphs(kiln_context *c, int enabled) {
     if (!c)
         return;

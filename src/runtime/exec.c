@@ -1,5 +1,6 @@
 /* exec.c - binding nodes to kernels, shape inference with host values, the
  * activation memory plan and the run loop. */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -694,6 +695,30 @@ static kiln_status upload_host_values(kx_ctx *c) {
     return p->be->sync(c->stream);
 }
 
+static int ctx_threads(const kx_ctx *c) { return c->threads > 0 ? c->threads : c->p->threads; }
+
+/* Prepare every device step's kernel for the current shapes. */
+static kiln_status prepare_steps(kx_ctx *c, size_t *ws_max) {
+    const kn_net *net = c->p->net;
+    *ws_max = 0;
+    for (int si = 0; si < c->p->n_steps; si++) {
+        const kx_step *s = &c->p->steps[si];
+        c->ws[si] = 0;
+        if (s->host)
+            continue;
+        fill_views(c, si);
+        if (s->k->prepare) {
+            const kn_node *n = &net->nodes[s->node];
+            kb_tensor *v = &c->views[c->view_at[si]];
+            KN_TRY(s->k->prepare(s->state, n, v, n->n_in, v + n->n_in, n->n_out, &c->inst[si],
+                                 &c->ws[si]));
+        }
+        if (c->ws[si] > *ws_max)
+            *ws_max = c->ws[si];
+    }
+    return KILN_OK;
+}
+
 kiln_status kx_ctx_prepare(kx_ctx *c) {
     if (!c->shapes_ok)
         KN_TRY(kx_ctx_infer(c));
@@ -713,24 +738,15 @@ kiln_status kx_ctx_prepare(kx_ctx *c) {
     if (!on_cpu(be))
         KN_TRY(upload_host_values(c));
     release_instances(c);
-    const kn_net *net = c->p->net;
     resolve_addresses(c); /* so prepare functions see real pointers */
+    /* libraries that fix their thread count when a kernel is made (oneDNN)
+     * must see the engine's count here, not the machine's */
+    int omp_before = omp_get_max_threads();
+    omp_set_num_threads(ctx_threads(c));
     size_t ws_max = 0;
-    for (int si = 0; si < c->p->n_steps; si++) {
-        const kx_step *s = &c->p->steps[si];
-        c->ws[si] = 0;
-        if (s->host)
-            continue;
-        fill_views(c, si);
-        if (s->k->prepare) {
-            const kn_node *n = &net->nodes[s->node];
-            kb_tensor *v = &c->views[c->view_at[si]];
-            KN_TRY(s->k->prepare(s->state, n, v, n->n_in, v + n->n_in, n->n_out, &c->inst[si],
-                                 &c->ws[si]));
-        }
-        if (c->ws[si] > ws_max)
-            ws_max = c->ws[si];
-    }
+    kiln_status pst = prepare_steps(c, &ws_max);
+    omp_set_num_threads(omp_before);
+    KN_TRY(pst);
     if (ws_max > c->workspace_cap) {
         void *w = NULL;
         KN_TRY(be->alloc(ws_max, &w));
@@ -787,7 +803,7 @@ static kiln_status run_steps(kx_ctx *c, void *stream) {
         fill_views(c, si);
         kb_tensor *v = &c->views[c->view_at[si]];
         kb_run r = {n, s->state, c->inst[si], n->n_in, v, n->n_out, v + n->n_in,
-                    c->workspace, c->ws[si], c->p->threads, stream};
+                    c->workspace, c->ws[si], ctx_threads(c), stream};
         double t0 = c->profiling ? kn_now_ms() : 0;
         kiln_status st = s->k->run(&r);
         if (c->profiling) { /* per-layer times need the device to finish each layer */

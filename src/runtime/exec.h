@@ -64,6 +64,7 @@ typedef struct kx_ctx {
     void *stream;             /* GPU backends: the caller's stream of the current run */
     void *own_stream;         /* GPU backends: used when the caller passes none */
     bool use_graphs;          /* capture and replay device graphs (default on) */
+    int threads;              /* CPU threads for this context (0 = the program's) */
     void *graph;              /* captured graph for the current shapes and addresses */
     uint64_t graph_sig;
     bool dd_ran;              /* a run shrank data-dependent shapes: re-infer next run */

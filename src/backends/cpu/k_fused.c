@@ -47,7 +47,9 @@ static kiln_status stage(const kb_run *r, size_t own, kb_staged *st) {
                              kiln_dtype_name(r->in[0].dtype));
     if (r->workspace_size < own + kb_stage_bytes(r->in, r->n_in, &r->out[0]))
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
-    kb_stage_in(r->in, r->n_in, &r->out[0], (uint8_t *)r->workspace + own, st);
+    /* no workspace at all when nothing needs staging: no offset from NULL */
+    uint8_t *base = r->workspace ? (uint8_t *)r->workspace + own : NULL;
+    kb_stage_in(r->in, r->n_in, &r->out[0], base, st);
     return KILN_OK;
 }
 
