@@ -125,6 +125,11 @@ static kiln_status parse_dim(kx_onnx *cx, kx_pb_msg *m, value_info *vi, int k) {
         if (f.num == 1) {
             int64_t v;
             KN_TRY(kx_pb_int(&cx->pb, m, &f, &v));
+            /* -1 is an old way to say "dynamic"; other negatives are wrong */
+            if (v < -1)
+                return kx_pb_fail(&cx->pb, m, &f, KILN_ERR_PARSE,
+                                  "tensor '%.*s': dimension %d is %lld", (int)vi->name.n,
+                                  vi->name.p, k, (long long)v);
             vi->dims[k] = v < 0 ? -1 : v;
             vi->dim_names[k].n = 0;
         } else if (f.num == 2) {

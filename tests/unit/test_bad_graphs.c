@@ -1,0 +1,56 @@
+/* test_bad_graphs.c - the bad-input catalog for graphs: well-formed ONNX
+ * files whose graphs are wrong (tests/bad/onnx/graph_*.onnx, made by
+ * tests/bad/gen_graph_cases.py), each with the exact error it must give at
+ * parse or build time. Damaged bytes are in test_onnx.c and test_plan.c;
+ * misuse at run time (wrong shape, missing address, out of profile) is in
+ * test_runtime.c. */
+#include "kiln/kiln_builder.h"
+#include "kiln/kiln_onnx.h"
+#include "kiln/kiln_runtime.h"
+#include "test.h"
+
+typedef struct bad_case {
+    const char *file;
+    kiln_status status;
+    const char *text;
+} bad_case;
+
+static const bad_case cases[] = {
+    {"bad/onnx/graph_cycle.onnx", KILN_ERR_PARSE, "the graph has a cycle through tensor 'b'"},
+    {"bad/onnx/graph_dangling.onnx", KILN_ERR_PARSE,
+     "node 'add_ghost' (Add): input 1 'ghost' is not a graph input, an initializer, nor the "
+     "output of any node"},
+    {"bad/onnx/graph_negative_dim.onnx", KILN_ERR_PARSE, "tensor 'x': dimension 1 is -3"},
+    {"bad/onnx/graph_overflow_dims.onnx", KILN_ERR_PARSE, "tensor 'w': element count overflows"},
+    {"bad/onnx/graph_short_initializer.onnx", KILN_ERR_PARSE,
+     "tensor 'w': raw_data holds 16 bytes, but its float [1000000] shape needs 4000000"},
+    {"bad/onnx/graph_missing_output.onnx", KILN_ERR_PARSE,
+     "graph output 'nowhere' is not produced by any node"},
+    {"bad/onnx/graph_double_write.onnx", KILN_ERR_PARSE,
+     "node 'second' (Neg): output 'y' is already produced by node 'first'"},
+};
+
+/* Parse and, when that works, build: the first failure is the answer. */
+static kiln_status parse_and_build(const char *file) {
+    kiln_network *net = NULL;
+    kiln_status st = kiln_onnx_parse_file(file, &net);
+    if (st != KILN_OK)
+        return st;
+    kiln_builder_config *cfg = NULL;
+    void *plan = NULL;
+    size_t size = 0;
+    st = kiln_builder_config_create(&cfg);
+    if (st == KILN_OK)
+        st = kiln_build_serialized(net, cfg, &plan, &size);
+    kiln_free(plan);
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+    return st;
+}
+
+int main(void) {
+    kiln_set_logger(NULL, NULL, KILN_LOG_ERROR);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        KT_FAILS(parse_and_build(cases[i].file), cases[i].status, cases[i].text);
+    return kt_finish();
+}
