@@ -9,9 +9,9 @@ secs=${1:-3600}
 jobs=${2:-1}
 CC=clang cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
-ninja -C "$root/build-fuzz" fuzz_onnx fuzz_plan >/dev/null
+ninja -C "$root/build-fuzz" fuzz_onnx fuzz_plan fuzz_plugin_fields fuzz_npy >/dev/null
 mkdir -p "$root/build-fuzz/crashes"
-for t in onnx plan; do
+for t in onnx plan plugin_fields npy; do
   work=$root/build-fuzz/long_$t
   mkdir -p "$work"
   cp -n "$root"/tests/fuzz/corpus_$t/* "$work"/ 2>/dev/null || true
