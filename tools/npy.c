@@ -939,60 +939,12 @@ void npy_fill_random(kiln_dtype dtype, void *data, size_t n, const npy_range_lis
 
 /* ---------------- elements ---------------- */
 
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, ex = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
-    if (ex == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else if (ex == 0) {
-        float v = ldexpf((float)man, -24);
-        return sign ? -v : v;
-    } else {
-        bits = sign | ((ex + 112u) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static uint16_t float_to_half(float f) {
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    float a = fabsf(f);
-    if (isnan(f))
-        return (uint16_t)(sign | 0x7e00u);
-    if (a >= 65520.0f)
-        return (uint16_t)(sign | 0x7c00u);
-    if (a < 6.103515625e-05f)
-        return (uint16_t)(sign | (uint16_t)lrintf(a * 16777216.0f));
-    uint32_t ax;
-    memcpy(&ax, &a, sizeof ax);
-    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);
-    return (uint16_t)(sign | (uint16_t)(((r >> 13) - (112u << 10)) & 0x7fffu));
-}
-
-static float bf16_to_float(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static uint16_t float_to_bf16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    if (isnan(f))
-        return (uint16_t)((x >> 16) | 0x40u);
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}
-
 double npy_get(kiln_dtype dt, const void *p, size_t i) {
     switch (dt) {
     case KILN_DTYPE_FLOAT: return ((const float *)p)[i];
     case KILN_DTYPE_DOUBLE: return ((const double *)p)[i];
-    case KILN_DTYPE_FLOAT16: return half_to_float(((const uint16_t *)p)[i]);
-    case KILN_DTYPE_BFLOAT16: return bf16_to_float(((const uint16_t *)p)[i]);
+    case KILN_DTYPE_FLOAT16: return kiln_half_to_float(((const uint16_t *)p)[i]);
+    case KILN_DTYPE_BFLOAT16: return kiln_bfloat16_to_float(((const uint16_t *)p)[i]);
     case KILN_DTYPE_INT8: return ((const int8_t *)p)[i];
     case KILN_DTYPE_UINT8: return ((const uint8_t *)p)[i];
     case KILN_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
@@ -1039,8 +991,8 @@ void npy_set(kiln_dtype dt, void *p, size_t i, double v) {
     switch (dt) {
     case KILN_DTYPE_FLOAT: ((float *)p)[i] = to_f32(v); break;
     case KILN_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
-    case KILN_DTYPE_FLOAT16: ((uint16_t *)p)[i] = float_to_half(to_f32(v)); break;
-    case KILN_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = float_to_bf16(to_f32(v)); break;
+    case KILN_DTYPE_FLOAT16: ((uint16_t *)p)[i] = kiln_float_to_half(to_f32(v)); break;
+    case KILN_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = kiln_float_to_bfloat16(to_f32(v)); break;
     case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)to_i64(v); break;
     case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)to_u64(v); break;
     case KILN_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;

@@ -144,57 +144,6 @@ double cli_now_s(void) {
 
 /* ---- element access ---- */
 
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
-    uint32_t bits;
-    if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else if (exp == 0) {
-        /* zero or subnormal: value = man * 2^-24 */
-        float v = ldexpf((float)man, -24);
-        return sign ? -v : v;
-    } else {
-        bits = sign | ((exp + 112u) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static uint16_t float_to_half(float f) {
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    float a = fabsf(f);
-    if (isnan(f))
-        return (uint16_t)(sign | 0x7e00u);
-    if (a >= 65520.0f)
-        return (uint16_t)(sign | 0x7c00u);
-    if (a < 6.103515625e-05f) /* subnormal half: round to a multiple of 2^-24 */
-        return (uint16_t)(sign | (uint16_t)lrintf(a * 16777216.0f));
-    uint32_t ax;
-    memcpy(&ax, &a, sizeof ax);
-    /* round to nearest even on the 13 dropped mantissa bits */
-    uint32_t rounded = ax + 0xfffu + ((ax >> 13) & 1u);
-    return (uint16_t)(sign | (uint16_t)(((rounded >> 13) - (112u << 10)) & 0x7fffu));
-}
-
-static float bf16_to_float(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static uint16_t float_to_bf16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    if (isnan(f))
-        return (uint16_t)((x >> 16) | 0x40u);
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}
-
 bool cli_dtype_is_float(kiln_dtype dt) {
     return dt == KILN_DTYPE_FLOAT || dt == KILN_DTYPE_DOUBLE || dt == KILN_DTYPE_FLOAT16 ||
            dt == KILN_DTYPE_BFLOAT16;
@@ -204,8 +153,8 @@ double cli_elem_get(kiln_dtype dt, const void *p, size_t i) {
     switch (dt) {
     case KILN_DTYPE_FLOAT: return ((const float *)p)[i];
     case KILN_DTYPE_DOUBLE: return ((const double *)p)[i];
-    case KILN_DTYPE_FLOAT16: return half_to_float(((const uint16_t *)p)[i]);
-    case KILN_DTYPE_BFLOAT16: return bf16_to_float(((const uint16_t *)p)[i]);
+    case KILN_DTYPE_FLOAT16: return kiln_half_to_float(((const uint16_t *)p)[i]);
+    case KILN_DTYPE_BFLOAT16: return kiln_bfloat16_to_float(((const uint16_t *)p)[i]);
     case KILN_DTYPE_INT8: return ((const int8_t *)p)[i];
     case KILN_DTYPE_UINT8: return ((const uint8_t *)p)[i];
     case KILN_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
@@ -223,8 +172,8 @@ void cli_elem_set(kiln_dtype dt, void *p, size_t i, double v) {
     switch (dt) {
     case KILN_DTYPE_FLOAT: ((float *)p)[i] = (float)v; break;
     case KILN_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
-    case KILN_DTYPE_FLOAT16: ((uint16_t *)p)[i] = float_to_half((float)v); break;
-    case KILN_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = float_to_bf16((float)v); break;
+    case KILN_DTYPE_FLOAT16: ((uint16_t *)p)[i] = kiln_float_to_half((float)v); break;
+    case KILN_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = kiln_float_to_bfloat16((float)v); break;
     case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
     case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
     case KILN_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;

@@ -85,6 +85,13 @@ KILN_API size_t kiln_dtype_size(kiln_dtype dtype);
 /* Lower-case name ("float", "float16", "int64"); "?" for unknown values. Added in 0.1. */
 KILN_API const char *kiln_dtype_name(kiln_dtype dtype);
 
+/* Conversions between float and the 16-bit float formats (IEEE half and
+ * bfloat16, as raw bits), rounding to nearest even. Added in 0.1. */
+KILN_API float kiln_half_to_float(uint16_t bits);
+KILN_API uint16_t kiln_float_to_half(float value);
+KILN_API float kiln_bfloat16_to_float(uint16_t bits);
+KILN_API uint16_t kiln_float_to_bfloat16(float value);
+
 /* Log severities; a logger receives messages up to its chosen severity. */
 typedef enum kiln_severity {
     KILN_LOG_ERROR = 0,

@@ -144,3 +144,8 @@ uint8_t kn_float_to_fp8e5m2(float f) {
         return signbit(f) ? 0xfbu : 0x7bu; /* saturate */
     return small_encode(f, kn_fp8e5m2_to_float, 0x7b, 0x7f);
 }
+
+KILN_API float kiln_half_to_float(uint16_t bits) { return kn_half_to_float(bits); }
+KILN_API uint16_t kiln_float_to_half(float value) { return kn_float_to_half(value); }
+KILN_API float kiln_bfloat16_to_float(uint16_t bits) { return kn_bf16_to_float(bits); }
+KILN_API uint16_t kiln_float_to_bfloat16(float value) { return kn_float_to_bf16(value); }
