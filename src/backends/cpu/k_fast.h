@@ -96,6 +96,11 @@ KN_HIDDEN kiln_status kf_pack(const kn_node *n, kf_inst *in, const dnnl_memory_d
                               dnnl_memory_t *out);
 /* An attribute with a user scratchpad and optional post-ops (po may be NULL). */
 KN_HIDDEN kiln_status kf_attr(const kn_node *n, dnnl_post_ops_t po, dnnl_primitive_attr_t *out);
+/* A primitive descriptor for the op descriptor `desc` on kiln's engine, with
+ * a user scratchpad and the post-ops `po` (may be NULL; destroyed here).
+ * `what` names the primitive in the error. */
+KN_HIDDEN kiln_status kf_make_pd(const kn_node *n, const void *desc, dnnl_post_ops_t po,
+                                 const char *what, dnnl_primitive_desc_t *pd);
 /* The run of every oneDNN tactic: bind memories, prefill, execute, wait. */
 KN_HIDDEN kiln_status kf_run(const kb_run *r);
 #endif /* KILN_HAVE_DNNL */

@@ -186,17 +186,12 @@ static kiln_status conv_build(const conv_state *cs, const kn_node *n, const kb_t
         st = kf_check(n, dnnl_post_ops_append_sum(po, 1.f), "adding the residual");
     if (st == KILN_OK)
         st = kf_check(n, kf_append_act(po, cs->act, cs->alpha, cs->beta), "adding the activation");
-    dnnl_primitive_attr_t attr = NULL;
-    if (st == KILN_OK)
-        st = kf_attr(n, po, &attr);
-    dnnl_post_ops_destroy(po);
-    KN_TRY(st);
-    dnnl_engine_t eng;
-    KN_TRY(kf_engine(n, &eng));
+    if (st != KILN_OK) {
+        dnnl_post_ops_destroy(po);
+        return st;
+    }
     dnnl_primitive_desc_t pd;
-    dnnl_status_t ds = dnnl_primitive_desc_create(&pd, &cd, attr, eng, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    KN_TRY(kf_check(n, ds, "creating the convolution"));
+    KN_TRY(kf_make_pd(n, &cd, po, "creating the convolution", &pd));
     dnnl_memory_desc_t x_p = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     dnnl_memory_desc_t w_p = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     dnnl_memory_desc_t y_p = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);

@@ -185,6 +185,21 @@ kiln_status kf_attr(const kn_node *n, dnnl_post_ops_t po, dnnl_primitive_attr_t 
     return KILN_OK;
 }
 
+kiln_status kf_make_pd(const kn_node *n, const void *desc, dnnl_post_ops_t po, const char *what,
+                       dnnl_primitive_desc_t *pd) {
+    dnnl_primitive_attr_t attr = NULL;
+    kiln_status st = kf_attr(n, po, &attr);
+    if (po)
+        dnnl_post_ops_destroy(po);
+    KN_TRY(st);
+    dnnl_engine_t eng;
+    st = kf_engine(n, &eng);
+    if (st == KILN_OK)
+        st = kf_check(n, dnnl_primitive_desc_create(pd, desc, attr, eng, NULL), what);
+    dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
 kiln_status kf_reorder_add(const kn_node *n, kf_inst *in, const dnnl_memory_desc_t *src_md,
                            dnnl_memory_t src, const dnnl_memory_desc_t *dst_md, dnnl_memory_t dst) {
     dnnl_engine_t eng;

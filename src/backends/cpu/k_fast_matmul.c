@@ -124,17 +124,12 @@ static kiln_status matmul_build(const kn_node *n, const kb_tensor *in, int n_in,
     dnnl_post_ops_t po;
     KF_TRY(n, dnnl_post_ops_create(&po));
     kiln_status st = kf_check(n, kf_append_act(po, act, al, be), "adding the activation");
-    dnnl_primitive_attr_t attr = NULL;
-    if (st == KILN_OK)
-        st = kf_attr(n, po, &attr);
-    dnnl_post_ops_destroy(po);
-    KN_TRY(st);
-    dnnl_engine_t eng;
-    KN_TRY(kf_engine(n, &eng));
+    if (st != KILN_OK) {
+        dnnl_post_ops_destroy(po);
+        return st;
+    }
     dnnl_primitive_desc_t pd;
-    dnnl_status_t ds = dnnl_primitive_desc_create(&pd, &mmd, attr, eng, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    KN_TRY(kf_check(n, ds, "creating the matmul"));
+    KN_TRY(kf_make_pd(n, &mmd, po, "creating the matmul", &pd));
     dnnl_memory_desc_t b_p = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     dnnl_memory_t am, bm, ym, biasm = NULL;
     st = kf_mem(n, inst, &a_md, KF_IN, 0, 0, &am);
@@ -274,17 +269,12 @@ static kiln_status gemm_build(const kn_node *n, const kb_tensor *in, int n_in,
         st = kf_check(n, dnnl_post_ops_append_sum(po, beta), "adding beta * C");
     if (st == KILN_OK)
         st = kf_check(n, kf_append_act(po, act, al, be), "adding the activation");
-    dnnl_primitive_attr_t attr = NULL;
-    if (st == KILN_OK)
-        st = kf_attr(n, po, &attr);
-    dnnl_post_ops_destroy(po);
-    KN_TRY(st);
-    dnnl_engine_t eng;
-    KN_TRY(kf_engine(n, &eng));
+    if (st != KILN_OK) {
+        dnnl_post_ops_destroy(po);
+        return st;
+    }
     dnnl_primitive_desc_t pd;
-    dnnl_status_t ds = dnnl_primitive_desc_create(&pd, &mmd, attr, eng, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    KN_TRY(kf_check(n, ds, "creating the matmul"));
+    KN_TRY(kf_make_pd(n, &mmd, po, "creating the matmul", &pd));
     dnnl_memory_desc_t b_p = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     dnnl_memory_t am, bm, ym, biasm = NULL;
     st = kf_mem(n, inst, &a_md, KF_IN, 0, 0, &am);

@@ -83,13 +83,7 @@ static kiln_status single(const kn_node *n, dnnl_primitive_desc_t pd, const dnnl
 
 static kiln_status make_pd(const kn_node *n, const void *desc, dnnl_primitive_desc_t *pd,
                            const char *what) {
-    dnnl_engine_t eng;
-    KN_TRY(kf_engine(n, &eng));
-    dnnl_primitive_attr_t attr;
-    KN_TRY(kf_attr(n, NULL, &attr));
-    dnnl_status_t s = dnnl_primitive_desc_create(pd, desc, attr, eng, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    return kf_check(n, s, what);
+    return kf_make_pd(n, desc, NULL, what, pd);
 }
 
 /* ---------------- Softmax ---------------- */
