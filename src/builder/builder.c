@@ -968,7 +968,7 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
         st = kbld_tcache_load(&cache, cfg->timing_cache, key);
     if (st == KILN_OK)
         st = choose_tactics(&b, cfg->workspace_limit, &cache);
-    if (st == KILN_OK && cfg->timing_cache && cache.dirty)
+    if (st == KILN_OK && cfg->timing_cache) /* written even when nothing was timed */
         st = kbld_tcache_save(&cache, cfg->timing_cache);
     kbld_tcache_free(&cache);
     if (st == KILN_OK)
