@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-3600}
 jobs=${2:-1}
 CC=clang cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
+      -DKILN_FUZZ=ON -DKILN_SANITIZE=ON -DKILN_CUDA=OFF >/dev/null
 ninja -C "$root/build-fuzz" fuzz_onnx fuzz_plan fuzz_plugin_fields fuzz_npy >/dev/null
 mkdir -p "$root/build-fuzz/crashes"
 for t in onnx plan plugin_fields npy; do

@@ -38,7 +38,7 @@ if [ "${KILN_TEST_SANITIZERS:-1}" != 0 ]; then
 
   echo "== libFuzzer targets (short runs)"
   CC=clang cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DKILN_FUZZ=ON -DKILN_SANITIZE=ON -DKILN_FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-30}" >/dev/null
+        -DKILN_FUZZ=ON -DKILN_SANITIZE=ON -DKILN_CUDA=OFF -DKILN_FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-30}" >/dev/null
   ninja -C "$root/build-fuzz" fuzz_onnx fuzz_plan fuzz_plugin_fields fuzz_npy >/dev/null
   (cd "$root/build-fuzz" && ctest --output-on-failure -R '^fuzz\.') || status=1
 fi
