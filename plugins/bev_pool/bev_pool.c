@@ -4,7 +4,8 @@
  * every (pixel, depth) point that falls in the same BEV grid cell are summed.
  * The points are precomputed and sorted by cell; a cell's points form one
  * interval (start, length). CPU kernels for float32 and float16 (float32
- * accumulation); CUDA kernels come with the CUDA backend.
+ * accumulation) here; CUDA kernels in bev_pool_cuda.cu when the library is
+ * built with CUDA (KILN_PLUGIN_CUDA), used when enqueue gets a stream.
  *
  * Inputs:  0 depth            [B, N, D, H, W]  float / float16
  *          1 feat             [B, N, H, W, C]  same type
@@ -21,6 +22,9 @@
 
 #include "kiln/kiln_plugin.h"
 #include "../common/plugin_half.h"
+#ifdef KILN_PLUGIN_CUDA
+#include "bev_pool_cuda.h"
+#endif
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -117,9 +121,6 @@ static kiln_status enqueue(void *self, const kiln_tensor_desc *in, const void *c
     const bev *b = self;
     if (n_in != 7 || n_out != 1)
         return fail(KILN_ERR_INVALID_ARGUMENT, "BEVPool takes 7 inputs and gives 1 output");
-    if (stream) /* a GPU engine passes device pointers and its stream */
-        return fail(KILN_ERR_UNSUPPORTED, "BEVPool has CPU kernels only so far; build the plan "
-                                          "for the cpu backend");
     int half = in[0].dtype == KILN_DTYPE_FLOAT16;
     int64_t C = in[1].dims[4], n_depth = numel(&in[0]), n_pix = numel(&in[1]) / (C ? C : 1);
     int64_t P = numel(&in[2]), K = numel(&in[5]);
@@ -129,6 +130,22 @@ static kiln_status enqueue(void *self, const kiln_tensor_desc *in, const void *c
     if (numel(&in[3]) != P || numel(&in[4]) != P || numel(&in[6]) != K)
         return fail(KILN_ERR_SHAPE, "BEVPool: the three ranks must have the same length, and so "
                                     "must the interval starts and lengths");
+    if (stream) { /* a GPU engine passes device pointers and its stream */
+#ifdef KILN_PLUGIN_CUDA
+        bev_pool_cuda_args a = {inputs[0], inputs[1], rd, rf, rb, st, len, outputs[0], P, K, C,
+                                cells, n_cells, n_depth, n_pix, half};
+        char msg[256];
+        if (numel(&out[0]) != n_cells * C)
+            return fail(KILN_ERR_SHAPE, "BEVPool: the output is not [B, C, bev_h, bev_w]");
+        if (bev_pool_cuda(&a, stream, msg, sizeof msg) != 0)
+            return fail(KILN_ERR_RUNTIME, msg);
+        return KILN_OK;
+#else
+        return fail(KILN_ERR_UNSUPPORTED, "BEVPool: this build of the plugin has no CUDA kernels "
+                                          "(built without CUDA); build the plan for the cpu "
+                                          "backend");
+#endif
+    }
     size_t out_n = (size_t)numel(&out[0]);
     float *acc = workspace; /* float accumulation of one cell's C channels */
     if (half)

@@ -1,7 +1,9 @@
 /* custom_act.c - example plugin "CustomAct": the tanh form of GELU with a
  * configurable slope, y = x * 0.5 * (1 + tanh(alpha * (x + 0.044715 x^3))),
- * on float32 and float16 tensors (CPU kernels; CUDA kernels come with the
- * CUDA backend). Built against include/kiln/kiln_plugin.h only. */
+ * on float32 and float16 tensors. CPU kernels here; CUDA kernels in
+ * custom_act_cuda.cu when the library is built with CUDA (KILN_PLUGIN_CUDA),
+ * used when enqueue gets a stream. Built against include/kiln/kiln_plugin.h
+ * only (and the CUDA runtime for the .cu file). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,9 @@
 
 #include "kiln/kiln_plugin.h"
 #include "../common/plugin_half.h"
+#ifdef KILN_PLUGIN_CUDA
+#include "custom_act_cuda.h"
+#endif
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -83,12 +88,24 @@ static kiln_status enqueue(void *self, const kiln_tensor_desc *in, const void *c
     const act *a = self;
     if (n_in != 1 || n_out != 1)
         return fail(KILN_ERR_INVALID_ARGUMENT, "CustomAct takes one input and one output");
-    if (stream) /* a GPU engine passes device pointers and its stream */
-        return fail(KILN_ERR_UNSUPPORTED, "CustomAct has CPU kernels only so far; build the plan "
-                                          "for the cpu backend");
     int64_t n = 1;
     for (int d = 0; d < in[0].rank; d++)
         n *= in[0].dims[d];
+    if (stream) { /* a GPU engine passes device pointers and its stream */
+#ifdef KILN_PLUGIN_CUDA
+        if (in[0].dtype != KILN_DTYPE_FLOAT && in[0].dtype != KILN_DTYPE_FLOAT16)
+            return fail(KILN_ERR_UNSUPPORTED, "CustomAct: enqueue got a type it does not support");
+        char msg[256];
+        if (custom_act_cuda(inputs[0], outputs[0], n, in[0].dtype == KILN_DTYPE_FLOAT16, a->alpha,
+                            stream, msg, sizeof msg) != 0)
+            return fail(KILN_ERR_RUNTIME, msg);
+        return KILN_OK;
+#else
+        return fail(KILN_ERR_UNSUPPORTED, "CustomAct: this build of the plugin has no CUDA "
+                                          "kernels (built without CUDA); build the plan for the "
+                                          "cpu backend");
+#endif
+    }
     const float k = 0.044715f, alpha = a->alpha;
     if (in[0].dtype == KILN_DTYPE_FLOAT) {
         const float *x = inputs[0];
