@@ -365,6 +365,8 @@ KILN_API kiln_status kiln_context_set_input_shape(kiln_context *c, const char *n
     int i = io_index(e, name);
     if (i < 0 || i >= e->net->n_inputs)
         return kn_error(KILN_ERR_NOT_FOUND, "'%s' is not an input of the engine", name);
+    if (c->profile >= e->meta.n_profiles)
+        return kn_error(KILN_ERR_PLAN, "the plan has no optimization profile %d", c->profile);
     const kp_profile *p = &e->meta.profiles[c->profile];
     if (rank != p->rank[i])
         return kn_error(KILN_ERR_SHAPE, "input '%s' has rank %d; a shape of rank %d was given", name,

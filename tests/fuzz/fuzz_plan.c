@@ -1,13 +1,14 @@
 /* fuzz_plan.c - libFuzzer target: the plan reader (header and whole plan) on
  * arbitrary bytes. The checksum would stop most mutations at the door, so the
- * fuzzer also feeds plans whose checksum it has fixed (see plan.c's layout:
- * the last 8 bytes hash everything before them). */
+ * fuzzer also feeds each input again with its header hash and checksum
+ * recomputed (kp_reseal), so mutations reach the section parsers. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
+#include "plan/plan.h"
 #include "kiln/kiln_runtime.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -27,8 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!copy)
             return 0;
         memcpy(copy, data, size);
-        uint64_t h = kn_hash64(copy, size - 8, 0);
-        memcpy(copy + size - 8, &h, 8);
+        kp_reseal(copy, size); /* fix the header hash and checksum after mutation */
         try_load(copy, size);
         free(copy);
     }
