@@ -232,6 +232,8 @@ KILN_API const char *kiln_engine_layer_tactic(const kiln_engine *e, int layer) {
         return NULL;
     if (e->prog.steps[layer].host)
         return "host";
+    if (e->prog.steps[layer].alias)
+        return "alias"; /* shares its input's memory; nothing runs */
     return e->prog.steps[layer].k->tactic;
 }
 

@@ -148,6 +148,28 @@ static kiln_status upload_constants(kx_program *p) {
     return p->be->sync(NULL);
 }
 
+/* Reshape-like steps only relabel a tensor's shape: when both sides are
+ * activations planned in the arena (not caller memory, constants or host
+ * values), the output can share the input's bytes and the step needs no run. */
+static void mark_aliases(kx_program *p) {
+    static const char *const relabel[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                                          "Identity"};
+    const kn_net *net = p->net;
+    for (int i = 0; i < p->n_steps; i++) {
+        kx_step *s = &p->steps[i];
+        const kn_node *n = &net->nodes[s->node];
+        bool known = false;
+        for (size_t k = 0; k < KN_ARRAY_LEN(relabel); k++)
+            known |= strcmp(n->op_type, relabel[k]) == 0;
+        if (!known || n->domain[0] || s->host || n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 ||
+            n->out[0] < 0)
+            continue;
+        uint32_t fi = net->tensors[n->in[0]].flags, fo = net->tensors[n->out[0]].flags;
+        const uint32_t away = KN_T_CONST | KN_T_INPUT | KN_T_HOST | KN_T_OUTPUT;
+        s->alias = !(fi & away) && !(fo & away);
+    }
+}
+
 kiln_status kx_program_init_on(kx_program *p, kn_net *net, int threads, const kb_backend *be) {
     memset(p, 0, sizeof *p);
     p->net = net;
@@ -191,6 +213,7 @@ kiln_status kx_program_init_on(kx_program *p, kn_net *net, int threads, const kb
         }
         p->n_steps = i + 1;
     }
+    mark_aliases(p);
     if (!on_cpu(be)) {
         kiln_status st = upload_constants(p);
         if (st != KILN_OK) {
@@ -571,9 +594,19 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes
         kn_free(last);
         return KILN_ERR_OUT_OF_MEMORY;
     }
+    int *root = kn_malloc(((size_t)nt + 1) * sizeof(int)); /* alias -> the tensor owning bytes */
+    if (!root) {
+        kn_free(lv);
+        kn_free(placed_off);
+        kn_free(placed);
+        kn_free(first);
+        kn_free(last);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
     for (int i = 0; i < nt; i++) {
         first[i] = -1;
         last[i] = -1;
+        root[i] = i;
         c->offset[i] = SIZE_MAX;
     }
     for (int si = 0; si < c->p->n_steps; si++) {
@@ -581,19 +614,25 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes
         const kn_node *n = &net->nodes[s->node];
         if (s->host)
             continue;
+        if (s->alias)
+            root[n->out[0]] = root[n->in[0]];
         for (int j = 0; j < n->n_out; j++)
-            if (n->out[j] >= 0 && first[n->out[j]] < 0)
-                first[n->out[j]] = si;
+            if (n->out[j] >= 0 && first[root[n->out[j]]] < 0)
+                first[root[n->out[j]]] = si;
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] >= 0)
-                last[n->in[j]] = si;
+                last[root[n->in[j]]] = si;
     }
     for (int k = 0; k < net->n_outputs; k++)
-        last[net->outputs[k]] = c->p->n_steps;
+        last[root[net->outputs[k]]] = c->p->n_steps;
     int n = 0;
     size_t sum = 0;
     for (int i = 0; i < nt; i++) {
         const kn_tensor *t = &net->tensors[i];
+        if (root[i] != i) { /* shares its root's bytes; counted as an activation */
+            sum += align64(tinfo_bytes(&c->ti[i]));
+            continue;
+        }
         if (first[i] < 0 || (t->flags & (KN_T_CONST | KN_T_INPUT)) || c->hostval[i])
             continue;
         lv[n].t = i;
@@ -625,8 +664,12 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes
         if (off + lv[a].size > total)
             total = off + lv[a].size;
     }
+    for (int i = 0; i < nt; i++)
+        if (root[i] != i)
+            c->offset[i] = c->offset[root[i]];
     *arena_bytes = total;
     *sum_bytes = sum;
+    kn_free(root);
     kn_free(lv);
     kn_free(placed_off);
     kn_free(placed);
@@ -704,7 +747,7 @@ static kiln_status prepare_steps(kx_ctx *c, size_t *ws_max) {
     for (int si = 0; si < c->p->n_steps; si++) {
         const kx_step *s = &c->p->steps[si];
         c->ws[si] = 0;
-        if (s->host)
+        if (s->host || s->alias)
             continue;
         fill_views(c, si);
         if (s->k->prepare) {
@@ -797,7 +840,7 @@ static kiln_status run_steps(kx_ctx *c, void *stream) {
     const kn_net *net = c->p->net;
     for (int si = 0; si < c->p->n_steps; si++) {
         const kx_step *s = &c->p->steps[si];
-        if (s->host)
+        if (s->host || s->alias)
             continue;
         const kn_node *n = &net->nodes[s->node];
         fill_views(c, si);

@@ -14,6 +14,8 @@ typedef struct kx_step {
     bool host;                /* computed on the host at shape time (its outputs'
                                  values are needed to infer shapes) */
     bool data_dependent;      /* may produce data-dependent output shapes */
+    bool alias;               /* a reshape-like step whose output shares its input's
+                                 memory: planned together, never run */
 } kx_step;
 
 typedef struct kx_program {
