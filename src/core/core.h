@@ -48,6 +48,9 @@ KN_HIDDEN char *kn_strdup(const char *s);
 KN_HIDDEN char *kn_strndup(const char *s, size_t n);
 /* Grow *arr (elements of elem_size) so it holds at least need elements. */
 KN_HIDDEN kiln_status kn_grow(void **arr, int *cap, int need, size_t elem_size);
+/* For allocators outside this file (device memory): count one allocation
+ * and say whether fault injection makes it fail (the message is set). */
+KN_HIDDEN bool kn_fault_hit(size_t size);
 /* Fault injection: fail the n-th allocation from now (1-based); 0 disables.
  * Returns the count of allocations made since the last call. */
 KN_HIDDEN uint64_t kn_fault_inject_set(uint64_t fail_at);

@@ -27,6 +27,8 @@ static bool kn_should_fail(size_t size) {
     return false;
 }
 
+bool kn_fault_hit(size_t size) { return kn_should_fail(size); }
+
 uint64_t kn_fault_inject_set(uint64_t fail_at) {
     atomic_store(&kn_env_read, 1);
     uint64_t made = atomic_exchange(&kn_alloc_count, 0);

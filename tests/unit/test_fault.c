@@ -35,30 +35,41 @@ static kiln_status make_net(kiln_network **out) {
     return KILN_OK;
 }
 
+static const char *g_backend = "cpu";
+
 static kiln_status build(const kiln_network *net, void **plan, size_t *size) {
     kiln_builder_config *cfg = NULL;
     KN_TRY(kiln_builder_config_create(&cfg));
     int p = 0;
     int64_t mn[2] = {1, 4}, op[2] = {2, 4}, mx[2] = {4, 4};
-    kiln_status st = kiln_builder_config_add_profile(cfg, &p);
+    kiln_status st = kiln_builder_config_set_backend(cfg, g_backend);
+    if (!st) st = kiln_builder_config_add_profile(cfg, &p);
     if (!st) st = kiln_builder_config_set_shape(cfg, p, "x", 2, mn, op, mx);
     if (!st) st = kiln_build_serialized(net, cfg, plan, size);
     kiln_builder_config_destroy(cfg);
     return st;
 }
 
+/* Inputs and outputs live in engine memory (device memory on a GPU). */
 static kiln_status load_run(const void *plan, size_t size, float *y) {
     kiln_engine *eng = NULL;
     kiln_context *ctx = NULL;
     float x[12] = {1, 0, -1, 2, 0.5f, 0.5f, 0.5f, 0.5f, -2, 1, 0, 3};
     int64_t d[2] = {3, 4};
+    void *dx = NULL, *dy = NULL;
     KN_TRY(kiln_engine_load(plan, size, &eng));
-    kiln_status st = kiln_context_create(eng, &ctx);
+    kiln_status st = kiln_engine_alloc(eng, sizeof x, &dx);
+    if (!st) st = kiln_engine_alloc(eng, sizeof x, &dy);
+    if (!st) st = kiln_engine_copy(eng, dx, x, sizeof x, KILN_COPY_TO_DEVICE);
+    if (!st) st = kiln_context_create(eng, &ctx);
     if (!st) st = kiln_context_set_input_shape(ctx, "x", 2, d);
-    if (!st) st = kiln_context_set_tensor_address(ctx, "x", x);
-    if (!st) st = kiln_context_set_tensor_address(ctx, "y", y);
+    if (!st) st = kiln_context_set_tensor_address(ctx, "x", dx);
+    if (!st) st = kiln_context_set_tensor_address(ctx, "y", dy);
     if (!st) st = kiln_context_enqueue(ctx, NULL);
+    if (!st) st = kiln_engine_copy(eng, y, dy, sizeof x, KILN_COPY_TO_HOST);
     kiln_context_destroy(ctx);
+    kiln_engine_free(eng, dx);
+    kiln_engine_free(eng, dy);
     kiln_engine_destroy(eng);
     return st;
 }
@@ -118,6 +129,25 @@ int main(void) {
         printf("parse walk skipped: %s not found\n", model);
     }
     kiln_free(plan);
+    plan = NULL;
+
+    /* the same walks on the CUDA backend, where device allocations count too */
+    char target[64], libs[128];
+    if (kiln_backend_describe("cuda", target, sizeof target, libs, sizeof libs) == KILN_OK) {
+        g_backend = "cuda";
+        KT_OK(build(net, &plan, &size));
+        float want_gpu[12];
+        KT_OK(load_run(plan, size, want_gpu));
+        for (int i = 0; i < 12; i++)
+            KT_NEAR(want_gpu[i], want[i], 1e-5);
+        WALK("build (cuda)", build(net, &p2, &s2), (kiln_free(p2), p2 = NULL));
+        WALK("load+run (cuda)", load_run(plan, size, y), (void)0);
+        KT_OK(load_run(plan, size, y));
+        KT_CHECK(memcmp(y, want_gpu, sizeof y) == 0);
+        kiln_free(plan);
+    } else {
+        printf("cuda walks skipped: %s\n", kiln_last_error());
+    }
     kiln_network_destroy(net);
     return kt_finish();
 }

@@ -248,6 +248,8 @@ static kiln_status cuda_describe(char *target, size_t tcap, char *libs, size_t l
 
 static kiln_status cuda_alloc(size_t bytes, void **out) {
     void *p = NULL;
+    if (kn_fault_hit(bytes)) /* device allocations take part in fault injection */
+        return KILN_ERR_OUT_OF_MEMORY;
     KC_CUDA(NULL, cudaMalloc(&p, bytes ? bytes : 256));
     *out = p;
     return KILN_OK;
