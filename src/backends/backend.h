@@ -95,6 +95,20 @@ typedef struct kb_backend {
     void (*graph_destroy)(void *graph);
 } kb_backend;
 
+/* A backend's kernels, one table per op family. */
+typedef struct kb_table {
+    const kb_kernel *t;
+    const size_t *n;
+} kb_table;
+/* All kernels for (domain, op_type) in `tables`, reference ("ref") first;
+ * fills up to cap pointers and returns how many exist. */
+KN_HIDDEN int kb_tables_kernels_for(const kb_table *tables, size_t n_tables, const char *domain,
+                                    const char *op_type, const kb_kernel **out, int cap);
+/* The kernel of (domain, op_type) with this tactic name, or NULL. */
+KN_HIDDEN const kb_kernel *kb_tables_find(const kb_table *tables, size_t n_tables,
+                                          const char *domain, const char *op_type,
+                                          const char *tactic);
+
 /* The backend of that name compiled into this build, or NULL. */
 KN_HIDDEN const kb_backend *kb_backend_get(const char *name);
 extern const kb_backend kb_cpu_backend;

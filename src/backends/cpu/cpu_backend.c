@@ -6,17 +6,6 @@
 
 #include "backends/backend.h"
 
-static const struct {
-    const kb_kernel *t;
-    const size_t *n;
-} kb_tables[] = {
-    {kb_cpu_elementwise, &kb_cpu_elementwise_count},
-    {kb_cpu_tensor, &kb_cpu_tensor_count},
-    {kb_cpu_nn, &kb_cpu_nn_count},
-    {kb_cpu_fused, &kb_cpu_fused_count},
-    {kb_cpu_fast, &kb_cpu_fast_count},
-};
-
 static bool same_domain(const char *a, const char *b) {
     if (!a || strcmp(a, "ai.onnx") == 0)
         a = "";
@@ -25,13 +14,14 @@ static bool same_domain(const char *a, const char *b) {
     return strcmp(a, b) == 0;
 }
 
-int kb_cpu_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {
+int kb_tables_kernels_for(const kb_table *tables, size_t n_tables, const char *domain,
+                          const char *op_type, const kb_kernel **out, int cap) {
     int n = 0;
     /* reference kernels first */
     for (int pass = 0; pass < 2; pass++)
-        for (size_t k = 0; k < KN_ARRAY_LEN(kb_tables); k++)
-            for (size_t i = 0; i < *kb_tables[k].n; i++) {
-                const kb_kernel *kk = &kb_tables[k].t[i];
+        for (size_t k = 0; k < n_tables; k++)
+            for (size_t i = 0; i < *tables[k].n; i++) {
+                const kb_kernel *kk = &tables[k].t[i];
                 if (strcmp(kk->op_type, op_type) != 0 || !same_domain(kk->domain, domain))
                     continue;
                 if ((strcmp(kk->tactic, "ref") == 0) != (pass == 0))
@@ -43,15 +33,32 @@ int kb_cpu_kernels_for(const char *domain, const char *op_type, const kb_kernel 
     return n;
 }
 
-const kb_kernel *kb_cpu_kernel_find(const char *domain, const char *op_type, const char *tactic) {
-    for (size_t k = 0; k < KN_ARRAY_LEN(kb_tables); k++)
-        for (size_t i = 0; i < *kb_tables[k].n; i++) {
-            const kb_kernel *kk = &kb_tables[k].t[i];
+const kb_kernel *kb_tables_find(const kb_table *tables, size_t n_tables, const char *domain,
+                                const char *op_type, const char *tactic) {
+    for (size_t k = 0; k < n_tables; k++)
+        for (size_t i = 0; i < *tables[k].n; i++) {
+            const kb_kernel *kk = &tables[k].t[i];
             if (strcmp(kk->op_type, op_type) == 0 && same_domain(kk->domain, domain) &&
                 strcmp(kk->tactic, tactic) == 0)
                 return kk;
         }
     return NULL;
+}
+
+static const kb_table kb_tables[] = {
+    {kb_cpu_elementwise, &kb_cpu_elementwise_count},
+    {kb_cpu_tensor, &kb_cpu_tensor_count},
+    {kb_cpu_nn, &kb_cpu_nn_count},
+    {kb_cpu_fused, &kb_cpu_fused_count},
+    {kb_cpu_fast, &kb_cpu_fast_count},
+};
+
+int kb_cpu_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {
+    return kb_tables_kernels_for(kb_tables, KN_ARRAY_LEN(kb_tables), domain, op_type, out, cap);
+}
+
+const kb_kernel *kb_cpu_kernel_find(const char *domain, const char *op_type, const char *tactic) {
+    return kb_tables_find(kb_tables, KN_ARRAY_LEN(kb_tables), domain, op_type, tactic);
 }
 
 int kb_cpu_default_threads(void) {

@@ -180,10 +180,7 @@ kiln_status kc_bcast_init(const kn_node *node, kc_bcast *bc, int n_in, const kb_
 
 /* ---------------- registry ---------------- */
 
-static const struct {
-    const kb_kernel *t;
-    const size_t *n;
-} kc_tables[] = {
+static const kb_table kc_tables[] = {
     {kb_cuda_elementwise, &kb_cuda_elementwise_count},
     {kb_cuda_tensor, &kb_cuda_tensor_count},
     {kb_cuda_nn, &kb_cuda_nn_count},
@@ -191,37 +188,12 @@ static const struct {
     {kb_cuda_conv, &kb_cuda_conv_count},
 };
 
-static bool same_domain(const char *a, const char *b) {
-    if (!a || strcmp(a, "ai.onnx") == 0)
-        a = "";
-    if (!b || strcmp(b, "ai.onnx") == 0)
-        b = "";
-    return strcmp(a, b) == 0;
-}
-
 int kb_cuda_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {
-    int n = 0;
-    for (size_t k = 0; k < KN_ARRAY_LEN(kc_tables); k++)
-        for (size_t i = 0; i < *kc_tables[k].n; i++) {
-            const kb_kernel *kk = &kc_tables[k].t[i];
-            if (strcmp(kk->op_type, op_type) != 0 || !same_domain(kk->domain, domain))
-                continue;
-            if (n < cap)
-                out[n] = kk;
-            n++;
-        }
-    return n;
+    return kb_tables_kernels_for(kc_tables, KN_ARRAY_LEN(kc_tables), domain, op_type, out, cap);
 }
 
 const kb_kernel *kb_cuda_kernel_find(const char *domain, const char *op_type, const char *tactic) {
-    for (size_t k = 0; k < KN_ARRAY_LEN(kc_tables); k++)
-        for (size_t i = 0; i < *kc_tables[k].n; i++) {
-            const kb_kernel *kk = &kc_tables[k].t[i];
-            if (strcmp(kk->op_type, op_type) == 0 && same_domain(kk->domain, domain) &&
-                strcmp(kk->tactic, tactic) == 0)
-                return kk;
-        }
-    return NULL;
+    return kb_tables_find(kc_tables, KN_ARRAY_LEN(kc_tables), domain, op_type, tactic);
 }
 
 /* ---------------- the backend ---------------- */
