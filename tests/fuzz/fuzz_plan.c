@@ -12,6 +12,22 @@
 #include "kiln/kiln_runtime.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+static void quiet(void *user, kiln_severity sev, const char *msg) {
+    (void)user;
+    (void)sev;
+    (void)msg;
+}
+
+/* Warnings about accepted-but-odd inputs would flood the output and slow
+ * the fuzzer; failures are what it looks for. */
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    kiln_set_logger(quiet, NULL, KILN_LOG_ERROR);
+    return 0;
+}
 
 static void try_load(const uint8_t *data, size_t size) {
     kiln_plan_info info;
