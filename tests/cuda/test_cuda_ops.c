@@ -843,6 +843,120 @@ static void test_norm(void) {
     tc_run();
 }
 
+/* The vectorised fast paths (rows in registers for LayerNormalization and
+ * Softmax, 16-byte packs for elementwise programs, widened units for strided
+ * copies) and the shapes that fall back to the generic kernels. */
+static void test_fast_paths(void) {
+    static const int64_t rows_n[] = {768, 1024, 3072, 24, 100, 770, 37, 4096};
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        for (size_t i = 0; i < KN_ARRAY_LEN(rows_n); i++) {
+            int64_t n = rows_n[i];
+            char label[64];
+            snprintf(label, sizeof label, "fast path rows of %lld, %s", (long long)n,
+                     kiln_dtype_name(dt));
+            tc_begin("LayerNormalization", "", 17, tol_for(dt, 1e-4), label);
+            tc_rand(dt, 2, D(37, n), -3, 3);
+            tc_rand(dt, 1, D(n), 0.5, 1.5);
+            tc_rand(dt, 1, D(n), -1, 1);
+            tc_node(1);
+            tc_run();
+            tc_begin("Softmax", "", 13, tol_for(dt, 1e-4), label);
+            tc_rand(dt, 3, D(3, 13, n), -8, 8);
+            tc_node(1);
+            tc_run();
+        }
+        tc_begin("LogSoftmax", "", 13, tol_for(dt, 1e-4), "fast path, 128");
+        tc_rand(dt, 2, D(33, 128), -8, 8);
+        tc_node(1);
+        tc_run();
+        tc_begin("Softmax", "", 13, tol_for(dt, 1e-4), "fast path, BERT scores with -inf mask");
+        tc_rand(dt, 4, D(2, 3, 5, 128), -8, 8);
+        for (int k = 0; k < 2 * 3 * 5 * 128; k += 7) /* masked positions, as attention adds */
+            store_real(dt, T.in[0].host, k, -INFINITY);
+        tc_node(1);
+        tc_run();
+        tc_begin("LayerNormalization", "", 17, tol_for(dt, 1e-4), "fast path, no bias, Mean and InvStdDev");
+        tc_rand(dt, 3, D(4, 5, 768), -3, 3);
+        tc_rand(dt, 1, D(768), 0.5, 1.5);
+        tc_node(3);
+        a_float("epsilon", 1e-3f);
+        tc_run();
+        tc_begin("LayerNormalization", "", 17, tol_for(dt, 1e-4), "fast path, large offset");
+        tc_rand(dt, 2, D(9, 1024), 96, 104);
+        tc_rand(dt, 1, D(1024), 0.5, 1.5);
+        tc_rand(dt, 1, D(1024), -1, 1);
+        tc_node(1);
+        tc_run();
+        /* elementwise packs: contiguous, broadcast along the inner dim, odd */
+        tc_begin("Add", "", 14, tol_for(dt, 1e-5), "fast path, residual [4,16,768] + same");
+        tc_rand(dt, 3, D(4, 16, 768), -3, 3);
+        tc_rand(dt, 3, D(4, 16, 768), -3, 3);
+        tc_node(1);
+        tc_run();
+        tc_begin("Add", "", 14, tol_for(dt, 1e-5), "fast path, bias [4,16,768] + [768]");
+        tc_rand(dt, 3, D(4, 16, 768), -3, 3);
+        tc_rand(dt, 1, D(768), -3, 3);
+        tc_node(1);
+        tc_run();
+        tc_begin("Add", "", 14, tol_for(dt, 1e-5), "fast path, mask [2,12,16,128] + [2,1,1,128]");
+        tc_rand(dt, 4, D(2, 12, 16, 128), -3, 3);
+        tc_rand(dt, 4, D(2, 1, 1, 128), -3, 3);
+        tc_node(1);
+        tc_run();
+        tc_begin("Mul", "", 14, tol_for(dt, 1e-5), "fast path, [3,8,1] * [3,8,64] (inner broadcast)");
+        tc_rand(dt, 3, D(3, 8, 1), -3, 3);
+        tc_rand(dt, 3, D(3, 8, 64), -3, 3);
+        tc_node(1);
+        tc_run();
+        tc_begin("Div", "", 14, tol_for(dt, 1e-5), "fast path, scalar divisor");
+        tc_rand(dt, 3, D(2, 16, 128), -3, 3);
+        tc_rand(dt, 0, NULL, 7.5, 8.5);
+        tc_node(1);
+        tc_run();
+        tc_begin("Sub", "", 14, tol_for(dt, 1e-5), "odd inner dim (generic kernel)");
+        tc_rand(dt, 3, D(3, 5, 7), -3, 3);
+        tc_rand(dt, 1, D(7), -3, 3);
+        tc_node(1);
+        tc_run();
+        tc_begin("Add", "", 14, tol_for(dt, 1e-5), "inner 12, outer row not a pack multiple");
+        tc_rand(dt, 2, D(5, 12), -3, 3);
+        tc_rand(dt, 2, D(5, 12), -3, 3);
+        tc_node(1);
+        tc_run();
+        tc_begin("Gelu", "", 20, tol_for(dt, 1e-5), "fast path, [16,3072]");
+        tc_rand(dt, 2, D(16, 3072), -4, 4);
+        tc_node(1);
+        tc_run();
+        tc_begin("ElementwiseChain", KN_DOMAIN_KILN, 1, tol_for(dt, 1e-5), "fast path, bias + Gelu");
+        tc_rand(dt, 2, D(32, 3072), -2, 2);
+        tc_rand(dt, 1, D(3072), -1, 1);
+        tc_node(1);
+        a_strs("ops", S("Add", "Gelu"), 2);
+        a_ints("operand", D(1, -1), 2);
+        a_ints("swap", D(0, 0), 2);
+        a_floats("alphas", (const float[]){0, 0}, 2);
+        a_floats("betas", (const float[]){0, 0}, 2);
+        tc_run();
+        /* strided copies in widened units */
+        tc_begin("Transpose", "", 13, 0, "fast path, BERT heads (0,2,1,3)");
+        tc_rand(dt, 4, D(2, 16, 12, 64), -3, 3);
+        tc_node(1);
+        a_ints("perm", D(0, 2, 1, 3), 4);
+        tc_run();
+        tc_begin("Transpose", "", 13, 0, "(0,2,1,3), inner 6 (narrower units)");
+        tc_rand(dt, 4, D(2, 5, 3, 6), -3, 3);
+        tc_node(1);
+        a_ints("perm", D(0, 2, 1, 3), 4);
+        tc_run();
+        tc_begin("Transpose", "", 13, 0, "(0,2,1,3), odd inner 7");
+        tc_rand(dt, 4, D(2, 5, 3, 7), -3, 3);
+        tc_node(1);
+        a_ints("perm", D(0, 2, 1, 3), 4);
+        tc_run();
+    }
+}
+
 static void test_reduce(void) {
     static const char *const ops[] = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                                       "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",
@@ -1237,6 +1351,7 @@ int main(void) {
     test_where_cast();
     test_tensor();
     test_norm();
+    test_fast_paths();
     test_reduce();
     test_pool();
     test_gemm();

@@ -196,12 +196,123 @@ __global__ void ew_program_kernel(const kc_program p) {
     }
 }
 
+/* Fast path of the program kernel: a float program whose inputs and output
+ * share one type T (float, float16, bfloat16), whose innermost dim is a
+ * multiple of V = 16 / sizeof(T) and along which every input is either
+ * contiguous (stride 1, loaded V at a time in one 16-byte pack) or
+ * broadcast (stride 0, one value for the pack). Each thread handles whole
+ * packs, so the index arithmetic is paid once per V elements; the
+ * arithmetic is the generic kernel's, step for step. */
+template <typename T> struct alignas(16) ew_pack {
+    T v[16 / sizeof(T)];
+};
+__device__ __forceinline__ float ew_tof(float v) { return v; }
+__device__ __forceinline__ float ew_tof(__half v) { return __half2float(v); }
+__device__ __forceinline__ float ew_tof(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ void ew_fromf(float &o, float v) { o = v; }
+__device__ __forceinline__ void ew_fromf(__half &o, float v) { o = __float2half_rn(v); }
+__device__ __forceinline__ void ew_fromf(__nv_bfloat16 &o, float v) { o = __float2bfloat16_rn(v); }
+
+template <typename T>
+__global__ void ew_vec_kernel(const kc_program p, unsigned bcast_inner) {
+    constexpr int V = 16 / sizeof(T);
+    const int rank = p.bc.rank, n_in = p.bc.n_in;
+    const int64_t inner = p.bc.dims[rank - 1];
+    const int64_t npack = p.bc.total / V;
+    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < npack;
+         q += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t i0 = q * V;
+        int64_t off[KC_EW_MAX_IN];
+        int64_t col = i0 % inner, rem = i0 / inner;
+        for (int k = 0; k < n_in; k++)
+            off[k] = col * p.bc.stride[k][rank - 1];
+        for (int d = rank - 2; d >= 0; d--) {
+            int64_t c = rem % p.bc.dims[d];
+            rem /= p.bc.dims[d];
+            for (int k = 0; k < n_in; k++)
+                off[k] += c * p.bc.stride[k][d];
+        }
+        float acc[V], v[V];
+#define EW_LOAD(dst, k)                                                                        \
+    do {                                                                                       \
+        const T *src_ = (const T *)p.in[k] + off[k];                                           \
+        if ((bcast_inner >> (k)) & 1u) {                                                       \
+            float s_ = ew_tof(*src_);                                                          \
+            _Pragma("unroll") for (int e = 0; e < V; e++) dst[e] = s_;                         \
+        } else {                                                                               \
+            ew_pack<T> pk_ = *(const ew_pack<T> *)src_;                                        \
+            _Pragma("unroll") for (int e = 0; e < V; e++) dst[e] = ew_tof(pk_.v[e]);           \
+        }                                                                                      \
+    } while (0)
+        EW_LOAD(acc, 0);
+        for (int s = 0; s < p.n_steps; s++) {
+            const kc_step &st = p.steps[s];
+            if (st.op < KC_ADD) {
+#pragma unroll
+                for (int e = 0; e < V; e++)
+                    acc[e] = un_f(st, acc[e]);
+            } else {
+                EW_LOAD(v, st.operand);
+#pragma unroll
+                for (int e = 0; e < V; e++)
+                    acc[e] = st.swap ? bin_f(st.op, v[e], acc[e]) : bin_f(st.op, acc[e], v[e]);
+            }
+        }
+#undef EW_LOAD
+        ew_pack<T> o;
+#pragma unroll
+        for (int e = 0; e < V; e++)
+            ew_fromf(o.v[e], acc[e]);
+        *(ew_pack<T> *)((T *)p.out + i0) = o;
+    }
+}
+
+/* 1: launched (status in *err); 0: not covered. */
+static int kc_ew_fast(const kc_program *p, cudaStream_t stream, cudaError_t *err) {
+    const kiln_dtype t = p->out_dt;
+    const int es = t == KILN_DTYPE_FLOAT ? 4 : (t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_BFLOAT16) ? 2 : 0;
+    if (p->integer || !es || ((uintptr_t)p->out & 15))
+        return 0;
+    const int V = 16 / es, r = p->bc.rank;
+    if (p->bc.dims[r - 1] % V)
+        return 0;
+    unsigned bmask = 0;
+    for (int k = 0; k < p->bc.n_in; k++) {
+        if (p->in_dt[k] != t || !p->in[k])
+            return 0;
+        int64_t si = p->bc.stride[k][r - 1];
+        if (si == 0) {
+            bmask |= 1u << k;
+        } else if (si == 1) {
+            if ((uintptr_t)p->in[k] & 15)
+                return 0;
+            for (int d = 0; d < r - 1; d++)
+                if (p->bc.stride[k][d] % V)
+                    return 0;
+        } else {
+            return 0;
+        }
+    }
+    unsigned blocks = kc_blocks(p->bc.total / V, KC_THREADS);
+    if (t == KILN_DTYPE_FLOAT)
+        ew_vec_kernel<float><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask);
+    else if (t == KILN_DTYPE_FLOAT16)
+        ew_vec_kernel<__half><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask);
+    else
+        ew_vec_kernel<__nv_bfloat16><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask);
+    *err = cudaGetLastError();
+    return 1;
+}
+
 extern "C" cudaError_t kc_ew_run(const kc_program *p, cudaStream_t stream) {
     if (!p || p->bc.n_in < 1 || p->bc.n_in > KC_EW_MAX_IN || p->n_steps < 0 ||
         p->n_steps > KC_EW_MAX_STEPS || p->bc.rank < 1 || p->bc.rank > KC_MAX_DIMS)
         return cudaErrorInvalidValue;
     if (p->bc.total <= 0)
         return cudaSuccess;
+    cudaError_t err = cudaSuccess;
+    if (kc_fast_paths() && kc_ew_fast(p, stream, &err))
+        return err;
     unsigned blocks = kc_blocks(p->bc.total, KC_THREADS);
     if (p->integer)
         ew_program_kernel<long long><<<blocks, KC_THREADS, 0, stream>>>(*p);

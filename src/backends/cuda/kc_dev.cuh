@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "kc_types.h"
 
@@ -21,6 +22,18 @@ static inline unsigned kc_blocks(int64_t n, int threads) {
     if (b > 132 * 32)
         b = 132 * 32;
     return b < 1 ? 1u : (unsigned)b;
+}
+
+/* The vectorised fast paths (LayerNorm, Softmax, elementwise, transpose) run
+ * unless KILN_CUDA_GENERIC=1 asks for the generic kernels (for A/B timing
+ * and as a way out should a fast path misbehave). */
+static inline int kc_fast_paths(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("KILN_CUDA_GENERIC");
+        on = !(e && e[0] == '1');
+    }
+    return on;
 }
 
 __device__ __forceinline__ float kc_ld_f(const void *p, kiln_dtype t, int64_t i) {

@@ -4,6 +4,292 @@
 #include "kc_dev.cuh"
 #include "nn.cuh"
 
+/* ---------------- fast paths: rows along the last axis ----------------
+ * A group of LPR lanes (a power of two, at most a warp) owns one row and
+ * keeps it in registers: each lane loads NV packs of 16 bytes (V elements),
+ * so the row is read from memory once and written once. Taken when the row
+ * length is a multiple of V, fits in NV * LPR packs, and every pointer is
+ * aligned to its pack; otherwise the generic kernels above run. */
+
+template <typename T, int N> struct alignas(sizeof(T) * N) kc_pack {
+    T v[N];
+};
+
+__device__ __forceinline__ float kc_tof(float v) { return v; }
+__device__ __forceinline__ float kc_tof(__half v) { return __half2float(v); }
+__device__ __forceinline__ float kc_tof(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T kc_fromf(float v);
+template <> __device__ __forceinline__ float kc_fromf<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half kc_fromf<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 kc_fromf<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
+
+/* Sum / max over the LPR lanes of a group; every lane of the warp calls it. */
+template <int LPR> __device__ __forceinline__ float kc_group_sum(float v) {
+    for (int o = LPR / 2; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+template <int LPR> __device__ __forceinline__ float kc_group_max(float v) {
+    for (int o = LPR / 2; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+#define KC_ROW_THREADS 128
+
+template <typename T, typename P, int NV, int LPR>
+__global__ void __launch_bounds__(KC_ROW_THREADS)
+    layernorm_rows_kernel(const T *__restrict__ x, T *__restrict__ y, int64_t rows, int inner,
+                          const P *__restrict__ scale, const P *__restrict__ bias, float eps,
+                          void *mean_out, void *inv_out, kiln_dtype st) {
+    constexpr int V = 16 / sizeof(T);
+    typedef kc_pack<T, V> TP;
+    typedef kc_pack<P, V> PP;
+    const int64_t row = (int64_t)blockIdx.x * (KC_ROW_THREADS / LPR) + threadIdx.x / LPR;
+    const int lane = threadIdx.x % LPR;
+    const bool live = row < rows; /* dead groups still join the shuffles */
+    const int nvec = inner / V;
+    const TP *xr = reinterpret_cast<const TP *>(x + (live ? row : 0) * (int64_t)inner);
+    float v[NV][V];
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        int c = lane + j * LPR;
+        if (live && c < nvec) {
+            TP p = xr[c];
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                v[j][e] = kc_tof(p.v[e]);
+                s += v[j][e];
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < V; e++)
+                v[j][e] = 0.f;
+        }
+    }
+    const float mean = kc_group_sum<LPR>(s) / (float)inner;
+    /* the variance from the centred values held in registers (no second
+     * read of memory, no E[x^2] - mean^2 cancellation) */
+    float q = 0.f;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        if (live && lane + j * LPR < nvec) {
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                float d = v[j][e] - mean;
+                q += d * d;
+            }
+        }
+    }
+    const float var = kc_group_sum<LPR>(q) / (float)inner;
+    const float inv = 1.f / sqrtf(var + eps);
+    if (!live)
+        return;
+    TP *yr = reinterpret_cast<TP *>(y + row * (int64_t)inner);
+    const PP *sp = reinterpret_cast<const PP *>(scale);
+    const PP *bp = reinterpret_cast<const PP *>(bias);
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        int c = lane + j * LPR;
+        if (c < nvec) {
+            PP sc = sp[c];
+            PP bi;
+            if (bias)
+                bi = bp[c];
+            TP o;
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                float r = (v[j][e] - mean) * inv * kc_tof(sc.v[e]);
+                if (bias)
+                    r += kc_tof(bi.v[e]);
+                o.v[e] = kc_fromf<T>(r);
+            }
+            yr[c] = o;
+        }
+    }
+    if (lane == 0) {
+        if (mean_out)
+            kc_st_f(mean_out, st, row, mean);
+        if (inv_out)
+            kc_st_f(inv_out, st, row, inv);
+    }
+}
+
+template <typename T, int NV, int LPR>
+__global__ void __launch_bounds__(KC_ROW_THREADS)
+    softmax_rows_kernel(const T *__restrict__ x, T *__restrict__ y, int64_t rows, int n, int log) {
+    constexpr int V = 16 / sizeof(T);
+    typedef kc_pack<T, V> TP;
+    const int64_t row = (int64_t)blockIdx.x * (KC_ROW_THREADS / LPR) + threadIdx.x / LPR;
+    const int lane = threadIdx.x % LPR;
+    const bool live = row < rows;
+    const int nvec = n / V;
+    const TP *xr = reinterpret_cast<const TP *>(x + (live ? row : 0) * (int64_t)n);
+    float v[NV][V];
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        int c = lane + j * LPR;
+        if (live && c < nvec) {
+            TP p = xr[c];
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                v[j][e] = kc_tof(p.v[e]);
+                m = fmaxf(m, v[j][e]);
+            }
+        }
+    }
+    m = kc_group_max<LPR>(m);
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        if (live && lane + j * LPR < nvec) {
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                v[j][e] -= m;
+                s += expf(v[j][e]);
+            }
+        }
+    }
+    s = kc_group_sum<LPR>(s);
+    if (!live)
+        return;
+    const float ls = logf(s), inv = 1.f / s;
+    TP *yr = reinterpret_cast<TP *>(y + row * (int64_t)n);
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        int c = lane + j * LPR;
+        if (c < nvec) {
+            TP o;
+#pragma unroll
+            for (int e = 0; e < V; e++)
+                o.v[e] = kc_fromf<T>(log ? v[j][e] - ls : expf(v[j][e]) * inv);
+            yr[c] = o;
+        }
+    }
+}
+
+/* Lanes per row and packs per lane for a row of nvec packs: the smallest
+ * power-of-two group (4..32) that gives every lane a pack, then as many
+ * packs per lane (1, 2, 4, 8, 16) as the row needs. 0: too long. */
+static int kc_row_shape(int64_t nvec, int *lpr) {
+    int l = 4;
+    while (l < 32 && l < nvec)
+        l *= 2;
+    *lpr = l;
+    int64_t per = (nvec + l - 1) / l;
+    return per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : per <= 8 ? 8 : per <= 16 ? 16 : 0;
+}
+
+static bool kc_aligned16(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
+
+template <typename T, typename P, int NV, int LPR>
+static cudaError_t ln_launch(const void *x, void *y, int64_t rows, int64_t inner, const void *scale,
+                             const void *bias, float eps, void *mean, void *inv, kiln_dtype st,
+                             cudaStream_t stream) {
+    const int per_block = KC_ROW_THREADS / LPR;
+    int64_t blocks = (rows + per_block - 1) / per_block;
+    layernorm_rows_kernel<T, P, NV, LPR><<<(unsigned)blocks, KC_ROW_THREADS, 0, stream>>>(
+        (const T *)x, (T *)y, rows, (int)inner, (const P *)scale, (const P *)bias, eps, mean, inv,
+        st);
+    return cudaGetLastError();
+}
+
+template <typename T, typename P>
+static cudaError_t ln_pick(int nv, int lpr, const void *x, void *y, int64_t rows, int64_t inner,
+                           const void *scale, const void *bias, float eps, void *mean, void *inv,
+                           kiln_dtype st, cudaStream_t s) {
+#define KC_LN(NV_, L_) return ln_launch<T, P, NV_, L_>(x, y, rows, inner, scale, bias, eps, mean, inv, st, s)
+    if (nv == 1) {
+        if (lpr == 4) KC_LN(1, 4);
+        if (lpr == 8) KC_LN(1, 8);
+        if (lpr == 16) KC_LN(1, 16);
+        KC_LN(1, 32);
+    }
+    if (nv == 2) KC_LN(2, 32);
+    if (nv == 4) KC_LN(4, 32);
+    if (nv == 8) KC_LN(8, 32);
+    KC_LN(16, 32);
+#undef KC_LN
+}
+
+/* 1: launched (status in *err); 0: not covered, use the generic kernel. */
+static int kc_layernorm_fast(const void *x, void *y, kiln_dtype dt, int64_t rows, int64_t inner,
+                             const void *scale, const void *bias, kiln_dtype pt, float eps,
+                             void *mean, void *inv, kiln_dtype st, cudaStream_t stream,
+                             cudaError_t *err) {
+    size_t es = dt == KILN_DTYPE_FLOAT ? 4 : (dt == KILN_DTYPE_FLOAT16 || dt == KILN_DTYPE_BFLOAT16) ? 2 : 0;
+    if (!es || (pt != dt && pt != KILN_DTYPE_FLOAT) || inner > 0x7fffffffLL)
+        return 0;
+    const int64_t V = 16 / (int64_t)es;
+    size_t ps = pt == KILN_DTYPE_FLOAT ? 4 : 2;
+    if (inner % V || !kc_aligned16(x, 16) || !kc_aligned16(y, 16) ||
+        !kc_aligned16(scale, ps * (size_t)V) || (bias && !kc_aligned16(bias, ps * (size_t)V)))
+        return 0;
+    int lpr = 0, nv = kc_row_shape(inner / V, &lpr);
+    if (!nv || (rows + KC_ROW_THREADS / lpr - 1) / (KC_ROW_THREADS / lpr) > 0x7fffffffLL)
+        return 0;
+    if (dt == KILN_DTYPE_FLOAT)
+        *err = ln_pick<float, float>(nv, lpr, x, y, rows, inner, scale, bias, eps, mean, inv, st, stream);
+    else if (dt == KILN_DTYPE_FLOAT16)
+        *err = pt == dt ? ln_pick<__half, __half>(nv, lpr, x, y, rows, inner, scale, bias, eps, mean, inv, st, stream)
+                        : ln_pick<__half, float>(nv, lpr, x, y, rows, inner, scale, bias, eps, mean, inv, st, stream);
+    else
+        *err = pt == dt ? ln_pick<__nv_bfloat16, __nv_bfloat16>(nv, lpr, x, y, rows, inner, scale, bias, eps, mean, inv, st, stream)
+                        : ln_pick<__nv_bfloat16, float>(nv, lpr, x, y, rows, inner, scale, bias, eps, mean, inv, st, stream);
+    return 1;
+}
+
+template <typename T, int NV, int LPR>
+static cudaError_t sm_launch(const void *x, void *y, int64_t rows, int64_t n, int log,
+                             cudaStream_t stream) {
+    const int per_block = KC_ROW_THREADS / LPR;
+    int64_t blocks = (rows + per_block - 1) / per_block;
+    softmax_rows_kernel<T, NV, LPR><<<(unsigned)blocks, KC_ROW_THREADS, 0, stream>>>(
+        (const T *)x, (T *)y, rows, (int)n, log);
+    return cudaGetLastError();
+}
+
+template <typename T>
+static cudaError_t sm_pick(int nv, int lpr, const void *x, void *y, int64_t rows, int64_t n,
+                           int log, cudaStream_t s) {
+#define KC_SM(NV_, L_) return sm_launch<T, NV_, L_>(x, y, rows, n, log, s)
+    if (nv == 1) {
+        if (lpr == 4) KC_SM(1, 4);
+        if (lpr == 8) KC_SM(1, 8);
+        if (lpr == 16) KC_SM(1, 16);
+        KC_SM(1, 32);
+    }
+    if (nv == 2) KC_SM(2, 32);
+    if (nv == 4) KC_SM(4, 32);
+    if (nv == 8) KC_SM(8, 32);
+    KC_SM(16, 32);
+#undef KC_SM
+}
+
+static int kc_softmax_fast(const void *x, void *y, kiln_dtype dt, int64_t rows, int64_t n, int log,
+                           cudaStream_t stream, cudaError_t *err) {
+    size_t es = dt == KILN_DTYPE_FLOAT ? 4 : (dt == KILN_DTYPE_FLOAT16 || dt == KILN_DTYPE_BFLOAT16) ? 2 : 0;
+    if (!es || n > 0x7fffffffLL)
+        return 0;
+    const int64_t V = 16 / (int64_t)es;
+    if (n % V || !kc_aligned16(x, 16) || !kc_aligned16(y, 16))
+        return 0;
+    int lpr = 0, nv = kc_row_shape(n / V, &lpr);
+    if (!nv || (rows + KC_ROW_THREADS / lpr - 1) / (KC_ROW_THREADS / lpr) > 0x7fffffffLL)
+        return 0;
+    if (dt == KILN_DTYPE_FLOAT)
+        *err = sm_pick<float>(nv, lpr, x, y, rows, n, log, stream);
+    else if (dt == KILN_DTYPE_FLOAT16)
+        *err = sm_pick<__half>(nv, lpr, x, y, rows, n, log, stream);
+    else
+        *err = sm_pick<__nv_bfloat16>(nv, lpr, x, y, rows, n, log, stream);
+    return 1;
+}
+
 /* ---------------- Softmax ---------------- */
 
 __global__ void softmax_kernel(const void *x, void *y, kiln_dtype dt, int64_t n, int64_t inner,
@@ -34,6 +320,9 @@ extern "C" cudaError_t kc_softmax(const void *x, void *y, kiln_dtype dt, int64_t
         return cudaSuccess;
     if (!x || !y || rows > 0x7fffffffLL)
         return cudaErrorInvalidValue;
+    cudaError_t err = cudaSuccess;
+    if (inner == 1 && kc_fast_paths() && kc_softmax_fast(x, y, dt, rows, n, log, stream, &err))
+        return err;
     int threads = n >= 1024 ? 512 : (n >= 256 ? 256 : (n > 64 ? 128 : 32));
     softmax_kernel<<<(unsigned)rows, threads, 0, stream>>>(x, y, dt, n, inner, log);
     return cudaGetLastError();
@@ -79,6 +368,10 @@ extern "C" cudaError_t kc_layernorm(const void *x, void *y, kiln_dtype dt, int64
         return cudaSuccess;
     if (!x || !y || !scale || rows > 0x7fffffffLL)
         return cudaErrorInvalidValue;
+    cudaError_t err = cudaSuccess;
+    if (kc_fast_paths() && kc_layernorm_fast(x, y, dt, rows, inner, scale, bias, pt, eps, mean,
+                                             inv_std, st, stream, &err))
+        return err;
     int threads = inner >= 2048 ? 512 : (inner >= 512 ? 256 : 128);
     layernorm_kernel<<<(unsigned)rows, threads, 0, stream>>>(x, y, dt, inner, scale, bias, pt, eps,
                                                               mean, inv_std, st);

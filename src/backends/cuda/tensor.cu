@@ -22,6 +22,34 @@ __global__ void strided_copy_kernel(T *dst, const T *src, const kc_copy c, int64
     }
 }
 
+/* Fast path: when the innermost dim is contiguous on both sides, copy it in
+ * the widest units (16, 8 or 4 bytes) that every stride, offset and pointer
+ * allows, e.g. Transpose (0,2,1,3) of [b,s,h,64] float16 rows moves 16-byte
+ * units, 8x fewer index computations and full-width loads and stores. */
+static void kc_copy_widen(kc_copy *c, size_t *esize, const void *dst, const void *src) {
+    const int l = c->rank - 1;
+    if (l < 0 || c->src_stride[l] != 1 || c->dst_stride[l] != 1)
+        return;
+    for (size_t w = 16; w > *esize && w >= 4; w /= 2) {
+        const int64_t f = (int64_t)(w / *esize);
+        bool ok = c->dims[l] % f == 0 && c->src_off % f == 0 && c->dst_off % f == 0 &&
+                  (uintptr_t)dst % w == 0 && (uintptr_t)src % w == 0;
+        for (int d = 0; ok && d < l; d++)
+            ok = c->src_stride[d] % f == 0 && c->dst_stride[d] % f == 0;
+        if (!ok)
+            continue;
+        c->dims[l] /= f;
+        for (int d = 0; d < l; d++) {
+            c->src_stride[d] /= f;
+            c->dst_stride[d] /= f;
+        }
+        c->src_off /= f;
+        c->dst_off /= f;
+        *esize = w;
+        return;
+    }
+}
+
 extern "C" cudaError_t kc_strided_copy(void *dst, const void *src, size_t esize, const kc_copy *c,
                                        cudaStream_t stream) {
     if (!c || c->rank < 0 || c->rank > KC_MAX_DIMS)
@@ -38,6 +66,12 @@ extern "C" cudaError_t kc_strided_copy(void *dst, const void *src, size_t esize,
         cc.rank = 1;
         cc.dims[0] = 1;
         cc.src_stride[0] = cc.dst_stride[0] = 0;
+    }
+    if (kc_fast_paths()) {
+        kc_copy_widen(&cc, &esize, dst, src);
+        total = 1;
+        for (int d = 0; d < cc.rank; d++)
+            total *= cc.dims[d];
     }
     unsigned blocks = kc_blocks(total, KC_THREADS);
     switch (esize) {
