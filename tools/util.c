@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "npy.h"
 
 bool cli_verbose;
 
@@ -149,43 +150,10 @@ bool cli_dtype_is_float(kiln_dtype dt) {
            dt == KILN_DTYPE_BFLOAT16;
 }
 
-double cli_elem_get(kiln_dtype dt, const void *p, size_t i) {
-    switch (dt) {
-    case KILN_DTYPE_FLOAT: return ((const float *)p)[i];
-    case KILN_DTYPE_DOUBLE: return ((const double *)p)[i];
-    case KILN_DTYPE_FLOAT16: return kiln_half_to_float(((const uint16_t *)p)[i]);
-    case KILN_DTYPE_BFLOAT16: return kiln_bfloat16_to_float(((const uint16_t *)p)[i]);
-    case KILN_DTYPE_INT8: return ((const int8_t *)p)[i];
-    case KILN_DTYPE_UINT8: return ((const uint8_t *)p)[i];
-    case KILN_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
-    case KILN_DTYPE_INT16: return ((const int16_t *)p)[i];
-    case KILN_DTYPE_UINT16: return ((const uint16_t *)p)[i];
-    case KILN_DTYPE_INT32: return ((const int32_t *)p)[i];
-    case KILN_DTYPE_UINT32: return ((const uint32_t *)p)[i];
-    case KILN_DTYPE_INT64: return (double)((const int64_t *)p)[i];
-    case KILN_DTYPE_UINT64: return (double)((const uint64_t *)p)[i];
-    default: return NAN;
-    }
-}
+/* One element conversion for the whole CLI: npy.c's (range-checked casts). */
+double cli_elem_get(kiln_dtype dt, const void *p, size_t i) { return npy_get(dt, p, i); }
 
-void cli_elem_set(kiln_dtype dt, void *p, size_t i, double v) {
-    switch (dt) {
-    case KILN_DTYPE_FLOAT: ((float *)p)[i] = (float)v; break;
-    case KILN_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
-    case KILN_DTYPE_FLOAT16: ((uint16_t *)p)[i] = kiln_float_to_half((float)v); break;
-    case KILN_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = kiln_float_to_bfloat16((float)v); break;
-    case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case KILN_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
-    case KILN_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
-    case KILN_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case KILN_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case KILN_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case KILN_DTYPE_INT64: ((int64_t *)p)[i] = (int64_t)v; break;
-    case KILN_DTYPE_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; break;
-    default: break; /* fp8 and others: left as zero bytes */
-    }
-}
+void cli_elem_set(kiln_dtype dt, void *p, size_t i, double v) { npy_set(dt, p, i, v); }
 
 size_t cli_volume(int rank, const int64_t *dims) {
     size_t n = 1;
