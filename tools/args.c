@@ -438,6 +438,7 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
         {"--noTF32", 0, KILN_BUILDER_FLAG_TF32},
         {"--best", KILN_BUILDER_FLAG_FP16 | KILN_BUILDER_FLAG_BF16 | KILN_BUILDER_FLAG_TF32, 0},
         {"--noFusion", KILN_BUILDER_FLAG_NO_FUSION, 0},
+        {"--channelsLast", KILN_BUILDER_FLAG_CHANNELS_LAST, 0},
         {"--noTiming", KILN_BUILDER_FLAG_NO_TIMING, 0},
         {"--refTactics", KILN_BUILDER_FLAG_REF_TACTICS, 0},
     };

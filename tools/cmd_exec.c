@@ -66,6 +66,8 @@ void cli_exec_usage(FILE *f) {
         "  --fp16 --bf16 --tf32      allow reduced-precision layers (GPU backends)\n"
         "  --noTF32 --best           disallow TF32 / allow every precision\n"
         "  --noFusion                keep every layer as it is (kiln addition)\n"
+        "  --channelsLast            convolutions on NHWC activations on every backend (kiln\n"
+        "                            addition; CUDA does it for FP16/BF16 convolutions anyway)\n"
         "  --noTiming                choose tactics by rule, time nothing (kiln addition)\n"
         "  --refTactics              every layer on its reference kernel (kiln addition)\n"
         "  --timingCacheFile=FILE    read tactic timings from FILE and write new ones to it\n"

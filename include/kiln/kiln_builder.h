@@ -23,7 +23,13 @@ typedef enum kiln_builder_flag {
     KILN_BUILDER_FLAG_TF32 = 1u << 4,       /* allow TF32 matrix math (GPU backends) */
     /* every layer on its reference ("ref") tactic, nothing timed: the
      * plain CPU kernels, for accuracy references. Added in 0.1. */
-    KILN_BUILDER_FLAG_REF_TACTICS = 1u << 5
+    KILN_BUILDER_FLAG_REF_TACTICS = 1u << 5,
+    /* run 2-D float convolutions, and the pools and elementwise layers
+     * between them, on channels-last (NHWC) activations, with reformat
+     * layers at the edges, on every backend. The CUDA backend does this for
+     * float16/bfloat16 convolutions without the flag (unless NO_FUSION).
+     * Added in 0.2. */
+    KILN_BUILDER_FLAG_CHANNELS_LAST = 1u << 6
 } kiln_builder_flag;
 
 /* Added in 0.1. *out set only on success; free with kiln_builder_config_destroy. */

@@ -5,6 +5,7 @@
  * layer and read by another converted layer stays reduced, so back-to-back
  * casts never appear, and casts left without readers are removed by the
  * dead-code pass. Constants are converted once instead of cast per run. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,6 +57,22 @@ static kiln_dtype layer_constraint(const kiln_builder_config *cfg, const char *n
     return found;
 }
 
+/* Ops whose outputs take their data input's type and whose other inputs
+ * are indices, shapes or counts: they need no inference to follow a reduced
+ * type (their shape inputs are often computed at shape time, with no value
+ * the pass could hand to inference). */
+static bool follows_type(const kn_node *n) {
+    static const char *const ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+                                      "Concat", "Split", "Slice", "Expand", "Tile", "Gather",
+                                      "Dropout"};
+    if (n->domain[0])
+        return false;
+    for (size_t i = 0; i < KN_ARRAY_LEN(ops); i++)
+        if (strcmp(n->op_type, ops[i]) == 0)
+            return true;
+    return false;
+}
+
 /* Decide whether node i can run in `dt`: fills which inputs and outputs
  * change type. Uses the shapes at the first profile point. */
 static bool plan_node(kpass *p, int i, kiln_dtype dt, bool *in_conv, bool *out_conv) {
@@ -94,7 +111,23 @@ static bool plan_node(kpass *p, int i, kiln_dtype dt, bool *in_conv, bool *out_c
             any = true;
         }
     }
-    if (ok && any) {
+    if (ok && any && follows_type(n)) { /* outputs as inferred, in the input's new type */
+        for (int j = 0; j < n->n_out && ok; j++) {
+            const kn_tinfo *ti = n->out[j] >= 0 ? kpass_shape(p, 0, n->out[j]) : NULL;
+            if (n->out[j] >= 0 && !ti)
+                ok = false;
+            else if (ti) {
+                out[j] = *ti;
+                out[j].value = NULL;
+                if (out[j].dtype == KILN_DTYPE_FLOAT)
+                    out[j].dtype = dt;
+            }
+        }
+        /* every float data input must change with the others (Concat) */
+        for (int j = 0; j < n->n_in && ok; j++)
+            if (n->in[j] >= 0 && in[j].dtype == KILN_DTYPE_FLOAT)
+                ok = false;
+    } else if (ok && any) {
         kn_infer c = {n, n->n_in, in, n->n_out, out};
         ok = sch->infer(&c) == KILN_OK;
         kn_error_clear();
@@ -113,13 +146,14 @@ static bool plan_node(kpass *p, int i, kiln_dtype dt, bool *in_conv, bool *out_c
     }
     if (ok && any) {
         /* a kernel must say it takes these types: one with no supports()
-         * check may only know float */
+         * check may only know float, unless the op only moves bytes */
         const kb_backend *be = p->b->be ? p->b->be : &kb_cpu_backend;
         const kb_kernel *cand[16];
         int nc = be->kernels_for(n->domain, n->op_type, cand, 16);
         bool found = false;
         for (int c = 0; c < nc && c < 16 && !found; c++)
-            found = cand[c]->supports && cand[c]->supports(n, in, n->n_in, out, n->n_out);
+            found = cand[c]->supports ? cand[c]->supports(n, in, n->n_in, out, n->n_out)
+                                      : follows_type(n); /* byte copies take any type */
         ok = found;
     }
     for (int j = 0; j < n->n_in; j++)
@@ -132,12 +166,23 @@ static kiln_status convert_const(kn_net *net, int t, kiln_dtype dt, int *out) {
     const kn_tdata *v = &net->tensors[t].value;
     kn_tdata nv;
     KN_TRY(kn_tdata_alloc(&nv, dt, v->rank, v->dims));
-    int64_t n = kpass_numel(v);
+    int64_t n = kpass_numel(v), clamped = 0;
     uint16_t *d = nv.data;
     for (int64_t k = 0; k < n; k++) {
         float f = (float)kpass_value_at(v, k);
+        /* finite values beyond float16's range become its largest finite
+         * value, not infinities: masks written as (1 - m) * FLT_MIN would
+         * otherwise give 0 * -inf = NaN (what TensorRT does too) */
+        if (dt == KILN_DTYPE_FLOAT16 && f == f && f != INFINITY && f != -INFINITY &&
+            (f > 65504.f || f < -65504.f)) {
+            f = f > 0 ? 65504.f : -65504.f;
+            clamped++;
+        }
         d[k] = dt == KILN_DTYPE_FLOAT16 ? kn_float_to_half(f) : kn_float_to_bf16(f);
     }
+    if (clamped)
+        kn_log(KILN_LOG_WARNING, "precision: %lld value(s) of constant '%s' are outside the "
+               "float16 range; clamped to +-65504", (long long)clamped, net->tensors[t].name);
     char hint[256];
     snprintf(hint, sizeof hint, "%s_%s", net->tensors[t].name,
              dt == KILN_DTYPE_FLOAT16 ? "fp16" : "bf16");

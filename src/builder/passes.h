@@ -41,8 +41,10 @@ KN_HIDDEN kiln_status kpass_pad_conv(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_gelu(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_bias_act(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_chain(kpass *p, int *changed);
-/* Reduced precision (pass_precision.c): runs last, once. */
+/* Reduced precision (pass_precision.c): runs late, once. */
 KN_HIDDEN kiln_status kpass_precision(kpass *p, int *changed);
+/* Channels-last regions around convolutions (pass_layout.c): after precision. */
+KN_HIDDEN kiln_status kpass_layout(kpass *p, int *changed);
 
 /* ---- shapes ---- */
 /* Infer shapes at every profile point if not done since the last rewrite.

@@ -5,6 +5,13 @@
  * kiln::Conv    inputs X, W, B?, Z?   attributes: those of ONNX Conv, plus
  *               activation (string, "" = none), alpha, beta (floats).
  *               Y = act(conv(X, W) + B + Z); Z (a residual) has Y's shape.
+ *               channels_last (int, default 0): 1 for 2-D..3-D convolutions on
+ *               channels-last data: X [N, S..., C], W [K, S..., C/group],
+ *               Z and Y [N, S..., K] (the builder's layout pass makes these).
+ * kiln::MaxPool, kiln::AveragePool
+ *               the ONNX pools (attributes as theirs, no Indices output) on
+ *               channels-last X [N, S..., C] -> Y [N, S'..., C];
+ *               channels_last must be 1.
  * kiln::Gemm    inputs A, B, C?       attributes: those of ONNX Gemm, plus
  *               activation, alpha_act, beta_act.
  *               Y = act(alpha * A' B' + beta * C)
@@ -28,4 +35,8 @@
 #ifndef KILN_FUSED_H
 #define KILN_FUSED_H
 #define KN_DOMAIN_KILN "kiln"
+
+#include "core/core.h"
+/* dims of [N, S..., C] as [N, C, S...] (to_first), or the reverse. */
+KN_HIDDEN void kn_dims_channels(int rank, const int64_t *in, int64_t *out, bool to_first);
 #endif

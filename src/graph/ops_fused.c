@@ -43,9 +43,59 @@ static kiln_status need_real(kn_infer *c) {
     return KILN_OK;
 }
 
+/* [N, S..., C] <-> [N, C, S...]: to_first moves the last dim to 1, else
+ * dim 1 to the end. */
+void kn_dims_channels(int rank, const int64_t *in, int64_t *out, bool to_first) {
+    if (rank < 2) {
+        memcpy(out, in, sizeof(int64_t) * (size_t)(rank > 0 ? rank : 0));
+        return;
+    }
+    out[0] = in[0];
+    if (to_first) {
+        out[1] = in[rank - 1];
+        for (int d = 2; d < rank; d++)
+            out[d] = in[d - 1];
+    } else {
+        for (int d = 2; d < rank; d++)
+            out[d - 1] = in[d];
+        out[rank - 1] = in[1];
+    }
+}
+
+/* A channels-last node (attribute channels_last = 1) infers as its base op
+ * on channels-first views of the inputs listed in `mask` (bit i: input i
+ * is an activation or weight in channels-last order); output 0 is turned
+ * back to channels-last. */
+static kiln_status infer_channels_last(kn_infer *c, const char *base, int n_in, unsigned mask) {
+    int n = n_in < c->n_in ? n_in : c->n_in;
+    kn_tinfo tmp[4];
+    if (n > 4)
+        return kn_node_error(c->node, KILN_ERR_INTERNAL, "too many inputs");
+    for (int i = 0; i < n; i++) {
+        tmp[i] = c->in[i];
+        if ((mask >> i & 1u) && kn_has_in(c, i)) {
+            if (tmp[i].rank < 3)
+                return kn_node_error(c->node, KILN_ERR_SHAPE,
+                                     "channels-last input %d has rank %d (3 to 5 expected)", i,
+                                     tmp[i].rank);
+            kn_dims_channels(tmp[i].rank, c->in[i].dims, tmp[i].dims, true);
+        }
+    }
+    kn_infer sub = *c;
+    sub.in = tmp;
+    KN_TRY(infer_as(&sub, base, n));
+    int64_t d[KILN_MAX_DIMS];
+    kn_dims_channels(c->out[0].rank, c->out[0].dims, d, false);
+    memcpy(c->out[0].dims, d, sizeof(int64_t) * (size_t)c->out[0].rank);
+    return KILN_OK;
+}
+
 static kiln_status infer_fused_conv(kn_infer *c) {
     KN_TRY(need_real(c));
-    KN_TRY(infer_as(c, "Conv", 3));
+    if (kn_attr_int(c->node, "channels_last", 0))
+        KN_TRY(infer_channels_last(c, "Conv", 3, 0x3u));
+    else
+        KN_TRY(infer_as(c, "Conv", 3));
     if (kn_has_in(c, 3)) {
         const kn_tinfo *z = &c->in[3], *y = &c->out[0];
         if (z->rank != y->rank || memcmp(z->dims, y->dims, sizeof(int64_t) * (size_t)y->rank))
@@ -68,9 +118,21 @@ static kiln_status infer_fused_matmul(kn_infer *c) {
     return KILN_OK;
 }
 
+/* kiln::MaxPool / kiln::AveragePool: the ONNX pool on a channels-last X
+ * (channels_last must be 1; one output, no Indices). */
+static kiln_status infer_pool_cl(kn_infer *c) {
+    if (kn_attr_int(c->node, "channels_last", 0) != 1)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "kiln pools need channels_last = 1");
+    if (c->n_out > 1)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "no Indices output in channels-last pools");
+    return infer_channels_last(c, c->node->op_type, 1, 0x1u);
+}
+
 const kn_op_schema kn_ops_fused[] = {
     {"Conv", KN_DOMAIN_KILN, infer_fused_conv, 0},
     {"Gemm", KN_DOMAIN_KILN, infer_fused_gemm, 0},
     {"MatMul", KN_DOMAIN_KILN, infer_fused_matmul, 0},
+    {"MaxPool", KN_DOMAIN_KILN, infer_pool_cl, 0},
+    {"AveragePool", KN_DOMAIN_KILN, infer_pool_cl, 0},
 };
 const size_t kn_ops_fused_count = KN_ARRAY_LEN(kn_ops_fused);

@@ -64,7 +64,7 @@ def fragile(path):
     rng = np.random.default_rng(11)
     w1 = rng.uniform(0.0, 0.1, (32, 32)).astype(np.float32)
     b1 = rng.uniform(0.0, 0.1, 32).astype(np.float32)
-    w2 = rng.uniform(0.0, 0.1, (32, 16)).astype(np.float32)
+    w2 = rng.uniform(0.1, 0.2, (32, 16)).astype(np.float32)  # d is about 2.6
     nodes = [
         helper.make_node("MatMul", ["x", "w1"], ["a"], name="fc1"),
         helper.make_node("Add", ["a", "b1"], ["b"], name="fc1_bias"),
@@ -77,24 +77,31 @@ def fragile(path):
         [helper.make_tensor_value_info("x", T.FLOAT, [2, 32])],
         [helper.make_tensor_value_info("y", T.FLOAT, [2, 16])],
         [const("w1", w1), const("b1", b1), const("w2", w2),
-         const("scale", np.array(1e5, np.float32))])
+         const("scale", np.array(6e4, np.float32))])  # in float16's range: d * scale is not
     save(g, path)
 
 
 def chain50(path, planted=27):
-    """50 nodes of bounded values; node `planted` multiplies by 1e5 (over the
-    FP16 range) and the next node divides it back."""
+    """50 nodes of bounded values; node `planted` multiplies (a MatMul by
+    6e4 * I) values the node before it shifted to (2, 4), over the FP16 range
+    (the constant itself is in range: kiln clamps out-of-range constants),
+    and the next node divides it back."""
     rng = np.random.default_rng(5)
     nodes, inits = [], []
     cur = "x"
     ops = ["MatMul", "Tanh", "Add", "Sigmoid", "Mul", "Relu"]
     for i in range(50):
         out = f"t{i}"
-        if i == planted:
-            inits.append(const("big", np.array(1e5, np.float32)))
-            nodes.append(helper.make_node("Mul", [cur, "big"], [out], name="planted_overflow"))
+        if i == planted - 1:
+            inits.append(const("shift", np.array(3.0, np.float32)))
+            nodes.append(helper.make_node("Add", [cur, "shift"], [out], name=f"n{i}_shift"))
+        elif i == planted:
+            # a product stored between layers: elementwise chains compute in
+            # float registers and would hide a scalar overflow
+            inits.append(const("big", (np.eye(16) * 6e4).astype(np.float32)))
+            nodes.append(helper.make_node("MatMul", [cur, "big"], [out], name="planted_overflow"))
         elif i == planted + 1:
-            inits.append(const("small", np.array(1e-5, np.float32)))
+            inits.append(const("small", np.array(1.0 / 6e4, np.float32)))
             nodes.append(helper.make_node("Mul", [cur, "small"], [out], name=f"n{i}_unscale"))
         else:
             op = ops[i % len(ops)]

@@ -1125,12 +1125,19 @@ static void test_gemm(void) {
 
 /* ---------------- cases: convolution ---------------- */
 
+static bool conv_cl; /* conv_case builds kiln::Conv with channels_last = 1 */
+
 static void conv_case(kiln_dtype dt, const char *label, const int64_t *xd, const int64_t *wd, int rank,
                       bool bias, const int64_t *pads, const int64_t *strides, const int64_t *dil,
                       int64_t group, bool fused, const char *act, bool residual) {
     tc_begin("Conv", fused ? KN_DOMAIN_KILN : "", fused ? 1 : 11, tol_for(dt, 1e-4), label);
-    tc_rand(dt, rank, xd, -1, 1);
-    tc_rand(dt, rank, wd, -0.3, 0.3);
+    int64_t xl[KILN_MAX_DIMS], wl[KILN_MAX_DIMS];
+    if (conv_cl) { /* the same convolution on channels-last tensors */
+        kn_dims_channels(rank, xd, xl, false);
+        kn_dims_channels(rank, wd, wl, false);
+    }
+    tc_rand(dt, rank, conv_cl ? xl : xd, -1, 1);
+    tc_rand(dt, rank, conv_cl ? wl : wd, -0.3, 0.3);
     if (bias || residual) {
         if (bias)
             tc_rand(dt, 1, D(wd[0]), -1, 1);
@@ -1147,9 +1154,13 @@ static void conv_case(kiln_dtype dt, const char *label, const int64_t *xd, const
                     dl = dil ? dil[d] : 1;
             yd[2 + d] = (xd[2 + d] + p - dl * (wd[2 + d] - 1) - 1) / s + 1;
         }
-        tc_rand(dt, rank, yd, -1, 1);
+        int64_t yl[KILN_MAX_DIMS];
+        kn_dims_channels(rank, yd, yl, false);
+        tc_rand(dt, rank, conv_cl ? yl : yd, -1, 1);
     }
     tc_node(1);
+    if (conv_cl)
+        a_int("channels_last", 1);
     int nsp = rank - 2;
     if (pads)
         a_ints("pads", pads, (size_t)(2 * nsp));
@@ -1202,6 +1213,51 @@ static void test_conv(void) {
               D(1, 1, 1, 1), NULL, NULL, 1, true, "Silu", false);
     conv_case(KILN_DTYPE_FLOAT, "kiln::Conv Z, no bias, no activation", D(2, 8, 9, 9), D(8, 8, 3, 3), 4,
               false, D(1, 1, 1, 1), NULL, NULL, 1, true, "", true);
+}
+
+/* Channels-last kiln::Conv (the layout pass's nodes) on every tactic that
+ * takes it, and the channels-last pools, against the CPU reference. */
+static void test_channels_last(void) {
+    conv_cl = true;
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        char l[128];
+        snprintf(l, sizeof l, "NHWC %s 1x1 bias + Z + Relu (cuBLASLt epilogue)", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 32, 7, 9), D(64, 32, 1, 1), 4, true, NULL, NULL, NULL, 1, true, "Relu",
+                  true);
+        snprintf(l, sizeof l, "NHWC %s 1x1 Z, no bias, Sigmoid", kiln_dtype_name(dt));
+        conv_case(dt, l, D(3, 16, 5, 5), D(24, 16, 1, 1), 4, false, NULL, NULL, NULL, 1, true,
+                  "Sigmoid", true);
+        snprintf(l, sizeof l, "NHWC %s 3x3 p1 bias + Relu", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 16, 10, 10), D(32, 16, 3, 3), 4, true, D(1, 1, 1, 1), NULL, NULL, 1,
+                  true, "Relu", false);
+        snprintf(l, sizeof l, "NHWC %s stem 7x7 s2 p3 + Relu", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 3, 32, 32), D(16, 3, 7, 7), 4, true, D(3, 3, 3, 3), D(2, 2), NULL, 1,
+                  true, "Relu", false);
+        snprintf(l, sizeof l, "NHWC %s 1x1 s2 downsample", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 32, 14, 14), D(64, 32, 1, 1), 4, true, NULL, D(2, 2), NULL, 1, true,
+                  "", false);
+        snprintf(l, sizeof l, "NHWC %s 3x3 group 2 + Z", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 16, 9, 9), D(16, 8, 3, 3), 4, true, D(1, 1, 1, 1), NULL, NULL, 2, true,
+                  "Relu", true);
+        tc_begin("MaxPool", KN_DOMAIN_KILN, 1, tol_for(dt, 1e-5), "NHWC 3x3 s2 p1");
+        tc_rand(dt, 4, D(2, 28, 28, 8), -3, 3);
+        tc_node(1);
+        a_int("channels_last", 1);
+        a_ints("kernel_shape", D(3, 3), 2);
+        a_ints("strides", D(2, 2), 2);
+        a_ints("pads", D(1, 1, 1, 1), 4);
+        tc_run();
+        tc_begin("AveragePool", KN_DOMAIN_KILN, 1, tol_for(dt, 1e-5), "NHWC 2x2 pads, count_include_pad");
+        tc_rand(dt, 4, D(2, 9, 8, 5), -3, 3);
+        tc_node(1);
+        a_int("channels_last", 1);
+        a_ints("kernel_shape", D(2, 2), 2);
+        a_ints("pads", D(0, 1, 1, 0), 4);
+        a_int("count_include_pad", 1);
+        tc_run();
+    }
+    conv_cl = false;
 }
 
 /* ---------------- errors and the backend ---------------- */
@@ -1356,6 +1412,7 @@ int main(void) {
     test_pool();
     test_gemm();
     test_conv();
+    test_channels_last();
     if (!dry) {
         test_errors();
         cudaStreamDestroy(stream);

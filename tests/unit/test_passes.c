@@ -573,6 +573,124 @@ static void test_residual(void) {
     kiln_network_destroy(net);
 }
 
+static int count_cl(const kn_net *net, const char *op) {
+    int c = 0;
+    for (int i = 0; i < net->n_nodes; i++)
+        if (strcmp(net->nodes[i].domain, KN_DOMAIN_KILN) == 0 && strcmp(net->nodes[i].op_type, op) == 0 && kn_attr_int(&net->nodes[i], "channels_last", 0) == 1)
+            c++;
+    return c;
+}
+
+/* Channels-last regions (pass_layout.c, forced by the flag on the CPU): a
+ * small ResNet-like net with a dynamic batch, a graph output inside the
+ * region and a pool at the end; NHWC twins flow between convolutions and
+ * reformats sit only at the edges. */
+static void test_channels_last(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 3, 9, 8), NULL));
+    add_conv(net, "c1", "x", "a1", 3, 4, 3, true);
+    node(net, "r1", "Relu", 1, IN("a1"), "b1");
+    int mp = node(net, "pool", "MaxPool", 1, IN("b1"), "p");
+    KT_OK(kiln_network_set_attr_ints(net, mp, "kernel_shape", (const int64_t[]){3, 3}, 2));
+    KT_OK(kiln_network_set_attr_ints(net, mp, "strides", (const int64_t[]){2, 2}, 2));
+    KT_OK(kiln_network_set_attr_ints(net, mp, "pads", (const int64_t[]){1, 1, 1, 1}, 4));
+    add_conv(net, "c2", "p", "a2", 4, 4, 3, true);
+    node(net, "add", "Add", 2, IN("a2", "p"), "s");
+    node(net, "r2", "Relu", 1, IN("s"), "b2");
+    node(net, "sig", "Sigmoid", 1, IN("b2"), "tap"); /* a graph output inside the region */
+    add_conv(net, "c3", "b2", "a3", 4, 6, 1, false);
+    int ap = node(net, "avg", "AveragePool", 1, IN("a3"), "q");
+    KT_OK(kiln_network_set_attr_ints(net, ap, "kernel_shape", (const int64_t[]){2, 2}, 2));
+    KT_OK(kiln_network_set_attr_ints(net, ap, "pads", (const int64_t[]){0, 1, 1, 0}, 4));
+    node(net, "gap", "GlobalAveragePool", 1, IN("q"), "g");
+    node(net, "flat", "Flatten", 1, IN("g"), "f");
+    fconst(net, "fcW", 2, DIMS(6, 5), -0.5f, 1.f);
+    node(net, "fc", "MatMul", 2, IN("f", "fcW"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    KT_OK(kiln_network_mark_output(net, "tap"));
+    kn_net *o = optimized(net, KILN_BUILDER_FLAG_CHANNELS_LAST, 1, 2, 3);
+    if (o) {
+        CHECK_OR_DUMP(count_cl(o, "Conv") == 3 && count_cl(o, "MaxPool") == 1 &&
+                          count_cl(o, "AveragePool") == 1 && count_op(o, "", "ReduceMean") == 1,
+                      o);
+        /* reformats: x in, the tapped output out; the pooled [N, 6, 1, 1] as a Reshape */
+        CHECK_OR_DUMP(count_op(o, "", "Transpose") == 2 && count_op(o, "", "Reshape") == 1, o);
+        const kn_node *c = find_op(o, KN_DOMAIN_KILN, "Conv");
+        KT_CHECK(c && o->tensors[c->in[1]].flags & KN_T_CONST); /* weights reordered at build */
+        compare(net, o, "channels-last", 2);
+        compare(net, o, "channels-last batch 3", 3);
+        kn_net_free(o);
+    }
+    /* the same precision with and without the layout: identical numbers */
+    kn_net *h = optimized(net, KILN_BUILDER_FLAG_FP16, 1, 2, 3);
+    kn_net *hl = optimized(net, KILN_BUILDER_FLAG_FP16 | KILN_BUILDER_FLAG_CHANNELS_LAST, 1, 2, 3);
+    if (h && hl) {
+        CHECK_OR_DUMP(count_cl(hl, "Conv") == 3 && count_cl(h, "Conv") == 0, hl);
+        compare(h, hl, "channels-last fp16", 2);
+    }
+    kn_net_free(h);
+    kn_net_free(hl);
+    /* without the flag the CPU keeps NCHW; fusion off keeps it too */
+    o = optimized(net, 0, 1, 2, 3);
+    if (o) {
+        KT_CHECK(count_cl(o, "Conv") == 0 && count_op(o, "", "Transpose") == 0);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* FP16 precision: a Reshape whose shape is computed at run time (dynamic
+ * batch) follows its input into float16 instead of being cast around, and a
+ * constant beyond float16's range is clamped, not made infinite. */
+static void test_precision_follow(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, 4, 6), NULL));
+    KT_OK(kiln_network_add_input(net, "m", KILN_DTYPE_FLOAT, 2, DIMS(-1, 6), NULL));
+    fconst(net, "W", 2, DIMS(6, 6), -0.5f, 1.f);
+    node(net, "mm", "MatMul", 2, IN("x", "W"), "mmo");
+    node(net, "shape", "Shape", 1, IN("mmo"), "sh");
+    iconst(net, "zero", 0, NULL, (const int64_t[]){0});
+    node(net, "batch", "Gather", 2, IN("sh", "zero"), "nb");
+    iconst(net, "ax0", 1, DIMS(1), (const int64_t[]){0});
+    node(net, "unsq", "Unsqueeze", 2, IN("nb", "ax0"), "nb1");
+    iconst(net, "rest", 1, DIMS(1), (const int64_t[]){24});
+    int cc = node(net, "cat", "Concat", 2, IN("nb1", "rest"), "newshape");
+    KT_OK(kiln_network_set_attr_int(net, cc, "axis", 0));
+    node(net, "reshape", "Reshape", 2, IN("mmo", "newshape"), "r");
+    node(net, "tanh", "Tanh", 1, IN("r"), "y");
+    fscalar(net, "one", 1.f);
+    fscalar(net, "lowest", -3.0e38f);
+    node(net, "sub", "Sub", 2, IN("one", "m"), "k");
+    node(net, "mul", "Mul", 2, IN("k", "lowest"), "big");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    KT_OK(kiln_network_mark_output(net, "big"));
+    kn_net *o = optimized(net, KILN_BUILDER_FLAG_FP16, 1, 2, 3);
+    if (o) {
+        const kn_node *r = find_op(o, "", "Reshape");
+        KT_CHECK(r != NULL);
+        if (r) {
+            int pr = o->tensors[r->in[0]].producer;
+            CHECK_OR_DUMP(pr >= 0 && strcmp(o->nodes[pr].op_type, "Cast") != 0, o);
+        }
+        bool clamped = false;
+        for (int t = 0; t < o->n_tensors; t++) {
+            const kn_tensor *c = &o->tensors[t];
+            if ((c->flags & KN_T_CONST) && c->value.dtype == KILN_DTYPE_FLOAT16 &&
+                kn_numel(c->value.rank, c->value.dims) == 1) {
+                uint16_t h;
+                memcpy(&h, c->value.data, 2);
+                if (kn_half_to_float(h) == -65504.f)
+                    clamped = true;
+            }
+        }
+        CHECK_OR_DUMP(clamped, o);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* No fusion when an intermediate is a graph output. */
 static void test_no_fuse_output(void) {
     kiln_network *net;
@@ -1211,6 +1329,8 @@ int main(int argc, char **argv) {
     test_chain_limits();
     test_chain_ops();
     test_residual_dynamic();
+    test_channels_last();
+    test_precision_follow();
     test_guards();
     test_fold_limits();
     test_random_graphs();

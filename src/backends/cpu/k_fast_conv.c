@@ -84,7 +84,7 @@ static bool conv_geom(const kn_node *n, int nsp, const int64_t *x, const int64_t
 
 bool kf_conv_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                       int n_out) {
-    if (n_in < 2 || n_out < 1)
+    if (n_in < 2 || n_out < 1 || kn_attr_int(n, "channels_last", 0))
         return false;
     const kn_tinfo *x = &in[0], *w = &in[1], *y = &out[0];
     if (x->dtype != KILN_DTYPE_FLOAT || w->dtype != KILN_DTYPE_FLOAT || y->dtype != KILN_DTYPE_FLOAT)

@@ -130,9 +130,39 @@ static kiln_status fused_matmul_run(const kb_run *r) {
     return KILN_OK;
 }
 
+/* kiln::Conv, either layout: channels-last runs on reordered copies of X,
+ * W, Z and Y (k_layout.c). */
+static const kb_kernel fused_conv_cf = {"Conv", KN_DOMAIN_KILN, "ref", NULL, NULL, NULL,
+                                        kb_nn_conv_prepare, kb_nn_conv_release, fused_conv_run};
+
+static kiln_status conv_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                int n_in, const kb_tensor *out, int n_out, void **inst,
+                                size_t *workspace) {
+    unsigned mask = kn_attr_int(node, "channels_last", 0) ? 0xBu : 0u; /* X, W, Z */
+    return kb_cl_prepare(&fused_conv_cf, mask, node, in, n_in, out, n_out, inst, workspace);
+}
+
+/* kiln::MaxPool / kiln::AveragePool: channels-last pools. */
+static const kb_kernel pool_cf = {"Pool", KN_DOMAIN_KILN, "ref", NULL, NULL, NULL,
+                                  NULL, NULL, kb_nn_pool_run};
+
+static bool sup_pool_cl(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                        int n_out) {
+    return n_in >= 1 && kb_is_real(in[0].dtype) && in[0].rank >= 3;
+}
+
+static kiln_status pool_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                int n_in, const kb_tensor *out, int n_out, void **inst,
+                                size_t *workspace) {
+    return kb_cl_prepare(&pool_cf, 0x1u, node, in, n_in, out, n_out, inst, workspace);
+}
+
 const kb_kernel kb_cpu_fused[] = {
-    {"Conv", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, kb_nn_conv_prepare, kb_nn_conv_release,
-     fused_conv_run},
+    {"Conv", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, conv_prepare, kb_cl_release, kb_cl_run},
+    {"MaxPool", KN_DOMAIN_KILN, "ref", sup_pool_cl, NULL, NULL, pool_prepare, kb_cl_release,
+     kb_cl_run},
+    {"AveragePool", KN_DOMAIN_KILN, "ref", sup_pool_cl, NULL, NULL, pool_prepare, kb_cl_release,
+     kb_cl_run},
     {"Gemm", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, stage_prepare, NULL, fused_gemm_run},
     {"MatMul", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, stage_prepare, NULL,
      fused_matmul_run},

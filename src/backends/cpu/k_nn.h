@@ -147,6 +147,16 @@ KN_HIDDEN kiln_status kb_nn_qlinearconv_prepare(const void *state, const kn_node
                                                 size_t *workspace);
 KN_HIDDEN kiln_status kb_nn_qlinearconv_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_pool_run(const kb_run *r);
+
+/* Channels-last references (k_layout.c): `base` runs on channels-first
+ * copies of the inputs in `mask` (bit i: input i) and of output 0, made in
+ * the workspace. mask 0 runs base as it is (a channels-first node). The
+ * instance owns base's instance; release it with kb_cl_release. */
+KN_HIDDEN kiln_status kb_cl_prepare(const kb_kernel *base, unsigned mask, const kn_node *node,
+                                    const kb_tensor *in, int n_in, const kb_tensor *out,
+                                    int n_out, void **inst, size_t *workspace);
+KN_HIDDEN kiln_status kb_cl_run(const kb_run *r);
+KN_HIDDEN void kb_cl_release(void *inst);
 KN_HIDDEN kiln_status kb_nn_max_unpool_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_global_pool_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_batchnorm_run(const kb_run *r);

@@ -370,7 +370,8 @@ static kiln_status copy_c(const kb_run *r, const kb_tensor *c, kb_tensor *y) {
 /* y = a @ b (+ bias, ReLU as set up) on the stream, with the algorithm
  * that fits the pointers' alignment. */
 static kiln_status lt_matmul(const kn_node *node, const lt_inst *s, const void *a, const void *b,
-                             void *y, const void *bias, void *ws, size_t wsz, cudaStream_t stream) {
+                             void *y, const void *bias, const void *c, void *ws, size_t wsz,
+                             cudaStream_t stream) {
     cublasLtHandle_t h;
     KN_TRY(kc_cublaslt_handle(node, &h));
     unsigned al = ptr_align(a), a1 = ptr_align(b), a2 = ptr_align(y);
@@ -378,6 +379,8 @@ static kiln_status lt_matmul(const kn_node *node, const lt_inst *s, const void *
     al = al < a2 ? al : a2;
     if (bias && ptr_align(bias) < al)
         al = ptr_align(bias);
+    if (c && ptr_align(c) < al)
+        al = ptr_align(c);
     if (al < 16)
         return kn_node_error(node, KILN_ERR_RUNTIME, "operands must be 16-byte aligned");
     int pick = al >= s->align ? 0 : 1;
@@ -388,31 +391,35 @@ static kiln_status lt_matmul(const kn_node *node, const lt_inst *s, const void *
         KC_CUBLAS(node, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                        &bias, sizeof bias));
     /* Y^T = B^T A^T: the first operand is B's memory */
-    KC_CUBLAS(node, cublasLtMatmul(h, s->op, &s->alpha, b, s->la, a, s->lb, &s->beta, y, s->ld, y,
-                                   s->ld, &s->algo[pick], ws, s->ws[pick], stream));
+    KC_CUBLAS(node, cublasLtMatmul(h, s->op, &s->alpha, b, s->la, a, s->lb, &s->beta, c ? c : y,
+                                   s->ld, y, s->ld, &s->algo[pick], ws, s->ws[pick], stream));
     return KILN_OK;
 }
 
-kiln_status kc_gemm_create(const kn_node *node, kiln_dtype dt, int64_t m, int64_t n, int64_t k,
-                           int64_t batch, int64_t stride_a, int64_t stride_b, const void *a,
-                           const void *b, const void *y, kc_gemm **out, size_t *workspace) {
+kiln_status kc_gemm_create_spec(const kn_node *node, const kc_gemm_spec *p, kc_gemm **out,
+                                size_t *workspace) {
     lt_inst *s = kn_calloc(1, sizeof *s);
     if (!s)
         return KILN_ERR_OUT_OF_MEMORY;
     kiln_status st = KILN_OK;
-    if (!lt_type(dt, &s->dt) || m < 1 || n < 1 || k < 1 || batch < 1)
+    if (!lt_type(p->dt, &s->dt) || p->m < 1 || p->n < 1 || p->k < 1 || p->batch < 1)
         st = kn_node_error(node, KILN_ERR_UNSUPPORTED, "GEMM of %s, M=%lld N=%lld K=%lld",
-                           kiln_dtype_name(dt), (long long)m, (long long)n, (long long)k);
+                           kiln_dtype_name(p->dt), (long long)p->m, (long long)p->n,
+                           (long long)p->k);
     if (st == KILN_OK) {
-        s->g.m = m;
-        s->g.n = n;
-        s->g.k = k;
-        s->g.batch = batch;
-        s->g.stride_a = stride_a;
-        s->g.stride_b = stride_b;
+        s->g.m = p->m;
+        s->g.n = p->n;
+        s->g.k = p->k;
+        s->g.batch = p->batch;
+        s->g.stride_a = p->stride_a;
+        s->g.stride_b = p->stride_b;
+        s->g.tb = p->tb;
         s->alpha = 1.f;
-        s->bias_input = s->c_input = -1;
-        st = lt_setup(node, s, a, b, y, NULL, 0);
+        s->beta = p->add_c ? 1.f : 0.f;
+        s->bias_input = p->bias ? 0 : -1; /* only "present" matters here */
+        s->c_input = -1;
+        s->act = p->relu ? KB_ACT_RELU : KB_ACT_NONE;
+        st = lt_setup(node, s, p->a, p->b, p->y, p->bias_ptr, p->index);
     }
     if (st != KILN_OK) {
         lt_release(s);
@@ -423,9 +430,25 @@ kiln_status kc_gemm_create(const kn_node *node, kiln_dtype dt, int64_t m, int64_
     return KILN_OK;
 }
 
+kiln_status kc_gemm_create(const kn_node *node, kiln_dtype dt, int64_t m, int64_t n, int64_t k,
+                           int64_t batch, int64_t stride_a, int64_t stride_b, const void *a,
+                           const void *b, const void *y, kc_gemm **out, size_t *workspace) {
+    kc_gemm_spec p = {.dt = dt, .m = m, .n = n, .k = k, .batch = batch, .stride_a = stride_a,
+                      .stride_b = stride_b, .a = a, .b = b, .y = y};
+    return kc_gemm_create_spec(node, &p, out, workspace);
+}
+
 kiln_status kc_gemm_run(const kn_node *node, const kc_gemm *g, const void *a, const void *b,
                         void *y, void *ws, size_t wsz, cudaStream_t stream) {
-    return lt_matmul(node, g, a, b, y, NULL, ws, wsz, stream);
+    return lt_matmul(node, g, a, b, y, NULL, NULL, ws, wsz, stream);
+}
+
+kiln_status kc_gemm_run_ex(const kn_node *node, const kc_gemm *g, const void *a, const void *b,
+                           void *y, const void *bias, const void *c, void *ws, size_t wsz,
+                           cudaStream_t stream) {
+    if ((g->bias_input >= 0) != (bias != NULL) || (g->beta != 0.f) != (c != NULL))
+        return kn_node_error(node, KILN_ERR_INTERNAL, "GEMM bias/residual differ from its setup");
+    return lt_matmul(node, g, a, b, y, bias, c, ws, wsz, stream);
 }
 
 void kc_gemm_destroy(kc_gemm *g) { lt_release(g); }
@@ -440,8 +463,8 @@ static kiln_status lt_run(const kb_run *r) {
         KN_TRY(copy_c(r, &r->in[s->c_input], y));
     if (kc_numel(y) == 0)
         return KILN_OK;
-    KN_TRY(lt_matmul(r->node, s, r->in[0].data, r->in[1].data, y->data, bias, r->workspace,
-                     r->workspace_size, kc_stream(r)));
+    KN_TRY(lt_matmul(r->node, s, r->in[0].data, r->in[1].data, y->data, bias, NULL,
+                     r->workspace, r->workspace_size, kc_stream(r)));
     if (s->act_pass)
         KC_CUDA(r->node, kc_epilogue(y->data, y->dtype, kc_numel(y), NULL, 1, 1, NULL, (int)s->act,
                                      s->act_a, s->act_b, kc_stream(r)));

@@ -16,7 +16,13 @@
  *                 kernels ran at 1-8 % of the chip on ResNet-50 shapes)
  *   "lt_1x1"      1x1 convolutions (stride 1, no pads, one group) as one
  *                 strided batched cuBLASLt product per batch: Y[n] = W X[n],
- *                 NCHW as it is, then the epilogue */
+ *                 NCHW as it is, then the epilogue; channels-last, one
+ *                 product Y = X W^T with bias, residual and ReLU in
+ *                 cuBLASLt's epilogue
+ *
+ * Channels-last nodes (kiln::Conv with channels_last = 1, made by the
+ * builder's layout pass; 2-D only) run every tactic but "cudnn_nhwc" on NHWC
+ * descriptors directly: X [N,H,W,C], W [K,R,S,C/g], Y and Z [N,P,Q,K]. */
 #include <string.h>
 
 #include "backends/cpu/act.h"
@@ -45,7 +51,18 @@ typedef struct conv_inst {
     kc_gemm *gemm;               /* CONV_GEMM */
     size_t x_off, w_off, y_off;  /* CONV_NHWC: channels-last copies in the workspace */
     int64_t n, c, h, w, k, cg, r, sx, p, q;
+    bool cl;                     /* channels-last node */
 } conv_inst;
+
+static bool is_cl(const kn_node *n) { return kn_attr_int(n, "channels_last", 0) != 0; }
+
+/* A channels-first view of dims (identity for a channels-first node). */
+static void cf_dims(bool cl, int rank, const int64_t *d, int64_t *out) {
+    if (cl)
+        kn_dims_channels(rank, d, out, true);
+    else
+        memcpy(out, d, sizeof(int64_t) * (size_t)rank);
+}
 
 static bool is_fused(const kn_node *n) { return strcmp(n->domain ? n->domain : "", KN_DOMAIN_KILN) == 0; }
 
@@ -112,10 +129,16 @@ static bool conv_supports_mode(const kn_node *node, const kn_tinfo *in, int n_in
         return false;
     if (mode == CONV_FUSED && act != KB_ACT_NONE && act != KB_ACT_RELU)
         return false;
-    if (mode == CONV_NHWC && (in[0].rank != 4 || in[0].dtype == KILN_DTYPE_FLOAT))
+    bool cl = is_cl(node);
+    if (mode == CONV_NHWC && (cl || in[0].rank != 4 || in[0].dtype == KILN_DTYPE_FLOAT))
         return false;
+    if (cl && in[0].rank != 4)
+        return false;
+    int64_t xf[KILN_MAX_DIMS], wf[KILN_MAX_DIMS];
+    cf_dims(cl, in[0].rank, in[0].dims, xf);
+    cf_dims(cl, in[1].rank, in[1].dims, wf);
     kn_window w;
-    kiln_status st = conv_window(node, in[0].rank, in[0].dims, in[1].dims, &w);
+    kiln_status st = conv_window(node, in[0].rank, xf, wf, &w);
     if (st != KILN_OK) {
         kn_error_clear();
         return false;
@@ -191,22 +214,30 @@ static kiln_status tensor_desc(const kn_node *node, cudnnTensorDescriptor_t *t, 
 static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in,
                               const kb_tensor *out, conv_inst *s) {
     const kb_tensor *x = &in[0], *w = &in[1], *y = &out[0];
+    int64_t xf[KILN_MAX_DIMS], wf[KILN_MAX_DIMS], yf[KILN_MAX_DIMS];
     cudnnDataType_t dt;
     if (!dnn_type(x->dtype, &dt) || w->dtype != x->dtype || y->dtype != x->dtype)
         return kn_node_error(node, KILN_ERR_UNSUPPORTED, "types %s, %s -> %s",
                              kiln_dtype_name(x->dtype), kiln_dtype_name(w->dtype),
                              kiln_dtype_name(y->dtype));
-    if (x->rank != w->rank || x->rank < 3 || x->rank > 5)
+    if (x->rank != w->rank || x->rank < 3 || x->rank > 5 || y->rank != x->rank)
         return kn_node_error(node, KILN_ERR_UNSUPPORTED, "X rank %d, W rank %d", x->rank, w->rank);
+    s->cl = is_cl(node);
+    if (s->cl && x->rank != 4)
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "channels-last convolutions are 2-D");
+    cf_dims(s->cl, x->rank, x->dims, xf);
+    cf_dims(s->cl, w->rank, w->dims, wf);
+    cf_dims(s->cl, y->rank, y->dims, yf);
     kn_window win;
-    KN_TRY(conv_window(node, x->rank, x->dims, w->dims, &win));
+    KN_TRY(conv_window(node, x->rank, xf, wf, &win));
     int64_t group = kn_attr_int(node, "group", 1);
-    if (group < 1 || x->dims[1] != w->dims[1] * group || w->dims[0] % group != 0)
+    if (group < 1 || xf[1] != wf[1] * group || wf[0] % group != 0)
         return kn_node_error(node, KILN_ERR_SHAPE, "channels %lld do not fit W %lld x group %lld",
-                             (long long)x->dims[1], (long long)w->dims[1], (long long)group);
+                             (long long)xf[1], (long long)wf[1], (long long)group);
     s->dt = x->dtype;
-    s->cout = w->dims[0];
-    s->spatial = kn_numel(y->rank - 2, y->dims + 2);
+    s->cout = wf[0];
+    /* the epilogue's bias index is (i / spatial) % cout: channels innermost when cl */
+    s->spatial = s->cl ? 1 : kn_numel(y->rank - 2, yf + 2);
     s->bias_input = kc_present(in, n_in, 2) || (n_in > 2 && in[2].dtype != KILN_DTYPE_UNDEFINED) ? 2 : -1;
     s->z_input = is_fused(node) && n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED ? 3 : -1;
     if (s->bias_input >= 0 && kc_numel(&in[2]) != s->cout)
@@ -218,19 +249,37 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
     if (s->mode == CONV_FUSED && s->act != KB_ACT_NONE && s->act != KB_ACT_RELU)
         return kn_node_error(node, KILN_ERR_UNSUPPORTED, "cudnn_fused takes Relu or no activation");
 
-    if (s->mode == CONV_GEMM) { /* Y[n] (K x HW) = W (K x C) @ X[n] (C x HW) */
-        int64_t hw = kn_numel(x->rank - 2, x->dims + 2);
-        if (group != 1 || kn_numel(w->rank - 2, w->dims + 2) != 1 || s->spatial != hw)
+    if (s->mode == CONV_GEMM) {
+        int64_t hw = kn_numel(x->rank - 2, xf + 2);
+        if (group != 1 || kn_numel(w->rank - 2, wf + 2) != 1 || kn_numel(y->rank - 2, yf + 2) != hw)
             return kn_node_error(node, KILN_ERR_UNSUPPORTED, "lt_1x1 takes 1x1, stride 1, unpadded, one group");
-        return kc_gemm_create(node, x->dtype, s->cout, hw, x->dims[1], x->dims[0], 0,
-                              x->dims[1] * hw, w->data, x->data, y->data, &s->gemm, &s->ws);
+        if (s->cl) { /* Y (NHW x K) = X (NHW x C) @ W^T, W as K x C; epilogue in cuBLASLt */
+            kc_gemm_spec p = {.dt = x->dtype, .m = xf[0] * hw, .n = s->cout, .k = xf[1],
+                              .batch = 1, .tb = true, .bias = s->bias_input >= 0,
+                              .relu = s->act == KB_ACT_RELU, .add_c = s->z_input >= 0,
+                              .a = x->data, .b = w->data, .y = y->data,
+                              .bias_ptr = s->bias_input >= 0 ? in[2].data : NULL};
+            return kc_gemm_create_spec(node, &p, &s->gemm, &s->ws);
+        }
+        /* Y[n] (K x HW) = W (K x C) @ X[n] (C x HW) */
+        return kc_gemm_create(node, x->dtype, s->cout, hw, xf[1], xf[0], 0, xf[1] * hw, w->data,
+                              x->data, y->data, &s->gemm, &s->ws);
     }
     cudnnHandle_t h;
     KN_TRY(kc_cudnn_handle(node, &h));
     int wdims[KILN_MAX_DIMS];
-    int nw = dnn_dims(w->rank, w->dims, wdims);
+    int nw = dnn_dims(w->rank, wf, wdims);
     KC_CUDNN(node, cudnnCreateFilterDescriptor(&s->wd));
-    if (s->mode == CONV_NHWC) {
+    if (s->cl) { /* the tensors are NHWC already */
+        KC_CUDNN(node, cudnnCreateTensorDescriptor(&s->xd));
+        KC_CUDNN(node, cudnnSetTensor4dDescriptor(s->xd, CUDNN_TENSOR_NHWC, dt, (int)xf[0],
+                                                  (int)xf[1], (int)xf[2], (int)xf[3]));
+        KC_CUDNN(node, cudnnCreateTensorDescriptor(&s->yd));
+        KC_CUDNN(node, cudnnSetTensor4dDescriptor(s->yd, CUDNN_TENSOR_NHWC, dt, (int)yf[0],
+                                                  (int)yf[1], (int)yf[2], (int)yf[3]));
+        KC_CUDNN(node, cudnnSetFilter4dDescriptor(s->wd, dt, CUDNN_TENSOR_NHWC, (int)wf[0],
+                                                  (int)wf[1], (int)wf[2], (int)wf[3]));
+    } else if (s->mode == CONV_NHWC) {
         if (x->rank != 4 || x->dtype == KILN_DTYPE_FLOAT)
             return kn_node_error(node, KILN_ERR_UNSUPPORTED, "cudnn_nhwc takes 2-D float16/bfloat16");
         s->n = x->dims[0], s->c = x->dims[1], s->h = x->dims[2], s->w = x->dims[3];
@@ -265,7 +314,7 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
                                                           : CUDNN_TENSOR_OP_MATH));
     /* the output shape cuDNN computes must be the schema's */
     int od[KILN_MAX_DIMS], yd[KILN_MAX_DIMS];
-    int ny = dnn_dims(y->rank, y->dims, yd);
+    int ny = dnn_dims(y->rank, yf, yd);
     KC_CUDNN(node, cudnnGetConvolutionNdForwardOutputDim(s->cd, s->xd, s->wd, ny, od));
     if (memcmp(od, yd, sizeof(int) * (size_t)ny) != 0)
         return kn_node_error(node, KILN_ERR_SHAPE, "cuDNN's output shape differs from the inferred one");
@@ -379,6 +428,14 @@ static kiln_status conv_run(const kb_run *r) {
     kb_tensor *y = &r->out[0];
     const void *bias = s->bias_input >= 0 ? r->in[s->bias_input].data : NULL;
     const void *z = s->z_input >= 0 ? r->in[s->z_input].data : NULL;
+    if (s->mode == CONV_GEMM && s->cl) {
+        KN_TRY(kc_gemm_run_ex(r->node, s->gemm, r->in[0].data, r->in[1].data, y->data, bias, z,
+                              r->workspace, r->workspace_size, kc_stream(r)));
+        if (s->act != KB_ACT_NONE && s->act != KB_ACT_RELU)
+            KC_CUDA(r->node, kc_epilogue(y->data, y->dtype, kc_numel(y), NULL, 1, 1, NULL,
+                                         (int)s->act, s->act_a, s->act_b, kc_stream(r)));
+        return KILN_OK;
+    }
     if (s->mode == CONV_GEMM) {
         KN_TRY(kc_gemm_run(r->node, s->gemm, r->in[1].data, r->in[0].data, y->data, r->workspace,
                            r->workspace_size, kc_stream(r)));

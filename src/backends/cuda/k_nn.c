@@ -7,6 +7,7 @@
 
 #include "elementwise.cuh"
 #include "graph/ops_nn.h"
+#include "graph/fused.h"
 #include "kc_common.h"
 #include "nn.cuh"
 
@@ -220,7 +221,12 @@ static bool pool_supports(const kn_node *node, const kn_tinfo *in, int n_in, con
 
 static kiln_status pool_run(const kb_run *r) {
     const kn_node *node = r->node;
-    const kb_tensor *x = &r->in[0];
+    /* kiln::MaxPool / kiln::AveragePool: channels-last X [N, S..., C] */
+    bool cl = strcmp(node->domain, KN_DOMAIN_KILN) == 0;
+    kb_tensor xv = r->in[0];
+    if (cl)
+        kn_dims_channels(xv.rank, r->in[0].dims, xv.dims, true);
+    const kb_tensor *x = &xv;
     int nsp = x->rank - 2;
     if (nsp < 1 || nsp > 3)
         return kn_node_error(node, KILN_ERR_UNSUPPORTED, "%d spatial dims (1 to 3 supported)", nsp);
@@ -236,7 +242,8 @@ static kiln_status pool_run(const kb_run *r) {
     p.include_pad = kn_attr_int(node, "count_include_pad", 0) != 0;
     p.col_major = kn_attr_int(node, "storage_order", 0) == 1;
     p.nsp = nsp;
-    p.planes = x->dims[0] * x->dims[1];
+    p.planes = cl ? x->dims[0] : x->dims[0] * x->dims[1];
+    p.channels = cl ? x->dims[1] : 1;
     for (int d = 0; d < 3; d++) {
         int s = d - (3 - nsp); /* spatial dims fill the last slots */
         p.in[d] = s >= 0 ? w.in[s] : 1;
@@ -275,6 +282,8 @@ const kb_kernel kb_cuda_nn[] = {
     K_RED("ReduceLogSum"),
     {"MaxPool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
+    {"MaxPool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
+    {"AveragePool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"GlobalAveragePool", "", "cuda", float_io, NULL, NULL, NULL, NULL, global_pool_run},
     {"GlobalMaxPool", "", "cuda", float_io, NULL, NULL, NULL, NULL, global_pool_run},
 };

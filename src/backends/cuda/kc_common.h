@@ -74,6 +74,22 @@ KN_HIDDEN kiln_status kc_gemm_run(const kn_node *node, const kc_gemm *g, const v
                                   const void *b, void *y, void *ws, size_t wsz,
                                   cudaStream_t stream);
 KN_HIDDEN void kc_gemm_destroy(kc_gemm *g);
+/* The general form: B may be given transposed (n x k), a per-column bias
+ * (n values), ReLU and a residual C of Y's shape ride the epilogue:
+ * Y = relu?(A B + bias + C). */
+typedef struct kc_gemm_spec {
+    kiln_dtype dt;
+    int64_t m, n, k, batch, stride_a, stride_b;
+    bool tb, bias, relu, add_c;
+    int index;                   /* cuBLASLt heuristic rank: 0 best, 1 second */
+    const void *a, *b, *y, *bias_ptr; /* alignment hints (may be NULL) */
+} kc_gemm_spec;
+KN_HIDDEN kiln_status kc_gemm_create_spec(const kn_node *node, const kc_gemm_spec *spec,
+                                          kc_gemm **out, size_t *workspace);
+/* bias and c as the spec said (NULL when it did not ask). */
+KN_HIDDEN kiln_status kc_gemm_run_ex(const kn_node *node, const kc_gemm *g, const void *a,
+                                     const void *b, void *y, const void *bias, const void *c,
+                                     void *ws, size_t wsz, cudaStream_t stream);
 
 /* Kernel tables, one per op family. */
 extern const kb_kernel kb_cuda_elementwise[];

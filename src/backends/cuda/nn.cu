@@ -454,7 +454,9 @@ __global__ void pool_kernel(const void *x, void *y, kiln_dtype dt, int64_t *indi
     const int64_t out_size = p.out[0] * p.out[1] * p.out[2];
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t pl = i / out_size, o = i % out_size;
+        /* channels-last: i = (pl * out_size + o) * C + ch */
+        const int64_t ch = i % p.channels, j = i / p.channels;
+        int64_t pl = j / out_size, o = j % out_size;
         int64_t oc[3];
         oc[2] = o % p.out[2];
         oc[1] = (o / p.out[2]) % p.out[1];
@@ -476,7 +478,7 @@ __global__ void pool_kernel(const void *x, void *y, kiln_dtype dt, int64_t *indi
                     bool pd2 = h2 >= -p.pad0[2] && h2 < p.in[2] + p.pad1[2];
                     if (in0 && in1 && in2) {
                         int64_t off = (h0 * p.in[1] + h1) * p.in[2] + h2;
-                        float v = kc_ld_f(x, dt, plane + off);
+                        float v = kc_ld_f(x, dt, (plane + off) * p.channels + ch);
                         if (p.max) {
                             if (v > acc || best < 0) {
                                 acc = v;
@@ -509,7 +511,9 @@ extern "C" cudaError_t kc_pool_run(const void *x, void *y, kiln_dtype dt, int64_
                                    const kc_pool *p, cudaStream_t stream) {
     if (!p || p->nsp < 1 || p->nsp > 3)
         return cudaErrorInvalidValue;
-    int64_t total = p->planes * p->out[0] * p->out[1] * p->out[2];
+    if (p->channels < 1 || (p->channels > 1 && indices))
+        return cudaErrorInvalidValue;
+    int64_t total = p->planes * p->out[0] * p->out[1] * p->out[2] * p->channels;
     if (total <= 0)
         return cudaSuccess;
     if (!x || !y)

@@ -39,13 +39,15 @@ typedef struct kc_reduce {
 cudaError_t kc_reduce_run(const void *x, kiln_dtype xt, void *y, kiln_dtype yt,
                           const kc_reduce *p, cudaStream_t stream);
 
-/* Pooling over planes of [N*C] spatial blocks; spatial dims padded to 3. */
+/* Pooling over planes of [N*C] spatial blocks, or channels-last
+ * [N][spatial][C] when channels > 1; spatial dims padded to 3. */
 typedef struct kc_pool {
     int max;               /* 1: MaxPool, 0: AveragePool */
     int include_pad;       /* AveragePool count_include_pad */
     int col_major;         /* MaxPool storage_order = 1 (Indices) */
     int nsp;               /* true spatial dims, 1..3 */
-    int64_t planes;
+    int64_t planes;        /* channels-first: N*C; channels-last: N */
+    int64_t channels;      /* channels-last: C (interleaved innermost), else 1 */
     int64_t in[3], out[3], kernel[3], stride[3], dil[3], pad0[3], pad1[3];
 } kc_pool;
 /* indices (int64, may be NULL) as ONNX MaxPool's second output. */

@@ -1,0 +1,285 @@
+/* pass_layout.c - channels-last activations for 2-D convolutions.
+ *
+ * GPU convolution libraries run float16/bfloat16 convolutions on tensor
+ * cores in channels-last order (NHWC); ONNX graphs are channels-first
+ * (NCHW). Rather than reorder around every convolution, this pass moves
+ * whole regions to NHWC: each eligible Conv becomes kiln::Conv with
+ * channels_last = 1 (its weights reordered to [K, R, S, C/g], which folding
+ * makes a constant), and the ops between convolutions follow when every 4-D
+ * input they read is already available in NHWC:
+ *   MaxPool / AveragePool (no Indices)  -> kiln::MaxPool / kiln::AveragePool
+ *   GlobalAveragePool / GlobalMaxPool   -> ReduceMean / ReduceMax over H, W
+ *   elementwise ops, kiln::ElementwiseChain, Cast: as they are (other
+ *   inputs must be single values).
+ * A reformat step (Transpose, or Reshape when H = W = 1) is added where an
+ * NCHW tensor enters a region and where an NHWC tensor is read by anything
+ * outside it or is a graph output; the original tensor keeps its name and
+ * NCHW shape, so graph outputs and other readers see no change. Reformats
+ * nobody reads are removed by dead-code elimination.
+ *
+ * Runs late (after the precision pass, which decides the types): on the CUDA
+ * backend for float16/bfloat16 convolutions unless fusion is off, and on any
+ * backend for every float convolution with KILN_BUILDER_FLAG_CHANNELS_LAST. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "kiln/kiln_builder.h"
+#include "passes.h"
+
+typedef struct layout {
+    kpass *p;
+    bool force;
+    int *nh;      /* per original tensor: its NHWC twin, or -1 */
+    int changed;
+} layout;
+
+static bool is_unary(const kn_node *n) {
+    static const char *const ops[] = {
+        "Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu",
+        "Softplus", "Softsign", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Erf",
+        "Cast", "Identity", "Clip", "Floor", "Ceil", "Round", "Sign", "Mish", "Celu",
+        "ThresholdedRelu", "Gelu", "Sin", "Cos", "Not", "IsNaN", "IsInf"};
+    for (size_t k = 0; k < KN_ARRAY_LEN(ops); k++)
+        if (kpass_is(n, ops[k]))
+            return true;
+    return false;
+}
+
+static bool is_binary(const kn_node *n) {
+    static const char *const ops[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean",
+                                      "Pow", "PRelu", "Where", "Equal", "Less", "Greater",
+                                      "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"};
+    for (size_t k = 0; k < KN_ARRAY_LEN(ops); k++)
+        if (kpass_is(n, ops[k]))
+            return true;
+    return kpass_is_kiln(n, "ElementwiseChain");
+}
+
+/* Rank-4 at every profile point with a known shape. */
+static bool is_4d(const kpass *p, int t) { return t >= 0 && kpass_rank(p, t) == 4; }
+
+/* Whether t holds one value at every profile point. */
+static bool is_single(const kpass *p, int t) {
+    for (int k = 0; k < p->n_points; k++) {
+        const kn_tinfo *s = kpass_shape(p, k, t);
+        if (!s || kn_numel(s->rank, s->dims) != 1)
+            return false;
+    }
+    return true;
+}
+
+/* Whether t's dims 2.. are all 1 at every point and its dim 1 is fixed:
+ * then NCHW <-> NHWC is a Reshape. *c gets dim 1. */
+static bool unit_spatial(const kpass *p, int t, int64_t *c) {
+    for (int k = 0; k < p->n_points; k++) {
+        const kn_tinfo *s = kpass_shape(p, k, t);
+        if (!s || s->rank != 4 || s->dims[2] != 1 || s->dims[3] != 1 ||
+            (k > 0 && s->dims[1] != *c))
+            return false;
+        *c = s->dims[1];
+    }
+    return p->n_points > 0;
+}
+
+static bool conv_eligible(const layout *l, const kn_node *n) {
+    const kpass *p = l->p;
+    if (!(kpass_is(n, "Conv") || kpass_is_kiln(n, "Conv")) || n->n_in < 2 || n->n_out != 1 ||
+        kn_attr_int(n, "channels_last", 0) != 0)
+        return false;
+    if (!is_4d(p, n->in[0]) || !is_4d(p, n->in[1]))
+        return false;
+    kiln_dtype t = kpass_dtype(p, n->in[0]);
+    if (t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_BFLOAT16)
+        return true;
+    return l->force && t == KILN_DTYPE_FLOAT;
+}
+
+/* A reformat of tensor `from` into tensor `to`: NCHW -> NHWC (to_last) or
+ * back, as a Transpose or, for unit spatial dims, a Reshape. `orig` is the
+ * NCHW tensor of the pair (whose shapes the pass knows). */
+static kiln_status add_reformat(layout *l, int from, int to, int orig, bool to_last) {
+    kn_net *net = l->p->net;
+    char name[512];
+    snprintf(name, sizeof name, "reformat %s %s", to_last ? "NCHW->NHWC" : "NHWC->NCHW",
+             net->tensors[orig].name);
+    int64_t c = 0;
+    int idx;
+    if (unit_spatial(l->p, orig, &c)) {
+        kn_tdata v;
+        int64_t four = 4;
+        KN_TRY(kn_tdata_alloc(&v, KILN_DTYPE_INT64, 1, &four));
+        int64_t shape_last[4] = {0, 1, 1, c}, shape_first[4] = {0, c, 1, 1};
+        memcpy(v.data, to_last ? shape_last : shape_first, sizeof shape_last);
+        int sh;
+        KN_TRY(kpass_add_const(net, "reformat_shape", &v, &sh));
+        int in[2] = {from, sh};
+        return kn_net_add_node(net, name, "Reshape", "", 14, 2, in, 1, &to, NULL);
+    }
+    KN_TRY(kn_net_add_node(net, name, "Transpose", "", 13, 1, &from, 1, &to, &idx));
+    static const int64_t perm_last[4] = {0, 2, 3, 1}, perm_first[4] = {0, 3, 1, 2};
+    return kn_node_set_ints(&net->nodes[idx], "perm", to_last ? perm_last : perm_first, 4);
+}
+
+/* The NHWC twin of original tensor t, made on first use. */
+static kiln_status nhwc_of(layout *l, int t, int *out) {
+    if (l->nh[t] < 0) {
+        char hint[512];
+        snprintf(hint, sizeof hint, "%s_nhwc", l->p->net->tensors[t].name);
+        int u;
+        KN_TRY(kn_net_new_tensor(l->p->net, hint, &u));
+        KN_TRY(add_reformat(l, t, u, t, true));
+        l->nh[t] = u;
+    }
+    *out = l->nh[t];
+    return KILN_OK;
+}
+
+/* Node i now writes an NHWC twin of its output; the original tensor is
+ * made from it by a reformat (removed later if nothing reads it). */
+static kiln_status redirect_output(layout *l, int i) {
+    kn_net *net = l->p->net;
+    int y = net->nodes[i].out[0];
+    char hint[512];
+    snprintf(hint, sizeof hint, "%s_nhwc", net->tensors[y].name);
+    int u;
+    KN_TRY(kn_net_new_tensor(net, hint, &u));
+    kpass_set_output(net, i, 0, u);
+    l->nh[y] = u;
+    return add_reformat(l, u, y, y, false);
+}
+
+static kiln_status convert_conv(layout *l, int i) {
+    kn_net *net = l->p->net;
+    int x, z = -1;
+    KN_TRY(nhwc_of(l, net->nodes[i].in[0], &x));
+    kn_node *n = &net->nodes[i];
+    if (kpass_is_kiln(n, "Conv") && n->n_in > 3 && n->in[3] >= 0) {
+        KN_TRY(nhwc_of(l, n->in[3], &z));
+        n = &net->nodes[i];
+    }
+    /* weights: [K, C/g, R, S] -> [K, R, S, C/g] (folded when constant) */
+    int w = n->in[1], wl;
+    char hint[512];
+    snprintf(hint, sizeof hint, "%s_krsc", net->tensors[w].name);
+    KN_TRY(kn_net_new_tensor(net, hint, &wl));
+    char name[512];
+    snprintf(name, sizeof name, "reformat KCRS->KRSC %s", net->tensors[w].name);
+    int t;
+    KN_TRY(kn_net_add_node(net, name, "Transpose", "", 13, 1, &w, 1, &wl, &t));
+    static const int64_t perm[4] = {0, 2, 3, 1};
+    KN_TRY(kn_node_set_ints(&net->nodes[t], "perm", perm, 4));
+    n = &net->nodes[i];
+    n->in[0] = x;
+    n->in[1] = wl;
+    if (z >= 0)
+        n->in[3] = z;
+    if (kpass_is(n, "Conv"))
+        KN_TRY(kpass_retype(n, "Conv", KN_DOMAIN_KILN, 1));
+    KN_TRY(kn_node_set_int(&net->nodes[i], "channels_last", 1));
+    return redirect_output(l, i);
+}
+
+/* Whether every 4-D input of node i has an NHWC twin (at least one does)
+ * and every other input is a single value. */
+static bool inputs_follow(const layout *l, const kn_node *n, bool binary) {
+    const kpass *p = l->p;
+    int y = n->out[0];
+    bool any = false;
+    for (int j = 0; j < n->n_in; j++) {
+        int t = n->in[j];
+        if (t < 0)
+            continue;
+        if (is_4d(p, t) && l->nh[t] >= 0) {
+            if (binary && !kpass_same_shape(p, t, y))
+                return false;
+            any = true;
+        } else if (!is_single(p, t)) {
+            return false;
+        }
+    }
+    return any;
+}
+
+static kiln_status convert_follower(layout *l, int i) {
+    kn_net *net = l->p->net;
+    kn_node *n = &net->nodes[i];
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] >= 0 && l->nh[n->in[j]] >= 0)
+            n->in[j] = l->nh[n->in[j]];
+    if (kpass_is(n, "MaxPool") || kpass_is(n, "AveragePool")) {
+        KN_TRY(kpass_retype(n, n->op_type, KN_DOMAIN_KILN, 1));
+        KN_TRY(kn_node_set_int(&net->nodes[i], "channels_last", 1));
+    } else if (kpass_is(n, "GlobalAveragePool") || kpass_is(n, "GlobalMaxPool")) {
+        bool avg = kpass_is(n, "GlobalAveragePool");
+        KN_TRY(kpass_retype(n, avg ? "ReduceMean" : "ReduceMax", "", 13));
+        static const int64_t axes[2] = {1, 2};
+        KN_TRY(kn_node_set_ints(&net->nodes[i], "axes", axes, 2));
+        KN_TRY(kn_node_set_int(&net->nodes[i], "keepdims", 1));
+    }
+    return redirect_output(l, i);
+}
+
+static bool follower_kind(const layout *l, const kn_node *n) {
+    const kpass *p = l->p;
+    if (n->n_out < 1 || n->out[0] < 0 || !is_4d(p, n->out[0]))
+        return false;
+    for (int j = 1; j < n->n_out; j++)
+        if (n->out[j] >= 0)
+            return false; /* MaxPool Indices and other second outputs */
+    if (kpass_is(n, "MaxPool") || kpass_is(n, "AveragePool") || kpass_is(n, "GlobalAveragePool") ||
+        kpass_is(n, "GlobalMaxPool"))
+        return n->n_in == 1 && is_4d(p, n->in[0]) && l->nh[n->in[0]] >= 0;
+    if (is_unary(n))
+        return inputs_follow(l, n, false);
+    if (is_binary(n))
+        return inputs_follow(l, n, true);
+    return false;
+}
+
+static bool enabled(const kpass *p) {
+    uint32_t f = p->b->flags;
+    if (f & KILN_BUILDER_FLAG_CHANNELS_LAST)
+        return true;
+    if (f & (KILN_BUILDER_FLAG_NO_FUSION | KILN_BUILDER_FLAG_REF_TACTICS))
+        return false;
+    return p->b->be && strcmp(p->b->be->name, "cuda") == 0;
+}
+
+kiln_status kpass_layout(kpass *p, int *changed) {
+    if (!enabled(p))
+        return KILN_OK;
+    KN_TRY(kpass_need_shapes(p));
+    if (p->shapes_state != 1)
+        return KILN_OK;
+    layout l = {p, (p->b->flags & KILN_BUILDER_FLAG_CHANNELS_LAST) != 0, NULL, 0};
+    /* twins are looked up by original tensors only; new tensors index past them */
+    l.nh = kn_malloc(sizeof(int) * (size_t)(p->n_tensors + 1));
+    if (!l.nh)
+        return KILN_ERR_OUT_OF_MEMORY;
+    for (int t = 0; t <= p->n_tensors; t++)
+        l.nh[t] = -1;
+    kiln_status st = KILN_OK;
+    int convs = 0, others = 0;
+    /* nodes are in topological order: a node's inputs are decided first */
+    for (int i = 0; i < p->n_nodes && st == KILN_OK; i++) {
+        const kn_node *n = &p->net->nodes[i];
+        if (n->dead)
+            continue;
+        if (conv_eligible(&l, n)) {
+            st = convert_conv(&l, i);
+            convs++;
+        } else if (follower_kind(&l, n)) {
+            st = convert_follower(&l, i);
+            others++;
+        }
+    }
+    kn_free(l.nh);
+    if (st != KILN_OK)
+        return st;
+    if (convs)
+        kn_log(KILN_LOG_VERBOSE, "layout: %d convolution(s) and %d other layer(s) channels-last",
+               convs, others);
+    *changed += convs + others;
+    return KILN_OK;
+}
