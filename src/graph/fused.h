@@ -12,6 +12,13 @@
  *               the ONNX pools (attributes as theirs, no Indices output) on
  *               channels-last X [N, S..., C] -> Y [N, S'..., C];
  *               channels_last must be 1.
+ * kiln::Attention
+ *               inputs Q [B, Sq, H, D], K [B, Sk, H, D], V [B, Sk, H, Dv],
+ *               M? (additive, broadcastable to [B, H, Sq, Sk]); attribute
+ *               scale (float, default 1).
+ *               Y [B, Sq, H, Dv] = softmax(scale * Q K^T + M) V per batch and
+ *               head (the builder's attention pass makes it from the
+ *               MatMul / Softmax / MatMul pattern with its transposes).
  * kiln::Gemm    inputs A, B, C?       attributes: those of ONNX Gemm, plus
  *               activation, alpha_act, beta_act.
  *               Y = act(alpha * A' B' + beta * C)

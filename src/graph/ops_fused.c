@@ -118,6 +118,42 @@ static kiln_status infer_fused_matmul(kn_infer *c) {
     return KILN_OK;
 }
 
+/* kiln::Attention: Q [B, Sq, H, D], K [B, Sk, H, D], V [B, Sk, H, Dv], an
+ * optional additive mask broadcastable to [B, H, Sq, Sk] -> Y [B, Sq, H, Dv]. */
+static kiln_status infer_attention(kn_infer *c) {
+    KN_TRY(need_real(c));
+    if (c->n_in < 3 || !kn_has_in(c, 0) || !kn_has_in(c, 1) || !kn_has_in(c, 2))
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "needs Q, K and V");
+    const kn_tinfo *q = &c->in[0], *k = &c->in[1], *v = &c->in[2];
+    if (q->rank != 4 || k->rank != 4 || v->rank != 4)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "Q, K, V must be [B, S, H, D] (ranks %d, %d, %d)",
+                             q->rank, k->rank, v->rank);
+    if (k->dtype != q->dtype || v->dtype != q->dtype)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "Q, K, V types differ");
+    if (k->dims[0] != q->dims[0] || v->dims[0] != q->dims[0] || k->dims[2] != q->dims[2] ||
+        v->dims[2] != q->dims[2] || k->dims[3] != q->dims[3] || v->dims[1] != k->dims[1])
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "Q, K, V shapes do not match");
+    if (kn_has_in(c, 3)) {
+        const kn_tinfo *m = &c->in[3];
+        int64_t full[4] = {q->dims[0], q->dims[2], q->dims[1], k->dims[1]};
+        if (m->rank > 4)
+            return kn_node_error(c->node, KILN_ERR_SHAPE, "mask rank %d > 4", m->rank);
+        for (int i = 1; i <= m->rank; i++) {
+            int64_t d = m->dims[m->rank - i];
+            if (d != 1 && d != full[4 - i])
+                return kn_node_error(c->node, KILN_ERR_SHAPE,
+                                     "mask does not broadcast to [B, H, Sq, Sk]");
+        }
+    }
+    c->out[0].dtype = q->dtype;
+    c->out[0].rank = 4;
+    c->out[0].dims[0] = q->dims[0];
+    c->out[0].dims[1] = q->dims[1];
+    c->out[0].dims[2] = q->dims[2];
+    c->out[0].dims[3] = v->dims[3];
+    return KILN_OK;
+}
+
 /* kiln::MaxPool / kiln::AveragePool: the ONNX pool on a channels-last X
  * (channels_last must be 1; one output, no Indices). */
 static kiln_status infer_pool_cl(kn_infer *c) {
@@ -133,6 +169,7 @@ const kn_op_schema kn_ops_fused[] = {
     {"Gemm", KN_DOMAIN_KILN, infer_fused_gemm, 0},
     {"MatMul", KN_DOMAIN_KILN, infer_fused_matmul, 0},
     {"MaxPool", KN_DOMAIN_KILN, infer_pool_cl, 0},
+    {"Attention", KN_DOMAIN_KILN, infer_attention, 0},
     {"AveragePool", KN_DOMAIN_KILN, infer_pool_cl, 0},
 };
 const size_t kn_ops_fused_count = KN_ARRAY_LEN(kn_ops_fused);

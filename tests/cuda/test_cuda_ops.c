@@ -1260,6 +1260,43 @@ static void test_channels_last(void) {
     conv_cl = false;
 }
 
+/* kiln::Attention: the tensor-core kernel (float16/bfloat16, head dims
+ * multiples of 16, keys up to 512, padded to 16) and the general one
+ * (float32, other head dims, more keys), with and without masks. */
+static void attention_case(kiln_dtype dt, const char *label, int64_t b, int64_t sq, int64_t sk,
+                           int64_t h, int64_t d, int64_t dv, int mask_rank, float scale) {
+    tc_begin("Attention", KN_DOMAIN_KILN, 1, dt == KILN_DTYPE_FLOAT ? 1e-4 : 2e-2, label);
+    tc_rand(dt, 4, D(b, sq, h, d), -1, 1);
+    tc_rand(dt, 4, D(b, sk, h, d), -1, 1);
+    tc_rand(dt, 4, D(b, sk, h, dv), -1, 1);
+    if (mask_rank == 4)
+        tc_rand(dt, 4, D(b, h, sq, sk), -4, 0);
+    else if (mask_rank == 2) /* [Sq, Sk], a causal-style mask shape */
+        tc_rand(KILN_DTYPE_FLOAT, 2, D(sq, sk), -4, 0);
+    else if (mask_rank == 1) /* [B, 1, 1, Sk] as BERT's padding mask */
+        tc_rand(dt, 4, D(b, 1, 1, sk), -10000, 0);
+    tc_node(1);
+    a_float("scale", scale);
+    tc_run();
+}
+
+static void test_attention(void) {
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        char l[128];
+        snprintf(l, sizeof l, "%s BERT-base head [2,128,12,64], padding mask", kiln_dtype_name(dt));
+        attention_case(dt, l, 2, 128, 128, 12, 64, 64, 1, 0.125f);
+        snprintf(l, sizeof l, "%s Sq 20, Sk 37 (padded keys), full mask", kiln_dtype_name(dt));
+        attention_case(dt, l, 2, 20, 37, 3, 32, 32, 4, 0.2f);
+        snprintf(l, sizeof l, "%s no mask, Dv 48 != D 16", kiln_dtype_name(dt));
+        attention_case(dt, l, 1, 70, 65, 2, 16, 48, 0, 1.f);
+        snprintf(l, sizeof l, "%s head dim 40 (general kernel), 2-D mask", kiln_dtype_name(dt));
+        attention_case(dt, l, 2, 9, 11, 4, 40, 40, 2, 0.15f);
+        snprintf(l, sizeof l, "%s 600 keys (general kernel)", kiln_dtype_name(dt));
+        attention_case(dt, l, 1, 5, 600, 2, 64, 64, 1, 0.125f);
+    }
+}
+
 /* ---------------- errors and the backend ---------------- */
 
 static void test_errors(void) {
@@ -1413,6 +1450,7 @@ int main(void) {
     test_gemm();
     test_conv();
     test_channels_last();
+    test_attention();
     if (!dry) {
         test_errors();
         cudaStreamDestroy(stream);

@@ -691,6 +691,76 @@ static void test_precision_follow(void) {
     kiln_network_destroy(net);
 }
 
+/* The attention pattern (BERT's export: per-head transposes, MatMul, a
+ * scalar Div, a mask Add, Softmax, MatMul, transpose back) becomes one
+ * kiln::Attention on the [B, S, H, D] projections. */
+static kiln_network *attention_net(bool tap_qt) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, 6, 8), NULL));
+    KT_OK(kiln_network_add_input(net, "mask", KILN_DTYPE_FLOAT, 4, DIMS(-1, 1, 1, 6), NULL));
+    iconst(net, "shape4", 1, DIMS(4), (const int64_t[]){0, 6, 2, 4});
+    iconst(net, "shape3", 1, DIMS(3), (const int64_t[]){0, 6, 8});
+    const char *names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+        char w[16], mm[16], r[16];
+        snprintf(w, sizeof w, "W%s", names[i]);
+        snprintf(mm, sizeof mm, "%s_mm", names[i]);
+        snprintf(r, sizeof r, "%s_r", names[i]);
+        fconst(net, w, 2, DIMS(8, 8), -0.5f, 1.f);
+        node(net, mm, "MatMul", 2, IN("x", w), mm);
+        node(net, r, "Reshape", 2, IN(mm, "shape4"), r);
+    }
+    int t = node(net, "qt", "Transpose", 1, IN("q_r"), "qt");
+    KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){0, 2, 1, 3}, 4));
+    t = node(net, "kt", "Transpose", 1, IN("k_r"), "kt");
+    KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){0, 2, 3, 1}, 4));
+    t = node(net, "vt", "Transpose", 1, IN("v_r"), "vt");
+    KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){0, 2, 1, 3}, 4));
+    node(net, "scores", "MatMul", 2, IN("qt", "kt"), "s");
+    fscalar(net, "sqrt_d", 2.f);
+    node(net, "scale", "Div", 2, IN("s", "sqrt_d"), "sd");
+    node(net, "add_mask", "Add", 2, IN("sd", "mask"), "sm");
+    int sm = node(net, "softmax", "Softmax", 1, IN("sm"), "p");
+    KT_OK(kiln_network_set_attr_int(net, sm, "axis", -1));
+    node(net, "context", "MatMul", 2, IN("p", "vt"), "o");
+    t = node(net, "ctx_t", "Transpose", 1, IN("o"), "ot");
+    KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){0, 2, 1, 3}, 4));
+    node(net, "ctx_r", "Reshape", 2, IN("ot", "shape3"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    if (tap_qt)
+        KT_OK(kiln_network_mark_output(net, "qt"));
+    return net;
+}
+
+static void test_attention(void) {
+    kiln_network *net = attention_net(false);
+    kn_net *o = optimized(net, 0, 1, 2, 3);
+    if (o) {
+        CHECK_OR_DUMP(count_op(o, KN_DOMAIN_KILN, "Attention") == 1 && count_op(o, "", "Softmax") == 0 &&
+                          count_op(o, "", "Transpose") == 0,
+                      o);
+        const kn_node *a = find_op(o, KN_DOMAIN_KILN, "Attention");
+        if (a) {
+            KT_NEAR(kn_attr_float(a, "scale", 0.f), 0.5, 1e-7);
+            KT_CHECK(a->n_in == 4 && strcmp(a->name, "scores + softmax") == 0);
+            KT_CHECK(kn_attr_find(a, "perm") == NULL);
+        }
+        compare(net, o, "attention", 2);
+        compare(net, o, "attention batch 3", 3);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+    /* an intermediate that is a graph output keeps the pattern apart */
+    net = attention_net(true);
+    o = optimized(net, 0, 1, 2, 3);
+    if (o) {
+        CHECK_OR_DUMP(count_op(o, KN_DOMAIN_KILN, "Attention") == 0, o);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* No fusion when an intermediate is a graph output. */
 static void test_no_fuse_output(void) {
     kiln_network *net;
@@ -1331,6 +1401,7 @@ int main(int argc, char **argv) {
     test_residual_dynamic();
     test_channels_last();
     test_precision_follow();
+    test_attention();
     test_guards();
     test_fold_limits();
     test_random_graphs();

@@ -130,6 +130,87 @@ static kiln_status fused_matmul_run(const kb_run *r) {
     return KILN_OK;
 }
 
+#ifdef _OPENMP
+#include <omp.h>
+static int kb_omp_thread(void) { return omp_get_thread_num(); }
+#else
+static int kb_omp_thread(void) { return 0; }
+#endif
+
+/* kiln::Attention (graph/fused.h), in float through staged copies: per
+ * batch, head and query row, scores over the keys, a max-subtracted
+ * softmax, then the weighted sum of V. */
+static kiln_status attention_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                     int n_in, const kb_tensor *out, int n_out, void **inst,
+                                     size_t *workspace) {
+    int64_t sk = in[1].dims[1];
+    *workspace = ((kb_stage_bytes(in, n_in, &out[0]) + 63u) & ~(size_t)63u) +
+                 (size_t)(sk > 0 ? sk : 1) * sizeof(float) * (size_t)kb_cpu_default_threads();
+    return KILN_OK;
+}
+
+static kiln_status attention_run(const kb_run *r) {
+    size_t sbytes = (kb_stage_bytes(r->in, r->n_in, &r->out[0]) + 63u) & ~(size_t)63u;
+    kb_staged st;
+    KN_TRY(stage(r, 0, &st));
+    const kb_tensor *q = &st.in[0], *k = &st.in[1], *v = &st.in[2];
+    const kb_tensor *m = present(r, 3) ? &st.in[3] : NULL;
+    int64_t B = q->dims[0], Sq = q->dims[1], H = q->dims[2], D = q->dims[3];
+    int64_t Sk = k->dims[1], Dv = v->dims[3];
+    float scale = kn_attr_float(r->node, "scale", 1.f);
+    int64_t ms[4] = {0, 0, 0, 0}; /* mask strides over [B, H, Sq, Sk], 0 where broadcast */
+    if (m) {
+        int64_t stride = 1;
+        for (int i = 1; i <= m->rank; i++) {
+            int64_t d = m->dims[m->rank - i];
+            ms[4 - i] = d == 1 ? 0 : stride;
+            stride *= d;
+        }
+    }
+    int nth = r->threads > 1 && B * H * Sq * Sk * D > 65536 ? r->threads : 1;
+    if (nth > kb_cpu_default_threads())
+        nth = kb_cpu_default_threads();
+    if (r->workspace_size < sbytes + (size_t)(Sk > 0 ? Sk : 1) * sizeof(float) * (size_t)nth)
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
+    float *scores = (float *)((uint8_t *)r->workspace + sbytes);
+    const float *Q = q->data, *K = k->data, *V = v->data, *M = m ? m->data : NULL;
+    float *Y = st.out.data;
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t row = 0; row < B * H * Sq; row++) {
+        int64_t b = row / (H * Sq), h = row / Sq % H, i = row % Sq;
+        float *sc = scores + (size_t)Sk * (size_t)kb_omp_thread();
+        const float *qr = Q + ((b * Sq + i) * H + h) * D;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < Sk; j++) {
+            const float *kr = K + ((b * Sk + j) * H + h) * D;
+            float acc = 0.f;
+            for (int64_t d = 0; d < D; d++)
+                acc += qr[d] * kr[d];
+            acc *= scale;
+            if (M)
+                acc += M[b * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]];
+            sc[j] = acc;
+            mx = acc > mx ? acc : mx;
+        }
+        float sum = 0.f;
+        for (int64_t j = 0; j < Sk; j++) {
+            sc[j] = expf(sc[j] - mx);
+            sum += sc[j];
+        }
+        float *yr = Y + ((b * Sq + i) * H + h) * Dv;
+        for (int64_t d = 0; d < Dv; d++)
+            yr[d] = 0.f;
+        for (int64_t j = 0; j < Sk; j++) {
+            const float *vr = V + ((b * Sk + j) * H + h) * Dv;
+            float p = sc[j] / sum;
+            for (int64_t d = 0; d < Dv; d++)
+                yr[d] += p * vr[d];
+        }
+    }
+    kb_stage_out(&st, &r->out[0]);
+    return KILN_OK;
+}
+
 /* kiln::Conv, either layout: channels-last runs on reordered copies of X,
  * W, Z and Y (k_layout.c). */
 static const kb_kernel fused_conv_cf = {"Conv", KN_DOMAIN_KILN, "ref", NULL, NULL, NULL,
@@ -159,6 +240,8 @@ static kiln_status pool_prepare(const void *state, const kn_node *node, const kb
 
 const kb_kernel kb_cpu_fused[] = {
     {"Conv", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, conv_prepare, kb_cl_release, kb_cl_run},
+    {"Attention", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, attention_prepare, NULL,
+     attention_run},
     {"MaxPool", KN_DOMAIN_KILN, "ref", sup_pool_cl, NULL, NULL, pool_prepare, kb_cl_release,
      kb_cl_run},
     {"AveragePool", KN_DOMAIN_KILN, "ref", sup_pool_cl, NULL, NULL, pool_prepare, kb_cl_release,

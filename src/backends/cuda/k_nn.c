@@ -10,6 +10,7 @@
 #include "graph/fused.h"
 #include "kc_common.h"
 #include "nn.cuh"
+#include "attention.cuh"
 
 static bool float_io(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                      int n_out) {
@@ -270,6 +271,56 @@ static kiln_status global_pool_run(const kb_run *r) {
     return KILN_OK;
 }
 
+/* ---------------- attention ---------------- */
+
+static bool is_float_type(kiln_dtype t) {
+    return t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_BFLOAT16;
+}
+
+static bool attention_supports(const kn_node *node, const kn_tinfo *in, int n_in,
+                               const kn_tinfo *out, int n_out) {
+    if (n_in < 3 || n_out < 1 || !is_float_type(in[0].dtype))
+        return false;
+    for (int i = 1; i < 3; i++)
+        if (in[i].dtype != in[0].dtype || in[i].rank != 4)
+            return false;
+    if (n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED && !is_float_type(in[3].dtype))
+        return false;
+    return in[0].rank == 4 && out[0].dtype == in[0].dtype && in[0].dims[3] <= 256 &&
+           in[2].dims[3] <= 256;
+}
+
+static kiln_status attention_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                     int n_in, const kb_tensor *out, int n_out, void **inst,
+                                     size_t *workspace) {
+    *workspace = 0;
+    KC_CUDA(node, kc_attention_setup());
+    return KILN_OK;
+}
+
+static kiln_status attention_run(const kb_run *r) {
+    const kb_tensor *q = &r->in[0], *k = &r->in[1], *v = &r->in[2];
+    const kb_tensor *m = kc_present(r->in, r->n_in, 3) ? &r->in[3] : NULL;
+    kc_attn a;
+    memset(&a, 0, sizeof a);
+    a.b = q->dims[0], a.sq = q->dims[1], a.h = q->dims[2], a.d = q->dims[3];
+    a.sk = k->dims[1], a.dv = v->dims[3];
+    a.scale = kn_attr_float(r->node, "scale", 1.f);
+    a.dt = q->dtype;
+    a.mask_dt = m ? m->dtype : KILN_DTYPE_UNDEFINED;
+    if (m) { /* right-aligned against [B, H, Sq, Sk]; broadcast dims get stride 0 */
+        int64_t stride = 1;
+        for (int i = 1; i <= m->rank && i <= 4; i++) {
+            int64_t d = m->dims[m->rank - i];
+            a.mstride[4 - i] = d == 1 ? 0 : stride;
+            stride *= d;
+        }
+    }
+    KC_CUDA(r->node, kc_attention(q->data, k->data, v->data, m ? m->data : NULL, r->out[0].data, &a,
+                                  kc_stream(r)));
+    return KILN_OK;
+}
+
 #define K_RED(name) {name, "", "cuda", reduce_supports, NULL, NULL, NULL, NULL, reduce_run}
 
 const kb_kernel kb_cuda_nn[] = {
@@ -282,6 +333,8 @@ const kb_kernel kb_cuda_nn[] = {
     K_RED("ReduceLogSum"),
     {"MaxPool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
+    {"Attention", KN_DOMAIN_KILN, "cuda", attention_supports, NULL, NULL, attention_prepare, NULL,
+     attention_run},
     {"MaxPool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"GlobalAveragePool", "", "cuda", float_io, NULL, NULL, NULL, NULL, global_pool_run},

@@ -507,6 +507,63 @@ __global__ void pool_kernel(const void *x, void *y, kiln_dtype dt, int64_t *indi
     }
 }
 
+/* Channels-last 2-D pooling on packs of 16 bytes: one thread owns V channels
+ * of one output pixel, so every load and store is one coalesced vector. */
+template <typename T>
+__global__ void pool_nhwc_kernel(const T *__restrict__ x, T *__restrict__ y, const kc_pool p,
+                                 int64_t total) {
+    constexpr int V = 16 / sizeof(T);
+    typedef kc_pack<T, V> TP;
+    const int cv = (int)(p.channels / V);
+    const int ih = (int)p.in[1], iw = (int)p.in[2], oh = (int)p.out[1], ow = (int)p.out[2];
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int c = (int)(i % cv);
+        int64_t pix = i / cv;
+        const int q = (int)(pix % ow);
+        pix /= ow;
+        const int r = (int)(pix % oh);
+        const int64_t n = pix / oh;
+        float acc[V];
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            acc[k] = p.max ? -INFINITY : 0.f;
+        int count = 0;
+        const int h0 = r * (int)p.stride[1] - (int)p.pad0[1];
+        const int w0 = q * (int)p.stride[2] - (int)p.pad0[2];
+        for (int kh = 0; kh < (int)p.kernel[1]; kh++) {
+            const int h = h0 + kh * (int)p.dil[1];
+            const bool hin = h >= 0 && h < ih;
+            const bool hpad = h >= -(int)p.pad0[1] && h < ih + (int)p.pad1[1];
+            for (int kw = 0; kw < (int)p.kernel[2]; kw++) {
+                const int w = w0 + kw * (int)p.dil[2];
+                if (hin && w >= 0 && w < iw) {
+                    TP v = reinterpret_cast<const TP *>(x)[((n * ih + h) * iw + w) * cv + c];
+#pragma unroll
+                    for (int k = 0; k < V; k++)
+                        acc[k] = p.max ? fmaxf(acc[k], kc_tof(v.v[k])) : acc[k] + kc_tof(v.v[k]);
+                    count++;
+                } else if (p.include_pad && hpad && w >= -(int)p.pad0[2] && w < iw + (int)p.pad1[2]) {
+                    count++;
+                }
+            }
+        }
+        TP o;
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            o.v[k] = kc_fromf<T>(p.max ? acc[k] : (count ? acc[k] / (float)count : 0.f));
+        reinterpret_cast<TP *>(y)[i] = o;
+    }
+}
+
+template <typename T>
+static cudaError_t pool_nhwc(const void *x, void *y, const kc_pool *p, cudaStream_t stream) {
+    int64_t total = p->planes * p->out[1] * p->out[2] * (p->channels / (16 / (int64_t)sizeof(T)));
+    pool_nhwc_kernel<T><<<kc_blocks(total, KC_THREADS), KC_THREADS, 0, stream>>>(
+        (const T *)x, (T *)y, *p, total);
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t kc_pool_run(const void *x, void *y, kiln_dtype dt, int64_t *indices,
                                    const kc_pool *p, cudaStream_t stream) {
     if (!p || p->nsp < 1 || p->nsp > 3)
@@ -518,6 +575,17 @@ extern "C" cudaError_t kc_pool_run(const void *x, void *y, kiln_dtype dt, int64_
         return cudaSuccess;
     if (!x || !y)
         return cudaErrorInvalidValue;
+    /* channels-last 2-D with whole 16-byte packs of channels and aligned rows */
+    size_t es = kiln_dtype_size(dt);
+    bool packs = p->channels > 1 && p->nsp == 2 && p->in[0] == 1 && !indices &&
+                 ((uintptr_t)x % 16) == 0 && ((uintptr_t)y % 16) == 0 &&
+                 (p->channels * (int64_t)es) % 16 == 0 && p->in[1] < (1 << 30) && p->in[2] < (1 << 30);
+    if (packs && dt == KILN_DTYPE_FLOAT16)
+        return pool_nhwc<__half>(x, y, p, stream);
+    if (packs && dt == KILN_DTYPE_BFLOAT16)
+        return pool_nhwc<__nv_bfloat16>(x, y, p, stream);
+    if (packs && dt == KILN_DTYPE_FLOAT)
+        return pool_nhwc<float>(x, y, p, stream);
     pool_kernel<<<kc_blocks(total, KC_THREADS), KC_THREADS, 0, stream>>>(x, y, dt, indices, *p, total);
     return cudaGetLastError();
 }

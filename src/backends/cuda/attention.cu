@@ -1,0 +1,269 @@
+/* attention.cu - fused multi-head attention (attention.cuh).
+ *
+ * Tensor-core kernel (float16 / bfloat16, head dims multiples of 16 up to
+ * 128, up to 512 keys): one block per (query tile of 64 rows, head, batch),
+ * four warps of 16 query rows. The block copies the head's K and V rows into
+ * shared memory (zero rows pad the keys to a multiple of 16); each warp then
+ * computes its 16 x Sk scores with WMMA (float accumulation), applies scale
+ * and mask and an exact softmax in float in shared memory, and multiplies
+ * the probabilities (rounded to the input type) by V with WMMA. Q, K, V and
+ * Y are read and written in their [B, S, H, D] layout: no transposes, and
+ * the [B, H, Sq, Sk] scores never reach memory.
+ *
+ * General kernel (any real type and head dims up to 256, any key count):
+ * one warp per query row, one pass over the keys with a running max and sum
+ * (online softmax), float arithmetic throughout. */
+#include <mma.h>
+
+#include "attention.cuh"
+#include "kc_dev.cuh"
+
+using namespace nvcuda;
+
+#define ATT_WARPS 4
+#define ATT_TC_MAX_SMEM (200 * 1024)
+
+/* Shared memory of the tensor-core kernel, in bytes from the start. */
+typedef struct att_layout {
+    int skp, ldk, ldv, ldq, lds, ldp;
+    size_t k_off, v_off, warp_off, warp_bytes, q_off, s_off, p_off, total;
+} att_layout;
+
+static __host__ __device__ size_t att_align(size_t v) { return (v + 31u) & ~(size_t)31u; }
+
+static __host__ __device__ att_layout att_plan(int sk, int d, int dv) {
+    att_layout L;
+    L.skp = (sk + 15) / 16 * 16;
+    L.ldk = d + 8;
+    L.ldv = dv + 8;
+    L.ldq = d + 8;
+    L.lds = (L.skp > dv ? L.skp : dv) + 4; /* floats */
+    L.ldp = L.skp + 8;
+    L.k_off = 0;
+    L.v_off = att_align(L.k_off + (size_t)L.skp * L.ldk * 2);
+    L.warp_off = att_align(L.v_off + (size_t)L.skp * L.ldv * 2);
+    L.q_off = 0;
+    L.s_off = att_align(L.q_off + (size_t)16 * L.ldq * 2);
+    L.p_off = att_align(L.s_off + (size_t)16 * L.lds * 4);
+    L.warp_bytes = att_align(L.p_off + (size_t)16 * L.ldp * 2);
+    L.total = L.warp_off + ATT_WARPS * L.warp_bytes;
+    return L;
+}
+
+template <typename T> __device__ __forceinline__ T att_from(float v);
+template <> __device__ __forceinline__ __half att_from<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 att_from<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_tc_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
+                   const void *__restrict__ mask, T *__restrict__ y, const kc_attn a) {
+    extern __shared__ __align__(32) unsigned char smem[];
+    const att_layout L = att_plan((int)a.sk, (int)a.d, (int)a.dv);
+    const int64_t b = blockIdx.z, h = blockIdx.y;
+    const int d = (int)a.d, dv = (int)a.dv, sk = (int)a.sk, H = (int)a.h;
+    T *Ks = reinterpret_cast<T *>(smem + L.k_off);
+    T *Vs = reinterpret_cast<T *>(smem + L.v_off);
+    /* the head's K and V rows, 16 bytes at a time; zero rows pad the keys */
+    const int kv8 = d / 8, vv8 = dv / 8;
+    for (int idx = threadIdx.x; idx < L.skp * kv8; idx += blockDim.x) {
+        int j = idx / kv8, c = idx % kv8;
+        uint4 val = make_uint4(0, 0, 0, 0);
+        if (j < sk)
+            val = *reinterpret_cast<const uint4 *>(k + ((b * a.sk + j) * H + h) * d + c * 8);
+        *reinterpret_cast<uint4 *>(Ks + j * L.ldk + c * 8) = val;
+    }
+    for (int idx = threadIdx.x; idx < L.skp * vv8; idx += blockDim.x) {
+        int j = idx / vv8, c = idx % vv8;
+        uint4 val = make_uint4(0, 0, 0, 0);
+        if (j < sk)
+            val = *reinterpret_cast<const uint4 *>(v + ((b * a.sk + j) * H + h) * dv + c * 8);
+        *reinterpret_cast<uint4 *>(Vs + j * L.ldv + c * 8) = val;
+    }
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t r0 = (int64_t)blockIdx.x * (ATT_WARPS * 16) + warp * 16;
+    if (r0 >= a.sq)
+        return;
+    unsigned char *wbase = smem + L.warp_off + (size_t)warp * L.warp_bytes;
+    T *Qs = reinterpret_cast<T *>(wbase + L.q_off);
+    float *Ss = reinterpret_cast<float *>(wbase + L.s_off);
+    T *Ps = reinterpret_cast<T *>(wbase + L.p_off);
+    for (int idx = lane; idx < 16 * kv8; idx += 32) {
+        int r = idx / kv8, c = idx % kv8;
+        uint4 val = make_uint4(0, 0, 0, 0);
+        if (r0 + r < a.sq)
+            val = *reinterpret_cast<const uint4 *>(q + ((b * a.sq + r0 + r) * H + h) * d + c * 8);
+        *reinterpret_cast<uint4 *>(Qs + r * L.ldq + c * 8) = val;
+    }
+    __syncwarp();
+    /* S = Q K^T: K rows in shared memory are K^T's columns */
+    for (int n0 = 0; n0 < L.skp; n0 += 16) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::fill_fragment(acc, 0.f);
+        for (int k0 = 0; k0 < d; k0 += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
+            wmma::load_matrix_sync(fa, Qs + k0, L.ldq);
+            wmma::load_matrix_sync(fb, Ks + n0 * L.ldk + k0, L.ldk);
+            wmma::mma_sync(acc, fa, fb, acc);
+        }
+        wmma::store_matrix_sync(Ss + n0, acc, L.lds, wmma::mem_row_major);
+    }
+    __syncwarp();
+    /* scale, mask and an exact softmax per row, in float */
+    for (int r = 0; r < 16; r++) {
+        const int64_t qi = r0 + r;
+        float *srow = Ss + r * L.lds;
+        float mx = -INFINITY;
+        for (int j = lane; j < L.skp; j += 32) {
+            float s = -INFINITY;
+            if (j < sk && qi < a.sq) {
+                s = srow[j] * a.scale;
+                if (mask)
+                    s += kc_ld_f(mask, a.mask_dt, b * a.mstride[0] + h * a.mstride[1] +
+                                                      qi * a.mstride[2] + j * a.mstride[3]);
+            }
+            srow[j] = s;
+            mx = fmaxf(mx, s);
+        }
+        mx = kc_warp_max(mx);
+        float sum = 0.f;
+        for (int j = lane; j < L.skp; j += 32) {
+            float e = j < sk ? __expf(srow[j] - mx) : 0.f;
+            srow[j] = e;
+            sum += e;
+        }
+        sum = kc_warp_sum(sum);
+        const float inv = 1.f / sum;
+        for (int j = lane; j < L.skp; j += 32)
+            Ps[r * L.ldp + j] = att_from<T>(qi < a.sq ? srow[j] * inv : 0.f);
+    }
+    __syncwarp();
+    /* O = P V, staged through the score rows (no longer needed) */
+    for (int n0 = 0; n0 < dv; n0 += 16) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::fill_fragment(acc, 0.f);
+        for (int k0 = 0; k0 < L.skp; k0 += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+            wmma::load_matrix_sync(fa, Ps + k0, L.ldp);
+            wmma::load_matrix_sync(fb, Vs + k0 * L.ldv + n0, L.ldv);
+            wmma::mma_sync(acc, fa, fb, acc);
+        }
+        wmma::store_matrix_sync(Ss + n0, acc, L.lds, wmma::mem_row_major);
+    }
+    __syncwarp();
+    for (int idx = lane; idx < 16 * dv; idx += 32) {
+        int r = idx / dv, c = idx % dv;
+        if (r0 + r < a.sq)
+            y[((b * a.sq + r0 + r) * H + h) * dv + c] = att_from<T>(Ss[r * L.lds + c]);
+    }
+}
+
+#define ATT_SIMT_REGS 8 /* head dims up to 256 */
+
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_simt_kernel(const void *__restrict__ q, const void *__restrict__ k,
+                     const void *__restrict__ v, const void *__restrict__ mask, void *__restrict__ y,
+                     const kc_attn a, int64_t rows) {
+    const int lane = threadIdx.x % 32;
+    const int64_t row = (int64_t)blockIdx.x * ATT_WARPS + threadIdx.x / 32;
+    if (row >= rows)
+        return;
+    const int64_t b = row / (a.h * a.sq), h = row / a.sq % a.h, i = row % a.sq;
+    float qv[ATT_SIMT_REGS], o[ATT_SIMT_REGS];
+#pragma unroll
+    for (int t = 0; t < ATT_SIMT_REGS; t++) {
+        int64_t dd = lane + 32 * t;
+        qv[t] = dd < a.d ? kc_ld_f(q, a.dt, ((b * a.sq + i) * a.h + h) * a.d + dd) : 0.f;
+        o[t] = 0.f;
+    }
+    float m = -INFINITY, l = 0.f;
+    for (int64_t j = 0; j < a.sk; j++) {
+        const int64_t kb = ((b * a.sk + j) * a.h + h) * a.d;
+        float part = 0.f;
+#pragma unroll
+        for (int t = 0; t < ATT_SIMT_REGS; t++) {
+            int64_t dd = lane + 32 * t;
+            if (dd < a.d)
+                part += qv[t] * kc_ld_f(k, a.dt, kb + dd);
+        }
+        float s = kc_warp_sum(part) * a.scale;
+        if (mask)
+            s += kc_ld_f(mask, a.mask_dt,
+                         b * a.mstride[0] + h * a.mstride[1] + i * a.mstride[2] + j * a.mstride[3]);
+        const float mn = fmaxf(m, s);
+        if (mn == -INFINITY)
+            continue; /* every key so far is masked out */
+        const float corr = __expf(m - mn), p = __expf(s - mn);
+        l = l * corr + p;
+        const int64_t vb = ((b * a.sk + j) * a.h + h) * a.dv;
+#pragma unroll
+        for (int t = 0; t < ATT_SIMT_REGS; t++) {
+            int64_t dd = lane + 32 * t;
+            if (dd < a.dv)
+                o[t] = o[t] * corr + p * kc_ld_f(v, a.dt, vb + dd);
+        }
+        m = mn;
+    }
+    const float inv = 1.f / l; /* every key masked: 0 / 0, NaN as the reference gives */
+#pragma unroll
+    for (int t = 0; t < ATT_SIMT_REGS; t++) {
+        int64_t dd = lane + 32 * t;
+        if (dd < a.dv)
+            kc_st_f(y, a.dt, ((b * a.sq + i) * a.h + h) * a.dv + dd, l > 0.f ? o[t] * inv : NAN);
+    }
+}
+
+extern "C" int kc_attn_uses_tensor_cores(const kc_attn *a) {
+    if (a->dt != KILN_DTYPE_FLOAT16 && a->dt != KILN_DTYPE_BFLOAT16)
+        return 0;
+    if (a->d % 16 || a->dv % 16 || a->d > 128 || a->dv > 128 || a->sk > 512 || a->sk < 1)
+        return 0;
+    if (a->b > 65535 || a->h > 65535)
+        return 0;
+    return att_plan((int)a->sk, (int)a->d, (int)a->dv).total <= ATT_TC_MAX_SMEM;
+}
+
+template <typename T>
+static cudaError_t launch_tc(const void *q, const void *k, const void *v, const void *mask, void *y,
+                             const kc_attn *a, cudaStream_t stream) {
+    size_t bytes = att_plan((int)a->sk, (int)a->d, (int)a->dv).total;
+    dim3 grid((unsigned)((a->sq + ATT_WARPS * 16 - 1) / (ATT_WARPS * 16)), (unsigned)a->h,
+              (unsigned)a->b);
+    attn_tc_kernel<T><<<grid, ATT_WARPS * 32, bytes, stream>>>((const T *)q, (const T *)k,
+                                                               (const T *)v, mask, (T *)y, *a);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kc_attention_setup(void) {
+    cudaError_t e = cudaFuncSetAttribute(attn_tc_kernel<__half>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, ATT_TC_MAX_SMEM);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_tc_kernel<__nv_bfloat16>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ATT_TC_MAX_SMEM);
+    return e;
+}
+
+extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v, const void *mask,
+                                    void *y, const kc_attn *a, cudaStream_t stream) {
+    if (!a || a->d < 1 || a->dv < 1 || a->d > 32 * ATT_SIMT_REGS || a->dv > 32 * ATT_SIMT_REGS)
+        return cudaErrorInvalidValue;
+    int64_t rows = a->b * a->h * a->sq;
+    if (rows <= 0)
+        return cudaSuccess;
+    bool aligned = ((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)y) % 16 == 0;
+    if (aligned && kc_attn_uses_tensor_cores(a)) {
+        if (a->dt == KILN_DTYPE_FLOAT16)
+            return launch_tc<__half>(q, k, v, mask, y, a, stream);
+        return launch_tc<__nv_bfloat16>(q, k, v, mask, y, a, stream);
+    }
+    int64_t blocks = (rows + ATT_WARPS - 1) / ATT_WARPS;
+    if (blocks > 0x7fffffff)
+        return cudaErrorInvalidValue;
+    attn_simt_kernel<<<(unsigned)blocks, ATT_WARPS * 32, 0, stream>>>(q, k, v, mask, y, *a, rows);
+    return cudaGetLastError();
+}

@@ -1,0 +1,36 @@
+/* attention.cuh - the fused multi-head attention kernels behind
+ * kiln::Attention (graph/fused.h): Y = softmax(scale * Q K^T + M) V per batch
+ * and head, on [B, S, H, D] tensors read and written in place. */
+#ifndef KILN_CUDA_ATTENTION_CUH
+#define KILN_CUDA_ATTENTION_CUH
+
+#include <cuda_runtime_api.h>
+
+#include "kc_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kc_attn {
+    int64_t b, h, sq, sk, d, dv;
+    float scale;
+    kiln_dtype dt;          /* Q, K, V and Y */
+    kiln_dtype mask_dt;     /* UNDEFINED: no mask */
+    int64_t mstride[4];     /* mask element strides over [B, H, Sq, Sk], 0 = broadcast */
+} kc_attn;
+
+/* Whether the tensor-core kernel takes these shapes (float16/bfloat16, head
+ * dims multiples of 16 up to 128, keys up to 512); otherwise the general
+ * kernel runs. */
+int kc_attn_uses_tensor_cores(const kc_attn *a);
+/* The shared-memory opt-in of the tensor-core kernel; call before launching
+ * (not during graph capture). */
+cudaError_t kc_attention_setup(void);
+cudaError_t kc_attention(const void *q, const void *k, const void *v, const void *mask, void *y,
+                         const kc_attn *a, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
