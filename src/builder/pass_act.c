@@ -2,6 +2,7 @@
  *   MatMul + Add(constant bias along the last dim)  -> kiln::MatMul(A, B, bias)
  *   Gemm without C + Add(constant broadcast to Y)   -> Gemm with C
  *   Conv + Add(residual of Y's shape)               -> kiln::Conv(X, W, B, Z)
+ *   kiln::MatMul + Add(residual of Y's shape)       -> kiln::MatMul(A, B, bias, Z)
  *   Conv / Gemm / MatMul + activation               -> kiln::* with `activation`
  *   (x * Sigmoid(x) counts as the Silu activation, x * HardSigmoid(x) with
  *   alpha 1/6 and beta 1/2 as HardSwish).
@@ -197,7 +198,8 @@ static kiln_status fuse_gemm_bias(kpass *p, int i, bool *done) {
     return KILN_OK;
 }
 
-/* Conv + Add(residual z of y's shape) -> kiln::Conv with Z. */
+/* Conv or kiln::MatMul + Add(residual z of y's shape) -> kiln::Conv /
+ * kiln::MatMul with Z (a transformer's skip connection rides the GEMM). */
 static kiln_status fuse_residual(kpass *p, int i, bool *done) {
     kn_net *net = p->net;
     kn_node *n = &net->nodes[i];
@@ -217,8 +219,8 @@ static kiln_status fuse_residual(kpass *p, int i, bool *done) {
         return KILN_OK;
     KN_TRY(to_kiln(n));
     KN_TRY(kpass_set_input(&net->nodes[i], 3, z));
-    kn_log(KILN_LOG_VERBOSE, "bias-activation: Conv '%s' + residual Add '%s' -> kiln::Conv",
-           net->nodes[i].name, net->nodes[ai].name);
+    kn_log(KILN_LOG_VERBOSE, "bias-activation: %s '%s' + residual Add '%s' -> kiln::%s",
+           net->nodes[i].op_type, net->nodes[i].name, net->nodes[ai].name, net->nodes[i].op_type);
     KN_TRY(absorb(p, i, ai));
     *done = true;
     return KILN_OK;
@@ -327,7 +329,7 @@ kiln_status kpass_bias_act(kpass *p, int *changed) {
             KN_TRY(fuse_matmul_bias(p, i, &done));
         else if (m == MOP_GEMM && plain)
             KN_TRY(fuse_gemm_bias(p, i, &done));
-        else if (m == MOP_CONV)
+        else if (m == MOP_CONV || m == MOP_MATMUL) /* kiln::MatMul: bias first */
             KN_TRY(fuse_residual(p, i, &done));
         if (!done)
             KN_TRY(fuse_activation(p, i, m, &done));

@@ -22,8 +22,9 @@
  * kiln::Gemm    inputs A, B, C?       attributes: those of ONNX Gemm, plus
  *               activation, alpha_act, beta_act.
  *               Y = act(alpha * A' B' + beta * C)
- * kiln::MatMul  inputs A, B, bias?    attributes: activation, alpha, beta.
- *               Y = act(A @ B + bias), bias broadcast to Y (usually [N]).
+ * kiln::MatMul  inputs A, B, bias?, Z?  attributes: activation, alpha, beta.
+ *               Y = act(A @ B + bias + Z), bias broadcast to Y (usually [N]),
+ *               Z (a residual) of Y's shape.
  * kiln::ElementwiseChain
  *               inputs X0..Xk (broadcastable to one output shape).
  *               attributes: ops (strings: op names as in ONNX, e.g. "Add",

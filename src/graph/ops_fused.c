@@ -115,6 +115,12 @@ static kiln_status infer_fused_matmul(kn_infer *c) {
     KN_TRY(infer_as(c, "MatMul", 2));
     if (kn_has_in(c, 2) && !broadcasts_to(&c->in[2], &c->out[0]))
         return kn_node_error(c->node, KILN_ERR_SHAPE, "bias does not broadcast to the output");
+    if (kn_has_in(c, 3)) {
+        const kn_tinfo *z = &c->in[3], *y = &c->out[0];
+        if (z->rank != y->rank || memcmp(z->dims, y->dims, sizeof(int64_t) * (size_t)y->rank))
+            return kn_node_error(c->node, KILN_ERR_SHAPE,
+                                 "the residual Z must have the output's shape");
+    }
     return KILN_OK;
 }
 

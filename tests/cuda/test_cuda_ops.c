@@ -1100,6 +1100,22 @@ static void test_gemm(void) {
             a_str("activation", acts[a]);
             tc_run();
         }
+        /* the transformer skip connection: bias + residual Z in cuBLASLt's epilogue */
+        static const char *const zacts[] = {"", "Relu", "Gelu"};
+        for (size_t a = 0; a < KN_ARRAY_LEN(zacts); a++) {
+            snprintf(l, sizeof l, "%s bias + residual Z + '%s'", tn, zacts[a]);
+            tc_begin("MatMul", KN_DOMAIN_KILN, 1, tol, l);
+            tc_rand(dt, 3, D(2, 64, 256), -1, 1);
+            tc_rand(dt, 2, D(256, 192), -0.2, 0.2);
+            if (a == 2)
+                tc_absent();
+            else
+                tc_rand(dt, 1, D(192), -1, 1);
+            tc_rand(dt, 3, D(2, 64, 192), -1, 1);
+            tc_node(1);
+            a_str("activation", zacts[a]);
+            tc_run();
+        }
         snprintf(l, sizeof l, "%s transB + C + LeakyRelu", tn);
         tc_begin("Gemm", KN_DOMAIN_KILN, 1, tol, l);
         tc_rand(dt, 2, D(16, 96), -1, 1);

@@ -44,6 +44,9 @@ const kb_kernel kb_cpu_fast[] = {
     FAST("AveragePool", "", "dnnl", kf_pool_supports, NULL, NULL, kf_pool_prepare),
     FAST("GlobalAveragePool", "", "dnnl", kf_pool_supports, NULL, NULL, kf_pool_prepare),
     FAST("GlobalMaxPool", "", "dnnl", kf_pool_supports, NULL, NULL, kf_pool_prepare),
+    /* the reference's blocked attention on oneDNN's sgemm */
+    {"Attention", "kiln", "dnnl", kf_attention_supports, NULL, NULL, kf_attention_prepare, NULL,
+     kf_attention_run},
 };
 const size_t kb_cpu_fast_count = KN_ARRAY_LEN(kb_cpu_fast);
 #else

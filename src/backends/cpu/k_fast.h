@@ -103,6 +103,14 @@ KN_HIDDEN kiln_status kf_make_pd(const kn_node *n, const void *desc, dnnl_post_o
                                  const char *what, dnnl_primitive_desc_t *pd);
 /* The run of every oneDNN tactic: bind memories, prefill, execute, wait. */
 KN_HIDDEN kiln_status kf_run(const kb_run *r);
+/* kiln::Attention with oneDNN's sgemm (k_fast_misc.c). */
+KN_HIDDEN bool kf_attention_supports(const kn_node *n, const kn_tinfo *in, int n_in,
+                                     const kn_tinfo *out, int n_out);
+KN_HIDDEN kiln_status kf_attention_prepare(const void *state, const kn_node *n, const kb_tensor *in,
+                                           int n_in, const kb_tensor *out, int n_out, void **inst,
+                                           size_t *workspace);
+KN_HIDDEN kiln_status kf_attention_run(const kb_run *r);
+
 #endif /* KILN_HAVE_DNNL */
 
 /* Kernel entry points of the helper files, gathered into kb_cpu_fast by

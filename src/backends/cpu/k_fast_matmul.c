@@ -68,6 +68,10 @@ bool kf_matmul_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn
                 bias->dims[bias->rank - 1] != nn || numel(bias->rank, bias->dims) != nn)
                 return false;
         }
+        if (n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED && /* residual Z: Y's shape */
+            (in[3].dtype != KILN_DTYPE_FLOAT || in[3].rank != y->rank ||
+             memcmp(in[3].dims, y->dims, sizeof(int64_t) * (size_t)y->rank) != 0))
+            return false;
         float al, be;
         if (kf_act_from_node(n, "alpha", "beta", &al, &be) == KB_ACT_INVALID)
             return false;
@@ -104,6 +108,7 @@ static kiln_status matmul_build(const kn_node *n, const kb_tensor *in, int n_in,
     for (int i = 0; i < md_nd; i++)
         biasd[i] = i == md_nd - 1 ? nn : 1;
     bool has_bias = is_fused(n) && n_in > 2 && in[2].dtype == KILN_DTYPE_FLOAT;
+    bool has_z = is_fused(n) && n_in > 3 && in[3].dtype == KILN_DTYPE_FLOAT;
     float al = 0.f, be = 0.f;
     kb_act act = is_fused(n) ? kf_act_from_node(n, "alpha", "beta", &al, &be) : KB_ACT_NONE;
 
@@ -123,7 +128,11 @@ static kiln_status matmul_build(const kn_node *n, const kb_tensor *in, int n_in,
     KF_TRY(n, dnnl_matmul_desc_init(&mmd, &a_md, &b_c, has_bias ? &bias_md : NULL, &y_md));
     dnnl_post_ops_t po;
     KF_TRY(n, dnnl_post_ops_create(&po));
-    kiln_status st = kf_check(n, kf_append_act(po, act, al, be), "adding the activation");
+    kiln_status st = KILN_OK;
+    if (has_z) /* the residual: Z is copied into Y, which the sum post-op adds */
+        st = kf_check(n, dnnl_post_ops_append_sum(po, 1.f), "adding the residual");
+    if (st == KILN_OK)
+        st = kf_check(n, kf_append_act(po, act, al, be), "adding the activation");
     if (st != KILN_OK) {
         dnnl_post_ops_destroy(po);
         return st;
@@ -140,6 +149,12 @@ static kiln_status matmul_build(const kn_node *n, const kb_tensor *in, int n_in,
         st = kf_mem(n, inst, &y_md, KF_OUT, 0, 0, &ym);
     if (st == KILN_OK && has_bias)
         st = kf_mem(n, inst, &bias_md, KF_IN, 2, 0, &biasm);
+    if (st == KILN_OK && has_z) {
+        dnnl_memory_t zm;
+        st = kf_mem(n, inst, &y_md, KF_IN, 3, 0, &zm);
+        if (st == KILN_OK)
+            st = kf_reorder_add(n, inst, &y_md, zm, &y_md, ym);
+    }
     if (st != KILN_OK) {
         dnnl_primitive_desc_destroy(pd);
         return st;

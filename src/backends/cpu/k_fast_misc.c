@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backends/cpu/k_fast.h"
+#include "backends/cpu/k_nn.h"
 
 static int64_t prod(const int64_t *d, int from, int to) {
     int64_t n = 1;
@@ -297,4 +298,33 @@ kiln_status kf_pool_prepare(const void *state, const kn_node *n, const kb_tensor
     KN_TRY(make_pd(n, &pdsc, &pd, "creating the pooling"));
     return single(n, pd, &xm, &ym, NULL, 0, inst, workspace);
 }
+
+/* ---------------- kiln::Attention ---------------- */
+
+static void att_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                      float *c, int64_t ldc, int threads) {
+    (void)threads; /* one call per job; jobs run in parallel */
+    dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+bool kf_attention_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                           int n_out) {
+    (void)n;
+    if (n_in < 3 || n_in > 4 || n_out < 1)
+        return false;
+    for (int i = 0; i < n_in; i++)
+        if (in[i].dtype != KILN_DTYPE_UNDEFINED && !kb_is_real(in[i].dtype))
+            return false;
+    return true;
+}
+
+kiln_status kf_attention_prepare(const void *state, const kn_node *n, const kb_tensor *in,
+                                 int n_in, const kb_tensor *out, int n_out, void **inst,
+                                 size_t *workspace) {
+    *workspace = kb_attention_workspace(in, n_in, out);
+    return KILN_OK;
+}
+
+kiln_status kf_attention_run(const kb_run *r) { return kb_attention_run(r, att_sgemm); }
 #endif /* KILN_HAVE_DNNL */

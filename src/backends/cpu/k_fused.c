@@ -114,6 +114,11 @@ static kiln_status fused_matmul_run(const kb_run *r) {
     int64_t total = kb_numel(y), n = y->rank ? y->dims[y->rank - 1] : 1;
     float *Y = y->data;
     const float *B = bias ? bias->data : NULL;
+    if (present(r, 3)) { /* the residual Z (Y's shape) joins before the activation */
+        const float *Z = st.in[3].data;
+        for (int64_t i = 0; i < total; i++)
+            Y[i] += Z[i];
+    }
     if (!bias || (bias->rank == 1 && bias->dims[0] == n)) { /* per column: the common case */
         int64_t rows = n ? total / n : 0;
         int nth = r->threads > 1 && total > 16384 ? r->threads : 1;
@@ -137,19 +142,23 @@ static int kb_omp_thread(void) { return omp_get_thread_num(); }
 static int kb_omp_thread(void) { return 0; }
 #endif
 
-/* kiln::Attention (graph/fused.h), in float through staged copies: per
- * batch, head and query row, scores over the keys, a max-subtracted
- * softmax, then the weighted sum of V. */
-static kiln_status attention_prepare(const void *state, const kn_node *node, const kb_tensor *in,
-                                     int n_in, const kb_tensor *out, int n_out, void **inst,
-                                     size_t *workspace) {
-    int64_t sk = in[1].dims[1];
-    *workspace = ((kb_stage_bytes(in, n_in, &out[0]) + 63u) & ~(size_t)63u) +
-                 (size_t)(sk > 0 ? sk : 1) * sizeof(float) * (size_t)kb_cpu_default_threads();
-    return KILN_OK;
+/* kiln::Attention (graph/fused.h), in float through staged copies. Jobs
+ * of (batch, head, block of up to KB_ATT_ROWS query rows) run in parallel;
+ * each is two strided GEMMs on the [B, S, H, D] tensors as they lie
+ * (scores = scale * Q K^T, then P V) around a max-subtracted softmax in a
+ * per-thread score block. `gemm` is kb_sgemm's signature (the reference) or
+ * a library's. */
+#define KB_ATT_ROWS 64
+
+static int64_t att_threads(void) { return kb_cpu_default_threads(); }
+
+size_t kb_attention_workspace(const kb_tensor *in, int n_in, const kb_tensor *out) {
+    int64_t sk = in[1].dims[1] > 0 ? in[1].dims[1] : 1;
+    return ((kb_stage_bytes(in, n_in, &out[0]) + 63u) & ~(size_t)63u) +
+           (size_t)sk * KB_ATT_ROWS * sizeof(float) * (size_t)att_threads();
 }
 
-static kiln_status attention_run(const kb_run *r) {
+kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
     size_t sbytes = (kb_stage_bytes(r->in, r->n_in, &r->out[0]) + 63u) & ~(size_t)63u;
     kb_staged st;
     KN_TRY(stage(r, 0, &st));
@@ -167,49 +176,53 @@ static kiln_status attention_run(const kb_run *r) {
             stride *= d;
         }
     }
-    int nth = r->threads > 1 && B * H * Sq * Sk * D > 65536 ? r->threads : 1;
-    if (nth > kb_cpu_default_threads())
-        nth = kb_cpu_default_threads();
-    if (r->workspace_size < sbytes + (size_t)(Sk > 0 ? Sk : 1) * sizeof(float) * (size_t)nth)
+    int64_t blocks = (Sq + KB_ATT_ROWS - 1) / KB_ATT_ROWS, jobs = B * H * blocks;
+    int nth = r->threads > 1 && B * H * Sq * Sk * (D + Dv) > 65536 ? r->threads : 1;
+    if (nth > att_threads())
+        nth = (int)att_threads();
+    if (r->workspace_size < sbytes + (size_t)(Sk > 0 ? Sk : 1) * KB_ATT_ROWS * sizeof(float) * (size_t)nth)
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
-    float *scores = (float *)((uint8_t *)r->workspace + sbytes);
+    float *scratch = (float *)((uint8_t *)r->workspace + sbytes);
     const float *Q = q->data, *K = k->data, *V = v->data, *M = m ? m->data : NULL;
     float *Y = st.out.data;
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t row = 0; row < B * H * Sq; row++) {
-        int64_t b = row / (H * Sq), h = row / Sq % H, i = row % Sq;
-        float *sc = scores + (size_t)Sk * (size_t)kb_omp_thread();
-        const float *qr = Q + ((b * Sq + i) * H + h) * D;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < Sk; j++) {
-            const float *kr = K + ((b * Sk + j) * H + h) * D;
-            float acc = 0.f;
-            for (int64_t d = 0; d < D; d++)
-                acc += qr[d] * kr[d];
-            acc *= scale;
+#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
+    for (int64_t job = 0; job < jobs; job++) {
+        int64_t b = job / (H * blocks), h = job / blocks % H, i0 = job % blocks * KB_ATT_ROWS;
+        int64_t rows = Sq - i0 < KB_ATT_ROWS ? Sq - i0 : KB_ATT_ROWS;
+        float *sc = scratch + (size_t)Sk * KB_ATT_ROWS * (size_t)kb_omp_thread();
+        const float *qb = Q + ((b * Sq + i0) * H + h) * D;
+        gemm(false, true, rows, Sk, D, scale, qb, H * D, K + (b * Sk * H + h) * D, H * D, 0.f, sc,
+             Sk, 1);
+        for (int64_t i = 0; i < rows; i++) {
+            float *row = sc + i * Sk, mx = -INFINITY, sum = 0.f;
             if (M)
-                acc += M[b * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]];
-            sc[j] = acc;
-            mx = acc > mx ? acc : mx;
+                for (int64_t j = 0; j < Sk; j++)
+                    row[j] += M[b * ms[0] + h * ms[1] + (i0 + i) * ms[2] + j * ms[3]];
+            for (int64_t j = 0; j < Sk; j++)
+                mx = row[j] > mx ? row[j] : mx;
+            for (int64_t j = 0; j < Sk; j++) {
+                row[j] = expf(row[j] - mx);
+                sum += row[j];
+            }
+            float inv = 1.f / sum;
+            for (int64_t j = 0; j < Sk; j++)
+                row[j] *= inv;
         }
-        float sum = 0.f;
-        for (int64_t j = 0; j < Sk; j++) {
-            sc[j] = expf(sc[j] - mx);
-            sum += sc[j];
-        }
-        float *yr = Y + ((b * Sq + i) * H + h) * Dv;
-        for (int64_t d = 0; d < Dv; d++)
-            yr[d] = 0.f;
-        for (int64_t j = 0; j < Sk; j++) {
-            const float *vr = V + ((b * Sk + j) * H + h) * Dv;
-            float p = sc[j] / sum;
-            for (int64_t d = 0; d < Dv; d++)
-                yr[d] += p * vr[d];
-        }
+        gemm(false, false, rows, Dv, Sk, 1.f, sc, Sk, V + (b * Sk * H + h) * Dv, H * Dv, 0.f,
+             Y + ((b * Sq + i0) * H + h) * Dv, H * Dv, 1);
     }
     kb_stage_out(&st, &r->out[0]);
     return KILN_OK;
 }
+
+static kiln_status attention_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                     int n_in, const kb_tensor *out, int n_out, void **inst,
+                                     size_t *workspace) {
+    *workspace = kb_attention_workspace(in, n_in, out);
+    return KILN_OK;
+}
+
+static kiln_status attention_run(const kb_run *r) { return kb_attention_run(r, kb_sgemm); }
 
 /* kiln::Conv, either layout: channels-last runs on reordered copies of X,
  * W, Z and Y (k_layout.c). */

@@ -443,9 +443,32 @@ __global__ void epilogue_kernel(T *y, I n, const T *bias, I channels, I inner, c
     }
 }
 
+/* The activation alone (what follows a cuBLASLt product whose epilogue took
+ * the bias): 16-byte packs in place. */
+template <typename T>
+__global__ void act_packs_kernel(T *y, int64_t packs, int act, float alpha, float beta) {
+    constexpr int V = 16 / sizeof(T);
+    struct alignas(16) P { T v[V]; };
+    typedef kc_io<T> IO;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < packs;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        P p = reinterpret_cast<P *>(y)[i];
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            IO::st(p.v, k, kc_act_apply(act, IO::ld(p.v, k), alpha, beta));
+        reinterpret_cast<P *>(y)[i] = p;
+    }
+}
+
 template <typename T>
 static void epilogue_launch(T *y, int64_t n, const T *bias, int64_t channels, int64_t inner,
                             const T *z, int act, float alpha, float beta, cudaStream_t stream) {
+    constexpr int V = 16 / sizeof(T);
+    if (!bias && !z && (uintptr_t)y % 16 == 0 && n % V == 0 && kc_fast_paths()) {
+        act_packs_kernel<T><<<kc_blocks(n / V, KC_THREADS), KC_THREADS, 0, stream>>>(y, n / V, act,
+                                                                                   alpha, beta);
+        return;
+    }
     unsigned blocks = kc_blocks(n, KC_THREADS);
     if (n < 0x7fffffffLL)
         epilogue_kernel<T, unsigned><<<blocks, KC_THREADS, 0, stream>>>(

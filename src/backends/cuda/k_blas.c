@@ -35,6 +35,7 @@ struct kc_gemm {
     cudaDataType_t dt;
     int bias_input;               /* input index of a per-column bias for the epilogue, or -1 */
     int c_input;                  /* Gemm: input index of C copied into Y first, or -1 */
+    int z_input;                  /* kiln::MatMul: the residual Z, cuBLASLt's C (beta 1), or -1 */
     float alpha, beta;
     kb_act act;
     float act_a, act_b;
@@ -145,6 +146,10 @@ static bool blas_supports(const kn_node *node, const kn_tinfo *in, int n_in, con
         if (n_in > 2 && in[2].dtype != KILN_DTYPE_UNDEFINED &&
             (in[2].dtype != in[0].dtype || !per_column(in[2].rank, in[2].dims, g.n)))
             return false;
+        if (n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED && /* residual Z: Y's shape */
+            (in[3].dtype != out[0].dtype || in[3].rank != out[0].rank ||
+             memcmp(in[3].dims, out[0].dims, sizeof(int64_t) * (size_t)out[0].rank) != 0))
+            return false;
     }
     if (g.k < 1 || g.m < 1 || g.n < 1)
         return false; /* empty products: the CPU kernel has them */
@@ -237,9 +242,16 @@ static kiln_status lt_build(const kn_node *node, const kb_tensor *in, int n_in,
         return kn_node_error(node, KILN_ERR_UNSUPPORTED,
                              "shapes do not form one strided batched product");
     s->alpha = gemm ? kn_attr_float(node, "alpha", 1.f) : 1.f;
-    s->beta = 0.f;
-    s->bias_input = s->c_input = -1;
+    s->beta = 0.f; /* 1 with a residual (below) */
+    s->bias_input = s->c_input = s->z_input = -1;
     s->act = KB_ACT_NONE;
+    if (fused && !gemm && n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED) {
+        const kb_tensor *z = &in[3];
+        if (z->dtype != out[0].dtype || kc_numel(z) != kc_numel(&out[0]))
+            return kn_node_error(node, KILN_ERR_UNSUPPORTED, "the residual Z must have Y's shape and type");
+        s->z_input = 3;
+        s->beta = 1.f;
+    }
     if (fused && !node_act(node, &s->act, &s->act_a, &s->act_b))
         return kn_node_error(node, KILN_ERR_UNSUPPORTED, "unknown activation '%s'",
                              kn_attr_string(node, "activation", ""));
@@ -463,8 +475,9 @@ static kiln_status lt_run(const kb_run *r) {
         KN_TRY(copy_c(r, &r->in[s->c_input], y));
     if (kc_numel(y) == 0)
         return KILN_OK;
-    KN_TRY(lt_matmul(r->node, s, r->in[0].data, r->in[1].data, y->data, bias, NULL,
-                     r->workspace, r->workspace_size, kc_stream(r)));
+    const void *z = s->z_input >= 0 ? r->in[s->z_input].data : NULL;
+    KN_TRY(lt_matmul(r->node, s, r->in[0].data, r->in[1].data, y->data, bias, z, r->workspace,
+                     r->workspace_size, kc_stream(r)));
     if (s->act_pass)
         KC_CUDA(r->node, kc_epilogue(y->data, y->dtype, kc_numel(y), NULL, 1, 1, NULL, (int)s->act,
                                      s->act_a, s->act_b, kc_stream(r)));
