@@ -457,7 +457,10 @@ static bool run_engine(kiln_engine *eng, const npy_list *inputs, npy_list *outpu
         if ((st = kiln_engine_alloc(eng, a->bytes + 64, &bufs[i])) != KILN_OK ||
             (a->bytes && (st = kiln_engine_copy(eng, bufs[i], a->data, a->bytes,
                                                 KILN_COPY_TO_DEVICE)) != KILN_OK) ||
-            (st = kiln_context_set_tensor_address(ctx, name, bufs[i])) != KILN_OK) {
+            /* shape tensors are read on the host, whatever the backend */
+            (st = kiln_context_set_tensor_address(
+                 ctx, name, kiln_engine_tensor_is_shape_input(eng, name) ? (void *)a->data : bufs[i])) !=
+                KILN_OK) {
             cli_kiln_error(name, st);
             ok = false;
         }

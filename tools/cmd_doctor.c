@@ -323,7 +323,7 @@ static int smoke_run(const dopts *o, kiln_engine *eng) {
         FAIL("smoke run", "an execution context could not be made", "see the message",
              "%s", kiln_last_error());
     int n_io = kiln_engine_num_io_tensors(eng);
-    void *bufs[64] = {0};
+    void *bufs[64] = {0}, *devs[64] = {0};
     size_t sizes[64] = {0};
     int rc = 0;
     for (int i = 0; i < n_io && i < 64 && !rc; i++) {
@@ -355,7 +355,13 @@ static int smoke_run(const dopts *o, kiln_engine *eng) {
                 "'%s' has %zu bytes, the shape needs %zu", path, sizes[i], want);
             rc = 1;
         } else if ((st = kiln_context_set_input_shape(ctx, name, rank, dims)) != KILN_OK ||
-                   (st = kiln_context_set_tensor_address(ctx, name, bufs[i])) != KILN_OK) {
+                   /* engine memory (the device's for a GPU plan); shape tensors stay on the host */
+                   (!kiln_engine_tensor_is_shape_input(eng, name) &&
+                    ((st = kiln_engine_alloc(eng, sizes[i] + 64, &devs[i])) != KILN_OK ||
+                     (sizes[i] && (st = kiln_engine_copy(eng, devs[i], bufs[i], sizes[i],
+                                                         KILN_COPY_TO_DEVICE)) != KILN_OK))) ||
+                   (st = kiln_context_set_tensor_address(ctx, name, devs[i] ? devs[i] : bufs[i])) !=
+                       KILN_OK) {
             row("FAIL", "golden inputs", "the input shape is outside the plan's profile",
                 "use a shape inside the profile", "%s", kiln_last_error());
             rc = 1;
@@ -457,9 +463,12 @@ static int smoke_run(const dopts *o, kiln_engine *eng) {
         }
         free(ms);
     }
-    for (int i = 0; i < 64; i++)
-        free(bufs[i]);
     kiln_context_destroy(ctx);
+    for (int i = 0; i < 64; i++) {
+        free(bufs[i]);
+        if (devs[i])
+            kiln_engine_free(eng, devs[i]);
+    }
     return rc;
 }
 

@@ -566,7 +566,10 @@ static bool setup_inputs(const exec_opts *o, kiln_engine *eng, kiln_context *ctx
         if ((st = kiln_engine_alloc(eng, alloc, &b->dev)) != KILN_OK ||
             (b->bytes && (st = kiln_engine_copy(eng, b->dev, b->data, b->bytes,
                                                 KILN_COPY_TO_DEVICE)) != KILN_OK) ||
-            (st = kiln_context_set_tensor_address(ctx, b->name, b->dev)) != KILN_OK) {
+            /* shape tensors are read on the host, whatever the backend */
+            (st = kiln_context_set_tensor_address(
+                 ctx, b->name, kiln_engine_tensor_is_shape_input(eng, b->name) ? b->data : b->dev)) !=
+                KILN_OK) {
             cli_kiln_error(b->name, st);
             return false;
         }

@@ -4,8 +4,9 @@
  * tokens), each tactic timed with the backend's time_kernel (CUDA events,
  * warm-up, median of 50), printed as TFLOP/s against the ~790 TFLOP/s dense
  * half-precision rate measured on an H200 here. Inputs are random, never
- * zeros. Usage: bench_cuda_kernels [reps] [mem] (mem: the memory-bound
- * kernels only; KILN_CUDA_GENERIC=1 times the generic kernels). */
+ * zeros. Usage: bench_cuda_kernels [reps] [mem|attn] (mem: the memory-bound
+ * kernels only, attn: kiln::Attention only; KILN_CUDA_GENERIC=1 times the
+ * generic kernels). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,36 @@ static void memory_bound(void) {
     cudaFree(res);
 }
 
+/* kiln::Attention on BERT-base heads (12 x 64, 128 tokens) with its padding
+ * mask, batch 64 and batch 1 (KILN_ATTENTION_GENERIC=1 times the general
+ * kernel). FLOPs: the two products, 4 * B * H * S * S * D. */
+static void attention(void) {
+    printf("\nkiln::Attention, float16, BERT-base heads, mask [B,1,1,128]\n");
+    for (int k = 0; k < 2; k++) {
+        int64_t B = k == 0 ? 64 : 1, S = 128, H = 12, D = 64;
+        void *q = dev_rand(B * S * H * D, 1.f), *kk = dev_rand(B * S * H * D, 1.f),
+             *v = dev_rand(B * S * H * D, 1.f), *m = dev_rand(B * S, 1.f),
+             *y = dev_rand(B * S * H * D, 1.f);
+        kb_tensor in[4], out[1];
+        set_tensor(&in[0], q, 4, (int64_t[]){B, S, H, D});
+        set_tensor(&in[1], kk, 4, (int64_t[]){B, S, H, D});
+        set_tensor(&in[2], v, 4, (int64_t[]){B, S, H, D});
+        set_tensor(&in[3], m, 4, (int64_t[]){B, 1, 1, S});
+        set_tensor(&out[0], y, 4, (int64_t[]){B, S, H, D});
+        kn_node *nd = new_node("Attention", KN_DOMAIN_KILN, 4);
+        if (kn_node_set_float(nd, "scale", 0.125f))
+            exit(1);
+        char name[64];
+        snprintf(name, sizeof name, "attention batch %lld", (long long)B);
+        time_all(name, nd, in, 4, out, 4.0 * B * H * S * S * D);
+        cudaFree(q);
+        cudaFree(kk);
+        cudaFree(v);
+        cudaFree(m);
+        cudaFree(y);
+    }
+}
+
 int main(int argc, char **argv) {
     char target[64], libs[128];
     if (argc > 1)
@@ -265,6 +296,11 @@ int main(int argc, char **argv) {
     printf("device %s, %s; float16, median of %d after warm-up; ceiling %.0f TFLOP/s\n", target, libs,
            reps, CEILING_TFLOPS);
 
+    if (argc > 2 && strcmp(argv[2], "attn") == 0) {
+        attention();
+        cudaStreamDestroy(stream);
+        return 0;
+    }
     if (argc > 2 && strcmp(argv[2], "mem") == 0) { /* the memory-bound kernels only */
         memory_bound();
         cudaStreamDestroy(stream);

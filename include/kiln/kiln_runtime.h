@@ -45,6 +45,10 @@ KILN_API int kiln_engine_num_io_tensors(const kiln_engine *engine);
 KILN_API const char *kiln_engine_io_tensor_name(const kiln_engine *engine, int index);
 KILN_API kiln_io_mode kiln_engine_tensor_io_mode(const kiln_engine *engine, const char *name);
 KILN_API kiln_dtype kiln_engine_tensor_dtype(const kiln_engine *engine, const char *name);
+/* 1 when `name` is a shape-tensor input (TensorRT's isShapeInferenceIO): its
+ * values decide shapes, so they are read on the host and its address must
+ * be host memory even for a GPU engine; else 0. Added in 0.2. */
+KILN_API int kiln_engine_tensor_is_shape_input(const kiln_engine *engine, const char *name);
 /* Shape as built: dynamic dims are -1. Returns the rank, or -1 if no such tensor. */
 KILN_API int kiln_engine_tensor_shape(const kiln_engine *engine, const char *name, int64_t *dims);
 KILN_API int kiln_engine_num_profiles(const kiln_engine *engine);

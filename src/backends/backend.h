@@ -93,6 +93,9 @@ typedef struct kb_backend {
     kiln_status (*graph_end)(void *stream, void **graph);
     kiln_status (*graph_launch)(void *graph, void *stream);
     void (*graph_destroy)(void *graph);
+    /* May be NULL (host memory only): whether p is device memory, which the
+     * host cannot read (shape-tensor inputs must be host memory). */
+    bool (*is_device_ptr)(const void *p);
 } kb_backend;
 
 /* A backend's kernels, one table per op family. */

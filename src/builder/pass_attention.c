@@ -184,3 +184,150 @@ kiln_status kpass_attention(kpass *p, int *changed) {
     }
     return KILN_OK;
 }
+
+/* ---------------- one GEMM for Q, K and V ----------------
+ * kiln::Attention(Reshape(Xq), Reshape(Xk), Reshape(Xv)) where each X is a
+ * kiln::MatMul of the same input A by a constant [K, H*D] weight (with
+ * constant biases on all three or none, no activation or residual), every
+ * intermediate read once: the weights and biases are concatenated into one
+ * [K, 3*H*D] product, whose output is viewed as [B, S, 3, H, D] by a Reshape
+ * (shape [0, 0, 3, H, D]) and read by the attention layer in place. */
+
+/* The kiln::MatMul behind Reshape r feeding the attention, or -1. */
+static int projection(const kpass *p, int att, int t, int *reshape) {
+    int r = kpass_producer(p, t);
+    if (r < 0 || kpass_sole_reader(p, t) != att || !kpass_is(&p->net->nodes[r], "Reshape"))
+        return -1;
+    int x = p->net->nodes[r].in[0];
+    int m = kpass_producer(p, x);
+    if (m < 0 || kpass_sole_reader(p, x) != r || kpass_rank(p, x) != 3)
+        return -1;
+    const kn_node *mm = &p->net->nodes[m];
+    if (!kpass_is_kiln(mm, "MatMul") || kn_attr_string(mm, "activation", "")[0] ||
+        (mm->n_in > 3 && mm->in[3] >= 0) || mm->n_in < 2 || !kpass_is_const(p->net, mm->in[1]) ||
+        p->net->tensors[mm->in[1]].value.rank != 2 ||
+        p->net->tensors[mm->in[1]].value.dtype != KILN_DTYPE_FLOAT)
+        return -1;
+    *reshape = r;
+    return m;
+}
+
+/* Concatenate constant float matrices [K, N_i] along columns (or vectors). */
+static kiln_status concat_consts(kn_net *net, const int *t, int n, const char *hint, int *out) {
+    const kn_tdata *v0 = &net->tensors[t[0]].value;
+    int64_t rows = v0->rank == 2 ? v0->dims[0] : 1, cols = 0, ci[3];
+    for (int i = 0; i < n; i++) {
+        const kn_tdata *v = &net->tensors[t[i]].value;
+        ci[i] = v->dims[v->rank - 1];
+        cols += ci[i];
+    }
+    kn_tdata nv;
+    int64_t dims[2] = {rows, cols};
+    KN_TRY(kn_tdata_alloc(&nv, KILN_DTYPE_FLOAT, v0->rank, v0->rank == 2 ? dims : &dims[1]));
+    float *d = nv.data;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t c0 = 0;
+        for (int i = 0; i < n; i++) {
+            void *tmp = NULL;
+            const float *src = kn_tdata_aligned(&net->tensors[t[i]].value, &tmp);
+            if (!src) {
+                kn_tdata_free(&nv);
+                return KILN_ERR_OUT_OF_MEMORY;
+            }
+            memcpy(d + r * cols + c0, src + r * ci[i], sizeof(float) * (size_t)ci[i]);
+            kn_aligned_free(tmp);
+            c0 += ci[i];
+        }
+    }
+    return kpass_add_const(net, hint, &nv, out);
+}
+
+kiln_status kpass_qkv(kpass *p, int *changed) {
+    kn_net *net = p->net;
+    for (int i = 0; i < p->n_nodes; i++) {
+        const kn_node *a = &net->nodes[i];
+        if (!kpass_free(p, i) || !kpass_is_kiln(a, "Attention") || kn_attr_int(a, "qkv_packed", 0) ||
+            a->n_in < 3)
+            continue;
+        int mm[3], rs[3];
+        bool ok = true;
+        for (int j = 0; j < 3 && ok; j++)
+            ok = (mm[j] = projection(p, i, a->in[j], &rs[j])) >= 0 && kpass_free(p, mm[j]) &&
+                 kpass_free(p, rs[j]);
+        if (!ok)
+            continue;
+        const kn_node *q = &net->nodes[mm[0]];
+        KN_TRY(kpass_need_shapes(p));
+        if (p->shapes_state != 1)
+            return KILN_OK;
+        /* H and D must be the same at every profile point */
+        const kn_tinfo *q0 = kpass_shape(p, 0, a->in[0]);
+        if (!q0 || q0->rank != 4)
+            continue;
+        int64_t H = q0->dims[2], D = q0->dims[3];
+        for (int k = 1; k < p->n_points && ok; k++) {
+            const kn_tinfo *qk = kpass_shape(p, k, a->in[0]);
+            ok = qk && qk->rank == 4 && qk->dims[2] == H && qk->dims[3] == D;
+        }
+        for (int j = 1; j < 3 && ok; j++) {
+            const kn_node *m = &net->nodes[mm[j]];
+            bool bq = q->n_in > 2 && q->in[2] >= 0, bj = m->n_in > 2 && m->in[2] >= 0;
+            ok = m->in[0] == q->in[0] && bq == bj && (!bj || kpass_is_const(net, m->in[2])) &&
+                 kpass_same_shape(p, a->in[j], a->in[0]);
+        }
+        bool has_bias = q->n_in > 2 && q->in[2] >= 0;
+        if (!ok || (has_bias && !kpass_is_const(net, q->in[2])))
+            continue;
+        for (int j = 0; j < 3 && ok; j++) {
+            const kn_tdata *w = &net->tensors[net->nodes[mm[j]].in[1]].value;
+            ok = w->dims[1] == H * D && w->dims[0] == net->tensors[q->in[1]].value.dims[0];
+            if (ok && has_bias) {
+                const kn_tdata *bv = &net->tensors[net->nodes[mm[j]].in[2]].value;
+                ok = bv->dtype == KILN_DTYPE_FLOAT && kpass_numel(bv) == H * D &&
+                     bv->dims[bv->rank - 1] == H * D;
+            }
+        }
+        if (!ok)
+            continue;
+        int wt[3], bt[3], w, bias = -1;
+        for (int j = 0; j < 3; j++) {
+            wt[j] = net->nodes[mm[j]].in[1];
+            bt[j] = has_bias ? net->nodes[mm[j]].in[2] : -1;
+        }
+        KN_TRY(concat_consts(net, wt, 3, "qkv_weight", &w));
+        if (has_bias)
+            KN_TRY(concat_consts(net, bt, 3, "qkv_bias", &bias));
+        kn_tdata sv;
+        int64_t five = 5;
+        KN_TRY(kn_tdata_alloc(&sv, KILN_DTYPE_INT64, 1, &five));
+        const int64_t shape[5] = {0, 0, 3, H, D};
+        memcpy(sv.data, shape, sizeof shape);
+        int sh, packed, view;
+        KN_TRY(kpass_add_const(net, "qkv_shape", &sv, &sh));
+        KN_TRY(kn_net_new_tensor(net, "qkv", &packed));
+        KN_TRY(kn_net_new_tensor(net, "qkv_heads", &view));
+        /* the Q projection becomes the packed one */
+        kn_node *qn = &net->nodes[mm[0]];
+        qn->in[1] = w;
+        if (has_bias)
+            qn->in[2] = bias;
+        KN_TRY(kpass_join_name(qn, net->nodes[mm[1]].name));
+        KN_TRY(kpass_join_name(&net->nodes[mm[0]], net->nodes[mm[2]].name));
+        kpass_set_output(net, mm[0], 0, packed);
+        int in2[2] = {packed, sh}, ri;
+        KN_TRY(kn_net_add_node(net, "qkv heads", "Reshape", "", 14, 2, in2, 1, &view, &ri));
+        kn_node *an = &net->nodes[i];
+        an->in[0] = view;
+        an->in[1] = an->in[2] = -1;
+        KN_TRY(kn_node_set_int(an, "qkv_packed", 1));
+        for (int j = 0; j < 3; j++)
+            kpass_kill(p, rs[j]);
+        kpass_kill(p, mm[1]);
+        kpass_kill(p, mm[2]);
+        kpass_touch(p, mm[0]);
+        kpass_touch(p, i);
+        kn_log(KILN_LOG_VERBOSE, "qkv: one GEMM for the projections of '%s'", an->name);
+        (*changed)++;
+    }
+    return KILN_OK;
+}

@@ -298,6 +298,18 @@ kiln_status kpass_precision(kpass *p, int *changed) {
         kn_log(KILN_LOG_VERBOSE, "precision: layer '%s' (%s) runs in %s", net->nodes[i].name,
                net->nodes[i].op_type, kiln_dtype_name(dt));
     }
+    /* Shape and Size read only the shape, which the reduced copy shares:
+     * they take it, so no cast back to FP32 runs just for them */
+    for (int i = 0; i < net->n_nodes && st == KILN_OK && converted; i++) {
+        kn_node *n = &net->nodes[i];
+        if (n->dead || n->domain[0] || (strcmp(n->op_type, "Shape") != 0 && strcmp(n->op_type, "Size") != 0) ||
+            n->n_in < 1 || n->in[0] < 0 || n->in[0] >= nt)
+            continue;
+        int t = n->in[0];
+        int r = alias[t] >= 0 ? alias[t] : alias[nt + 1 + t];
+        if (r >= 0)
+            n->in[0] = r;
+    }
     kn_free(alias);
     if (st == KILN_OK && (converted || kept))
         kn_log(KILN_LOG_INFO, "precision: %d layer(s) in reduced precision, %d kept in FP32 by "

@@ -547,6 +547,7 @@ static const pass_entry kpass_rounds[] = {
     {"gelu", kpass_gelu, true},
     {"attention", kpass_attention, true}, /* before a mask Add becomes a MatMul bias */
     {"bias-activation", kpass_bias_act, true},
+    {"qkv", kpass_qkv, true}, /* after the projections took their biases */
 };
 
 /* Elementwise chains run once everything else is settled, so they do not

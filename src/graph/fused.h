@@ -19,6 +19,10 @@
  *               Y [B, Sq, H, Dv] = softmax(scale * Q K^T + M) V per batch and
  *               head (the builder's attention pass makes it from the
  *               MatMul / Softmax / MatMul pattern with its transposes).
+ *               qkv_packed (int, default 0): 1 when input 0 is one
+ *               [B, S, 3, H, D] tensor holding Q, K and V (inputs 1 and 2
+ *               absent; the builder packs the three projections into one
+ *               GEMM whose output the kernel reads in place).
  * kiln::Gemm    inputs A, B, C?       attributes: those of ONNX Gemm, plus
  *               activation, alpha_act, beta_act.
  *               Y = act(alpha * A' B' + beta * C)

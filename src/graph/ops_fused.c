@@ -128,9 +128,25 @@ static kiln_status infer_fused_matmul(kn_infer *c) {
  * optional additive mask broadcastable to [B, H, Sq, Sk] -> Y [B, Sq, H, Dv]. */
 static kiln_status infer_attention(kn_infer *c) {
     KN_TRY(need_real(c));
-    if (c->n_in < 3 || !kn_has_in(c, 0) || !kn_has_in(c, 1) || !kn_has_in(c, 2))
-        return kn_node_error(c->node, KILN_ERR_SHAPE, "needs Q, K and V");
-    const kn_tinfo *q = &c->in[0], *k = &c->in[1], *v = &c->in[2];
+    kn_tinfo qkv[3];
+    const kn_tinfo *q, *k, *v;
+    if (kn_attr_int(c->node, "qkv_packed", 0)) { /* X [B, S, 3, H, D]: Q, K, V interleaved */
+        if (c->n_in < 1 || !kn_has_in(c, 0) || c->in[0].rank != 5 || c->in[0].dims[2] != 3 ||
+            (c->n_in > 1 && kn_has_in(c, 1)) || (c->n_in > 2 && kn_has_in(c, 2)))
+            return kn_node_error(c->node, KILN_ERR_SHAPE,
+                                 "qkv_packed takes one [B, S, 3, H, D] input (K and V absent)");
+        for (int i = 0; i < 3; i++) {
+            qkv[i] = c->in[0];
+            qkv[i].rank = 4;
+            qkv[i].dims[2] = c->in[0].dims[3];
+            qkv[i].dims[3] = c->in[0].dims[4];
+        }
+        q = &qkv[0], k = &qkv[1], v = &qkv[2];
+    } else {
+        if (c->n_in < 3 || !kn_has_in(c, 0) || !kn_has_in(c, 1) || !kn_has_in(c, 2))
+            return kn_node_error(c->node, KILN_ERR_SHAPE, "needs Q, K and V");
+        q = &c->in[0], k = &c->in[1], v = &c->in[2];
+    }
     if (q->rank != 4 || k->rank != 4 || v->rank != 4)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "Q, K, V must be [B, S, H, D] (ranks %d, %d, %d)",
                              q->rank, k->rank, v->rank);

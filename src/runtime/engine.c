@@ -413,8 +413,23 @@ KILN_API kiln_status kiln_context_set_tensor_address(kiln_context *c, const char
     int i = io_index(c->e, name);
     if (i < 0)
         return kn_error(KILN_ERR_NOT_FOUND, "'%s' is not an input or output of the engine", name);
+    const kb_backend *be = c->c.p->be;
+    if (data && (c->c.p->net->tensors[c->e->io[i]].flags & KN_T_HOST) && be->is_device_ptr &&
+        be->is_device_ptr(data))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "input '%s' is a shape tensor: its values are read on the host, so its "
+                        "address must be host memory, not %s device memory "
+                        "(kiln_engine_tensor_is_shape_input)", name, be->name);
     kx_ctx_bind(&c->c, c->e->io[i], data);
     return KILN_OK;
+}
+
+KILN_API int kiln_engine_tensor_is_shape_input(const kiln_engine *e, const char *name) {
+    int i = e && name ? io_index(e, name) : -1;
+    if (i < 0)
+        return 0;
+    int t = e->io[i];
+    return (e->prog.net->tensors[t].flags & KN_T_INPUT) && (e->prog.net->tensors[t].flags & KN_T_HOST);
 }
 
 KILN_API void *kiln_context_tensor_address(kiln_context *c, const char *name) {

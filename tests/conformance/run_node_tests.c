@@ -44,6 +44,7 @@ typedef struct options {
     int update, jobs, timing, verbose, no_dtype_check;
     double timeout_s;
     long mem_limit_mb;
+    const char *backend; /* NULL: the CPU */
 } options;
 
 /* ======================================================================= */
@@ -345,6 +346,10 @@ static void run_case(const char *dir, const options *o, case_result *r) {
     kiln_context *ctx = NULL;
     case_data d;
     memset(&d, 0, sizeof d);
+    /* a GPU engine reads and writes device memory: inputs are copied there,
+     * outputs back into host buffers */
+    void *dev_in[32] = {0}, *host_out = NULL;
+    bool on_device = false;
     r->out = OUT_PASSED;
     r->reason[0] = 0;
 
@@ -370,6 +375,10 @@ static void run_case(const char *dir, const options *o, case_result *r) {
         goto done;
     }
     kiln_builder_config_set_threads(cfg, 1);
+    if (o->backend && (st = kiln_builder_config_set_backend(cfg, o->backend)) != KILN_OK) {
+        set_reason(r, OUT_FAILED, "backend: %s", kiln_last_error());
+        goto done;
+    }
     if (!o->timing)
         kiln_builder_config_set_flags(cfg, KILN_BUILDER_FLAG_NO_TIMING);
     if ((st = add_profile(net, cfg, &d)) != KILN_OK) {
@@ -386,6 +395,7 @@ static void run_case(const char *dir, const options *o, case_result *r) {
         set_reason(r, OUT_FAILED, "load: %s: %s", kiln_status_name(st), kiln_last_error());
         goto done;
     }
+    on_device = strcmp(kiln_engine_backend(eng), "cpu") != 0;
     if ((st = kiln_context_create(eng, &ctx)) != KILN_OK) {
         set_reason(r, OUT_FAILED, "context: %s: %s", kiln_status_name(st), kiln_last_error());
         goto done;
@@ -414,9 +424,23 @@ static void run_case(const char *dir, const options *o, case_result *r) {
                            nm, kiln_dtype_name(dt), kiln_dtype_name(d.in[k].dtype));
                 goto done;
             }
+            void *addr = d.in[k].data;
+            if (on_device && !kiln_engine_tensor_is_shape_input(eng, nm)) {
+                kiln_engine_free(eng, dev_in[k]);
+                dev_in[k] = NULL;
+                size_t nb = d.in[k].nbytes ? d.in[k].nbytes : 1;
+                if ((st = kiln_engine_alloc(eng, nb, &dev_in[k])) != KILN_OK ||
+                    (d.in[k].nbytes && (st = kiln_engine_copy(eng, dev_in[k], d.in[k].data, nb,
+                                                              KILN_COPY_TO_DEVICE)) != KILN_OK)) {
+                    set_reason(r, OUT_FAILED, "set %d input '%s': device copy: %s", set, nm,
+                               kiln_last_error());
+                    goto done;
+                }
+                addr = dev_in[k];
+            }
             if ((st = kiln_context_set_input_shape(ctx, nm, d.in[k].rank, d.in[k].dims)) !=
                     KILN_OK ||
-                (st = kiln_context_set_tensor_address(ctx, nm, d.in[k].data)) != KILN_OK) {
+                (st = kiln_context_set_tensor_address(ctx, nm, addr)) != KILN_OK) {
                 set_reason(r, OUT_FAILED, "set %d input '%s': %s: %s", set, nm,
                            kiln_status_name(st), kiln_last_error());
                 goto done;
@@ -448,13 +472,31 @@ static void run_case(const char *dir, const options *o, case_result *r) {
             kiln_dtype odt = kiln_engine_tensor_dtype(eng, nm);
             if (bf16_as_u16(odt, d.out[k].dtype))
                 d.out[k].dtype = KILN_DTYPE_BFLOAT16;
-            if (compare_output(r, set, nm, odt, rank, dims,
-                               kiln_context_tensor_address(ctx, nm), &d.out[k]) != 0)
+            const void *got = kiln_context_tensor_address(ctx, nm);
+            if (on_device && got) {
+                size_t nb = kiln_dtype_size(odt);
+                for (int i = 0; i < rank; i++)
+                    nb *= (size_t)dims[i];
+                free(host_out);
+                host_out = malloc(nb ? nb : 1);
+                if (!host_out || (nb && kiln_engine_copy(eng, host_out, got, nb,
+                                                         KILN_COPY_TO_HOST) != KILN_OK)) {
+                    set_reason(r, OUT_FAILED, "set %d output '%s': copy to the host: %s", set, nm,
+                               kiln_last_error());
+                    goto done;
+                }
+                got = host_out;
+            }
+            if (compare_output(r, set, nm, odt, rank, dims, got, &d.out[k]) != 0)
                 goto done;
         }
     }
 done:
     case_data_free(&d);
+    for (int k = 0; k < 32; k++)
+        if (dev_in[k])
+            kiln_engine_free(eng, dev_in[k]);
+    free(host_out);
     kiln_context_destroy(ctx);
     kiln_engine_destroy(eng);
     kiln_free(plan);
@@ -755,7 +797,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: run_node_tests [--data DIR] [--expected FILE] [--results FILE] [--update]\n"
             "                      [--filter TEXT] [--jobs N] [--timeout S] [--mem-limit-mb M]\n"
-            "                      [--timing] [--no-dtype-check] [--verbose]\n"
+            "                      [--timing] [--no-dtype-check] [--verbose] [--backend NAME]\n"
             "Runs every ONNX node test case in DIR (default " DEFAULT_DATA ") through kiln:\n"
             "parse, build (rule-chosen tactics unless --timing), load, run, compare\n"
             "(floats: rtol %g, atol %g, NaN equals NaN; others exact; uint16 test data for\n"
@@ -763,12 +805,13 @@ static void usage(FILE *f) {
             "its own process with a time limit (default 20 s).\n"
             "--expected FILE: fail when a listed case does not pass; --update rewrites FILE\n"
             "with the cases that pass. --no-dtype-check (diagnosis only) compares values\n"
-            "even when the engine reports a different output dtype.\n",
+            "even when the engine reports a different output dtype. --backend cuda builds\n"
+            "for the GPU (inputs and outputs are copied to and from device memory).\n",
             RTOL, ATOL);
 }
 
 int main(int argc, char **argv) {
-    options o = {DEFAULT_DATA, NULL, NULL, NULL, 0, 0, 0, 0, 0, 20.0, 8192};
+    options o = {DEFAULT_DATA, NULL, NULL, NULL, 0, 0, 0, 0, 0, 20.0, 8192, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -781,6 +824,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--mem-limit-mb") && v) o.mem_limit_mb = atol(argv[++i]);
         else if (!strcmp(a, "--update")) o.update = 1;
         else if (!strcmp(a, "--timing")) o.timing = 1;
+        else if (!strcmp(a, "--backend") && v) o.backend = argv[++i];
         else if (!strcmp(a, "--no-dtype-check")) o.no_dtype_check = 1;
         else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) o.verbose = 1;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }

@@ -1300,6 +1300,24 @@ static void test_attention(void) {
     for (int t = 0; t < 3; t++) {
         kiln_dtype dt = real_types[t];
         char l[128];
+        /* Q, K, V packed in one [B, S, 3, H, D] tensor (one projection GEMM) */
+        snprintf(l, sizeof l, "%s packed QKV [2,128,3,12,64], padding mask", kiln_dtype_name(dt));
+        tc_begin("Attention", KN_DOMAIN_KILN, 1, dt == KILN_DTYPE_FLOAT ? 1e-4 : 2e-2, l);
+        tc_rand(dt, 5, D(2, 128, 3, 12, 64), -1, 1);
+        tc_absent();
+        tc_absent();
+        tc_rand(dt, 4, D(2, 1, 1, 128), -10000, 0);
+        tc_node(1);
+        a_float("scale", 0.125f);
+        a_int("qkv_packed", 1);
+        tc_run();
+        snprintf(l, sizeof l, "%s packed QKV, head dim 24 (general kernel), no mask", kiln_dtype_name(dt));
+        tc_begin("Attention", KN_DOMAIN_KILN, 1, dt == KILN_DTYPE_FLOAT ? 1e-4 : 2e-2, l);
+        tc_rand(dt, 5, D(3, 17, 3, 2, 24), -1, 1);
+        tc_node(1);
+        a_float("scale", 0.3f);
+        a_int("qkv_packed", 1);
+        tc_run();
         snprintf(l, sizeof l, "%s BERT-base head [2,128,12,64], padding mask", kiln_dtype_name(dt));
         attention_case(dt, l, 2, 128, 128, 12, 64, 64, 1, 0.125f);
         snprintf(l, sizeof l, "%s Sq 20, Sk 37 (padded keys), full mask", kiln_dtype_name(dt));

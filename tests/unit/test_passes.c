@@ -674,6 +674,11 @@ static void test_precision_follow(void) {
             int pr = o->tensors[r->in[0]].producer;
             CHECK_OR_DUMP(pr >= 0 && strcmp(o->nodes[pr].op_type, "Cast") != 0, o);
         }
+        /* Shape reads the float16 tensor: no cast back to FP32 for it */
+        const kn_node *sh = find_op(o, "", "Shape");
+        KT_CHECK(sh && o->tensors[sh->in[0]].producer >= 0 &&
+                 strcmp(o->nodes[o->tensors[sh->in[0]].producer].op_type, "MatMul") == 0);
+        CHECK_OR_DUMP(count_op(o, "", "Cast") == 4, o);
         bool clamped = false;
         for (int t = 0; t < o->n_tensors; t++) {
             const kn_tensor *c = &o->tensors[t];
@@ -703,13 +708,17 @@ static kiln_network *attention_net(bool tap_qt) {
     iconst(net, "shape3", 1, DIMS(3), (const int64_t[]){0, 6, 8});
     const char *names[3] = {"q", "k", "v"};
     for (int i = 0; i < 3; i++) {
-        char w[16], mm[16], r[16];
+        char w[16], mm[16], r[16], bias[16], add[16];
         snprintf(w, sizeof w, "W%s", names[i]);
         snprintf(mm, sizeof mm, "%s_mm", names[i]);
         snprintf(r, sizeof r, "%s_r", names[i]);
+        snprintf(bias, sizeof bias, "b%s", names[i]);
+        snprintf(add, sizeof add, "%s_add", names[i]);
         fconst(net, w, 2, DIMS(8, 8), -0.5f, 1.f);
+        fconst(net, bias, 1, DIMS(8), -0.5f, 1.f);
         node(net, mm, "MatMul", 2, IN("x", w), mm);
-        node(net, r, "Reshape", 2, IN(mm, "shape4"), r);
+        node(net, add, "Add", 2, IN(mm, bias), add);
+        node(net, r, "Reshape", 2, IN(add, "shape4"), r);
     }
     int t = node(net, "qt", "Transpose", 1, IN("q_r"), "qt");
     KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){0, 2, 1, 3}, 4));
@@ -745,7 +754,10 @@ static void test_attention(void) {
             KT_NEAR(kn_attr_float(a, "scale", 0.f), 0.5, 1e-7);
             KT_CHECK(a->n_in == 4 && strcmp(a->name, "scores + softmax") == 0);
             KT_CHECK(kn_attr_find(a, "perm") == NULL);
+            /* the three projections are one GEMM, read in place */
+            KT_CHECK(kn_attr_int(a, "qkv_packed", 0) == 1 && a->in[1] < 0 && a->in[2] < 0);
         }
+        CHECK_OR_DUMP(count_op(o, KN_DOMAIN_KILN, "MatMul") == 1, o);
         compare(net, o, "attention", 2);
         compare(net, o, "attention batch 3", 3);
         kn_net_free(o);

@@ -307,6 +307,54 @@ static void test_timing_cache(void) {
     kiln_network_destroy(net);
 }
 
+/* A shape-tensor input: reported by kiln_engine_tensor_is_shape_input (it
+ * must be bound to host memory on every backend) and read from the bound
+ * buffer at run time. */
+static void test_shape_input(void) {
+    kiln_network *net = NULL;
+    KT_OK(kiln_network_create(&net));
+    const char *in[2] = {"x", "shape"}, *out[1] = {"y"};
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, (const int64_t[]){2, 6}, NULL));
+    KT_OK(kiln_network_add_input(net, "shape", KILN_DTYPE_INT64, 1, (const int64_t[]){2}, NULL));
+    KT_OK(kiln_network_add_node(net, "reshape", "Reshape", "", 17, 2, in, 1, out, NULL));
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kiln_builder_config *cfg = NULL;
+    int p;
+    KT_OK(kiln_builder_config_create(&cfg));
+    KT_OK(kiln_builder_config_add_profile(cfg, &p));
+    const int64_t lo[2] = {3, 4}, hi[2] = {4, 3};
+    KT_OK(kiln_builder_config_set_input_values(cfg, p, "shape", KILN_DTYPE_INT64, 2, lo, lo, hi));
+    void *plan = NULL;
+    size_t size = 0;
+    KT_OK(kiln_build_serialized(net, cfg, &plan, &size));
+    kiln_engine *e = NULL;
+    if (plan)
+        KT_OK(kiln_engine_load(plan, size, &e));
+    if (e) {
+        KT_CHECK(kiln_engine_tensor_is_shape_input(e, "shape") == 1);
+        KT_CHECK(kiln_engine_tensor_is_shape_input(e, "x") == 0);
+        KT_CHECK(kiln_engine_tensor_is_shape_input(e, "y") == 0);
+        KT_CHECK(kiln_engine_tensor_is_shape_input(e, "nope") == 0);
+        kiln_context *c = NULL;
+        KT_OK(kiln_context_create(e, &c));
+        float x[12], y[12];
+        for (int i = 0; i < 12; i++)
+            x[i] = (float)i;
+        int64_t dims[2];
+        KT_OK(kiln_context_set_tensor_address(c, "x", x));
+        KT_OK(kiln_context_set_tensor_address(c, "shape", (void *)hi));
+        KT_OK(kiln_context_set_tensor_address(c, "y", y));
+        KT_OK(kiln_context_enqueue(c, NULL));
+        KT_CHECK(kiln_context_tensor_shape(c, "y", dims) == 2 && dims[0] == 4 && dims[1] == 3);
+        KT_CHECK(y[11] == 11.f);
+        kiln_context_destroy(c);
+        kiln_engine_destroy(e);
+    }
+    kiln_free(plan);
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+}
+
 int main(void) {
     kiln_set_logger(NULL, NULL, KILN_LOG_ERROR);
     void *plan = NULL;
@@ -326,5 +374,6 @@ int main(void) {
     test_no_profile_and_errors();
     test_two_profiles();
     test_timing_cache();
+    test_shape_input();
     return kt_finish();
 }

@@ -153,7 +153,9 @@ static int kb_omp_thread(void) { return 0; }
 static int64_t att_threads(void) { return kb_cpu_default_threads(); }
 
 size_t kb_attention_workspace(const kb_tensor *in, int n_in, const kb_tensor *out) {
-    int64_t sk = in[1].dims[1] > 0 ? in[1].dims[1] : 1;
+    int64_t sk = in[0].dims[1] > 0 ? in[0].dims[1] : 1; /* self-attention: Sq */
+    if (n_in > 1 && in[1].data && in[1].rank == 4)
+        sk = in[1].dims[1] > 0 ? in[1].dims[1] : 1;
     return ((kb_stage_bytes(in, n_in, &out[0]) + 63u) & ~(size_t)63u) +
            (size_t)sk * KB_ATT_ROWS * sizeof(float) * (size_t)att_threads();
 }
@@ -162,10 +164,24 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
     size_t sbytes = (kb_stage_bytes(r->in, r->n_in, &r->out[0]) + 63u) & ~(size_t)63u;
     kb_staged st;
     KN_TRY(stage(r, 0, &st));
-    const kb_tensor *q = &st.in[0], *k = &st.in[1], *v = &st.in[2];
     const kb_tensor *m = present(r, 3) ? &st.in[3] : NULL;
-    int64_t B = q->dims[0], Sq = q->dims[1], H = q->dims[2], D = q->dims[3];
-    int64_t Sk = k->dims[1], Dv = v->dims[3];
+    bool packed = kn_attr_int(r->node, "qkv_packed", 0) != 0;
+    const kb_tensor *q = &st.in[0];
+    int64_t B = q->dims[0], Sq = q->dims[1], H, D, Sk, Dv, qrow, krow, vrow;
+    const float *Q = q->data, *K, *V;
+    if (packed) { /* [B, S, 3, H, D] */
+        H = q->dims[3], D = Dv = q->dims[4], Sk = Sq;
+        qrow = krow = vrow = 3 * H * D;
+        K = Q + H * D;
+        V = Q + 2 * H * D;
+    } else {
+        const kb_tensor *k = &st.in[1], *v = &st.in[2];
+        H = q->dims[2], D = q->dims[3], Sk = k->dims[1], Dv = v->dims[3];
+        qrow = krow = H * D;
+        vrow = H * Dv;
+        K = k->data;
+        V = v->data;
+    }
     float scale = kn_attr_float(r->node, "scale", 1.f);
     int64_t ms[4] = {0, 0, 0, 0}; /* mask strides over [B, H, Sq, Sk], 0 where broadcast */
     if (m) {
@@ -183,15 +199,15 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
     if (r->workspace_size < sbytes + (size_t)(Sk > 0 ? Sk : 1) * KB_ATT_ROWS * sizeof(float) * (size_t)nth)
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
     float *scratch = (float *)((uint8_t *)r->workspace + sbytes);
-    const float *Q = q->data, *K = k->data, *V = v->data, *M = m ? m->data : NULL;
+    const float *M = m ? m->data : NULL;
     float *Y = st.out.data;
 #pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
     for (int64_t job = 0; job < jobs; job++) {
         int64_t b = job / (H * blocks), h = job / blocks % H, i0 = job % blocks * KB_ATT_ROWS;
         int64_t rows = Sq - i0 < KB_ATT_ROWS ? Sq - i0 : KB_ATT_ROWS;
         float *sc = scratch + (size_t)Sk * KB_ATT_ROWS * (size_t)kb_omp_thread();
-        const float *qb = Q + ((b * Sq + i0) * H + h) * D;
-        gemm(false, true, rows, Sk, D, scale, qb, H * D, K + (b * Sk * H + h) * D, H * D, 0.f, sc,
+        const float *qb = Q + (b * Sq + i0) * qrow + h * D;
+        gemm(false, true, rows, Sk, D, scale, qb, qrow, K + b * Sk * krow + h * D, krow, 0.f, sc,
              Sk, 1);
         for (int64_t i = 0; i < rows; i++) {
             float *row = sc + i * Sk, mx = -INFINITY, sum = 0.f;
@@ -208,7 +224,7 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
             for (int64_t j = 0; j < Sk; j++)
                 row[j] *= inv;
         }
-        gemm(false, false, rows, Dv, Sk, 1.f, sc, Sk, V + (b * Sk * H + h) * Dv, H * Dv, 0.f,
+        gemm(false, false, rows, Dv, Sk, 1.f, sc, Sk, V + b * Sk * vrow + h * Dv, vrow, 0.f,
              Y + ((b * Sq + i0) * H + h) * Dv, H * Dv, 1);
     }
     kb_stage_out(&st, &r->out[0]);

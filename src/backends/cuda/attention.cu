@@ -46,7 +46,7 @@ static __host__ __device__ att_layout att_plan(int sk, int d, int dv) {
     L.s_off = att_align(L.q_off + (size_t)16 * L.ldq * 2);
     L.p_off = att_align(L.s_off + (size_t)16 * L.lds * 4);
     L.warp_bytes = att_align(L.p_off + (size_t)16 * L.ldp * 2);
-    L.total = L.warp_off + ATT_WARPS * L.warp_bytes;
+    L.total = L.warp_off + ATT_WARPS * L.warp_bytes; /* at most ATT_WARPS warps a block */
     return L;
 }
 
@@ -68,23 +68,25 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     T *Vs = reinterpret_cast<T *>(smem + L.v_off);
     /* the head's K and V rows, 16 bytes at a time; zero rows pad the keys */
     const int kv8 = d / 8, vv8 = dv / 8;
+#pragma unroll 4
     for (int idx = threadIdx.x; idx < L.skp * kv8; idx += blockDim.x) {
         int j = idx / kv8, c = idx % kv8;
         uint4 val = make_uint4(0, 0, 0, 0);
         if (j < sk)
-            val = *reinterpret_cast<const uint4 *>(k + ((b * a.sk + j) * H + h) * d + c * 8);
+            val = *reinterpret_cast<const uint4 *>(k + (b * a.sk + j) * a.krow + h * d + c * 8);
         *reinterpret_cast<uint4 *>(Ks + j * L.ldk + c * 8) = val;
     }
+#pragma unroll 4
     for (int idx = threadIdx.x; idx < L.skp * vv8; idx += blockDim.x) {
         int j = idx / vv8, c = idx % vv8;
         uint4 val = make_uint4(0, 0, 0, 0);
         if (j < sk)
-            val = *reinterpret_cast<const uint4 *>(v + ((b * a.sk + j) * H + h) * dv + c * 8);
+            val = *reinterpret_cast<const uint4 *>(v + (b * a.sk + j) * a.vrow + h * dv + c * 8);
         *reinterpret_cast<uint4 *>(Vs + j * L.ldv + c * 8) = val;
     }
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t r0 = (int64_t)blockIdx.x * (ATT_WARPS * 16) + warp * 16;
+    const int64_t r0 = (int64_t)blockIdx.x * (blockDim.x / 2) + warp * 16; /* 16 rows a warp */
     if (r0 >= a.sq)
         return;
     unsigned char *wbase = smem + L.warp_off + (size_t)warp * L.warp_bytes;
@@ -95,7 +97,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         int r = idx / kv8, c = idx % kv8;
         uint4 val = make_uint4(0, 0, 0, 0);
         if (r0 + r < a.sq)
-            val = *reinterpret_cast<const uint4 *>(q + ((b * a.sq + r0 + r) * H + h) * d + c * 8);
+            val = *reinterpret_cast<const uint4 *>(q + (b * a.sq + r0 + r) * a.qrow + h * d + c * 8);
         *reinterpret_cast<uint4 *>(Qs + r * L.ldq + c * 8) = val;
     }
     __syncwarp();
@@ -113,33 +115,36 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         wmma::store_matrix_sync(Ss + n0, acc, L.lds, wmma::mem_row_major);
     }
     __syncwarp();
-    /* scale, mask and an exact softmax per row, in float */
-    for (int r = 0; r < 16; r++) {
+    /* scale, mask and an exact softmax per row, in float: two lanes a row,
+     * all 16 rows at once (each lane walks half the keys, interleaved) */
+    {
+        const int r = lane / 2, half = lane % 2;
         const int64_t qi = r0 + r;
         float *srow = Ss + r * L.lds;
+        const int64_t mbase = b * a.mstride[0] + h * a.mstride[1] + qi * a.mstride[2];
+        const bool live = qi < a.sq;
         float mx = -INFINITY;
-        for (int j = lane; j < L.skp; j += 32) {
-            float s = -INFINITY;
-            if (j < sk && qi < a.sq) {
-                s = srow[j] * a.scale;
-                if (mask)
-                    s += kc_ld_f(mask, a.mask_dt, b * a.mstride[0] + h * a.mstride[1] +
-                                                      qi * a.mstride[2] + j * a.mstride[3]);
-            }
+#pragma unroll 4
+        for (int j = half; j < sk; j += 2) {
+            float s = srow[j] * a.scale;
+            if (mask && live) /* rows past Sq have no mask row */
+                s += kc_ld_f(mask, a.mask_dt, mbase + j * a.mstride[3]);
             srow[j] = s;
             mx = fmaxf(mx, s);
         }
-        mx = kc_warp_max(mx);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         float sum = 0.f;
-        for (int j = lane; j < L.skp; j += 32) {
-            float e = j < sk ? __expf(srow[j] - mx) : 0.f;
+#pragma unroll 4
+        for (int j = half; j < sk; j += 2) {
+            float e = __expf(srow[j] - mx);
             srow[j] = e;
             sum += e;
         }
-        sum = kc_warp_sum(sum);
-        const float inv = 1.f / sum;
-        for (int j = lane; j < L.skp; j += 32)
-            Ps[r * L.ldp + j] = att_from<T>(qi < a.sq ? srow[j] * inv : 0.f);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        const float inv = live ? 1.f / sum : 0.f;
+#pragma unroll 4
+        for (int j = half; j < L.skp; j += 2) /* padded keys get probability 0 */
+            Ps[r * L.ldp + j] = att_from<T>(j < sk ? srow[j] * inv : 0.f);
     }
     __syncwarp();
     /* O = P V, staged through the score rows (no longer needed) */
@@ -178,12 +183,12 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 #pragma unroll
     for (int t = 0; t < ATT_SIMT_REGS; t++) {
         int64_t dd = lane + 32 * t;
-        qv[t] = dd < a.d ? kc_ld_f(q, a.dt, ((b * a.sq + i) * a.h + h) * a.d + dd) : 0.f;
+        qv[t] = dd < a.d ? kc_ld_f(q, a.dt, (b * a.sq + i) * a.qrow + h * a.d + dd) : 0.f;
         o[t] = 0.f;
     }
     float m = -INFINITY, l = 0.f;
     for (int64_t j = 0; j < a.sk; j++) {
-        const int64_t kb = ((b * a.sk + j) * a.h + h) * a.d;
+        const int64_t kb = (b * a.sk + j) * a.krow + h * a.d;
         float part = 0.f;
 #pragma unroll
         for (int t = 0; t < ATT_SIMT_REGS; t++) {
@@ -200,7 +205,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
             continue; /* every key so far is masked out */
         const float corr = __expf(m - mn), p = __expf(s - mn);
         l = l * corr + p;
-        const int64_t vb = ((b * a.sk + j) * a.h + h) * a.dv;
+        const int64_t vb = (b * a.sk + j) * a.vrow + h * a.dv;
 #pragma unroll
         for (int t = 0; t < ATT_SIMT_REGS; t++) {
             int64_t dd = lane + 32 * t;
@@ -231,21 +236,31 @@ extern "C" int kc_attn_uses_tensor_cores(const kc_attn *a) {
 template <typename T>
 static cudaError_t launch_tc(const void *q, const void *k, const void *v, const void *mask, void *y,
                              const kc_attn *a, cudaStream_t stream) {
-    size_t bytes = att_plan((int)a->sk, (int)a->d, (int)a->dv).total;
-    dim3 grid((unsigned)((a->sq + ATT_WARPS * 16 - 1) / (ATT_WARPS * 16)), (unsigned)a->h,
-              (unsigned)a->b);
-    attn_tc_kernel<T><<<grid, ATT_WARPS * 32, bytes, stream>>>((const T *)q, (const T *)k,
-                                                               (const T *)v, mask, (T *)y, *a);
+    att_layout L = att_plan((int)a->sk, (int)a->d, (int)a->dv);
+    /* fewer warps a block (16 query rows each) when the grid would not
+     * fill the chip twice over: small batches get more, shorter blocks */
+    int warps = ATT_WARPS;
+    while (warps > 1 && a->b * a->h * ((a->sq + warps * 16 - 1) / (warps * 16)) < 2 * 132)
+        warps /= 2;
+    size_t bytes = L.warp_off + (size_t)warps * L.warp_bytes;
+    dim3 grid((unsigned)((a->sq + warps * 16 - 1) / (warps * 16)), (unsigned)a->h, (unsigned)a->b);
+    attn_tc_kernel<T><<<grid, warps * 32, bytes, stream>>>((const T *)q, (const T *)k, (const T *)v,
+                                                           mask, (T *)y, *a);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t kc_attention_setup(void) {
-    cudaError_t e = cudaFuncSetAttribute(attn_tc_kernel<__half>,
+template <typename T> static cudaError_t setup_one(void) {
+    cudaError_t e = cudaFuncSetAttribute(attn_tc_kernel<T>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, ATT_TC_MAX_SMEM);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(attn_tc_kernel<__nv_bfloat16>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ATT_TC_MAX_SMEM);
+    if (e == cudaSuccess) /* shared memory over L1: blocks are sized by it */
+        e = cudaFuncSetAttribute(attn_tc_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 100);
     return e;
+}
+
+extern "C" cudaError_t kc_attention_setup(void) {
+    cudaError_t e = setup_one<__half>();
+    return e == cudaSuccess ? setup_one<__nv_bfloat16>() : e;
 }
 
 extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v, const void *mask,
@@ -256,7 +271,10 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
     if (rows <= 0)
         return cudaSuccess;
     bool aligned = ((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)y) % 16 == 0;
-    if (aligned && kc_attn_uses_tensor_cores(a)) {
+    static int simt = -1; /* KILN_ATTENTION_GENERIC=1: the general kernel only (A/B timing) */
+    if (simt < 0)
+        simt = getenv("KILN_ATTENTION_GENERIC") && atoi(getenv("KILN_ATTENTION_GENERIC")) == 1;
+    if (aligned && !simt && kc_attn_uses_tensor_cores(a)) {
         if (a->dt == KILN_DTYPE_FLOAT16)
             return launch_tc<__half>(q, k, v, mask, y, a, stream);
         return launch_tc<__nv_bfloat16>(q, k, v, mask, y, a, stream);

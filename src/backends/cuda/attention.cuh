@@ -18,6 +18,7 @@ typedef struct kc_attn {
     kiln_dtype dt;          /* Q, K, V and Y */
     kiln_dtype mask_dt;     /* UNDEFINED: no mask */
     int64_t mstride[4];     /* mask element strides over [B, H, Sq, Sk], 0 = broadcast */
+    int64_t qrow, krow, vrow; /* elements between tokens: H*D, or 3*H*D when packed */
 } kc_attn;
 
 /* Whether the tensor-core kernel takes these shapes (float16/bfloat16, head

@@ -339,6 +339,17 @@ static void cuda_graph_destroy(void *graph) {
         (void)cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
+/* Device (or managed) memory by the driver's account; plain host memory,
+ * registered or not, is readable from the host. */
+static bool cuda_is_device_ptr(const void *p) {
+    struct cudaPointerAttributes a;
+    if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError(); /* an unknown pointer is host memory; clear the error */
+        return false;
+    }
+    return a.type == cudaMemoryTypeDevice;
+}
+
 const kb_backend kb_cuda_backend = {
     .name = "cuda",
     .describe = cuda_describe,
@@ -356,4 +367,5 @@ const kb_backend kb_cuda_backend = {
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
+    .is_device_ptr = cuda_is_device_ptr,
 };

@@ -279,7 +279,12 @@ static bool is_float_type(kiln_dtype t) {
 
 static bool attention_supports(const kn_node *node, const kn_tinfo *in, int n_in,
                                const kn_tinfo *out, int n_out) {
-    if (n_in < 3 || n_out < 1 || !is_float_type(in[0].dtype))
+    if (n_out < 1 || n_in < 1 || !is_float_type(in[0].dtype))
+        return false;
+    if (kn_attr_int(node, "qkv_packed", 0)) /* [B, S, 3, H, D] */
+        return in[0].rank == 5 && out[0].dtype == in[0].dtype && in[0].dims[4] <= 256 &&
+               (n_in < 4 || in[3].dtype == KILN_DTYPE_UNDEFINED || is_float_type(in[3].dtype));
+    if (n_in < 3)
         return false;
     for (int i = 1; i < 3; i++)
         if (in[i].dtype != in[0].dtype || in[i].rank != 4)
@@ -299,12 +304,25 @@ static kiln_status attention_prepare(const void *state, const kn_node *node, con
 }
 
 static kiln_status attention_run(const kb_run *r) {
-    const kb_tensor *q = &r->in[0], *k = &r->in[1], *v = &r->in[2];
+    const kb_tensor *q = &r->in[0];
     const kb_tensor *m = kc_present(r->in, r->n_in, 3) ? &r->in[3] : NULL;
     kc_attn a;
     memset(&a, 0, sizeof a);
-    a.b = q->dims[0], a.sq = q->dims[1], a.h = q->dims[2], a.d = q->dims[3];
-    a.sk = k->dims[1], a.dv = v->dims[3];
+    const void *qp = q->data, *kp, *vp;
+    if (kn_attr_int(r->node, "qkv_packed", 0)) { /* [B, S, 3, H, D] */
+        a.b = q->dims[0], a.sq = a.sk = q->dims[1], a.h = q->dims[3], a.d = a.dv = q->dims[4];
+        a.qrow = a.krow = a.vrow = 3 * a.h * a.d;
+        size_t es = kiln_dtype_size(q->dtype);
+        kp = (const uint8_t *)qp + (size_t)(a.h * a.d) * es;
+        vp = (const uint8_t *)qp + (size_t)(2 * a.h * a.d) * es;
+    } else {
+        a.b = q->dims[0], a.sq = q->dims[1], a.h = q->dims[2], a.d = q->dims[3];
+        a.sk = r->in[1].dims[1], a.dv = r->in[2].dims[3];
+        a.qrow = a.krow = a.h * a.d;
+        a.vrow = a.h * a.dv;
+        kp = r->in[1].data;
+        vp = r->in[2].data;
+    }
     a.scale = kn_attr_float(r->node, "scale", 1.f);
     a.dt = q->dtype;
     a.mask_dt = m ? m->dtype : KILN_DTYPE_UNDEFINED;
@@ -316,8 +334,7 @@ static kiln_status attention_run(const kb_run *r) {
             stride *= d;
         }
     }
-    KC_CUDA(r->node, kc_attention(q->data, k->data, v->data, m ? m->data : NULL, r->out[0].data, &a,
-                                  kc_stream(r)));
+    KC_CUDA(r->node, kc_attention(qp, kp, vp, m ? m->data : NULL, r->out[0].data, &a, kc_stream(r)));
     return KILN_OK;
 }
 

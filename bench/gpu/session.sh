@@ -1,0 +1,35 @@
+#!/bin/bash
+# session.sh - one device call for the CUDA backend, everything that belongs
+# together: the CUDA kernel tests, the ONNX node conformance cases on the GPU,
+# and the ResNet-50 / BERT-base benchmark against PyTorch with kiln's
+# per-layer profiles. Prepare on the build machine (scripts/device_pack.sh
+# fills .device/), carry .device, run from the repository root; logs and
+# results land in $OUT.
+set -u
+D=${KILN_DIR:-.device}
+export PYTHONUNBUFFERED=1
+LIBS=/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/lib/x86_64-linux-gnu
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee $OUT/env.txt
+echo "== CUDA kernel tests"
+LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 200 $D/test_cuda_ops > $OUT/test_cuda_ops.log 2>&1
+echo "test_cuda_ops rc=$?"; grep -E "^(FAIL|NOREF)" $OUT/test_cuda_ops.log | head -20; tail -2 $OUT/test_cuda_ops.log
+if [ -x $D/bench_cuda_kernels ]; then
+    echo "== kernel micro-benchmarks: attention (tensor-core and general kernels)"
+    LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 60 $D/bench_cuda_kernels 30 attn 2>&1 | tee $OUT/attn.log | grep -E "^="
+    LD_LIBRARY_PATH=$PWD/$D:$LIBS KILN_ATTENTION_GENERIC=1 timeout 60 $D/bench_cuda_kernels 30 attn 2>&1 | grep -E "^=" | sed 's/^=/= general:/'
+fi
+if [ -f $D/node.tgz ]; then
+    echo "== ONNX node conformance on the GPU"
+    mkdir -p /tmp/kiln_node && tar xzf $D/node.tgz -C /tmp/kiln_node
+    LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 240 $D/run_node_tests --backend cuda --data /tmp/kiln_node/node \
+        --jobs 16 --results $OUT/conformance_cuda.txt > $OUT/conformance_cuda.log 2>&1
+    echo "conformance rc=$?"; tail -1 $OUT/conformance_cuda.log
+    grep -E "^test_\S+ failed" $OUT/conformance_cuda.txt | cut -c1-200 | head -40
+fi
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+    echo "== ResNet-50 and BERT-base against PyTorch"
+    KILN_CLI_LIBS=$LIBS LD_LIBRARY_PATH=$PWD/$D timeout ${BENCH_TIMEOUT:-420} python3 bench/gpu/bench_models.py \
+        --kiln $D/libkiln.so --cli $D/kiln --models ${MODELS:-resnet50,bert} --profile $OUT/prof \
+        --out $OUT/results.md > $OUT/bench.log 2>&1
+    echo "bench rc=$?"; grep -E "^\||Runtime on|rror" $OUT/bench.log | tail -24
+fi
