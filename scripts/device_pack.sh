@@ -11,7 +11,7 @@ cmake -S "$root" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON -DKI
 ninja -C "$b" >/dev/null
 rm -rf "$root/.device" && mkdir -p "$root/.device"
 cp "$b/kiln" "$b/libkiln.so" "$b/tests/cuda/test_cuda_ops" "$b/tests/conformance/run_node_tests" \
-   "$b/bench_cuda_kernels" "$root/.device/"
+   "$b/bench/bench_cuda_kernels" "$root/.device/"
 data=/usr/share/libonnx-testdata/data
 [ -d $data/node ] && tar czf "$root/.device/node.tgz" -C $data node
 du -sh "$root/.device"
