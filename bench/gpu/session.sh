@@ -32,4 +32,5 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
         --kiln $D/libkiln.so --cli $D/kiln --models ${MODELS:-resnet50,bert} --profile $OUT/prof \
         --out $OUT/results.md > $OUT/bench.log 2>&1
     echo "bench rc=$?"; grep -E "^\||Runtime on|rror" $OUT/bench.log | tail -24
+    [ -d $OUT/prof ] && tar czf $OUT/prof.tgz -C $OUT prof && rm -rf $OUT/prof
 fi

@@ -13,6 +13,7 @@
  * General kernel (any real type and head dims up to 256, any key count):
  * one warp per query row, one pass over the keys with a running max and sum
  * (online softmax), float arithmetic throughout. */
+#include <cuda_pipeline.h>
 #include <mma.h>
 
 #include "attention.cuh"
@@ -66,41 +67,48 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     const int d = (int)a.d, dv = (int)a.dv, sk = (int)a.sk, H = (int)a.h;
     T *Ks = reinterpret_cast<T *>(smem + L.k_off);
     T *Vs = reinterpret_cast<T *>(smem + L.v_off);
-    /* the head's K and V rows, 16 bytes at a time; zero rows pad the keys */
+    /* the head's K and V rows and each warp's Q rows, 16 bytes at a time
+     * through asynchronous copies (every copy in flight at once; the loads'
+     * latency is paid once, not per iteration); zero rows pad the keys and
+     * the queries past Sq */
     const int kv8 = d / 8, vv8 = dv / 8;
-#pragma unroll 4
+    const uint4 zero = make_uint4(0, 0, 0, 0);
     for (int idx = threadIdx.x; idx < L.skp * kv8; idx += blockDim.x) {
         int j = idx / kv8, c = idx % kv8;
-        uint4 val = make_uint4(0, 0, 0, 0);
+        T *dst = Ks + j * L.ldk + c * 8;
         if (j < sk)
-            val = *reinterpret_cast<const uint4 *>(k + (b * a.sk + j) * a.krow + h * d + c * 8);
-        *reinterpret_cast<uint4 *>(Ks + j * L.ldk + c * 8) = val;
+            __pipeline_memcpy_async(dst, k + (b * a.sk + j) * a.krow + h * d + c * 8, 16);
+        else
+            *reinterpret_cast<uint4 *>(dst) = zero;
     }
-#pragma unroll 4
     for (int idx = threadIdx.x; idx < L.skp * vv8; idx += blockDim.x) {
         int j = idx / vv8, c = idx % vv8;
-        uint4 val = make_uint4(0, 0, 0, 0);
+        T *dst = Vs + j * L.ldv + c * 8;
         if (j < sk)
-            val = *reinterpret_cast<const uint4 *>(v + (b * a.sk + j) * a.vrow + h * dv + c * 8);
-        *reinterpret_cast<uint4 *>(Vs + j * L.ldv + c * 8) = val;
+            __pipeline_memcpy_async(dst, v + (b * a.sk + j) * a.vrow + h * dv + c * 8, 16);
+        else
+            *reinterpret_cast<uint4 *>(dst) = zero;
     }
-    __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t r0 = (int64_t)blockIdx.x * (blockDim.x / 2) + warp * 16; /* 16 rows a warp */
-    if (r0 >= a.sq)
-        return;
     unsigned char *wbase = smem + L.warp_off + (size_t)warp * L.warp_bytes;
     T *Qs = reinterpret_cast<T *>(wbase + L.q_off);
     float *Ss = reinterpret_cast<float *>(wbase + L.s_off);
     T *Ps = reinterpret_cast<T *>(wbase + L.p_off);
-    for (int idx = lane; idx < 16 * kv8; idx += 32) {
-        int r = idx / kv8, c = idx % kv8;
-        uint4 val = make_uint4(0, 0, 0, 0);
-        if (r0 + r < a.sq)
-            val = *reinterpret_cast<const uint4 *>(q + (b * a.sq + r0 + r) * a.qrow + h * d + c * 8);
-        *reinterpret_cast<uint4 *>(Qs + r * L.ldq + c * 8) = val;
-    }
-    __syncwarp();
+    if (r0 < a.sq)
+        for (int idx = lane; idx < 16 * kv8; idx += 32) {
+            int r = idx / kv8, c = idx % kv8;
+            T *dst = Qs + r * L.ldq + c * 8;
+            if (r0 + r < a.sq)
+                __pipeline_memcpy_async(dst, q + (b * a.sq + r0 + r) * a.qrow + h * d + c * 8, 16);
+            else
+                *reinterpret_cast<uint4 *>(dst) = zero;
+        }
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncthreads();
+    if (r0 >= a.sq)
+        return;
     /* S = Q K^T: K rows in shared memory are K^T's columns */
     for (int n0 = 0; n0 < L.skp; n0 += 16) {
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
@@ -170,47 +178,60 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 
 #define ATT_SIMT_REGS 8 /* head dims up to 256 */
 
+/* One warp a query row; keys in chunks of 32, one key a lane: each lane
+ * computes its key's score, the chunk updates a running max and sum (online
+ * softmax), and the chunk's probabilities are broadcast lane by lane to
+ * accumulate V rows (lanes own the output dims lane, lane + 32, ...). */
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_simt_kernel(const void *__restrict__ q, const void *__restrict__ k,
                      const void *__restrict__ v, const void *__restrict__ mask, void *__restrict__ y,
                      const kc_attn a, int64_t rows) {
-    const int lane = threadIdx.x % 32;
-    const int64_t row = (int64_t)blockIdx.x * ATT_WARPS + threadIdx.x / 32;
+    __shared__ float qs[ATT_WARPS][32 * ATT_SIMT_REGS];
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    const int64_t row = (int64_t)blockIdx.x * ATT_WARPS + w;
     if (row >= rows)
         return;
     const int64_t b = row / (a.h * a.sq), h = row / a.sq % a.h, i = row % a.sq;
-    float qv[ATT_SIMT_REGS], o[ATT_SIMT_REGS];
+    for (int64_t dd = lane; dd < a.d; dd += 32)
+        qs[w][dd] = kc_ld_f(q, a.dt, (b * a.sq + i) * a.qrow + h * a.d + dd);
+    __syncwarp();
+    float o[ATT_SIMT_REGS];
 #pragma unroll
-    for (int t = 0; t < ATT_SIMT_REGS; t++) {
-        int64_t dd = lane + 32 * t;
-        qv[t] = dd < a.d ? kc_ld_f(q, a.dt, (b * a.sq + i) * a.qrow + h * a.d + dd) : 0.f;
+    for (int t = 0; t < ATT_SIMT_REGS; t++)
         o[t] = 0.f;
-    }
     float m = -INFINITY, l = 0.f;
-    for (int64_t j = 0; j < a.sk; j++) {
-        const int64_t kb = (b * a.sk + j) * a.krow + h * a.d;
-        float part = 0.f;
-#pragma unroll
-        for (int t = 0; t < ATT_SIMT_REGS; t++) {
-            int64_t dd = lane + 32 * t;
-            if (dd < a.d)
-                part += qv[t] * kc_ld_f(k, a.dt, kb + dd);
+    const int64_t mrow = b * a.mstride[0] + h * a.mstride[1] + i * a.mstride[2];
+    for (int64_t j0 = 0; j0 < a.sk; j0 += 32) {
+        const int64_t j = j0 + lane;
+        float s = -INFINITY;
+        if (j < a.sk) {
+            const int64_t kb = (b * a.sk + j) * a.krow + h * a.d;
+            float dot = 0.f;
+            for (int64_t dd = 0; dd < a.d; dd++)
+                dot += qs[w][dd] * kc_ld_f(k, a.dt, kb + dd);
+            s = dot * a.scale;
+            if (mask)
+                s += kc_ld_f(mask, a.mask_dt, mrow + j * a.mstride[3]);
         }
-        float s = kc_warp_sum(part) * a.scale;
-        if (mask)
-            s += kc_ld_f(mask, a.mask_dt,
-                         b * a.mstride[0] + h * a.mstride[1] + i * a.mstride[2] + j * a.mstride[3]);
-        const float mn = fmaxf(m, s);
+        const float mn = fmaxf(m, kc_warp_max(s));
         if (mn == -INFINITY)
             continue; /* every key so far is masked out */
-        const float corr = __expf(m - mn), p = __expf(s - mn);
-        l = l * corr + p;
-        const int64_t vb = (b * a.sk + j) * a.vrow + h * a.dv;
+        const float corr = __expf(m - mn);
+        const float p = j < a.sk ? __expf(s - mn) : 0.f;
+        l = l * corr + kc_warp_sum(p);
 #pragma unroll
-        for (int t = 0; t < ATT_SIMT_REGS; t++) {
-            int64_t dd = lane + 32 * t;
-            if (dd < a.dv)
-                o[t] = o[t] * corr + p * kc_ld_f(v, a.dt, vb + dd);
+        for (int t = 0; t < ATT_SIMT_REGS; t++)
+            o[t] *= corr;
+        const int n = a.sk - j0 < 32 ? (int)(a.sk - j0) : 32;
+        for (int jj = 0; jj < n; jj++) {
+            const float pj = __shfl_sync(0xffffffffu, p, jj);
+            const int64_t vb = (b * a.sk + j0 + jj) * a.vrow + h * a.dv;
+#pragma unroll
+            for (int t = 0; t < ATT_SIMT_REGS; t++) {
+                int64_t dd = lane + 32 * t;
+                if (dd < a.dv)
+                    o[t] += pj * kc_ld_f(v, a.dt, vb + dd);
+            }
         }
         m = mn;
     }
