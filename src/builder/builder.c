@@ -719,10 +719,15 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit, kbld_tcache *cache
             }
             continue;
         }
+        /* supports() sees the values of constant inputs (Pad's pads, ...) */
+        void *tmp[64] = {0};
         for (int j = 0; j < n->n_in; j++) {
             memset(&in[j], 0, sizeof in[j]);
-            if (n->in[j] >= 0)
+            if (n->in[j] >= 0) {
                 in[j] = ti[n->in[j]];
+                if (net->tensors[n->in[j]].flags & KN_T_CONST)
+                    in[j].value = kn_tdata_aligned(&net->tensors[n->in[j]].value, &tmp[j]);
+            }
         }
         for (int j = 0; j < n->n_out; j++) {
             memset(&out[j], 0, sizeof out[j]);
@@ -733,6 +738,10 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit, kbld_tcache *cache
         for (int c = 0; c < nc; c++)
             if (!cand[c]->supports || cand[c]->supports(n, in, n->n_in, out, n->n_out))
                 cand[ok++] = cand[c];
+        for (int j = 0; j < n->n_in; j++) {
+            kn_aligned_free(tmp[j]);
+            in[j].value = NULL; /* the copies are gone; later users see no value */
+        }
         if (ok == 0) {
             st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
                                "no %s kernel supports this node with these input types",
