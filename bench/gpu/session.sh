@@ -14,8 +14,9 @@ echo "== CUDA kernel tests"
 LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 200 $D/test_cuda_ops > $OUT/test_cuda_ops.log 2>&1
 echo "test_cuda_ops rc=$?"; grep -E "^(FAIL|NOREF)" $OUT/test_cuda_ops.log | head -20; tail -2 $OUT/test_cuda_ops.log
 if [ -x $D/bench_cuda_kernels ]; then
-    echo "== kernel micro-benchmarks: attention (tensor-core and general kernels)"
+    echo "== kernel micro-benchmarks: attention (direct, staged and general kernels)"
     LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 60 $D/bench_cuda_kernels 30 attn 2>&1 | tee $OUT/attn.log | grep -E "^="
+    LD_LIBRARY_PATH=$PWD/$D:$LIBS KILN_ATTENTION_STAGED=1 timeout 60 $D/bench_cuda_kernels 30 attn 2>&1 | grep -E "^=" | sed 's/^=/= staged:/'
     LD_LIBRARY_PATH=$PWD/$D:$LIBS KILN_ATTENTION_GENERIC=1 timeout 60 $D/bench_cuda_kernels 30 attn 2>&1 | grep -E "^=" | sed 's/^=/= general:/'
 fi
 if [ -f $D/node.tgz ]; then

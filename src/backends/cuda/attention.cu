@@ -1,7 +1,9 @@
 /* attention.cu - fused multi-head attention (attention.cuh).
  *
- * Tensor-core kernel (float16 / bfloat16, head dims multiples of 16 up to
- * 128, up to 512 keys): one block per (query tile of 64 rows, head, batch),
+ * Direct tensor-core kernel (every dim a multiple of 16, aligned rows): see
+ * attn_direct_kernel below. Staged tensor-core kernel (float16 / bfloat16,
+ * head dims multiples of 16 up to 128, up to 512 keys, any Sq and Sk): one
+ * block per (query tile of up to 64 rows, head, batch),
  * four warps of 16 query rows. The block copies the head's K and V rows into
  * shared memory (zero rows pad the keys to a multiple of 16); each warp then
  * computes its 16 x Sk scores with WMMA (float accumulation), applies scale
@@ -176,6 +178,110 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     }
 }
 
+/* The direct variant: Q, K and V fragments load straight from global memory
+ * (L1 serves the warps of a block that share a head), so shared memory holds
+ * only each warp's scores and probabilities and many more warps fit on an SM.
+ * Taken when every dim is a multiple of 16 and every row start is 32-byte
+ * aligned (WMMA's rule for its pointers). Two warps a block, 16 rows each. */
+#define ATT_DIRECT_WARPS 2
+
+static __host__ __device__ size_t att_direct_warp_bytes(int sk, int dv) {
+    int lds = (sk > dv ? sk : dv) + 4, ldp = sk + 8;
+    return att_align((size_t)16 * lds * 4) + att_align((size_t)16 * ldp * 2);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(ATT_DIRECT_WARPS * 32)
+    attn_direct_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
+                       const void *__restrict__ mask, T *__restrict__ y, const kc_attn a) {
+    extern __shared__ __align__(32) unsigned char smem[];
+    const int sk = (int)a.sk, d = (int)a.d, dv = (int)a.dv;
+    const int lds = (sk > dv ? sk : dv) + 4, ldp = sk + 8;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t b = blockIdx.z, h = blockIdx.y;
+    const int64_t r0 = (int64_t)blockIdx.x * (ATT_DIRECT_WARPS * 16) + warp * 16;
+    if (r0 >= a.sq)
+        return;
+    unsigned char *wbase = smem + (size_t)warp * att_direct_warp_bytes(sk, dv);
+    float *Ss = reinterpret_cast<float *>(wbase);
+    T *Ps = reinterpret_cast<T *>(wbase + att_align((size_t)16 * lds * 4));
+    const T *qb = q + (b * a.sq + r0) * a.qrow + h * d;
+    const T *kb = k + b * a.sk * a.krow + h * d;
+    const T *vb = v + b * a.sk * a.vrow + h * dv;
+    /* S = Q K^T; Q's fragments stay in registers (head dims up to 128) */
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fq[8];
+#pragma unroll
+    for (int t = 0; t < 8; t++)
+        if (t * 16 < d)
+            wmma::load_matrix_sync(fq[t], qb + t * 16, (unsigned)a.qrow);
+    for (int n0 = 0; n0 < sk; n0 += 16) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::fill_fragment(acc, 0.f);
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            if (t * 16 < d) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
+                wmma::load_matrix_sync(fb, kb + (int64_t)n0 * a.krow + t * 16, (unsigned)a.krow);
+                wmma::mma_sync(acc, fq[t], fb, acc);
+            }
+        }
+        wmma::store_matrix_sync(Ss + n0, acc, lds, wmma::mem_row_major);
+    }
+    __syncwarp();
+    {
+        const int r = lane / 2, half = lane % 2;
+        const int64_t qi = r0 + r;
+        float *srow = Ss + r * lds;
+        const int64_t mbase = b * a.mstride[0] + h * a.mstride[1] + qi * a.mstride[2];
+        float mx = -INFINITY;
+#pragma unroll 4
+        for (int j = half; j < sk; j += 2) {
+            float s = srow[j] * a.scale;
+            if (mask)
+                s += kc_ld_f(mask, a.mask_dt, mbase + j * a.mstride[3]);
+            srow[j] = s;
+            mx = fmaxf(mx, s);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        float sum = 0.f;
+#pragma unroll 4
+        for (int j = half; j < sk; j += 2) {
+            float e = __expf(srow[j] - mx);
+            srow[j] = e;
+            sum += e;
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        const float inv = 1.f / sum;
+#pragma unroll 4
+        for (int j = half; j < sk; j += 2)
+            Ps[r * ldp + j] = att_from<T>(srow[j] * inv);
+    }
+    __syncwarp();
+    for (int n0 = 0; n0 < dv; n0 += 16) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::fill_fragment(acc, 0.f);
+        for (int k0 = 0; k0 < sk; k0 += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+            wmma::load_matrix_sync(fa, Ps + k0, ldp);
+            wmma::load_matrix_sync(fb, vb + (int64_t)k0 * a.vrow + n0, (unsigned)a.vrow);
+            wmma::mma_sync(acc, fa, fb, acc);
+        }
+        wmma::store_matrix_sync(Ss + n0, acc, lds, wmma::mem_row_major);
+    }
+    __syncwarp();
+    /* Y rows, 8 elements (16 bytes) a store */
+    const int c8 = dv / 8;
+    for (int idx = lane; idx < 16 * c8; idx += 32) {
+        const int r = idx / c8, c = idx % c8;
+        struct alignas(16) P8 { T v[8]; } o;
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            o.v[e] = att_from<T>(Ss[r * lds + c * 8 + e]);
+        *reinterpret_cast<P8 *>(y + ((b * a.sq + r0 + r) * a.h + h) * dv + c * 8) = o;
+    }
+}
+
 #define ATT_SIMT_REGS 8 /* head dims up to 256 */
 
 /* One warp a query row; keys in chunks of 32, one key a lane: each lane
@@ -276,12 +382,38 @@ template <typename T> static cudaError_t setup_one(void) {
     if (e == cudaSuccess) /* shared memory over L1: blocks are sized by it */
         e = cudaFuncSetAttribute(attn_tc_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  100);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_direct_kernel<T>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ATT_TC_MAX_SMEM);
     return e;
 }
 
 extern "C" cudaError_t kc_attention_setup(void) {
     cudaError_t e = setup_one<__half>();
     return e == cudaSuccess ? setup_one<__nv_bfloat16>() : e;
+}
+
+template <typename T>
+static cudaError_t launch_direct(const void *q, const void *k, const void *v, const void *mask,
+                                 void *y, const kc_attn *a, cudaStream_t stream) {
+    size_t bytes = (size_t)ATT_DIRECT_WARPS * att_direct_warp_bytes((int)a->sk, (int)a->dv);
+    dim3 grid((unsigned)(a->sq / (ATT_DIRECT_WARPS * 16) + (a->sq % (ATT_DIRECT_WARPS * 16) != 0)),
+              (unsigned)a->h, (unsigned)a->b);
+    attn_direct_kernel<T><<<grid, ATT_DIRECT_WARPS * 32, bytes, stream>>>(
+        (const T *)q, (const T *)k, (const T *)v, mask, (T *)y, *a);
+    return cudaGetLastError();
+}
+
+/* Whether the direct kernel takes these tensors (see attn_direct_kernel). */
+static bool direct_ok(const void *q, const void *k, const void *v, const void *y, const kc_attn *a) {
+    if (a->sq % 16 || a->sk % 16 || a->d % 16 || a->dv % 16 || a->d > 128 || a->dv > 128)
+        return false;
+    if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)y) % 32)
+        return false;
+    /* every row start (and head offset) a multiple of 16 elements = 32 bytes */
+    if (a->qrow % 16 || a->krow % 16 || a->vrow % 16)
+        return false;
+    return (size_t)ATT_DIRECT_WARPS * att_direct_warp_bytes((int)a->sk, (int)a->dv) <= ATT_TC_MAX_SMEM;
 }
 
 extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v, const void *mask,
@@ -295,6 +427,12 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
     static int simt = -1; /* KILN_ATTENTION_GENERIC=1: the general kernel only (A/B timing) */
     if (simt < 0)
         simt = getenv("KILN_ATTENTION_GENERIC") && atoi(getenv("KILN_ATTENTION_GENERIC")) == 1;
+    if (aligned && !simt && kc_attn_uses_tensor_cores(a) && direct_ok(q, k, v, y, a) &&
+        !(getenv("KILN_ATTENTION_STAGED") && atoi(getenv("KILN_ATTENTION_STAGED")) == 1)) {
+        if (a->dt == KILN_DTYPE_FLOAT16)
+            return launch_direct<__half>(q, k, v, mask, y, a, stream);
+        return launch_direct<__nv_bfloat16>(q, k, v, mask, y, a, stream);
+    }
     if (aligned && !simt && kc_attn_uses_tensor_cores(a)) {
         if (a->dt == KILN_DTYPE_FLOAT16)
             return launch_tc<__half>(q, k, v, mask, y, a, stream);
