@@ -11,9 +11,6 @@
  *   GlobalAveragePool / GlobalMaxPool   -> ReduceMean / ReduceMax over H, W
  *   elementwise ops, kiln::ElementwiseChain, Cast: as they are (other
  *   inputs must be single values).
- * A convolution with fewer than 8 input channels (an image stem) gets zero
- * channels up to 8 on X (a Pad before the reformat) and W (folded), so its
- * channel rows are whole 16-byte packs.
  * A reformat step (Transpose, or Reshape when H = W = 1) is added where an
  * NCHW tensor enters a region and where an NHWC tensor is read by anything
  * outside it or is a graph output; the original tensor keeps its name and
@@ -152,62 +149,10 @@ static kiln_status redirect_output(layout *l, int i) {
     return add_reformat(l, u, y, y, false);
 }
 
-/* Zero channels appended to tensor t ([N, C, ...] or a [K, C, R, S] weight):
- * dim 1 grows from c to c + extra. A new tensor; folded when t is constant. */
-static kiln_status pad_channels(layout *l, int t, int64_t extra, int *out) {
-    kn_net *net = l->p->net;
-    kn_tdata v;
-    int64_t eight = 8;
-    KN_TRY(kn_tdata_alloc(&v, KILN_DTYPE_INT64, 1, &eight));
-    int64_t pads[8] = {0, 0, 0, 0, 0, extra, 0, 0};
-    memcpy(v.data, pads, sizeof pads);
-    int pt, o;
-    KN_TRY(kpass_add_const(net, "channel_pads", &v, &pt));
-    char hint[512], name[512];
-    snprintf(hint, sizeof hint, "%s_c%lld", net->tensors[t].name, (long long)extra);
-    snprintf(name, sizeof name, "reformat pad channels %s", net->tensors[t].name);
-    KN_TRY(kn_net_new_tensor(net, hint, &o));
-    int in[2] = {t, pt};
-    KN_TRY(kn_net_add_node(net, name, "Pad", "", 13, 2, in, 1, &o, NULL));
-    *out = o;
-    return KILN_OK;
-}
-
-/* Input channels of a one-group convolution when below 8 and not a multiple
- * of 8 (an image stem's 3): tensor-core kernels want whole 16-byte channel
- * packs, so X and W get zero channels up to 8 (else 0). */
-static int64_t stem_padding(const layout *l, const kn_node *n) {
-    if (kn_attr_int(n, "group", 1) != 1)
-        return 0;
-    int64_t c = -1;
-    for (int k = 0; k < l->p->n_points; k++) {
-        const kn_tinfo *x = kpass_shape(l->p, k, n->in[0]);
-        if (!x || x->rank != 4 || (c >= 0 && x->dims[1] != c))
-            return 0;
-        c = x->dims[1];
-    }
-    return c > 0 && c < 8 ? 8 - c : 0;
-}
-
 static kiln_status convert_conv(layout *l, int i) {
     kn_net *net = l->p->net;
     int x, z = -1;
-    bool cuda = l->p->b->be && strcmp(l->p->b->be->name, "cuda") == 0;
-    int64_t extra = cuda || l->force ? stem_padding(l, &net->nodes[i]) : 0;
-    if (extra && l->nh[net->nodes[i].in[0]] < 0) { /* pad, then reorder: 16-byte rows */
-        int xp, u;
-        KN_TRY(pad_channels(l, net->nodes[i].in[0], extra, &xp));
-        char hint[512];
-        snprintf(hint, sizeof hint, "%s_nhwc", net->tensors[xp].name);
-        KN_TRY(kn_net_new_tensor(net, hint, &u));
-        KN_TRY(add_reformat(l, xp, u, net->nodes[i].in[0], true));
-        x = u;
-        int wp;
-        KN_TRY(pad_channels(l, net->nodes[i].in[1], extra, &wp));
-        net->nodes[i].in[1] = wp;
-    } else {
-        KN_TRY(nhwc_of(l, net->nodes[i].in[0], &x));
-    }
+    KN_TRY(nhwc_of(l, net->nodes[i].in[0], &x));
     kn_node *n = &net->nodes[i];
     if (kpass_is_kiln(n, "Conv") && n->n_in > 3 && n->in[3] >= 0) {
         KN_TRY(nhwc_of(l, n->in[3], &z));

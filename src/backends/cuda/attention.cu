@@ -29,7 +29,7 @@ using namespace nvcuda;
 /* Shared memory of the tensor-core kernel, in bytes from the start. */
 typedef struct att_layout {
     int skp, ldk, ldv, ldq, lds, ldp;
-    size_t k_off, v_off, warp_off, warp_bytes, q_off, s_off, p_off, total;
+    size_t k_off, v_off, warp_off, warp_bytes, q_off, s_off, p_off, m_off, total;
 } att_layout;
 
 static __host__ __device__ size_t att_align(size_t v) { return (v + 31u) & ~(size_t)31u; }
@@ -48,7 +48,8 @@ static __host__ __device__ att_layout att_plan(int sk, int d, int dv) {
     L.q_off = 0;
     L.s_off = att_align(L.q_off + (size_t)16 * L.ldq * 2);
     L.p_off = att_align(L.s_off + (size_t)16 * L.lds * 4);
-    L.warp_bytes = att_align(L.p_off + (size_t)16 * L.ldp * 2);
+    L.m_off = att_align(L.p_off + (size_t)16 * L.ldp * 2);
+    L.warp_bytes = att_align(L.m_off + (size_t)L.skp * 4);
     L.total = L.warp_off + ATT_WARPS * L.warp_bytes; /* at most ATT_WARPS warps a block */
     return L;
 }
@@ -57,6 +58,70 @@ template <typename T> __device__ __forceinline__ T att_from(float v);
 template <> __device__ __forceinline__ __half att_from<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 att_from<__nv_bfloat16>(float v) {
     return __float2bfloat16_rn(v);
+}
+
+/* A warp's 16 score rows (float, row r at Ss + r * lds) into unnormalized
+ * probabilities exp(s - max) in Ps (rounded to T, always in [0, 1]) and
+ * each row's 1 / sum in rinv: two lanes a row, interleaved keys. Keys from
+ * sk to skp get probability 0; rows past Sq get zeros. `mrow` is the mask
+ * row in shared memory when the mask is the same for every head and query
+ * (BERT's padding mask), else the mask is read per element. */
+template <typename T>
+__device__ __forceinline__ void att_softmax16(float *Ss, int lds, T *Ps, int ldp, int sk, int skp,
+                                              float *rinv, const float *mrow, const void *mask,
+                                              const kc_attn &a, int64_t b, int64_t h, int64_t r0,
+                                              int lane) {
+    const int r = lane / 2, half = lane % 2;
+    const int64_t qi = r0 + r;
+    const bool live = qi < a.sq;
+    float *srow = Ss + r * lds;
+    float mx = -INFINITY;
+    if (mrow) {
+#pragma unroll 4
+        for (int j = half; j < sk; j += 2) {
+            float s = srow[j] * a.scale + mrow[j];
+            srow[j] = s;
+            mx = fmaxf(mx, s);
+        }
+    } else if (mask && live) { /* rows past Sq have no mask row */
+        const int64_t mbase = b * a.mstride[0] + h * a.mstride[1] + qi * a.mstride[2];
+#pragma unroll 4
+        for (int j = half; j < sk; j += 2) {
+            float s = srow[j] * a.scale + kc_ld_f(mask, a.mask_dt, mbase + j * a.mstride[3]);
+            srow[j] = s;
+            mx = fmaxf(mx, s);
+        }
+    } else {
+#pragma unroll 4
+        for (int j = half; j < sk; j += 2) {
+            float s = srow[j] * a.scale;
+            srow[j] = s;
+            mx = fmaxf(mx, s);
+        }
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    float sum = 0.f;
+#pragma unroll 4
+    for (int j = half; j < skp; j += 2) {
+        float e = j < sk && live ? __expf(srow[j] - mx) : 0.f;
+        Ps[r * ldp + j] = att_from<T>(e);
+        sum += e;
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    if (half == 0) /* every key masked: 1 / 0 * 0 = NaN later, as the reference gives */
+        rinv[r] = live ? 1.f / sum : 0.f;
+}
+
+/* The mask row of batch b in shared memory, when the mask is one row per
+ * batch (strides 0 over heads and queries); NULL otherwise. */
+__device__ __forceinline__ const float *att_mask_row(float *dst, const void *mask, const kc_attn &a,
+                                                     int64_t b, int lane) {
+    if (!mask || a.mstride[1] != 0 || a.mstride[2] != 0)
+        return NULL;
+    for (int j = lane; j < a.sk; j += 32)
+        dst[j] = kc_ld_f(mask, a.mask_dt, b * a.mstride[0] + j * a.mstride[3]);
+    __syncwarp();
+    return dst;
 }
 
 template <typename T>
@@ -125,37 +190,10 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         wmma::store_matrix_sync(Ss + n0, acc, L.lds, wmma::mem_row_major);
     }
     __syncwarp();
-    /* scale, mask and an exact softmax per row, in float: two lanes a row,
-     * all 16 rows at once (each lane walks half the keys, interleaved) */
-    {
-        const int r = lane / 2, half = lane % 2;
-        const int64_t qi = r0 + r;
-        float *srow = Ss + r * L.lds;
-        const int64_t mbase = b * a.mstride[0] + h * a.mstride[1] + qi * a.mstride[2];
-        const bool live = qi < a.sq;
-        float mx = -INFINITY;
-#pragma unroll 4
-        for (int j = half; j < sk; j += 2) {
-            float s = srow[j] * a.scale;
-            if (mask && live) /* rows past Sq have no mask row */
-                s += kc_ld_f(mask, a.mask_dt, mbase + j * a.mstride[3]);
-            srow[j] = s;
-            mx = fmaxf(mx, s);
-        }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        float sum = 0.f;
-#pragma unroll 4
-        for (int j = half; j < sk; j += 2) {
-            float e = __expf(srow[j] - mx);
-            srow[j] = e;
-            sum += e;
-        }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        const float inv = live ? 1.f / sum : 0.f;
-#pragma unroll 4
-        for (int j = half; j < L.skp; j += 2) /* padded keys get probability 0 */
-            Ps[r * L.ldp + j] = att_from<T>(j < sk ? srow[j] * inv : 0.f);
-    }
+    /* scale, mask, softmax (unnormalized; 1/sum per row, in Q's place) */
+    float *rinv = reinterpret_cast<float *>(Qs);
+    const float *mrow = att_mask_row(reinterpret_cast<float *>(wbase + L.m_off), mask, a, b, lane);
+    att_softmax16<T>(Ss, L.lds, Ps, L.ldp, sk, L.skp, rinv, mrow, mask, a, b, h, r0, lane);
     __syncwarp();
     /* O = P V, staged through the score rows (no longer needed) */
     for (int n0 = 0; n0 < dv; n0 += 16) {
@@ -174,7 +212,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     for (int idx = lane; idx < 16 * dv; idx += 32) {
         int r = idx / dv, c = idx % dv;
         if (r0 + r < a.sq)
-            y[((b * a.sq + r0 + r) * H + h) * dv + c] = att_from<T>(Ss[r * L.lds + c]);
+            y[((b * a.sq + r0 + r) * H + h) * dv + c] = att_from<T>(Ss[r * L.lds + c] * rinv[r]);
     }
 }
 
@@ -187,7 +225,9 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 
 static __host__ __device__ size_t att_direct_warp_bytes(int sk, int dv) {
     int lds = (sk > dv ? sk : dv) + 4, ldp = sk + 8;
-    return att_align((size_t)16 * lds * 4) + att_align((size_t)16 * ldp * 2);
+    /* scores, probabilities, the mask row, 1/sum per row */
+    return att_align((size_t)16 * lds * 4) + att_align((size_t)16 * ldp * 2) +
+           att_align((size_t)sk * 4) + att_align(16 * 4);
 }
 
 template <typename T>
@@ -205,6 +245,8 @@ __global__ void __launch_bounds__(ATT_DIRECT_WARPS * 32)
     unsigned char *wbase = smem + (size_t)warp * att_direct_warp_bytes(sk, dv);
     float *Ss = reinterpret_cast<float *>(wbase);
     T *Ps = reinterpret_cast<T *>(wbase + att_align((size_t)16 * lds * 4));
+    float *Ms = reinterpret_cast<float *>((unsigned char *)Ps + att_align((size_t)16 * ldp * 2));
+    float *rinv = reinterpret_cast<float *>((unsigned char *)Ms + att_align((size_t)sk * 4));
     const T *qb = q + (b * a.sq + r0) * a.qrow + h * d;
     const T *kb = k + b * a.sk * a.krow + h * d;
     const T *vb = v + b * a.sk * a.vrow + h * dv;
@@ -228,34 +270,8 @@ __global__ void __launch_bounds__(ATT_DIRECT_WARPS * 32)
         wmma::store_matrix_sync(Ss + n0, acc, lds, wmma::mem_row_major);
     }
     __syncwarp();
-    {
-        const int r = lane / 2, half = lane % 2;
-        const int64_t qi = r0 + r;
-        float *srow = Ss + r * lds;
-        const int64_t mbase = b * a.mstride[0] + h * a.mstride[1] + qi * a.mstride[2];
-        float mx = -INFINITY;
-#pragma unroll 4
-        for (int j = half; j < sk; j += 2) {
-            float s = srow[j] * a.scale;
-            if (mask)
-                s += kc_ld_f(mask, a.mask_dt, mbase + j * a.mstride[3]);
-            srow[j] = s;
-            mx = fmaxf(mx, s);
-        }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        float sum = 0.f;
-#pragma unroll 4
-        for (int j = half; j < sk; j += 2) {
-            float e = __expf(srow[j] - mx);
-            srow[j] = e;
-            sum += e;
-        }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        const float inv = 1.f / sum;
-#pragma unroll 4
-        for (int j = half; j < sk; j += 2)
-            Ps[r * ldp + j] = att_from<T>(srow[j] * inv);
-    }
+    const float *mrow = att_mask_row(Ms, mask, a, b, lane);
+    att_softmax16<T>(Ss, lds, Ps, ldp, sk, sk, rinv, mrow, mask, a, b, h, r0, lane);
     __syncwarp();
     for (int n0 = 0; n0 < dv; n0 += 16) {
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
@@ -277,7 +293,7 @@ __global__ void __launch_bounds__(ATT_DIRECT_WARPS * 32)
         struct alignas(16) P8 { T v[8]; } o;
 #pragma unroll
         for (int e = 0; e < 8; e++)
-            o.v[e] = att_from<T>(Ss[r * lds + c * 8 + e]);
+            o.v[e] = att_from<T>(Ss[r * lds + c * 8 + e] * rinv[r]);
         *reinterpret_cast<P8 *>(y + ((b * a.sq + r0 + r) * a.h + h) * dv + c * 8) = o;
     }
 }
