@@ -440,16 +440,20 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
     if (rows <= 0)
         return cudaSuccess;
     bool aligned = ((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)y) % 16 == 0;
-    static int simt = -1; /* KILN_ATTENTION_GENERIC=1: the general kernel only (A/B timing) */
-    if (simt < 0)
+    /* KILN_ATTENTION_GENERIC=1 / KILN_ATTENTION_STAGED=1 force a kernel (A/B timing) */
+    static int simt = -1, staged = -1;
+    if (simt < 0) {
         simt = getenv("KILN_ATTENTION_GENERIC") && atoi(getenv("KILN_ATTENTION_GENERIC")) == 1;
-    if (aligned && !simt && kc_attn_uses_tensor_cores(a) && direct_ok(q, k, v, y, a) &&
-        !(getenv("KILN_ATTENTION_STAGED") && atoi(getenv("KILN_ATTENTION_STAGED")) == 1)) {
+        staged = getenv("KILN_ATTENTION_STAGED") && atoi(getenv("KILN_ATTENTION_STAGED")) == 1;
+    }
+    bool general = simt || a->kernel == KC_ATT_GENERAL;
+    if (aligned && !general && a->kernel == KC_ATT_DIRECT && !staged &&
+        kc_attn_uses_tensor_cores(a) && direct_ok(q, k, v, y, a)) {
         if (a->dt == KILN_DTYPE_FLOAT16)
             return launch_direct<__half>(q, k, v, mask, y, a, stream);
         return launch_direct<__nv_bfloat16>(q, k, v, mask, y, a, stream);
     }
-    if (aligned && !simt && kc_attn_uses_tensor_cores(a)) {
+    if (aligned && !general && kc_attn_uses_tensor_cores(a)) {
         if (a->dt == KILN_DTYPE_FLOAT16)
             return launch_tc<__half>(q, k, v, mask, y, a, stream);
         return launch_tc<__nv_bfloat16>(q, k, v, mask, y, a, stream);

@@ -19,7 +19,10 @@ typedef struct kc_attn {
     kiln_dtype mask_dt;     /* UNDEFINED: no mask */
     int64_t mstride[4];     /* mask element strides over [B, H, Sq, Sk], 0 = broadcast */
     int64_t qrow, krow, vrow; /* elements between tokens: H*D, or 3*H*D when packed */
+    int kernel;             /* KC_ATT_*: which kernel (falls back when shapes refuse) */
 } kc_attn;
+
+enum { KC_ATT_DIRECT = 0, KC_ATT_STAGED = 1, KC_ATT_GENERAL = 2 };
 
 /* Whether the tensor-core kernel takes these shapes (float16/bfloat16, head
  * dims multiples of 16 up to 128, keys up to 512); otherwise the general

@@ -303,7 +303,36 @@ static kiln_status attention_prepare(const void *state, const kn_node *node, con
     return KILN_OK;
 }
 
-static kiln_status attention_run(const kb_run *r) {
+/* The tensor-core tactics: float16 / bfloat16 with head dims that are
+ * multiples of 16 up to 128 (the direct one also wants Sq, Sk multiples of
+ * 16; the staged one at most 512 keys). */
+static bool attention_tc_shapes(const kn_node *node, const kn_tinfo *in, bool direct) {
+    if (in[0].dtype != KILN_DTYPE_FLOAT16 && in[0].dtype != KILN_DTYPE_BFLOAT16)
+        return false;
+    bool packed = kn_attr_int(node, "qkv_packed", 0) != 0;
+    int64_t sq = in[0].dims[1], d = packed ? in[0].dims[4] : in[0].dims[3];
+    int64_t sk = packed ? sq : in[1].dims[1], dv = packed ? d : in[2].dims[3];
+    if (d % 16 || dv % 16 || d > 128 || dv > 128)
+        return false;
+    return direct ? sq % 16 == 0 && sk % 16 == 0 : sk <= 512;
+}
+
+static bool attention_supports_direct(const kn_node *node, const kn_tinfo *in, int n_in,
+                                      const kn_tinfo *out, int n_out) {
+    return attention_supports(node, in, n_in, out, n_out) && attention_tc_shapes(node, in, true);
+}
+
+static bool attention_supports_staged(const kn_node *node, const kn_tinfo *in, int n_in,
+                                      const kn_tinfo *out, int n_out) {
+    return attention_supports(node, in, n_in, out, n_out) && attention_tc_shapes(node, in, false);
+}
+
+static kiln_status attention_go(const kb_run *r, int kernel);
+static kiln_status attention_run(const kb_run *r) { return attention_go(r, KC_ATT_GENERAL); }
+static kiln_status attention_run_direct(const kb_run *r) { return attention_go(r, KC_ATT_DIRECT); }
+static kiln_status attention_run_staged(const kb_run *r) { return attention_go(r, KC_ATT_STAGED); }
+
+static kiln_status attention_go(const kb_run *r, int kernel) {
     const kb_tensor *q = &r->in[0];
     const kb_tensor *m = kc_present(r->in, r->n_in, 3) ? &r->in[3] : NULL;
     kc_attn a;
@@ -324,6 +353,7 @@ static kiln_status attention_run(const kb_run *r) {
         vp = r->in[2].data;
     }
     a.scale = kn_attr_float(r->node, "scale", 1.f);
+    a.kernel = kernel;
     a.dt = q->dtype;
     a.mask_dt = m ? m->dtype : KILN_DTYPE_UNDEFINED;
     if (m) { /* right-aligned against [B, H, Sq, Sk]; broadcast dims get stride 0 */
@@ -350,8 +380,14 @@ const kb_kernel kb_cuda_nn[] = {
     K_RED("ReduceLogSum"),
     {"MaxPool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
+    /* the builder times the three: the general kernel, and the tensor-core
+     * ones (fragments from global memory, or K/V staged in shared memory) */
     {"Attention", KN_DOMAIN_KILN, "cuda", attention_supports, NULL, NULL, attention_prepare, NULL,
      attention_run},
+    {"Attention", KN_DOMAIN_KILN, "wmma", attention_supports_direct, NULL, NULL, attention_prepare,
+     NULL, attention_run_direct},
+    {"Attention", KN_DOMAIN_KILN, "wmma_staged", attention_supports_staged, NULL, NULL,
+     attention_prepare, NULL, attention_run_staged},
     {"MaxPool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"GlobalAveragePool", "", "cuda", float_io, NULL, NULL, NULL, NULL, global_pool_run},
