@@ -15,9 +15,21 @@
  * transposed copies, no [B, H, S, S] scores in memory on backends whose
  * kernel keeps them on chip. Every intermediate must have that one reader
  * and not be a graph output. */
+#include <stdio.h>
 #include <string.h>
 
 #include "passes.h"
+
+/* A constant scalar integer (rank 0) in tensor t: *v gets it. */
+static bool const_index(const kn_net *net, int t, int64_t *v) {
+    if (!kpass_is_const(net, t))
+        return false;
+    const kn_tdata *d = &net->tensors[t].value;
+    if (d->rank != 0 || (d->dtype != KILN_DTYPE_INT64 && d->dtype != KILN_DTYPE_INT32))
+        return false;
+    *v = kpass_value_int(d, 0);
+    return true;
+}
 
 static bool perm_is(const kn_node *n, const int64_t *want) {
     size_t c = 0;
@@ -242,6 +254,33 @@ static kiln_status concat_consts(kn_net *net, const int *t, int n, const char *h
     return kpass_add_const(net, hint, &nv, out);
 }
 
+/* Q, K, V = Gather(X, 0 / 1 / 2, axis 2) of one [B, S, 3, H, D] tensor X,
+ * each read only by the attention node: X itself, or -1; gathers in g[3]. */
+static int gathered_qkv(const kpass *p, int att, int *g) {
+    const kn_net *net = p->net;
+    const kn_node *a = &net->nodes[att];
+    int x = -1;
+    for (int j = 0; j < 3; j++) {
+        int gi = kpass_producer(p, a->in[j]);
+        int64_t idx;
+        if (gi < 0 || kpass_sole_reader(p, a->in[j]) != att || !kpass_is(&net->nodes[gi], "Gather") ||
+            net->nodes[gi].n_in != 2 || !const_index(net, net->nodes[gi].in[1], &idx) || idx != j)
+            return -1;
+        int64_t axis = kn_attr_int(&net->nodes[gi], "axis", 0);
+        int src = net->nodes[gi].in[0];
+        if ((axis != 2 && axis != -3) || kpass_rank(p, src) != 5 || (x >= 0 && src != x))
+            return -1;
+        x = src;
+        g[j] = gi;
+    }
+    for (int k = 0; k < p->n_points; k++) {
+        const kn_tinfo *t = kpass_shape(p, k, x);
+        if (!t || t->dims[2] != 3)
+            return -1;
+    }
+    return x;
+}
+
 kiln_status kpass_qkv(kpass *p, int *changed) {
     kn_net *net = p->net;
     for (int i = 0; i < p->n_nodes; i++) {
@@ -249,6 +288,24 @@ kiln_status kpass_qkv(kpass *p, int *changed) {
         if (!kpass_free(p, i) || !kpass_is_kiln(a, "Attention") || kn_attr_int(a, "qkv_packed", 0) ||
             a->n_in < 3)
             continue;
+        KN_TRY(kpass_need_shapes(p));
+        if (p->shapes_state != 1)
+            return KILN_OK;
+        int gs[3];
+        int x = gathered_qkv(p, i, gs);
+        if (x >= 0 && kpass_free(p, gs[0]) && kpass_free(p, gs[1]) && kpass_free(p, gs[2])) {
+            kn_node *an = &net->nodes[i];
+            an->in[0] = x;
+            an->in[1] = an->in[2] = -1;
+            KN_TRY(kn_node_set_int(an, "qkv_packed", 1));
+            for (int j = 0; j < 3; j++)
+                kpass_kill(p, gs[j]);
+            kpass_touch(p, i);
+            kn_log(KILN_LOG_VERBOSE, "qkv: '%s' reads the exporter's packed projection in place",
+                   an->name);
+            (*changed)++;
+            continue;
+        }
         int mm[3], rs[3];
         bool ok = true;
         for (int j = 0; j < 3 && ok; j++)
@@ -327,6 +384,60 @@ kiln_status kpass_qkv(kpass *p, int *changed) {
         kpass_touch(p, mm[0]);
         kpass_touch(p, i);
         kn_log(KILN_LOG_VERBOSE, "qkv: one GEMM for the projections of '%s'", an->name);
+        (*changed)++;
+    }
+    return KILN_OK;
+}
+
+/* ---------------- packed QKV written by the exporter ----------------
+ * ViT-style exports make Q, K and V from one [B, S, 3, H, D] projection:
+ * Transpose(X, [2, 0, 3, 1, 4]) then Gather(., i, axis 0) for i = 0, 1, 2.
+ * A Gather of one constant index from a Transpose is the Transpose of the
+ * Gather on the matching axis of the input:
+ *   Gather(Transpose(X, p), i, axis a) = Transpose(Gather(X, i, axis p[a]), p')
+ * where p' is p without position a, renumbered. Sinking the Transposes this
+ * way exposes the per-head transposes the attention pass matches; the
+ * attention then reads X in place (kpass_qkv below). */
+
+kiln_status kpass_gather_transpose(kpass *p, int *changed) {
+    kn_net *net = p->net;
+    for (int i = 0; i < p->n_nodes; i++) {
+        const kn_node *g = &net->nodes[i];
+        int64_t idx;
+        if (!kpass_free(p, i) || !kpass_is(g, "Gather") || g->n_in != 2 || g->n_out != 1 ||
+            !const_index(net, g->in[1], &idx))
+            continue;
+        int ti = kpass_producer(p, g->in[0]);
+        if (ti < 0 || !kpass_is(&net->nodes[ti], "Transpose") || net->nodes[ti].n_in != 1)
+            continue;
+        KN_TRY(kpass_need_shapes(p));
+        size_t pc = 0;
+        const int64_t *perm = kn_attr_ints(&net->nodes[ti], "perm", &pc);
+        int r = kpass_rank(p, g->in[0]);
+        if (!perm || r < 2 || (size_t)r != pc || r > KILN_MAX_DIMS)
+            continue;
+        int64_t a = kn_attr_int(g, "axis", 0);
+        if (a < 0)
+            a += r;
+        if (a < 0 || a >= r)
+            continue;
+        int64_t src_axis = perm[a], np[KILN_MAX_DIMS];
+        int k = 0;
+        for (int j = 0; j < r; j++)
+            if (j != a)
+                np[k++] = perm[j] - (perm[j] > src_axis);
+        int x = net->nodes[ti].in[0], gathered, out = g->out[0], gi, tn;
+        char hint[512], name[512];
+        snprintf(hint, sizeof hint, "%s_pre", net->tensors[out].name);
+        KN_TRY(kn_net_new_tensor(net, hint, &gathered));
+        int in2[2] = {x, net->nodes[i].in[1]};
+        snprintf(name, sizeof name, "%s (before the transpose)", net->nodes[i].name);
+        KN_TRY(kn_net_add_node(net, name, "Gather", "", 13, 2, in2, 1, &gathered, &gi));
+        KN_TRY(kn_node_set_int(&net->nodes[gi], "axis", src_axis));
+        snprintf(name, sizeof name, "%s (after the gather)", net->nodes[ti].name);
+        KN_TRY(kn_net_add_node(net, name, "Transpose", "", 13, 1, &gathered, 1, &out, &tn));
+        KN_TRY(kn_node_set_ints(&net->nodes[tn], "perm", np, (size_t)(r - 1)));
+        kpass_kill(p, i); /* the old Transpose dies with its last reader (dead code) */
         (*changed)++;
     }
     return KILN_OK;

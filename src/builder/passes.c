@@ -545,6 +545,7 @@ static const pass_entry kpass_rounds[] = {
     {"pad-conv", kpass_pad_conv, true},
     {"conv-bn", kpass_conv_bn, true},
     {"gelu", kpass_gelu, true},
+    {"gather-transpose", kpass_gather_transpose, true}, /* exposes packed-QKV heads */
     {"attention", kpass_attention, true}, /* before a mask Add becomes a MatMul bias */
     {"bias-activation", kpass_bias_act, true},
     {"qkv", kpass_qkv, true}, /* after the projections took their biases */

@@ -42,6 +42,7 @@ KN_HIDDEN kiln_status kpass_gelu(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_bias_act(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_attention(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_qkv(kpass *p, int *changed);
+KN_HIDDEN kiln_status kpass_gather_transpose(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_chain(kpass *p, int *changed);
 /* Reduced precision (pass_precision.c): runs late, once. */
 KN_HIDDEN kiln_status kpass_precision(kpass *p, int *changed);

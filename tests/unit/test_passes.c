@@ -773,6 +773,57 @@ static void test_attention(void) {
     kiln_network_destroy(net);
 }
 
+/* ViT's packed projection: Reshape to [B, S, 3, H, D], Transpose [2,0,3,1,4],
+ * Gather 0/1/2: the gathers sink below the transpose, the attention pass
+ * matches, and the attention reads the packed tensor in place. */
+static void test_attention_packed_export(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, 4, 6), NULL));
+    fconst(net, "Wqkv", 2, DIMS(6, 18), -0.5f, 1.f);
+    fconst(net, "bqkv", 1, DIMS(18), -0.5f, 1.f);
+    node(net, "qkv", "MatMul", 2, IN("x", "Wqkv"), "qkv0");
+    node(net, "qkv_bias", "Add", 2, IN("qkv0", "bqkv"), "qkv1");
+    iconst(net, "shape5", 1, DIMS(5), (const int64_t[]){0, 4, 3, 2, 3});
+    iconst(net, "shape3", 1, DIMS(3), (const int64_t[]){0, 4, 6});
+    node(net, "qkv_reshape", "Reshape", 2, IN("qkv1", "shape5"), "qkv5");
+    int t = node(net, "qkv_t", "Transpose", 1, IN("qkv5"), "qkvt");
+    KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){2, 0, 3, 1, 4}, 5));
+    const char *outs[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+        char idx[16], nm[16];
+        snprintf(idx, sizeof idx, "idx%d", i);
+        snprintf(nm, sizeof nm, "gather%d", i);
+        KT_OK(kiln_network_add_constant(net, idx, KILN_DTYPE_INT64, 0, NULL, (const int64_t[]){i},
+                                        sizeof(int64_t)));
+        int g = node(net, nm, "Gather", 2, IN("qkvt", idx), outs[i]);
+        KT_OK(kiln_network_set_attr_int(net, g, "axis", 0));
+    }
+    t = node(net, "k_t", "Transpose", 1, IN("k"), "kt");
+    KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){0, 1, 3, 2}, 4));
+    node(net, "scores", "MatMul", 2, IN("q", "kt"), "s");
+    fscalar(net, "sqrt_d", 1.7f);
+    node(net, "scale", "Div", 2, IN("s", "sqrt_d"), "sd");
+    int sm = node(net, "softmax", "Softmax", 1, IN("sd"), "p");
+    KT_OK(kiln_network_set_attr_int(net, sm, "axis", -1));
+    node(net, "context", "MatMul", 2, IN("p", "v"), "o");
+    t = node(net, "ctx_t", "Transpose", 1, IN("o"), "ot");
+    KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){0, 2, 1, 3}, 4));
+    node(net, "ctx_r", "Reshape", 2, IN("ot", "shape3"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 2, 3);
+    if (o) {
+        const kn_node *a = find_op(o, KN_DOMAIN_KILN, "Attention");
+        CHECK_OR_DUMP(a && kn_attr_int(a, "qkv_packed", 0) == 1 && count_op(o, "", "Gather") == 0 &&
+                          count_op(o, "", "Transpose") == 0,
+                      o);
+        compare(net, o, "packed attention (ViT export)", 2);
+        compare(net, o, "packed attention (ViT export) batch 3", 3);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* No fusion when an intermediate is a graph output. */
 static void test_no_fuse_output(void) {
     kiln_network *net;
@@ -1414,6 +1465,7 @@ int main(int argc, char **argv) {
     test_channels_last();
     test_precision_follow();
     test_attention();
+    test_attention_packed_export();
     test_guards();
     test_fold_limits();
     test_random_graphs();
