@@ -696,6 +696,24 @@ static void test_precision_follow(void) {
     kiln_network_destroy(net);
 }
 
+/* Scores = q kt / sqrt_d (+ mask), Softmax, times v, heads back to [B, S, H*D]
+ * through "shape3": the output "y". */
+static void attention_tail(kiln_network *net, const char *q, const char *kt, const char *v,
+                           float sqrt_d, const char *mask) {
+    node(net, "scores", "MatMul", 2, IN(q, kt), "s");
+    fscalar(net, "sqrt_d", sqrt_d);
+    node(net, "scale", "Div", 2, IN("s", "sqrt_d"), "sd");
+    if (mask)
+        node(net, "add_mask", "Add", 2, IN("sd", mask), "sm");
+    int sm = node(net, "softmax", "Softmax", 1, IN(mask ? "sm" : "sd"), "p");
+    KT_OK(kiln_network_set_attr_int(net, sm, "axis", -1));
+    node(net, "context", "MatMul", 2, IN("p", v), "o");
+    int t = node(net, "ctx_t", "Transpose", 1, IN("o"), "ot");
+    KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){0, 2, 1, 3}, 4));
+    node(net, "ctx_r", "Reshape", 2, IN("ot", "shape3"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+}
+
 /* The attention pattern (BERT's export: per-head transposes, MatMul, a
  * scalar Div, a mask Add, Softmax, MatMul, transpose back) becomes one
  * kiln::Attention on the [B, S, H, D] projections. */
@@ -726,17 +744,7 @@ static kiln_network *attention_net(bool tap_qt) {
     KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){0, 2, 3, 1}, 4));
     t = node(net, "vt", "Transpose", 1, IN("v_r"), "vt");
     KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){0, 2, 1, 3}, 4));
-    node(net, "scores", "MatMul", 2, IN("qt", "kt"), "s");
-    fscalar(net, "sqrt_d", 2.f);
-    node(net, "scale", "Div", 2, IN("s", "sqrt_d"), "sd");
-    node(net, "add_mask", "Add", 2, IN("sd", "mask"), "sm");
-    int sm = node(net, "softmax", "Softmax", 1, IN("sm"), "p");
-    KT_OK(kiln_network_set_attr_int(net, sm, "axis", -1));
-    node(net, "context", "MatMul", 2, IN("p", "vt"), "o");
-    t = node(net, "ctx_t", "Transpose", 1, IN("o"), "ot");
-    KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){0, 2, 1, 3}, 4));
-    node(net, "ctx_r", "Reshape", 2, IN("ot", "shape3"), "y");
-    KT_OK(kiln_network_mark_output(net, "y"));
+    attention_tail(net, "qt", "kt", "vt", 2.f, "mask");
     if (tap_qt)
         KT_OK(kiln_network_mark_output(net, "qt"));
     return net;
@@ -801,16 +809,7 @@ static void test_attention_packed_export(void) {
     }
     t = node(net, "k_t", "Transpose", 1, IN("k"), "kt");
     KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){0, 1, 3, 2}, 4));
-    node(net, "scores", "MatMul", 2, IN("q", "kt"), "s");
-    fscalar(net, "sqrt_d", 1.7f);
-    node(net, "scale", "Div", 2, IN("s", "sqrt_d"), "sd");
-    int sm = node(net, "softmax", "Softmax", 1, IN("sd"), "p");
-    KT_OK(kiln_network_set_attr_int(net, sm, "axis", -1));
-    node(net, "context", "MatMul", 2, IN("p", "v"), "o");
-    t = node(net, "ctx_t", "Transpose", 1, IN("o"), "ot");
-    KT_OK(kiln_network_set_attr_ints(net, t, "perm", (const int64_t[]){0, 2, 1, 3}, 4));
-    node(net, "ctx_r", "Reshape", 2, IN("ot", "shape3"), "y");
-    KT_OK(kiln_network_mark_output(net, "y"));
+    attention_tail(net, "q", "kt", "v", 1.7f, NULL);
     kn_net *o = optimized(net, 0, 1, 2, 3);
     if (o) {
         const kn_node *a = find_op(o, KN_DOMAIN_KILN, "Attention");
