@@ -411,6 +411,13 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
         o->no_constraints = strcmp(value, "none") == 0;
         return 1;
     }
+    if (strcmp(name, "--builderOptimizationLevel") == 0) {
+        long long t;
+        if (!cli_parse_int(name, value, 0, 5, &t))
+            return -1;
+        o->opt_level = (int)t + 1; /* 0 means "not given" in a zeroed struct */
+        return 1;
+    }
     if (strcmp(name, "--threads") == 0) {
         long long t;
         if (!cli_parse_int(name, value, 0, 4096, &t))
@@ -439,6 +446,7 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
         {"--best", KILN_BUILDER_FLAG_FP16 | KILN_BUILDER_FLAG_BF16 | KILN_BUILDER_FLAG_TF32, 0},
         {"--noFusion", KILN_BUILDER_FLAG_NO_FUSION, 0},
         {"--channelsLast", KILN_BUILDER_FLAG_CHANNELS_LAST, 0},
+        {"--stronglyTyped", KILN_BUILDER_FLAG_STRONGLY_TYPED, 0},
         {"--noTiming", KILN_BUILDER_FLAG_NO_TIMING, 0},
         {"--refTactics", KILN_BUILDER_FLAG_REF_TACTICS, 0},
     };
@@ -627,6 +635,11 @@ static bool configure(const cli_build_opts *o, const kiln_network *net, kiln_bui
     kiln_builder_config_set_flags(cfg, o->flags);
     kiln_builder_config_set_workspace_limit(cfg, o->workspace);
     kiln_builder_config_set_threads(cfg, o->threads);
+    if (o->opt_level > 0 &&
+        (st = kiln_builder_config_set_optimization_level(cfg, o->opt_level - 1)) != KILN_OK) {
+        cli_kiln_error("--builderOptimizationLevel", st);
+        return false;
+    }
     if (o->backend && (st = kiln_builder_config_set_backend(cfg, o->backend)) != KILN_OK) {
         cli_kiln_error("--backend", st);
         return false;

@@ -96,6 +96,7 @@ typedef struct cli_build_opts {
         kiln_dtype dtype;
     } *layer_prec;
     bool no_constraints;        /* --precisionConstraints=none */
+    int opt_level;              /* --builderOptimizationLevel + 1; 0 = not given */
 } cli_build_opts;
 
 /* Handle one of the build flags (--minShapes/--optShapes/--maxShapes/--shapes,

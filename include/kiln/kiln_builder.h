@@ -29,7 +29,12 @@ typedef enum kiln_builder_flag {
      * layers at the edges, on every backend. The CUDA backend does this for
      * float16/bfloat16 convolutions without the flag (unless NO_FUSION).
      * Added in 0.2. */
-    KILN_BUILDER_FLAG_CHANNELS_LAST = 1u << 6
+    KILN_BUILDER_FLAG_CHANNELS_LAST = 1u << 6,
+    /* every layer runs in the types the network gives it (a float16 graph
+     * in float16): no precision pass, and FP16/BF16/TF32 flags or layer
+     * precision constraints are an error (trtexec's --stronglyTyped).
+     * Added in 0.2. */
+    KILN_BUILDER_FLAG_STRONGLY_TYPED = 1u << 7
 } kiln_builder_flag;
 
 /* Added in 0.1. *out set only on success; free with kiln_builder_config_destroy. */
@@ -45,6 +50,13 @@ KILN_API void kiln_builder_config_set_workspace_limit(kiln_builder_config *cfg, 
 /* Name of the backend to build for: "cpu" (default) or "cuda". Copied. Added in 0.1. */
 KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_backend(kiln_builder_config *cfg,
                                                                     const char *backend);
+/* How hard tactic selection searches (trtexec's --builderOptimizationLevel,
+ * 0 to 5, default 3): 0 times nothing (tactics by rule, as
+ * KILN_BUILDER_FLAG_NO_TIMING), 1 and 2 time each candidate with 3 runs, 3
+ * adds 9 more runs for quick kernels, 4 and 5 add 25. Out of range is
+ * KILN_ERR_INVALID_ARGUMENT. Added in 0.2. */
+KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_optimization_level(
+    kiln_builder_config *cfg, int level);
 /* Threads the CPU backend uses (0 = one per core). Added in 0.1. */
 KILN_API void kiln_builder_config_set_threads(kiln_builder_config *cfg, int threads);
 

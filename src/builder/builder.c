@@ -9,6 +9,7 @@
 
 #include "backends/backend.h"
 #include "builder.h"
+#include "graph/fused.h"
 #include "kiln/kiln_builder.h"
 #include "plugin/plugin.h"
 #include "runtime/exec.h"
@@ -34,6 +35,7 @@ struct kiln_builder_config {
     uint64_t workspace_limit;
     char backend[16];
     int threads;
+    int opt_level;            /* 0..5, 3 by default */
     int n_profiles, cap_profiles;
     cfg_profile *profiles;
     /* per-layer precision constraints (pass_precision.c reads them) */
@@ -44,6 +46,17 @@ struct kiln_builder_config {
 
 /* ---------------- configuration ---------------- */
 
+KILN_API kiln_status kiln_builder_config_set_optimization_level(kiln_builder_config *cfg,
+                                                               int level) {
+    if (!cfg)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "builder config is NULL");
+    if (level < 0 || level > 5)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "builder optimization level %d is outside 0 to 5", level);
+    cfg->opt_level = level;
+    return KILN_OK;
+}
+
 KILN_API kiln_status kiln_builder_config_create(kiln_builder_config **out) {
     if (!out)
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_builder_config_create: out is NULL");
@@ -51,6 +64,7 @@ KILN_API kiln_status kiln_builder_config_create(kiln_builder_config **out) {
     if (!c)
         return KILN_ERR_OUT_OF_MEMORY;
     snprintf(c->backend, sizeof c->backend, "cpu");
+    c->opt_level = 3;
     *out = c;
     return KILN_OK;
 }
@@ -667,10 +681,12 @@ static kiln_status time_kernel(kbld *b, const kb_kernel *k, const kn_node *n, co
         st = be->alloc(wsz, &ws);
     if (st == KILN_OK) {
         kb_run r = {n, state, inst, n->n_in, kin, n->n_out, kout, ws, wsz, b->threads, NULL};
-        /* a few runs first; more only when they are quick */
+        /* a few runs first; more only when they are quick (how many more:
+         * the optimization level) */
+        int level = b->cfg ? b->cfg->opt_level : 3;
         st = be->time_kernel(k, &r, 3, ms);
-        if (st == KILN_OK && *ms < 10.0)
-            st = be->time_kernel(k, &r, 9, ms);
+        if (st == KILN_OK && *ms < 10.0 && level >= 3)
+            st = be->time_kernel(k, &r, level >= 4 ? 25 : 9, ms);
     }
     if (ws)
         be->free(ws);
@@ -752,7 +768,8 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit, kbld_tcache *cache
             ok = 1; /* the reference kernel is listed first */
         const kb_kernel *best = cand[0];
         double best_ms = -1;
-        if (ok > 1 && !(b->flags & KILN_BUILDER_FLAG_NO_TIMING)) {
+        bool no_timing = (b->flags & KILN_BUILDER_FLAG_NO_TIMING) || (b->cfg && b->cfg->opt_level == 0);
+        if (ok > 1 && !no_timing) {
             uint64_t sig = node_signature(net, n, ti);
             const char *hit = kbld_tcache_get(cache, sig, &best_ms);
             const kb_kernel *hk = NULL;
@@ -923,6 +940,23 @@ static kiln_status plugins_prepare(kbld *b) {
     return st;
 }
 
+/* KILN_BUILDER_FLAG_TF32: matrix layers in FP32 may use TF32 tensor cores.
+ * The permission rides on the layer as attribute allow_tf32 = 1, so kernels
+ * see it at run time, plans keep it, and the timing cache tells the two
+ * apart. */
+static kiln_status allow_tf32(kn_net *net) {
+    for (int i = 0; i < net->n_nodes; i++) {
+        kn_node *n = &net->nodes[i];
+        bool mm = strcmp(n->op_type, "MatMul") == 0 || strcmp(n->op_type, "Gemm") == 0 ||
+                  strcmp(n->op_type, "Conv") == 0;
+        if (n->dead || !mm || (n->domain[0] && strcmp(n->domain, KN_DOMAIN_KILN) != 0) ||
+            n->n_in < 1 || n->in[0] < 0)
+            continue;
+        KN_TRY(kn_node_set_int(n, "allow_tf32", 1));
+    }
+    return KILN_OK;
+}
+
 static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void **plan,
                          size_t *size) {
     double t0 = kn_now_ms();
@@ -943,6 +977,12 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
         st = check_network(net);
     if (st == KILN_OK)
         st = make_profiles(net, cfg, &meta);
+    if (st == KILN_OK && (cfg->flags & KILN_BUILDER_FLAG_STRONGLY_TYPED) &&
+        ((cfg->flags & (KILN_BUILDER_FLAG_FP16 | KILN_BUILDER_FLAG_BF16 | KILN_BUILDER_FLAG_TF32)) ||
+         cfg->n_lprec > 0))
+        st = kn_error(KILN_ERR_INVALID_ARGUMENT,
+                      "a strongly typed build takes its precisions from the network's types; "
+                      "FP16/BF16/TF32 flags and layer precision constraints are not allowed with it");
     kbld b = {net, cfg->flags, &meta, cfg->threads > 0 ? cfg->threads : kb_cpu_default_threads(),
               cfg, be};
     int nodes_before = net->n_nodes;
@@ -965,6 +1005,8 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
     if (st == KILN_OK)
         kn_log(KILN_LOG_INFO, "optimized: %d layers -> %d in %.1f ms", nodes_before, net->n_nodes,
                kn_now_ms() - t1);
+    if (st == KILN_OK && (cfg->flags & KILN_BUILDER_FLAG_TF32))
+        st = allow_tf32(net);
     if (st == KILN_OK)
         st = plugins_prepare(&b);
     if (st == KILN_OK)

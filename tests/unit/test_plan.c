@@ -952,6 +952,56 @@ static void test_samples(void) {
     }
 }
 
+/* Builder options that reach the plan: TF32 permission as a layer attribute,
+ * the optimization level's range, and strongly typed builds refusing
+ * precision flags. */
+static void test_builder_options(void) {
+    kiln_network *net = NULL;
+    KT_OK(kiln_network_create(&net));
+    const char *in[2] = {"x", "w"}, *out[1] = {"y"};
+    float w[16];
+    for (int i = 0; i < 16; i++)
+        w[i] = (float)i / 16.f;
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, (const int64_t[]){2, 4}, NULL));
+    KT_OK(kiln_network_add_constant(net, "w", KILN_DTYPE_FLOAT, 2, (const int64_t[]){4, 4}, w,
+                                    sizeof w));
+    KT_OK(kiln_network_add_node(net, "mm", "MatMul", "", 17, 2, in, 1, out, NULL));
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kiln_builder_config *cfg = NULL;
+    KT_OK(kiln_builder_config_create(&cfg));
+    KT_FAILS(kiln_builder_config_set_optimization_level(cfg, 6), KILN_ERR_INVALID_ARGUMENT,
+             "outside 0 to 5");
+    KT_OK(kiln_builder_config_set_optimization_level(cfg, 0));
+    kiln_builder_config_set_flags(cfg, KILN_BUILDER_FLAG_TF32);
+    void *plan = NULL;
+    size_t size = 0;
+    KT_OK(kiln_build_serialized(net, cfg, &plan, &size));
+    kn_net *back = NULL;
+    kp_meta mb;
+    memset(&mb, 0, sizeof mb);
+    if (plan)
+        KT_OK(kp_read(plan, size, NULL, &back, &mb));
+    if (back) {
+        bool tagged = false;
+        for (int i = 0; i < back->n_nodes; i++)
+            if (strcmp(back->nodes[i].op_type, "MatMul") == 0)
+                tagged = kn_attr_int(&back->nodes[i], "allow_tf32", 0) == 1;
+        KT_CHECK(tagged);
+        kn_net_free(back);
+        kp_meta_free(&mb);
+    }
+    kiln_free(plan);
+    kiln_builder_config_set_flags(cfg, KILN_BUILDER_FLAG_STRONGLY_TYPED | KILN_BUILDER_FLAG_FP16);
+    plan = NULL;
+    KT_FAILS(kiln_build_serialized(net, cfg, &plan, &size), KILN_ERR_INVALID_ARGUMENT,
+             "strongly typed");
+    kiln_builder_config_set_flags(cfg, KILN_BUILDER_FLAG_STRONGLY_TYPED);
+    KT_OK(kiln_build_serialized(net, cfg, &plan, &size));
+    kiln_free(plan);
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+}
+
 int main(int argc, char **argv) {
     kn_net *net = make_net();
     kp_meta m;
@@ -970,6 +1020,7 @@ int main(int argc, char **argv) {
         return rc;
     }
 
+    test_builder_options();
     test_round_trip(plan, size, net, &m);
     test_borrowed_weights(plan, size, net);
     test_info(plan, size);

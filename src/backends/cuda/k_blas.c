@@ -282,7 +282,11 @@ static kiln_status lt_setup(const kn_node *node, lt_inst *s, const void *pa, con
     const mm_geom *g = &s->g;
     cublasLtHandle_t h;
     KN_TRY(kc_cublaslt_handle(node, &h));
-    KC_CUBLAS(node, cublasLtMatmulDescCreate(&s->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    /* float32 runs on TF32 tensor cores only when the builder allowed it */
+    cublasComputeType_t ct = s->dt == CUDA_R_32F && kn_attr_int(node, "allow_tf32", 0)
+                                 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                 : CUBLAS_COMPUTE_32F;
+    KC_CUBLAS(node, cublasLtMatmulDescCreate(&s->op, ct, CUDA_R_32F));
     /* first operand: B's memory (N x K column-major, or K x N when transB) */
     cublasOperation_t opa = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     KC_CUBLAS(node, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));

@@ -309,7 +309,9 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
     KC_CUDNN(node, cudnnSetConvolutionNdDescriptor(s->cd, nsp, pad, str, dil, CUDNN_CROSS_CORRELATION,
                                                    CUDNN_DATA_FLOAT));
     KC_CUDNN(node, cudnnSetConvolutionGroupCount(s->cd, (int)group));
-    KC_CUDNN(node, cudnnSetConvolutionMathType(s->cd, x->dtype == KILN_DTYPE_FLOAT
+    /* float32: FMA unless the builder allowed TF32 (attribute allow_tf32) */
+    bool tf32 = kn_attr_int(node, "allow_tf32", 0) != 0;
+    KC_CUDNN(node, cudnnSetConvolutionMathType(s->cd, x->dtype == KILN_DTYPE_FLOAT && !tf32
                                                           ? CUDNN_FMA_MATH
                                                           : CUDNN_TENSOR_OP_MATH));
     /* the output shape cuDNN computes must be the schema's */
@@ -333,8 +335,9 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
         /* cuDNN's fused call runs an identity activation with one algorithm only */
         if (identity_fused && perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
             continue;
-        /* float32 must not use TF32 tensor cores: plain FMA configurations only */
-        bool f32 = x->dtype == KILN_DTYPE_FLOAT;
+        /* float32 must not use TF32 tensor cores unless allowed: plain FMA
+         * configurations only */
+        bool f32 = x->dtype == KILN_DTYPE_FLOAT && !tf32;
         if (f32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH)
             continue;
         s->algo = perf[i].algo;
