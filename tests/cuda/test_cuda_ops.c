@@ -1231,6 +1231,26 @@ static void test_conv(void) {
               false, D(1, 1, 1, 1), NULL, NULL, 1, true, "", true);
 }
 
+/* FP32 layers the builder allowed TF32 (attribute allow_tf32): tensor-core
+ * math, so a looser tolerance (10 mantissa bits). */
+static void test_tf32(void) {
+    tc_begin("MatMul", "", 13, 5e-3, "float MatMul, allow_tf32");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 64, 256), -1, 1);
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(256, 192), -0.2, 0.2);
+    tc_node(1);
+    a_int("allow_tf32", 1);
+    tc_run();
+    tc_begin("Conv", KN_DOMAIN_KILN, 1, 5e-3, "float kiln::Conv 3x3 + Relu, allow_tf32");
+    tc_rand(KILN_DTYPE_FLOAT, 4, D(2, 16, 10, 10), -1, 1);
+    tc_rand(KILN_DTYPE_FLOAT, 4, D(32, 16, 3, 3), -0.3, 0.3);
+    tc_rand(KILN_DTYPE_FLOAT, 1, D(32), -1, 1);
+    tc_node(1);
+    a_ints("pads", D(1, 1, 1, 1), 4);
+    a_str("activation", "Relu");
+    a_int("allow_tf32", 1);
+    tc_run();
+}
+
 /* Channels-last kiln::Conv (the layout pass's nodes) on every tactic that
  * takes it, and the channels-last pools, against the CPU reference. */
 static void test_channels_last(void) {
@@ -1485,6 +1505,7 @@ int main(void) {
     test_conv();
     test_channels_last();
     test_attention();
+    test_tf32();
     if (!dry) {
         test_errors();
         cudaStreamDestroy(stream);
