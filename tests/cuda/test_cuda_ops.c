@@ -1231,6 +1231,68 @@ static void test_conv(void) {
               false, D(1, 1, 1, 1), NULL, NULL, 1, true, "", true);
 }
 
+/* The index family: ArgMax / ArgMin, CumSum, Trilu, GatherElements. */
+static void test_index(void) {
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        tc_begin("ArgMax", "", 13, 0, "ArgMax axis 1 keepdims");
+        tc_rand(dt, 3, D(3, 50, 4), -3, 3);
+        tc_node(1);
+        a_int("axis", 1);
+        tc_run();
+        tc_begin("ArgMin", "", 13, 0, "ArgMin last axis, no keepdims, select_last_index");
+        tc_rand(dt, 2, D(7, 33), -3, 3);
+        tc_node(1);
+        a_int("axis", -1);
+        a_int("keepdims", 0);
+        a_int("select_last_index", 1);
+        tc_run();
+        tc_begin("CumSum", "", 14, tol_for(dt, 1e-5), "CumSum axis 1 (constant)");
+        tc_rand(dt, 2, D(4, 37), -1, 1);
+        tc_vals(KILN_DTYPE_INT64, 0, NULL, (const int64_t[]){1}, true);
+        tc_node(1);
+        tc_run();
+        tc_begin("Trilu", "", 14, 0, "Trilu upper, k = -1");
+        tc_rand(dt, 3, D(2, 5, 6), -1, 1);
+        tc_vals(KILN_DTYPE_INT64, 0, NULL, (const int64_t[]){-1}, true);
+        tc_node(1);
+        tc_run();
+    }
+    tc_begin("ArgMax", "", 13, 0, "ArgMax int64 axis 0");
+    tc_rand(KILN_DTYPE_INT64, 2, D(9, 6), -100, 100);
+    tc_node(1);
+    tc_run();
+    tc_begin("CumSum", "", 14, 1e-5, "CumSum exclusive reverse, axis 0");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(6, 3, 2), -1, 1);
+    tc_vals(KILN_DTYPE_INT32, 0, NULL, (const int32_t[]){0}, true);
+    tc_node(1);
+    a_int("exclusive", 1);
+    a_int("reverse", 1);
+    tc_run();
+    tc_begin("CumSum", "", 14, 0, "CumSum int64");
+    tc_rand(KILN_DTYPE_INT64, 2, D(3, 10), -50, 50);
+    tc_vals(KILN_DTYPE_INT64, 0, NULL, (const int64_t[]){-1}, true);
+    tc_node(1);
+    tc_run();
+    tc_begin("Trilu", "", 14, 0, "Trilu lower, no k, int32");
+    tc_rand(KILN_DTYPE_INT32, 2, D(4, 7), -9, 9);
+    tc_node(1);
+    a_int("upper", 0);
+    tc_run();
+    tc_begin("GatherElements", "", 13, 0, "GatherElements axis 1, negative indices");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(3, 4), -1, 1);
+    tc_vals(KILN_DTYPE_INT64, 2, D(3, 2), (const int64_t[]){0, 3, -1, 2, 1, -4}, false);
+    tc_node(1);
+    a_int("axis", 1);
+    tc_run();
+    tc_begin("GatherElements", "", 13, 0, "GatherElements axis 0, int32 indices, float16");
+    tc_rand(KILN_DTYPE_FLOAT16, 3, D(4, 2, 3), -1, 1);
+    tc_vals(KILN_DTYPE_INT32, 3, D(2, 2, 3), (const int32_t[]){0, 1, 2, 3, 0, 1, 3, 3, 2, 1, 0, 0},
+            true);
+    tc_node(1);
+    tc_run();
+}
+
 /* FP32 layers the builder allowed TF32 (attribute allow_tf32): tensor-core
  * math, so a looser tolerance (10 mantissa bits). */
 static void test_tf32(void) {
@@ -1506,6 +1568,7 @@ int main(void) {
     test_channels_last();
     test_attention();
     test_tf32();
+    test_index();
     if (!dry) {
         test_errors();
         cudaStreamDestroy(stream);

@@ -186,6 +186,7 @@ static const kb_table kc_tables[] = {
     {kb_cuda_nn, &kb_cuda_nn_count},
     {kb_cuda_blas, &kb_cuda_blas_count},
     {kb_cuda_conv, &kb_cuda_conv_count},
+    {kb_cuda_index, &kb_cuda_index_count},
 };
 
 int kb_cuda_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {

@@ -102,6 +102,8 @@ extern const kb_kernel kb_cuda_blas[];
 extern const size_t kb_cuda_blas_count;
 extern const kb_kernel kb_cuda_conv[];
 extern const size_t kb_cuda_conv_count;
+extern const kb_kernel kb_cuda_index[];
+extern const size_t kb_cuda_index_count;
 
 /* All CUDA kernels for (domain, op_type), fills up to cap; returns the count. */
 KN_HIDDEN int kb_cuda_kernels_for(const char *domain, const char *op_type, const kb_kernel **out,
