@@ -1269,6 +1269,12 @@ static void test_index(void) {
     a_int("exclusive", 1);
     a_int("reverse", 1);
     tc_run();
+    tc_begin("CumProd", "", 26, 1e-5, "CumProd axis 1, exclusive");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(3, 9), 0.5, 1.5);
+    tc_vals(KILN_DTYPE_INT64, 0, NULL, (const int64_t[]){1}, true);
+    tc_node(1);
+    a_int("exclusive", 1);
+    tc_run();
     tc_begin("CumSum", "", 14, 0, "CumSum int64");
     tc_rand(KILN_DTYPE_INT64, 2, D(3, 10), -50, 50);
     tc_vals(KILN_DTYPE_INT64, 0, NULL, (const int64_t[]){-1}, true);

@@ -157,6 +157,7 @@ const kb_kernel kb_cuda_index[] = {
     {"ArgMax", "", "cuda", argext_supports, NULL, NULL, NULL, NULL, argext_run},
     {"ArgMin", "", "cuda", argext_supports, NULL, NULL, NULL, NULL, argext_run},
     {"CumSum", "", "cuda", cum_supports, NULL, NULL, NULL, NULL, cum_run},
+    {"CumProd", "", "cuda", cum_supports, NULL, NULL, NULL, NULL, cum_run},
     {"Trilu", "", "cuda", trilu_supports, NULL, NULL, NULL, NULL, trilu_run},
     {"GatherElements", "", "cuda", gel_supports, NULL, NULL, NULL, NULL, gel_run},
 };
