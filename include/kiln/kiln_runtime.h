@@ -125,6 +125,13 @@ KILN_API const char *kiln_engine_backend(const kiln_engine *engine);
 KILN_API KILN_NODISCARD kiln_status kiln_engine_alloc(const kiln_engine *engine, size_t bytes,
                                                       void **out);
 KILN_API void kiln_engine_free(const kiln_engine *engine, void *ptr);
+/* Host memory for an engine's inputs and outputs: page-locked (pinned) for
+ * a GPU engine, so copies to and from the device run at full speed and can
+ * be asynchronous; plain 64-byte aligned memory for a CPU engine. Free with
+ * kiln_engine_free_host. Added in 0.2. */
+KILN_API KILN_NODISCARD kiln_status kiln_engine_alloc_host(const kiln_engine *engine, size_t bytes,
+                                                           void **out);
+KILN_API void kiln_engine_free_host(const kiln_engine *engine, void *ptr);
 typedef enum kiln_copy_direction {
     KILN_COPY_TO_DEVICE = 0,
     KILN_COPY_TO_HOST = 1,

@@ -96,6 +96,10 @@ typedef struct kb_backend {
     /* May be NULL (host memory only): whether p is device memory, which the
      * host cannot read (shape-tensor inputs must be host memory). */
     bool (*is_device_ptr)(const void *p);
+    /* May be NULL (plain host memory serves): page-locked host memory, which
+     * the device copies to and from at full speed. */
+    kiln_status (*host_alloc)(size_t bytes, void **out);
+    void (*host_free)(void *p);
 } kb_backend;
 
 /* A backend's kernels, one table per op family. */

@@ -481,6 +481,27 @@ KILN_API void kiln_engine_free(const kiln_engine *e, void *p) {
         e->be->free(p);
 }
 
+KILN_API kiln_status kiln_engine_alloc_host(const kiln_engine *e, size_t bytes, void **out) {
+    if (!e || !out)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_engine_alloc_host: NULL argument");
+    if (e->be->host_alloc)
+        return e->be->host_alloc(bytes, out);
+    void *p = kn_aligned_alloc(bytes ? bytes : 64);
+    if (!p)
+        return kn_error(KILN_ERR_OUT_OF_MEMORY, "host buffer of %zu bytes", bytes);
+    *out = p;
+    return KILN_OK;
+}
+
+KILN_API void kiln_engine_free_host(const kiln_engine *e, void *p) {
+    if (!e || !p)
+        return;
+    if (e->be->host_free)
+        e->be->host_free(p);
+    else
+        kn_aligned_free(p);
+}
+
 KILN_API kiln_status kiln_engine_copy(const kiln_engine *e, void *dst, const void *src,
                                       size_t bytes, kiln_copy_direction dir) {
     if (!e || (bytes && (!dst || !src)))

@@ -335,6 +335,15 @@ static void test_shape_input(void) {
         KT_CHECK(kiln_engine_tensor_is_shape_input(e, "x") == 0);
         KT_CHECK(kiln_engine_tensor_is_shape_input(e, "y") == 0);
         KT_CHECK(kiln_engine_tensor_is_shape_input(e, "nope") == 0);
+        /* host buffers for I/O: pinned on a GPU engine, aligned memory here */
+        void *h = NULL;
+        KT_OK(kiln_engine_alloc_host(e, 100, &h));
+        KT_CHECK(h && ((uintptr_t)h % 64) == 0);
+        if (h)
+            memset(h, 1, 100);
+        kiln_engine_free_host(e, h);
+        kiln_engine_free_host(e, NULL);
+        KT_FAILS(kiln_engine_alloc_host(e, 8, NULL), KILN_ERR_INVALID_ARGUMENT, "NULL");
         kiln_context *c = NULL;
         KT_OK(kiln_context_create(e, &c));
         float x[12], y[12];

@@ -233,6 +233,20 @@ static void cuda_free(void *p) {
         (void)cudaFree(p);
 }
 
+static kiln_status cuda_host_alloc(size_t bytes, void **out) {
+    void *p = NULL;
+    if (kn_fault_hit(bytes))
+        return KILN_ERR_OUT_OF_MEMORY;
+    KC_CUDA(NULL, cudaHostAlloc(&p, bytes ? bytes : 64, cudaHostAllocDefault));
+    *out = p;
+    return KILN_OK;
+}
+
+static void cuda_host_free(void *p) {
+    if (p)
+        (void)cudaFreeHost(p);
+}
+
 static kiln_status cuda_copy(void *dst, const void *src, size_t bytes, kb_copy_kind kind,
                              void *stream) {
     if (!bytes)
@@ -369,4 +383,6 @@ const kb_backend kb_cuda_backend = {
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
     .is_device_ptr = cuda_is_device_ptr,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
 };
