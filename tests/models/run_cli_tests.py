@@ -153,6 +153,28 @@ def main():
     except (OSError, ValueError) as e:
         check("second export parses", False, str(e))
 
+    # --channelsLast: the same outputs from NHWC convolutions (oneDNN's NHWC
+    # tactics or the reference), reformats at the edges
+    rc, out, err = run(k, "exec", m, "--channelsLast", "--shapes=input:3x3x64x64",
+                       "--iterations=1", "--warmUp=0", "--duration=0",
+                       "--exportOutput=" + w("out_cl.json"), "--saveEngine=" + w("cl.plan"))
+    check("build and run channels-last", rc == 0, out + err)
+    try:
+        with open(w("out.json")) as a, open(w("out_cl.json")) as b:
+            va, vb = json.load(a)[0]["values"], json.load(b)[0]["values"]
+            worst = max(abs(x - y) for x, y in zip(va, vb)) if va else 1.0
+            check("channels-last outputs match", len(va) == len(vb) and worst < 1e-4,
+                  "max difference %g" % worst)
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check("channels-last export parses", False, str(e))
+    rc, out, err = run(k, "inspect", w("cl.plan"))
+    check("inspect shows the reformat", rc == 0 and "reformat NCHW->NHWC" in out, out + err)
+    expect_error(k, "strongly typed refuses --fp16",
+                 ["exec", m, "--stronglyTyped", "--fp16", "--skipInference"], "strongly typed")
+    expect_error(k, "optimization level out of range",
+                 ["exec", m, "--builderOptimizationLevel=7", "--skipInference"],
+                 "--builderOptimizationLevel")
+
     # loaded inputs: zeros in, and a file of the wrong size refused
     with open(w("zeros.bin"), "wb") as f:
         f.write(bytes(4 * 2 * 3 * 64 * 64))

@@ -82,11 +82,25 @@ static bool conv_geom(const kn_node *n, int nsp, const int64_t *x, const int64_t
     return true;
 }
 
+/* A channels-last node's tensors seen channels-first (dims only). */
+static void cf_view(const kn_node *n, const kn_tinfo *t, kn_tinfo *v) {
+    *v = *t;
+    if (kn_attr_int(n, "channels_last", 0))
+        kn_dims_channels(t->rank, t->dims, v->dims, true);
+}
+
 bool kf_conv_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                       int n_out) {
-    if (n_in < 2 || n_out < 1 || kn_attr_int(n, "channels_last", 0))
+    if (n_in < 2 || n_out < 1)
         return false;
-    const kn_tinfo *x = &in[0], *w = &in[1], *y = &out[0];
+    bool cl = kn_attr_int(n, "channels_last", 0) != 0;
+    if (cl && in[0].rank != 4)
+        return false;
+    kn_tinfo xv, wv, yv;
+    cf_view(n, &in[0], &xv);
+    cf_view(n, &in[1], &wv);
+    cf_view(n, &out[0], &yv);
+    const kn_tinfo *x = &xv, *w = &wv, *y = &yv;
     if (x->dtype != KILN_DTYPE_FLOAT || w->dtype != KILN_DTYPE_FLOAT || y->dtype != KILN_DTYPE_FLOAT)
         return false;
     if ((x->rank != 3 && x->rank != 4) || w->rank != x->rank || y->rank != x->rank)
@@ -99,8 +113,8 @@ bool kf_conv_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn_t
         return false;
     if (fused) {
         if (n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED) {
-            if (in[3].dtype != KILN_DTYPE_FLOAT || in[3].rank != y->rank ||
-                memcmp(in[3].dims, y->dims, sizeof(int64_t) * (size_t)y->rank) != 0)
+            if (in[3].dtype != KILN_DTYPE_FLOAT || in[3].rank != out[0].rank ||
+                memcmp(in[3].dims, out[0].dims, sizeof(int64_t) * (size_t)out[0].rank) != 0)
                 return false;
         }
         float a, b;
@@ -145,7 +159,15 @@ void kf_conv_fini(void *state) { kn_free(state); }
 /* Build the plan: [x reorder] [residual into dst] conv [dst reorder]. */
 static kiln_status conv_build(const conv_state *cs, const kn_node *n, const kb_tensor *in,
                               int n_in, const kb_tensor *out, kf_inst *inst) {
-    const kb_tensor *x = &in[0], *w = &in[1], *y = &out[0];
+    /* channels-last nodes (the layout pass's): NHWC activations, OHWI weights */
+    bool cl = kn_attr_int(n, "channels_last", 0) != 0;
+    kb_tensor xv = in[0], wv = in[1], yv = out[0];
+    if (cl) {
+        kn_dims_channels(4, in[0].dims, xv.dims, true);
+        kn_dims_channels(4, in[1].dims, wv.dims, true);
+        kn_dims_channels(4, out[0].dims, yv.dims, true);
+    }
+    const kb_tensor *x = &xv, *w = &wv, *y = &yv;
     bool has_b = n_in > 2 && in[2].dtype == KILN_DTYPE_FLOAT;
     bool has_z = n_in > 3 && in[3].dtype == KILN_DTYPE_FLOAT;
     int nsp = x->rank - 2;
@@ -161,17 +183,18 @@ static kiln_status conv_build(const conv_state *cs, const kn_node *n, const kb_t
     dnnl_memory_desc_t x_u, y_u, w_u, w_any, b_md, x_c, y_c;
     if (g.group == 1) {
         dnnl_dims_t wd = {m, c, g.k[0], g.k[1]};
-        KF_TRY(n, dnnl_memory_desc_init_by_tag(&w_u, 4, wd, dnnl_f32, dnnl_oihw));
+        KF_TRY(n, dnnl_memory_desc_init_by_tag(&w_u, 4, wd, dnnl_f32, cl ? dnnl_ohwi : dnnl_oihw));
         KF_TRY(n, dnnl_memory_desc_init_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any));
     } else {
         dnnl_dims_t wd = {g.group, m / g.group, c / g.group, g.k[0], g.k[1]};
-        KF_TRY(n, dnnl_memory_desc_init_by_tag(&w_u, 5, wd, dnnl_f32, dnnl_goihw));
+        KF_TRY(n, dnnl_memory_desc_init_by_tag(&w_u, 5, wd, dnnl_f32, cl ? dnnl_gohwi : dnnl_goihw));
         KF_TRY(n, dnnl_memory_desc_init_by_tag(&w_any, 5, wd, dnnl_f32, dnnl_format_tag_any));
     }
-    KF_TRY(n, dnnl_memory_desc_init_by_tag(&x_u, 4, xd, dnnl_f32, dnnl_nchw));
-    KF_TRY(n, dnnl_memory_desc_init_by_tag(&y_u, 4, yd, dnnl_f32, dnnl_nchw));
+    dnnl_format_tag_t user_tag = cl ? dnnl_nhwc : dnnl_nchw;
+    KF_TRY(n, dnnl_memory_desc_init_by_tag(&x_u, 4, xd, dnnl_f32, user_tag));
+    KF_TRY(n, dnnl_memory_desc_init_by_tag(&y_u, 4, yd, dnnl_f32, user_tag));
     KF_TRY(n, dnnl_memory_desc_init_by_tag(&b_md, 1, bd, dnnl_f32, dnnl_x));
-    dnnl_format_tag_t act_tag = cs->plain ? dnnl_nchw : dnnl_format_tag_any;
+    dnnl_format_tag_t act_tag = cs->plain ? user_tag : dnnl_format_tag_any;
     KF_TRY(n, dnnl_memory_desc_init_by_tag(&x_c, 4, xd, dnnl_f32, act_tag));
     KF_TRY(n, dnnl_memory_desc_init_by_tag(&y_c, 4, yd, dnnl_f32, act_tag));
 
