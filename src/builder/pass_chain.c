@@ -42,6 +42,13 @@ static const chain_op chain_ops[] = {
     {"Clip", 1, NULL, NULL, 0, 0}, {"Gelu", 1, NULL, NULL, 0, 0},
 };
 
+int kpass_chain_op_arity(const char *op_type) {
+    for (size_t i = 0; i < KN_ARRAY_LEN(chain_ops); i++)
+        if (strcmp(op_type, chain_ops[i].name) == 0)
+            return chain_ops[i].arity;
+    return 0;
+}
+
 static const chain_op *chain_op_of(const kn_node *n) {
     if (n->domain[0] != 0 || n->n_out != 1 || n->out[0] < 0 || n->n_in < 1 || n->in[0] < 0)
         return NULL;

@@ -34,24 +34,25 @@ typedef struct layout {
     int changed;
 } layout;
 
+/* The elementwise ops chains take (pass_chain.c), plus those no chain
+ * takes but that are as indifferent to layout. */
 static bool is_unary(const kn_node *n) {
-    static const char *const ops[] = {
-        "Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu",
-        "Softplus", "Softsign", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Erf",
-        "Cast", "Identity", "Clip", "Floor", "Ceil", "Round", "Sign", "Mish", "Celu",
-        "ThresholdedRelu", "Gelu", "Sin", "Cos", "Not", "IsNaN", "IsInf"};
-    for (size_t k = 0; k < KN_ARRAY_LEN(ops); k++)
-        if (kpass_is(n, ops[k]))
+    static const char *const more[] = {"Cast", "Identity", "Not", "IsNaN", "IsInf"};
+    if (n->domain[0] == 0 && kpass_chain_op_arity(n->op_type) == 1)
+        return true;
+    for (size_t k = 0; k < KN_ARRAY_LEN(more); k++)
+        if (kpass_is(n, more[k]))
             return true;
     return false;
 }
 
 static bool is_binary(const kn_node *n) {
-    static const char *const ops[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean",
-                                      "Pow", "PRelu", "Where", "Equal", "Less", "Greater",
-                                      "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"};
-    for (size_t k = 0; k < KN_ARRAY_LEN(ops); k++)
-        if (kpass_is(n, ops[k]))
+    static const char *const more[] = {"Sum", "Mean", "Where", "Equal", "Less", "Greater",
+                                       "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"};
+    if (n->domain[0] == 0 && kpass_chain_op_arity(n->op_type) == 2)
+        return true;
+    for (size_t k = 0; k < KN_ARRAY_LEN(more); k++)
+        if (kpass_is(n, more[k]))
             return true;
     return kpass_is_kiln(n, "ElementwiseChain");
 }

@@ -49,6 +49,9 @@
 #define KN_DOMAIN_KILN "kiln"
 
 #include "core/core.h"
+/* Element strides of a kiln::Attention mask (rank <= 4, row-major) over
+ * [B, H, Sq, Sk], right-aligned; broadcast dims (size 1 or missing) get 0. */
+KN_HIDDEN void kn_mask_strides(int rank, const int64_t *dims, int64_t strides[4]);
 /* dims of [N, S..., C] as [N, C, S...] (to_first), or the reverse. */
 KN_HIDDEN void kn_dims_channels(int rank, const int64_t *in, int64_t *out, bool to_first);
 #endif

@@ -43,6 +43,17 @@ static kiln_status need_real(kn_infer *c) {
     return KILN_OK;
 }
 
+void kn_mask_strides(int rank, const int64_t *dims, int64_t strides[4]) {
+    int64_t stride = 1;
+    for (int i = 0; i < 4; i++)
+        strides[i] = 0;
+    for (int i = 1; i <= rank && i <= 4; i++) {
+        int64_t d = dims[rank - i];
+        strides[4 - i] = d == 1 ? 0 : stride;
+        stride *= d;
+    }
+}
+
 /* [N, S..., C] <-> [N, C, S...]: to_first moves the last dim to 1, else
  * dim 1 to the end. */
 void kn_dims_channels(int rank, const int64_t *in, int64_t *out, bool to_first) {
@@ -90,19 +101,23 @@ static kiln_status infer_channels_last(kn_infer *c, const char *base, int n_in, 
     return KILN_OK;
 }
 
+/* Input 3, the residual Z of kiln::Conv and kiln::MatMul, has Y's shape. */
+static kiln_status check_residual(const kn_infer *c) {
+    if (!kn_has_in(c, 3))
+        return KILN_OK;
+    const kn_tinfo *z = &c->in[3], *y = &c->out[0];
+    if (z->rank != y->rank || memcmp(z->dims, y->dims, sizeof(int64_t) * (size_t)y->rank))
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "the residual Z must have the output's shape");
+    return KILN_OK;
+}
+
 static kiln_status infer_fused_conv(kn_infer *c) {
     KN_TRY(need_real(c));
     if (kn_attr_int(c->node, "channels_last", 0))
         KN_TRY(infer_channels_last(c, "Conv", 3, 0x3u));
     else
         KN_TRY(infer_as(c, "Conv", 3));
-    if (kn_has_in(c, 3)) {
-        const kn_tinfo *z = &c->in[3], *y = &c->out[0];
-        if (z->rank != y->rank || memcmp(z->dims, y->dims, sizeof(int64_t) * (size_t)y->rank))
-            return kn_node_error(c->node, KILN_ERR_SHAPE,
-                                 "the residual Z must have the output's shape");
-    }
-    return KILN_OK;
+    return check_residual(c);
 }
 
 static kiln_status infer_fused_gemm(kn_infer *c) {
@@ -115,13 +130,7 @@ static kiln_status infer_fused_matmul(kn_infer *c) {
     KN_TRY(infer_as(c, "MatMul", 2));
     if (kn_has_in(c, 2) && !broadcasts_to(&c->in[2], &c->out[0]))
         return kn_node_error(c->node, KILN_ERR_SHAPE, "bias does not broadcast to the output");
-    if (kn_has_in(c, 3)) {
-        const kn_tinfo *z = &c->in[3], *y = &c->out[0];
-        if (z->rank != y->rank || memcmp(z->dims, y->dims, sizeof(int64_t) * (size_t)y->rank))
-            return kn_node_error(c->node, KILN_ERR_SHAPE,
-                                 "the residual Z must have the output's shape");
-    }
-    return KILN_OK;
+    return check_residual(c);
 }
 
 /* kiln::Attention: Q [B, Sq, H, D], K [B, Sk, H, D], V [B, Sk, H, Dv], an

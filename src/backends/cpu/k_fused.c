@@ -184,14 +184,8 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
     }
     float scale = kn_attr_float(r->node, "scale", 1.f);
     int64_t ms[4] = {0, 0, 0, 0}; /* mask strides over [B, H, Sq, Sk], 0 where broadcast */
-    if (m) {
-        int64_t stride = 1;
-        for (int i = 1; i <= m->rank; i++) {
-            int64_t d = m->dims[m->rank - i];
-            ms[4 - i] = d == 1 ? 0 : stride;
-            stride *= d;
-        }
-    }
+    if (m)
+        kn_mask_strides(m->rank, m->dims, ms);
     int64_t blocks = (Sq + KB_ATT_ROWS - 1) / KB_ATT_ROWS, jobs = B * H * blocks;
     int nth = r->threads > 1 && B * H * Sq * Sk * (D + Dv) > 65536 ? r->threads : 1;
     if (nth > att_threads())

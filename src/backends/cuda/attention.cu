@@ -112,6 +112,25 @@ __device__ __forceinline__ void att_softmax16(float *Ss, int lds, T *Ps, int ldp
         rinv[r] = live ? 1.f / sum : 0.f;
 }
 
+/* O (16 x dv, float, into Os) = P (16 x keys, row-major, ld ldp) times V
+ * (keys x dv, row-major, ld ldv; shared or global memory). */
+template <typename T>
+__device__ __forceinline__ void att_pv16(const T *Ps, int ldp, const T *V, unsigned ldv, int keys,
+                                         int dv, float *Os, int lds) {
+    for (int n0 = 0; n0 < dv; n0 += 16) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::fill_fragment(acc, 0.f);
+        for (int k0 = 0; k0 < keys; k0 += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+            wmma::load_matrix_sync(fa, Ps + k0, ldp);
+            wmma::load_matrix_sync(fb, V + (int64_t)k0 * ldv + n0, ldv);
+            wmma::mma_sync(acc, fa, fb, acc);
+        }
+        wmma::store_matrix_sync(Os + n0, acc, lds, wmma::mem_row_major);
+    }
+}
+
 /* The mask row of batch b in shared memory, when the mask is one row per
  * batch (strides 0 over heads and queries); NULL otherwise. */
 __device__ __forceinline__ const float *att_mask_row(float *dst, const void *mask, const kc_attn &a,
@@ -196,18 +215,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     att_softmax16<T>(Ss, L.lds, Ps, L.ldp, sk, L.skp, rinv, mrow, mask, a, b, h, r0, lane);
     __syncwarp();
     /* O = P V, staged through the score rows (no longer needed) */
-    for (int n0 = 0; n0 < dv; n0 += 16) {
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-        wmma::fill_fragment(acc, 0.f);
-        for (int k0 = 0; k0 < L.skp; k0 += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-            wmma::load_matrix_sync(fa, Ps + k0, L.ldp);
-            wmma::load_matrix_sync(fb, Vs + k0 * L.ldv + n0, L.ldv);
-            wmma::mma_sync(acc, fa, fb, acc);
-        }
-        wmma::store_matrix_sync(Ss + n0, acc, L.lds, wmma::mem_row_major);
-    }
+    att_pv16<T>(Ps, L.ldp, Vs, L.ldv, L.skp, dv, Ss, L.lds);
     __syncwarp();
     for (int idx = lane; idx < 16 * dv; idx += 32) {
         int r = idx / dv, c = idx % dv;
@@ -273,18 +281,7 @@ __global__ void __launch_bounds__(ATT_DIRECT_WARPS * 32)
     const float *mrow = att_mask_row(Ms, mask, a, b, lane);
     att_softmax16<T>(Ss, lds, Ps, ldp, sk, sk, rinv, mrow, mask, a, b, h, r0, lane);
     __syncwarp();
-    for (int n0 = 0; n0 < dv; n0 += 16) {
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-        wmma::fill_fragment(acc, 0.f);
-        for (int k0 = 0; k0 < sk; k0 += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-            wmma::load_matrix_sync(fa, Ps + k0, ldp);
-            wmma::load_matrix_sync(fb, vb + (int64_t)k0 * a.vrow + n0, (unsigned)a.vrow);
-            wmma::mma_sync(acc, fa, fb, acc);
-        }
-        wmma::store_matrix_sync(Ss + n0, acc, lds, wmma::mem_row_major);
-    }
+    att_pv16<T>(Ps, ldp, vb, (unsigned)a.vrow, sk, dv, Ss, lds);
     __syncwarp();
     /* Y rows, 8 elements (16 bytes) a store */
     const int c8 = dv / 8;

@@ -26,15 +26,6 @@ static void split3(const kb_tensor *x, int axis, int64_t *o, int64_t *n, int64_t
     *i = kn_numel(x->rank - axis - 1, x->dims + axis + 1);
 }
 
-static kiln_status norm_axis(const kn_node *node, int64_t a, int rank, int *out) {
-    int r = rank > 0 ? rank : 1;
-    if (a < -r || a >= r)
-        return kn_node_error(node, KILN_ERR_SHAPE, "axis %lld is out of range for rank %d",
-                             (long long)a, rank);
-    *out = (int)(a < 0 ? a + r : a);
-    return KILN_OK;
-}
-
 /* ---------------- ArgMax / ArgMin ---------------- */
 
 static bool argext_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
@@ -45,7 +36,7 @@ static bool argext_supports(const kn_node *node, const kn_tinfo *in, int n_in, c
 static kiln_status argext_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0];
     int axis = 0;
-    KN_TRY(norm_axis(r->node, kn_attr_int(r->node, "axis", 0), x->rank, &axis));
+    KN_TRY(kc_norm_axis(r->node, kn_attr_int(r->node, "axis", 0), x->rank, &axis));
     int64_t o, n, i;
     split3(x, axis, &o, &n, &i);
     if (n == 0 && o * i > 0)
@@ -78,7 +69,7 @@ static kiln_status cum_run(const kb_run *r) {
                              "axis must be one value known on the host");
     int64_t a64 = a->dtype == KILN_DTYPE_INT32 ? *(const int32_t *)a->host : *(const int64_t *)a->host;
     int axis = 0;
-    KN_TRY(norm_axis(r->node, a64, x->rank, &axis));
+    KN_TRY(kc_norm_axis(r->node, a64, x->rank, &axis));
     int64_t o, n, i;
     split3(x, axis, &o, &n, &i);
     KC_CUDA(r->node, kc_cumulative(x->data, r->out[0].data, x->dtype, o, n, i,
@@ -122,10 +113,31 @@ static bool gel_supports(const kn_node *node, const kn_tinfo *in, int n_in, cons
            (in[1].dtype == KILN_DTYPE_INT32 || in[1].dtype == KILN_DTYPE_INT64);
 }
 
+/* Indices known on the host (constants, shape-time values) are checked once
+ * per shape here, not on every run: out of range is an error, as on the CPU. */
+static kiln_status gel_prepare(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                               const kb_tensor *out, int n_out, void **inst, size_t *workspace) {
+    const kb_tensor *x = &in[0], *ix = &in[1];
+    *workspace = 0;
+    int axis = 0;
+    KN_TRY(kc_norm_axis(node, kn_attr_int(node, "axis", 0), x->rank, &axis));
+    if (!ix->host)
+        return KILN_OK;
+    int64_t len = x->dims[axis], total = kc_numel(ix);
+    for (int64_t e = 0; e < total; e++) {
+        int64_t v = ix->dtype == KILN_DTYPE_INT32 ? ((const int32_t *)ix->host)[e]
+                                                 : ((const int64_t *)ix->host)[e];
+        if (v < -len || v >= len)
+            return kn_node_error(node, KILN_ERR_RUNTIME, "index %lld is out of range [-%lld, %lld)",
+                                 (long long)v, (long long)len, (long long)len);
+    }
+    return KILN_OK;
+}
+
 static kiln_status gel_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0], *ix = &r->in[1];
     int axis = 0;
-    KN_TRY(norm_axis(r->node, kn_attr_int(r->node, "axis", 0), x->rank, &axis));
+    KN_TRY(kc_norm_axis(r->node, kn_attr_int(r->node, "axis", 0), x->rank, &axis));
     kc_gather_el g;
     memset(&g, 0, sizeof g);
     g.rank = x->rank;
@@ -139,15 +151,6 @@ static kiln_status gel_run(const kb_run *r) {
             return kn_node_error(r->node, KILN_ERR_SHAPE,
                                  "indices are larger than data in dimension %d", d);
     }
-    if (ix->host) /* indices known on the host: out of range is an error, as on the CPU */
-        for (int64_t e = 0; e < g.total; e++) {
-            int64_t v = ix->dtype == KILN_DTYPE_INT32 ? ((const int32_t *)ix->host)[e]
-                                                     : ((const int64_t *)ix->host)[e];
-            if (v < -g.axis_len || v >= g.axis_len)
-                return kn_node_error(r->node, KILN_ERR_RUNTIME,
-                                     "index %lld is out of range [-%lld, %lld)", (long long)v,
-                                     (long long)g.axis_len, (long long)g.axis_len);
-        }
     KC_CUDA(r->node, kc_gather_elements(x->data, r->out[0].data, kiln_dtype_size(x->dtype), ix->data,
                                         ix->dtype, &g, kc_stream(r)));
     return KILN_OK;
@@ -159,6 +162,6 @@ const kb_kernel kb_cuda_index[] = {
     {"CumSum", "", "cuda", cum_supports, NULL, NULL, NULL, NULL, cum_run},
     {"CumProd", "", "cuda", cum_supports, NULL, NULL, NULL, NULL, cum_run},
     {"Trilu", "", "cuda", trilu_supports, NULL, NULL, NULL, NULL, trilu_run},
-    {"GatherElements", "", "cuda", gel_supports, NULL, NULL, NULL, NULL, gel_run},
+    {"GatherElements", "", "cuda", gel_supports, NULL, NULL, gel_prepare, NULL, gel_run},
 };
 const size_t kb_cuda_index_count = KN_ARRAY_LEN(kb_cuda_index);

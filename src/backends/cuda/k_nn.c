@@ -17,21 +17,13 @@ static bool float_io(const kn_node *node, const kn_tinfo *in, int n_in, const kn
     return n_in >= 1 && n_out >= 1 && kc_is_float(in[0].dtype) && out[0].dtype == in[0].dtype;
 }
 
-static kiln_status norm_axis(const kn_node *n, int64_t axis, int rank, int *out) {
-    if (axis < -rank || axis >= (rank ? rank : 1))
-        return kn_node_error(n, KILN_ERR_SHAPE, "axis %lld is out of range for rank %d",
-                             (long long)axis, rank);
-    *out = (int)(axis < 0 ? axis + rank : axis);
-    return KILN_OK;
-}
-
 /* ---------------- Softmax ---------------- */
 
 static kiln_status softmax_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0];
     bool legacy = r->node->opset > 0 && r->node->opset < 13;
     int axis = 0;
-    KN_TRY(norm_axis(r->node, kn_attr_int(r->node, "axis", legacy ? 1 : -1), x->rank, &axis));
+    KN_TRY(kc_norm_axis(r->node, kn_attr_int(r->node, "axis", legacy ? 1 : -1), x->rank, &axis));
     int64_t outer = kn_numel(axis, x->dims), n = x->rank ? x->dims[axis] : 1;
     int64_t inner = x->rank ? kn_numel(x->rank - axis - 1, x->dims + axis + 1) : 1;
     if (legacy) { /* coerce to 2-D: everything from axis on is one row */
@@ -72,7 +64,7 @@ static kiln_status layernorm_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0], *sc = &r->in[1];
     const kb_tensor *b = kc_present(r->in, r->n_in, 2) ? &r->in[2] : NULL;
     int axis = 0;
-    KN_TRY(norm_axis(r->node, kn_attr_int(r->node, "axis", -1), x->rank, &axis));
+    KN_TRY(kc_norm_axis(r->node, kn_attr_int(r->node, "axis", -1), x->rank, &axis));
     int64_t inner = kn_numel(x->rank - axis, x->dims + axis), rows = kn_numel(axis, x->dims);
     if (kc_numel(sc) != inner || (b && (kc_numel(b) != inner || b->dtype != sc->dtype)))
         return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
@@ -175,7 +167,7 @@ static kiln_status reduce_run(const kb_run *r) {
     }
     for (int64_t k = 0; k < na; k++) {
         int ax = 0;
-        KN_TRY(norm_axis(n, axes[k], rank, &ax));
+        KN_TRY(kc_norm_axis(n, axes[k], rank, &ax));
         mask |= 1u << ax;
     }
     /* group adjacent dims of one kind (row-major: they merge) */
@@ -273,23 +265,19 @@ static kiln_status global_pool_run(const kb_run *r) {
 
 /* ---------------- attention ---------------- */
 
-static bool is_float_type(kiln_dtype t) {
-    return t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_BFLOAT16;
-}
-
 static bool attention_supports(const kn_node *node, const kn_tinfo *in, int n_in,
                                const kn_tinfo *out, int n_out) {
-    if (n_out < 1 || n_in < 1 || !is_float_type(in[0].dtype))
+    if (n_out < 1 || n_in < 1 || !kc_is_float(in[0].dtype))
         return false;
     if (kn_attr_int(node, "qkv_packed", 0)) /* [B, S, 3, H, D] */
         return in[0].rank == 5 && out[0].dtype == in[0].dtype && in[0].dims[4] <= 256 &&
-               (n_in < 4 || in[3].dtype == KILN_DTYPE_UNDEFINED || is_float_type(in[3].dtype));
+               (n_in < 4 || in[3].dtype == KILN_DTYPE_UNDEFINED || kc_is_float(in[3].dtype));
     if (n_in < 3)
         return false;
     for (int i = 1; i < 3; i++)
         if (in[i].dtype != in[0].dtype || in[i].rank != 4)
             return false;
-    if (n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED && !is_float_type(in[3].dtype))
+    if (n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED && !kc_is_float(in[3].dtype))
         return false;
     return in[0].rank == 4 && out[0].dtype == in[0].dtype && in[0].dims[3] <= 256 &&
            in[2].dims[3] <= 256;
@@ -356,14 +344,8 @@ static kiln_status attention_go(const kb_run *r, int kernel) {
     a.kernel = kernel;
     a.dt = q->dtype;
     a.mask_dt = m ? m->dtype : KILN_DTYPE_UNDEFINED;
-    if (m) { /* right-aligned against [B, H, Sq, Sk]; broadcast dims get stride 0 */
-        int64_t stride = 1;
-        for (int i = 1; i <= m->rank && i <= 4; i++) {
-            int64_t d = m->dims[m->rank - i];
-            a.mstride[4 - i] = d == 1 ? 0 : stride;
-            stride *= d;
-        }
-    }
+    if (m) /* right-aligned against [B, H, Sq, Sk]; broadcast dims get stride 0 */
+        kn_mask_strides(m->rank, m->dims, a.mstride);
     KC_CUDA(r->node, kc_attention(qp, kp, vp, m ? m->data : NULL, r->out[0].data, &a, kc_stream(r)));
     return KILN_OK;
 }

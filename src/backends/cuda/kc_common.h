@@ -52,6 +52,14 @@ static inline bool kc_present(const kb_tensor *in, int n_in, int i) {
 static inline bool kc_is_float(kiln_dtype t) {
     return t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_BFLOAT16;
 }
+/* Axis `axis` of a rank-`rank` tensor, negative counting from the end. */
+static inline kiln_status kc_norm_axis(const kn_node *n, int64_t axis, int rank, int *out) {
+    if (axis < -rank || axis >= (rank ? rank : 1))
+        return kn_node_error(n, KILN_ERR_SHAPE, "axis %lld is out of range for rank %d",
+                             (long long)axis, rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return KILN_OK;
+}
 
 /* Fill bc for n_in inputs broadcast into out's shape, merging dims where
  * every input allows. Fails when a shape does not broadcast or there are
