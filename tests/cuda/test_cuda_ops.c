@@ -1540,6 +1540,11 @@ static void test_backend(void) {
     memset(&T, 0, sizeof T);
 }
 
+/* Case files of the newer op families (one per kernel file). */
+#include "cases_shape.inc"
+#include "cases_nn2.inc"
+#include "cases_conv_graph.inc"
+
 int main(void) {
     char target[64], libs[128];
     if (kb_cuda_backend.describe(target, sizeof target, libs, sizeof libs) != KILN_OK) {
@@ -1575,6 +1580,9 @@ int main(void) {
     test_attention();
     test_tf32();
     test_index();
+    test_shape_ops();
+    test_nn2_ops();
+    test_conv_graph();
     if (!dry) {
         test_errors();
         cudaStreamDestroy(stream);

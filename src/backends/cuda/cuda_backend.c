@@ -187,6 +187,9 @@ static const kb_table kc_tables[] = {
     {kb_cuda_blas, &kb_cuda_blas_count},
     {kb_cuda_conv, &kb_cuda_conv_count},
     {kb_cuda_index, &kb_cuda_index_count},
+    {kb_cuda_shape, &kb_cuda_shape_count},
+    {kb_cuda_nn2, &kb_cuda_nn2_count},
+    {kb_cuda_conv_graph, &kb_cuda_conv_graph_count},
 };
 
 int kb_cuda_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {
