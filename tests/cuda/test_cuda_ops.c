@@ -1414,8 +1414,14 @@ static void test_attention(void) {
         attention_case(dt, l, 1, 70, 65, 2, 16, 48, 0, 1.f);
         snprintf(l, sizeof l, "%s head dim 40 (general kernel), 2-D mask", kiln_dtype_name(dt));
         attention_case(dt, l, 2, 9, 11, 4, 40, 40, 2, 0.15f);
-        snprintf(l, sizeof l, "%s 600 keys (general kernel)", kiln_dtype_name(dt));
+        snprintf(l, sizeof l, "%s 600 keys (general and mma kernels)", kiln_dtype_name(dt));
         attention_case(dt, l, 1, 5, 600, 2, 64, 64, 1, 0.125f);
+        /* the mma kernel's other head dim and chunk edges: 130 keys = two
+         * full chunks and 2 keys, 33 queries = partial warp tiles */
+        snprintf(l, sizeof l, "%s head dim 128, Sq 33, Sk 130, 2-D mask", kiln_dtype_name(dt));
+        attention_case(dt, l, 2, 33, 130, 3, 128, 128, 2, 0.09f);
+        snprintf(l, sizeof l, "%s one query, 64 keys, per-head mask", kiln_dtype_name(dt));
+        attention_case(dt, l, 3, 1, 64, 5, 64, 64, 4, 0.125f);
     }
 }
 

@@ -363,6 +363,322 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     }
 }
 
+/* ---------------- the mma.sync kernel (tactic "mma") ----------------
+ *
+ * FlashAttention's structure on Hopper's warp-level tensor-core
+ * instruction: one block per (tile of 16 * warps query rows, head, batch),
+ * 16 query rows a warp. Keys go in chunks of 64: the block stages each
+ * chunk's K and V rows in shared memory by asynchronous copies, double
+ * buffered (chunk c + 1 loads while chunk c computes). A warp keeps its Q
+ * fragments, its 16 x 64 scores and its 16 x D output accumulator in
+ * registers: the scores' accumulator layout is exactly the A operand layout
+ * of the next product, so P never leaves registers. Softmax is online
+ * (running max and sum per row, in float, base 2); the probabilities are
+ * rounded to the input type for P V, the sums are kept in float.
+ * Head dims 32, 64 or 128 (d = dv), float16 or bfloat16, any Sq and Sk. */
+#define MMA_KB 64 /* keys a chunk */
+#define MMA_LOG2E 1.4426950408889634f
+
+__device__ __forceinline__ void mma_ldsm_x4(uint32_t *r, const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+__device__ __forceinline__ void mma_ldsm_x4_t(uint32_t *r, const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+/* c += a (16 x 16, row) * b (16 x 8, col), float accumulation */
+template <typename T>
+__device__ __forceinline__ void mma_16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void mma_16816<__half>(float *c, const uint32_t *a, uint32_t b0,
+                                                  uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float *c, const uint32_t *a, uint32_t b0,
+                                                         uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* two floats as one register of two T, the first in the low half */
+template <typename T> __device__ __forceinline__ uint32_t mma_pack(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t mma_pack<__half>(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+template <> __device__ __forceinline__ uint32_t mma_pack<__nv_bfloat16>(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+static __host__ __device__ size_t mma_smem(int warps, int hd) {
+    return (size_t)(warps * 16 + 4 * MMA_KB) * (hd + 8) * 2 + 2 * MMA_KB * sizeof(float);
+}
+
+/* Chunk c of the head's keys into buffer buf: K and V rows by asynchronous
+ * copies, zero rows past Sk; the chunk's mask values when the mask is one
+ * row per batch. */
+template <typename T, int HD>
+__device__ __forceinline__ void mma_load_chunk(T *Ks, T *Vs, float *Ms, const T *k, const T *v,
+                                               const void *mask, bool rowmask, const kc_attn &a,
+                                               int64_t b, int64_t h, int c, int buf) {
+    constexpr int LD = HD + 8, C8 = HD / 8;
+    const int64_t j0 = (int64_t)c * MMA_KB;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    for (int idx = threadIdx.x; idx < MMA_KB * C8; idx += blockDim.x) {
+        const int r = idx / C8, cc = idx % C8;
+        const int64_t j = j0 + r;
+        T *kd = Ks + (buf * MMA_KB + r) * LD + cc * 8, *vd = Vs + (buf * MMA_KB + r) * LD + cc * 8;
+        if (j < a.sk) {
+            __pipeline_memcpy_async(kd, k + (b * a.sk + j) * a.krow + h * HD + cc * 8, 16);
+            __pipeline_memcpy_async(vd, v + (b * a.sk + j) * a.vrow + h * HD + cc * 8, 16);
+        } else {
+            *reinterpret_cast<uint4 *>(kd) = zero;
+            *reinterpret_cast<uint4 *>(vd) = zero;
+        }
+    }
+    if (rowmask)
+        for (int idx = threadIdx.x; idx < MMA_KB; idx += blockDim.x) {
+            const int64_t j = j0 + idx;
+            Ms[buf * MMA_KB + idx] =
+                j < a.sk ? kc_ld_f(mask, a.mask_dt, b * a.mstride[0] + j * a.mstride[3]) * MMA_LOG2E
+                         : 0.f;
+        }
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_mma_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
+                    const void *__restrict__ mask, T *__restrict__ y, const kc_attn a) {
+    constexpr int LD = HD + 8, C8 = HD / 8, NT = MMA_KB / 8, DT = HD / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int nw = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    T *Qs = reinterpret_cast<T *>(smem);
+    T *Ks = Qs + nw * 16 * LD;
+    T *Vs = Ks + 2 * MMA_KB * LD;
+    float *Ms = reinterpret_cast<float *>(Vs + 2 * MMA_KB * LD);
+    const int64_t b = blockIdx.z, h = blockIdx.y;
+    const int64_t q0 = (int64_t)blockIdx.x * nw * 16;
+    const bool rowmask = mask && a.mstride[1] == 0 && a.mstride[2] == 0;
+    const int nchunks = (int)((a.sk + MMA_KB - 1) / MMA_KB);
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    for (int idx = threadIdx.x; idx < nw * 16 * C8; idx += blockDim.x) {
+        const int r = idx / C8, cc = idx % C8;
+        T *dst = Qs + r * LD + cc * 8;
+        if (q0 + r < a.sq)
+            __pipeline_memcpy_async(dst, q + (b * a.sq + q0 + r) * a.qrow + h * HD + cc * 8, 16);
+        else
+            *reinterpret_cast<uint4 *>(dst) = zero;
+    }
+    mma_load_chunk<T, HD>(Ks, Vs, Ms, k, v, mask, rowmask, a, b, h, 0, 0);
+    __pipeline_commit();
+
+    uint32_t qf[HD / 16][4];
+    float o[DT][4];
+#pragma unroll
+    for (int i = 0; i < DT; i++)
+        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float mrun[2] = {-INFINITY, -INFINITY}, lrun[2] = {0.f, 0.f};
+    const float sl2 = a.scale * MMA_LOG2E;
+    const int64_t rlo = q0 + warp * 16 + g, rhi = rlo + 8;
+    for (int c = 0; c < nchunks; c++) {
+        const int buf = c & 1;
+        if (c + 1 < nchunks) {
+            mma_load_chunk<T, HD>(Ks, Vs, Ms, k, v, mask, rowmask, a, b, h, c + 1, buf ^ 1);
+            __pipeline_commit();
+            __pipeline_wait_prior(1);
+        } else {
+            __pipeline_wait_prior(0);
+        }
+        __syncthreads();
+        if (c == 0)
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++)
+                mma_ldsm_x4(qf[kk], Qs + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+        const T *Kc = Ks + buf * MMA_KB * LD, *Vc = Vs + buf * MMA_KB * LD;
+        /* S = Q K^T, 16 x 64 */
+        float s[NT][4];
+#pragma unroll
+        for (int i = 0; i < NT; i++)
+            s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                uint32_t bf[4];
+                mma_ldsm_x4(bf, Kc + (np * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 +
+                                    ((lane / 8) % 2) * 8);
+                mma_16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+                mma_16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+            }
+        /* scale and mask in base 2; keys past Sk are -inf */
+        const int64_t jc = (int64_t)c * MMA_KB;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int col = nt * 8 + 2 * t + (e & 1);
+                const int64_t j = jc + col, row = e < 2 ? rlo : rhi;
+                float x = s[nt][e] * sl2;
+                if (j >= a.sk)
+                    x = -INFINITY;
+                else if (rowmask)
+                    x += Ms[buf * MMA_KB + col];
+                else if (mask && row < a.sq)
+                    x += kc_ld_f(mask, a.mask_dt,
+                                 b * a.mstride[0] + h * a.mstride[1] + row * a.mstride[2] +
+                                     j * a.mstride[3]) *
+                         MMA_LOG2E;
+                s[nt][e] = x;
+            }
+        /* online softmax: the quad of lanes g shares rows g and g + 8 */
+        float mx[2] = {mrun[0], mrun[1]};
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            mx[0] = fmaxf(mx[0], fmaxf(s[nt][0], s[nt][1]));
+            mx[1] = fmaxf(mx[1], fmaxf(s[nt][2], s[nt][3]));
+        }
+        float base[2], corr[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+            base[i] = mx[i] == -INFINITY ? 0.f : mx[i]; /* every key so far masked */
+            corr[i] = exp2f(mrun[i] - base[i]);
+            mrun[i] = mx[i];
+            lrun[i] *= corr[i];
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            s[nt][0] = exp2f(s[nt][0] - base[0]);
+            s[nt][1] = exp2f(s[nt][1] - base[0]);
+            s[nt][2] = exp2f(s[nt][2] - base[1]);
+            s[nt][3] = exp2f(s[nt][3] - base[1]);
+            lrun[0] += s[nt][0] + s[nt][1];
+            lrun[1] += s[nt][2] + s[nt][3];
+        }
+#pragma unroll
+        for (int i = 0; i < DT; i++) {
+            o[i][0] *= corr[0];
+            o[i][1] *= corr[0];
+            o[i][2] *= corr[1];
+            o[i][3] *= corr[1];
+        }
+        /* O += P V: the score accumulators of keys 16kk..16kk+15 are the A
+         * fragment; V by transposing loads */
+#pragma unroll
+        for (int kk = 0; kk < MMA_KB / 16; kk++) {
+            uint32_t pa[4] = {mma_pack<T>(s[2 * kk][0], s[2 * kk][1]),
+                              mma_pack<T>(s[2 * kk][2], s[2 * kk][3]),
+                              mma_pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              mma_pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int dp = 0; dp < DT / 2; dp++) {
+                uint32_t bf[4];
+                mma_ldsm_x4_t(bf, Vc + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dp * 16 +
+                                      (lane / 16) * 8);
+                mma_16816<T>(o[2 * dp], pa, bf[0], bf[1]);
+                mma_16816<T>(o[2 * dp + 1], pa, bf[2], bf[3]);
+            }
+        }
+        __syncthreads(); /* the next chunk's copies overwrite this buffer */
+    }
+    /* 1 / sum per row (every key masked: 0 * inf = NaN, as the reference);
+     * the warp's rows through its Q rows in shared memory, 16 bytes a store */
+    float inv[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        lrun[i] += __shfl_xor_sync(0xffffffffu, lrun[i], 1);
+        lrun[i] += __shfl_xor_sync(0xffffffffu, lrun[i], 2);
+        inv[i] = 1.f / lrun[i];
+    }
+    T *Os = Qs + warp * 16 * LD;
+#pragma unroll
+    for (int i = 0; i < DT; i++) {
+        *reinterpret_cast<uint32_t *>(Os + g * LD + i * 8 + 2 * t) =
+            mma_pack<T>(o[i][0] * inv[0], o[i][1] * inv[0]);
+        *reinterpret_cast<uint32_t *>(Os + (g + 8) * LD + i * 8 + 2 * t) =
+            mma_pack<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
+    }
+    __syncwarp();
+    for (int idx = lane; idx < 16 * C8; idx += 32) {
+        const int r = idx / C8, cc = idx % C8;
+        const int64_t row = q0 + warp * 16 + r;
+        if (row < a.sq)
+            *reinterpret_cast<uint4 *>(y + ((b * a.sq + row) * a.h + h) * HD + cc * 8) =
+                *reinterpret_cast<const uint4 *>(Os + r * LD + cc * 8);
+    }
+}
+
+/* Whether the mma kernel takes these tensors: float16 / bfloat16, d = dv in
+ * {32, 64, 128}, 16-byte aligned rows and head offsets. */
+extern "C" int kc_attn_mma_shapes(const kc_attn *a) {
+    if (a->dt != KILN_DTYPE_FLOAT16 && a->dt != KILN_DTYPE_BFLOAT16)
+        return 0;
+    if (a->d != a->dv || (a->d != 32 && a->d != 64 && a->d != 128) || a->sk < 1)
+        return 0;
+    return a->b <= 65535 && a->h <= 65535;
+}
+
+static bool mma_ok(const void *q, const void *k, const void *v, const void *y, const kc_attn *a) {
+    if (!kc_attn_mma_shapes(a))
+        return false;
+    if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)y) % 16)
+        return false;
+    return a->qrow % 8 == 0 && a->krow % 8 == 0 && a->vrow % 8 == 0;
+}
+
+template <typename T, int HD>
+static cudaError_t launch_mma_hd(const void *q, const void *k, const void *v, const void *mask,
+                                 void *y, const kc_attn *a, cudaStream_t stream) {
+    /* fewer warps a block when the grid would not fill the chip twice */
+    int warps = ATT_WARPS;
+    while (warps > 1 && a->b * a->h * ((a->sq + warps * 16 - 1) / (warps * 16)) < 2 * 132)
+        warps /= 2;
+    dim3 grid((unsigned)((a->sq + warps * 16 - 1) / (warps * 16)), (unsigned)a->h, (unsigned)a->b);
+    attn_mma_kernel<T, HD><<<grid, warps * 32, mma_smem(warps, HD), stream>>>(
+        (const T *)q, (const T *)k, (const T *)v, mask, (T *)y, *a);
+    return cudaGetLastError();
+}
+
+template <typename T>
+static cudaError_t launch_mma(const void *q, const void *k, const void *v, const void *mask,
+                              void *y, const kc_attn *a, cudaStream_t stream) {
+    if (a->d == 32)
+        return launch_mma_hd<T, 32>(q, k, v, mask, y, a, stream);
+    if (a->d == 64)
+        return launch_mma_hd<T, 64>(q, k, v, mask, y, a, stream);
+    return launch_mma_hd<T, 128>(q, k, v, mask, y, a, stream);
+}
+
+template <typename T> static cudaError_t setup_mma(void) {
+    cudaError_t e = cudaFuncSetAttribute(attn_mma_kernel<T, 32>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)mma_smem(ATT_WARPS, 32));
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_mma_kernel<T, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)mma_smem(ATT_WARPS, 64));
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_mma_kernel<T, 128>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)mma_smem(ATT_WARPS, 128));
+    return e;
+}
+
 extern "C" int kc_attn_uses_tensor_cores(const kc_attn *a) {
     if (a->dt != KILN_DTYPE_FLOAT16 && a->dt != KILN_DTYPE_BFLOAT16)
         return 0;
@@ -398,7 +714,7 @@ template <typename T> static cudaError_t setup_one(void) {
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(attn_direct_kernel<T>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, ATT_TC_MAX_SMEM);
-    return e;
+    return e == cudaSuccess ? setup_mma<T>() : e;
 }
 
 extern "C" cudaError_t kc_attention_setup(void) {
@@ -444,6 +760,11 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
         staged = getenv("KILN_ATTENTION_STAGED") && atoi(getenv("KILN_ATTENTION_STAGED")) == 1;
     }
     bool general = simt || a->kernel == KC_ATT_GENERAL;
+    if (!general && !staged && a->kernel == KC_ATT_MMA && mma_ok(q, k, v, y, a)) {
+        if (a->dt == KILN_DTYPE_FLOAT16)
+            return launch_mma<__half>(q, k, v, mask, y, a, stream);
+        return launch_mma<__nv_bfloat16>(q, k, v, mask, y, a, stream);
+    }
     if (aligned && !general && a->kernel == KC_ATT_DIRECT && !staged &&
         kc_attn_uses_tensor_cores(a) && direct_ok(q, k, v, y, a)) {
         if (a->dt == KILN_DTYPE_FLOAT16)

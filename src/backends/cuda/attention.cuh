@@ -22,12 +22,16 @@ typedef struct kc_attn {
     int kernel;             /* KC_ATT_*: which kernel (falls back when shapes refuse) */
 } kc_attn;
 
-enum { KC_ATT_DIRECT = 0, KC_ATT_STAGED = 1, KC_ATT_GENERAL = 2 };
+enum { KC_ATT_DIRECT = 0, KC_ATT_STAGED = 1, KC_ATT_GENERAL = 2, KC_ATT_MMA = 3 };
 
 /* Whether the tensor-core kernel takes these shapes (float16/bfloat16, head
  * dims multiples of 16 up to 128, keys up to 512); otherwise the general
  * kernel runs. */
 int kc_attn_uses_tensor_cores(const kc_attn *a);
+/* Whether the mma.sync kernel takes these shapes (float16/bfloat16, d = dv
+ * in {32, 64, 128}); it also wants 16-byte aligned rows, else the general
+ * kernel runs. */
+int kc_attn_mma_shapes(const kc_attn *a);
 /* The shared-memory opt-in of the tensor-core kernel; call before launching
  * (not during graph capture). */
 cudaError_t kc_attention_setup(void);

@@ -315,10 +315,23 @@ static bool attention_supports_staged(const kn_node *node, const kn_tinfo *in, i
     return attention_supports(node, in, n_in, out, n_out) && attention_tc_shapes(node, in, false);
 }
 
+/* The mma.sync tactic: float16 / bfloat16, d = dv in {32, 64, 128}, any
+ * Sq and Sk. */
+static bool attention_supports_mma(const kn_node *node, const kn_tinfo *in, int n_in,
+                                   const kn_tinfo *out, int n_out) {
+    if (!attention_supports(node, in, n_in, out, n_out) ||
+        (in[0].dtype != KILN_DTYPE_FLOAT16 && in[0].dtype != KILN_DTYPE_BFLOAT16))
+        return false;
+    bool packed = kn_attr_int(node, "qkv_packed", 0) != 0;
+    int64_t d = packed ? in[0].dims[4] : in[0].dims[3], dv = packed ? d : in[2].dims[3];
+    return d == dv && (d == 32 || d == 64 || d == 128);
+}
+
 static kiln_status attention_go(const kb_run *r, int kernel);
 static kiln_status attention_run(const kb_run *r) { return attention_go(r, KC_ATT_GENERAL); }
 static kiln_status attention_run_direct(const kb_run *r) { return attention_go(r, KC_ATT_DIRECT); }
 static kiln_status attention_run_staged(const kb_run *r) { return attention_go(r, KC_ATT_STAGED); }
+static kiln_status attention_run_mma(const kb_run *r) { return attention_go(r, KC_ATT_MMA); }
 
 static kiln_status attention_go(const kb_run *r, int kernel) {
     const kb_tensor *q = &r->in[0];
@@ -362,14 +375,17 @@ const kb_kernel kb_cuda_nn[] = {
     K_RED("ReduceLogSum"),
     {"MaxPool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
-    /* the builder times the three: the general kernel, and the tensor-core
-     * ones (fragments from global memory, or K/V staged in shared memory) */
+    /* the builder times the four: the general kernel, the WMMA ones
+     * (fragments from global memory, or K/V staged in shared memory) and
+     * the mma.sync one (scores in registers, online softmax) */
     {"Attention", KN_DOMAIN_KILN, "cuda", attention_supports, NULL, NULL, attention_prepare, NULL,
      attention_run},
     {"Attention", KN_DOMAIN_KILN, "wmma", attention_supports_direct, NULL, NULL, attention_prepare,
      NULL, attention_run_direct},
     {"Attention", KN_DOMAIN_KILN, "wmma_staged", attention_supports_staged, NULL, NULL,
      attention_prepare, NULL, attention_run_staged},
+    {"Attention", KN_DOMAIN_KILN, "mma", attention_supports_mma, NULL, NULL, attention_prepare, NULL,
+     attention_run_mma},
     {"MaxPool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"GlobalAveragePool", "", "cuda", float_io, NULL, NULL, NULL, NULL, global_pool_run},
