@@ -6,8 +6,8 @@
  * only A has is folded into M. Bias and ReLU ride cuBLASLt's epilogue; other
  * activations run as one extra pass (kc_epilogue).
  *
- * Tactics: "lt" takes cuBLASLt's first heuristic, "lt2" its second, so the
- * builder can time both. prepare() asks the heuristic twice: once for the
+ * Tactics: "lt" takes cuBLASLt's first heuristic, "lt2" .. "lt4" the next
+ * ones, so the builder can time them. prepare() asks the heuristic twice: once for the
  * alignment of the pointers it was shown (256 bytes when it saw none) and
  * once for 16 bytes; run() uses the second when a pointer is less aligned. */
 #include <string.h>
@@ -197,6 +197,9 @@ static kiln_status layout(const kn_node *node, cublasLtMatrixLayout_t *l, cudaDa
     return KILN_OK;
 }
 
+/* Tactics lt, lt2, ... lt<LT_TACTICS>: cuBLASLt's heuristic results in order. */
+#define LT_TACTICS 4
+
 /* The `index`-th heuristic for alignment `align`; *found false when none. */
 static kiln_status heuristic(const kn_node *node, cublasLtHandle_t h, lt_inst *s, unsigned align,
                              int index, cublasLtMatmulAlgo_t *algo, size_t *ws, bool *found) {
@@ -210,10 +213,11 @@ static kiln_status heuristic(const kn_node *node, cublasLtHandle_t h, lt_inst *s
          st == CUBLAS_STATUS_SUCCESS && a <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES; a++)
         st = cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)a,
                                                   &al, sizeof al);
-    cublasLtMatmulHeuristicResult_t res[4];
+    cublasLtMatmulHeuristicResult_t res[LT_TACTICS];
     int n = 0;
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(h, s->op, s->la, s->lb, s->ld, s->ld, pref, 4, res, &n);
+        st = cublasLtMatmulAlgoGetHeuristic(h, s->op, s->la, s->lb, s->ld, s->ld, pref, LT_TACTICS,
+                                            res, &n);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
         return kc_cublas_fail(node, st, "cublasLtMatmulAlgoGetHeuristic");
@@ -328,9 +332,9 @@ static kiln_status lt_setup(const kn_node *node, lt_inst *s, const void *pa, con
         found0 = true;
     }
     if (!found0)
-        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "cuBLASLt has no %s algorithm for "
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "cuBLASLt has no algorithm number %d for "
                              "M=%lld N=%lld K=%lld batch=%lld",
-                             index ? "second" : "first", (long long)g->m, (long long)g->n,
+                             index + 1, (long long)g->m, (long long)g->n,
                              (long long)g->k, (long long)g->batch);
     if (!found1) {
         s->algo[1] = s->algo[0];
@@ -365,6 +369,18 @@ static kiln_status lt_prepare1(const void *state, const kn_node *node, const kb_
                                int n_in, const kb_tensor *out, int n_out, void **inst,
                                size_t *workspace) {
     return lt_prepare_n(node, in, n_in, out, inst, workspace, 1);
+}
+
+static kiln_status lt_prepare2(const void *state, const kn_node *node, const kb_tensor *in,
+                               int n_in, const kb_tensor *out, int n_out, void **inst,
+                               size_t *workspace) {
+    return lt_prepare_n(node, in, n_in, out, inst, workspace, 2);
+}
+
+static kiln_status lt_prepare3(const void *state, const kn_node *node, const kb_tensor *in,
+                               int n_in, const kb_tensor *out, int n_out, void **inst,
+                               size_t *workspace) {
+    return lt_prepare_n(node, in, n_in, out, inst, workspace, 3);
 }
 
 /* Gemm's C broadcast into Y (unidirectional to [M, N]). */
@@ -490,7 +506,9 @@ static kiln_status lt_run(const kb_run *r) {
 
 #define K_LT(op, dom) \
     {op, dom, "lt", blas_supports, NULL, NULL, lt_prepare0, lt_release, lt_run}, \
-    {op, dom, "lt2", blas_supports, NULL, NULL, lt_prepare1, lt_release, lt_run}
+    {op, dom, "lt2", blas_supports, NULL, NULL, lt_prepare1, lt_release, lt_run}, \
+    {op, dom, "lt3", blas_supports, NULL, NULL, lt_prepare2, lt_release, lt_run}, \
+    {op, dom, "lt4", blas_supports, NULL, NULL, lt_prepare3, lt_release, lt_run}
 
 const kb_kernel kb_cuda_blas[] = {
     K_LT("MatMul", ""),
