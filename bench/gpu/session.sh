@@ -2,7 +2,8 @@
 # session.sh - one device call for the CUDA backend, everything that belongs
 # together: the CUDA kernel tests, the ONNX node conformance cases on the GPU,
 # and the ResNet-50 / BERT-base benchmark against PyTorch with kiln's
-# per-layer profiles (SKIP_CONFORMANCE=1 / SKIP_BENCH=1 leave parts out).
+# per-layer profiles, and the model zoo on the GPU (SKIP_CONFORMANCE=1 /
+# SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out).
 # Prepare on the build machine (scripts/device_pack.sh
 # fills .device/), carry .device, run from the repository root; logs and
 # results land in $OUT.
@@ -25,6 +26,16 @@ if [ -f $D/node.tgz ] && [ "${SKIP_CONFORMANCE:-0}" != 1 ]; then
         --jobs 16 --results $OUT/conformance_cuda.txt > $OUT/conformance_cuda.log 2>&1
     echo "conformance rc=$?"; tail -1 $OUT/conformance_cuda.log
     grep -E "^test_\S+ failed" $OUT/conformance_cuda.txt | cut -c1-200 | head -40
+fi
+if [ "${SKIP_MODELS:-0}" != 1 ]; then
+    echo "== model zoo on the GPU against ONNX Runtime (FP32, then FP16)"
+    for cfg in "fp32|--backend=cuda|1e-3" "fp16|--backend=cuda --fp16|3e-2"; do
+        IFS='|' read -r tag flags tol <<< "$cfg"
+        LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 300 python3 tests/models/run_model_tests.py \
+            --kiln $D/kiln --work /tmp/kiln_models_$tag --build-args "$flags" --tol $tol \
+            > $OUT/models_$tag.log 2>&1
+        echo "models $tag rc=$?"; grep -E "FAIL|PASSED|error" $OUT/models_$tag.log | head -12
+    done
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
     echo "== ResNet-50 and BERT-base against PyTorch"

@@ -114,7 +114,7 @@ def read_outputs(path):
     return out
 
 
-def check_model(name, kiln, work, tol, small=True):
+def check_model(name, kiln, work, tol, small=True, build_args=()):
     """Returns a list of failure strings (empty when the model passes)."""
     failures = []
     os.makedirs(work, exist_ok=True)
@@ -129,7 +129,8 @@ def check_model(name, kiln, work, tol, small=True):
     p = run([kiln, "exec", "--onnx=" + onnx_path, "--saveEngine=" + plan,
              "--minShapes=" + shape_spec(model, PROFILE[0]),
              "--optShapes=" + shape_spec(model, PROFILE[1]),
-             "--maxShapes=" + shape_spec(model, PROFILE[2]), "--skipInference"], log)
+             "--maxShapes=" + shape_spec(model, PROFILE[2]), "--skipInference"] + list(build_args),
+            log)
     if p.returncode != 0:
         return ["%s: build failed (exit %d):\n%s" % (name, p.returncode, p.stdout[-3000:])]
     print("%-12s built in %.2f s" % (name, time.time() - t0))
@@ -196,11 +197,14 @@ def main():
                     help="max |err| relative to max |reference| (default 1e-3, FP32)")
     ap.add_argument("--full", action="store_true",
                     help="full-size models instead of --small ones (slow; for manual runs)")
+    ap.add_argument("--build-args", default="",
+                    help="extra `kiln exec` flags for the build, space-separated "
+                         "(e.g. '--backend=cuda' or '--backend=cuda --fp16' with a wider --tol)")
     args = ap.parse_args()
     failures = []
     for name in args.models.split(","):
         failures += check_model(name, args.kiln, os.path.join(args.work, name), args.tol,
-                                small=not args.full)
+                                small=not args.full, build_args=args.build_args.split())
     if failures:
         print("\n".join(["", "FAILED:"] + failures))
         print("(full command log: %s/*/log.txt)" % args.work)
