@@ -1,0 +1,872 @@
+/* shape.cu - the shape family's kernels (shape.cuh): one thread per output
+ * element for the layout ops, per update for the scatters (reductions by
+ * compare-and-swap on the element's aligned word), a block per slice for
+ * short TopK slices (bitonic sort in shared memory) and CUB for long ones
+ * and for the compaction scans of NonZero and Compress. */
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_radix_sort.cuh>
+#include <limits.h>
+
+#include "kc_dev.cuh"
+#include "shape.cuh"
+
+/* ---------------- element access, as the CPU's kbt_load / kbt_store ---------------- */
+
+__device__ __forceinline__ bool sh_is_real(kiln_dtype t) {
+    return t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_DOUBLE || t == KILN_DTYPE_FLOAT16 ||
+           t == KILN_DTYPE_BFLOAT16;
+}
+
+__device__ __forceinline__ double sh_ld_real(const void *p, kiln_dtype t, int64_t i) {
+    switch (t) {
+    case KILN_DTYPE_FLOAT: return ((const float *)p)[i];
+    case KILN_DTYPE_DOUBLE: return ((const double *)p)[i];
+    case KILN_DTYPE_FLOAT16: return __half2float(((const __half *)p)[i]);
+    case KILN_DTYPE_BFLOAT16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    default: return 0.0;
+    }
+}
+
+/* Integers as int64 (uint64 reinterpreted), reals truncated and saturated. */
+__device__ __forceinline__ long long sh_ld_i64(const void *p, kiln_dtype t, int64_t i) {
+    switch (t) {
+    case KILN_DTYPE_INT64: return ((const long long *)p)[i];
+    case KILN_DTYPE_INT32: return ((const int *)p)[i];
+    case KILN_DTYPE_INT16: return ((const short *)p)[i];
+    case KILN_DTYPE_INT8: return ((const signed char *)p)[i];
+    case KILN_DTYPE_UINT8: case KILN_DTYPE_BOOL: return ((const unsigned char *)p)[i];
+    case KILN_DTYPE_UINT16: return ((const unsigned short *)p)[i];
+    case KILN_DTYPE_UINT32: return ((const unsigned *)p)[i];
+    case KILN_DTYPE_UINT64: return (long long)((const unsigned long long *)p)[i];
+    default: {
+        double v = sh_ld_real(p, t, i);
+        return v != v ? 0 : v >= 9.2e18 ? INT64_MAX : v <= -9.2e18 ? INT64_MIN : (long long)v;
+    }
+    }
+}
+
+__device__ __forceinline__ double sh_ld_d(const void *p, kiln_dtype t, int64_t i) {
+    if (sh_is_real(t))
+        return sh_ld_real(p, t, i);
+    if (t == KILN_DTYPE_UINT64)
+        return (double)((const unsigned long long *)p)[i];
+    return (double)sh_ld_i64(p, t, i);
+}
+
+__device__ __forceinline__ void sh_st_i64(void *p, kiln_dtype t, int64_t i, long long v);
+
+__device__ __forceinline__ double sh_clamp(double v, double lo, double hi) {
+    return v != v ? 0 : v < lo ? lo : v > hi ? hi : v;
+}
+
+__device__ __forceinline__ void sh_st_d(void *p, kiln_dtype t, int64_t i, double v) {
+    switch (t) {
+    case KILN_DTYPE_FLOAT: ((float *)p)[i] = (float)v; return;
+    case KILN_DTYPE_DOUBLE: ((double *)p)[i] = v; return;
+    case KILN_DTYPE_FLOAT16: ((__half *)p)[i] = __float2half_rn((float)v); return;
+    case KILN_DTYPE_BFLOAT16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v); return;
+    case KILN_DTYPE_BOOL: ((unsigned char *)p)[i] = v != 0; return;
+    case KILN_DTYPE_UINT64:
+        ((unsigned long long *)p)[i] = (unsigned long long)sh_clamp(rint(v), 0, 1.8e19);
+        return;
+    default: break;
+    }
+    double r = rint(v);
+    switch (t) {
+    case KILN_DTYPE_INT8: r = sh_clamp(r, -128, 127); break;
+    case KILN_DTYPE_UINT8: r = sh_clamp(r, 0, 255); break;
+    case KILN_DTYPE_INT16: r = sh_clamp(r, -32768, 32767); break;
+    case KILN_DTYPE_UINT16: r = sh_clamp(r, 0, 65535); break;
+    case KILN_DTYPE_INT32: r = sh_clamp(r, -2147483648.0, 2147483647.0); break;
+    case KILN_DTYPE_UINT32: r = sh_clamp(r, 0, 4294967295.0); break;
+    default: r = sh_clamp(r, -9.2e18, 9.2e18); break;
+    }
+    sh_st_i64(p, t, i, (long long)r);
+}
+
+__device__ __forceinline__ void sh_st_i64(void *p, kiln_dtype t, int64_t i, long long v) {
+    switch (t) {
+    case KILN_DTYPE_INT64: ((long long *)p)[i] = v; return;
+    case KILN_DTYPE_INT32: ((int *)p)[i] = (int)v; return;
+    case KILN_DTYPE_INT16: ((short *)p)[i] = (short)v; return;
+    case KILN_DTYPE_INT8: ((signed char *)p)[i] = (signed char)v; return;
+    case KILN_DTYPE_UINT8: ((unsigned char *)p)[i] = (unsigned char)v; return;
+    case KILN_DTYPE_BOOL: ((unsigned char *)p)[i] = v != 0; return;
+    case KILN_DTYPE_UINT16: ((unsigned short *)p)[i] = (unsigned short)v; return;
+    case KILN_DTYPE_UINT32: ((unsigned *)p)[i] = (unsigned)v; return;
+    case KILN_DTYPE_UINT64: ((unsigned long long *)p)[i] = (unsigned long long)v; return;
+    default: sh_st_d(p, t, i, (double)v); return;
+    }
+}
+
+/* dst[di] = src[si], elements of es bytes (1, 2, 4 or 8). */
+__device__ __forceinline__ void sh_copy(void *dst, int64_t di, const void *src, int64_t si,
+                                        size_t es) {
+    switch (es) {
+    case 1: ((unsigned char *)dst)[di] = ((const unsigned char *)src)[si]; break;
+    case 2: ((unsigned short *)dst)[di] = ((const unsigned short *)src)[si]; break;
+    case 4: ((unsigned *)dst)[di] = ((const unsigned *)src)[si]; break;
+    default: ((unsigned long long *)dst)[di] = ((const unsigned long long *)src)[si]; break;
+    }
+}
+
+/* dst[di] = the low es bytes of bits. */
+__device__ __forceinline__ void sh_put(void *dst, int64_t di, uint64_t bits, size_t es) {
+    switch (es) {
+    case 1: ((unsigned char *)dst)[di] = (unsigned char)bits; break;
+    case 2: ((unsigned short *)dst)[di] = (unsigned short)bits; break;
+    case 4: ((unsigned *)dst)[di] = (unsigned)bits; break;
+    default: ((unsigned long long *)dst)[di] = bits; break;
+    }
+}
+
+#define SH_LOOP(e, n) \
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < (n); \
+         e += (int64_t)gridDim.x * blockDim.x)
+
+/* ---------------- Resize ---------------- */
+
+__global__ void resize_kernel(const void *x, void *y, const unsigned char *tab, const kc_resize p) {
+    const int last = p.rank - 1;
+    SH_LOOP(e, p.total) {
+        int64_t c[KC_MAX_DIMS], rem = e;
+        bool outside = false;
+        for (int d = last; d >= 0; d--) {
+            c[d] = rem % p.out_dims[d];
+            rem /= p.out_dims[d];
+            if (((const int64_t *)(tab + p.cnt_at[d]))[c[d]] <= 0)
+                outside = true;
+        }
+        if (outside) {
+            sh_put(y, e, p.extra, p.es);
+            continue;
+        }
+        if (p.nearest) {
+            int64_t off = 0;
+            for (int d = 0; d <= last; d++)
+                off += ((const int64_t *)(tab + p.idx_at[d]))[c[d] * p.cap[d]] * p.x_strides[d];
+            sh_copy(y, e, x, off, p.es);
+            continue;
+        }
+        /* the CPU's order: over the outer axes' tap combinations, each a
+         * weighted sum over the last axis's taps */
+        const int64_t n_last = ((const int64_t *)(tab + p.cnt_at[last]))[c[last]];
+        const int64_t *li = (const int64_t *)(tab + p.idx_at[last]) + c[last] * p.cap[last];
+        const double *lw = (const double *)(tab + p.w_at[last]) + c[last] * p.cap[last];
+        int64_t t[KC_MAX_DIMS] = {0};
+        double acc = 0;
+        for (;;) {
+            int64_t off = 0;
+            double w = 1;
+            for (int d = 0; d < last; d++) {
+                int64_t at = c[d] * p.cap[d] + t[d];
+                off += ((const int64_t *)(tab + p.idx_at[d]))[at] * p.x_strides[d];
+                w *= ((const double *)(tab + p.w_at[d]))[at];
+            }
+            double a = 0;
+            for (int64_t k = 0; k < n_last; k++)
+                a += lw[k] * sh_ld_d(x, p.dt, off + li[k]);
+            acc += w * a;
+            int d = last - 1;
+            while (d >= 0 && ++t[d] >= ((const int64_t *)(tab + p.cnt_at[d]))[c[d]]) {
+                t[d] = 0;
+                d--;
+            }
+            if (d < 0)
+                break;
+        }
+        sh_st_d(y, p.dt, e, acc);
+    }
+}
+
+extern "C" cudaError_t kc_resize_run(const void *x, void *y, const void *tables, const kc_resize *p,
+                                     cudaStream_t stream) {
+    if (!p || p->total <= 0)
+        return cudaSuccess;
+    if (!x || !y || !tables || p->rank < 1 || p->rank > KC_MAX_DIMS)
+        return cudaErrorInvalidValue;
+    resize_kernel<<<kc_blocks(p->total, KC_THREADS), KC_THREADS, 0, stream>>>(
+        x, y, (const unsigned char *)tables, *p);
+    return cudaGetLastError();
+}
+
+/* ---------------- Range, EyeLike, OneHot ---------------- */
+
+__global__ void range_kernel(void *y, kiln_dtype dt, int64_t n, double fs, double fd, long long is,
+                             long long id) {
+    const bool real = sh_is_real(dt);
+    SH_LOOP(i, n) {
+        if (real)
+            sh_st_d(y, dt, i, fs + (double)i * fd);
+        else /* wraps as the CPU's int64 arithmetic does */
+            sh_st_i64(y, dt, i,
+                      (long long)((unsigned long long)is + (unsigned long long)i * (unsigned long long)id));
+    }
+}
+
+extern "C" cudaError_t kc_range(void *y, kiln_dtype dt, int64_t n, double fs, double fd, int64_t is,
+                                int64_t id, cudaStream_t stream) {
+    if (n <= 0)
+        return cudaSuccess;
+    if (!y)
+        return cudaErrorInvalidValue;
+    range_kernel<<<kc_blocks(n, KC_THREADS), KC_THREADS, 0, stream>>>(y, dt, n, fs, fd, is, id);
+    return cudaGetLastError();
+}
+
+__global__ void eyelike_kernel(void *y, size_t es, uint64_t one, int64_t rows, int64_t cols,
+                               int64_t k) {
+    SH_LOOP(i, rows) {
+        int64_t j = i + k;
+        if (j >= 0 && j < cols)
+            sh_put(y, i * cols + j, one, es);
+    }
+}
+
+extern "C" cudaError_t kc_eyelike(void *y, size_t es, uint64_t one, int64_t rows, int64_t cols,
+                                  int64_t k, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0)
+        return cudaSuccess;
+    if (!y || !(es == 1 || es == 2 || es == 4 || es == 8))
+        return cudaErrorInvalidValue;
+    cudaError_t e = cudaMemsetAsync(y, 0, (size_t)(rows * cols) * es, stream);
+    if (e != cudaSuccess)
+        return e;
+    eyelike_kernel<<<kc_blocks(rows, KC_THREADS), KC_THREADS, 0, stream>>>(y, es, one, rows, cols, k);
+    return cudaGetLastError();
+}
+
+__global__ void onehot_kernel(const void *ix, kiln_dtype idt, const void *vals, void *y, size_t es,
+                              int64_t total, int64_t depth, int64_t inner) {
+    SH_LOOP(e, total) {
+        const int64_t b = e % inner, j = e / inner % depth, a = e / inner / depth;
+        long long v = sh_ld_i64(ix, idt, a * inner + b);
+        if (v < 0)
+            v += depth;
+        sh_copy(y, e, vals, v == j ? 1 : 0, es);
+    }
+}
+
+extern "C" cudaError_t kc_onehot(const void *ix, kiln_dtype idt, const void *vals, void *y,
+                                 size_t es, int64_t outer, int64_t depth, int64_t inner,
+                                 cudaStream_t stream) {
+    int64_t total = outer * depth * inner;
+    if (total <= 0)
+        return cudaSuccess;
+    if (!ix || !vals || !y || !(es == 1 || es == 2 || es == 4 || es == 8))
+        return cudaErrorInvalidValue;
+    onehot_kernel<<<kc_blocks(total, KC_THREADS), KC_THREADS, 0, stream>>>(ix, idt, vals, y, es,
+                                                                          total, depth, inner);
+    return cudaGetLastError();
+}
+
+/* ---------------- GatherND, ScatterND, ScatterElements ---------------- */
+
+/* Offset of tuple t's point, or -1 when an index is out of range. */
+__device__ __forceinline__ int64_t nd_offset(const int64_t *ix, const kc_nd &p, int64_t t) {
+    int64_t off = (p.per_batch ? t / p.per_batch : 0) * p.batch_stride;
+    for (int j = 0; j < p.k; j++) {
+        long long v = ix[t * p.k + j];
+        const int64_t dim = p.dims[j];
+        if (v < 0)
+            v += dim;
+        if (v < 0 || v >= dim)
+            return -1;
+        off += v * p.strides[j];
+    }
+    return off;
+}
+
+__global__ void gather_nd_kernel(const void *x, const int64_t *ix, void *y, size_t es,
+                                 const kc_nd p) {
+    SH_LOOP(e, p.tuples * p.slice) {
+        const int64_t t = e / p.slice, s = e % p.slice, off = nd_offset(ix, p, t);
+        if (off < 0)
+            sh_put(y, e, 0, es);
+        else
+            sh_copy(y, e, x, off + s, es);
+    }
+}
+
+extern "C" cudaError_t kc_gather_nd(const void *x, const int64_t *ix, void *y, size_t es,
+                                    const kc_nd *p, cudaStream_t stream) {
+    if (!p || p->tuples * p->slice <= 0)
+        return cudaSuccess;
+    if (!x || !ix || !y || p->k < 1 || p->k > KC_MAX_DIMS ||
+        !(es == 1 || es == 2 || es == 4 || es == 8))
+        return cudaErrorInvalidValue;
+    gather_nd_kernel<<<kc_blocks(p->tuples * p->slice, KC_THREADS), KC_THREADS, 0, stream>>>(
+        x, ix, y, es, *p);
+    return cudaGetLastError();
+}
+
+/* old (red) b, on an element held in the low bytes of `bits`. */
+__device__ __forceinline__ uint64_t red_bits(uint64_t bits, kiln_dtype dt, int red, double bd,
+                                             long long bi) {
+    union {
+        uint64_t u;
+        unsigned char b[8];
+    } v;
+    v.u = bits;
+    if (sh_is_real(dt)) {
+        double a = sh_ld_d(v.b, dt, 0), r;
+        r = red == KC_RED_ADD ? a + bd : red == KC_RED_MUL ? a * bd
+            : red == KC_RED_MAX ? (a > bd ? a : bd) : (a < bd ? a : bd);
+        sh_st_d(v.b, dt, 0, r);
+    } else {
+        long long a = sh_ld_i64(v.b, dt, 0), r;
+        r = red == KC_RED_ADD   ? (long long)((unsigned long long)a + (unsigned long long)bi)
+            : red == KC_RED_MUL ? (long long)((unsigned long long)a * (unsigned long long)bi)
+            : red == KC_RED_MAX ? (a > bi ? a : bi)
+                                : (a < bi ? a : bi);
+        sh_st_i64(v.b, dt, 0, r);
+    }
+    return v.u;
+}
+
+/* y[at] = y[at] (red) u[ue], atomically (compare-and-swap on the aligned
+ * 4- or 8-byte word that holds the element). */
+__device__ void scatter_apply(void *y, int64_t at, const void *u, int64_t ue, kiln_dtype dt,
+                              size_t es, int red) {
+    if (red == KC_RED_NONE) {
+        sh_copy(y, at, u, ue, es);
+        return;
+    }
+    const double bd = sh_ld_d(u, dt, ue);
+    const long long bi = sh_ld_i64(u, dt, ue);
+    if (es == 8) {
+        unsigned long long *w = (unsigned long long *)y + at, old = *(volatile unsigned long long *)w,
+                           assumed;
+        do {
+            assumed = old;
+            old = atomicCAS(w, assumed, (unsigned long long)red_bits(assumed, dt, red, bd, bi));
+        } while (old != assumed);
+        return;
+    }
+    /* 1, 2 and 4 bytes: the 32-bit word around the element */
+    uintptr_t addr = (uintptr_t)((unsigned char *)y + at * (int64_t)es);
+    unsigned *w = (unsigned *)(addr & ~(uintptr_t)3);
+    const unsigned shift = (unsigned)(addr & 3) * 8u;
+    const unsigned mask = es == 4 ? 0xffffffffu : es == 2 ? 0xffffu : 0xffu;
+    unsigned old = *(volatile unsigned *)w, assumed;
+    do {
+        assumed = old;
+        unsigned el = (assumed >> shift) & mask;
+        unsigned nv = (unsigned)red_bits(el, dt, red, bd, bi) & mask;
+        old = atomicCAS(w, assumed, (assumed & ~(mask << shift)) | (nv << shift));
+    } while (old != assumed);
+}
+
+__global__ void scatter_nd_kernel(void *y, const int64_t *ix, const void *u, kiln_dtype dt,
+                                  size_t es, int red, const kc_nd p) {
+    SH_LOOP(e, p.tuples * p.slice) {
+        const int64_t t = e / p.slice, s = e % p.slice, off = nd_offset(ix, p, t);
+        if (off >= 0)
+            scatter_apply(y, off + s, u, e, dt, es, red);
+    }
+}
+
+extern "C" cudaError_t kc_scatter_nd(void *y, const int64_t *ix, const void *u, kiln_dtype dt,
+                                     int red, const kc_nd *p, cudaStream_t stream) {
+    size_t es = kiln_dtype_size(dt);
+    if (!p || p->tuples * p->slice <= 0)
+        return cudaSuccess;
+    if (!y || !ix || !u || p->k < 0 || p->k > KC_MAX_DIMS ||
+        !(es == 1 || es == 2 || es == 4 || es == 8))
+        return cudaErrorInvalidValue;
+    scatter_nd_kernel<<<kc_blocks(p->tuples * p->slice, KC_THREADS), KC_THREADS, 0, stream>>>(
+        y, ix, u, dt, es, red, *p);
+    return cudaGetLastError();
+}
+
+__global__ void scatter_el_kernel(void *y, const void *ix, kiln_dtype idt, const void *u,
+                                  kiln_dtype dt, size_t es, int red, const kc_scatter_el p) {
+    SH_LOOP(e, p.total) {
+        long long v = idt == KILN_DTYPE_INT32 ? ((const int *)ix)[e] : ((const long long *)ix)[e];
+        if (v < 0)
+            v += p.axis_len;
+        if (v < 0 || v >= p.axis_len)
+            continue;
+        int64_t rem = e, off = 0;
+        for (int d = p.rank - 1; d >= 0; d--) {
+            int64_t c = rem % p.idx_dims[d];
+            rem /= p.idx_dims[d];
+            off += (d == p.axis ? (int64_t)v : c) * p.y_strides[d];
+        }
+        scatter_apply(y, off, u, e, dt, es, red);
+    }
+}
+
+extern "C" cudaError_t kc_scatter_elements(void *y, const void *ix, kiln_dtype idt, const void *u,
+                                           kiln_dtype dt, int red, const kc_scatter_el *p,
+                                           cudaStream_t stream) {
+    size_t es = kiln_dtype_size(dt);
+    if (!p || p->total <= 0)
+        return cudaSuccess;
+    if (!y || !ix || !u || p->rank < 1 || p->rank > KC_MAX_DIMS ||
+        !(es == 1 || es == 2 || es == 4 || es == 8))
+        return cudaErrorInvalidValue;
+    scatter_el_kernel<<<kc_blocks(p->total, KC_THREADS), KC_THREADS, 0, stream>>>(y, ix, idt, u, dt,
+                                                                                 es, red, *p);
+    return cudaGetLastError();
+}
+
+/* ---------------- ReverseSequence ---------------- */
+
+__global__ void reverse_seq_kernel(const void *x, void *y, size_t es, const void *lens,
+                                   kiln_dtype ldt, int64_t T, int64_t B, int64_t inner, int ba) {
+    SH_LOOP(e, T * B * inner) {
+        const int64_t i = e % inner, row = e / inner;
+        const int64_t t = ba == 1 ? row / B : row % T, b = ba == 1 ? row % B : row / T;
+        long long len = sh_ld_i64(lens, ldt, b);
+        len = len < 0 ? 0 : len > T ? T : len;
+        const int64_t s = t < len ? len - 1 - t : t;
+        sh_copy(y, e, x, (ba == 1 ? s * B + b : b * T + s) * inner + i, es);
+    }
+}
+
+extern "C" cudaError_t kc_reverse_sequence(const void *x, void *y, size_t es, const void *lens,
+                                           kiln_dtype ldt, int64_t T, int64_t B, int64_t inner,
+                                           int batch_axis, cudaStream_t stream) {
+    int64_t total = T * B * inner;
+    if (total <= 0)
+        return cudaSuccess;
+    if (!x || !y || !lens || !(es == 1 || es == 2 || es == 4 || es == 8))
+        return cudaErrorInvalidValue;
+    reverse_seq_kernel<<<kc_blocks(total, KC_THREADS), KC_THREADS, 0, stream>>>(
+        x, y, es, lens, ldt, T, B, inner, batch_axis);
+    return cudaGetLastError();
+}
+
+/* ---------------- TopK ---------------- */
+
+#define TOPK_SMEM_N 2048
+
+/* An unsigned key whose ascending order is the output order: values by
+ * size (descending when largest), NaN above every number, -0 equal to 0. */
+__device__ __forceinline__ unsigned long long topk_key(double v, int largest) {
+    unsigned long long u;
+    if (v != v) {
+        u = ~0ull;
+    } else {
+        if (v == 0)
+            v = 0.0;
+        u = (unsigned long long)__double_as_longlong(v);
+        u = (u >> 63) ? ~u : (u | 0x8000000000000000ull);
+    }
+    return largest ? ~u : u;
+}
+
+/* One block per slice: (key, index) pairs sorted in shared memory. */
+__global__ void topk_small_kernel(const void *x, kiln_dtype dt, size_t es, void *vals,
+                                  int64_t *idx, int64_t outer, int n, int64_t inner, int64_t k,
+                                  int largest, int P) {
+    __shared__ unsigned long long key[TOPK_SMEM_N];
+    __shared__ int id[TOPK_SMEM_N];
+    for (int64_t s = blockIdx.x; s < outer * inner; s += gridDim.x) {
+        const int64_t o = s / inner, i = s % inner, base = o * n * inner + i;
+        __syncthreads(); /* the previous slice is written out */
+        for (int j = threadIdx.x; j < P; j += blockDim.x) {
+            key[j] = j < n ? topk_key(sh_ld_d(x, dt, base + (int64_t)j * inner), largest) : ~0ull;
+            id[j] = j < n ? j : INT_MAX;
+        }
+        for (int size = 2; size <= P; size <<= 1)
+            for (int stride = size >> 1; stride > 0; stride >>= 1) {
+                __syncthreads();
+                for (int t = threadIdx.x; t < P / 2; t += blockDim.x) {
+                    const int lo = 2 * t - (t & (stride - 1)), hi = lo + stride;
+                    const bool up = (lo & size) == 0;
+                    const bool hi_first = key[hi] < key[lo] || (key[hi] == key[lo] && id[hi] < id[lo]);
+                    if (hi_first == up) {
+                        unsigned long long tk = key[lo];
+                        key[lo] = key[hi];
+                        key[hi] = tk;
+                        int ti = id[lo];
+                        id[lo] = id[hi];
+                        id[hi] = ti;
+                    }
+                }
+            }
+        __syncthreads();
+        for (int j = threadIdx.x; j < k; j += blockDim.x) {
+            const int64_t at = (o * k + j) * inner + i;
+            if (vals)
+                sh_copy(vals, at, x, base + (int64_t)id[j] * inner, es);
+            if (idx)
+                idx[at] = id[j];
+        }
+    }
+}
+
+/* The long-slice path: keys and indices laid out slice by slice for CUB. */
+__global__ void topk_keys_kernel(const void *x, kiln_dtype dt, unsigned long long *keys, int *ids,
+                                 int64_t outer, int64_t n, int64_t inner, int largest) {
+    SH_LOOP(e, outer * n * inner) {
+        const int64_t s = e / n, j = e % n, o = s / inner, i = s % inner;
+        keys[e] = topk_key(sh_ld_d(x, dt, (o * n + j) * inner + i), largest);
+        ids[e] = (int)j;
+    }
+}
+
+__global__ void topk_offsets_kernel(int *offs, int64_t slices, int64_t n) {
+    SH_LOOP(s, slices + 1)
+        offs[s] = (int)(s * n);
+}
+
+__global__ void topk_out_kernel(const void *x, size_t es, const int *ids, void *vals, int64_t *idx,
+                                int64_t outer, int64_t n, int64_t inner, int64_t k) {
+    SH_LOOP(e, outer * k * inner) {
+        const int64_t i = e % inner, j = e / inner % k, o = e / inner / k;
+        const int id = ids[(o * inner + i) * n + j];
+        if (vals)
+            sh_copy(vals, e, x, (o * n + id) * inner + i, es);
+        if (idx)
+            idx[e] = id;
+    }
+}
+
+static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+/* Workspace of the long path: keys in/out, ids in/out, offsets, CUB's own. */
+static cudaError_t topk_layout(int64_t slices, int64_t n, size_t *cub_bytes, size_t *total) {
+    const int64_t N = slices * n;
+    *cub_bytes = 0;
+    cudaError_t e = cub::DeviceSegmentedRadixSort::SortPairs(
+        NULL, *cub_bytes, (const unsigned long long *)NULL, (unsigned long long *)NULL,
+        (const int *)NULL, (int *)NULL, (int)N, (int)slices, (const int *)NULL, (const int *)NULL, 0,
+        64, (cudaStream_t)0);
+    if (e != cudaSuccess)
+        return e;
+    *total = 2 * al256((size_t)N * 8) + 2 * al256((size_t)N * 4) + al256((size_t)(slices + 1) * 4) +
+             al256(*cub_bytes);
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t kc_topk_workspace(int64_t outer, int64_t n, int64_t inner, size_t *bytes) {
+    *bytes = 0;
+    const int64_t slices = outer * inner;
+    if (n <= TOPK_SMEM_N || slices <= 0)
+        return cudaSuccess;
+    if (slices * n > INT_MAX)
+        return cudaErrorInvalidValue; /* CUB's segmented sort counts items in int */
+    size_t cub_bytes;
+    return topk_layout(slices, n, &cub_bytes, bytes);
+}
+
+extern "C" cudaError_t kc_topk(const void *x, kiln_dtype dt, void *vals, int64_t *idx,
+                               int64_t outer, int64_t n, int64_t inner, int64_t k, int largest,
+                               void *ws, size_t wsz, cudaStream_t stream) {
+    const int64_t slices = outer * inner;
+    if (slices <= 0 || k <= 0)
+        return cudaSuccess;
+    if (!x || k > n)
+        return cudaErrorInvalidValue;
+    if (n <= TOPK_SMEM_N) {
+        int P = 1;
+        while (P < n)
+            P <<= 1;
+        unsigned blocks = slices < 65535 ? (unsigned)slices : 65535u;
+        topk_small_kernel<<<blocks, KC_THREADS, 0, stream>>>(x, dt, kiln_dtype_size(dt), vals, idx,
+                                                             outer, (int)n, inner, k, largest, P);
+        return cudaGetLastError();
+    }
+    if (slices * n > INT_MAX)
+        return cudaErrorInvalidValue;
+    size_t cub_bytes, total;
+    cudaError_t e = topk_layout(slices, n, &cub_bytes, &total);
+    if (e != cudaSuccess)
+        return e;
+    if (!ws || wsz < total)
+        return cudaErrorInvalidValue;
+    const int64_t N = slices * n;
+    unsigned char *at = (unsigned char *)ws;
+    unsigned long long *keys_in = (unsigned long long *)at;
+    at += al256((size_t)N * 8);
+    unsigned long long *keys_out = (unsigned long long *)at;
+    at += al256((size_t)N * 8);
+    int *ids_in = (int *)at;
+    at += al256((size_t)N * 4);
+    int *ids_out = (int *)at;
+    at += al256((size_t)N * 4);
+    int *offs = (int *)at;
+    at += al256((size_t)(slices + 1) * 4);
+    topk_keys_kernel<<<kc_blocks(N, KC_THREADS), KC_THREADS, 0, stream>>>(x, dt, keys_in, ids_in,
+                                                                          outer, n, inner, largest);
+    topk_offsets_kernel<<<kc_blocks(slices + 1, KC_THREADS), KC_THREADS, 0, stream>>>(offs, slices, n);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    /* radix sort is stable: equal keys keep index order, as the CPU's */
+    e = cub::DeviceSegmentedRadixSort::SortPairs(at, cub_bytes, keys_in, keys_out, ids_in, ids_out,
+                                                 (int)N, (int)slices, offs, offs + 1, 0, 64, stream);
+    if (e != cudaSuccess)
+        return e;
+    topk_out_kernel<<<kc_blocks(slices * k, KC_THREADS), KC_THREADS, 0, stream>>>(
+        x, kiln_dtype_size(dt), ids_out, vals, idx, outer, n, inner, k);
+    return cudaGetLastError();
+}
+
+/* ---------------- Hardmax ---------------- */
+
+/* One warp per [outer, inner] unit. */
+__global__ void hardmax_kernel(const void *x, void *y, kiln_dtype dt, int64_t outer, int64_t n,
+                               int64_t inner) {
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t u = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; u < outer * inner;
+         u += warps) {
+        const int64_t o = u / inner, i = u % inner, base = o * n * inner + i;
+        double best = 0;
+        long long bi = -1;
+        for (int64_t j = lane; j < n; j += 32) {
+            double v = sh_ld_d(x, dt, base + j * inner);
+            if (v == v && (bi < 0 || v > best)) {
+                best = v;
+                bi = j;
+            }
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            double ob = __shfl_xor_sync(0xffffffffu, best, off);
+            long long oi = __shfl_xor_sync(0xffffffffu, bi, off);
+            if (oi >= 0 && (bi < 0 || ob > best || (ob == best && oi < bi))) {
+                best = ob;
+                bi = oi;
+            }
+        }
+        /* the reference starts from the first element: a NaN there wins */
+        double v0 = sh_ld_d(x, dt, base);
+        if (v0 != v0 || bi < 0)
+            bi = 0;
+        for (int64_t j = lane; j < n; j += 32)
+            sh_st_d(y, dt, base + j * inner, j == bi ? 1.0 : 0.0);
+    }
+}
+
+extern "C" cudaError_t kc_hardmax(const void *x, void *y, kiln_dtype dt, int64_t outer, int64_t n,
+                                  int64_t inner, cudaStream_t stream) {
+    const int64_t units = outer * inner;
+    if (units <= 0 || n <= 0)
+        return cudaSuccess;
+    if (!x || !y)
+        return cudaErrorInvalidValue;
+    hardmax_kernel<<<kc_blocks(units * 32, KC_THREADS), KC_THREADS, 0, stream>>>(x, y, dt, outer, n,
+                                                                                inner);
+    return cudaGetLastError();
+}
+
+/* ---------------- MaxUnpool ---------------- */
+
+__global__ void max_unpool_kernel(const void *x, const void *idx, kiln_dtype idt, void *y,
+                                  size_t es, const kc_unpool p) {
+    SH_LOOP(i, p.n) {
+        const long long k = idt == KILN_DTYPE_INT32 ? ((const int *)idx)[i] : ((const long long *)idx)[i];
+        if (k < 0)
+            continue;
+        int64_t plane = k / p.orig_plane, rest = k % p.orig_plane, off = 0, mul = 1;
+        bool inside = true;
+        for (int d = p.nsp - 1; d >= 0; d--) {
+            const int64_t c = rest % p.orig[d];
+            rest /= p.orig[d];
+            if (c >= p.out_sp[d])
+                inside = false;
+            off += c * mul;
+            mul *= p.out_sp[d];
+        }
+        off += plane * p.out_plane;
+        if (inside && off < p.total)
+            sh_copy(y, off, x, i, es);
+    }
+}
+
+extern "C" cudaError_t kc_max_unpool(const void *x, const void *idx, kiln_dtype idt, void *y,
+                                     size_t es, const kc_unpool *p, cudaStream_t stream) {
+    if (!p || p->total <= 0)
+        return cudaSuccess;
+    if (!y || !(es == 1 || es == 2 || es == 4 || es == 8) || p->nsp < 1 || p->nsp > KC_MAX_DIMS ||
+        p->orig_plane <= 0)
+        return cudaErrorInvalidValue;
+    cudaError_t e = cudaMemsetAsync(y, 0, (size_t)p->total * es, stream);
+    if (e != cudaSuccess || p->n <= 0)
+        return e;
+    if (!x || !idx)
+        return cudaErrorInvalidValue;
+    max_unpool_kernel<<<kc_blocks(p->n, KC_THREADS), KC_THREADS, 0, stream>>>(x, idx, idt, y, es, *p);
+    return cudaGetLastError();
+}
+
+/* ---------------- NonZero, Compress ---------------- */
+
+__device__ __forceinline__ bool sh_nonzero(const void *p, int64_t i, kc_zero_test zt) {
+    switch (zt.es) {
+    case 1: return (((const unsigned char *)p)[i] & (zt.real ? 0x7fu : 0xffu)) != 0;
+    case 2: return (((const unsigned short *)p)[i] & (zt.real ? 0x7fffu : 0xffffu)) != 0;
+    case 4: return (((const unsigned *)p)[i] & (zt.real ? 0x7fffffffu : 0xffffffffu)) != 0;
+    default:
+        return (((const unsigned long long *)p)[i] &
+                (zt.real ? 0x7fffffffffffffffull : ~0ull)) != 0;
+    }
+}
+
+__global__ void flags_kernel(const void *x, kc_zero_test zt, int64_t n, long long *flags) {
+    SH_LOOP(i, n)
+        flags[i] = sh_nonzero(x, i, zt) ? 1 : 0;
+}
+
+/* count = pos[n - 1] + flags[n - 1]: the number of nonzeros. */
+__global__ void count_kernel(const long long *flags, const long long *pos, int64_t n,
+                             long long *count) {
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        *count = pos[n - 1] + flags[n - 1];
+}
+
+typedef struct nz_dims {
+    int rank;
+    int64_t dims[KC_MAX_DIMS];
+} nz_dims;
+
+__global__ void nonzero_kernel(const long long *flags, const long long *pos,
+                               const long long *count, int64_t n, nz_dims d, int64_t *y) {
+    const long long nnz = *count;
+    SH_LOOP(i, n) {
+        if (!flags[i])
+            continue;
+        const long long k = pos[i];
+        int64_t rem = i;
+        for (int a = d.rank - 1; a >= 0; a--) {
+            y[a * nnz + k] = rem % d.dims[a];
+            rem /= d.dims[a];
+        }
+        if (d.rank == 0)
+            y[k] = 0;
+    }
+}
+
+/* Workspace of a compaction over n items: flags, positions, the count, CUB's own. */
+static cudaError_t compact_layout(int64_t n, size_t *cub_bytes, size_t *total) {
+    *cub_bytes = 0;
+    cudaError_t e = cub::DeviceScan::ExclusiveSum(NULL, *cub_bytes, (const long long *)NULL,
+                                                  (long long *)NULL, n, (cudaStream_t)0);
+    if (e != cudaSuccess)
+        return e;
+    *total = 2 * al256((size_t)n * 8) + 256 + al256(*cub_bytes);
+    return cudaSuccess;
+}
+
+/* Flags and their exclusive sum in the workspace; the count in *dcount
+ * (device) and, after a copy, in *count (host). */
+static cudaError_t compact(const void *x, kc_zero_test zt, int64_t n, void *ws, size_t wsz,
+                           long long **flags, long long **pos, long long **dcount, int64_t *count,
+                           cudaStream_t stream) {
+    size_t cub_bytes, total;
+    cudaError_t e = compact_layout(n, &cub_bytes, &total);
+    if (e != cudaSuccess)
+        return e;
+    if (!ws || wsz < total)
+        return cudaErrorInvalidValue;
+    unsigned char *at = (unsigned char *)ws;
+    *flags = (long long *)at;
+    at += al256((size_t)n * 8);
+    *pos = (long long *)at;
+    at += al256((size_t)n * 8);
+    *dcount = (long long *)at;
+    at += 256;
+    flags_kernel<<<kc_blocks(n, KC_THREADS), KC_THREADS, 0, stream>>>(x, zt, n, *flags);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    if ((e = cub::DeviceScan::ExclusiveSum(at, cub_bytes, *flags, *pos, n, stream)) != cudaSuccess)
+        return e;
+    count_kernel<<<1, 32, 0, stream>>>(*flags, *pos, n, *dcount);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    return cudaMemcpyAsync(count, *dcount, sizeof(int64_t), cudaMemcpyDeviceToHost, stream);
+}
+
+extern "C" cudaError_t kc_nonzero_workspace(int64_t n, size_t *bytes) {
+    *bytes = 0;
+    if (n <= 0)
+        return cudaSuccess;
+    size_t cub_bytes;
+    return compact_layout(n, &cub_bytes, bytes);
+}
+
+extern "C" cudaError_t kc_nonzero(const void *x, kc_zero_test zt, int rank, const int64_t *dims,
+                                  int64_t *y, void *ws, size_t wsz, int64_t *count,
+                                  cudaStream_t stream) {
+    if (!count || rank < 0 || rank > KC_MAX_DIMS || !(zt.es == 1 || zt.es == 2 || zt.es == 4 || zt.es == 8))
+        return cudaErrorInvalidValue;
+    nz_dims d;
+    d.rank = rank;
+    int64_t n = 1;
+    for (int a = 0; a < rank; a++) {
+        d.dims[a] = dims[a];
+        n *= dims[a];
+    }
+    if (n <= 0) {
+        *count = 0;
+        return cudaSuccess;
+    }
+    if (!x || !y)
+        return cudaErrorInvalidValue;
+    long long *flags, *pos, *dcount;
+    cudaError_t e = compact(x, zt, n, ws, wsz, &flags, &pos, &dcount, count, stream);
+    if (e != cudaSuccess)
+        return e;
+    nonzero_kernel<<<kc_blocks(n, KC_THREADS), KC_THREADS, 0, stream>>>(flags, pos, dcount, n, d, y);
+    return cudaGetLastError();
+}
+
+__global__ void compress_map_kernel(const long long *flags, const long long *pos, int64_t lim,
+                                    long long *map) {
+    SH_LOOP(j, lim)
+        if (flags[j])
+            map[pos[j]] = j;
+}
+
+__global__ void compress_kernel(const void *x, void *y, size_t es, const long long *map,
+                                const long long *count, int64_t outer, int64_t lim, int64_t dim,
+                                int64_t inner) {
+    const long long sel = *count;
+    SH_LOOP(e, outer * lim * inner) {
+        const int64_t i = e % inner, w = e / inner % lim, o = e / inner / lim;
+        if (w < sel)
+            sh_copy(y, (o * sel + w) * inner + i, x, (o * dim + map[w]) * inner + i, es);
+    }
+}
+
+extern "C" cudaError_t kc_compress_workspace(int64_t lim, size_t *bytes) {
+    *bytes = 0;
+    if (lim <= 0)
+        return cudaSuccess;
+    size_t cub_bytes;
+    cudaError_t e = compact_layout(lim, &cub_bytes, bytes);
+    *bytes += al256((size_t)lim * 8); /* the map of kept indices */
+    return e;
+}
+
+extern "C" cudaError_t kc_compress(const void *x, void *y, size_t es, const void *cond,
+                                   kc_zero_test zt, int64_t lim, int64_t outer, int64_t dim,
+                                   int64_t inner, void *ws, size_t wsz, int64_t *count,
+                                   cudaStream_t stream) {
+    if (!count || !(es == 1 || es == 2 || es == 4 || es == 8) ||
+        !(zt.es == 1 || zt.es == 2 || zt.es == 4 || zt.es == 8))
+        return cudaErrorInvalidValue;
+    if (lim <= 0) {
+        *count = 0;
+        return cudaSuccess;
+    }
+    if (!cond || !ws || wsz < al256((size_t)lim * 8))
+        return cudaErrorInvalidValue;
+    long long *map = (long long *)ws, *flags, *pos, *dcount;
+    const size_t head = al256((size_t)lim * 8);
+    cudaError_t e = compact(cond, zt, lim, (unsigned char *)ws + head, wsz - head, &flags, &pos,
+                            &dcount, count, stream);
+    if (e != cudaSuccess)
+        return e;
+    compress_map_kernel<<<kc_blocks(lim, KC_THREADS), KC_THREADS, 0, stream>>>(flags, pos, lim, map);
+    if (outer * inner > 0) {
+        if (!x || !y)
+            return cudaErrorInvalidValue;
+        compress_kernel<<<kc_blocks(outer * lim * inner, KC_THREADS), KC_THREADS, 0, stream>>>(
+            x, y, es, map, dcount, outer, lim, dim, inner);
+    }
+    return cudaGetLastError();
+}
