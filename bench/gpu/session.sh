@@ -32,7 +32,7 @@ if [ "${SKIP_MODELS:-0}" != 1 ]; then
     for cfg in "fp32|--backend=cuda|1e-3" "fp16|--backend=cuda --fp16|3e-2"; do
         IFS='|' read -r tag flags tol <<< "$cfg"
         LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 300 python3 tests/models/run_model_tests.py \
-            --kiln $D/kiln --work /tmp/kiln_models_$tag --build-args "$flags" --tol $tol \
+            --kiln $D/kiln --work /tmp/kiln_models_$tag --build-args="$flags" --tol $tol \
             > $OUT/models_$tag.log 2>&1
         echo "models $tag rc=$?"; grep -E "FAIL|PASSED|error" $OUT/models_$tag.log | head -12
     done
