@@ -714,6 +714,16 @@ static void test_tensor(void) {
         tc_node(1);
         a_int("axis", t);
         tc_run();
+        /* rows of 8 and 12 bytes: the gather moves 8- and 4-byte units */
+        tc_begin("Gather", "", 13, 0, t ? "float16 axis 1, rows of 12 bytes" : "float16 axis 0, rows of 8 bytes");
+        if (t)
+            tc_rand(KILN_DTYPE_FLOAT16, 3, D(7, 3, 6), -3, 3);
+        else
+            tc_rand(KILN_DTYPE_FLOAT16, 2, D(60, 4), -3, 3);
+        tc_vals(KILN_DTYPE_INT64, 1, D(4), D(2, -1, 0, 1), false);
+        tc_node(1);
+        a_int("axis", t);
+        tc_run();
     }
     tc_begin("Expand", "", 13, 0, "[3,1] to [2,3,4]");
     tc_rand(KILN_DTYPE_FLOAT, 2, D(3, 1), -3, 3);

@@ -115,12 +115,23 @@ extern "C" cudaError_t kc_gather(const void *x, const void *idx, kiln_dtype idx_
     if (!x || !idx || !out)
         return cudaErrorInvalidValue;
     int i64 = idx_dt == KILN_DTYPE_INT64;
+    /* rows of inner * esize bytes move in the widest unit that divides them
+     * and both pointers' alignment (embedding rows: 16 bytes a thread) */
+    if (kc_fast_paths())
+        for (size_t w = 16; w > esize; w /= 2)
+            if ((size_t)inner * esize % w == 0 && (uintptr_t)x % w == 0 && (uintptr_t)out % w == 0) {
+                inner = (int64_t)((size_t)inner * esize / w);
+                total = outer * n_idx * inner;
+                esize = w;
+                break;
+            }
     unsigned blocks = kc_blocks(total, KC_THREADS);
     switch (esize) {
     case 1: gather_kernel<uint8_t><<<blocks, KC_THREADS, 0, stream>>>((const uint8_t *)x, idx, i64, (uint8_t *)out, dim, n_idx, inner, total); break;
     case 2: gather_kernel<uint16_t><<<blocks, KC_THREADS, 0, stream>>>((const uint16_t *)x, idx, i64, (uint16_t *)out, dim, n_idx, inner, total); break;
     case 4: gather_kernel<uint32_t><<<blocks, KC_THREADS, 0, stream>>>((const uint32_t *)x, idx, i64, (uint32_t *)out, dim, n_idx, inner, total); break;
     case 8: gather_kernel<uint64_t><<<blocks, KC_THREADS, 0, stream>>>((const uint64_t *)x, idx, i64, (uint64_t *)out, dim, n_idx, inner, total); break;
+    case 16: gather_kernel<uint4><<<blocks, KC_THREADS, 0, stream>>>((const uint4 *)x, idx, i64, (uint4 *)out, dim, n_idx, inner, total); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
