@@ -22,7 +22,8 @@
  *
  * Channels-last nodes (kiln::Conv with channels_last = 1, made by the
  * builder's layout pass; 2-D only) run every tactic but "cudnn_nhwc" on NHWC
- * descriptors directly: X [N,H,W,C], W [K,R,S,C/g], Y and Z [N,P,Q,K]. */
+ * descriptors directly: X [N,H,W,C], W [K,R,S,C/g], Y and Z [N,P,Q,K].
+ * The cuDNN graph-API tactics ("cudnn_g0".."cudnn_g3") are in k_conv_graph.c. */
 #include <string.h>
 
 #include "backends/cpu/act.h"
@@ -32,8 +33,6 @@
 #include "kc_common.h"
 
 enum { CONV_HEUR = 0, CONV_FIND = 1, CONV_FUSED = 2, CONV_NHWC = 3, CONV_GEMM = 4 };
-
-#define CONV_MAX_WS ((size_t)512 << 20)
 
 typedef struct conv_inst {
     int mode;
@@ -66,7 +65,7 @@ static void cf_dims(bool cl, int rank, const int64_t *d, int64_t *out) {
 
 static bool is_fused(const kn_node *n) { return strcmp(n->domain ? n->domain : "", KN_DOMAIN_KILN) == 0; }
 
-static bool dnn_type(kiln_dtype t, cudnnDataType_t *out) {
+bool kc_dnn_type(kiln_dtype t, cudnnDataType_t *out) {
     switch (t) {
     case KILN_DTYPE_FLOAT: *out = CUDNN_DATA_FLOAT; return true;
     case KILN_DTYPE_FLOAT16: *out = CUDNN_DATA_HALF; return true;
@@ -96,9 +95,8 @@ static bool node_act(const kn_node *node, kb_act *act, float *a, float *b) {
     return true;
 }
 
-/* Window of the node for input dims x and weight dims w; symmetric pads only. */
-static kiln_status conv_window(const kn_node *node, int rank, const int64_t *xd, const int64_t *wd,
-                               kn_window *w) {
+kiln_status kc_conv_window(const kn_node *node, int rank, const int64_t *xd, const int64_t *wd,
+                           kn_window *w) {
     int nsp = rank - 2;
     if (nsp < 1 || nsp > 3)
         return kn_node_error(node, KILN_ERR_UNSUPPORTED, "%d spatial dims (1 to 3 supported)", nsp);
@@ -114,7 +112,7 @@ static kiln_status conv_window(const kn_node *node, int rank, const int64_t *xd,
 static bool conv_supports_mode(const kn_node *node, const kn_tinfo *in, int n_in,
                                const kn_tinfo *out, int n_out, int mode) {
     cudnnDataType_t dt;
-    if (n_in < 2 || n_out < 1 || !dnn_type(in[0].dtype, &dt) || in[1].dtype != in[0].dtype ||
+    if (n_in < 2 || n_out < 1 || !kc_dnn_type(in[0].dtype, &dt) || in[1].dtype != in[0].dtype ||
         out[0].dtype != in[0].dtype || in[0].rank != in[1].rank || in[0].rank < 3 || in[0].rank > 5)
         return false;
     for (int k = 2; k < n_in; k++)
@@ -138,7 +136,7 @@ static bool conv_supports_mode(const kn_node *node, const kn_tinfo *in, int n_in
     cf_dims(cl, in[0].rank, in[0].dims, xf);
     cf_dims(cl, in[1].rank, in[1].dims, wf);
     kn_window w;
-    kiln_status st = conv_window(node, in[0].rank, xf, wf, &w);
+    kiln_status st = kc_conv_window(node, in[0].rank, xf, wf, &w);
     if (st != KILN_OK) {
         kn_error_clear();
         return false;
@@ -156,7 +154,8 @@ static bool conv_supports_mode(const kn_node *node, const kn_tinfo *in, int n_in
 static bool sup_heur(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
     return conv_supports_mode(node, in, n_in, out, n_out, CONV_HEUR);
 }
-static bool sup_fused(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
+bool kc_conv_supports_relu(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                           int n_out) {
     return conv_supports_mode(node, in, n_in, out, n_out, CONV_FUSED);
 }
 static bool sup_nhwc(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
@@ -216,7 +215,7 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
     const kb_tensor *x = &in[0], *w = &in[1], *y = &out[0];
     int64_t xf[KILN_MAX_DIMS], wf[KILN_MAX_DIMS], yf[KILN_MAX_DIMS];
     cudnnDataType_t dt;
-    if (!dnn_type(x->dtype, &dt) || w->dtype != x->dtype || y->dtype != x->dtype)
+    if (!kc_dnn_type(x->dtype, &dt) || w->dtype != x->dtype || y->dtype != x->dtype)
         return kn_node_error(node, KILN_ERR_UNSUPPORTED, "types %s, %s -> %s",
                              kiln_dtype_name(x->dtype), kiln_dtype_name(w->dtype),
                              kiln_dtype_name(y->dtype));
@@ -229,7 +228,7 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
     cf_dims(s->cl, w->rank, w->dims, wf);
     cf_dims(s->cl, y->rank, y->dims, yf);
     kn_window win;
-    KN_TRY(conv_window(node, x->rank, xf, wf, &win));
+    KN_TRY(kc_conv_window(node, x->rank, xf, wf, &win));
     int64_t group = kn_attr_int(node, "group", 1);
     if (group < 1 || xf[1] != wf[1] * group || wf[0] % group != 0)
         return kn_node_error(node, KILN_ERR_SHAPE, "channels %lld do not fit W %lld x group %lld",
@@ -330,7 +329,7 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
     bool found = false;
     bool identity_fused = s->mode == CONV_FUSED && s->act == KB_ACT_NONE;
     for (int i = 0; i < got && !found; i++) {
-        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_MAX_WS)
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > KC_CUDNN_MAX_WS)
             continue;
         /* cuDNN's fused call runs an identity activation with one algorithm only */
         if (identity_fused && perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
@@ -493,7 +492,7 @@ static kiln_status conv_run(const kb_run *r) {
 #define K_CONV(op, dom) \
     {op, dom, "cudnn", sup_heur, NULL, NULL, prep_heur, conv_release, conv_run}, \
     {op, dom, "cudnn_find", sup_heur, NULL, NULL, prep_find, conv_release, conv_run}, \
-    {op, dom, "cudnn_fused", sup_fused, NULL, NULL, prep_fused, conv_release, conv_run}, \
+    {op, dom, "cudnn_fused", kc_conv_supports_relu, NULL, NULL, prep_fused, conv_release, conv_run}, \
     {op, dom, "cudnn_nhwc", sup_nhwc, NULL, NULL, prep_nhwc, conv_release, conv_run}, \
     {op, dom, "lt_1x1", sup_gemm, NULL, NULL, prep_gemm, conv_release, conv_run}
 

@@ -99,6 +99,21 @@ KN_HIDDEN kiln_status kc_gemm_run_ex(const kn_node *node, const kc_gemm *g, cons
                                      const void *b, void *y, const void *bias, const void *c,
                                      void *ws, size_t wsz, cudaStream_t stream);
 
+/* Convolutions (k_conv.c, shared with k_conv_graph.c): the most workspace a
+ * cuDNN tactic may ask for; the cuDNN type of a kiln real type (false for
+ * others); the node's window for channels-first X dims xd and W dims wd of
+ * rank `rank` (1 to 3 spatial dims, symmetric pads only, else a clear
+ * KILN_ERR_UNSUPPORTED); whether a Conv / kiln::Conv is what cudnn_fused
+ * takes (one real type throughout, Z of Y's shape, Relu or no activation,
+ * symmetric pads, channels-last only in 2-D). */
+#define KC_CUDNN_MAX_WS ((size_t)512 << 20)
+KN_HIDDEN bool kc_dnn_type(kiln_dtype t, cudnnDataType_t *out);
+struct kn_window;
+KN_HIDDEN kiln_status kc_conv_window(const kn_node *node, int rank, const int64_t *xd,
+                                     const int64_t *wd, struct kn_window *w);
+KN_HIDDEN bool kc_conv_supports_relu(const kn_node *node, const kn_tinfo *in, int n_in,
+                                     const kn_tinfo *out, int n_out);
+
 /* Kernel tables, one per op family. */
 extern const kb_kernel kb_cuda_elementwise[];
 extern const size_t kb_cuda_elementwise_count;
