@@ -2,7 +2,9 @@
  * elementwise.cuh). One program kernel serves every unary and binary op, the
  * variadic ops and kiln::ElementwiseChain: the ops are data, the broadcast is
  * a stride table, and the arithmetic follows the CPU reference loops in
- * backends/cpu/k_elementwise.c expression for expression. */
+ * backends/cpu/k_elementwise.c expression for expression, in the CPU's
+ * compute type: float (float32/16, bfloat16), int64 (signed integers, bool),
+ * uint64 (unsigned integers) or double (float64). */
 #include "elementwise.cuh"
 #include "kc_dev.cuh"
 
@@ -97,6 +99,7 @@ __device__ __forceinline__ long long un_i(const kc_step &s, long long x) {
     case KC_SIGN: return x > 0 ? 1 : (x < 0 ? -1 : 0);
     case KC_RELU: return x > 0 ? x : 0;
     case KC_NOT: return x == 0;
+    case KC_BITWISE_NOT: return ~x;
     default: return x;
     }
 }
@@ -140,7 +143,217 @@ __device__ __forceinline__ long long bin_i(int op, long long a, long long b) {
     case KC_PRELU: return a < 0 ? (long long)((u)b * (u)a) : a;
     case KC_MAX: return a > b ? a : b;
     case KC_MIN: return a < b ? a : b;
+    /* shifts by a negative count or past the width give 0 (-1 for a right
+     * shift of a negative value); stores truncate to the storage width */
+    case KC_SHL: return (b < 0 || b >= 64) ? 0 : (long long)((u)a << b);
+    case KC_SHR: return (b < 0 || b >= 64) ? (a < 0 ? -1 : 0) : a >> b;
+    case KC_BIT_AND: return a & b;
+    case KC_BIT_OR: return a | b;
+    case KC_BIT_XOR: return a ^ b;
     default: return a;
+    }
+}
+
+/* ---------------- uint64 arithmetic (unsigned types, as the CPU's u64 loops) ---------------- */
+
+__device__ __forceinline__ unsigned long long un_u(const kc_step &s, unsigned long long x) {
+    switch (s.op) {
+    case KC_NEG: return 0ull - x;
+    case KC_SIGN: return x > 0;
+    case KC_NOT: return x == 0;
+    case KC_BITWISE_NOT: return ~x;
+    default: return x; /* Abs, Relu, Identity */
+    }
+}
+
+__device__ __forceinline__ unsigned long long upow(unsigned long long b, unsigned long long e) {
+    unsigned long long r = 1;
+    while (e) {
+        if (e & 1)
+            r *= b;
+        b *= b;
+        e >>= 1;
+    }
+    return r;
+}
+
+__device__ __forceinline__ unsigned long long bin_u(int op, unsigned long long a,
+                                                    unsigned long long b) {
+    switch (op) {
+    case KC_ADD: return a + b;
+    case KC_SUB: return a - b;
+    case KC_MUL: return a * b;
+    case KC_DIV: return b == 0 ? 0 : a / b;
+    case KC_POW: return upow(a, b);
+    case KC_MOD: case KC_MODC: return b == 0 ? 0 : a % b;
+    case KC_EQUAL: return a == b;
+    case KC_GREATER: return a > b;
+    case KC_GREATER_EQUAL: return a >= b;
+    case KC_LESS: return a < b;
+    case KC_LESS_EQUAL: return a <= b;
+    case KC_AND: return (a != 0) & (b != 0);
+    case KC_OR: return (a != 0) | (b != 0);
+    case KC_XOR: return (a != 0) ^ (b != 0);
+    case KC_MAX: return a > b ? a : b;
+    case KC_MIN: return a < b ? a : b;
+    case KC_SHL: return b >= 64 ? 0 : a << b;
+    case KC_SHR: return b >= 64 ? 0 : a >> b;
+    case KC_BIT_AND: return a & b;
+    case KC_BIT_OR: return a | b;
+    case KC_BIT_XOR: return a ^ b;
+    default: return a; /* PRelu of unsigned values is the value */
+    }
+}
+
+/* ---------------- double arithmetic (float64 data; Pow of an integer base
+ * and a real exponent), the float path's expressions in double ---------------- */
+
+__device__ __forceinline__ double un_d(const kc_step &s, double x) {
+    const double a = s.alpha, b = s.beta, g = s.gamma;
+    switch (s.op) {
+    case KC_ABS: return fabs(x);
+    case KC_NEG: return -x;
+    case KC_SIGN: return x > 0 ? 1.0 : (x < 0 ? -1.0 : x);
+    case KC_RECIPROCAL: return 1.0 / x;
+    case KC_FLOOR: return floor(x);
+    case KC_CEIL: return ceil(x);
+    case KC_ROUND: return rint(x);
+    case KC_SQRT: return sqrt(x);
+    case KC_EXP: return exp(x);
+    case KC_LOG: return log(x);
+    case KC_SIN: return sin(x);
+    case KC_COS: return cos(x);
+    case KC_TAN: return tan(x);
+    case KC_ASIN: return asin(x);
+    case KC_ACOS: return acos(x);
+    case KC_ATAN: return atan(x);
+    case KC_SINH: return sinh(x);
+    case KC_COSH: return cosh(x);
+    case KC_ASINH: return asinh(x);
+    case KC_ACOSH: return acosh(x);
+    case KC_ATANH: return atanh(x);
+    case KC_ERF: return erf(x);
+    case KC_TANH: return tanh(x);
+    case KC_RELU: return x > 0 ? x : 0.0;
+    case KC_LEAKY_RELU: return x >= 0 ? x : a * x;
+    case KC_ELU: return x >= 0 ? x : a * expm1(x);
+    case KC_SELU: return x > 0 ? g * x : g * (a * exp(x) - a);
+    case KC_CELU: return fmax(0.0, x) + fmin(0.0, a * expm1(x / a));
+    case KC_THRESHOLDED_RELU: return x > a ? x : 0.0;
+    case KC_SIGMOID: return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+    case KC_HARD_SIGMOID: return fmax(0.0, fmin(1.0, a * x + b));
+    case KC_HARD_SWISH: return x * fmax(0.0, fmin(1.0, x * (1.0 / 6.0) + 0.5));
+    case KC_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+    case KC_SOFTSIGN: return x / (1.0 + fabs(x));
+    case KC_GELU:
+        if (s.flag)
+            return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        return 0.5 * x * (1.0 + erf(x * 0.70710678118654752));
+    case KC_GELU_TANH: return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case KC_MISH: return x * tanh(x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)));
+    case KC_SWISH:
+        return a * x >= 0 ? x / (1.0 + exp(-a * x)) : x * exp(a * x) / (1.0 + exp(a * x));
+    case KC_SILU: return x >= 0 ? x / (1.0 + exp(-x)) : x * exp(x) / (1.0 + exp(x));
+    case KC_CLIP: { double lo = x < a ? a : x; return lo > b ? b : lo; }
+    case KC_SHRINK: return x < -a ? x + b : (x > a ? x - b : 0.0);
+    case KC_ISNAN: return x != x ? 1.0 : 0.0;
+    case KC_ISINF: return isinf(x) && (x < 0 ? (s.flag & 1) : (s.flag & 2)) ? 1.0 : 0.0;
+    case KC_NOT: return x == 0 ? 1.0 : 0.0;
+    case KC_MUL_CONST: return x * a;
+    default: return x;
+    }
+}
+
+__device__ __forceinline__ double bin_d(int op, double a, double b) {
+    switch (op) {
+    case KC_ADD: return a + b;
+    case KC_SUB: return a - b;
+    case KC_MUL: return a * b;
+    case KC_DIV: return a / b;
+    case KC_POW: return pow(a, b);
+    case KC_MOD: { double r = fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+    case KC_MODC: return fmod(a, b);
+    case KC_EQUAL: return a == b;
+    case KC_GREATER: return a > b;
+    case KC_GREATER_EQUAL: return a >= b;
+    case KC_LESS: return a < b;
+    case KC_LESS_EQUAL: return a <= b;
+    case KC_AND: return (a != 0) && (b != 0);
+    case KC_OR: return (a != 0) || (b != 0);
+    case KC_XOR: return (a != 0) != (b != 0);
+    case KC_PRELU: return a < 0 ? b * a : a;
+    case KC_MAX: return (a > b || a != a) ? a : b;
+    case KC_MIN: return (a < b || a != a) ? a : b;
+    default: return a;
+    }
+}
+
+/* ---------------- loads and stores of every integer and real type ---------------- */
+
+__device__ __forceinline__ long long ew_ld_i(const void *p, kiln_dtype t, int64_t i) {
+    switch (t) {
+    case KILN_DTYPE_UINT16: return ((const uint16_t *)p)[i];
+    case KILN_DTYPE_UINT32: return ((const uint32_t *)p)[i];
+    case KILN_DTYPE_UINT64: return ((const long long *)p)[i];
+    default: return kc_ld_i(p, t, i);
+    }
+}
+
+__device__ __forceinline__ unsigned long long ew_ld_u(const void *p, kiln_dtype t, int64_t i) {
+    return (unsigned long long)ew_ld_i(p, t, i);
+}
+
+__device__ __forceinline__ bool ew_is_int(kiln_dtype t) {
+    return t == KILN_DTYPE_INT8 || t == KILN_DTYPE_UINT8 || t == KILN_DTYPE_INT16 ||
+           t == KILN_DTYPE_UINT16 || t == KILN_DTYPE_INT32 || t == KILN_DTYPE_UINT32 ||
+           t == KILN_DTYPE_INT64 || t == KILN_DTYPE_UINT64 || t == KILN_DTYPE_BOOL;
+}
+
+__device__ __forceinline__ double ew_ld_d(const void *p, kiln_dtype t, int64_t i) {
+    if (t == KILN_DTYPE_DOUBLE)
+        return ((const double *)p)[i];
+    if (t == KILN_DTYPE_UINT64)
+        return (double)((const unsigned long long *)p)[i];
+    return ew_is_int(t) ? (double)ew_ld_i(p, t, i) : (double)kc_ld_f(p, t, i);
+}
+
+__device__ __forceinline__ float ew_ld_f(const void *p, kiln_dtype t, int64_t i) {
+    switch (t) {
+    case KILN_DTYPE_INT16: case KILN_DTYPE_UINT16: case KILN_DTYPE_UINT32:
+        return (float)ew_ld_i(p, t, i);
+    case KILN_DTYPE_UINT64: return (float)((const unsigned long long *)p)[i];
+    default: return kc_ld_f(p, t, i);
+    }
+}
+
+__device__ __forceinline__ void ew_st_i(void *p, kiln_dtype t, int64_t i, long long v) {
+    switch (t) {
+    case KILN_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case KILN_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case KILN_DTYPE_UINT64: ((long long *)p)[i] = v; break;
+    default: kc_st_i(p, t, i, v); break;
+    }
+}
+
+/* A double into any type: integers truncate toward zero and saturate (NaN
+ * gives 0), as the CPU's stores do. */
+__device__ __forceinline__ void ew_st_d(void *p, kiln_dtype t, int64_t i, double v) {
+    if (t == KILN_DTYPE_DOUBLE) {
+        ((double *)p)[i] = v;
+    } else if (t == KILN_DTYPE_BOOL) {
+        ((uint8_t *)p)[i] = v != 0.0;
+    } else if (t == KILN_DTYPE_UINT64) {
+        unsigned long long u = v != v || v <= 0.0 ? (unsigned long long)(v < 0.0 && v > -9.2e18 ? (long long)v : 0)
+                               : v >= 18446744073709551615.0 ? ~0ull
+                                                             : (unsigned long long)v;
+        ((unsigned long long *)p)[i] = u;
+    } else if (ew_is_int(t)) {
+        long long q = v != v ? 0 : v >= 9223372036854775807.0 ? 9223372036854775807LL
+                               : v <= -9223372036854775808.0 ? (-9223372036854775807LL - 1)
+                                                             : (long long)v;
+        ew_st_i(p, t, i, q);
+    } else {
+        kc_st_f(p, t, i, (float)v);
     }
 }
 
@@ -148,16 +361,29 @@ __device__ __forceinline__ long long bin_i(int op, long long a, long long b) {
 
 template <typename C> struct ew_math;
 template <> struct ew_math<float> {
-    static __device__ __forceinline__ float ld(const void *p, kiln_dtype t, int64_t i) { return kc_ld_f(p, t, i); }
+    static __device__ __forceinline__ float ld(const void *p, kiln_dtype t, int64_t i) { return ew_ld_f(p, t, i); }
     static __device__ __forceinline__ void st(void *p, kiln_dtype t, int64_t i, float v) { kc_st_f(p, t, i, v); }
     static __device__ __forceinline__ float un(const kc_step &s, float x) { return un_f(s, x); }
     static __device__ __forceinline__ float bin(int op, float a, float b) { return bin_f(op, a, b); }
 };
 template <> struct ew_math<long long> {
-    static __device__ __forceinline__ long long ld(const void *p, kiln_dtype t, int64_t i) { return kc_ld_i(p, t, i); }
-    static __device__ __forceinline__ void st(void *p, kiln_dtype t, int64_t i, long long v) { kc_st_i(p, t, i, v); }
+    static __device__ __forceinline__ long long ld(const void *p, kiln_dtype t, int64_t i) { return ew_ld_i(p, t, i); }
+    static __device__ __forceinline__ void st(void *p, kiln_dtype t, int64_t i, long long v) { ew_st_i(p, t, i, v); }
     static __device__ __forceinline__ long long un(const kc_step &s, long long x) { return un_i(s, x); }
     static __device__ __forceinline__ long long bin(int op, long long a, long long b) { return bin_i(op, a, b); }
+};
+template <> struct ew_math<unsigned long long> {
+    typedef unsigned long long U;
+    static __device__ __forceinline__ U ld(const void *p, kiln_dtype t, int64_t i) { return ew_ld_u(p, t, i); }
+    static __device__ __forceinline__ void st(void *p, kiln_dtype t, int64_t i, U v) { ew_st_i(p, t, i, (long long)v); }
+    static __device__ __forceinline__ U un(const kc_step &s, U x) { return un_u(s, x); }
+    static __device__ __forceinline__ U bin(int op, U a, U b) { return bin_u(op, a, b); }
+};
+template <> struct ew_math<double> {
+    static __device__ __forceinline__ double ld(const void *p, kiln_dtype t, int64_t i) { return ew_ld_d(p, t, i); }
+    static __device__ __forceinline__ void st(void *p, kiln_dtype t, int64_t i, double v) { ew_st_d(p, t, i, v); }
+    static __device__ __forceinline__ double un(const kc_step &s, double x) { return un_d(s, x); }
+    static __device__ __forceinline__ double bin(int op, double a, double b) { return bin_d(op, a, b); }
 };
 
 template <typename C>
@@ -314,10 +540,13 @@ extern "C" cudaError_t kc_ew_run(const kc_program *p, cudaStream_t stream) {
     if (kc_fast_paths() && kc_ew_fast(p, stream, &err))
         return err;
     unsigned blocks = kc_blocks(p->bc.total, KC_THREADS);
-    if (p->integer)
-        ew_program_kernel<long long><<<blocks, KC_THREADS, 0, stream>>>(*p);
-    else
-        ew_program_kernel<float><<<blocks, KC_THREADS, 0, stream>>>(*p);
+    switch (p->integer) {
+    case KC_PATH_F32: ew_program_kernel<float><<<blocks, KC_THREADS, 0, stream>>>(*p); break;
+    case KC_PATH_I64: ew_program_kernel<long long><<<blocks, KC_THREADS, 0, stream>>>(*p); break;
+    case KC_PATH_U64: ew_program_kernel<unsigned long long><<<blocks, KC_THREADS, 0, stream>>>(*p); break;
+    case KC_PATH_F64: ew_program_kernel<double><<<blocks, KC_THREADS, 0, stream>>>(*p); break;
+    default: return cudaErrorInvalidValue;
+    }
     return cudaGetLastError();
 }
 

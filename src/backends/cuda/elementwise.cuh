@@ -13,6 +13,15 @@
 extern "C" {
 #endif
 
+/* kc_program.integer: the arithmetic a program runs in (the CPU's compute
+ * types: float for float32/float16/bfloat16, int64 for signed integers and
+ * bool, uint64 for unsigned integers, double for float64). */
+enum { KC_PATH_F32 = 0, KC_PATH_I64 = 1, KC_PATH_U64 = 2, KC_PATH_F64 = 3 };
+/* Op codes past kc_types.h's kc_op: the bitwise ops, integer paths only
+ * (unary codes stay below KC_ADD, binary ones above KC_BINARY_END). */
+enum { KC_BITWISE_NOT = KC_UNARY_END + 1 };
+enum { KC_SHL = KC_BINARY_END + 1, KC_SHR, KC_BIT_AND, KC_BIT_OR, KC_BIT_XOR };
+
 /* Run an elementwise program over p->bc.total output elements. */
 cudaError_t kc_ew_run(const kc_program *p, cudaStream_t stream);
 /* out = cond ? x : y with broadcasting (bc has 3 inputs); elements of esize bytes. */

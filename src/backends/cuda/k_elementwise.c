@@ -1,6 +1,7 @@
 /* k_elementwise.c - the CUDA elementwise family's kb_kernel glue: unary and
- * binary ops, variadic Max/Min/Sum/Mean, Clip, kiln::ElementwiseChain, Where
- * and Cast, all as programs for the one kernel in elementwise.cu. Attributes
+ * binary ops (bitwise ops and BitShift included), variadic Max/Min/Sum/Mean,
+ * Clip, kiln::ElementwiseChain, Where and Cast, all as programs for the one
+ * kernel in elementwise.cu, computing in the CPU's compute type. Attributes
  * are read as the CPU reference reads them (its parameter helpers are
  * reused); nothing here touches device memory from the host. */
 #include <math.h>
@@ -46,19 +47,56 @@ static bool is_int_type(kiln_dtype t) {
            t == KILN_DTYPE_UINT8 || t == KILN_DTYPE_INT16 || t == KILN_DTYPE_BOOL;
 }
 
-/* Ops defined on the int64 path. */
-static bool int_op(int op) {
-    return op == KC_ABS || op == KC_NEG || op == KC_SIGN || op == KC_RELU || op == KC_NOT ||
-           op == KC_IDENTITY || (op >= KC_ADD && op < KC_BINARY_END && op != KC_PRELU);
+/* The CPU's compute type of a storage type (kb_ew_ctype), as a path; -1
+ * where CUDA has no loads for it (float8). */
+static int dtype_path(kiln_dtype t) {
+    switch (t) {
+    case KILN_DTYPE_FLOAT: case KILN_DTYPE_FLOAT16: case KILN_DTYPE_BFLOAT16: return KC_PATH_F32;
+    case KILN_DTYPE_DOUBLE: return KC_PATH_F64;
+    case KILN_DTYPE_INT8: case KILN_DTYPE_INT16: case KILN_DTYPE_INT32: case KILN_DTYPE_INT64:
+    case KILN_DTYPE_BOOL:
+        return KC_PATH_I64;
+    case KILN_DTYPE_UINT8: case KILN_DTYPE_UINT16: case KILN_DTYPE_UINT32: case KILN_DTYPE_UINT64:
+        return KC_PATH_U64;
+    default: return -1;
+    }
 }
 
-/* Whether the integer path computes this node: its first input is integral. */
-static int path_of(int op, kiln_dtype in0) {
-    if (kc_is_float(in0))
-        return 0;
-    if (is_int_type(in0) && int_op(op))
-        return 1;
-    return -1;
+static bool is_real_path(int path) { return path == KC_PATH_F32 || path == KC_PATH_F64; }
+
+/* Ops defined on the integer paths. */
+static bool int_op(int op) {
+    return op == KC_ABS || op == KC_NEG || op == KC_SIGN || op == KC_RELU || op == KC_NOT ||
+           op == KC_IDENTITY || op == KC_BITWISE_NOT ||
+           (op >= KC_ADD && op < KC_BINARY_END && op != KC_PRELU) ||
+           (op > KC_BINARY_END && op <= KC_BIT_XOR);
+}
+
+static bool bitwise_op(int op) { return op == KC_BITWISE_NOT || op > KC_BINARY_END; }
+
+/* The path computing a node with these input types, as the CPU picks its
+ * compute type: the first input's, except that Pow of an integer (or
+ * float32) base and a real (double) exponent computes in double; -1 when
+ * the op is not defined there. Clip on integers runs as Max / Min steps
+ * (opset 11 on). */
+static int node_path(const kn_node *n, int op, int n_in, const kiln_dtype *t) {
+    int path = n_in > 0 ? dtype_path(t[0]) : -1;
+    if (path < 0)
+        return -1;
+    if (op == KC_POW && n_in > 1) {
+        int p1 = dtype_path(t[1]);
+        if (p1 < 0)
+            return -1;
+        if ((path == KC_PATH_I64 || path == KC_PATH_U64) && is_real_path(p1))
+            path = KC_PATH_F64;
+        else if (path == KC_PATH_F32 && p1 == KC_PATH_F64)
+            path = KC_PATH_F64;
+    }
+    if (is_real_path(path))
+        return bitwise_op(op) ? -1 : path;
+    if (op == KC_CLIP && n->opset >= 11)
+        return path;
+    return int_op(op) ? path : -1;
 }
 
 static void step_params(kc_step *s, const kb_uparam *p) {
@@ -73,7 +111,30 @@ static void step_params(kc_step *s, const kb_uparam *p) {
 static int node_op(const kn_node *n) {
     if (strcmp(n->op_type, "Mod") == 0 && kn_attr_int(n, "fmod", 0))
         return KC_MODC;
+    if (strcmp(n->op_type, "BitShift") == 0)
+        return strcmp(kn_attr_string(n, "direction", ""), "LEFT") == 0 ? KC_SHL : KC_SHR;
+    if (strcmp(n->op_type, "BitwiseAnd") == 0)
+        return KC_BIT_AND;
+    if (strcmp(n->op_type, "BitwiseOr") == 0)
+        return KC_BIT_OR;
+    if (strcmp(n->op_type, "BitwiseXor") == 0)
+        return KC_BIT_XOR;
+    if (strcmp(n->op_type, "BitwiseNot") == 0)
+        return KC_BITWISE_NOT;
     return op_code(n->op_type);
+}
+
+/* Output types a path stores: real paths real types and bool (double also
+ * integers: Pow of an integer base), integer paths integers and bool. */
+static bool out_ok(int path, kiln_dtype t) {
+    int tp = dtype_path(t);
+    if (tp < 0)
+        return false;
+    if (path == KC_PATH_F64 || t == KILN_DTYPE_BOOL)
+        return true;
+    if (path == KC_PATH_F32)
+        return tp == KC_PATH_F32;
+    return tp == KC_PATH_I64 || tp == KC_PATH_U64;
 }
 
 static bool ew_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
@@ -83,17 +144,20 @@ static bool ew_supports(const kn_node *node, const kn_tinfo *in, int n_in, const
         return false;
     if (node->opset > 0 && node->opset < 7 && kn_attr_int(node, "broadcast", 0))
         return false; /* legacy axis broadcast: the CPU kernel has it */
-    int path = path_of(op, in[0].dtype);
-    if (path < 0 || (path == 1 && strcmp(node->op_type, "Mean") == 0))
+    kiln_dtype types[KC_EW_MAX_IN];
+    for (int k = 0; k < n_in; k++)
+        types[k] = in[k].dtype;
+    int path = node_path(node, op, n_in, types);
+    if (path < 0 || (!is_real_path(path) && strcmp(node->op_type, "Mean") == 0))
         return false; /* an integer Mean divides in double on the CPU */
     for (int k = 1; k < n_in; k++) {
         if (in[k].dtype == KILN_DTYPE_UNDEFINED)
             continue;
-        if (path == 1 ? !is_int_type(in[k].dtype) : !(kc_is_float(in[k].dtype) || is_int_type(in[k].dtype)))
+        int pk = dtype_path(in[k].dtype);
+        if (pk < 0 || (!is_real_path(path) && is_real_path(pk)))
             return false;
     }
-    kiln_dtype ot = out[0].dtype;
-    return kc_is_float(ot) || is_int_type(ot);
+    return out_ok(path, out[0].dtype);
 }
 
 static kiln_status ew_run(const kb_run *r) {
@@ -101,8 +165,11 @@ static kiln_status ew_run(const kb_run *r) {
     int op = node_op(n);
     if (op < 0)
         return kn_node_error(n, KILN_ERR_UNSUPPORTED, "no CUDA elementwise op for %s", n->op_type);
-    int path = path_of(op, r->in[0].dtype);
-    if (path < 0)
+    kiln_dtype types[KC_EW_MAX_IN];
+    for (int k = 0; k < r->n_in && k < KC_EW_MAX_IN; k++)
+        types[k] = r->in[k].dtype;
+    int path = node_path(n, op, r->n_in < KC_EW_MAX_IN ? r->n_in : KC_EW_MAX_IN, types);
+    if (path < 0 || !out_ok(path, r->out[0].dtype))
         return kn_node_error(n, KILN_ERR_UNSUPPORTED, "data type %s is not supported by CUDA %s",
                              kiln_dtype_name(r->in[0].dtype), n->op_type);
     kc_program p;
@@ -145,7 +212,7 @@ static kiln_status ew_run(const kb_run *r) {
     } else if (!variadic && !clip && m != 2) {
         return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT, "binary op with %d inputs", m);
     }
-    if (strcmp(n->op_type, "Mean") == 0 && m > 1 && path == 1)
+    if (strcmp(n->op_type, "Mean") == 0 && m > 1 && !is_real_path(path))
         return kn_node_error(n, KILN_ERR_UNSUPPORTED, "Mean of %s", kiln_dtype_name(r->in[0].dtype));
     if (strcmp(n->op_type, "Mean") == 0 && m > 1) {
         kc_step *s = &p.steps[p.n_steps++];
@@ -193,7 +260,8 @@ static kiln_status chain_init(const kn_node *node, void **state) {
         kc_step *st = &s->steps[i];
         int op = strcmp(name, "Mod") == 0 ? KC_MOD : op_code(name);
         bool binary = operand[i] >= 0;
-        if (op < 0 || op == KC_IDENTITY || kc_op_is_binary(op) != binary || op == KC_ISNAN ||
+        if (op < 0 || op == KC_IDENTITY || kc_op_is_binary(op) != binary || bitwise_op(op) ||
+            op == KC_ISNAN ||
             op == KC_ISINF || op == KC_NOT || op == KC_EQUAL || op == KC_GREATER ||
             op == KC_GREATER_EQUAL || op == KC_LESS || op == KC_LESS_EQUAL || op == KC_AND ||
             op == KC_OR || op == KC_XOR || (binary && operand[i] >= node->n_in)) {
@@ -326,6 +394,8 @@ const kb_kernel kb_cuda_elementwise[] = {
     K_EW("Sigmoid"), K_EW("HardSigmoid"), K_EW("HardSwish"), K_EW("Softplus"),
     K_EW("Softsign"), K_EW("Gelu"), K_EW("Mish"), K_EW("Swish"), K_EW("Clip"), K_EW("IsNaN"),
     K_EW("IsInf"), K_EW("Shrink"), K_EW("Not"),
+    K_EW("BitShift"), K_EW("BitwiseAnd"), K_EW("BitwiseOr"), K_EW("BitwiseXor"),
+    K_EW("BitwiseNot"),
     {"Where", "", "cuda", where_supports, NULL, NULL, NULL, NULL, where_run},
     {"Cast", "", "cuda", cast_supports, NULL, NULL, NULL, NULL, cast_run},
     {"CastLike", "", "cuda", cast_supports, NULL, NULL, NULL, NULL, cast_run},

@@ -1,6 +1,6 @@
 /* k_nn.c - the CUDA nn family's kb_kernel glue for kiln's own kernels:
  * Softmax / LogSoftmax, LayerNormalization, BatchNormalization (inference),
- * Reduce{Sum,Mean,Max,Min,Prod,SumSquare,L1,L2,LogSum}, MaxPool /
+ * Reduce{Sum,Mean,Max,Min,Prod,SumSquare,L1,L2,LogSum,LogSumExp}, MaxPool /
  * AveragePool and the global pools. Attributes as the CPU reference reads
  * them; axes given as an input are read from kb_tensor.host. */
 #include <string.h>
@@ -114,19 +114,41 @@ static kiln_status batchnorm_run(const kb_run *r) {
 static int reduce_op(const char *op) {
     static const char *const names[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
                                         "ReduceProd", "ReduceSumSquare", "ReduceL1",
-                                        "ReduceL2", "ReduceLogSum"};
+                                        "ReduceL2", "ReduceLogSum", "ReduceLogSumExp"};
     for (int i = 0; i < (int)KN_ARRAY_LEN(names); i++)
         if (strcmp(op, names[i]) == 0)
             return i;
     return -1;
 }
 
+/* The integer types the reduction kernels read, with their range. */
+static bool reduce_int_type(kiln_dtype t, int64_t *lo, int64_t *hi) {
+    switch (t) {
+    case KILN_DTYPE_BOOL: *lo = 0, *hi = 1; return true;
+    case KILN_DTYPE_INT8: *lo = INT8_MIN, *hi = INT8_MAX; return true;
+    case KILN_DTYPE_INT16: *lo = INT16_MIN, *hi = INT16_MAX; return true;
+    case KILN_DTYPE_INT32: *lo = INT32_MIN, *hi = INT32_MAX; return true;
+    case KILN_DTYPE_INT64: *lo = INT64_MIN, *hi = INT64_MAX; return true;
+    case KILN_DTYPE_UINT8: *lo = 0, *hi = UINT8_MAX; return true;
+    case KILN_DTYPE_UINT16: *lo = 0, *hi = UINT16_MAX; return true;
+    case KILN_DTYPE_UINT32: *lo = 0, *hi = UINT32_MAX; return true;
+    case KILN_DTYPE_UINT64: *lo = 0, *hi = INT64_MAX; return true; /* as the CPU */
+    default: return false;
+    }
+}
+
 static bool reduce_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                             int n_out) {
-    if (!float_io(node, in, n_in, out, n_out) || reduce_op(node->op_type) < 0)
+    int64_t lo, hi;
+    if (n_in < 1 || n_out < 1 || out[0].dtype != in[0].dtype || reduce_op(node->op_type) < 0 ||
+        in[0].rank > KC_MAX_DIMS ||
+        (!kc_is_float(in[0].dtype) && in[0].dtype != KILN_DTYPE_DOUBLE &&
+         !reduce_int_type(in[0].dtype, &lo, &hi)))
         return false;
-    /* axes as an input must be known on the host */
-    return n_in < 2 || in[1].dtype == KILN_DTYPE_UNDEFINED || in[1].value != NULL;
+    /* axes given as an input: a value input, so the runtime keeps it on the
+     * host (kb_tensor.host); graph inputs have no value at build time */
+    return n_in < 2 || in[1].dtype == KILN_DTYPE_UNDEFINED || in[1].dtype == KILN_DTYPE_INT64 ||
+           in[1].dtype == KILN_DTYPE_INT32;
 }
 
 static kiln_status reduce_run(const kb_run *r) {
@@ -194,9 +216,13 @@ static kiln_status reduce_run(const kb_run *r) {
         last = red;
     }
     p.n_out = kn_numel(p.n_keep, p.keep_dims);
-    p.n_red_total = kn_numel(p.n_red, p.red_dims);
-    if (kc_numel(x) == 0) /* reducing nothing: the CPU kernel defines the identities */
-        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "empty input");
+    p.n_red_total = kn_numel(p.n_red, p.red_dims); /* 0: the identities, as on the CPU */
+    if (!kc_is_float(x->dtype) && x->dtype != KILN_DTYPE_DOUBLE &&
+        !reduce_int_type(x->dtype, &p.ilo, &p.ihi))
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "data type %s is not supported",
+                             kiln_dtype_name(x->dtype));
+    if (r->out[0].dtype != x->dtype || kc_numel(&r->out[0]) != p.n_out)
+        return kn_node_error(n, KILN_ERR_SHAPE, "the output does not match the reduced input");
     KC_CUDA(n, kc_reduce_run(x->data, x->dtype, r->out[0].data, r->out[0].dtype, &p, kc_stream(r)));
     return KILN_OK;
 }
@@ -372,7 +398,7 @@ const kb_kernel kb_cuda_nn[] = {
     {"BatchNormalization", "", "cuda", batchnorm_supports, NULL, NULL, NULL, NULL, batchnorm_run},
     K_RED("ReduceSum"), K_RED("ReduceMean"), K_RED("ReduceMax"), K_RED("ReduceMin"),
     K_RED("ReduceProd"), K_RED("ReduceSumSquare"), K_RED("ReduceL1"), K_RED("ReduceL2"),
-    K_RED("ReduceLogSum"),
+    K_RED("ReduceLogSum"), K_RED("ReduceLogSumExp"),
     {"MaxPool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     /* the builder times the four: the general kernel, the WMMA ones

@@ -378,40 +378,160 @@ extern "C" cudaError_t kc_layernorm(const void *x, void *y, kiln_dtype dt, int64
     return cudaGetLastError();
 }
 
-/* ---------------- reductions: one warp per output element ---------------- */
+/* ---------------- reductions: one warp per output element ----------------
+ * Real results accumulate in float (double for float64 data; integers
+ * converted as the CPU converts them to double); the exact integer reductions (Sum, Mean,
+ * Max, Min, Prod, L1, SumSquare of integers) in int64, wrapping as the CPU's
+ * int64 loops do. ReduceLogSumExp subtracts the maximum first. */
 
+/* Any integer element as int64 (uint64 keeps its bits, as the CPU loads it). */
+__device__ __forceinline__ long long red_ld_i(const void *p, kiln_dtype t, int64_t i) {
+    switch (t) {
+    case KILN_DTYPE_INT8: return ((const int8_t *)p)[i];
+    case KILN_DTYPE_UINT8: return ((const uint8_t *)p)[i];
+    case KILN_DTYPE_INT16: return ((const int16_t *)p)[i];
+    case KILN_DTYPE_UINT16: return ((const uint16_t *)p)[i];
+    case KILN_DTYPE_INT32: return ((const int32_t *)p)[i];
+    case KILN_DTYPE_UINT32: return ((const uint32_t *)p)[i];
+    case KILN_DTYPE_INT64: case KILN_DTYPE_UINT64: return ((const long long *)p)[i];
+    case KILN_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
+    default: return 0;
+    }
+}
+
+__device__ __forceinline__ bool red_is_int(kiln_dtype t) {
+    return t == KILN_DTYPE_INT8 || t == KILN_DTYPE_UINT8 || t == KILN_DTYPE_INT16 ||
+           t == KILN_DTYPE_UINT16 || t == KILN_DTYPE_INT32 || t == KILN_DTYPE_UINT32 ||
+           t == KILN_DTYPE_INT64 || t == KILN_DTYPE_UINT64 || t == KILN_DTYPE_BOOL;
+}
+
+__device__ __forceinline__ float red_ld_f(const void *p, kiln_dtype t, int64_t i) {
+    if (t == KILN_DTYPE_UINT64)
+        return (float)((const unsigned long long *)p)[i];
+    return red_is_int(t) ? (float)red_ld_i(p, t, i) : kc_ld_f(p, t, i);
+}
+
+__device__ __forceinline__ void red_st_i(void *p, kiln_dtype t, int64_t i, long long v) {
+    switch (t) {
+    case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case KILN_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case KILN_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case KILN_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case KILN_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case KILN_DTYPE_INT64: case KILN_DTYPE_UINT64: ((long long *)p)[i] = v; break;
+    case KILN_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    default: break;
+    }
+}
+
+/* A real result into any type: integers truncate toward zero and saturate
+ * at the 64-bit range (NaN gives 0), as the CPU's stores do. */
+__device__ __forceinline__ void red_st_f(void *p, kiln_dtype t, int64_t i, float v) {
+    if (!red_is_int(t)) {
+        kc_st_f(p, t, i, v);
+        return;
+    }
+    if (t == KILN_DTYPE_BOOL) {
+        ((uint8_t *)p)[i] = v != 0.f;
+        return;
+    }
+    long long q = v != v ? 0 : v >= 9.2233720e18f ? 9223372036854775807LL
+                           : v <= -9.2233720e18f ? (-9223372036854775807LL - 1)
+                                                 : (long long)v;
+    if (t == KILN_DTYPE_UINT64 && v >= 9.2233720e18f)
+        q = (long long)(v >= 1.8446744e19f ? ~0ull : (unsigned long long)v);
+    red_st_i(p, t, i, q);
+}
+
+__device__ __forceinline__ int64_t red_base(const kc_reduce &p, int64_t o) {
+    int64_t base = 0;
+    for (int d = p.n_keep - 1; d >= 0; d--) {
+        base += (o % p.keep_dims[d]) * p.keep_stride[d];
+        o /= p.keep_dims[d];
+    }
+    return base;
+}
+
+__device__ __forceinline__ int64_t red_off(const kc_reduce &p, int64_t j) {
+    int64_t off = 0;
+    for (int d = p.n_red - 1; d >= 0; d--) {
+        off += (j % p.red_dims[d]) * p.red_stride[d];
+        j /= p.red_dims[d];
+    }
+    return off;
+}
+
+__device__ __forceinline__ double red_ld_d(const void *p, kiln_dtype t, int64_t i) {
+    if (t == KILN_DTYPE_DOUBLE)
+        return ((const double *)p)[i];
+    if (t == KILN_DTYPE_UINT64)
+        return (double)((const unsigned long long *)p)[i];
+    return red_is_int(t) ? (double)red_ld_i(p, t, i) : (double)kc_ld_f(p, t, i);
+}
+
+/* The real reduction in A: float, or double for float64 data. */
+template <typename A> struct red_real;
+template <> struct red_real<float> {
+    static __device__ __forceinline__ float ld(const void *p, kiln_dtype t, int64_t i) { return red_ld_f(p, t, i); }
+    static __device__ __forceinline__ void st(void *p, kiln_dtype t, int64_t i, float v) { red_st_f(p, t, i, v); }
+    static __device__ __forceinline__ float exp_(float v) { return expf(v); }
+    static __device__ __forceinline__ float log_(float v) { return logf(v); }
+    static __device__ __forceinline__ float sqrt_(float v) { return sqrtf(v); }
+};
+template <> struct red_real<double> {
+    static __device__ __forceinline__ double ld(const void *p, kiln_dtype t, int64_t i) { return red_ld_d(p, t, i); }
+    static __device__ __forceinline__ void st(void *p, kiln_dtype t, int64_t i, double v) {
+        if (t == KILN_DTYPE_DOUBLE)
+            ((double *)p)[i] = v;
+        else
+            red_st_f(p, t, i, (float)v);
+    }
+    static __device__ __forceinline__ double exp_(double v) { return exp(v); }
+    static __device__ __forceinline__ double log_(double v) { return log(v); }
+    static __device__ __forceinline__ double sqrt_(double v) { return sqrt(v); }
+};
+
+template <typename A>
 __global__ void reduce_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype yt,
                               const kc_reduce p) {
+    typedef red_real<A> R;
     int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (warp >= p.n_out)
         return;
-    int64_t base = 0, rem = warp;
-    for (int d = p.n_keep - 1; d >= 0; d--) {
-        base += (rem % p.keep_dims[d]) * p.keep_stride[d];
-        rem /= p.keep_dims[d];
-    }
+    const int64_t base = red_base(p, warp);
     const bool is_max = p.op == KC_RED_MAX, is_min = p.op == KC_RED_MIN,
                is_prod = p.op == KC_RED_PROD;
-    float acc = is_max ? -INFINITY : (is_min ? INFINITY : (is_prod ? 1.f : 0.f));
-    for (int64_t j = lane; j < p.n_red_total; j += 32) {
-        int64_t off = base, r = j;
-        for (int d = p.n_red - 1; d >= 0; d--) {
-            off += (r % p.red_dims[d]) * p.red_stride[d];
-            r /= p.red_dims[d];
+    /* ReduceLogSumExp: the maximum first (all -inf, or nothing: 0) */
+    A m = 0;
+    if (p.op == KC_RED_LOG_SUM_EXP) {
+        A mx = -INFINITY;
+        for (int64_t j = lane; j < p.n_red_total; j += 32) {
+            A v = R::ld(x, xt, base + red_off(p, j));
+            mx = v > mx ? v : mx;
         }
-        float v = kc_ld_f(x, xt, off);
+        for (int o = 16; o > 0; o >>= 1) {
+            A w = __shfl_xor_sync(0xffffffffu, mx, o);
+            mx = w > mx ? w : mx;
+        }
+        m = mx == -INFINITY ? 0 : mx;
+    }
+    A acc = is_max ? -INFINITY : (is_min ? INFINITY : (is_prod ? 1 : 0));
+    for (int64_t j = lane; j < p.n_red_total; j += 32) {
+        A v = R::ld(x, xt, base + red_off(p, j));
         switch (p.op) {
         case KC_RED_MAX: acc = (v > acc || v != v) ? v : acc; break;
         case KC_RED_MIN: acc = (v < acc || v != v) ? v : acc; break;
         case KC_RED_PROD: acc *= v; break;
         case KC_RED_SUM_SQUARE: case KC_RED_L2: acc += v * v; break;
-        case KC_RED_L1: acc += fabsf(v); break;
+        case KC_RED_L1: acc += v < 0 ? -v : v; break;
+        case KC_RED_LOG_SUM_EXP: acc += R::exp_(v - m); break;
         default: acc += v; break;
         }
     }
     for (int o = 16; o > 0; o >>= 1) {
-        float w = __shfl_xor_sync(0xffffffffu, acc, o);
+        A w = __shfl_xor_sync(0xffffffffu, acc, o);
         switch (p.op) {
         case KC_RED_MAX: acc = (w > acc || w != w) ? w : acc; break;
         case KC_RED_MIN: acc = (w < acc || w != w) ? w : acc; break;
@@ -421,12 +541,50 @@ __global__ void reduce_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype 
     }
     if (lane == 0) {
         if (p.op == KC_RED_MEAN)
-            acc = p.n_red_total ? acc / (float)p.n_red_total : acc;
+            acc = p.n_red_total ? acc / (A)p.n_red_total : (A)NAN;
         else if (p.op == KC_RED_L2)
-            acc = sqrtf(acc);
+            acc = R::sqrt_(acc);
         else if (p.op == KC_RED_LOG_SUM)
-            acc = logf(acc);
-        kc_st_f(y, yt, warp, acc);
+            acc = R::log_(acc);
+        else if (p.op == KC_RED_LOG_SUM_EXP)
+            acc = R::log_(acc) + m;
+        R::st(y, yt, warp, acc);
+    }
+}
+
+__device__ __forceinline__ long long red_fold_i(int op, long long a, long long v) {
+    typedef unsigned long long u;
+    switch (op) {
+    case KC_RED_MAX: return v > a ? v : a;
+    case KC_RED_MIN: return v < a ? v : a;
+    case KC_RED_PROD: return (long long)((u)a * (u)v);
+    default: return (long long)((u)a + (u)v);
+    }
+}
+
+__global__ void reduce_int_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype yt,
+                                  const kc_reduce p) {
+    typedef unsigned long long u;
+    int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (warp >= p.n_out)
+        return;
+    const int64_t base = red_base(p, warp);
+    long long acc = p.op == KC_RED_PROD ? 1 : p.op == KC_RED_MAX ? p.ilo : p.op == KC_RED_MIN ? p.ihi : 0;
+    for (int64_t j = lane; j < p.n_red_total; j += 32) {
+        long long v = red_ld_i(x, xt, base + red_off(p, j));
+        if (p.op == KC_RED_L1)
+            v = v < 0 ? (long long)(0ull - (u)v) : v;
+        else if (p.op == KC_RED_SUM_SQUARE)
+            v = (long long)((u)v * (u)v);
+        acc = red_fold_i(p.op, acc, v);
+    }
+    for (int o = 16; o > 0; o >>= 1)
+        acc = red_fold_i(p.op, acc, __shfl_xor_sync(0xffffffffu, acc, o));
+    if (lane == 0) {
+        if (p.op == KC_RED_MEAN && p.n_red_total > 0)
+            acc /= p.n_red_total;
+        red_st_i(y, yt, warp, acc);
     }
 }
 
@@ -436,13 +594,22 @@ extern "C" cudaError_t kc_reduce_run(const void *x, kiln_dtype xt, void *y, kiln
         return cudaErrorInvalidValue;
     if (p->n_out <= 0)
         return cudaSuccess;
-    if (!x || !y)
+    if (!y || (!x && p->n_red_total > 0))
         return cudaErrorInvalidValue;
     int64_t threads = p->n_out * 32;
     int64_t blocks = (threads + 255) / 256;
     if (blocks > 0x7fffffffLL)
         return cudaErrorInvalidValue;
-    reduce_kernel<<<(unsigned)blocks, 256, 0, stream>>>(x, xt, y, yt, *p);
+    bool int_in = xt == KILN_DTYPE_INT8 || xt == KILN_DTYPE_UINT8 || xt == KILN_DTYPE_INT16 ||
+                  xt == KILN_DTYPE_UINT16 || xt == KILN_DTYPE_INT32 || xt == KILN_DTYPE_UINT32 ||
+                  xt == KILN_DTYPE_INT64 || xt == KILN_DTYPE_UINT64 || xt == KILN_DTYPE_BOOL;
+    bool exact = p->op != KC_RED_L2 && p->op != KC_RED_LOG_SUM && p->op != KC_RED_LOG_SUM_EXP;
+    if (int_in && exact)
+        reduce_int_kernel<<<(unsigned)blocks, 256, 0, stream>>>(x, xt, y, yt, *p);
+    else if (xt == KILN_DTYPE_DOUBLE)
+        reduce_kernel<double><<<(unsigned)blocks, 256, 0, stream>>>(x, xt, y, yt, *p);
+    else
+        reduce_kernel<float><<<(unsigned)blocks, 256, 0, stream>>>(x, xt, y, yt, *p);
     return cudaGetLastError();
 }
 

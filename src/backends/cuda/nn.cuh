@@ -25,16 +25,20 @@ cudaError_t kc_layernorm(const void *x, void *y, kiln_dtype dt, int64_t rows, in
 
 typedef enum kc_reduce_op {
     KC_RED_SUM = 0, KC_RED_MEAN, KC_RED_MAX, KC_RED_MIN, KC_RED_PROD, KC_RED_SUM_SQUARE,
-    KC_RED_L1, KC_RED_L2, KC_RED_LOG_SUM
+    KC_RED_L1, KC_RED_L2, KC_RED_LOG_SUM, KC_RED_LOG_SUM_EXP
 } kc_reduce_op;
 /* The input's dims split into kept and reduced groups (each with its input
- * strides, in elements); the output is the kept dims, row-major. */
+ * strides, in elements); the output is the kept dims, row-major. Real types
+ * reduce in float (float64 in double); integer types (int8 to int64, uint8 to uint64, bool)
+ * exactly in int64 where the op allows (L2, LogSum, LogSumExp in float),
+ * with ilo / ihi the type's range (Max / Min of nothing). */
 typedef struct kc_reduce {
     int op;
     int n_keep, n_red;
     int64_t keep_dims[KC_MAX_DIMS], keep_stride[KC_MAX_DIMS];
     int64_t red_dims[KC_MAX_DIMS], red_stride[KC_MAX_DIMS];
     int64_t n_out, n_red_total;
+    int64_t ilo, ihi;
 } kc_reduce;
 cudaError_t kc_reduce_run(const void *x, kiln_dtype xt, void *y, kiln_dtype yt,
                           const kc_reduce *p, cudaStream_t stream);
