@@ -1,8 +1,9 @@
 /* k_shape.c - the CUDA shape family's kb_kernel glue: Resize / Upsample,
  * DepthToSpace / SpaceToDepth, CenterCropPad, Range, EyeLike, OneHot,
  * GatherND, ScatterND / ScatterElements / Scatter, ReverseSequence, TopK,
- * Hardmax, MaxUnpool and the data-dependent NonZero and Compress (kernels in
- * shape.cu; the layout ops reuse tensor.cu's strided copy and pad). Value
+ * Hardmax, MaxUnpool and the data-dependent NonZero, Compress and Unique
+ * (flattened). Kernels in shape.cu; the layout ops reuse tensor.cu's
+ * strided copy and pad. Value
  * inputs (scales, sizes, roi, K, depth, Range's scalars, shapes) are read
  * from kb_tensor.host; index tensors known on the host are range-checked in
  * prepare, as the CPU reference checks them. */
@@ -599,7 +600,7 @@ static kiln_status unpool_run(const kb_run *r) {
     return KILN_OK;
 }
 
-/* ---------------- NonZero, Compress (data-dependent shapes) ----------------
+/* ---------------- NonZero, Compress, Unique (data-dependent shapes) ----------------
  * The executor sizes their outputs by the upper bound and reads the true
  * dims from the kernel when run() returns, so run() waits for the count:
  * it synchronizes its stream (contexts with data-dependent shapes never
@@ -706,6 +707,48 @@ static kiln_status compress_run(const kb_run *r) {
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "%lld of %lld entries selected",
                              (long long)*count, (long long)lim);
     r->out[0].dims[ax >= 0 ? ax : 0] = *count;
+    return KILN_OK;
+}
+
+/* Unique over the flattened input (or a 1-D input's only axis); an axis of
+ * a higher-rank input compares whole slices and is declined. */
+static bool unique_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                            int n_out) {
+    const kn_attr *a = kn_attr_find(node, "axis");
+    return n_in == 1 && n_out <= 4 && (arith(in[0].dtype) || in[0].dtype == KILN_DTYPE_BOOL) &&
+           (!a || (in[0].rank == 1 && (a->i == 0 || a->i == -1)));
+}
+
+static kiln_status unique_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                  int n_in, const kb_tensor *out, int n_out, void **inst,
+                                  size_t *workspace) {
+    KC_CUDA(node, kc_unique_workspace(kc_numel(&in[0]), workspace));
+    return count_alloc(node, inst);
+}
+
+static void *out_or_null(const kb_run *r, int i) { return i < r->n_out ? r->out[i].data : NULL; }
+
+static kiln_status unique_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    int64_t *count = r->inst, n = kc_numel(x);
+    if (!count)
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "run without prepare");
+    if (kn_attr_find(r->node, "axis") && x->rank != 1)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "Unique along an axis of a rank-%d input",
+                             x->rank);
+    KC_CUDA(r->node, kc_unique(x->data, x->dtype, n, kn_attr_int(r->node, "sorted", 1) != 0,
+                               out_or_null(r, 0), out_or_null(r, 1), out_or_null(r, 2),
+                               out_or_null(r, 3), r->workspace, r->workspace_size, count,
+                               kc_stream(r)));
+    KN_TRY(count_wait(r, count));
+    if (*count > n)
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "%lld groups of %lld elements",
+                             (long long)*count, (long long)n);
+    r->out[0].dims[0] = *count;
+    if (r->n_out > 1 && r->out[1].data)
+        r->out[1].dims[0] = *count;
+    if (r->n_out > 3 && r->out[3].data)
+        r->out[3].dims[0] = *count;
     return KILN_OK;
 }
 
@@ -1006,5 +1049,6 @@ const kb_kernel kb_cuda_shape[] = {
     KP("MaxUnpool", unpool_supports, unpool_prepare, NULL, unpool_run),
     KP("NonZero", nonzero_supports, nonzero_prepare, count_release, nonzero_run),
     KP("Compress", compress_supports, compress_prepare, count_release, compress_run),
+    KP("Unique", unique_supports, unique_prepare, count_release, unique_run),
 };
 const size_t kb_cuda_shape_count = KN_ARRAY_LEN(kb_cuda_shape);

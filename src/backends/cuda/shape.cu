@@ -1,8 +1,9 @@
 /* shape.cu - the shape family's kernels (shape.cuh): one thread per output
  * element for the layout ops, per update for the scatters (reductions by
  * compare-and-swap on the element's aligned word), a block per slice for
- * short TopK slices (bitonic sort in shared memory) and CUB for long ones
- * and for the compaction scans of NonZero and Compress. */
+ * short TopK slices (bitonic sort in shared memory) and CUB for long ones,
+ * for the compaction scans of NonZero and Compress and for Unique's sort. */
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 #include <limits.h>
@@ -527,19 +528,12 @@ __global__ void topk_out_kernel(const void *x, size_t es, const int *ids, void *
 
 static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
 
-/* Workspace of the long path: keys in/out, ids in/out, offsets, CUB's own. */
-static cudaError_t topk_layout(int64_t slices, int64_t n, size_t *cub_bytes, size_t *total) {
-    const int64_t N = slices * n;
-    *cub_bytes = 0;
-    cudaError_t e = cub::DeviceSegmentedRadixSort::SortPairs(
-        NULL, *cub_bytes, (const unsigned long long *)NULL, (unsigned long long *)NULL,
-        (const int *)NULL, (int *)NULL, (int)N, (int)slices, (const int *)NULL, (const int *)NULL, 0,
-        64, (cudaStream_t)0);
-    if (e != cudaSuccess)
-        return e;
-    *total = 2 * al256((size_t)N * 8) + 2 * al256((size_t)N * 4) + al256((size_t)(slices + 1) * 4) +
-             al256(*cub_bytes);
-    return cudaSuccess;
+/* Workspace of the long path: keys in/out, ids in/out, offsets, then CUB's
+ * own (whatever the workspace holds beyond the rest, so run() never asks
+ * CUB for its size again). */
+static size_t topk_fixed(int64_t slices, int64_t n) {
+    const size_t N = (size_t)(slices * n);
+    return 2 * al256(N * 8) + 2 * al256(N * 4) + al256((size_t)(slices + 1) * 4);
 }
 
 extern "C" cudaError_t kc_topk_workspace(int64_t outer, int64_t n, int64_t inner, size_t *bytes) {
@@ -549,8 +543,13 @@ extern "C" cudaError_t kc_topk_workspace(int64_t outer, int64_t n, int64_t inner
         return cudaSuccess;
     if (slices * n > INT_MAX)
         return cudaErrorInvalidValue; /* CUB's segmented sort counts items in int */
-    size_t cub_bytes;
-    return topk_layout(slices, n, &cub_bytes, bytes);
+    size_t cub_bytes = 0;
+    cudaError_t e = cub::DeviceSegmentedRadixSort::SortPairs(
+        NULL, cub_bytes, (const unsigned long long *)NULL, (unsigned long long *)NULL,
+        (const int *)NULL, (int *)NULL, (int)(slices * n), (int)slices, (const int *)NULL,
+        (const int *)NULL, 0, 64, (cudaStream_t)0);
+    *bytes = topk_fixed(slices, n) + al256(cub_bytes);
+    return e;
 }
 
 extern "C" cudaError_t kc_topk(const void *x, kiln_dtype dt, void *vals, int64_t *idx,
@@ -572,12 +571,11 @@ extern "C" cudaError_t kc_topk(const void *x, kiln_dtype dt, void *vals, int64_t
     }
     if (slices * n > INT_MAX)
         return cudaErrorInvalidValue;
-    size_t cub_bytes, total;
-    cudaError_t e = topk_layout(slices, n, &cub_bytes, &total);
-    if (e != cudaSuccess)
-        return e;
-    if (!ws || wsz < total)
+    const size_t fixed = topk_fixed(slices, n);
+    if (!ws || wsz <= fixed)
         return cudaErrorInvalidValue;
+    size_t cub_bytes = wsz - fixed;
+    cudaError_t e;
     const int64_t N = slices * n;
     unsigned char *at = (unsigned char *)ws;
     unsigned long long *keys_in = (unsigned long long *)at;
@@ -740,15 +738,16 @@ __global__ void nonzero_kernel(const long long *flags, const long long *pos,
     }
 }
 
-/* Workspace of a compaction over n items: flags, positions, the count, CUB's own. */
-static cudaError_t compact_layout(int64_t n, size_t *cub_bytes, size_t *total) {
-    *cub_bytes = 0;
-    cudaError_t e = cub::DeviceScan::ExclusiveSum(NULL, *cub_bytes, (const long long *)NULL,
+/* Workspace of a compaction over n items: flags, positions, the count,
+ * then CUB's own (the rest of the workspace, as for TopK). */
+static size_t compact_fixed(int64_t n) { return 2 * al256((size_t)n * 8) + 256; }
+
+static cudaError_t compact_layout(int64_t n, size_t *total) {
+    size_t cub_bytes = 0;
+    cudaError_t e = cub::DeviceScan::ExclusiveSum(NULL, cub_bytes, (const long long *)NULL,
                                                   (long long *)NULL, n, (cudaStream_t)0);
-    if (e != cudaSuccess)
-        return e;
-    *total = 2 * al256((size_t)n * 8) + 256 + al256(*cub_bytes);
-    return cudaSuccess;
+    *total = compact_fixed(n) + al256(cub_bytes);
+    return e;
 }
 
 /* Flags and their exclusive sum in the workspace; the count in *dcount
@@ -756,12 +755,11 @@ static cudaError_t compact_layout(int64_t n, size_t *cub_bytes, size_t *total) {
 static cudaError_t compact(const void *x, kc_zero_test zt, int64_t n, void *ws, size_t wsz,
                            long long **flags, long long **pos, long long **dcount, int64_t *count,
                            cudaStream_t stream) {
-    size_t cub_bytes, total;
-    cudaError_t e = compact_layout(n, &cub_bytes, &total);
-    if (e != cudaSuccess)
-        return e;
-    if (!ws || wsz < total)
+    const size_t fixed = compact_fixed(n);
+    if (!ws || wsz <= fixed)
         return cudaErrorInvalidValue;
+    size_t cub_bytes = wsz - fixed;
+    cudaError_t e;
     unsigned char *at = (unsigned char *)ws;
     *flags = (long long *)at;
     at += al256((size_t)n * 8);
@@ -784,8 +782,7 @@ extern "C" cudaError_t kc_nonzero_workspace(int64_t n, size_t *bytes) {
     *bytes = 0;
     if (n <= 0)
         return cudaSuccess;
-    size_t cub_bytes;
-    return compact_layout(n, &cub_bytes, bytes);
+    return compact_layout(n, bytes);
 }
 
 extern "C" cudaError_t kc_nonzero(const void *x, kc_zero_test zt, int rank, const int64_t *dims,
@@ -836,8 +833,7 @@ extern "C" cudaError_t kc_compress_workspace(int64_t lim, size_t *bytes) {
     *bytes = 0;
     if (lim <= 0)
         return cudaSuccess;
-    size_t cub_bytes;
-    cudaError_t e = compact_layout(lim, &cub_bytes, bytes);
+    cudaError_t e = compact_layout(lim, bytes);
     *bytes += al256((size_t)lim * 8); /* the map of kept indices */
     return e;
 }
@@ -869,4 +865,154 @@ extern "C" cudaError_t kc_compress(const void *x, void *y, size_t es, const void
             x, y, es, map, dcount, outer, lim, dim, inner);
     }
     return cudaGetLastError();
+}
+
+/* ---------------- Unique ---------------- */
+
+/* An unsigned key whose order is the CPU's comparison of two elements. */
+__device__ __forceinline__ unsigned long long unique_key(const void *x, kiln_dtype dt, int64_t j) {
+    if (sh_is_real(dt))
+        return topk_key(sh_ld_d(x, dt, j), 0);
+    if (dt == KILN_DTYPE_UINT64)
+        return ((const unsigned long long *)x)[j];
+    return (unsigned long long)sh_ld_i64(x, dt, j) ^ 0x8000000000000000ull;
+}
+
+__global__ void unique_keys_kernel(const void *x, kiln_dtype dt, int64_t n, unsigned long long *keys,
+                                   long long *ids) {
+    SH_LOOP(j, n) {
+        keys[j] = unique_key(x, dt, j);
+        ids[j] = j;
+    }
+}
+
+/* After the sort: head[s] marks the first of each run of equal keys. */
+__global__ void unique_heads_kernel(const unsigned long long *keys, int64_t n, long long *head) {
+    SH_LOOP(s, n)
+        head[s] = s == 0 || keys[s] != keys[s - 1];
+}
+
+/* gid[s] (inclusive sum of heads) - 1 is sorted position s's group: the
+ * group's start, its first occurrence (the sort is stable), each element's
+ * group and whether it is its group's first occurrence. */
+__global__ void unique_groups_kernel(const long long *head, const long long *gid,
+                                     const long long *ids, int64_t n, long long *gstart,
+                                     long long *gfirst, long long *label, long long *isfirst,
+                                     long long *nu) {
+    SH_LOOP(s, n) {
+        const long long g = gid[s] - 1, j = ids[s];
+        label[j] = g;
+        isfirst[j] = head[s];
+        if (head[s]) {
+            gstart[g] = s;
+            gfirst[g] = j;
+        }
+        if (s == n - 1)
+            *nu = gid[s];
+    }
+}
+
+/* rank[g]: g itself when sorted, else how many groups occur first before it. */
+__global__ void unique_out_kernel(const void *x, size_t es, int64_t n, int sorted,
+                                  const long long *gstart, const long long *gfirst,
+                                  const long long *fpos, const long long *nu, void *y,
+                                  int64_t *first, int64_t *counts) {
+    const long long groups = *nu;
+    SH_LOOP(g, groups) {
+        const long long r = sorted ? g : fpos[gfirst[g]];
+        if (y)
+            sh_copy(y, r, x, gfirst[g], es);
+        if (first)
+            first[r] = gfirst[g];
+        if (counts)
+            counts[r] = (g + 1 < groups ? gstart[g + 1] : n) - gstart[g];
+    }
+}
+
+__global__ void unique_inverse_kernel(const long long *label, const long long *gfirst,
+                                      const long long *fpos, int64_t n, int sorted,
+                                      int64_t *inverse) {
+    SH_LOOP(j, n)
+        inverse[j] = sorted ? label[j] : fpos[gfirst[label[j]]];
+}
+
+/* keys in/out, ids in/out, head, gid, gstart, gfirst, label, isfirst, fpos
+ * (n each), the group count, then CUB's own. */
+static size_t unique_fixed(int64_t n) { return 11 * al256((size_t)n * 8) + 256; }
+
+extern "C" cudaError_t kc_unique_workspace(int64_t n, size_t *bytes) {
+    *bytes = 0;
+    if (n <= 0)
+        return cudaSuccess;
+    size_t sort_bytes = 0, scan_bytes = 0;
+    cudaError_t e = cub::DeviceRadixSort::SortPairs(
+        NULL, sort_bytes, (const unsigned long long *)NULL, (unsigned long long *)NULL,
+        (const long long *)NULL, (long long *)NULL, n, 0, 64, (cudaStream_t)0);
+    if (e != cudaSuccess)
+        return e;
+    e = cub::DeviceScan::InclusiveSum(NULL, scan_bytes, (const long long *)NULL, (long long *)NULL, n,
+                                      (cudaStream_t)0);
+    size_t scan2 = 0;
+    if (e == cudaSuccess)
+        e = cub::DeviceScan::ExclusiveSum(NULL, scan2, (const long long *)NULL, (long long *)NULL, n,
+                                          (cudaStream_t)0);
+    if (scan2 > scan_bytes)
+        scan_bytes = scan2;
+    *bytes = unique_fixed(n) + al256(sort_bytes > scan_bytes ? sort_bytes : scan_bytes);
+    return e;
+}
+
+extern "C" cudaError_t kc_unique(const void *x, kiln_dtype dt, int64_t n, int sorted, void *y,
+                                 int64_t *first, int64_t *inverse, int64_t *counts, void *ws,
+                                 size_t wsz, int64_t *count, cudaStream_t stream) {
+    const size_t es = kiln_dtype_size(dt);
+    if (!count || !(es == 1 || es == 2 || es == 4 || es == 8))
+        return cudaErrorInvalidValue;
+    if (n <= 0) {
+        *count = 0;
+        return cudaSuccess;
+    }
+    const size_t fixed = unique_fixed(n), step = al256((size_t)n * 8);
+    if (!x || !ws || wsz <= fixed)
+        return cudaErrorInvalidValue;
+    unsigned char *at = (unsigned char *)ws;
+    unsigned long long *keys_in = (unsigned long long *)at, *keys_out = (unsigned long long *)(at + step);
+    long long *ids_in = (long long *)(at + 2 * step), *ids_out = (long long *)(at + 3 * step);
+    long long *head = (long long *)(at + 4 * step), *gid = (long long *)(at + 5 * step);
+    long long *gstart = (long long *)(at + 6 * step), *gfirst = (long long *)(at + 7 * step);
+    long long *label = (long long *)(at + 8 * step), *isfirst = (long long *)(at + 9 * step);
+    long long *fpos = (long long *)(at + 10 * step), *nu = (long long *)(at + 11 * step);
+    void *tmp = at + fixed;
+    size_t tmp_bytes = wsz - fixed;
+    const unsigned blocks = kc_blocks(n, KC_THREADS);
+    cudaError_t e;
+    unique_keys_kernel<<<blocks, KC_THREADS, 0, stream>>>(x, dt, n, keys_in, ids_in);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    /* stable: equal keys keep index order, so a group's first is its first occurrence */
+    if ((e = cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, keys_in, keys_out, ids_in, ids_out, n, 0,
+                                             64, stream)) != cudaSuccess)
+        return e;
+    unique_heads_kernel<<<blocks, KC_THREADS, 0, stream>>>(keys_out, n, head);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    tmp_bytes = wsz - fixed;
+    if ((e = cub::DeviceScan::InclusiveSum(tmp, tmp_bytes, head, gid, n, stream)) != cudaSuccess)
+        return e;
+    unique_groups_kernel<<<blocks, KC_THREADS, 0, stream>>>(head, gid, ids_out, n, gstart, gfirst,
+                                                           label, isfirst, nu);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    tmp_bytes = wsz - fixed;
+    if (!sorted &&
+        (e = cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, isfirst, fpos, n, stream)) != cudaSuccess)
+        return e;
+    unique_out_kernel<<<blocks, KC_THREADS, 0, stream>>>(x, es, n, sorted, gstart, gfirst, fpos, nu, y,
+                                                        first, counts);
+    if (inverse)
+        unique_inverse_kernel<<<blocks, KC_THREADS, 0, stream>>>(label, gfirst, fpos, n, sorted,
+                                                                inverse);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    return cudaMemcpyAsync(count, nu, sizeof(int64_t), cudaMemcpyDeviceToHost, stream);
 }

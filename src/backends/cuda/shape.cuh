@@ -1,7 +1,7 @@
 /* shape.cuh - launchers of the CUDA shape family (k_shape.c is their glue):
  * Resize / Upsample, Range, OneHot, EyeLike, GatherND, ScatterND /
- * ScatterElements, ReverseSequence, TopK, Hardmax, MaxUnpool, NonZero and
- * Compress. Arithmetic follows the CPU reference kernels (k_tensor*.c):
+ * ScatterElements, ReverseSequence, TopK, Hardmax, MaxUnpool, NonZero,
+ * Compress and Unique. Arithmetic follows the CPU reference kernels (k_tensor*.c):
  * values in double, integers in int64, stores to integer types round to
  * nearest and saturate. Index tensors read on the device that are out of
  * range read zeros (gathers) or are skipped (scatters); the glue checks
@@ -132,6 +132,18 @@ cudaError_t kc_compress_workspace(int64_t lim, size_t *bytes);
 cudaError_t kc_compress(const void *x, void *y, size_t es, const void *cond, kc_zero_test zt,
                         int64_t lim, int64_t outer, int64_t dim, int64_t inner, void *ws,
                         size_t wsz, int64_t *count, cudaStream_t stream);
+
+/* Unique of n elements taken as a flat list (no axis): values compared as
+ * the CPU compares them (reals as doubles, -0 equal to 0; integers as
+ * int64, uint64 unsigned), NaNs all equal to one another (the CPU's order
+ * for NaN is that of its sort). Groups in ascending order (sorted) or by
+ * first occurrence; y, first (int64), inverse (int64, n) and counts
+ * (int64) may each be NULL. *count (page-locked host memory) gets the
+ * number of groups once the stream reaches it. */
+cudaError_t kc_unique_workspace(int64_t n, size_t *bytes);
+cudaError_t kc_unique(const void *x, kiln_dtype dt, int64_t n, int sorted, void *y,
+                      int64_t *first, int64_t *inverse, int64_t *counts, void *ws, size_t wsz,
+                      int64_t *count, cudaStream_t stream);
 
 #ifdef __cplusplus
 }
