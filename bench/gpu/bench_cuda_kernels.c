@@ -4,9 +4,9 @@
  * tokens), each tactic timed with the backend's time_kernel (CUDA events,
  * warm-up, median of 50), printed as TFLOP/s against the ~790 TFLOP/s dense
  * half-precision rate measured on an H200 here. Inputs are random, never
- * zeros. Usage: bench_cuda_kernels [reps] [mem|attn|bert64] (mem: the
+ * zeros. Usage: bench_cuda_kernels [reps] [mem|attn|bert64|r50nhwc] (mem: the
  * memory-bound kernels only, attn: kiln::Attention only, bert64: BERT-base's
- * GEMMs at batch 64; KILN_CUDA_GENERIC=1 times the generic kernels). */
+ * GEMMs at batch 64, r50nhwc: ResNet-50's convolutions at batch 64 channels-last; KILN_CUDA_GENERIC=1 times the generic kernels). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,21 +120,30 @@ static kn_node *new_node(const char *op, const char *domain, int n_in) {
 }
 
 /* kiln::Conv + bias + ReLU, float16, NCHW. */
+static bool conv_nhwc; /* conv() builds channels-last nodes (NHWC, KRSC), as the layout pass does */
+
 static void conv(const char *name, int64_t n, int64_t c, int64_t h, int64_t k, int64_t r, int64_t s,
                  int64_t pad, int64_t count) {
     int64_t p = (h + 2 * pad - r) / s + 1;
     kn_node *nd = new_node("Conv", KN_DOMAIN_KILN, 3);
     int64_t pads[4] = {pad, pad, pad, pad}, st[2] = {s, s};
     if (kn_node_set_ints(nd, "pads", pads, 4) || kn_node_set_ints(nd, "strides", st, 2) ||
-        kn_node_set_string(nd, "activation", "Relu"))
+        kn_node_set_string(nd, "activation", "Relu") ||
+        (conv_nhwc && kn_node_set_int(nd, "channels_last", 1)))
         exit(1);
     kb_tensor in[3], out[1];
     void *x = dev_rand(n * c * h * h, 1.f), *w = dev_rand(k * c * r * r, 0.1f), *b = dev_rand(k, 1.f),
          *y = dev_rand(n * k * p * p, 1.f);
-    set_tensor(&in[0], x, 4, (int64_t[]){n, c, h, h});
-    set_tensor(&in[1], w, 4, (int64_t[]){k, c, r, r});
+    if (conv_nhwc) {
+        set_tensor(&in[0], x, 4, (int64_t[]){n, h, h, c});
+        set_tensor(&in[1], w, 4, (int64_t[]){k, r, r, c});
+        set_tensor(&out[0], y, 4, (int64_t[]){n, p, p, k});
+    } else {
+        set_tensor(&in[0], x, 4, (int64_t[]){n, c, h, h});
+        set_tensor(&in[1], w, 4, (int64_t[]){k, c, r, r});
+        set_tensor(&out[0], y, 4, (int64_t[]){n, k, p, p});
+    }
     set_tensor(&in[2], b, 1, (int64_t[]){k});
-    set_tensor(&out[0], y, 4, (int64_t[]){n, k, p, p});
     double flops = 2.0 * (double)n * k * c * r * r * p * p;
     char label[96];
     snprintf(label, sizeof label, "%s x%lld", name, (long long)count);
@@ -283,6 +292,39 @@ static void attention(void) {
     }
 }
 
+/* ResNet-50's 53 convolutions at batch B (count = uses per net). */
+static void resnet_convs(int64_t B) {
+    printf("\nResNet-50 convolutions, batch %lld, %s kiln::Conv + bias + ReLU (count = uses per net)\n",
+           (long long)B, conv_nhwc ? "channels-last" : "NCHW");
+    total_best_ms = 0;
+    conv("stem 3->64 7x7 s2 224", B, 3, 224, 64, 7, 2, 3, 1);
+    conv("l1 64->64 1x1 56", B, 64, 56, 64, 1, 1, 0, 1);
+    conv("l1 64->64 3x3 56", B, 64, 56, 64, 3, 1, 1, 3);
+    conv("l1 64->256 1x1 56", B, 64, 56, 256, 1, 1, 0, 4);
+    conv("l1 256->64 1x1 56", B, 256, 56, 64, 1, 1, 0, 2);
+    conv("l2 256->128 1x1 56", B, 256, 56, 128, 1, 1, 0, 1);
+    conv("l2 128->128 3x3 s2 56", B, 128, 56, 128, 3, 2, 1, 1);
+    conv("l2 128->128 3x3 28", B, 128, 28, 128, 3, 1, 1, 3);
+    conv("l2 128->512 1x1 28", B, 128, 28, 512, 1, 1, 0, 4);
+    conv("l2 256->512 1x1 s2 56 (down)", B, 256, 56, 512, 1, 2, 0, 1);
+    conv("l2 512->128 1x1 28", B, 512, 28, 128, 1, 1, 0, 3);
+    conv("l3 512->256 1x1 28", B, 512, 28, 256, 1, 1, 0, 1);
+    conv("l3 256->256 3x3 s2 28", B, 256, 28, 256, 3, 2, 1, 1);
+    conv("l3 256->256 3x3 14", B, 256, 14, 256, 3, 1, 1, 5);
+    conv("l3 256->1024 1x1 14", B, 256, 14, 1024, 1, 1, 0, 6);
+    conv("l3 512->1024 1x1 s2 28 (down)", B, 512, 28, 1024, 1, 2, 0, 1);
+    conv("l3 1024->256 1x1 14", B, 1024, 14, 256, 1, 1, 0, 5);
+    conv("l4 1024->512 1x1 14", B, 1024, 14, 512, 1, 1, 0, 1);
+    conv("l4 512->512 3x3 s2 14", B, 512, 14, 512, 3, 2, 1, 1);
+    conv("l4 512->512 3x3 7", B, 512, 7, 512, 3, 1, 1, 2);
+    conv("l4 512->2048 1x1 7", B, 512, 7, 2048, 1, 1, 0, 3);
+    conv("l4 1024->2048 1x1 s2 14 (down)", B, 1024, 14, 2048, 1, 2, 0, 1);
+    conv("l4 2048->512 1x1 7", B, 2048, 7, 512, 1, 1, 0, 2);
+    printf("ResNet-50 convolutions (best tactic each, times uses): %.3f ms per batch of %lld (%.0f images/s conv-only)\n",
+           total_best_ms, (long long)B, (double)B / (total_best_ms * 1e-3));
+
+}
+
 int main(int argc, char **argv) {
     char target[64], libs[128];
     if (argc > 1)
@@ -298,6 +340,12 @@ int main(int argc, char **argv) {
 
     if (argc > 2 && strcmp(argv[2], "attn") == 0) {
         attention();
+        cudaStreamDestroy(stream);
+        return 0;
+    }
+    if (argc > 2 && strcmp(argv[2], "r50nhwc") == 0) { /* ResNet-50's convs as the plans run them */
+        conv_nhwc = true;
+        resnet_convs(64);
         cudaStreamDestroy(stream);
         return 0;
     }
@@ -323,33 +371,7 @@ int main(int argc, char **argv) {
     total_best_ms = 0;
     gemm("MatMul 8192x8192x8192", 1, 8192, 8192, 8192, false, NULL, 1);
 
-    printf("\nResNet-50 convolutions, batch 32, kiln::Conv + bias + ReLU (count = uses per net)\n");
-    total_best_ms = 0;
-    conv("stem 3->64 7x7 s2 224", 32, 3, 224, 64, 7, 2, 3, 1);
-    conv("l1 64->64 1x1 56", 32, 64, 56, 64, 1, 1, 0, 1);
-    conv("l1 64->64 3x3 56", 32, 64, 56, 64, 3, 1, 1, 3);
-    conv("l1 64->256 1x1 56", 32, 64, 56, 256, 1, 1, 0, 4);
-    conv("l1 256->64 1x1 56", 32, 256, 56, 64, 1, 1, 0, 2);
-    conv("l2 256->128 1x1 56", 32, 256, 56, 128, 1, 1, 0, 1);
-    conv("l2 128->128 3x3 s2 56", 32, 128, 56, 128, 3, 2, 1, 1);
-    conv("l2 128->128 3x3 28", 32, 128, 28, 128, 3, 1, 1, 3);
-    conv("l2 128->512 1x1 28", 32, 128, 28, 512, 1, 1, 0, 4);
-    conv("l2 256->512 1x1 s2 56 (down)", 32, 256, 56, 512, 1, 2, 0, 1);
-    conv("l2 512->128 1x1 28", 32, 512, 28, 128, 1, 1, 0, 3);
-    conv("l3 512->256 1x1 28", 32, 512, 28, 256, 1, 1, 0, 1);
-    conv("l3 256->256 3x3 s2 28", 32, 256, 28, 256, 3, 2, 1, 1);
-    conv("l3 256->256 3x3 14", 32, 256, 14, 256, 3, 1, 1, 5);
-    conv("l3 256->1024 1x1 14", 32, 256, 14, 1024, 1, 1, 0, 6);
-    conv("l3 512->1024 1x1 s2 28 (down)", 32, 512, 28, 1024, 1, 2, 0, 1);
-    conv("l3 1024->256 1x1 14", 32, 1024, 14, 256, 1, 1, 0, 5);
-    conv("l4 1024->512 1x1 14", 32, 1024, 14, 512, 1, 1, 0, 1);
-    conv("l4 512->512 3x3 s2 14", 32, 512, 14, 512, 3, 2, 1, 1);
-    conv("l4 512->512 3x3 7", 32, 512, 7, 512, 3, 1, 1, 2);
-    conv("l4 512->2048 1x1 7", 32, 512, 7, 2048, 1, 1, 0, 3);
-    conv("l4 1024->2048 1x1 s2 14 (down)", 32, 1024, 14, 2048, 1, 2, 0, 1);
-    conv("l4 2048->512 1x1 7", 32, 2048, 7, 512, 1, 1, 0, 2);
-    printf("ResNet-50 convolutions (best tactic each, times uses): %.3f ms per batch of 32 (%.0f images/s conv-only)\n",
-           total_best_ms, 32.0 / (total_best_ms * 1e-3));
+    resnet_convs(32);
 
     printf("\nBERT-base GEMMs, batch 32 x 128 tokens (count = uses per net, 12 layers)\n");
     total_best_ms = 0;

@@ -3,7 +3,8 @@
 # together: the CUDA kernel tests, the ONNX node conformance cases on the GPU,
 # and the ResNet-50 / BERT-base benchmark against PyTorch with kiln's
 # per-layer profiles, and the model zoo on the GPU (SKIP_CONFORMANCE=1 /
-# SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out).
+# SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out; MICRO lists the kernel
+# micro-benchmarks, default attn).
 # Prepare on the build machine (scripts/device_pack.sh
 # fills .device/), carry .device, run from the repository root; logs and
 # results land in $OUT.
@@ -16,8 +17,11 @@ echo "== CUDA kernel tests"
 LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 200 $D/test_cuda_ops > $OUT/test_cuda_ops.log 2>&1
 echo "test_cuda_ops rc=$?"; grep -E "^(FAIL|NOREF)" $OUT/test_cuda_ops.log | head -20; tail -2 $OUT/test_cuda_ops.log
 if [ -x $D/bench_cuda_kernels ]; then
-    echo "== kernel micro-benchmarks: attention (every tactic)"
-    LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 60 $D/bench_cuda_kernels 30 attn 2>&1 | tee $OUT/attn.log | grep -E "ms"
+    for m in ${MICRO:-attn}; do  # attn, bert64, r50nhwc (bench_cuda_kernels.c)
+        echo "== kernel micro-benchmark $m (every tactic)"
+        LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 120 $D/bench_cuda_kernels 30 $m > $OUT/micro_$m.log 2>&1
+        grep -E "^=|per batch" $OUT/micro_$m.log
+    done
 fi
 if [ -f $D/node.tgz ] && [ "${SKIP_CONFORMANCE:-0}" != 1 ]; then
     echo "== ONNX node conformance on the GPU"
