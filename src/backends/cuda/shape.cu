@@ -150,7 +150,9 @@ __global__ void resize_kernel(const void *x, void *y, const unsigned char *tab, 
             continue;
         }
         /* the CPU's order: over the outer axes' tap combinations, each a
-         * weighted sum over the last axis's taps */
+         * weighted sum over the last axis's taps; no fused multiply-adds,
+         * so the sums round as the CPU's do (integer outputs round to
+         * nearest afterwards, where a last-bit difference could show) */
         const int64_t n_last = ((const int64_t *)(tab + p.cnt_at[last]))[c[last]];
         const int64_t *li = (const int64_t *)(tab + p.idx_at[last]) + c[last] * p.cap[last];
         const double *lw = (const double *)(tab + p.w_at[last]) + c[last] * p.cap[last];
@@ -162,12 +164,12 @@ __global__ void resize_kernel(const void *x, void *y, const unsigned char *tab, 
             for (int d = 0; d < last; d++) {
                 int64_t at = c[d] * p.cap[d] + t[d];
                 off += ((const int64_t *)(tab + p.idx_at[d]))[at] * p.x_strides[d];
-                w *= ((const double *)(tab + p.w_at[d]))[at];
+                w = __dmul_rn(w, ((const double *)(tab + p.w_at[d]))[at]);
             }
             double a = 0;
             for (int64_t k = 0; k < n_last; k++)
-                a += lw[k] * sh_ld_d(x, p.dt, off + li[k]);
-            acc += w * a;
+                a = __dadd_rn(a, __dmul_rn(lw[k], sh_ld_d(x, p.dt, off + li[k])));
+            acc = __dadd_rn(acc, __dmul_rn(w, a));
             int d = last - 1;
             while (d >= 0 && ++t[d] >= ((const int64_t *)(tab + p.cnt_at[d]))[c[d]]) {
                 t[d] = 0;
@@ -198,7 +200,7 @@ __global__ void range_kernel(void *y, kiln_dtype dt, int64_t n, double fs, doubl
     const bool real = sh_is_real(dt);
     SH_LOOP(i, n) {
         if (real)
-            sh_st_d(y, dt, i, fs + (double)i * fd);
+            sh_st_d(y, dt, i, __dadd_rn(fs, __dmul_rn((double)i, fd))); /* no FMA: as the CPU */
         else /* wraps as the CPU's int64 arithmetic does */
             sh_st_i64(y, dt, i,
                       (long long)((unsigned long long)is + (unsigned long long)i * (unsigned long long)id));
