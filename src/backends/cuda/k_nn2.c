@@ -1,7 +1,7 @@
 /* k_nn2.c - the second CUDA nn family's kb_kernel glue: ConvTranspose through
  * cuDNN's backward-data convolution, Instance / Group / RMS / Lp /
  * MeanVariance normalization and LRN, LpPool / GlobalLpPool, and Einsum
- * (kernels in nn2.cu). Attributes are read as the CPU reference reads them;
+ * (kernels in nn2.cu; batched-matmul equations also through cuBLASLt). Attributes are read as the CPU reference reads them;
  * float32, float16 and bfloat16 (Einsum also float64, int32 and int64). */
 #include <limits.h>
 #include <string.h>
@@ -439,6 +439,145 @@ static kiln_status einsum_run(const kb_run *r) {
     return KILN_OK;
 }
 
+/* Einsum "lt": two operands whose equation is one strided batched GEMM,
+ * A [batch..., M..., K...] times B [batch..., K..., N...] (or B [batch...,
+ * N..., K...], transposed) into Y [batch..., M..., N...], each group of
+ * labels in one order everywhere, no diagonals, sums of one operand or
+ * broadcasts; float32 / float16 / bfloat16 through cuBLASLt. */
+static bool ein_gemm_spec(const kn_node *node, const int *rank,
+                          const int64_t (*dims)[KILN_MAX_DIMS], kc_gemm_spec *sp) {
+    kn_einsum e;
+    if (kn_einsum_parse(node, 2, rank, dims, &e) != KILN_OK) {
+        kn_error_clear();
+        return false;
+    }
+    int where[KN_EINSUM_LABELS]; /* bit 0: A, bit 1: B, bit 2: Y */
+    memset(where, 0, sizeof where);
+    for (int i = 0; i < 2; i++)
+        for (int d = 0; d < rank[i]; d++) {
+            int l = e.label[i][d];
+            if ((where[l] >> i) & 1 || dims[i][d] != e.size[l] || e.size[l] < 1)
+                return false; /* a diagonal, a broadcast or an empty dim */
+            where[l] |= 1 << i;
+        }
+    for (int q = 0; q < e.out_rank; q++) {
+        int l = e.out_label[q];
+        if ((where[l] >> 2) & 1)
+            return false;
+        where[l] |= 4;
+    }
+    /* the kind of each position: 7 batch, 5 M, 3 K, 6 N */
+    int nb = 0;
+    while (nb < e.out_rank && where[e.out_label[nb]] == 7)
+        nb++;
+    int64_t batch = 1, m = 1, n = 1, k = 1;
+    for (int q = 0; q < e.out_rank; q++) {
+        int w = where[e.out_label[q]];
+        if (q < nb ? w != 7 : w == 7)
+            return false;
+    }
+    /* A: batch as in Y, then M as in Y, then K */
+    int qa = 0, kl[KILN_MAX_DIMS], nk = 0;
+    for (int d = 0; d < rank[0]; d++) {
+        int l = e.label[0][d], w = where[l];
+        if (d < nb) {
+            if (l != e.out_label[d])
+                return false;
+            batch *= e.size[l];
+        } else if (w == 5) {
+            if (nk || nb + qa >= e.out_rank || e.out_label[nb + qa] != l)
+                return false;
+            qa++;
+            m *= e.size[l];
+        } else if (w == 3) {
+            kl[nk++] = l;
+            k *= e.size[l];
+        } else {
+            return false;
+        }
+    }
+    /* B: batch as in Y, then K as in A and N as in Y, in either order */
+    int first = -1, qn = 0, qk = 0;
+    for (int d = 0; d < rank[1]; d++) {
+        int l = e.label[1][d], w = where[l];
+        if (d < nb) {
+            if (l != e.out_label[d])
+                return false;
+        } else if (w == 3) {
+            if (first < 0)
+                first = 3;
+            if ((first == 6 && qn == 0) || qk >= nk || kl[qk] != l || (first == 3 && qn))
+                return false;
+            qk++;
+        } else if (w == 6) {
+            if (first < 0)
+                first = 6;
+            if (first == 3 && qk < nk)
+                return false;
+            if (first == 6 && qk)
+                return false;
+            if (nb + qa + qn >= e.out_rank || e.out_label[nb + qa + qn] != l)
+                return false;
+            qn++;
+            n *= e.size[l];
+        } else {
+            return false;
+        }
+    }
+    if (nb + qa + qn != e.out_rank || qk != nk)
+        return false;
+    memset(sp, 0, sizeof *sp);
+    sp->m = m, sp->n = n, sp->k = k, sp->batch = batch;
+    sp->stride_a = m * k;
+    sp->stride_b = k * n;
+    sp->tb = first == 6 && nk > 0;
+    return true;
+}
+
+static bool einsum_lt_supports(const kn_node *node, const kn_tinfo *in, int n_in,
+                               const kn_tinfo *out, int n_out) {
+    if (n_in != 2 || n_out < 1 || !kc_is_float(in[0].dtype) || in[1].dtype != in[0].dtype ||
+        out[0].dtype != in[0].dtype)
+        return false;
+    int rank[2] = {in[0].rank, in[1].rank};
+    int64_t dims[2][KILN_MAX_DIMS];
+    memcpy(dims[0], in[0].dims, sizeof dims[0]);
+    memcpy(dims[1], in[1].dims, sizeof dims[1]);
+    kc_gemm_spec sp;
+    return ein_gemm_spec(node, rank, (const int64_t(*)[KILN_MAX_DIMS])dims, &sp);
+}
+
+static kiln_status einsum_lt_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                     int n_in, const kb_tensor *out, int n_out, void **inst,
+                                     size_t *workspace) {
+    if (n_in != 2)
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "the GEMM form takes two operands");
+    int rank[2] = {in[0].rank, in[1].rank};
+    int64_t dims[2][KILN_MAX_DIMS];
+    memcpy(dims[0], in[0].dims, sizeof dims[0]);
+    memcpy(dims[1], in[1].dims, sizeof dims[1]);
+    kc_gemm_spec sp;
+    if (!ein_gemm_spec(node, rank, (const int64_t(*)[KILN_MAX_DIMS])dims, &sp))
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "the equation is not one batched GEMM");
+    sp.dt = in[0].dtype;
+    sp.a = in[0].data;
+    sp.b = in[1].data;
+    sp.y = out[0].data;
+    return kc_gemm_create_spec(node, &sp, (kc_gemm **)inst, workspace);
+}
+
+static void einsum_lt_release(void *inst) {
+    if (inst)
+        kc_gemm_destroy(inst);
+}
+
+static kiln_status einsum_lt_run(const kb_run *r) {
+    if (!r->inst)
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "run before prepare");
+    return kc_gemm_run(r->node, r->inst, r->in[0].data, r->in[1].data, r->out[0].data,
+                       r->workspace, r->workspace_size, kc_stream(r));
+}
+
 /* ---------------- ConvTranspose ----------------
  * Y = ConvTranspose(X, W) is the data gradient of the convolution whose
  * output is X: cudnnConvolutionBackwardData with W as that convolution's
@@ -771,5 +910,7 @@ const kb_kernel kb_cuda_nn2[] = {
     K_NN2("LpPool", lppool_supports, lppool_run),
     K_NN2("GlobalLpPool", global_lppool_supports, global_lppool_run),
     K_NN2("Einsum", einsum_supports, einsum_run),
+    {"Einsum", "", "lt", einsum_lt_supports, NULL, NULL, einsum_lt_prepare, einsum_lt_release,
+     einsum_lt_run},
 };
 const size_t kb_cuda_nn2_count = KN_ARRAY_LEN(kb_cuda_nn2);
