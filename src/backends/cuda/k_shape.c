@@ -38,6 +38,13 @@ static bool arith(kiln_dtype t) {
     }
 }
 
+/* Types the CPU's kbt_store can write a double into on the host (it
+ * recurses forever on the fnuz float8 and complex types). */
+static bool storable(kiln_dtype t) {
+    return arith(t) || t == KILN_DTYPE_BOOL || t == KILN_DTYPE_FLOAT8E4M3FN ||
+           t == KILN_DTYPE_FLOAT8E5M2;
+}
+
 static bool is_index(kiln_dtype t) { return t == KILN_DTYPE_INT32 || t == KILN_DTYPE_INT64; }
 
 static bool present(const kn_tinfo *in, int n_in, int i) {
@@ -175,7 +182,7 @@ static kiln_status range_run(const kb_run *r) {
 
 static bool eyelike_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                              int n_out) {
-    return n_in >= 1 && n_out >= 1 && out[0].rank == 2 && movable(out[0].dtype);
+    return n_in >= 1 && n_out >= 1 && out[0].rank == 2 && storable(out[0].dtype);
 }
 
 static kiln_status eyelike_run(const kb_run *r) {
@@ -906,7 +913,7 @@ static kiln_status build_axis(const kn_node *n, const kn_resize_plan *p, int d, 
 
 static bool resize_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                             int n_out) {
-    if (n_in < 1 || in[0].rank > KC_MAX_DIMS || !movable(in[0].dtype))
+    if (n_in < 1 || in[0].rank > KC_MAX_DIMS || !storable(in[0].dtype))
         return false;
     return strcmp(kn_attr_string(node, "mode", "nearest"), "nearest") == 0 || arith(in[0].dtype);
 }
