@@ -298,6 +298,8 @@ static void resnet_convs(int64_t B) {
            (long long)B, conv_nhwc ? "channels-last" : "NCHW");
     total_best_ms = 0;
     conv("stem 3->64 7x7 s2 224", B, 3, 224, 64, 7, 2, 3, 1);
+    conv("stem padded to 4 channels (not counted)", B, 4, 224, 64, 7, 2, 3, 0);
+    conv("stem padded to 8 channels (not counted)", B, 8, 224, 64, 7, 2, 3, 0);
     conv("l1 64->64 1x1 56", B, 64, 56, 64, 1, 1, 0, 1);
     conv("l1 64->64 3x3 56", B, 64, 56, 64, 3, 1, 1, 3);
     conv("l1 64->256 1x1 56", B, 64, 56, 256, 1, 1, 0, 4);

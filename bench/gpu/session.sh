@@ -12,6 +12,7 @@ set -u
 D=${KILN_DIR:-.device}
 export PYTHONUNBUFFERED=1
 LIBS=/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/lib/x86_64-linux-gnu
+[ -f $D/bins.tgz ] && tar xzf $D/bins.tgz -C $D  # scripts/device_pack.sh packs them
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee $OUT/env.txt
 echo "== CUDA kernel tests"
 LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 200 $D/test_cuda_ops > $OUT/test_cuda_ops.log 2>&1
@@ -49,3 +50,6 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     echo "bench rc=$?"; grep -E "^\||Runtime on|rror" $OUT/bench.log | tail -24
     [ -d $OUT/prof ] && tar czf $OUT/prof.tgz -C $OUT prof && rm -rf $OUT/prof
 fi
+# few files back: the device tool returns a limited count
+(cd $OUT && tar czf logs.tgz --remove-files *.log *.txt 2>/dev/null)
+ls $OUT

@@ -421,8 +421,8 @@ const kn_op_schema kn_ops_elementwise[] = {
     {"ArgMax", "", infer_argmax, 0}, {"ArgMin", "", infer_argmax, 0},
     {"Softmax", "", infer_softmax, 0}, {"LogSoftmax", "", infer_softmax, 0},
     {"Hardmax", "", infer_softmax, 0},
-    {"CumSum", "", infer_cumsum, 0}, /* the axis is read at run time */
-    {"CumProd", "", infer_cumsum, 0}, {"Shrink", "", infer_unary, 0},
+    {"CumSum", "", infer_cumsum, 1u << 1}, /* the axis: a host value at run time */
+    {"CumProd", "", infer_cumsum, 1u << 1}, {"Shrink", "", infer_unary, 0},
     {"ElementwiseChain", KN_DOMAIN_KILN, infer_chain, 0},
 };
 const size_t kn_ops_elementwise_count = KN_ARRAY_LEN(kn_ops_elementwise);

@@ -1146,7 +1146,7 @@ const kn_op_schema kn_ops_tensor[] = {
     {"NonZero", "", infer_nonzero, 0},
     {"TopK", "", infer_topk, 1u << 1},
     {"OneHot", "", infer_onehot, 1u << 1},
-    {"Trilu", "", infer_trilu, 0},
+    {"Trilu", "", infer_trilu, 1u << 1},
     {"DepthToSpace", "", infer_depth_to_space, 0},
     {"SpaceToDepth", "", infer_depth_to_space, 0},
     {"EyeLike", "", infer_eyelike, 0},

@@ -459,8 +459,10 @@ __device__ __forceinline__ void mma_load_chunk(T *Ks, T *Vs, float *Ms, const T 
         }
 }
 
+#define MMA_MAX_WARPS 8 /* "mma_wide": 128 query rows a block share each K/V chunk */
+
 template <typename T, int HD>
-__global__ void __launch_bounds__(ATT_WARPS * 32)
+__global__ void __launch_bounds__(MMA_MAX_WARPS * 32)
     attn_mma_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
                     const void *__restrict__ mask, T *__restrict__ y, const kc_attn a) {
     constexpr int LD = HD + 8, C8 = HD / 8, NT = MMA_KB / 8, DT = HD / 8;
@@ -644,9 +646,8 @@ static bool mma_ok(const void *q, const void *k, const void *v, const void *y, c
 
 template <typename T, int HD>
 static cudaError_t launch_mma_hd(const void *q, const void *k, const void *v, const void *mask,
-                                 void *y, const kc_attn *a, cudaStream_t stream) {
+                                 void *y, const kc_attn *a, int warps, cudaStream_t stream) {
     /* fewer warps a block when the grid would not fill the chip twice */
-    int warps = ATT_WARPS;
     while (warps > 1 && a->b * a->h * ((a->sq + warps * 16 - 1) / (warps * 16)) < 2 * 132)
         warps /= 2;
     dim3 grid((unsigned)((a->sq + warps * 16 - 1) / (warps * 16)), (unsigned)a->h, (unsigned)a->b);
@@ -658,24 +659,25 @@ static cudaError_t launch_mma_hd(const void *q, const void *k, const void *v, co
 template <typename T>
 static cudaError_t launch_mma(const void *q, const void *k, const void *v, const void *mask,
                               void *y, const kc_attn *a, cudaStream_t stream) {
+    int warps = a->kernel == KC_ATT_MMA_WIDE ? MMA_MAX_WARPS : ATT_WARPS;
     if (a->d == 32)
-        return launch_mma_hd<T, 32>(q, k, v, mask, y, a, stream);
+        return launch_mma_hd<T, 32>(q, k, v, mask, y, a, warps, stream);
     if (a->d == 64)
-        return launch_mma_hd<T, 64>(q, k, v, mask, y, a, stream);
-    return launch_mma_hd<T, 128>(q, k, v, mask, y, a, stream);
+        return launch_mma_hd<T, 64>(q, k, v, mask, y, a, warps, stream);
+    return launch_mma_hd<T, 128>(q, k, v, mask, y, a, warps, stream);
 }
 
 template <typename T> static cudaError_t setup_mma(void) {
     cudaError_t e = cudaFuncSetAttribute(attn_mma_kernel<T, 32>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)mma_smem(ATT_WARPS, 32));
+                                         (int)mma_smem(MMA_MAX_WARPS, 32));
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(attn_mma_kernel<T, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)mma_smem(ATT_WARPS, 64));
+                                 (int)mma_smem(MMA_MAX_WARPS, 64));
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(attn_mma_kernel<T, 128>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)mma_smem(ATT_WARPS, 128));
+                                 (int)mma_smem(MMA_MAX_WARPS, 128));
     return e;
 }
 
@@ -760,7 +762,8 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
         staged = getenv("KILN_ATTENTION_STAGED") && atoi(getenv("KILN_ATTENTION_STAGED")) == 1;
     }
     bool general = simt || a->kernel == KC_ATT_GENERAL;
-    if (!general && !staged && a->kernel == KC_ATT_MMA && mma_ok(q, k, v, y, a)) {
+    if (!general && !staged && (a->kernel == KC_ATT_MMA || a->kernel == KC_ATT_MMA_WIDE) &&
+        mma_ok(q, k, v, y, a)) {
         if (a->dt == KILN_DTYPE_FLOAT16)
             return launch_mma<__half>(q, k, v, mask, y, a, stream);
         return launch_mma<__nv_bfloat16>(q, k, v, mask, y, a, stream);

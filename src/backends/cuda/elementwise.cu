@@ -270,7 +270,11 @@ __device__ __forceinline__ double bin_d(int op, double a, double b) {
     case KC_SUB: return a - b;
     case KC_MUL: return a * b;
     case KC_DIV: return a / b;
-    case KC_POW: return pow(a, b);
+    case KC_POW: { /* CUDA's pow may land an ulp off an exact integer result
+                    * (pow(9, 0.5)); snap those, as an integer output truncates */
+        double r = pow(a, b), n = rint(r);
+        return fabs(r - n) <= 4 * 2.220446049250313e-16 * fabs(n) ? n : r;
+    }
     case KC_MOD: { double r = fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
     case KC_MODC: return fmod(a, b);
     case KC_EQUAL: return a == b;

@@ -222,6 +222,10 @@ static kiln_status heuristic(const kn_node *node, cublasLtHandle_t h, lt_inst *s
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
         return kc_cublas_fail(node, st, "cublasLtMatmulAlgoGetHeuristic");
+    /* fewer results than index + 1: the last one (a plan's tactic, chosen at
+     * one shape of a profile, must run at every other) */
+    if (st == CUBLAS_STATUS_SUCCESS && n > 0 && index >= n)
+        index = n - 1;
     *found = st == CUBLAS_STATUS_SUCCESS && n > index && res[index].state == CUBLAS_STATUS_SUCCESS;
     if (*found) {
         *algo = res[index].algo;

@@ -429,7 +429,8 @@ static void cg_keep_one(cg_build *b, cudnnBackendDescriptor_t *cfg, int n, int p
 
 /* The want-th accepted engine configuration whose plan finalizes: mode A's
  * list, then the fallback list's engines mode A did not offer. */
-static kiln_status cg_choose(cg_build *b, cudnnBackendDescriptor_t graph, int want) {
+static kiln_status cg_choose_at(cg_build *b, cudnnBackendDescriptor_t graph, int want,
+                                int *n_usable) {
     static const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
     static const char *const mode_names[2] = {"mode A", "fallback"};
     int64_t seen[CG_MAX_CFG];
@@ -473,11 +474,25 @@ static kiln_status cg_choose(cg_build *b, cudnnBackendDescriptor_t graph, int wa
         }
         cg_keep_one(b, cfg, n, -1);
     }
+    *n_usable = usable;
     return kn_node_error(b->node, KILN_ERR_UNSUPPORTED,
                          "%s: cuDNN has %d usable engine configurations for this convolution (of "
                          "%d offered)%s%s",
                          b->s->tactic, usable, offered, b->why[0] ? "; last passed over: " : "",
                          b->why);
+}
+
+/* The want-th usable configuration, or the last one when there are fewer:
+ * a plan built for one shape of a profile must run at every other, where
+ * the heuristics may offer fewer engines. */
+static kiln_status cg_choose(cg_build *b, cudnnBackendDescriptor_t graph, int want) {
+    int usable = 0;
+    kiln_status st = cg_choose_at(b, graph, want, &usable);
+    if (st != KILN_ERR_UNSUPPORTED || usable < 1 || usable > want)
+        return st;
+    kn_log(KILN_LOG_VERBOSE, "layer '%s': %s: %d usable engine configurations here, taking the last",
+           b->node->name ? b->node->name : "", b->s->tactic, usable);
+    return cg_choose_at(b, graph, usable - 1, &usable);
 }
 
 /* ---------------- kernel glue ---------------- */

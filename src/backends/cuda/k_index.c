@@ -58,7 +58,8 @@ static bool scan_type(kiln_dtype t) {
 
 static bool cum_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                          int n_out) {
-    return n_in >= 2 && scan_type(in[0].dtype) && in[1].value &&
+    /* the axis is a value input: the runtime keeps it on the host */
+    return n_in >= 2 && scan_type(in[0].dtype) &&
            (in[1].dtype == KILN_DTYPE_INT32 || in[1].dtype == KILN_DTYPE_INT64);
 }
 
@@ -85,7 +86,9 @@ static bool trilu_supports(const kn_node *node, const kn_tinfo *in, int n_in, co
                            int n_out) {
     if (n_in < 1 || in[0].rank < 2 || kiln_dtype_size(in[0].dtype) == 0)
         return false;
-    return n_in < 2 || in[1].dtype == KILN_DTYPE_UNDEFINED || in[1].value;
+    /* k is a value input (kept on the host); int64 as the schema says */
+    return n_in < 2 || in[1].dtype == KILN_DTYPE_UNDEFINED || in[1].dtype == KILN_DTYPE_INT64 ||
+           in[1].dtype == KILN_DTYPE_INT32;
 }
 
 static kiln_status trilu_run(const kb_run *r) {

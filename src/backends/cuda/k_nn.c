@@ -358,6 +358,7 @@ static kiln_status attention_run(const kb_run *r) { return attention_go(r, KC_AT
 static kiln_status attention_run_direct(const kb_run *r) { return attention_go(r, KC_ATT_DIRECT); }
 static kiln_status attention_run_staged(const kb_run *r) { return attention_go(r, KC_ATT_STAGED); }
 static kiln_status attention_run_mma(const kb_run *r) { return attention_go(r, KC_ATT_MMA); }
+static kiln_status attention_run_mma_wide(const kb_run *r) { return attention_go(r, KC_ATT_MMA_WIDE); }
 
 static kiln_status attention_go(const kb_run *r, int kernel) {
     const kb_tensor *q = &r->in[0];
@@ -401,9 +402,10 @@ const kb_kernel kb_cuda_nn[] = {
     K_RED("ReduceLogSum"), K_RED("ReduceLogSumExp"),
     {"MaxPool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", "", "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
-    /* the builder times the four: the general kernel, the WMMA ones
+    /* the builder times them all: the general kernel, the WMMA ones
      * (fragments from global memory, or K/V staged in shared memory) and
-     * the mma.sync one (scores in registers, online softmax) */
+     * the mma.sync ones (scores in registers, online softmax; 64 or 128
+     * query rows a block) */
     {"Attention", KN_DOMAIN_KILN, "cuda", attention_supports, NULL, NULL, attention_prepare, NULL,
      attention_run},
     {"Attention", KN_DOMAIN_KILN, "wmma", attention_supports_direct, NULL, NULL, attention_prepare,
@@ -412,6 +414,8 @@ const kb_kernel kb_cuda_nn[] = {
      attention_prepare, NULL, attention_run_staged},
     {"Attention", KN_DOMAIN_KILN, "mma", attention_supports_mma, NULL, NULL, attention_prepare, NULL,
      attention_run_mma},
+    {"Attention", KN_DOMAIN_KILN, "mma_wide", attention_supports_mma, NULL, NULL, attention_prepare,
+     NULL, attention_run_mma_wide},
     {"MaxPool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"GlobalAveragePool", "", "cuda", float_io, NULL, NULL, NULL, NULL, global_pool_run},

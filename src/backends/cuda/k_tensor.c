@@ -224,8 +224,10 @@ static bool pad_supports(const kn_node *node, const kn_tinfo *in, int n_in, cons
                          int n_out) {
     size_t s = n_in >= 1 ? kiln_dtype_size(in[0].dtype) : 0;
     return n_in >= 1 && (s == 1 || s == 2 || s == 4 || s == 8) && in[0].rank >= 1 &&
-           (n_in < 2 || in[1].dtype == KILN_DTYPE_UNDEFINED || in[1].value) &&
-           (n_in < 4 || in[3].dtype == KILN_DTYPE_UNDEFINED || in[3].value);
+           /* pads and axes are value inputs (host memory at run time) */
+           (n_in < 2 || in[1].dtype == KILN_DTYPE_UNDEFINED || in[1].dtype == KILN_DTYPE_INT64) &&
+           (n_in < 4 || in[3].dtype == KILN_DTYPE_UNDEFINED || in[3].dtype == KILN_DTYPE_INT64 ||
+            in[3].dtype == KILN_DTYPE_INT32);
 }
 
 static kiln_status k_pad(const kb_run *r) {

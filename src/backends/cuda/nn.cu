@@ -492,6 +492,33 @@ template <> struct red_real<double> {
     static __device__ __forceinline__ double sqrt_(double v) { return sqrt(v); }
 };
 
+/* One element into a real reduction's accumulator (m: LogSumExp's max). */
+template <typename A> __device__ __forceinline__ A red_fold(int op, A acc, A v, A m) {
+    switch (op) {
+    case KC_RED_MAX: return (v > acc || v != v) ? v : acc;
+    case KC_RED_MIN: return (v < acc || v != v) ? v : acc;
+    case KC_RED_PROD: return acc * v;
+    case KC_RED_SUM_SQUARE: case KC_RED_L2: return acc + v * v;
+    case KC_RED_L1: return acc + (v < 0 ? -v : v);
+    case KC_RED_LOG_SUM_EXP: return acc + red_real<A>::exp_(v - m);
+    default: return acc + v;
+    }
+}
+
+/* The output from the accumulator. */
+template <typename A> __device__ __forceinline__ A red_finish(const kc_reduce &p, A acc, A m) {
+    typedef red_real<A> R;
+    if (p.op == KC_RED_MEAN)
+        return p.n_red_total ? acc / (A)p.n_red_total : (A)NAN;
+    if (p.op == KC_RED_L2)
+        return R::sqrt_(acc);
+    if (p.op == KC_RED_LOG_SUM)
+        return R::log_(acc);
+    if (p.op == KC_RED_LOG_SUM_EXP)
+        return R::log_(acc) + m;
+    return acc;
+}
+
 template <typename A>
 __global__ void reduce_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype yt,
                               const kc_reduce p) {
@@ -518,18 +545,8 @@ __global__ void reduce_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype 
         m = mx == -INFINITY ? 0 : mx;
     }
     A acc = is_max ? -INFINITY : (is_min ? INFINITY : (is_prod ? 1 : 0));
-    for (int64_t j = lane; j < p.n_red_total; j += 32) {
-        A v = R::ld(x, xt, base + red_off(p, j));
-        switch (p.op) {
-        case KC_RED_MAX: acc = (v > acc || v != v) ? v : acc; break;
-        case KC_RED_MIN: acc = (v < acc || v != v) ? v : acc; break;
-        case KC_RED_PROD: acc *= v; break;
-        case KC_RED_SUM_SQUARE: case KC_RED_L2: acc += v * v; break;
-        case KC_RED_L1: acc += v < 0 ? -v : v; break;
-        case KC_RED_LOG_SUM_EXP: acc += R::exp_(v - m); break;
-        default: acc += v; break;
-        }
-    }
+    for (int64_t j = lane; j < p.n_red_total; j += 32)
+        acc = red_fold<A>(p.op, acc, R::ld(x, xt, base + red_off(p, j)), m);
     for (int o = 16; o > 0; o >>= 1) {
         A w = __shfl_xor_sync(0xffffffffu, acc, o);
         switch (p.op) {
@@ -539,17 +556,37 @@ __global__ void reduce_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype 
         default: acc += w; break;
         }
     }
-    if (lane == 0) {
-        if (p.op == KC_RED_MEAN)
-            acc = p.n_red_total ? acc / (A)p.n_red_total : (A)NAN;
-        else if (p.op == KC_RED_L2)
-            acc = R::sqrt_(acc);
-        else if (p.op == KC_RED_LOG_SUM)
-            acc = R::log_(acc);
-        else if (p.op == KC_RED_LOG_SUM_EXP)
-            acc = R::log_(acc) + m;
-        R::st(y, yt, warp, acc);
+    if (lane == 0)
+        R::st(y, yt, warp, red_finish<A>(p, acc, m));
+}
+
+/* One thread an output, when the input's last dim is kept: neighbouring
+ * threads read neighbouring elements (the reduction over H, W of a
+ * channels-last [N, H, W, C], where one warp an output reads 2 bytes a
+ * 32-byte sector). */
+template <typename A>
+__global__ void reduce_cols_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype yt,
+                                   const kc_reduce p) {
+    typedef red_real<A> R;
+    const int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (o >= p.n_out)
+        return;
+    const int64_t base = red_base(p, o);
+    A m = 0;
+    if (p.op == KC_RED_LOG_SUM_EXP) {
+        A mx = -INFINITY;
+        for (int64_t j = 0; j < p.n_red_total; j++) {
+            A v = R::ld(x, xt, base + red_off(p, j));
+            mx = v > mx ? v : mx;
+        }
+        m = mx == -INFINITY ? 0 : mx;
     }
+    A acc = p.op == KC_RED_MAX ? -INFINITY
+            : p.op == KC_RED_MIN ? INFINITY
+            : p.op == KC_RED_PROD ? 1 : 0;
+    for (int64_t j = 0; j < p.n_red_total; j++)
+        acc = red_fold<A>(p.op, acc, R::ld(x, xt, base + red_off(p, j)), m);
+    R::st(y, yt, o, red_finish<A>(p, acc, m));
 }
 
 __device__ __forceinline__ long long red_fold_i(int op, long long a, long long v) {
@@ -604,7 +641,17 @@ extern "C" cudaError_t kc_reduce_run(const void *x, kiln_dtype xt, void *y, kiln
                   xt == KILN_DTYPE_UINT16 || xt == KILN_DTYPE_INT32 || xt == KILN_DTYPE_UINT32 ||
                   xt == KILN_DTYPE_INT64 || xt == KILN_DTYPE_UINT64 || xt == KILN_DTYPE_BOOL;
     bool exact = p->op != KC_RED_L2 && p->op != KC_RED_LOG_SUM && p->op != KC_RED_LOG_SUM_EXP;
-    if (int_in && exact)
+    /* the last dim kept and wide, outputs enough to fill the chip: a thread
+     * an output reads coalesced */
+    bool cols = p->n_keep > 0 && p->keep_stride[p->n_keep - 1] == 1 &&
+                p->keep_dims[p->n_keep - 1] >= 16 && p->n_out >= 132 * 256 && kc_fast_paths();
+    if (cols && !(int_in && exact)) {
+        unsigned b = (unsigned)((p->n_out + 255) / 256);
+        if (xt == KILN_DTYPE_DOUBLE)
+            reduce_cols_kernel<double><<<b, 256, 0, stream>>>(x, xt, y, yt, *p);
+        else
+            reduce_cols_kernel<float><<<b, 256, 0, stream>>>(x, xt, y, yt, *p);
+    } else if (int_in && exact)
         reduce_int_kernel<<<(unsigned)blocks, 256, 0, stream>>>(x, xt, y, yt, *p);
     else if (xt == KILN_DTYPE_DOUBLE)
         reduce_kernel<double><<<(unsigned)blocks, 256, 0, stream>>>(x, xt, y, yt, *p);
