@@ -231,7 +231,11 @@ static kiln_status reduce_run(const kb_run *r) {
 
 static bool pool_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                           int n_out) {
-    if (!float_io(node, in, n_in, out, n_out) || in[0].rank < 3 || in[0].rank > 5)
+    /* MaxPool also takes 8-bit integers (exact in the kernel's float) */
+    bool int8 = n_in >= 1 && n_out >= 1 && strcmp(node->op_type, "MaxPool") == 0 &&
+                (in[0].dtype == KILN_DTYPE_INT8 || in[0].dtype == KILN_DTYPE_UINT8) &&
+                out[0].dtype == in[0].dtype;
+    if ((!int8 && !float_io(node, in, n_in, out, n_out)) || in[0].rank < 3 || in[0].rank > 5)
         return false;
     if (n_out > 1 && out[1].dtype != KILN_DTYPE_UNDEFINED && out[1].dtype != KILN_DTYPE_INT64)
         return false;

@@ -717,19 +717,39 @@ static kiln_status compress_run(const kb_run *r) {
     return KILN_OK;
 }
 
-/* Unique over the flattened input (or a 1-D input's only axis); an axis of
- * a higher-rank input compares whole slices and is declined. */
+/* Unique over the flattened input (or a 1-D input's only axis), or along
+ * an axis of a higher-rank input (whole slices compared, kc_unique_axis). */
 static bool unique_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                             int n_out) {
     const kn_attr *a = kn_attr_find(node, "axis");
     return n_in == 1 && n_out <= 4 && (arith(in[0].dtype) || in[0].dtype == KILN_DTYPE_BOOL) &&
-           (!a || (in[0].rank == 1 && (a->i == 0 || a->i == -1)));
+           (!a || (in[0].rank >= 1 && a->i >= -in[0].rank && a->i < in[0].rank));
+}
+
+/* The axis form's [outer, n, inner] (ax < 0: the flat form). */
+static kiln_status unique_geometry(const kn_node *n, const kb_tensor *x, int *ax, int64_t *outer,
+                                   int64_t *dim, int64_t *inner) {
+    const kn_attr *a = kn_attr_find(n, "axis");
+    *ax = -1;
+    *outer = *inner = 1;
+    *dim = kc_numel(x);
+    if (!a || x->rank == 1)
+        return KILN_OK;
+    KN_TRY(kc_norm_axis(n, a->i, x->rank, ax));
+    split3(x->dims, x->rank, *ax, outer, dim, inner);
+    return KILN_OK;
 }
 
 static kiln_status unique_prepare(const void *state, const kn_node *node, const kb_tensor *in,
                                   int n_in, const kb_tensor *out, int n_out, void **inst,
                                   size_t *workspace) {
-    KC_CUDA(node, kc_unique_workspace(kc_numel(&in[0]), workspace));
+    int ax;
+    int64_t outer, dim, inner;
+    KN_TRY(unique_geometry(node, &in[0], &ax, &outer, &dim, &inner));
+    if (ax < 0)
+        KC_CUDA(node, kc_unique_workspace(dim, workspace));
+    else
+        KC_CUDA(node, kc_unique_axis_workspace(dim, workspace));
     return count_alloc(node, inst);
 }
 
@@ -737,21 +757,27 @@ static void *out_or_null(const kb_run *r, int i) { return i < r->n_out ? r->out[
 
 static kiln_status unique_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0];
-    int64_t *count = r->inst, n = kc_numel(x);
+    int64_t *count = r->inst;
     if (!count)
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "run without prepare");
-    if (kn_attr_find(r->node, "axis") && x->rank != 1)
-        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "Unique along an axis of a rank-%d input",
-                             x->rank);
-    KC_CUDA(r->node, kc_unique(x->data, x->dtype, n, kn_attr_int(r->node, "sorted", 1) != 0,
-                               out_or_null(r, 0), out_or_null(r, 1), out_or_null(r, 2),
-                               out_or_null(r, 3), r->workspace, r->workspace_size, count,
-                               kc_stream(r)));
+    int ax;
+    int64_t outer, n, inner;
+    KN_TRY(unique_geometry(r->node, x, &ax, &outer, &n, &inner));
+    int sorted = kn_attr_int(r->node, "sorted", 1) != 0;
+    if (ax < 0)
+        KC_CUDA(r->node, kc_unique(x->data, x->dtype, n, sorted, out_or_null(r, 0),
+                                   out_or_null(r, 1), out_or_null(r, 2), out_or_null(r, 3),
+                                   r->workspace, r->workspace_size, count, kc_stream(r)));
+    else
+        KC_CUDA(r->node, kc_unique_axis(x->data, x->dtype, outer, n, inner, sorted,
+                                        out_or_null(r, 0), out_or_null(r, 1), out_or_null(r, 2),
+                                        out_or_null(r, 3), r->workspace, r->workspace_size, count,
+                                        kc_stream(r)));
     KN_TRY(count_wait(r, count));
     if (*count > n)
-        return kn_node_error(r->node, KILN_ERR_INTERNAL, "%lld groups of %lld elements",
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "%lld groups of %lld items",
                              (long long)*count, (long long)n);
-    r->out[0].dims[0] = *count;
+    r->out[0].dims[ax < 0 ? 0 : ax] = *count;
     if (r->n_out > 1 && r->out[1].data)
         r->out[1].dims[0] = *count;
     if (r->n_out > 3 && r->out[3].data)

@@ -715,7 +715,10 @@ __global__ void pool_kernel(const void *x, void *y, kiln_dtype dt, int64_t *indi
         }
         if (!p.max)
             acc = count ? acc / (float)count : 0.f;
-        kc_st_f(y, dt, i, acc);
+        if (dt == KILN_DTYPE_INT8 || dt == KILN_DTYPE_UINT8) /* 8-bit MaxPool: acc is exact */
+            kc_st_i(y, dt, i, best < 0 ? 0 : (long long)acc);
+        else
+            kc_st_f(y, dt, i, acc);
         if (indices)
             indices[i] = best < 0 ? plane : plane + best;
     }

@@ -3,6 +3,7 @@
  * compare-and-swap on the element's aligned word), a block per slice for
  * short TopK slices (bitonic sort in shared memory) and CUB for long ones,
  * for the compaction scans of NonZero and Compress and for Unique's sort. */
+#include <cub/device/device_merge_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
@@ -1011,6 +1012,137 @@ extern "C" cudaError_t kc_unique(const void *x, kiln_dtype dt, int64_t n, int so
         return e;
     unique_out_kernel<<<blocks, KC_THREADS, 0, stream>>>(x, es, n, sorted, gstart, gfirst, fpos, nu, y,
                                                         first, counts);
+    if (inverse)
+        unique_inverse_kernel<<<blocks, KC_THREADS, 0, stream>>>(label, gfirst, fpos, n, sorted,
+                                                                inverse);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    return cudaMemcpyAsync(count, nu, sizeof(int64_t), cudaMemcpyDeviceToHost, stream);
+}
+
+/* ---------------- Unique along an axis ----------------
+ * Items are the slices x[o, j, i] (all o, i) of one j. A stable merge sort
+ * of the item ids by their slices in lexicographic order (element keys as
+ * unique_key, so values compare as in the flat form) puts each group's
+ * first occurrence first; the flat form's group kernels take it from there. */
+
+struct unique_slice_less {
+    const void *x;
+    kiln_dtype dt;
+    int64_t outer, n, inner;
+    __device__ __forceinline__ bool operator()(const long long &a, const long long &b) const {
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t i = 0; i < inner; i++) {
+                const int64_t base = o * n * inner + i;
+                const unsigned long long ka = unique_key(x, dt, base + a * inner);
+                const unsigned long long kb = unique_key(x, dt, base + b * inner);
+                if (ka != kb)
+                    return ka < kb;
+            }
+        return false;
+    }
+};
+
+__global__ void unique_axis_ids_kernel(int64_t n, long long *ids) {
+    SH_LOOP(j, n)
+        ids[j] = j;
+}
+
+/* After the sort: head[s] marks the first of each run of equal slices. */
+__global__ void unique_axis_heads_kernel(const unique_slice_less less, const long long *ids,
+                                         int64_t n, long long *head) {
+    SH_LOOP(s, n)
+        head[s] = s == 0 || less(ids[s - 1], ids[s]);
+}
+
+/* y[o, rank(g), i] = x[o, first(g), i] for the groups g < *nu (y is
+ * [outer, *nu, inner], compact). */
+__global__ void unique_axis_slices_kernel(const void *x, void *y, size_t es, int64_t outer,
+                                          int64_t n, int64_t inner, int sorted,
+                                          const long long *gfirst, const long long *fpos,
+                                          const long long *nu) {
+    const long long groups = *nu;
+    SH_LOOP(e, outer * n * inner) {
+        const int64_t i = e % inner, g = e / inner % n, o = e / (inner * n);
+        if (g >= groups)
+            continue;
+        const long long r = sorted ? g : fpos[gfirst[g]];
+        sh_copy(y, (o * groups + r) * inner + i, x, (o * n + gfirst[g]) * inner + i, es);
+    }
+}
+
+extern "C" cudaError_t kc_unique_axis_workspace(int64_t n, size_t *bytes) {
+    *bytes = 0;
+    if (n <= 0)
+        return cudaSuccess;
+    size_t sort_bytes = 0, scan_bytes = 0, scan2 = 0;
+    unique_slice_less less = {NULL, KILN_DTYPE_FLOAT, 1, n, 1};
+    cudaError_t e = cub::DeviceMergeSort::StableSortKeys(NULL, sort_bytes, (long long *)NULL, n,
+                                                         less, (cudaStream_t)0);
+    if (e == cudaSuccess)
+        e = cub::DeviceScan::InclusiveSum(NULL, scan_bytes, (const long long *)NULL,
+                                          (long long *)NULL, n, (cudaStream_t)0);
+    if (e == cudaSuccess)
+        e = cub::DeviceScan::ExclusiveSum(NULL, scan2, (const long long *)NULL, (long long *)NULL,
+                                          n, (cudaStream_t)0);
+    if (scan2 > scan_bytes)
+        scan_bytes = scan2;
+    *bytes = unique_fixed(n) + al256(sort_bytes > scan_bytes ? sort_bytes : scan_bytes);
+    return e;
+}
+
+extern "C" cudaError_t kc_unique_axis(const void *x, kiln_dtype dt, int64_t outer, int64_t n,
+                                      int64_t inner, int sorted, void *y, int64_t *first,
+                                      int64_t *inverse, int64_t *counts, void *ws, size_t wsz,
+                                      int64_t *count, cudaStream_t stream) {
+    const size_t es = kiln_dtype_size(dt);
+    if (!count || !(es == 1 || es == 2 || es == 4 || es == 8) || outer < 0 || inner < 0)
+        return cudaErrorInvalidValue;
+    if (n <= 0) {
+        *count = 0;
+        return cudaSuccess;
+    }
+    const size_t fixed = unique_fixed(n), step = al256((size_t)n * 8);
+    if ((!x && outer * inner > 0) || !ws || wsz <= fixed)
+        return cudaErrorInvalidValue;
+    /* the flat form's layout: keys in/out unused, ids, ..., then CUB's */
+    unsigned char *at = (unsigned char *)ws;
+    long long *ids = (long long *)(at + 2 * step);
+    long long *head = (long long *)(at + 4 * step), *gid = (long long *)(at + 5 * step);
+    long long *gstart = (long long *)(at + 6 * step), *gfirst = (long long *)(at + 7 * step);
+    long long *label = (long long *)(at + 8 * step), *isfirst = (long long *)(at + 9 * step);
+    long long *fpos = (long long *)(at + 10 * step), *nu = (long long *)(at + 11 * step);
+    void *tmp = at + fixed;
+    size_t tmp_bytes = wsz - fixed;
+    const unsigned blocks = kc_blocks(n, KC_THREADS);
+    const unique_slice_less less = {x, dt, outer, n, inner};
+    cudaError_t e;
+    unique_axis_ids_kernel<<<blocks, KC_THREADS, 0, stream>>>(n, ids);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    if ((e = cub::DeviceMergeSort::StableSortKeys(tmp, tmp_bytes, ids, n, less, stream)) !=
+        cudaSuccess)
+        return e;
+    unique_axis_heads_kernel<<<blocks, KC_THREADS, 0, stream>>>(less, ids, n, head);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    tmp_bytes = wsz - fixed;
+    if ((e = cub::DeviceScan::InclusiveSum(tmp, tmp_bytes, head, gid, n, stream)) != cudaSuccess)
+        return e;
+    unique_groups_kernel<<<blocks, KC_THREADS, 0, stream>>>(head, gid, ids, n, gstart, gfirst,
+                                                           label, isfirst, nu);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    tmp_bytes = wsz - fixed;
+    if (!sorted &&
+        (e = cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, isfirst, fpos, n, stream)) != cudaSuccess)
+        return e;
+    /* first and counts as the flat form writes them; the slices below */
+    unique_out_kernel<<<blocks, KC_THREADS, 0, stream>>>(x, es, n, sorted, gstart, gfirst, fpos, nu,
+                                                        NULL, first, counts);
+    if (y && outer * inner > 0)
+        unique_axis_slices_kernel<<<kc_blocks(outer * n * inner, KC_THREADS), KC_THREADS, 0,
+                                    stream>>>(x, y, es, outer, n, inner, sorted, gfirst, fpos, nu);
     if (inverse)
         unique_inverse_kernel<<<blocks, KC_THREADS, 0, stream>>>(label, gfirst, fpos, n, sorted,
                                                                 inverse);

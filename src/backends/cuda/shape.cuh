@@ -144,6 +144,13 @@ cudaError_t kc_unique_workspace(int64_t n, size_t *bytes);
 cudaError_t kc_unique(const void *x, kiln_dtype dt, int64_t n, int sorted, void *y,
                       int64_t *first, int64_t *inverse, int64_t *counts, void *ws, size_t wsz,
                       int64_t *count, cudaStream_t stream);
+/* Unique along an axis: items are the slices [outer, ., inner] of x
+ * [outer, n, inner], compared element by element in order as above; y is
+ * [outer, groups, inner]; first, inverse (n) and counts index items. */
+cudaError_t kc_unique_axis_workspace(int64_t n, size_t *bytes);
+cudaError_t kc_unique_axis(const void *x, kiln_dtype dt, int64_t outer, int64_t n, int64_t inner,
+                           int sorted, void *y, int64_t *first, int64_t *inverse, int64_t *counts,
+                           void *ws, size_t wsz, int64_t *count, cudaStream_t stream);
 
 #ifdef __cplusplus
 }
