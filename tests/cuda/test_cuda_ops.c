@@ -18,7 +18,7 @@
 #include "backends/backend.h"
 #include "graph/fused.h"
 
-#define TC_MAX 8
+#define TC_MAX 9
 
 typedef struct tin {
     kiln_dtype dt;

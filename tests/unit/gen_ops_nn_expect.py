@@ -42,6 +42,12 @@ S, Bt, I, H = 4, 2, 3, 3
 case("gru", "GRU", [("X", data([S, Bt, I], 11)), ("W", data([2, 3 * H, I], 12) * 0.5),
                     ("R", data([2, 3 * H, H], 13) * 0.5), ("B", data([2, 6 * H], 14) * 0.3)],
      ["Y", "Yh"], 14, hidden_size=H, direction="bidirectional", linear_before_reset=1)
+# GRU, forward, linear_before_reset 0 (the default): unit k's reset gate
+# scales h[k] before the product with Rh
+S, Bt, I, H = 4, 2, 3, 3
+case("gru0", "GRU", [("X", data([S, Bt, I], 15)), ("W", data([1, 3 * H, I], 16) * 0.5),
+                     ("R", data([1, 3 * H, H], 17) * 0.8), ("B", data([1, 6 * H], 18) * 0.3)],
+     ["Y", "Yh"], 14, hidden_size=H)
 # RNN, reverse, Relu, with initial state
 S, Bt, I, H = 3, 2, 2, 3
 case("rnn", "RNN", [("X", data([S, Bt, I], 21)), ("W", data([1, H, I], 22)),

@@ -1159,6 +1159,25 @@ static void test_recurrent(void) {
         kc_free(&k);
         free(X), free(W), free(R), free(B);
     }
+    /* GRU: forward, linear_before_reset 0 (each unit's reset gate scales its
+     * own h before the product with Rh) */
+    {
+        float *X = kt_data(24, 15, 1.f), *W = kt_data(27, 16, 0.5f), *R = kt_data(27, 17, 0.8f);
+        float *B = kt_data(18, 18, 0.3f);
+        kc k;
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(4, 2, 3), X);
+        kc_const(&k, "W", KILN_DTYPE_FLOAT, 3, DIMS(1, 9, 3), W);
+        kc_const(&k, "R", KILN_DTYPE_FLOAT, 3, DIMS(1, 9, 3), R);
+        kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(1, 18), B);
+        kc_node(&k, "GRU", "", 14, 4, NAMES("X", "W", "R", "B"), 2, NAMES("Y", "Yh"));
+        KT_OK(kiln_network_set_attr_int(k.net, k.node, "hidden_size", 3));
+        KT_OK(kc_run(&k));
+        expect_out(&k, 0, "gru0 Y", 4, DIMS(4, 1, 2, 3), exp_gru0_Y, 1e-5);
+        expect_out(&k, 1, "gru0 Y_h", 3, DIMS(1, 2, 3), exp_gru0_Yh, 1e-5);
+        kc_free(&k);
+        free(X), free(W), free(R), free(B);
+    }
     /* RNN: reverse, Relu, initial state */
     {
         float *X = kt_data(12, 21, 1.f), *W = kt_data(6, 22, 1.f), *R = kt_data(9, 23, 0.5f);

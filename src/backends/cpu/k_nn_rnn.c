@@ -227,22 +227,25 @@ static void rnn_cell(const rnn_geom *g, const dir_params *d, const float *gates,
         hn[j] = act(d->f, clipv(g, gates[j]));
 }
 
-/* Gates z, r, h. */
+/* Gates z, r, h; rh: H floats of scratch for r * h (unit by unit). */
 static void gru_cell(const rnn_geom *g, const dir_params *d, const float *gates, const float *h,
-                     float *hn) {
+                     float *rh, float *hn) {
     int64_t H = g->hidden;
+    if (!g->linear_before_reset)
+        for (int64_t k = 0; k < H; k++)
+            rh[k] = act(d->f, clipv(g, gates[H + k])) * h[k];
     for (int64_t j = 0; j < H; j++) {
         float z = act(d->f, clipv(g, gates[j]));
         float rr = act(d->f, clipv(g, gates[H + j]));
-        const float *rh = d->r + (2 * H + j) * H;
+        const float *rw = d->r + (2 * H + j) * H;
         float s = d->rb ? d->rb[2 * H + j] : 0.f;
         if (g->linear_before_reset) { /* r * (h Rh^T + Rbh) */
             for (int64_t k = 0; k < H; k++)
-                s += h[k] * rh[k];
+                s += h[k] * rw[k];
             s *= rr;
-        } else { /* (r * h) Rh^T + Rbh */
+        } else { /* (r * h) Rh^T + Rbh: unit k's reset gate scales h[k] */
             for (int64_t k = 0; k < H; k++)
-                s += rr * h[k] * rh[k];
+                s += rh[k] * rw[k];
         }
         float ht = act(d->g, clipv(g, gates[2 * H + j] + s));
         hn[j] = (1.f - z) * ht + z * h[j];
@@ -319,7 +322,7 @@ kiln_status kb_nn_rnn_run(const kb_run *r) {
                 if (g.kind == K_RNN)
                     rnn_cell(&g, &d, gb, hnb);
                 else if (g.kind == K_GRU)
-                    gru_cell(&g, &d, gb, hb, hnb);
+                    gru_cell(&g, &d, gb, hb, c + b * H, hnb); /* c: scratch (no cell state) */
                 else
                     lstm_cell(&g, &d, gb, c + b * H, hnb);
                 memcpy(hb, hnb, hbytes);
