@@ -7,7 +7,7 @@
  * GELU where its tanh form is allowed (gelu_epilogue); other activations
  * run as one extra pass (kc_epilogue).
  *
- * Tactics: "lt" takes cuBLASLt's first heuristic, "lt2" .. "lt4" the next
+ * Tactics: "lt" takes cuBLASLt's first heuristic, "lt2" .. "lt6" the next
  * ones, so the builder can time them. prepare() asks the heuristic twice: once for the
  * alignment of the pointers it was shown (256 bytes when it saw none) and
  * once for 16 bytes; run() uses the second when a pointer is less aligned. */
@@ -199,7 +199,7 @@ static kiln_status layout(const kn_node *node, cublasLtMatrixLayout_t *l, cudaDa
 }
 
 /* Tactics lt, lt2, ... lt<LT_TACTICS>: cuBLASLt's heuristic results in order. */
-#define LT_TACTICS 4
+#define LT_TACTICS 6
 
 /* The `index`-th heuristic for alignment `align`; *found false when none. */
 static kiln_status heuristic(const kn_node *node, cublasLtHandle_t h, lt_inst *s, unsigned align,
@@ -377,29 +377,19 @@ static kiln_status lt_prepare_n(const kn_node *node, const kb_tensor *in, int n_
     return KILN_OK;
 }
 
-static kiln_status lt_prepare0(const void *state, const kn_node *node, const kb_tensor *in,
-                               int n_in, const kb_tensor *out, int n_out, void **inst,
-                               size_t *workspace) {
-    return lt_prepare_n(node, in, n_in, out, inst, workspace, 0);
-}
-
-static kiln_status lt_prepare1(const void *state, const kn_node *node, const kb_tensor *in,
-                               int n_in, const kb_tensor *out, int n_out, void **inst,
-                               size_t *workspace) {
-    return lt_prepare_n(node, in, n_in, out, inst, workspace, 1);
-}
-
-static kiln_status lt_prepare2(const void *state, const kn_node *node, const kb_tensor *in,
-                               int n_in, const kb_tensor *out, int n_out, void **inst,
-                               size_t *workspace) {
-    return lt_prepare_n(node, in, n_in, out, inst, workspace, 2);
-}
-
-static kiln_status lt_prepare3(const void *state, const kn_node *node, const kb_tensor *in,
-                               int n_in, const kb_tensor *out, int n_out, void **inst,
-                               size_t *workspace) {
-    return lt_prepare_n(node, in, n_in, out, inst, workspace, 3);
-}
+/* One prepare per heuristic index (kb_kernel has no tactic parameter). */
+#define LT_PREPARE(i)                                                                          \
+    static kiln_status lt_prepare##i(const void *state, const kn_node *node, const kb_tensor *in, \
+                                     int n_in, const kb_tensor *out, int n_out, void **inst,     \
+                                     size_t *workspace) {                                        \
+        return lt_prepare_n(node, in, n_in, out, inst, workspace, i);                            \
+    }
+LT_PREPARE(0)
+LT_PREPARE(1)
+LT_PREPARE(2)
+LT_PREPARE(3)
+LT_PREPARE(4)
+LT_PREPARE(5)
 
 /* Gemm's C broadcast into Y (unidirectional to [M, N]). */
 static kiln_status copy_c(const kb_run *r, const kb_tensor *c, kb_tensor *y) {
@@ -526,7 +516,9 @@ static kiln_status lt_run(const kb_run *r) {
     {op, dom, "lt", blas_supports, NULL, NULL, lt_prepare0, lt_release, lt_run}, \
     {op, dom, "lt2", blas_supports, NULL, NULL, lt_prepare1, lt_release, lt_run}, \
     {op, dom, "lt3", blas_supports, NULL, NULL, lt_prepare2, lt_release, lt_run}, \
-    {op, dom, "lt4", blas_supports, NULL, NULL, lt_prepare3, lt_release, lt_run}
+    {op, dom, "lt4", blas_supports, NULL, NULL, lt_prepare3, lt_release, lt_run}, \
+    {op, dom, "lt5", blas_supports, NULL, NULL, lt_prepare4, lt_release, lt_run}, \
+    {op, dom, "lt6", blas_supports, NULL, NULL, lt_prepare5, lt_release, lt_run}
 
 const kb_kernel kb_cuda_blas[] = {
     K_LT("MatMul", ""),

@@ -19,6 +19,8 @@
  *                 NCHW as it is, then the epilogue; channels-last, one
  *                 product Y = X W^T with bias, residual and ReLU in
  *                 cuBLASLt's epilogue
+ *   "lt_1x1_2", "lt_1x1_3"  channels-last only: the same GEMM with
+ *                 cuBLASLt's second and third heuristic
  *
  * Channels-last nodes (kiln::Conv with channels_last = 1, made by the
  * builder's layout pass; 2-D only) run every tactic but "cudnn_nhwc" on NHWC
@@ -48,6 +50,7 @@ typedef struct conv_inst {
     float act_a, act_b;
     int bias_input, z_input;     /* -1 when absent */
     kc_gemm *gemm;               /* CONV_GEMM */
+    int gemm_index;              /* CONV_GEMM: which cuBLASLt heuristic (lt_1x1, lt_1x1_2, _3) */
     size_t x_off, w_off, y_off;  /* CONV_NHWC: channels-last copies in the workspace */
     int64_t n, c, h, w, k, cg, r, sx, p, q;
     bool cl;                     /* channels-last node */
@@ -165,6 +168,13 @@ static bool sup_gemm(const kn_node *node, const kn_tinfo *in, int n_in, const kn
     return conv_supports_mode(node, in, n_in, out, n_out, CONV_GEMM);
 }
 
+/* The other cuBLASLt heuristics for channels-last 1x1 convolutions (one
+ * GEMM with the whole epilogue). */
+static bool sup_gemm_cl(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                        int n_out) {
+    return is_cl(node) && sup_gemm(node, in, n_in, out, n_out);
+}
+
 static void conv_release(void *p) {
     conv_inst *s = p;
     if (!s)
@@ -257,7 +267,8 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
                               .batch = 1, .tb = true, .bias = s->bias_input >= 0,
                               .relu = s->act == KB_ACT_RELU, .add_c = s->z_input >= 0,
                               .a = x->data, .b = w->data, .y = y->data,
-                              .bias_ptr = s->bias_input >= 0 ? in[2].data : NULL};
+                              .bias_ptr = s->bias_input >= 0 ? in[2].data : NULL,
+                              .index = s->gemm_index};
             return kc_gemm_create_spec(node, &p, &s->gemm, &s->ws);
         }
         /* Y[n] (K x HW) = W (K x C) @ X[n] (C x HW) */
@@ -387,7 +398,8 @@ static kiln_status conv_prepare_mode(const kn_node *node, const kb_tensor *in, i
     conv_inst *s = kn_calloc(1, sizeof *s);
     if (!s)
         return KILN_ERR_OUT_OF_MEMORY;
-    s->mode = mode;
+    s->mode = mode > CONV_GEMM ? CONV_GEMM : mode; /* CONV_GEMM + i: cuBLASLt's heuristic i */
+    s->gemm_index = mode - s->mode;
     kiln_status st = conv_build(node, in, n_in, out, s);
     if (st != KILN_OK) {
         conv_release(s);
@@ -418,6 +430,14 @@ static kiln_status prep_nhwc(const void *state, const kn_node *node, const kb_te
 static kiln_status prep_gemm(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
                              const kb_tensor *out, int n_out, void **inst, size_t *ws) {
     return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_GEMM);
+}
+static kiln_status prep_gemm2(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                              const kb_tensor *out, int n_out, void **inst, size_t *ws) {
+    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_GEMM + 1);
+}
+static kiln_status prep_gemm3(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                              const kb_tensor *out, int n_out, void **inst, size_t *ws) {
+    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_GEMM + 2);
 }
 
 static kiln_status conv_run(const kb_run *r) {
@@ -494,7 +514,9 @@ static kiln_status conv_run(const kb_run *r) {
     {op, dom, "cudnn_find", sup_heur, NULL, NULL, prep_find, conv_release, conv_run}, \
     {op, dom, "cudnn_fused", kc_conv_supports_relu, NULL, NULL, prep_fused, conv_release, conv_run}, \
     {op, dom, "cudnn_nhwc", sup_nhwc, NULL, NULL, prep_nhwc, conv_release, conv_run}, \
-    {op, dom, "lt_1x1", sup_gemm, NULL, NULL, prep_gemm, conv_release, conv_run}
+    {op, dom, "lt_1x1", sup_gemm, NULL, NULL, prep_gemm, conv_release, conv_run}, \
+    {op, dom, "lt_1x1_2", sup_gemm_cl, NULL, NULL, prep_gemm2, conv_release, conv_run}, \
+    {op, dom, "lt_1x1_3", sup_gemm_cl, NULL, NULL, prep_gemm3, conv_release, conv_run}
 
 const kb_kernel kb_cuda_conv[] = {
     K_CONV("Conv", ""),

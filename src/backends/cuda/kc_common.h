@@ -89,7 +89,7 @@ typedef struct kc_gemm_spec {
     kiln_dtype dt;
     int64_t m, n, k, batch, stride_a, stride_b;
     bool tb, bias, relu, add_c;
-    int index;                   /* cuBLASLt heuristic rank: 0 best, 1 second */
+    int index;                   /* cuBLASLt heuristic rank: 0 best, 1 second, ... */
     const void *a, *b, *y, *bias_ptr; /* alignment hints (may be NULL) */
 } kc_gemm_spec;
 KN_HIDDEN kiln_status kc_gemm_create_spec(const kn_node *node, const kc_gemm_spec *spec,

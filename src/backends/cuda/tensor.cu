@@ -7,19 +7,68 @@ struct kc_u128 {
     uint4 v;
 };
 
-template <typename T>
-__global__ void strided_copy_kernel(T *dst, const T *src, const kc_copy c, int64_t total) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t so = c.src_off, dof = c.dst_off, rem = i;
-        for (int d = c.rank - 1; d >= 0; d--) {
-            int64_t k = rem % c.dims[d];
-            rem /= c.dims[d];
-            so += k * c.src_stride[d];
-            dof += k * c.dst_stride[d];
+/* I: the index type, 32-bit when every offset fits (a 64-bit division
+ * costs several times a 32-bit one, and the copy is bound by them). */
+template <typename T, typename I>
+__global__ void strided_copy_kernel(T *dst, const T *src, const kc_copy c, I total) {
+    I dims[KC_MAX_DIMS], ss[KC_MAX_DIMS], ds[KC_MAX_DIMS];
+    for (int d = 0; d < c.rank; d++) {
+        dims[d] = (I)c.dims[d];
+        ss[d] = (I)c.src_stride[d];
+        ds[d] = (I)c.dst_stride[d];
+    }
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        I so = (I)c.src_off, dof = (I)c.dst_off, rem = i;
+        for (int d = c.rank - 1; d > 0; d--) {
+            I k = rem % dims[d];
+            rem /= dims[d];
+            so += k * ss[d];
+            dof += k * ds[d];
         }
+        so += rem * ss[0];
+        dof += rem * ds[0];
         dst[dof] = src[so];
     }
+}
+
+/* Merge neighbouring dims that are contiguous on both sides and drop dims
+ * of size 1 (fewer divisions an element). */
+static void kc_copy_coalesce(kc_copy *c) {
+    int r = 0;
+    for (int d = 0; d < c->rank; d++) {
+        if (c->dims[d] == 1)
+            continue;
+        if (r > 0 && c->src_stride[r - 1] == c->src_stride[d] * c->dims[d] &&
+            c->dst_stride[r - 1] == c->dst_stride[d] * c->dims[d]) {
+            c->dims[r - 1] *= c->dims[d];
+            c->src_stride[r - 1] = c->src_stride[d];
+            c->dst_stride[r - 1] = c->dst_stride[d];
+            continue;
+        }
+        c->dims[r] = c->dims[d];
+        c->src_stride[r] = c->src_stride[d];
+        c->dst_stride[r] = c->dst_stride[d];
+        r++;
+    }
+    if (r == 0) {
+        c->dims[0] = 1;
+        c->src_stride[0] = c->dst_stride[0] = 0;
+        r = 1;
+    }
+    c->rank = r;
+}
+
+/* Whether every element offset of the copy (and the count) fits in 31 bits. */
+static bool kc_copy_small(const kc_copy *c, int64_t total) {
+    int64_t se = c->src_off, de = c->dst_off;
+    for (int d = 0; d < c->rank; d++) {
+        if (c->src_stride[d] < 0 || c->dst_stride[d] < 0)
+            return false;
+        se += (c->dims[d] - 1) * c->src_stride[d];
+        de += (c->dims[d] - 1) * c->dst_stride[d];
+    }
+    const int64_t lim = 0x7fffffffLL;
+    return total < lim && se < lim && de < lim && c->src_off >= 0 && c->dst_off >= 0;
 }
 
 /* Fast path: when the innermost dim is contiguous on both sides, copy it in
@@ -67,21 +116,34 @@ extern "C" cudaError_t kc_strided_copy(void *dst, const void *src, size_t esize,
         cc.dims[0] = 1;
         cc.src_stride[0] = cc.dst_stride[0] = 0;
     }
+    bool small = false;
     if (kc_fast_paths()) {
+        kc_copy_coalesce(&cc);
         kc_copy_widen(&cc, &esize, dst, src);
         total = 1;
         for (int d = 0; d < cc.rank; d++)
             total *= cc.dims[d];
+        small = kc_copy_small(&cc, total);
     }
     unsigned blocks = kc_blocks(total, KC_THREADS);
+#define KC_COPY(T)                                                                              \
+    do {                                                                                        \
+        if (small)                                                                              \
+            strided_copy_kernel<T, unsigned><<<blocks, KC_THREADS, 0, stream>>>(                \
+                (T *)dst, (const T *)src, cc, (unsigned)total);                                 \
+        else                                                                                    \
+            strided_copy_kernel<T, int64_t><<<blocks, KC_THREADS, 0, stream>>>(                 \
+                (T *)dst, (const T *)src, cc, total);                                           \
+    } while (0)
     switch (esize) {
-    case 1: strided_copy_kernel<uint8_t><<<blocks, KC_THREADS, 0, stream>>>((uint8_t *)dst, (const uint8_t *)src, cc, total); break;
-    case 2: strided_copy_kernel<uint16_t><<<blocks, KC_THREADS, 0, stream>>>((uint16_t *)dst, (const uint16_t *)src, cc, total); break;
-    case 4: strided_copy_kernel<uint32_t><<<blocks, KC_THREADS, 0, stream>>>((uint32_t *)dst, (const uint32_t *)src, cc, total); break;
-    case 8: strided_copy_kernel<uint64_t><<<blocks, KC_THREADS, 0, stream>>>((uint64_t *)dst, (const uint64_t *)src, cc, total); break;
-    case 16: strided_copy_kernel<kc_u128><<<blocks, KC_THREADS, 0, stream>>>((kc_u128 *)dst, (const kc_u128 *)src, cc, total); break;
+    case 1: KC_COPY(uint8_t); break;
+    case 2: KC_COPY(uint16_t); break;
+    case 4: KC_COPY(uint32_t); break;
+    case 8: KC_COPY(uint64_t); break;
+    case 16: KC_COPY(kc_u128); break;
     default: return cudaErrorInvalidValue;
     }
+#undef KC_COPY
     return cudaGetLastError();
 }
 
