@@ -1480,8 +1480,7 @@ static void test_attention(void) {
         attention_case(dt, l, 2, 33, 130, 3, 128, 128, 2, 0.09f);
         snprintf(l, sizeof l, "%s one query, 64 keys, per-head mask", kiln_dtype_name(dt));
         attention_case(dt, l, 3, 1, 64, 5, 64, 64, 4, 0.125f);
-        /* more work items (48 x 12 heads x 2 tiles) than blocks fit on an
-         * H200 at once: mma_persist's blocks walk several, prefetching */
+        /* more blocks (48 x 12 heads x 2 tiles) than fit on an H200 at once */
         snprintf(l, sizeof l, "%s 1152 tiles of work, Sk 70, padding mask", kiln_dtype_name(dt));
         attention_case(dt, l, 48, 100, 70, 12, 32, 32, 1, 0.17f);
     }

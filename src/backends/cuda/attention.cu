@@ -363,16 +363,13 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     }
 }
 
-/* ---------------- the mma.sync kernels (tactics "mma", "mma_wide", "mma_persist") ----------------
+/* ---------------- the mma.sync kernel (tactic "mma") ----------------
  *
  * FlashAttention's structure on Hopper's warp-level tensor-core
- * instruction: work items are tiles of 16 * warps query rows of one head
- * and batch, 16 query rows a warp; a block takes one item ("mma": 4 warps,
- * "mma_wide": 8) or, launched only as wide as the chip holds at once
- * ("mma_persist"), walks many. Keys go in chunks of 64: the block stages
- * each chunk's K and V rows in shared memory by asynchronous copies, double
- * buffered (the next chunk, or the next item's first chunk and Q rows, load
- * while this one computes). A warp keeps its Q
+ * instruction: one block per (tile of 16 * warps query rows, head, batch),
+ * 16 query rows a warp. Keys go in chunks of 64: the block stages each
+ * chunk's K and V rows in shared memory by asynchronous copies, double
+ * buffered (chunk c + 1 loads while chunk c computes). A warp keeps its Q
  * fragments, its 16 x 64 scores and its 16 x D output accumulator in
  * registers: the scores' accumulator layout is exactly the A operand layout
  * of the next product, so P never leaves registers. Softmax is online
@@ -428,7 +425,7 @@ template <> __device__ __forceinline__ uint32_t mma_pack<__nv_bfloat16>(float lo
 }
 
 static __host__ __device__ size_t mma_smem(int warps, int hd) {
-    return (size_t)(2 * warps * 16 + 4 * MMA_KB) * (hd + 8) * 2 + 2 * MMA_KB * sizeof(float);
+    return (size_t)(warps * 16 + 4 * MMA_KB) * (hd + 8) * 2 + 2 * MMA_KB * sizeof(float);
 }
 
 /* Chunk c of the head's keys into buffer buf: K and V rows by asynchronous
@@ -464,19 +461,22 @@ __device__ __forceinline__ void mma_load_chunk(T *Ks, T *Vs, float *Ms, const T 
 
 #define MMA_MAX_WARPS 8 /* "mma_wide": 128 query rows a block share each K/V chunk */
 
-/* Work item `it` (a tile of 16 * nw query rows of one head and batch). */
-__device__ __forceinline__ void mma_item(const kc_attn &a, int64_t it, int64_t tiles, int nw,
-                                         int *b, int *h, int *q0) {
-    *q0 = (int)(it % tiles) * nw * 16;
-    *h = (int)(it / tiles % a.h);
-    *b = (int)(it / (tiles * a.h));
-}
-
-/* Q rows of an item into shared memory by asynchronous copies (zeros past Sq). */
 template <typename T, int HD>
-__device__ __forceinline__ void mma_load_q(T *Qs, const T *q, const kc_attn &a, int nw, int64_t b,
-                                           int64_t h, int64_t q0) {
-    constexpr int LD = HD + 8, C8 = HD / 8;
+__global__ void __launch_bounds__(MMA_MAX_WARPS * 32)
+    attn_mma_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
+                    const void *__restrict__ mask, T *__restrict__ y, const kc_attn a) {
+    constexpr int LD = HD + 8, C8 = HD / 8, NT = MMA_KB / 8, DT = HD / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int nw = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    T *Qs = reinterpret_cast<T *>(smem);
+    T *Ks = Qs + nw * 16 * LD;
+    T *Vs = Ks + 2 * MMA_KB * LD;
+    float *Ms = reinterpret_cast<float *>(Vs + 2 * MMA_KB * LD);
+    const int64_t b = blockIdx.z, h = blockIdx.y;
+    const int64_t q0 = (int64_t)blockIdx.x * nw * 16;
+    const bool rowmask = mask && a.mstride[1] == 0 && a.mstride[2] == 0;
+    const int nchunks = (int)((a.sk + MMA_KB - 1) / MMA_KB);
     const uint4 zero = make_uint4(0, 0, 0, 0);
     for (int idx = threadIdx.x; idx < nw * 16 * C8; idx += blockDim.x) {
         const int r = idx / C8, cc = idx % C8;
@@ -486,75 +486,32 @@ __device__ __forceinline__ void mma_load_q(T *Qs, const T *q, const kc_attn &a, 
         else
             *reinterpret_cast<uint4 *>(dst) = zero;
     }
-}
-
-/* The block walks work items blockIdx.x, + gridDim.x, ... (one item when
- * the grid has one block an item; "mma_persist" launches as many blocks as
- * fit on the chip at once), each item's key chunks in order. Every step
- * (item, chunk) prefetches the next step's K/V chunk, and at an item's last
- * chunk the next item's Q rows, into the other buffers while it computes. */
-template <typename T, int HD>
-__global__ void __launch_bounds__(MMA_MAX_WARPS * 32, HD <= 64 ? 2 : 1) /* <= 128 registers */
-    attn_mma_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
-                    const void *__restrict__ mask, T *__restrict__ y, const kc_attn a,
-                    int64_t n_items) {
-    constexpr int LD = HD + 8, C8 = HD / 8, NT = MMA_KB / 8, DT = HD / 8;
-    extern __shared__ __align__(128) unsigned char smem[];
-    const int nw = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int g = lane / 4, t = lane % 4;
-    T *Qs = reinterpret_cast<T *>(smem); /* two buffers of nw * 16 rows */
-    T *Ks = Qs + 2 * nw * 16 * LD;
-    T *Vs = Ks + 2 * MMA_KB * LD;
-    float *Ms = reinterpret_cast<float *>(Vs + 2 * MMA_KB * LD);
-    const int64_t tiles = (a.sq + nw * 16 - 1) / (nw * 16);
-    const bool rowmask = mask && a.mstride[1] == 0 && a.mstride[2] == 0;
-    const int nchunks = (int)((a.sk + MMA_KB - 1) / MMA_KB);
-    int64_t item = blockIdx.x;
-    if (item >= n_items)
-        return;
-    int b, h, q0; /* launch_mma_hd checks they fit */
-    mma_item(a, item, tiles, nw, &b, &h, &q0);
-    mma_load_q<T, HD>(Qs, q, a, nw, b, h, q0);
     mma_load_chunk<T, HD>(Ks, Vs, Ms, k, v, mask, rowmask, a, b, h, 0, 0);
     __pipeline_commit();
 
     uint32_t qf[HD / 16][4];
     float o[DT][4];
-    float mrun[2], lrun[2];
+#pragma unroll
+    for (int i = 0; i < DT; i++)
+        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float mrun[2] = {-INFINITY, -INFINITY}, lrun[2] = {0.f, 0.f};
     const float sl2 = a.scale * MMA_LOG2E;
-    int c = 0, kvbuf = 0, qbuf = 0;
-    for (;;) {
-        /* the next step: this item's next chunk, or the next item's first */
-        const bool more_chunks = c + 1 < nchunks;
-        const int64_t next_item = more_chunks ? item : item + gridDim.x;
-        const bool has_next = next_item < n_items;
-        int nb = b, nh = h, nq0 = q0;
-        if (has_next) {
-            if (!more_chunks) {
-                mma_item(a, next_item, tiles, nw, &nb, &nh, &nq0);
-                mma_load_q<T, HD>(Qs + (qbuf ^ 1) * nw * 16 * LD, q, a, nw, nb, nh, nq0);
-            }
-            mma_load_chunk<T, HD>(Ks, Vs, Ms, k, v, mask, rowmask, a, nb, nh,
-                                  more_chunks ? c + 1 : 0, kvbuf ^ 1);
+    const int64_t rlo = q0 + warp * 16 + g, rhi = rlo + 8;
+    for (int c = 0; c < nchunks; c++) {
+        const int buf = c & 1;
+        if (c + 1 < nchunks) {
+            mma_load_chunk<T, HD>(Ks, Vs, Ms, k, v, mask, rowmask, a, b, h, c + 1, buf ^ 1);
             __pipeline_commit();
             __pipeline_wait_prior(1);
         } else {
             __pipeline_wait_prior(0);
         }
         __syncthreads();
-        const int64_t rlo = q0 + warp * 16 + g, rhi = rlo + 8;
-        T *Qc = Qs + qbuf * nw * 16 * LD;
-        if (c == 0) {
+        if (c == 0)
 #pragma unroll
             for (int kk = 0; kk < HD / 16; kk++)
-                mma_ldsm_x4(qf[kk], Qc + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
-#pragma unroll
-            for (int i = 0; i < DT; i++)
-                o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-            mrun[0] = mrun[1] = -INFINITY;
-            lrun[0] = lrun[1] = 0.f;
-        }
-        const T *Kc = Ks + kvbuf * MMA_KB * LD, *Vc = Vs + kvbuf * MMA_KB * LD;
+                mma_ldsm_x4(qf[kk], Qs + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+        const T *Kc = Ks + buf * MMA_KB * LD, *Vc = Vs + buf * MMA_KB * LD;
         /* S = Q K^T, 16 x 64 */
         float s[NT][4];
 #pragma unroll
@@ -582,7 +539,7 @@ __global__ void __launch_bounds__(MMA_MAX_WARPS * 32, HD <= 64 ? 2 : 1) /* <= 12
                 if (j >= a.sk)
                     x = -INFINITY;
                 else if (rowmask)
-                    x += Ms[kvbuf * MMA_KB + col];
+                    x += Ms[buf * MMA_KB + col];
                 else if (mask && row < a.sq)
                     x += kc_ld_f(mask, a.mask_dt,
                                  b * a.mstride[0] + h * a.mstride[1] + row * a.mstride[2] +
@@ -640,46 +597,32 @@ __global__ void __launch_bounds__(MMA_MAX_WARPS * 32, HD <= 64 ? 2 : 1) /* <= 12
                 mma_16816<T>(o[2 * dp + 1], pa, bf[2], bf[3]);
             }
         }
-        if (!more_chunks) {
-            /* 1 / sum per row (every key masked: 0 * inf = NaN, as the
-             * reference); the warp's rows through its Q rows in shared
-             * memory (no longer read), 16 bytes a store */
-            float inv[2];
+        __syncthreads(); /* the next chunk's copies overwrite this buffer */
+    }
+    /* 1 / sum per row (every key masked: 0 * inf = NaN, as the reference);
+     * the warp's rows through its Q rows in shared memory, 16 bytes a store */
+    float inv[2];
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-                float l = lrun[i] + __shfl_xor_sync(0xffffffffu, lrun[i], 1);
-                l += __shfl_xor_sync(0xffffffffu, l, 2);
-                inv[i] = 1.f / l;
-            }
-            T *Os = Qc + warp * 16 * LD;
+    for (int i = 0; i < 2; i++) {
+        lrun[i] += __shfl_xor_sync(0xffffffffu, lrun[i], 1);
+        lrun[i] += __shfl_xor_sync(0xffffffffu, lrun[i], 2);
+        inv[i] = 1.f / lrun[i];
+    }
+    T *Os = Qs + warp * 16 * LD;
 #pragma unroll
-            for (int i = 0; i < DT; i++) {
-                *reinterpret_cast<uint32_t *>(Os + g * LD + i * 8 + 2 * t) =
-                    mma_pack<T>(o[i][0] * inv[0], o[i][1] * inv[0]);
-                *reinterpret_cast<uint32_t *>(Os + (g + 8) * LD + i * 8 + 2 * t) =
-                    mma_pack<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
-            }
-            __syncwarp();
-            for (int idx = lane; idx < 16 * C8; idx += 32) {
-                const int r = idx / C8, cc = idx % C8;
-                const int64_t row = q0 + warp * 16 + r;
-                if (row < a.sq)
-                    *reinterpret_cast<uint4 *>(y + ((b * a.sq + row) * a.h + h) * HD + cc * 8) =
-                        *reinterpret_cast<const uint4 *>(Os + r * LD + cc * 8);
-            }
-        }
-        __syncthreads(); /* the next steps' copies overwrite these buffers */
-        if (!has_next)
-            break;
-        kvbuf ^= 1;
-        if (more_chunks) {
-            c++;
-        } else {
-            c = 0;
-            qbuf ^= 1;
-            item = next_item;
-            b = nb, h = nh, q0 = nq0;
-        }
+    for (int i = 0; i < DT; i++) {
+        *reinterpret_cast<uint32_t *>(Os + g * LD + i * 8 + 2 * t) =
+            mma_pack<T>(o[i][0] * inv[0], o[i][1] * inv[0]);
+        *reinterpret_cast<uint32_t *>(Os + (g + 8) * LD + i * 8 + 2 * t) =
+            mma_pack<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
+    }
+    __syncwarp();
+    for (int idx = lane; idx < 16 * C8; idx += 32) {
+        const int r = idx / C8, cc = idx % C8;
+        const int64_t row = q0 + warp * 16 + r;
+        if (row < a.sq)
+            *reinterpret_cast<uint4 *>(y + ((b * a.sq + row) * a.h + h) * HD + cc * 8) =
+                *reinterpret_cast<const uint4 *>(Os + r * LD + cc * 8);
     }
 }
 
@@ -688,7 +631,9 @@ __global__ void __launch_bounds__(MMA_MAX_WARPS * 32, HD <= 64 ? 2 : 1) /* <= 12
 extern "C" int kc_attn_mma_shapes(const kc_attn *a) {
     if (a->dt != KILN_DTYPE_FLOAT16 && a->dt != KILN_DTYPE_BFLOAT16)
         return 0;
-    return a->d == a->dv && (a->d == 32 || a->d == 64 || a->d == 128) && a->sk >= 1;
+    if (a->d != a->dv || (a->d != 32 && a->d != 64 && a->d != 128) || a->sk < 1)
+        return 0;
+    return a->b <= 65535 && a->h <= 65535;
 }
 
 static bool mma_ok(const void *q, const void *k, const void *v, const void *y, const kc_attn *a) {
@@ -701,30 +646,13 @@ static bool mma_ok(const void *q, const void *k, const void *v, const void *y, c
 
 template <typename T, int HD>
 static cudaError_t launch_mma_hd(const void *q, const void *k, const void *v, const void *mask,
-                                 void *y, const kc_attn *a, int warps, bool persist,
-                                 cudaStream_t stream) {
+                                 void *y, const kc_attn *a, int warps, cudaStream_t stream) {
     /* fewer warps a block when the grid would not fill the chip twice */
     while (warps > 1 && a->b * a->h * ((a->sq + warps * 16 - 1) / (warps * 16)) < 2 * 132)
         warps /= 2;
-    const int64_t items = a->b * a->h * ((a->sq + warps * 16 - 1) / (warps * 16));
-    if (a->b > 0x7fffffffLL || a->sq > 0x7fffffffLL || a->h > 0x7fffffffLL)
-        return cudaErrorInvalidValue;
-    int64_t blocks = items;
-    if (persist) { /* as many blocks as the chip holds at once, each walking items */
-        int dev = 0, sms = 0, per_sm = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_mma_kernel<T, HD>,
-                                                          warps * 32, mma_smem(warps, HD)) !=
-                cudaSuccess)
-            return cudaGetLastError();
-        int64_t fit = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
-        blocks = items < fit ? items : fit;
-    }
-    if (blocks > 0x7fffffffLL)
-        return cudaErrorInvalidValue;
-    attn_mma_kernel<T, HD><<<(unsigned)blocks, warps * 32, mma_smem(warps, HD), stream>>>(
-        (const T *)q, (const T *)k, (const T *)v, mask, (T *)y, *a, items);
+    dim3 grid((unsigned)((a->sq + warps * 16 - 1) / (warps * 16)), (unsigned)a->h, (unsigned)a->b);
+    attn_mma_kernel<T, HD><<<grid, warps * 32, mma_smem(warps, HD), stream>>>(
+        (const T *)q, (const T *)k, (const T *)v, mask, (T *)y, *a);
     return cudaGetLastError();
 }
 
@@ -732,12 +660,11 @@ template <typename T>
 static cudaError_t launch_mma(const void *q, const void *k, const void *v, const void *mask,
                               void *y, const kc_attn *a, cudaStream_t stream) {
     int warps = a->kernel == KC_ATT_MMA_WIDE ? MMA_MAX_WARPS : ATT_WARPS;
-    bool persist = a->kernel == KC_ATT_MMA_PERSIST;
     if (a->d == 32)
-        return launch_mma_hd<T, 32>(q, k, v, mask, y, a, warps, persist, stream);
+        return launch_mma_hd<T, 32>(q, k, v, mask, y, a, warps, stream);
     if (a->d == 64)
-        return launch_mma_hd<T, 64>(q, k, v, mask, y, a, warps, persist, stream);
-    return launch_mma_hd<T, 128>(q, k, v, mask, y, a, warps, persist, stream);
+        return launch_mma_hd<T, 64>(q, k, v, mask, y, a, warps, stream);
+    return launch_mma_hd<T, 128>(q, k, v, mask, y, a, warps, stream);
 }
 
 template <typename T> static cudaError_t setup_mma(void) {
@@ -835,9 +762,7 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
         staged = getenv("KILN_ATTENTION_STAGED") && atoi(getenv("KILN_ATTENTION_STAGED")) == 1;
     }
     bool general = simt || a->kernel == KC_ATT_GENERAL;
-    if (!general && !staged &&
-        (a->kernel == KC_ATT_MMA || a->kernel == KC_ATT_MMA_WIDE ||
-         a->kernel == KC_ATT_MMA_PERSIST) &&
+    if (!general && !staged && (a->kernel == KC_ATT_MMA || a->kernel == KC_ATT_MMA_WIDE) &&
         mma_ok(q, k, v, y, a)) {
         if (a->dt == KILN_DTYPE_FLOAT16)
             return launch_mma<__half>(q, k, v, mask, y, a, stream);

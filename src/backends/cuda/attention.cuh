@@ -22,8 +22,7 @@ typedef struct kc_attn {
     int kernel;             /* KC_ATT_*: which kernel (falls back when shapes refuse) */
 } kc_attn;
 
-enum { KC_ATT_DIRECT = 0, KC_ATT_STAGED = 1, KC_ATT_GENERAL = 2, KC_ATT_MMA = 3, KC_ATT_MMA_WIDE = 4,
-       KC_ATT_MMA_PERSIST = 5 };
+enum { KC_ATT_DIRECT = 0, KC_ATT_STAGED = 1, KC_ATT_GENERAL = 2, KC_ATT_MMA = 3, KC_ATT_MMA_WIDE = 4 };
 
 /* Whether the tensor-core kernel takes these shapes (float16/bfloat16, head
  * dims multiples of 16 up to 128, keys up to 512); otherwise the general

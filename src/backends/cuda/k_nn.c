@@ -363,9 +363,6 @@ static kiln_status attention_run_direct(const kb_run *r) { return attention_go(r
 static kiln_status attention_run_staged(const kb_run *r) { return attention_go(r, KC_ATT_STAGED); }
 static kiln_status attention_run_mma(const kb_run *r) { return attention_go(r, KC_ATT_MMA); }
 static kiln_status attention_run_mma_wide(const kb_run *r) { return attention_go(r, KC_ATT_MMA_WIDE); }
-static kiln_status attention_run_mma_persist(const kb_run *r) {
-    return attention_go(r, KC_ATT_MMA_PERSIST);
-}
 
 static kiln_status attention_go(const kb_run *r, int kernel) {
     const kb_tensor *q = &r->in[0];
@@ -412,8 +409,7 @@ const kb_kernel kb_cuda_nn[] = {
     /* the builder times them all: the general kernel, the WMMA ones
      * (fragments from global memory, or K/V staged in shared memory) and
      * the mma.sync ones (scores in registers, online softmax; 64 or 128
-     * query rows a block, or blocks that fill the chip once and walk the
-     * work, prefetching the next item's Q, K and V) */
+     * query rows a block) */
     {"Attention", KN_DOMAIN_KILN, "cuda", attention_supports, NULL, NULL, attention_prepare, NULL,
      attention_run},
     {"Attention", KN_DOMAIN_KILN, "wmma", attention_supports_direct, NULL, NULL, attention_prepare,
@@ -424,8 +420,7 @@ const kb_kernel kb_cuda_nn[] = {
      attention_run_mma},
     {"Attention", KN_DOMAIN_KILN, "mma_wide", attention_supports_mma, NULL, NULL, attention_prepare,
      NULL, attention_run_mma_wide},
-    {"Attention", KN_DOMAIN_KILN, "mma_persist", attention_supports_mma, NULL, NULL,
-     attention_prepare, NULL, attention_run_mma_persist},
+
     {"MaxPool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"GlobalAveragePool", "", "cuda", float_io, NULL, NULL, NULL, NULL, global_pool_run},
