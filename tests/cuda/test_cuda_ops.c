@@ -651,6 +651,17 @@ static void test_chain(void) {
 }
 
 static void test_where_cast(void) {
+    /* BitCast float16 -> int16 and float -> uint32: the same bytes */
+    tc_begin("BitCast", "", 26, 0, "float16 -> int16");
+    tc_rand(KILN_DTYPE_FLOAT16, 2, D(3, 7), -3, 3);
+    tc_node(1);
+    a_int("to", KILN_DTYPE_INT16);
+    tc_run();
+    tc_begin("BitCast", "", 26, 0, "float -> uint32");
+    tc_rand(KILN_DTYPE_FLOAT, 1, D(33), -3, 3);
+    tc_node(1);
+    a_int("to", KILN_DTYPE_UINT32);
+    tc_run();
     for (int t = 0; t < 3; t++) {
         kiln_dtype dt = real_types[t];
         tc_begin("Where", "", 16, 0, kiln_dtype_name(dt));
@@ -1486,6 +1497,54 @@ static void test_attention(void) {
     }
 }
 
+/* ONNX Attention (opset 23): the general kernels of attention_onnx.cu. */
+static void test_onnx_attention(void) {
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        double tol = dt == KILN_DTYPE_FLOAT ? 1e-4 : 2e-2;
+        char l[128];
+        /* 4-D, grouped-query heads (4 on 2), bool mask, causal after a past
+         * cache, present caches and the softmax output (mode 3) */
+        snprintf(l, sizeof l, "%s 4-D GQA, bool mask, causal, past cache", kiln_dtype_name(dt));
+        tc_begin("Attention", "", 23, tol, l);
+        tc_rand(dt, 4, D(2, 4, 3, 5), -1, 1);
+        tc_rand(dt, 4, D(2, 2, 4, 5), -1, 1);
+        tc_rand(dt, 4, D(2, 2, 4, 3), -1, 1);
+        tc_rand(KILN_DTYPE_BOOL, 2, D(3, 6), 0.2, 1);
+        tc_rand(dt, 4, D(2, 2, 2, 5), -1, 1);
+        tc_rand(dt, 4, D(2, 2, 2, 3), -1, 1);
+        tc_node(4);
+        a_int("is_causal", 1);
+        a_int("qk_matmul_output_mode", 3);
+        tc_run();
+        /* 3-D inputs split into heads, float mask, softcap, scale */
+        snprintf(l, sizeof l, "%s 3-D, float mask, softcap", kiln_dtype_name(dt));
+        tc_begin("Attention", "", 23, tol, l);
+        tc_rand(dt, 3, D(2, 3, 8), -1, 1);
+        tc_rand(dt, 3, D(2, 5, 4), -1, 1);
+        tc_rand(dt, 3, D(2, 5, 6), -1, 1);
+        tc_rand(dt, 3, D(1, 3, 5), -2, 0);
+        tc_node(1);
+        a_int("q_num_heads", 2);
+        a_int("kv_num_heads", 1);
+        a_float("softcap", 2.f);
+        a_float("scale", 0.7f);
+        tc_run();
+        /* more keys than a warp: 70 keys, 40 queries, head size 48; present
+         * caches without a past one and the raw scores (QK mode 0) */
+        snprintf(l, sizeof l, "%s 4-D, 70 keys, no mask, QK mode 0", kiln_dtype_name(dt));
+        tc_begin("Attention", "", 23, tol, l);
+        tc_rand(dt, 4, D(1, 2, 40, 48), -1, 1);
+        tc_rand(dt, 4, D(1, 2, 70, 48), -1, 1);
+        tc_rand(dt, 4, D(1, 2, 70, 40), -1, 1);
+        tc_absent();
+        tc_absent();
+        tc_absent();
+        tc_node(4);
+        tc_run();
+    }
+}
+
 /* ---------------- errors and the backend ---------------- */
 
 static void test_errors(void) {
@@ -1607,6 +1666,38 @@ static void test_backend(void) {
     memset(&T, 0, sizeof T);
 }
 
+/* Every op with a CPU kernel has a CUDA kernel (the issue's "every op the
+ * CPU backend supports also runs on the GPU"); runs without a device too. */
+static void test_op_coverage(void) {
+    static const struct {
+        const kn_op_schema *t;
+        const size_t *n;
+    } tables[] = {{kn_ops_elementwise, &kn_ops_elementwise_count},
+                  {kn_ops_tensor, &kn_ops_tensor_count},
+                  {kn_ops_nn, &kn_ops_nn_count},
+                  {kn_ops_fused, &kn_ops_fused_count}};
+    int n_cpu = 0, missing = 0;
+    for (size_t k = 0; k < KN_ARRAY_LEN(tables); k++)
+        for (size_t i = 0; i < *tables[k].n; i++) {
+            const kn_op_schema *s = &tables[k].t[i];
+            const kb_kernel *kk[16];
+            if (kb_cpu_backend.kernels_for(s->domain, s->op_type, kk, 16) == 0)
+                continue;
+            n_cpu++;
+            /* Shape and Size are host steps: the executor runs them on the
+             * CPU reference for every backend (docs/architecture.md) */
+            if (strcmp(s->op_type, "Shape") == 0 || strcmp(s->op_type, "Size") == 0)
+                continue;
+            if (kb_cuda_backend.kernels_for(s->domain, s->op_type, kk, 16) == 0) {
+                printf("FAIL op coverage: %s%s%s has a CPU kernel and no CUDA kernel\n",
+                       s->domain, s->domain[0] ? "::" : "", s->op_type);
+                missing++;
+            }
+        }
+    printf("op coverage: %d ops with CPU kernels, %d without a CUDA kernel\n", n_cpu, missing);
+    KT_CHECK(n_cpu > 100 && missing == 0);
+}
+
 /* Case files of the newer op families (one per kernel file). */
 #include "cases_shape.inc"
 #include "cases_nn2.inc"
@@ -1633,6 +1724,7 @@ int main(void) {
     }
     if (!dry)
         test_backend();
+    test_op_coverage();
     test_unary();
     test_binary();
     test_chain();
@@ -1646,6 +1738,7 @@ int main(void) {
     test_conv();
     test_channels_last();
     test_attention();
+    test_onnx_attention();
     test_tf32();
     test_index();
     test_shape_ops();

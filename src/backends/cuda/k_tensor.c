@@ -29,6 +29,14 @@ static kiln_status k_copy(const kb_run *r) {
     return KILN_OK;
 }
 
+/* BitCast: the same bytes under another type of the same width. */
+static kiln_status k_bitcast(const kb_run *r) {
+    if (esize(&r->in[0]) != esize(&r->out[0]))
+        return kn_node_error(r->node, KILN_ERR_INVALID_ARGUMENT, "types differ in width (%s -> %s)",
+                             kiln_dtype_name(r->in[0].dtype), kiln_dtype_name(r->out[0].dtype));
+    return k_copy(r);
+}
+
 static kiln_status run_copy(const kb_run *r, void *dst, const void *src, size_t es,
                             const kc_copy *c) {
     KC_CUDA(r->node, kc_strided_copy(dst, src, es, c, kc_stream(r)));
@@ -307,6 +315,7 @@ static kiln_status k_dropout(const kb_run *r) {
 const kb_kernel kb_cuda_tensor[] = {
     K("Identity", k_copy),  K("Reshape", k_copy),    K("Flatten", k_copy),
     K("Squeeze", k_copy),   K("Unsqueeze", k_copy),  K("Transpose", k_transpose),
+    K("BitCast", k_bitcast),
     K("Concat", k_concat),  K("Split", k_split),     K("Slice", k_slice),
     K("Expand", k_expand),
     {"Gather", "", "cuda", gather_supports, NULL, NULL, NULL, NULL, k_gather},
