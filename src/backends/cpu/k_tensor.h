@@ -69,6 +69,13 @@ KN_HIDDEN kiln_status kbt_unique_prepare(const void *state, const kn_node *node,
                                          const kb_tensor *in, int n_in, const kb_tensor *out,
                                          int n_out, void **inst, size_t *workspace);
 KN_HIDDEN kiln_status kbt_resize(const kb_run *r);
+/* Resize's taps, shared with the CUDA backend (which uploads them): the most
+ * taps an axis can need, and axis d's table (cnt[o]: taps used, -1 outside
+ * (extrapolate); idx / wt [o * cap + j]); fails when cap is too small. */
+KN_HIDDEN int64_t kbt_resize_max_taps(const kn_node *n, int64_t in, int64_t out);
+KN_HIDDEN kiln_status kbt_resize_taps(const kn_node *n, const kn_resize_plan *p, int d, int64_t in,
+                                      int64_t out, int64_t cap, int64_t *cnt, int64_t *idx,
+                                      double *wt);
 KN_HIDDEN kiln_status kbt_resize_prepare(const void *state, const kn_node *node,
                                          const kb_tensor *in, int n_in, const kb_tensor *out,
                                          int n_out, void **inst, size_t *workspace);

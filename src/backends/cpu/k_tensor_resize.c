@@ -9,7 +9,7 @@
 
 /* Most taps an axis can need: antialiasing widens the filter by 1/scale, and
  * scale >= (2*out - 1) / (2*in) for every way the output size is derived. */
-static int64_t max_taps(const kn_node *n, int64_t in, int64_t out) {
+int64_t kbt_resize_max_taps(const kn_node *n, int64_t in, int64_t out) {
     const char *mode = kn_attr_string(n, "mode", "nearest");
     if (strcmp(mode, "nearest") == 0)
         return 1;
@@ -37,7 +37,7 @@ kiln_status kbt_resize_prepare(const void *state, const kn_node *node, const kb_
                                size_t *workspace) {
     size_t sum = 64;
     for (int d = 0; d < out[0].rank; d++)
-        sum += tab_bytes(out[0].dims[d], max_taps(node, in[0].dims[d], out[0].dims[d])) + 64;
+        sum += tab_bytes(out[0].dims[d], kbt_resize_max_taps(node, in[0].dims[d], out[0].dims[d])) + 64;
     *workspace = sum;
     return KILN_OK;
 }
@@ -76,26 +76,25 @@ static double cubic_w(double x, double a) {
 
 static int64_t clampi(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* Fill axis d's taps; fails when the table would overflow its capacity. */
-static kiln_status build_axis(const kn_node *n, const kn_resize_plan *p, int d, int64_t in,
-                              int64_t out, axis_tab *t) {
+kiln_status kbt_resize_taps(const kn_node *n, const kn_resize_plan *p, int d, int64_t in,
+                            int64_t out, int64_t cap, int64_t *cnt, int64_t *idx, double *wt) {
     double s = p->scale[d];
     /* an axis kept as it is stays untouched whatever the coordinate mode (as
      * in the ONNX reference, which skips it) */
     bool keep = fabs(s - 1.0) <= 1e-9 && out == in && fabs(p->roi_start[d]) <= 1e-9 &&
                 fabs(p->roi_end[d] - 1.0) <= 1e-9;
     for (int64_t o = 0; keep && o < out; o++) {
-        t->idx[o * t->cap] = o;
-        t->w[o * t->cap] = 1;
-        t->cnt[o] = 1;
+        idx[o * cap] = o;
+        wt[o * cap] = 1;
+        cnt[o] = 1;
     }
     for (int64_t o = 0; !keep && o < out; o++) {
         bool outside;
         double x = x_original(p, d, o, in, out, &outside);
-        int64_t *ti = t->idx + o * t->cap;
-        double *tw = t->w + o * t->cap;
+        int64_t *ti = idx + o * cap;
+        double *tw = wt + o * cap;
         if (outside) {
-            t->cnt[o] = -1;
+            cnt[o] = -1;
             continue;
         }
         double b = floor(x), ratio = x - b;
@@ -115,7 +114,7 @@ static kiln_status build_axis(const kn_node *n, const kn_resize_plan *p, int d, 
                 i = (int64_t)b + 1;
             ti[0] = clampi(i, 0, in - 1);
             tw[0] = 1;
-            t->cnt[o] = 1;
+            cnt[o] = 1;
             continue;
         }
         if (ratio == 0) { /* prefer the left neighbour, as the ONNX reference does */
@@ -131,9 +130,9 @@ static kiln_status build_axis(const kn_node *n, const kn_resize_plan *p, int d, 
             start = (int64_t)floor(-2 / sa) + 1;
             ntap = 2 - 2 * start;
         }
-        if (ntap > t->cap)
+        if (ntap > cap)
             return kn_node_error(n, KILN_ERR_INTERNAL, "resize needs %lld taps on axis %d, %lld planned",
-                                 (long long)ntap, d, (long long)t->cap);
+                                 (long long)ntap, d, (long long)cap);
         double sum = 0;
         for (int64_t j = 0; j < ntap; j++) {
             double arg = ((double)(start + j) - ratio) * sa, w;
@@ -175,7 +174,7 @@ static kiln_status build_axis(const kn_node *n, const kn_resize_plan *p, int d, 
             tw[k] = tw[j];
             k++;
         }
-        t->cnt[o] = k;
+        cnt[o] = k;
     }
     return KILN_OK;
 }
@@ -210,12 +209,13 @@ kiln_status kbt_resize(const kb_run *r) {
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "no workspace");
     for (int d = 0; d < rank; d++) {
         int64_t out = o->dims[d];
-        tab[d].cap = max_taps(r->node, x->dims[d], out);
+        tab[d].cap = kbt_resize_max_taps(r->node, x->dims[d], out);
         tab[d].cnt = (int64_t *)ws;
         tab[d].idx = tab[d].cnt + out;
         tab[d].w = (double *)(tab[d].idx + out * tab[d].cap);
         ws += (tab_bytes(out, tab[d].cap) + 63) & ~(size_t)63;
-        KN_TRY(build_axis(r->node, &p, d, x->dims[d], out, &tab[d]));
+        KN_TRY(kbt_resize_taps(r->node, &p, d, x->dims[d], out, tab[d].cap, tab[d].cnt, tab[d].idx,
+                               tab[d].w));
     }
     int64_t xs[KILN_MAX_DIMS];
     kbt_strides(rank, x->dims, xs);

@@ -786,156 +786,9 @@ static kiln_status unique_run(const kb_run *r) {
 }
 
 /* ---------------- Resize / Upsample ----------------
- * prepare builds each axis's taps on the host, exactly as the CPU reference
- * (k_tensor_resize.c) does, and uploads them once per shape; the kernel
- * reads them. max_taps, x_original, cubic_w and build_axis mirror the
- * reference line for line and must change with it. */
-
-static int64_t max_taps(const kn_node *n, int64_t in, int64_t out) {
-    const char *mode = kn_attr_string(n, "mode", "nearest");
-    if (strcmp(mode, "nearest") == 0)
-        return 1;
-    int64_t base = strcmp(mode, "cubic") == 0 ? 4 : 2;
-    if (!kn_attr_int(n, "antialias", 0))
-        return base;
-    int64_t den = 2 * out - 1 > 1 ? 2 * out - 1 : 1;
-    int64_t inv = (2 * in + den - 1) / den;
-    return base * (inv + 1) + 4;
-}
-
-static double x_original(const kn_resize_plan *p, int d, int64_t o, int64_t in, int64_t out,
-                         bool *outside) {
-    double s = p->scale[d], ow = s * (double)in, x = (double)o, r;
-    *outside = false;
-    switch (p->coord) {
-    case KN_CT_HALF_PIXEL: return (x + 0.5) / s - 0.5;
-    case KN_CT_HALF_PIXEL_SYMMETRIC: {
-        double adj = (double)out / ow, center = (double)in / 2;
-        return center * (1 - adj) + (x + 0.5) / s - 0.5;
-    }
-    case KN_CT_PYTORCH_HALF_PIXEL: return ow == 1 ? -0.5 : (x + 0.5) / s - 0.5;
-    case KN_CT_ALIGN_CORNERS: return ow == 1 ? 0.0 : x * (double)(in - 1) / (ow - 1);
-    case KN_CT_ASYMMETRIC: return x / s;
-    case KN_CT_TF_HALF_PIXEL_FOR_NN: return (x + 0.5) / s;
-    default: /* tf_crop_and_resize */
-        r = p->roi_end[d] - p->roi_start[d];
-        x = ow == 1 ? r * (double)(in - 1) / 2 : x * r * (double)(in - 1) / (ow - 1);
-        x += p->roi_start[d] * (double)(in - 1);
-        *outside = x < 0 || x > (double)(in - 1);
-        return x;
-    }
-}
-
-static double cubic_w(double x, double a) {
-    x = fabs(x);
-    if (x <= 1)
-        return ((a + 2) * x - (a + 3)) * x * x + 1;
-    if (x < 2)
-        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
-    return 0;
-}
-
-static int64_t clampi(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
-
-/* Axis d's taps: cnt[o] (-1 outside), idx / w [o * cap + j]. */
-static kiln_status build_axis(const kn_node *n, const kn_resize_plan *p, int d, int64_t in,
-                              int64_t out, int64_t cap, int64_t *cnt, int64_t *idx, double *wt) {
-    double s = p->scale[d];
-    bool keep = fabs(s - 1.0) <= 1e-9 && out == in && fabs(p->roi_start[d]) <= 1e-9 &&
-                fabs(p->roi_end[d] - 1.0) <= 1e-9;
-    for (int64_t o = 0; keep && o < out; o++) {
-        idx[o * cap] = o;
-        wt[o * cap] = 1;
-        cnt[o] = 1;
-    }
-    for (int64_t o = 0; !keep && o < out; o++) {
-        bool outside;
-        double x = x_original(p, d, o, in, out, &outside);
-        int64_t *ti = idx + o * cap;
-        double *tw = wt + o * cap;
-        if (outside) {
-            cnt[o] = -1;
-            continue;
-        }
-        double b = floor(x), ratio = x - b;
-        if (p->mode == KN_RS_NEAREST) {
-            int64_t i;
-            if (p->nearest == KN_NM_SIMPLE)
-                i = s < 1 ? (int64_t)ceil(x) : (int64_t)b;
-            else if (ratio == 0)
-                i = (int64_t)b;
-            else if (p->nearest == KN_NM_ROUND_PREFER_FLOOR)
-                i = (int64_t)b + (ratio > 0.5);
-            else if (p->nearest == KN_NM_ROUND_PREFER_CEIL)
-                i = (int64_t)b + (ratio >= 0.5);
-            else if (p->nearest == KN_NM_FLOOR)
-                i = (int64_t)b;
-            else
-                i = (int64_t)b + 1;
-            ti[0] = clampi(i, 0, in - 1);
-            tw[0] = 1;
-            cnt[o] = 1;
-            continue;
-        }
-        if (ratio == 0) { /* prefer the left neighbour, as the ONNX reference does */
-            ratio = 1;
-            b -= 1;
-        }
-        double sa = p->antialias && s < 1 ? s : 1.0, wbuf[4];
-        int64_t start, ntap;
-        if (p->mode == KN_RS_LINEAR)
-            start = (int64_t)floor(-1 / sa) + 1;
-        else
-            start = (int64_t)floor(-2 / sa) + 1;
-        ntap = 2 - 2 * start;
-        if (ntap > cap)
-            return kn_node_error(n, KILN_ERR_INTERNAL, "resize needs %lld taps on axis %d, %lld planned",
-                                 (long long)ntap, d, (long long)cap);
-        double sum = 0;
-        for (int64_t j = 0; j < ntap; j++) {
-            double arg = ((double)(start + j) - ratio) * sa, w;
-            if (p->mode == KN_RS_LINEAR)
-                w = sa < 1 ? fmax(0.0, fmin(1.0, 1 - fabs(arg))) : (j == 0 ? 1 - ratio : ratio);
-            else if (sa < 1)
-                w = cubic_w(arg, p->cubic_a);
-            else {
-                double a = p->cubic_a, r1 = ratio + 1, r2 = 1 - ratio, r3 = 2 - ratio;
-                wbuf[0] = ((a * r1 - 5 * a) * r1 + 8 * a) * r1 - 4 * a;
-                wbuf[1] = ((a + 2) * ratio - (a + 3)) * ratio * ratio + 1;
-                wbuf[2] = ((a + 2) * r2 - (a + 3)) * r2 * r2 + 1;
-                wbuf[3] = ((a * r3 - 5 * a) * r3 + 8 * a) * r3 - 4 * a;
-                w = wbuf[j];
-            }
-            tw[j] = w;
-            sum += w;
-        }
-        if (sa < 1 && sum != 0)
-            for (int64_t j = 0; j < ntap; j++)
-                tw[j] /= sum;
-        if (p->exclude_outside) {
-            sum = 0;
-            for (int64_t j = 0; j < ntap; j++) {
-                int64_t i = (int64_t)b + start + j;
-                if (i < 0 || i >= in)
-                    tw[j] = 0;
-                sum += tw[j];
-            }
-            if (sum != 0)
-                for (int64_t j = 0; j < ntap; j++)
-                    tw[j] /= sum;
-        }
-        int64_t k = 0;
-        for (int64_t j = 0; j < ntap; j++) {
-            if (tw[j] == 0)
-                continue;
-            ti[k] = clampi((int64_t)b + start + j, 0, in - 1);
-            tw[k] = tw[j];
-            k++;
-        }
-        cnt[o] = k;
-    }
-    return KILN_OK;
-}
+ * prepare builds each axis's taps on the host with the CPU reference's own
+ * builder (kbt_resize_taps, k_tensor_resize.c) and uploads them once per
+ * shape; the kernel reads them. */
 
 static bool resize_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                             int n_out) {
@@ -966,7 +819,7 @@ static kiln_status resize_tables(const kn_node *node, const kn_resize_plan *plan
     size_t bytes = 0;
     for (int d = 0; d < p->rank; d++) {
         size_t out = (size_t)p->out_dims[d];
-        p->cap[d] = max_taps(node, x->dims[d], p->out_dims[d]);
+        p->cap[d] = kbt_resize_max_taps(node, x->dims[d], p->out_dims[d]);
         p->cnt_at[d] = (int64_t)bytes;
         bytes += al64(out * sizeof(int64_t));
         p->idx_at[d] = (int64_t)bytes;
@@ -979,7 +832,7 @@ static kiln_status resize_tables(const kn_node *node, const kn_resize_plan *plan
         return KILN_ERR_OUT_OF_MEMORY;
     kiln_status st = KILN_OK;
     for (int d = 0; st == KILN_OK && d < p->rank; d++)
-        st = build_axis(node, plan, d, x->dims[d], p->out_dims[d], p->cap[d],
+        st = kbt_resize_taps(node, plan, d, x->dims[d], p->out_dims[d], p->cap[d],
                         (int64_t *)(void *)(host + p->cnt_at[d]),
                         (int64_t *)(void *)(host + p->idx_at[d]),
                         (double *)(void *)(host + p->w_at[d]));
