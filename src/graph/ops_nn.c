@@ -3,6 +3,7 @@
  * the recurrent ops; plus the window and Einsum geometry in ops_nn.h. */
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ops_nn.h"
 
@@ -740,6 +741,84 @@ static kiln_status infer_einsum(kn_infer *c) {
 }
 
 /* ---------------- Attention ---------------- */
+
+/* ---------------- RNN / GRU / LSTM geometry ---------------- */
+
+static const struct {
+    const char *name;
+    int act;
+    bool uses_alpha, uses_beta;
+    float alpha, beta;
+} rnn_acts[] = {
+    {"Relu", KN_RNN_RELU, false, false, 0, 0},
+    {"Tanh", KN_RNN_TANH, false, false, 0, 0},
+    {"Sigmoid", KN_RNN_SIGMOID, false, false, 0, 0},
+    {"Affine", KN_RNN_AFFINE, true, true, 1.f, 0.f},
+    {"LeakyRelu", KN_RNN_LEAKY, true, false, 0.01f, 0},
+    {"ThresholdedRelu", KN_RNN_THRESH, true, false, 1.f, 0},
+    {"ScaledTanh", KN_RNN_SCALED_TANH, true, true, 1.f, 1.f},
+    {"HardSigmoid", KN_RNN_HARD_SIGMOID, true, true, 0.2f, 0.5f},
+    {"Elu", KN_RNN_ELU, true, false, 1.f, 0},
+    {"Softsign", KN_RNN_SOFTSIGN, false, false, 0, 0},
+    {"Softplus", KN_RNN_SOFTPLUS, false, false, 0, 0},
+};
+
+kiln_status kn_rnn_setup(const kn_node *node, const int64_t *xd, const int64_t *wd, kn_rnn *g) {
+    memset(g, 0, sizeof *g);
+    const char *op = node->op_type;
+    g->kind = strcmp(op, "LSTM") == 0 ? KN_LSTM : strcmp(op, "GRU") == 0 ? KN_GRU : KN_RNN;
+    g->gates = g->kind == KN_LSTM ? 4 : g->kind == KN_GRU ? 3 : 1;
+    g->nact = g->kind == KN_LSTM ? 3 : g->kind == KN_GRU ? 2 : 1;
+    g->layout1 = kn_attr_int(node, "layout", 0) != 0;
+    g->seq = g->layout1 ? xd[1] : xd[0];
+    g->batch = g->layout1 ? xd[0] : xd[1];
+    g->input = xd[2];
+    g->dirs = wd[0];
+    if (g->dirs < 1 || g->dirs > 2 || wd[1] % g->gates || wd[2] != g->input)
+        return kn_node_error(node, KILN_ERR_SHAPE,
+                             "W [%lld, %lld, %lld] does not fit %d gates and input size %lld",
+                             (long long)wd[0], (long long)wd[1], (long long)wd[2], g->gates,
+                             (long long)g->input);
+    g->hidden = wd[1] / g->gates;
+    g->reverse_only = strcmp(kn_attr_string(node, "direction", "forward"), "reverse") == 0;
+    g->linear_before_reset = kn_attr_int(node, "linear_before_reset", 0) != 0;
+    g->input_forget = kn_attr_int(node, "input_forget", 0) != 0;
+    g->clip = kn_attr_float(node, "clip", 0.f);
+    const kn_attr *acts = kn_attr_find(node, "activations");
+    size_t na, nb;
+    const float *alphas = kn_attr_floats(node, "activation_alpha", &na);
+    const float *betas = kn_attr_floats(node, "activation_beta", &nb);
+    size_t ia = 0, ib = 0;
+    static const char *const dflt[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+    for (int d = 0; d < g->dirs; d++)
+        for (int k = 0; k < g->nact; k++) {
+            const char *name = dflt[g->kind][k];
+            size_t idx = (size_t)(d * g->nact + k);
+            if (acts && acts->type == KN_ATTR_STRINGS) {
+                if (idx >= acts->n)
+                    return kn_node_error(node, KILN_ERR_SHAPE,
+                                         "activations needs %d names per direction", g->nact);
+                name = acts->strings[idx];
+            }
+            kn_rnn_fn *f = &g->f[d][k];
+            f->act = -1;
+            for (size_t t = 0; t < KN_ARRAY_LEN(rnn_acts); t++) {
+                if (strcasecmp(name, rnn_acts[t].name) != 0)
+                    continue;
+                f->act = rnn_acts[t].act;
+                f->alpha = rnn_acts[t].alpha;
+                f->beta = rnn_acts[t].beta;
+                if (rnn_acts[t].uses_alpha && alphas && ia < na)
+                    f->alpha = alphas[ia++];
+                if (rnn_acts[t].uses_beta && betas && ib < nb)
+                    f->beta = betas[ib++];
+            }
+            if (f->act < 0)
+                return kn_node_error(node, KILN_ERR_UNSUPPORTED, "unknown activation '%s'", name);
+        }
+    return KILN_OK;
+}
+
 
 kiln_status kn_attention_geom(const kn_node *n, int n_in, const kn_tinfo *in, kn_attention *a) {
     memset(a, 0, sizeof *a);

@@ -47,6 +47,30 @@ typedef struct kn_einsum {
 KN_HIDDEN kiln_status kn_einsum_parse(const kn_node *n, int n_in, const int *rank,
                                       const int64_t (*dims)[KILN_MAX_DIMS], kn_einsum *e);
 
+/* RNN, GRU and LSTM: the geometry from X's and W's dims and the attributes,
+ * shared by the backends. Activations are codes in this order (both
+ * backends' kernels use it): Relu, Tanh, Sigmoid, Affine, LeakyRelu,
+ * ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus. */
+enum { KN_RNN = 0, KN_GRU = 1, KN_LSTM = 2 };
+enum {
+    KN_RNN_RELU = 0, KN_RNN_TANH, KN_RNN_SIGMOID, KN_RNN_AFFINE, KN_RNN_LEAKY, KN_RNN_THRESH,
+    KN_RNN_SCALED_TANH, KN_RNN_HARD_SIGMOID, KN_RNN_ELU, KN_RNN_SOFTSIGN, KN_RNN_SOFTPLUS
+};
+typedef struct kn_rnn_fn {
+    int act; /* KN_RNN_RELU.. */
+    float alpha, beta;
+} kn_rnn_fn;
+typedef struct kn_rnn {
+    int kind, gates, nact;    /* KN_RNN..; gates per step; activations per direction */
+    int64_t seq, batch, input, hidden, dirs;
+    bool reverse_only, layout1, linear_before_reset, input_forget;
+    float clip;               /* <= 0: none */
+    kn_rnn_fn f[2][3];        /* per direction: f, g, h */
+} kn_rnn;
+
+KN_HIDDEN kiln_status kn_rnn_setup(const kn_node *node, const int64_t *x_dims,
+                                   const int64_t *w_dims, kn_rnn *g);
+
 /* Attention (opset 23): sizes after the 3-D inputs are split into heads.
  * K and V are extended by the past cache: total = past + kv_seq. */
 typedef struct kn_attention {

@@ -3,121 +3,37 @@
  * the ONNX activation list. Plain loops, one time step after another. */
 #include <math.h>
 #include <string.h>
-#include <strings.h>
 
 #include "k_nn.h"
 
-typedef enum rnn_kind { K_RNN, K_GRU, K_LSTM } rnn_kind;
-
-typedef enum rnn_act {
-    A_RELU, A_TANH, A_SIGMOID, A_AFFINE, A_LEAKY, A_THRESH, A_SCALED_TANH, A_HARD_SIGMOID,
-    A_ELU, A_SOFTSIGN, A_SOFTPLUS, A_BAD
-} rnn_act;
-
-typedef struct act_fn {
-    rnn_act a;
-    float alpha, beta;
-} act_fn;
+/* The geometry and activations: graph/ops_nn.h's kn_rnn (shared with the
+ * CUDA backend). */
+typedef kn_rnn rnn_geom;
+typedef kn_rnn_fn act_fn;
 
 static float act(const act_fn *f, float x) {
-    switch (f->a) {
-    case A_RELU: return x > 0.f ? x : 0.f;
-    case A_TANH: return tanhf(x);
-    case A_SIGMOID: return 1.f / (1.f + expf(-x));
-    case A_AFFINE: return f->alpha * x + f->beta;
-    case A_LEAKY: return x >= 0.f ? x : f->alpha * x;
-    case A_THRESH: return x > f->alpha ? x : 0.f;
-    case A_SCALED_TANH: return f->alpha * tanhf(f->beta * x);
-    case A_HARD_SIGMOID: {
+    switch (f->act) {
+    case KN_RNN_RELU: return x > 0.f ? x : 0.f;
+    case KN_RNN_TANH: return tanhf(x);
+    case KN_RNN_SIGMOID: return 1.f / (1.f + expf(-x));
+    case KN_RNN_AFFINE: return f->alpha * x + f->beta;
+    case KN_RNN_LEAKY: return x >= 0.f ? x : f->alpha * x;
+    case KN_RNN_THRESH: return x > f->alpha ? x : 0.f;
+    case KN_RNN_SCALED_TANH: return f->alpha * tanhf(f->beta * x);
+    case KN_RNN_HARD_SIGMOID: {
         float y = f->alpha * x + f->beta;
         return y < 0.f ? 0.f : (y > 1.f ? 1.f : y);
     }
-    case A_ELU: return x >= 0.f ? x : f->alpha * (expf(x) - 1.f);
-    case A_SOFTSIGN: return x / (1.f + fabsf(x));
-    case A_SOFTPLUS: return log1pf(expf(x));
-    case A_BAD: return x;
+    case KN_RNN_ELU: return x >= 0.f ? x : f->alpha * (expf(x) - 1.f);
+    case KN_RNN_SOFTSIGN: return x / (1.f + fabsf(x));
+    case KN_RNN_SOFTPLUS: return log1pf(expf(x));
+    default: return x;
     }
-    return x;
 }
-
-static const struct {
-    const char *name;
-    rnn_act a;
-    bool uses_alpha, uses_beta;
-    float alpha, beta;
-} act_table[] = {
-    {"Relu", A_RELU, false, false, 0, 0},
-    {"Tanh", A_TANH, false, false, 0, 0},
-    {"Sigmoid", A_SIGMOID, false, false, 0, 0},
-    {"Affine", A_AFFINE, true, true, 1.f, 0.f},
-    {"LeakyRelu", A_LEAKY, true, false, 0.01f, 0},
-    {"ThresholdedRelu", A_THRESH, true, false, 1.f, 0},
-    {"ScaledTanh", A_SCALED_TANH, true, true, 1.f, 1.f},
-    {"HardSigmoid", A_HARD_SIGMOID, true, true, 0.2f, 0.5f},
-    {"Elu", A_ELU, true, false, 1.f, 0},
-    {"Softsign", A_SOFTSIGN, false, false, 0, 0},
-    {"Softplus", A_SOFTPLUS, false, false, 0, 0},
-};
-
-typedef struct rnn_geom {
-    rnn_kind kind;
-    int gates, nact;          /* gates per step; activations per direction */
-    int64_t seq, batch, input, hidden, dirs;
-    bool reverse_only, layout1, linear_before_reset, input_forget;
-    float clip;               /* <= 0: none */
-    act_fn f[2][3];           /* per direction: f, g, h */
-} rnn_geom;
 
 static kiln_status rnn_setup(const kn_node *node, const kb_tensor *x, const kb_tensor *w,
                              rnn_geom *g) {
-    memset(g, 0, sizeof *g);
-    const char *op = node->op_type;
-    g->kind = strcmp(op, "LSTM") == 0 ? K_LSTM : strcmp(op, "GRU") == 0 ? K_GRU : K_RNN;
-    g->gates = g->kind == K_LSTM ? 4 : g->kind == K_GRU ? 3 : 1;
-    g->nact = g->kind == K_LSTM ? 3 : g->kind == K_GRU ? 2 : 1;
-    g->layout1 = kn_attr_int(node, "layout", 0) != 0;
-    g->seq = g->layout1 ? x->dims[1] : x->dims[0];
-    g->batch = g->layout1 ? x->dims[0] : x->dims[1];
-    g->input = x->dims[2];
-    g->dirs = w->dims[0];
-    g->hidden = w->dims[1] / g->gates;
-    g->reverse_only = strcmp(kn_attr_string(node, "direction", "forward"), "reverse") == 0;
-    g->linear_before_reset = kn_attr_int(node, "linear_before_reset", 0) != 0;
-    g->input_forget = kn_attr_int(node, "input_forget", 0) != 0;
-    g->clip = kn_attr_float(node, "clip", 0.f);
-    const kn_attr *acts = kn_attr_find(node, "activations");
-    size_t na, nb;
-    const float *alphas = kn_attr_floats(node, "activation_alpha", &na);
-    const float *betas = kn_attr_floats(node, "activation_beta", &nb);
-    size_t ia = 0, ib = 0;
-    static const char *const dflt[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
-    for (int d = 0; d < g->dirs; d++)
-        for (int k = 0; k < g->nact; k++) {
-            const char *name = dflt[g->kind][k];
-            size_t idx = (size_t)(d * g->nact + k);
-            if (acts && acts->type == KN_ATTR_STRINGS) {
-                if (idx >= acts->n)
-                    return kn_node_error(node, KILN_ERR_SHAPE,
-                                         "activations needs %d names per direction", g->nact);
-                name = acts->strings[idx];
-            }
-            act_fn *f = &g->f[d][k];
-            f->a = A_BAD;
-            for (size_t t = 0; t < KN_ARRAY_LEN(act_table); t++) {
-                if (strcasecmp(name, act_table[t].name) != 0)
-                    continue;
-                f->a = act_table[t].a;
-                f->alpha = act_table[t].alpha;
-                f->beta = act_table[t].beta;
-                if (act_table[t].uses_alpha && alphas && ia < na)
-                    f->alpha = alphas[ia++];
-                if (act_table[t].uses_beta && betas && ib < nb)
-                    f->beta = betas[ib++];
-            }
-            if (f->a == A_BAD)
-                return kn_node_error(node, KILN_ERR_UNSUPPORTED, "unknown activation '%s'", name);
-        }
-    return KILN_OK;
+    return kn_rnn_setup(node, x->dims, w->dims, g);
 }
 
 /* Workspace floats: per direction h, c, h_next, gate pre-activations. */
@@ -213,7 +129,7 @@ static void gate_inputs(const rnn_geom *g, const dir_params *d, const float *xt,
         float s = d->wb ? d->wb[q] : 0.f;
         for (int64_t k = 0; k < g->input; k++)
             s += xt[k] * d->w[q * g->input + k];
-        if (!(g->kind == K_GRU && q >= 2 * H)) {
+        if (!(g->kind == KN_GRU && q >= 2 * H)) {
             s += d->rb ? d->rb[q] : 0.f;
             for (int64_t k = 0; k < H; k++)
                 s += h[k] * d->r[q * H + k];
@@ -288,7 +204,7 @@ kiln_status kb_nn_rnn_run(const kb_run *r) {
 #define IN(i) (r->n_in > (i) && in[i].data ? &in[i] : NULL)
     const kb_tensor *B = IN(3), *SL = IN(4), *H0 = IN(5), *C0 = IN(6), *P = IN(7);
 #undef IN
-    if (g.kind != K_LSTM)
+    if (g.kind != KN_LSTM)
         C0 = P = NULL;
     float *Y = out[0].data;
     float *YH = r->n_out > 1 ? out[1].data : NULL;
@@ -319,9 +235,9 @@ kiln_status kb_nn_rnn_run(const kb_run *r) {
                 int64_t t = rev ? len - 1 - step : step;
                 float *hb = h + b * H, *gb = gates + b * G * H, *hnb = hn + b * H;
                 gate_inputs(&g, &d, (const float *)X->data + x_off(&g, t, b), hb, gb);
-                if (g.kind == K_RNN)
+                if (g.kind == KN_RNN)
                     rnn_cell(&g, &d, gb, hnb);
-                else if (g.kind == K_GRU)
+                else if (g.kind == KN_GRU)
                     gru_cell(&g, &d, gb, hb, c + b * H, hnb); /* c: scratch (no cell state) */
                 else
                     lstm_cell(&g, &d, gb, c + b * H, hnb);

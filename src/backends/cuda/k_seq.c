@@ -11,7 +11,6 @@
  * needs the reset gate first, so its steps are product, reset kernel,
  * product ((r * h) Rh^T), cell kernel. */
 #include <string.h>
-#include <strings.h>
 
 #include "graph/ops_nn.h"
 #include "kc_common.h"
@@ -25,91 +24,18 @@ static bool absent_ti(const kn_tinfo *in, int n_in, int i) {
 
 /* ---------------- RNN / GRU / LSTM ---------------- */
 
-static const struct {
-    const char *name;
-    int fn;
-    bool uses_alpha, uses_beta;
-    float alpha, beta;
-} act_table[] = { /* as the CPU reference's */
-    {"Relu", KC_RNN_RELU, false, false, 0, 0},
-    {"Tanh", KC_RNN_TANH, false, false, 0, 0},
-    {"Sigmoid", KC_RNN_SIGMOID, false, false, 0, 0},
-    {"Affine", KC_RNN_AFFINE, true, true, 1.f, 0.f},
-    {"LeakyRelu", KC_RNN_LEAKY, true, false, 0.01f, 0},
-    {"ThresholdedRelu", KC_RNN_THRESH, true, false, 1.f, 0},
-    {"ScaledTanh", KC_RNN_SCALED_TANH, true, true, 1.f, 1.f},
-    {"HardSigmoid", KC_RNN_HARD_SIGMOID, true, true, 0.2f, 0.5f},
-    {"Elu", KC_RNN_ELU, true, false, 1.f, 0},
-    {"Softsign", KC_RNN_SOFTSIGN, false, false, 0, 0},
-    {"Softplus", KC_RNN_SOFTPLUS, false, false, 0, 0},
-};
+/* The geometry and activations: graph/ops_nn.h's kn_rnn, as the CPU
+ * reference reads them (kind and activation codes match seq.cuh's). */
+typedef kn_rnn rnn_geom;
 
-typedef struct rnn_geom {
-    int kind, gates, nact;
-    int64_t seq, batch, input, hidden, dirs;
-    bool reverse_only, layout1, lbr, input_forget;
-    float clip;
-    kc_rnn_act f[2][3];
-} rnn_geom;
+_Static_assert(KC_RNN_KIND_RNN == KN_RNN && KC_RNN_KIND_GRU == KN_GRU &&
+                   KC_RNN_KIND_LSTM == KN_LSTM && KC_RNN_RELU == KN_RNN_RELU &&
+                   KC_RNN_HARD_SIGMOID == KN_RNN_HARD_SIGMOID && KC_RNN_SOFTPLUS == KN_RNN_SOFTPLUS,
+               "seq.cuh's codes are graph/ops_nn.h's");
 
-/* The CPU's rnn_setup on X's and W's dims. */
 static kiln_status rnn_setup(const kn_node *node, const int64_t *xd, const int64_t *wd,
                              rnn_geom *g) {
-    memset(g, 0, sizeof *g);
-    const char *op = node->op_type;
-    g->kind = strcmp(op, "LSTM") == 0  ? KC_RNN_KIND_LSTM
-              : strcmp(op, "GRU") == 0 ? KC_RNN_KIND_GRU
-                                       : KC_RNN_KIND_RNN;
-    g->gates = g->kind == KC_RNN_KIND_LSTM ? 4 : g->kind == KC_RNN_KIND_GRU ? 3 : 1;
-    g->nact = g->kind == KC_RNN_KIND_LSTM ? 3 : g->kind == KC_RNN_KIND_GRU ? 2 : 1;
-    g->layout1 = kn_attr_int(node, "layout", 0) != 0;
-    g->seq = g->layout1 ? xd[1] : xd[0];
-    g->batch = g->layout1 ? xd[0] : xd[1];
-    g->input = xd[2];
-    g->dirs = wd[0];
-    if (g->dirs < 1 || g->dirs > 2 || wd[1] % g->gates || wd[2] != g->input)
-        return kn_node_error(node, KILN_ERR_SHAPE,
-                             "W [%lld, %lld, %lld] does not fit %d gates and input size %lld",
-                             (long long)wd[0], (long long)wd[1], (long long)wd[2], g->gates,
-                             (long long)g->input);
-    g->hidden = wd[1] / g->gates;
-    g->reverse_only = strcmp(kn_attr_string(node, "direction", "forward"), "reverse") == 0;
-    g->lbr = kn_attr_int(node, "linear_before_reset", 0) != 0;
-    g->input_forget = kn_attr_int(node, "input_forget", 0) != 0;
-    g->clip = kn_attr_float(node, "clip", 0.f);
-    const kn_attr *acts = kn_attr_find(node, "activations");
-    size_t na, nb;
-    const float *alphas = kn_attr_floats(node, "activation_alpha", &na);
-    const float *betas = kn_attr_floats(node, "activation_beta", &nb);
-    size_t ia = 0, ib = 0;
-    static const char *const dflt[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
-    for (int d = 0; d < g->dirs; d++)
-        for (int k = 0; k < g->nact; k++) {
-            const char *name = dflt[g->kind][k];
-            size_t idx = (size_t)(d * g->nact + k);
-            if (acts && acts->type == KN_ATTR_STRINGS) {
-                if (idx >= acts->n)
-                    return kn_node_error(node, KILN_ERR_SHAPE,
-                                         "activations needs %d names per direction", g->nact);
-                name = acts->strings[idx];
-            }
-            kc_rnn_act *f = &g->f[d][k];
-            f->fn = -1;
-            for (size_t t = 0; t < KN_ARRAY_LEN(act_table); t++) {
-                if (strcasecmp(name, act_table[t].name) != 0)
-                    continue;
-                f->fn = act_table[t].fn;
-                f->alpha = act_table[t].alpha;
-                f->beta = act_table[t].beta;
-                if (act_table[t].uses_alpha && alphas && ia < na)
-                    f->alpha = alphas[ia++];
-                if (act_table[t].uses_beta && betas && ib < nb)
-                    f->beta = betas[ib++];
-            }
-            if (f->fn < 0)
-                return kn_node_error(node, KILN_ERR_UNSUPPORTED, "unknown activation '%s'", name);
-        }
-    return KILN_OK;
+    return kn_rnn_setup(node, xd, wd, g);
 }
 
 static bool rnn_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
@@ -208,7 +134,8 @@ static kiln_status rnn_build(const kn_node *node, const kb_tensor *in, int n_in,
     KN_TRY(rnn_setup(node, in[0].dims, in[1].dims, g));
     KN_TRY(rnn_check(node, g, in, n_in));
     int64_t H = g->hidden, GH = g->gates * H, rows = g->seq * g->batch;
-    bool two = g->kind == KC_RNN_KIND_GRU && !g->lbr; /* the candidate's product comes later */
+    /* GRU without linear_before_reset: the candidate's product comes later */
+    bool two = g->kind == KC_RNN_KIND_GRU && !g->linear_before_reset;
     s->hr_n = two ? 2 * H : GH;
     size_t ws = 0;
     if (H > 0 && g->batch > 0) {
@@ -320,13 +247,15 @@ static kiln_status rnn_run(const kb_run *r) {
     p.dirs = (int)D;
     p.reverse_only = g->reverse_only;
     p.layout1 = g->layout1;
-    p.lbr = g->lbr;
+    p.lbr = g->linear_before_reset;
     p.input_forget = g->input_forget;
     p.seq = g->seq;
     p.batch = g->batch;
     p.hidden = H;
     p.clip = g->clip;
-    memcpy(p.f, g->f, sizeof p.f);
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 3; k++)
+            p.f[d][k] = (kc_rnn_act){g->f[d][k].act, g->f[d][k].alpha, g->f[d][k].beta};
     p.xp = f + s->o_xp;
     p.hr = f + s->o_hr;
     p.h = f + s->o_h;
