@@ -28,9 +28,10 @@ static bool absent_ti(const kn_tinfo *in, int n_in, int i) {
  * reference reads them (kind and activation codes match seq.cuh's). */
 typedef kn_rnn rnn_geom;
 
-_Static_assert(KC_RNN_KIND_RNN == KN_RNN && KC_RNN_KIND_GRU == KN_GRU &&
-                   KC_RNN_KIND_LSTM == KN_LSTM && KC_RNN_RELU == KN_RNN_RELU &&
-                   KC_RNN_HARD_SIGMOID == KN_RNN_HARD_SIGMOID && KC_RNN_SOFTPLUS == KN_RNN_SOFTPLUS,
+_Static_assert((int)KC_RNN_KIND_RNN == (int)KN_RNN && (int)KC_RNN_KIND_GRU == (int)KN_GRU &&
+                   (int)KC_RNN_KIND_LSTM == (int)KN_LSTM && (int)KC_RNN_RELU == (int)KN_RNN_RELU &&
+                   (int)KC_RNN_HARD_SIGMOID == (int)KN_RNN_HARD_SIGMOID &&
+                   (int)KC_RNN_SOFTPLUS == (int)KN_RNN_SOFTPLUS,
                "seq.cuh's codes are graph/ops_nn.h's");
 
 static kiln_status rnn_setup(const kn_node *node, const int64_t *xd, const int64_t *wd,
