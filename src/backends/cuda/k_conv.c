@@ -197,7 +197,7 @@ static void conv_release(void *p) {
 }
 
 /* cuDNN wants at least 4 dims: a 1-D convolution gets a spatial dim of 1 in front. */
-static int dnn_dims(int rank, const int64_t *d, int *out) {
+int kc_dnn_dims(int rank, const int64_t *d, int *out) {
     int n = 0;
     out[n++] = (int)d[0];
     out[n++] = (int)d[1];
@@ -208,10 +208,10 @@ static int dnn_dims(int rank, const int64_t *d, int *out) {
     return n;
 }
 
-static kiln_status tensor_desc(const kn_node *node, cudnnTensorDescriptor_t *t, cudnnDataType_t dt,
-                               int rank, const int64_t *dims) {
+kiln_status kc_tensor_desc(const kn_node *node, cudnnTensorDescriptor_t *t, cudnnDataType_t dt,
+                           int rank, const int64_t *dims) {
     int d[KILN_MAX_DIMS], s[KILN_MAX_DIMS];
-    int n = dnn_dims(rank, dims, d);
+    int n = kc_dnn_dims(rank, dims, d);
     s[n - 1] = 1;
     for (int i = n - 2; i >= 0; i--)
         s[i] = s[i + 1] * d[i + 1];
@@ -278,7 +278,7 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
     cudnnHandle_t h;
     KN_TRY(kc_cudnn_handle(node, &h));
     int wdims[KILN_MAX_DIMS];
-    int nw = dnn_dims(w->rank, wf, wdims);
+    int nw = kc_dnn_dims(w->rank, wf, wdims);
     KC_CUDNN(node, cudnnCreateFilterDescriptor(&s->wd));
     if (s->cl) { /* the tensors are NHWC already */
         KC_CUDNN(node, cudnnCreateTensorDescriptor(&s->xd));
@@ -304,8 +304,8 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
         KC_CUDNN(node, cudnnSetFilter4dDescriptor(s->wd, dt, CUDNN_TENSOR_NHWC, (int)s->k, (int)s->cg,
                                                   (int)s->r, (int)s->sx));
     } else {
-        KN_TRY(tensor_desc(node, &s->xd, dt, x->rank, x->dims));
-        KN_TRY(tensor_desc(node, &s->yd, dt, y->rank, y->dims));
+        KN_TRY(kc_tensor_desc(node, &s->xd, dt, x->rank, x->dims));
+        KN_TRY(kc_tensor_desc(node, &s->yd, dt, y->rank, y->dims));
         KC_CUDNN(node, cudnnSetFilterNdDescriptor(s->wd, dt, CUDNN_TENSOR_NCHW, nw, wdims));
     }
     int nsp = nw - 2, pad[3], str[3], dil[3];
@@ -326,7 +326,7 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
                                                           : CUDNN_TENSOR_OP_MATH));
     /* the output shape cuDNN computes must be the schema's */
     int od[KILN_MAX_DIMS], yd[KILN_MAX_DIMS];
-    int ny = dnn_dims(y->rank, yf, yd);
+    int ny = kc_dnn_dims(y->rank, yf, yd);
     KC_CUDNN(node, cudnnGetConvolutionNdForwardOutputDim(s->cd, s->xd, s->wd, ny, od));
     if (memcmp(od, yd, sizeof(int) * (size_t)ny) != 0)
         return kn_node_error(node, KILN_ERR_SHAPE, "cuDNN's output shape differs from the inferred one");

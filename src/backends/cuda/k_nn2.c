@@ -654,31 +654,6 @@ static void convt_release(void *p) {
     kn_free(s);
 }
 
-/* [N, C, spatial...] as cuDNN's dims (at least 4: a 1-D case gets a spatial
- * dim of 1 in front). */
-static int ct_dims(int rank, const int64_t *d, int *out) {
-    int n = 0;
-    out[n++] = (int)d[0];
-    out[n++] = (int)d[1];
-    if (rank == 3)
-        out[n++] = 1;
-    for (int i = 2; i < rank; i++)
-        out[n++] = (int)d[i];
-    return n;
-}
-
-static kiln_status ct_tensor(const kn_node *node, cudnnTensorDescriptor_t *t, cudnnDataType_t dt,
-                             int rank, const int64_t *dims) {
-    int d[KILN_MAX_DIMS], s[KILN_MAX_DIMS];
-    int n = ct_dims(rank, dims, d);
-    s[n - 1] = 1;
-    for (int i = n - 2; i >= 0; i--)
-        s[i] = s[i + 1] * d[i + 1];
-    KC_CUDNN(node, cudnnCreateTensorDescriptor(t));
-    KC_CUDNN(node, cudnnSetTensorNdDescriptor(*t, dt, n, d, s));
-    return KILN_OK;
-}
-
 static kiln_status ct_conv_desc(const kn_node *node, convt_inst *s, int nsp, const kn_window *w,
                                 bool pads, kiln_dtype xt) {
     int n = nsp < 2 ? 2 : nsp, pad[3], str[3], dil[3];
@@ -747,10 +722,10 @@ static kiln_status convt_build(const kn_node *node, const kb_tensor *in, int n_i
     cudnnHandle_t h;
     KN_TRY(kc_cudnn_handle(node, &h));
     int wdims[KILN_MAX_DIMS], xdims[KILN_MAX_DIMS];
-    int nw = ct_dims(w->rank, w->dims, wdims), nx = ct_dims(x->rank, x->dims, xdims);
+    int nw = kc_dnn_dims(w->rank, w->dims, wdims), nx = kc_dnn_dims(x->rank, x->dims, xdims);
     KC_CUDNN(node, cudnnCreateFilterDescriptor(&s->wd));
     KC_CUDNN(node, cudnnSetFilterNdDescriptor(s->wd, dt, CUDNN_TENSOR_NCHW, nw, wdims));
-    KN_TRY(ct_tensor(node, &s->xd, dt, x->rank, x->dims));
+    KN_TRY(kc_tensor_desc(node, &s->xd, dt, x->rank, x->dims));
 
     /* direct: symmetric pads, and cuDNN agrees on the shapes */
     bool sym = true;
@@ -759,7 +734,7 @@ static kiln_status convt_build(const kn_node *node, const kb_tensor *in, int n_i
     bool fits = false;
     if (sym) {
         KN_TRY(ct_conv_desc(node, s, nsp, &win, true, x->dtype));
-        KN_TRY(ct_tensor(node, &s->yd, dt, y->rank, y->dims));
+        KN_TRY(kc_tensor_desc(node, &s->yd, dt, y->rank, y->dims));
         KN_TRY(ct_fits(node, s, nx, xdims, &fits));
     }
     if (!fits) { /* the unpadded result in the workspace, cropped into Y */
@@ -777,7 +752,7 @@ static kiln_status convt_build(const kn_node *node, const kb_tensor *in, int n_i
             s->yd = NULL;
         }
         KN_TRY(ct_conv_desc(node, s, nsp, &win, false, x->dtype));
-        KN_TRY(ct_tensor(node, &s->yd, dt, y->rank, full));
+        KN_TRY(kc_tensor_desc(node, &s->yd, dt, y->rank, full));
         KN_TRY(ct_fits(node, s, nx, xdims, &fits));
         if (!fits)
             return kn_node_error(node, KILN_ERR_SHAPE, "cuDNN's shapes differ from the inferred ones");

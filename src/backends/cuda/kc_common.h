@@ -108,6 +108,12 @@ KN_HIDDEN kiln_status kc_gemm_run_ex(const kn_node *node, const kc_gemm *g, cons
  * symmetric pads, channels-last only in 2-D). */
 #define KC_CUDNN_MAX_WS ((size_t)512 << 20)
 KN_HIDDEN bool kc_dnn_type(kiln_dtype t, cudnnDataType_t *out);
+/* [N, C, spatial...] as cuDNN's dims (at least 4: a 1-D case gets a spatial
+ * dim of 1 in front); returns the count. */
+KN_HIDDEN int kc_dnn_dims(int rank, const int64_t *d, int *out);
+/* A packed NCHW-style tensor descriptor of those dims. */
+KN_HIDDEN kiln_status kc_tensor_desc(const kn_node *node, cudnnTensorDescriptor_t *t,
+                                     cudnnDataType_t dt, int rank, const int64_t *dims);
 struct kn_window;
 KN_HIDDEN kiln_status kc_conv_window(const kn_node *node, int rank, const int64_t *xd,
                                      const int64_t *wd, struct kn_window *w);
