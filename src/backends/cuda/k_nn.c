@@ -242,6 +242,17 @@ static bool pool_supports(const kn_node *node, const kn_tinfo *in, int n_in, con
     return true;
 }
 
+kiln_status kc_pool_window(const kn_node *node, const kb_tensor *x, kn_window *w) {
+    int nsp = x->rank - 2;
+    if (nsp < 1 || nsp > 3)
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "%d spatial dims (1 to 3 supported)", nsp);
+    size_t nk;
+    const int64_t *ks = kn_attr_ints(node, "kernel_shape", &nk);
+    if (!ks || nk != (size_t)nsp)
+        return kn_node_error(node, KILN_ERR_SHAPE, "kernel_shape must have %d values", nsp);
+    return kn_window_forward(node, nsp, x->dims + 2, ks, kn_attr_int(node, "ceil_mode", 0) != 0, w);
+}
+
 static kiln_status pool_run(const kb_run *r) {
     const kn_node *node = r->node;
     /* kiln::MaxPool / kiln::AveragePool: channels-last X [N, S..., C] */
@@ -251,14 +262,8 @@ static kiln_status pool_run(const kb_run *r) {
         kn_dims_channels(xv.rank, r->in[0].dims, xv.dims, true);
     const kb_tensor *x = &xv;
     int nsp = x->rank - 2;
-    if (nsp < 1 || nsp > 3)
-        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "%d spatial dims (1 to 3 supported)", nsp);
-    size_t nk;
-    const int64_t *ks = kn_attr_ints(node, "kernel_shape", &nk);
-    if (!ks || nk != (size_t)nsp)
-        return kn_node_error(node, KILN_ERR_SHAPE, "kernel_shape must have %d values", nsp);
     kn_window w;
-    KN_TRY(kn_window_forward(node, nsp, x->dims + 2, ks, kn_attr_int(node, "ceil_mode", 0) != 0, &w));
+    KN_TRY(kc_pool_window(node, x, &w));
     kc_pool p;
     memset(&p, 0, sizeof p);
     p.max = strcmp(node->op_type, "MaxPool") == 0;

@@ -286,14 +286,8 @@ static kiln_status lppool_run(const kb_run *r) {
     const kn_node *node = r->node;
     const kb_tensor *x = &r->in[0];
     int nsp = x->rank - 2;
-    if (nsp < 1 || nsp > 3)
-        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "%d spatial dims (1 to 3 supported)", nsp);
-    size_t nk;
-    const int64_t *ks = kn_attr_ints(node, "kernel_shape", &nk);
-    if (!ks || nk != (size_t)nsp)
-        return kn_node_error(node, KILN_ERR_SHAPE, "kernel_shape must have %d values", nsp);
     kn_window w;
-    KN_TRY(kn_window_forward(node, nsp, x->dims + 2, ks, kn_attr_int(node, "ceil_mode", 0) != 0, &w));
+    KN_TRY(kc_pool_window(node, x, &w));
     kc_lppool p;
     memset(&p, 0, sizeof p);
     p.planes = x->dims[0] * x->dims[1];

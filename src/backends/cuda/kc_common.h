@@ -115,6 +115,10 @@ KN_HIDDEN int kc_dnn_dims(int rank, const int64_t *d, int *out);
 KN_HIDDEN kiln_status kc_tensor_desc(const kn_node *node, cudnnTensorDescriptor_t *t,
                                      cudnnDataType_t dt, int rank, const int64_t *dims);
 struct kn_window;
+/* A pooling node's window over X [N, C, spatial...] (1 to 3 spatial dims,
+ * kernel_shape, strides, pads, dilations, ceil_mode), with clear errors. */
+KN_HIDDEN kiln_status kc_pool_window(const kn_node *node, const kb_tensor *x,
+                                     struct kn_window *w);
 KN_HIDDEN kiln_status kc_conv_window(const kn_node *node, int rank, const int64_t *xd,
                                      const int64_t *wd, struct kn_window *w);
 KN_HIDDEN bool kc_conv_supports_relu(const kn_node *node, const kn_tinfo *in, int n_in,
