@@ -1071,6 +1071,30 @@ static void set_strings(kc *k, const char *name, const char *value) {
     a->type = KN_ATTR_STRINGS;
 }
 
+/* A GRU of 4 steps, batch 2, input and hidden size 3 (dirs 1 or 2) on
+ * kt_data inputs from `seed` on, against ONNX Runtime's outputs. */
+static void gru_case(int dirs, int lbr, int seed, float r_scale, const float *want_y,
+                     const float *want_yh) {
+    float *X = kt_data(24, seed, 1.f), *W = kt_data(27 * dirs, seed + 1, 0.5f);
+    float *R = kt_data(27 * dirs, seed + 2, r_scale), *B = kt_data(18 * dirs, seed + 3, 0.3f);
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(4, 2, 3), X);
+    kc_const(&k, "W", KILN_DTYPE_FLOAT, 3, DIMS(dirs, 9, 3), W);
+    kc_const(&k, "R", KILN_DTYPE_FLOAT, 3, DIMS(dirs, 9, 3), R);
+    kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(dirs, 18), B);
+    kc_node(&k, "GRU", "", 14, 4, NAMES("X", "W", "R", "B"), 2, NAMES("Y", "Yh"));
+    KT_OK(kiln_network_set_attr_int(k.net, k.node, "hidden_size", 3));
+    if (dirs == 2)
+        KT_OK(kiln_network_set_attr_string(k.net, k.node, "direction", "bidirectional"));
+    KT_OK(kiln_network_set_attr_int(k.net, k.node, "linear_before_reset", lbr));
+    KT_OK(kc_run(&k));
+    expect_out(&k, 0, "gru Y", 4, DIMS(4, dirs, 2, 3), want_y, 1e-5);
+    expect_out(&k, 1, "gru Y_h", 3, DIMS(dirs, 2, 3), want_yh, 1e-5);
+    kc_free(&k);
+    free(X), free(W), free(R), free(B);
+}
+
 static void test_recurrent(void) {
     /* LSTM: bidirectional, sequence lengths, initial states, peepholes */
     {
@@ -1139,45 +1163,10 @@ static void test_recurrent(void) {
         for (int i = 0; i < 7; i++)
             free(d[i]);
     }
-    /* GRU: bidirectional, linear_before_reset */
-    {
-        float *X = kt_data(24, 11, 1.f), *W = kt_data(54, 12, 0.5f), *R = kt_data(54, 13, 0.5f);
-        float *B = kt_data(36, 14, 0.3f);
-        kc k;
-        kc_new(&k);
-        kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(4, 2, 3), X);
-        kc_const(&k, "W", KILN_DTYPE_FLOAT, 3, DIMS(2, 9, 3), W);
-        kc_const(&k, "R", KILN_DTYPE_FLOAT, 3, DIMS(2, 9, 3), R);
-        kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(2, 18), B);
-        kc_node(&k, "GRU", "", 14, 4, NAMES("X", "W", "R", "B"), 2, NAMES("Y", "Yh"));
-        KT_OK(kiln_network_set_attr_int(k.net, k.node, "hidden_size", 3));
-        KT_OK(kiln_network_set_attr_string(k.net, k.node, "direction", "bidirectional"));
-        KT_OK(kiln_network_set_attr_int(k.net, k.node, "linear_before_reset", 1));
-        KT_OK(kc_run(&k));
-        expect_out(&k, 0, "gru Y", 4, DIMS(4, 2, 2, 3), exp_gru_Y, 1e-5);
-        expect_out(&k, 1, "gru Y_h", 3, DIMS(2, 2, 3), exp_gru_Yh, 1e-5);
-        kc_free(&k);
-        free(X), free(W), free(R), free(B);
-    }
-    /* GRU: forward, linear_before_reset 0 (each unit's reset gate scales its
-     * own h before the product with Rh) */
-    {
-        float *X = kt_data(24, 15, 1.f), *W = kt_data(27, 16, 0.5f), *R = kt_data(27, 17, 0.8f);
-        float *B = kt_data(18, 18, 0.3f);
-        kc k;
-        kc_new(&k);
-        kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(4, 2, 3), X);
-        kc_const(&k, "W", KILN_DTYPE_FLOAT, 3, DIMS(1, 9, 3), W);
-        kc_const(&k, "R", KILN_DTYPE_FLOAT, 3, DIMS(1, 9, 3), R);
-        kc_const(&k, "B", KILN_DTYPE_FLOAT, 2, DIMS(1, 18), B);
-        kc_node(&k, "GRU", "", 14, 4, NAMES("X", "W", "R", "B"), 2, NAMES("Y", "Yh"));
-        KT_OK(kiln_network_set_attr_int(k.net, k.node, "hidden_size", 3));
-        KT_OK(kc_run(&k));
-        expect_out(&k, 0, "gru0 Y", 4, DIMS(4, 1, 2, 3), exp_gru0_Y, 1e-5);
-        expect_out(&k, 1, "gru0 Y_h", 3, DIMS(1, 2, 3), exp_gru0_Yh, 1e-5);
-        kc_free(&k);
-        free(X), free(W), free(R), free(B);
-    }
+    /* GRU: bidirectional with linear_before_reset; forward with 0 (each
+     * unit's reset gate scales its own h before the product with Rh) */
+    gru_case(2, 1, 11, 0.5f, exp_gru_Y, exp_gru_Yh);
+    gru_case(1, 0, 15, 0.8f, exp_gru0_Y, exp_gru0_Yh);
     /* RNN: reverse, Relu, initial state */
     {
         float *X = kt_data(12, 21, 1.f), *W = kt_data(6, 22, 1.f), *R = kt_data(9, 23, 0.5f);
