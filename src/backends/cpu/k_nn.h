@@ -183,6 +183,10 @@ KN_HIDDEN kiln_status kb_nn_attention_prepare(const void *state, const kn_node *
                                               const kb_tensor *in, int n_in, const kb_tensor *out,
                                               int n_out, void **inst, size_t *workspace);
 KN_HIDDEN kiln_status kb_nn_attention_run(const kb_run *r);
+/* Attention's geometry from kernel tensors (absent inputs have no data);
+ * the CUDA backend's too. */
+KN_HIDDEN kiln_status kb_nn_attention_geom(const kn_node *node, const kb_tensor *in, int n_in,
+                                           kn_attention *a);
 KN_HIDDEN kiln_status kb_nn_rnn_prepare(const void *state, const kn_node *node, const kb_tensor *in,
                                         int n_in, const kb_tensor *out, int n_out, void **inst,
                                         size_t *workspace);

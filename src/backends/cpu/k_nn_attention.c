@@ -7,19 +7,17 @@
 
 #include "k_nn.h"
 
-static void to_tinfo(const kb_tensor *t, kn_tinfo *ti) {
-    memset(ti, 0, sizeof *ti);
-    ti->dtype = t->data ? t->dtype : KILN_DTYPE_UNDEFINED;
-    ti->rank = t->rank;
-    memcpy(ti->dims, t->dims, sizeof ti->dims);
-}
-
-static kiln_status geom(const kn_node *node, const kb_tensor *in, int n_in, kn_attention *a) {
+kiln_status kb_nn_attention_geom(const kn_node *node, const kb_tensor *in, int n_in,
+                                 kn_attention *a) {
     kn_tinfo ti[7];
     if (n_in > 7)
         n_in = 7;
-    for (int i = 0; i < n_in; i++)
-        to_tinfo(&in[i], &ti[i]);
+    for (int i = 0; i < n_in; i++) { /* an absent input (no data) is undefined */
+        memset(&ti[i], 0, sizeof ti[i]);
+        ti[i].dtype = in[i].data ? in[i].dtype : KILN_DTYPE_UNDEFINED;
+        ti[i].rank = in[i].rank;
+        memcpy(ti[i].dims, in[i].dims, sizeof ti[i].dims);
+    }
     return kn_attention_geom(node, n_in, ti, a);
 }
 
@@ -27,7 +25,7 @@ kiln_status kb_nn_attention_prepare(const void *state, const kn_node *node, cons
                                     int n_in, const kb_tensor *out, int n_out, void **inst,
                                     size_t *workspace) {
     kn_attention a;
-    KN_TRY(geom(node, in, n_in, &a));
+    KN_TRY(kb_nn_attention_geom(node, in, n_in, &a));
     *workspace = (size_t)(a.batch * a.q_heads * a.total) * sizeof(double);
     return KILN_OK;
 }
@@ -107,7 +105,7 @@ static void write_present(const att_io *t, bool value, kb_tensor *dst) {
 
 kiln_status kb_nn_attention_run(const kb_run *r) {
     kn_attention a;
-    KN_TRY(geom(r->node, r->in, r->n_in, &a));
+    KN_TRY(kb_nn_attention_geom(r->node, r->in, r->n_in, &a));
 #define IN(i) (r->n_in > (i) && r->in[i].data ? &r->in[i] : NULL)
     const kb_tensor *mask = IN(3), *pk = IN(4), *pv = IN(5);
 #undef IN

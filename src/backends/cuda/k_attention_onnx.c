@@ -2,12 +2,12 @@
  * grouped-query heads, 3-D or 4-D Q/K/V, bool or additive attention mask,
  * causal mask aligned to the past cache, softcap, present key/value caches
  * and the QK output (modes 0 and 3), through the general kernels of
- * attention_onnx.cu. The geometry and its checks are the graph's
- * (kn_attention_geom), as on the CPU. */
+ * attention_onnx.cu. The geometry and its checks are the CPU reference's
+ * (kb_nn_attention_geom). */
 #include <string.h>
 
 #include "attention_onnx.cuh"
-#include "graph/ops_nn.h"
+#include "backends/cpu/k_nn.h"
 #include "kc_common.h"
 
 static bool oa_real(kiln_dtype t) { return kc_is_float(t) || t == KILN_DTYPE_DOUBLE; }
@@ -28,24 +28,11 @@ static bool oa_supports(const kn_node *node, const kn_tinfo *in, int n_in, const
     return true;
 }
 
-static kiln_status oa_geom(const kn_node *node, const kb_tensor *in, int n_in, kn_attention *a) {
-    kn_tinfo ti[7];
-    if (n_in > 7)
-        n_in = 7;
-    for (int i = 0; i < n_in; i++) {
-        memset(&ti[i], 0, sizeof ti[i]);
-        ti[i].dtype = in[i].data ? in[i].dtype : KILN_DTYPE_UNDEFINED;
-        ti[i].rank = in[i].rank;
-        memcpy(ti[i].dims, in[i].dims, sizeof ti[i].dims);
-    }
-    return kn_attention_geom(node, n_in, ti, a);
-}
-
 static kiln_status oa_prepare(const void *state, const kn_node *node, const kb_tensor *in,
                               int n_in, const kb_tensor *out, int n_out, void **inst,
                               size_t *workspace) {
     kn_attention a;
-    KN_TRY(oa_geom(node, in, n_in, &a));
+    KN_TRY(kb_nn_attention_geom(node, in, n_in, &a));
     *workspace = (size_t)(a.batch * a.q_heads * a.q_seq * a.total) * sizeof(float);
     return KILN_OK;
 }
@@ -56,7 +43,7 @@ static const void *oa_in(const kb_run *r, int i) {
 
 static kiln_status oa_run(const kb_run *r) {
     kn_attention g;
-    KN_TRY(oa_geom(r->node, r->in, r->n_in, &g));
+    KN_TRY(kb_nn_attention_geom(r->node, r->in, r->n_in, &g));
     size_t need = (size_t)(g.batch * g.q_heads * g.q_seq * g.total) * sizeof(float);
     if (r->workspace_size < need)
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small (%zu < %zu)",
