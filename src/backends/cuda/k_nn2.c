@@ -49,6 +49,25 @@ static kiln_status norm_launch(const kb_run *r, const kc_norm *p) {
     return KILN_OK;
 }
 
+/* Mean/variance normalization of `groups` contiguous runs of `len` elements
+ * with inputs 1 and 2 as scale and bias (Instance and GroupNormalization);
+ * the caller sets how scale and bias are indexed (si, bi). */
+static void meanvar_groups(const kb_run *r, int64_t groups, int64_t len, kc_norm *p) {
+    memset(p, 0, sizeof *p);
+    p->mode = KC_NORM_MEANVAR;
+    p->groups = groups;
+    p->len = len;
+    p->n_keep = p->n_red = 1;
+    p->keep_dims[0] = groups;
+    p->keep_stride[0] = len;
+    p->red_dims[0] = len;
+    p->red_stride[0] = 1;
+    p->eps = kn_attr_float(r->node, "epsilon", 1e-5f);
+    p->scale = r->in[1].data;
+    p->bias = r->in[2].data;
+    p->pt = r->in[1].dtype;
+}
+
 /* ---------------- InstanceNormalization ---------------- */
 
 static bool instnorm_supports(const kn_node *node, const kn_tinfo *in, int n_in,
@@ -65,19 +84,7 @@ static kiln_status instnorm_run(const kb_run *r) {
         kc_numel(&r->in[2]) != x->dims[1] || r->in[1].dtype != r->in[2].dtype)
         return kn_node_error(r->node, KILN_ERR_SHAPE, "scale and B need one value per channel");
     kc_norm p;
-    memset(&p, 0, sizeof p);
-    p.mode = KC_NORM_MEANVAR;
-    p.groups = x->dims[0] * x->dims[1];
-    p.len = kn_numel(x->rank - 2, x->dims + 2);
-    p.n_keep = p.n_red = 1;
-    p.keep_dims[0] = p.groups;
-    p.keep_stride[0] = p.len;
-    p.red_dims[0] = p.len;
-    p.red_stride[0] = 1;
-    p.eps = kn_attr_float(r->node, "epsilon", 1e-5f);
-    p.scale = r->in[1].data;
-    p.bias = r->in[2].data;
-    p.pt = r->in[1].dtype;
+    meanvar_groups(r, x->dims[0] * x->dims[1], kn_numel(x->rank - 2, x->dims + 2), &p);
     p.si = p.bi = (kc_pidx){x->dims[1] ? x->dims[1] : 1, 1, 1, 1};
     return norm_launch(r, &p);
 }
@@ -106,19 +113,7 @@ static kiln_status groupnorm_run(const kb_run *r) {
                              "scale and bias need one value per channel or per group");
     int64_t size = kn_numel(x->rank - 2, x->dims + 2), cpg = c / g;
     kc_norm p;
-    memset(&p, 0, sizeof p);
-    p.mode = KC_NORM_MEANVAR;
-    p.groups = x->dims[0] * g;
-    p.len = cpg * size;
-    p.n_keep = p.n_red = 1;
-    p.keep_dims[0] = p.groups;
-    p.keep_stride[0] = p.len;
-    p.red_dims[0] = p.len;
-    p.red_stride[0] = 1;
-    p.eps = kn_attr_float(r->node, "epsilon", 1e-5f);
-    p.scale = r->in[1].data;
-    p.bias = r->in[2].data;
-    p.pt = r->in[1].dtype;
+    meanvar_groups(r, x->dims[0] * g, cpg * size, &p);
     /* one value per channel (opset 21) or per group (opset 18), each on its own */
     kc_pidx per_ch = {g, cpg, size ? size : 1, cpg ? cpg : 1}, per_g = {g, 1, 1, 1};
     p.si = ns == c ? per_ch : per_g;
