@@ -201,6 +201,8 @@ typedef struct kn_op_schema {
 /* Find the schema of (domain, op_type); NULL when kiln does not know the op.
  * "ai.onnx" is treated as "". */
 KN_HIDDEN const kn_op_schema *kn_op_find(const char *domain, const char *op_type);
+/* The i-th built-in op schema (every table in turn); NULL past the last. */
+KN_HIDDEN const kn_op_schema *kn_op_nth(size_t i);
 /* Whether input i is present. */
 static inline bool kn_has_in(const kn_infer *c, int i) {
     return i < c->n_in && c->in[i].dtype != KILN_DTYPE_UNDEFINED;

@@ -4,7 +4,7 @@
 #include "graph.h"
 #include "plugin/plugin.h"
 
-const kn_op_schema *kn_op_find(const char *domain, const char *op_type) {
+const kn_op_schema *kn_op_nth(size_t i) {
     static const struct {
         const kn_op_schema *t;
         const size_t *n;
@@ -14,16 +14,23 @@ const kn_op_schema *kn_op_find(const char *domain, const char *op_type) {
         {kn_ops_nn, &kn_ops_nn_count},
         {kn_ops_fused, &kn_ops_fused_count},
     };
+    for (size_t k = 0; k < KN_ARRAY_LEN(tables); k++) {
+        if (i < *tables[k].n)
+            return &tables[k].t[i];
+        i -= *tables[k].n;
+    }
+    return NULL;
+}
+
+const kn_op_schema *kn_op_find(const char *domain, const char *op_type) {
     if (!domain || strcmp(domain, "ai.onnx") == 0)
         domain = "";
     if (strcmp(domain, KPL_DOMAIN) == 0) /* plugin nodes: inference asks the plugin */
         return &kpl_schema;
-    for (size_t k = 0; k < KN_ARRAY_LEN(tables); k++)
-        for (size_t i = 0; i < *tables[k].n; i++) {
-            const kn_op_schema *s = &tables[k].t[i];
-            if (strcmp(s->op_type, op_type) == 0 && strcmp(s->domain, domain) == 0)
-                return s;
-        }
+    const kn_op_schema *s;
+    for (size_t i = 0; (s = kn_op_nth(i)) != NULL; i++)
+        if (strcmp(s->op_type, op_type) == 0 && strcmp(s->domain, domain) == 0)
+            return s;
     return NULL;
 }
 
