@@ -253,6 +253,21 @@ kiln_status kc_pool_window(const kn_node *node, const kb_tensor *x, kn_window *w
     return kn_window_forward(node, nsp, x->dims + 2, ks, kn_attr_int(node, "ceil_mode", 0) != 0, w);
 }
 
+void kc_window3(const kn_window *w, int nsp, int64_t *in, int64_t *out, int64_t *kernel,
+                int64_t *stride, int64_t *dil, int64_t *pad0, int64_t *pad1) {
+    for (int d = 0; d < 3; d++) {
+        int s = d - (3 - nsp);
+        in[d] = s >= 0 ? w->in[s] : 1;
+        out[d] = s >= 0 ? w->out[s] : 1;
+        kernel[d] = s >= 0 ? w->kernel[s] : 1;
+        stride[d] = s >= 0 ? w->stride[s] : 1;
+        dil[d] = s >= 0 ? w->dil[s] : 1;
+        pad0[d] = s >= 0 ? w->pad0[s] : 0;
+        if (pad1)
+            pad1[d] = s >= 0 ? w->pad1[s] : 0;
+    }
+}
+
 static kiln_status pool_run(const kb_run *r) {
     const kn_node *node = r->node;
     /* kiln::MaxPool / kiln::AveragePool: channels-last X [N, S..., C] */
@@ -272,16 +287,7 @@ static kiln_status pool_run(const kb_run *r) {
     p.nsp = nsp;
     p.planes = cl ? x->dims[0] : x->dims[0] * x->dims[1];
     p.channels = cl ? x->dims[1] : 1;
-    for (int d = 0; d < 3; d++) {
-        int s = d - (3 - nsp); /* spatial dims fill the last slots */
-        p.in[d] = s >= 0 ? w.in[s] : 1;
-        p.out[d] = s >= 0 ? w.out[s] : 1;
-        p.kernel[d] = s >= 0 ? w.kernel[s] : 1;
-        p.stride[d] = s >= 0 ? w.stride[s] : 1;
-        p.dil[d] = s >= 0 ? w.dil[s] : 1;
-        p.pad0[d] = s >= 0 ? w.pad0[s] : 0;
-        p.pad1[d] = s >= 0 ? w.pad1[s] : 0;
-    }
+    kc_window3(&w, nsp, p.in, p.out, p.kernel, p.stride, p.dil, p.pad0, p.pad1);
     int64_t *idx = r->n_out > 1 && r->out[1].data ? r->out[1].data : NULL;
     KC_CUDA(node, kc_pool_run(x->data, r->out[0].data, x->dtype, idx, &p, kc_stream(r)));
     return KILN_OK;

@@ -289,15 +289,7 @@ static kiln_status lppool_run(const kb_run *r) {
     p.p = (float)kn_attr_int(node, "p", 2);
     if (p.p == 0.f)
         return kn_node_error(node, KILN_ERR_INVALID_ARGUMENT, "p must not be 0");
-    for (int d = 0; d < 3; d++) {
-        int s = d - (3 - nsp);
-        p.in[d] = s >= 0 ? w.in[s] : 1;
-        p.out[d] = s >= 0 ? w.out[s] : 1;
-        p.kernel[d] = s >= 0 ? w.kernel[s] : 1;
-        p.stride[d] = s >= 0 ? w.stride[s] : 1;
-        p.dil[d] = s >= 0 ? w.dil[s] : 1;
-        p.pad0[d] = s >= 0 ? w.pad0[s] : 0;
-    }
+    kc_window3(&w, nsp, p.in, p.out, p.kernel, p.stride, p.dil, p.pad0, NULL);
     KC_CUDA(node, kc_lppool_run(x->data, r->out[0].data, x->dtype, &p, kc_stream(r)));
     return KILN_OK;
 }

@@ -465,15 +465,7 @@ static kiln_status qconv_run(const kb_run *r) {
     q.group = kn_attr_int(node, "group", 1);
     if (q.group < 1 || q.cin != w->dims[1] * q.group || q.cout % q.group)
         return kn_node_error(node, KILN_ERR_SHAPE, "channels do not fit the group count");
-    for (int d = 0; d < 3; d++) {
-        int s = d - (3 - nsp); /* spatial dims fill the last slots */
-        q.in[d] = s >= 0 ? win.in[s] : 1;
-        q.out[d] = s >= 0 ? win.out[s] : 1;
-        q.kernel[d] = s >= 0 ? win.kernel[s] : 1;
-        q.stride[d] = s >= 0 ? win.stride[s] : 1;
-        q.dil[d] = s >= 0 ? win.dil[s] : 1;
-        q.pad0[d] = s >= 0 ? win.pad0[s] : 0;
-    }
+    kc_window3(&win, nsp, q.in, q.out, q.kernel, q.stride, q.dil, q.pad0, NULL);
     if (kc_numel(y) != q.batch * q.cout * q.out[0] * q.out[1] * q.out[2])
         return kn_node_error(node, KILN_ERR_SHAPE, "Y does not match the convolution's output");
     q.x_dt = x->dtype;

@@ -119,6 +119,11 @@ struct kn_window;
  * kernel_shape, strides, pads, dilations, ceil_mode), with clear errors. */
 KN_HIDDEN kiln_status kc_pool_window(const kn_node *node, const kb_tensor *x,
                                      struct kn_window *w);
+/* A window's nsp spatial dims into 3 slots, the spatial dims last (leading
+ * slots: size, kernel, stride and dilation 1, pads 0); pad1 may be NULL. */
+KN_HIDDEN void kc_window3(const struct kn_window *w, int nsp, int64_t *in, int64_t *out,
+                          int64_t *kernel, int64_t *stride, int64_t *dil, int64_t *pad0,
+                          int64_t *pad1);
 KN_HIDDEN kiln_status kc_conv_window(const kn_node *node, int rank, const int64_t *xd,
                                      const int64_t *wd, struct kn_window *w);
 KN_HIDDEN bool kc_conv_supports_relu(const kn_node *node, const kn_tinfo *in, int n_in,
