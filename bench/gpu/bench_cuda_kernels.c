@@ -4,7 +4,7 @@
  * tokens), each tactic timed with the backend's time_kernel (CUDA events,
  * warm-up, median of 50), printed as TFLOP/s against the ~790 TFLOP/s dense
  * half-precision rate measured on an H200 here. Inputs are random, never
- * zeros. Usage: bench_cuda_kernels [reps] [mem|attn|bert64|r50nhwc] (mem: the
+ * zeros (BENCH_TACTIC=name times that tactic only). Usage: bench_cuda_kernels [reps] [mem|attn|bert64|r50nhwc|ltsearch] (mem: the
  * memory-bound kernels only, attn: kiln::Attention only, bert64: BERT-base's
  * GEMMs at batch 64, r50nhwc: ResNet-50's convolutions at batch 64 channels-last; KILN_CUDA_GENERIC=1 times the generic kernels). */
 #include <math.h>
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include "backends/backend.h"
@@ -63,8 +64,11 @@ static double time_all(const char *name, const kn_node *node, kb_tensor *in, int
     int nk = kb_cuda_backend.kernels_for(node->domain, node->op_type, ks, 16);
     double best = 0;
     const char *best_t = "-";
+    const char *only = getenv("BENCH_TACTIC"); /* one tactic only (for a profiler) */
     for (int i = 0; i < nk && i < 16; i++) {
         const kb_kernel *k = ks[i];
+        if (only && strcmp(only, k->tactic) != 0)
+            continue;
         void *inst = NULL, *ws = NULL;
         size_t wsz = 0;
         if (k->prepare && k->prepare(NULL, node, in, n_in, out, 1, &inst, &wsz) != KILN_OK) {
@@ -154,32 +158,58 @@ static void conv(const char *name, int64_t n, int64_t c, int64_t h, int64_t k, i
     cudaFree(y);
 }
 
+/* How gemm_v() lays out the product: kiln::MatMul with B as [k, n] (NN),
+ * or kiln::Gemm with B as [n, k] and transB (TN, the weight layout of a
+ * framework's linear layer); RES adds a residual of Y's shape (kiln::MatMul's Z). */
+enum { GEMM_NN = 0, GEMM_TN = 1, GEMM_RES = 2 };
+
 /* [batch..., m, k] x [k, n] (+ bias, activation) as kiln::MatMul, or a
- * batched MatMul when bb > 1. */
-static void gemm(const char *name, int64_t batch, int64_t m, int64_t kd, int64_t n, bool bb,
-                 const char *act, int64_t count) {
-    bool fused = act != NULL;
-    kn_node *nd = new_node("MatMul", fused ? KN_DOMAIN_KILN : "", fused ? 3 : 2);
+ * batched MatMul when bb > 1; `how` as above for the unbatched fused case. */
+static void gemm_v(const char *name, int64_t batch, int64_t m, int64_t kd, int64_t n, bool bb,
+                   const char *act, int64_t count, int how) {
+    bool fused = act != NULL, tn = (how & GEMM_TN) && fused && !bb, res = (how & GEMM_RES) && fused && !tn;
+    int n_in = fused ? (res ? 4 : 3) : 2;
+    kn_node *nd = new_node(tn ? "Gemm" : "MatMul", fused ? KN_DOMAIN_KILN : "", n_in);
     if (fused && kn_node_set_string(nd, "activation", act))
         exit(1);
-    kb_tensor in[3], out[1];
+    if (tn && kn_node_set_int(nd, "transB", 1))
+        exit(1);
+    kb_tensor in[4], out[1];
     void *a = dev_rand(batch * m * kd, 1.f), *b = dev_rand((bb ? batch : 1) * kd * n, 0.05f),
-         *bias = dev_rand(n, 1.f), *y = dev_rand(batch * m * n, 1.f);
-    set_tensor(&in[0], a, 3, (int64_t[]){batch, m, kd});
+         *bias = dev_rand(n, 1.f), *y = dev_rand(batch * m * n, 1.f),
+         *z = res ? dev_rand(batch * m * n, 1.f) : NULL;
+    if (tn)
+        set_tensor(&in[0], a, 2, (int64_t[]){batch * m, kd});
+    else
+        set_tensor(&in[0], a, 3, (int64_t[]){batch, m, kd});
     if (bb)
         set_tensor(&in[1], b, 3, (int64_t[]){batch, kd, n});
+    else if (tn)
+        set_tensor(&in[1], b, 2, (int64_t[]){n, kd});
     else
         set_tensor(&in[1], b, 2, (int64_t[]){kd, n});
     set_tensor(&in[2], bias, 1, (int64_t[]){n});
-    set_tensor(&out[0], y, 3, (int64_t[]){batch, m, n});
+    if (res)
+        set_tensor(&in[3], z, 3, (int64_t[]){batch, m, n});
+    if (tn)
+        set_tensor(&out[0], y, 2, (int64_t[]){batch * m, n});
+    else
+        set_tensor(&out[0], y, 3, (int64_t[]){batch, m, n});
     double flops = 2.0 * (double)batch * m * n * kd;
     char label[96];
-    snprintf(label, sizeof label, "%s x%lld", name, (long long)count);
-    total_best_ms += count * time_all(label, nd, in, fused ? 3 : 2, out, flops);
+    snprintf(label, sizeof label, "%s%s%s x%lld", name, tn ? " [TN]" : "", res ? " +res" : "",
+             (long long)count);
+    total_best_ms += count * time_all(label, nd, in, n_in, out, flops);
     cudaFree(a);
     cudaFree(b);
     cudaFree(bias);
     cudaFree(y);
+    cudaFree(z);
+}
+
+static void gemm(const char *name, int64_t batch, int64_t m, int64_t kd, int64_t n, bool bb,
+                 const char *act, int64_t count) {
+    gemm_v(name, batch, m, kd, n, bb, act, count, GEMM_NN);
 }
 
 #define COPY_GBS 4300.0 /* device-to-device copy rate measured on an H200 here (KINDS.md) */
@@ -215,9 +245,10 @@ static void bw(const char *name, kn_node *nd, kb_tensor *in, int n_in, kb_tensor
     }
 }
 
-static void memory_bound(void) {
-    printf("\nmemory-bound kernels, float16, BERT-base batch 32 x 128 (GB/s over bytes read + written)\n");
-    const int64_t T = 4096, H = 768;
+static void memory_bound_at(int64_t T) {
+    printf("\nmemory-bound kernels, float16, BERT-base %lld tokens (GB/s over bytes read + written)\n",
+           (long long)T);
+    const int64_t H = 768;
     kb_tensor in[3], out[1];
     void *x = dev_rand(T * 4 * H, 1.f), *y = dev_rand(T * 4 * H, 1.f), *g = dev_rand(H, 1.f),
          *b = dev_rand(H, 1.f), *res = dev_rand(T * H, 1.f);
@@ -226,12 +257,16 @@ static void memory_bound(void) {
     set_tensor(&in[1], g, 1, (int64_t[]){H});
     set_tensor(&in[2], b, 1, (int64_t[]){H});
     set_tensor(&out[0], y, 2, (int64_t[]){T, H});
-    bw("LayerNormalization [4096,768]", nd, in, 3, out, 2.0 * T * H * 2);
+    char lname[64];
+    snprintf(lname, sizeof lname, "LayerNormalization [%lld,768]", (long long)T);
+    bw(lname, nd, in, 3, out, 2.0 * T * H * 2);
     nd = new_node("Add", "", 2);
     set_tensor(&in[1], res, 2, (int64_t[]){T, H});
-    bw("Add residual [4096,768]", nd, in, 2, out, 3.0 * T * H * 2);
+    snprintf(lname, sizeof lname, "Add residual [%lld,768]", (long long)T);
+    bw(lname, nd, in, 2, out, 3.0 * T * H * 2);
     set_tensor(&in[1], b, 1, (int64_t[]){H});
-    bw("Add bias [4096,768] + [768]", nd, in, 2, out, 2.0 * T * H * 2);
+    snprintf(lname, sizeof lname, "Add bias [%lld,768] + [768]", (long long)T);
+    bw(lname, nd, in, 2, out, 2.0 * T * H * 2);
     set_tensor(&in[0], x, 4, (int64_t[]){32, 12, 128, 128});
     set_tensor(&in[1], res, 4, (int64_t[]){32, 1, 1, 128});
     set_tensor(&out[0], y, 4, (int64_t[]){32, 12, 128, 128});
@@ -239,7 +274,8 @@ static void memory_bound(void) {
     nd = new_node("Gelu", "", 1);
     set_tensor(&in[0], x, 2, (int64_t[]){T, 4 * H});
     set_tensor(&out[0], y, 2, (int64_t[]){T, 4 * H});
-    bw("Gelu [4096,3072]", nd, in, 1, out, 2.0 * T * 4 * H * 2);
+    snprintf(lname, sizeof lname, "Gelu [%lld,3072]", (long long)T);
+    bw(lname, nd, in, 1, out, 2.0 * T * 4 * H * 2);
     nd = new_node("Softmax", "", 1);
     nd->opset = 13; /* last axis; opset 1 would coerce the rows to [384, 16384] */
     set_tensor(&in[0], x, 3, (int64_t[]){384, 128, 128});
@@ -248,19 +284,23 @@ static void memory_bound(void) {
     nd = new_node("Transpose", "", 1);
     if (kn_node_set_ints(nd, "perm", (int64_t[]){0, 2, 1, 3}, 4))
         exit(1);
-    set_tensor(&in[0], x, 4, (int64_t[]){32, 128, 12, 64});
-    set_tensor(&out[0], y, 4, (int64_t[]){32, 12, 128, 64});
-    bw("Transpose heads [32,128,12,64]", nd, in, 1, out, 2.0 * T * H * 2);
+    set_tensor(&in[0], x, 4, (int64_t[]){T / 128, 128, 12, 64});
+    set_tensor(&out[0], y, 4, (int64_t[]){T / 128, 12, 128, 64});
+    snprintf(lname, sizeof lname, "Transpose heads [%lld,128,12,64]", (long long)(T / 128));
+    bw(lname, nd, in, 1, out, 2.0 * T * H * 2);
     nd = new_node("Identity", "", 1);
     set_tensor(&in[0], x, 2, (int64_t[]){T, 4 * H});
     set_tensor(&out[0], y, 2, (int64_t[]){T, 4 * H});
-    bw("Identity (cudaMemcpyAsync) [4096,3072]", nd, in, 1, out, 2.0 * T * 4 * H * 2);
+    snprintf(lname, sizeof lname, "Identity (cudaMemcpyAsync) [%lld,3072]", (long long)T);
+    bw(lname, nd, in, 1, out, 2.0 * T * 4 * H * 2);
     cudaFree(x);
     cudaFree(y);
     cudaFree(g);
     cudaFree(b);
     cudaFree(res);
 }
+
+static void memory_bound(void) { memory_bound_at(4096); }
 
 /* kiln::Attention on BERT-base heads (12 x 64, 128 tokens) with its padding
  * mask, batch 64 and batch 1 (KILN_ATTENTION_GENERIC=1 times the general
@@ -327,6 +367,168 @@ static void resnet_convs(int64_t B) {
 
 }
 
+/* ltsearch: cuBLASLt's heuristic list beyond the tactics kiln times. For
+ * one BERT-base GEMM at batch 64, laid out as kiln does (column-major
+ * Y^T = W^T X^T, weights [k, n]), every algorithm the heuristic returns (up
+ * to 48) is timed; printed by time with its heuristic rank. */
+#define LT_CHECK(x)                                                                  \
+    do {                                                                             \
+        cublasStatus_t st_ = (x);                                                    \
+        if (st_ != CUBLAS_STATUS_SUCCESS) {                                          \
+            printf("  %s failed: %d\n", #x, (int)st_);                               \
+            return;                                                                  \
+        }                                                                            \
+    } while (0)
+
+typedef struct { double ms; int rank; int tile, stages, splitk, swizzle, id, cluster, inner, custom; size_t ws; } lt_row;
+
+static int lt_row_cmp(const void *a, const void *b) {
+    double x = ((const lt_row *)a)->ms, y = ((const lt_row *)b)->ms;
+    return x < y ? -1 : x > y;
+}
+
+static void lt_search(const char *name, int64_t m, int64_t k, int64_t n, cublasLtEpilogue_t epi,
+                      bool residual, bool tn) {
+    static cublasLtHandle_t h;
+    if (!h && cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS)
+        return;
+    void *x = dev_rand(m * k, 1.f), *w = dev_rand(k * n, 0.05f), *bias = dev_rand(n, 1.f),
+         *y = dev_rand(m * n, 1.f), *c = residual ? dev_rand(m * n, 1.f) : y;
+    size_t wsmax = (size_t)64 << 20;
+    void *ws = NULL;
+    cudaMalloc(&ws, wsmax);
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, ld;
+    LT_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = tn ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (tn)
+        LT_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, (uint64_t)k, (uint64_t)n, k));
+    else
+        LT_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, (uint64_t)n, (uint64_t)k, n));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, (uint64_t)k, (uint64_t)m, k));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16F, (uint64_t)n, (uint64_t)m, n));
+    cublasLtMatmulPreference_t pref;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &wsmax, sizeof wsmax));
+    enum { NREQ = 48 };
+    cublasLtMatmulHeuristicResult_t res[NREQ];
+    int nres = 0;
+    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, NREQ, res, &nres));
+    float alpha = 1.f, beta = residual ? 1.f : 0.f;
+    double flops = 2.0 * (double)m * n * k;
+    enum { NROWS = NREQ * 20 };
+    lt_row rows[NROWS];
+    int nr = 0;
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    /* each heuristic result as returned, then with other cluster shapes
+     * and CTA swizzles (cublasLtMatmulAlgoCheck filters the invalid ones) */
+    static const uint32_t clusters[] = {0, 2, 3, 5, 6};
+    for (int i = 0; i < nres; i++) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS)
+            continue;
+        for (int v = 0; v < 20 && nr < NROWS; v++) {
+            cublasLtMatmulAlgo_t algo = res[i].algo;
+            size_t wsz = res[i].workspaceSize;
+            if (v > 10) { /* split-K 2..4 with each reduction scheme */
+                int32_t sk = 2 + (v - 11) / 3;
+                uint32_t rs = 1u << ((v - 11) % 3);
+                cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk);
+                cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &rs, sizeof rs);
+                cublasLtMatmulHeuristicResult_t chk;
+                if (cublasLtMatmulAlgoCheck(h, op, la, lb, ld, ld, &algo, &chk) != CUBLAS_STATUS_SUCCESS ||
+                    chk.workspaceSize > wsmax)
+                    continue;
+                wsz = chk.workspaceSize;
+            } else if (v > 0) {
+                uint32_t cl = clusters[(v - 1) / 2], sw = (uint32_t)((v - 1) % 2);
+                cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof cl);
+                cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &sw, sizeof sw);
+                cublasLtMatmulHeuristicResult_t chk;
+                if (cublasLtMatmulAlgoCheck(h, op, la, lb, ld, ld, &algo, &chk) != CUBLAS_STATUS_SUCCESS ||
+                    chk.workspaceSize > wsmax)
+                    continue;
+                wsz = chk.workspaceSize;
+            }
+            bool ok = true;
+            float t[40];
+            for (int r = 0; r < 45 && ok; r++) {
+                if (r >= 5)
+                    cudaEventRecord(e0, stream);
+                ok = cublasLtMatmul(h, op, &alpha, w, la, x, lb, &beta, c, ld, y, ld, &algo, ws, wsz,
+                                    stream) == CUBLAS_STATUS_SUCCESS;
+                if (r >= 5) {
+                    cudaEventRecord(e1, stream);
+                    cudaEventSynchronize(e1);
+                    cudaEventElapsedTime(&t[r - 5], e0, e1);
+                }
+            }
+            if (!ok)
+                continue;
+            for (int a = 1; a < 40; a++)
+                for (int b2 = a; b2 > 0 && t[b2] < t[b2 - 1]; b2--) {
+                    float q = t[b2];
+                    t[b2] = t[b2 - 1];
+                    t[b2 - 1] = q;
+                }
+            lt_row *rw = &rows[nr++];
+            memset(rw, 0, sizeof *rw);
+            rw->ms = t[20];
+            rw->rank = v == 0 ? i + 1 : -(i + 1);
+            rw->ws = wsz;
+            size_t sz;
+            cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &rw->id, sizeof rw->id, &sz);
+            cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &rw->tile, sizeof rw->tile, &sz);
+            cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &rw->stages, sizeof rw->stages, &sz);
+            cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &rw->splitk, sizeof rw->splitk, &sz);
+            cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &rw->swizzle, sizeof rw->swizzle, &sz);
+            cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &rw->cluster, sizeof rw->cluster, &sz);
+            cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &rw->inner, sizeof rw->inner, &sz);
+            cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &rw->custom, sizeof rw->custom, &sz);
+        }
+    }
+    qsort(rows, (size_t)nr, sizeof rows[0], lt_row_cmp);
+    printf("\n%s%s: %d heuristic results, %d configurations ran\n", name, tn ? " [TN]" : "", nres, nr);
+    /* the 10 fastest, and every heuristic result as returned (rank > 0;
+     * a negative rank is that result with another cluster shape / swizzle) */
+    for (int i = 0; i < nr; i++)
+        if (i < 10 || rows[i].rank > 0)
+            printf("  %s rank %3d  %8.4f ms %7.1f TFLOP/s  algo %d tile %d stages %d splitK %d swizzle %d cluster %d inner %d custom %d ws %zu\n",
+                   i == 0 ? "=" : " ", rows[i].rank, rows[i].ms, flops / (rows[i].ms * 1e-3) / 1e12,
+                   rows[i].id, rows[i].tile, rows[i].stages, rows[i].splitk, rows[i].swizzle,
+                   rows[i].cluster, rows[i].inner, rows[i].custom, rows[i].ws);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatmulDescDestroy(op);
+    cudaFree(x);
+    cudaFree(w);
+    cudaFree(bias);
+    cudaFree(y);
+    if (residual)
+        cudaFree(c);
+    cudaFree(ws);
+}
+
+static void lt_search_bert(void) {
+    printf("\ncuBLASLt heuristic search, BERT-base GEMMs at batch 64 (8192 tokens), float16\n");
+    lt_search("QKV 8192x768 -> 2304 + bias", 8192, 768, 2304, CUBLASLT_EPILOGUE_BIAS, false, false);
+    lt_search("attn out 8192x768 -> 768 + bias + residual", 8192, 768, 768, CUBLASLT_EPILOGUE_BIAS, true, false);
+    lt_search("attn out 8192x768 -> 768 + bias", 8192, 768, 768, CUBLASLT_EPILOGUE_BIAS, false, false);
+    lt_search("FFN1 8192x768 -> 3072 + bias + GELU", 8192, 768, 3072, CUBLASLT_EPILOGUE_GELU_BIAS, false, false);
+    lt_search("FFN2 8192x3072 -> 768 + bias + residual", 8192, 3072, 768, CUBLASLT_EPILOGUE_BIAS, true, false);
+    lt_search("FFN2 8192x3072 -> 768 + bias", 8192, 3072, 768, CUBLASLT_EPILOGUE_BIAS, false, false);
+}
+
 int main(int argc, char **argv) {
     char target[64], libs[128];
     if (argc > 1)
@@ -355,12 +557,30 @@ int main(int argc, char **argv) {
         printf("\nBERT-base GEMMs, batch 64 x 128 tokens, every tactic\n");
         total_best_ms = 0;
         gemm("QKV 8192x768 -> 2304 + bias", 1, 8192, 768, 2304, false, "", 12);
-        gemm("attn out 8192x768 -> 768 + bias", 1, 8192, 768, 768, false, "", 12);
+        gemm_v("attn out 8192x768 -> 768 + bias", 1, 8192, 768, 768, false, "", 12, GEMM_RES);
         gemm("FFN1 8192x768 -> 3072 + bias + Gelu", 1, 8192, 768, 3072, false, "Gelu", 12);
         gemm("FFN1 8192x768 -> 3072 + bias (no act)", 1, 8192, 768, 3072, false, "", 0);
-        gemm("FFN2 8192x3072 -> 768 + bias", 1, 8192, 3072, 768, false, "", 12);
-        printf("BERT-base GEMMs (best tactic each, times uses): %.3f ms per batch of 64\n",
+        gemm_v("FFN2 8192x3072 -> 768 + bias", 1, 8192, 3072, 768, false, "", 12, GEMM_RES);
+        printf("BERT-base GEMMs as the plan runs them (best tactic each, times uses): %.3f ms per batch of 64\n",
                total_best_ms);
+        /* the same products with the weights stored [n, k] (transposed) */
+        total_best_ms = 0;
+        gemm_v("QKV 8192x768 -> 2304 + bias", 1, 8192, 768, 2304, false, "", 12, GEMM_TN);
+        gemm_v("attn out 8192x768 -> 768 + bias", 1, 8192, 768, 768, false, "", 12, GEMM_TN);
+        gemm_v("FFN1 8192x768 -> 3072 + bias + Gelu", 1, 8192, 768, 3072, false, "Gelu", 12, GEMM_TN);
+        gemm_v("FFN2 8192x3072 -> 768 + bias", 1, 8192, 3072, 768, false, "", 12, GEMM_TN);
+        printf("BERT-base GEMMs, weights [n, k], no residual (best tactic each, times uses): %.3f ms per batch of 64\n",
+               total_best_ms);
+        total_best_ms = 0;
+        gemm("attn out 8192x768 -> 768 + bias", 1, 8192, 768, 768, false, "", 12);
+        gemm("FFN2 8192x3072 -> 768 + bias", 1, 8192, 3072, 768, false, "", 12);
+        printf("attn out + FFN2 without residual (NN): %.3f ms per batch of 64\n", total_best_ms);
+        memory_bound_at(8192);
+        cudaStreamDestroy(stream);
+        return 0;
+    }
+    if (argc > 2 && strcmp(argv[2], "ltsearch") == 0) {
+        lt_search_bert();
         cudaStreamDestroy(stream);
         return 0;
     }

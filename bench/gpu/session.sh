@@ -14,6 +14,10 @@ export PYTHONUNBUFFERED=1
 LIBS=/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/lib/x86_64-linux-gnu
 [ -f $D/bins.tgz ] && tar xzf $D/bins.tgz -C $D  # scripts/device_pack.sh packs them
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee $OUT/env.txt
+# clocks, power and temperature through the whole call (throttling shows here)
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv,noheader -lms 250 > $OUT/smi.txt 2>&1 &
+SMI=$!
 echo "== CUDA kernel tests"
 LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 200 $D/test_cuda_ops > $OUT/test_cuda_ops.log 2>&1
 echo "test_cuda_ops rc=$?"; grep -E "^(FAIL|NOREF)" $OUT/test_cuda_ops.log | head -20; tail -2 $OUT/test_cuda_ops.log
@@ -22,6 +26,18 @@ if [ -x $D/bench_cuda_kernels ]; then
         echo "== kernel micro-benchmark $m (every tactic)"
         LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 120 $D/bench_cuda_kernels 30 $m > $OUT/micro_$m.log 2>&1
         grep -E "^=|per batch" $OUT/micro_$m.log
+    done
+fi
+if [ -n "${NCU_MICRO:-}" ] && command -v ncu >/dev/null; then
+    # hardware counters of chosen kernels in the micro-benchmark: entries
+    # "mode:tactic:kernel-regex" (base clocks, as ncu locks them)
+    mkdir -p $OUT/prof
+    for e in $NCU_MICRO; do
+        IFS=: read -r mode tac rx <<< "$e"
+        echo "== ncu: $mode $tac ($rx)"
+        BENCH_TACTIC=$tac LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 120 ncu --set detailed -k regex:"$rx" \
+            --launch-skip 2 --launch-count 1 $D/bench_cuda_kernels 3 $mode > $OUT/prof/ncu_${mode}_${tac}.txt 2>&1
+        echo "ncu rc=$?"; grep -E "Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Memory Throughput|Compute \(SM\)" $OUT/prof/ncu_${mode}_${tac}.txt | head -8
     done
 fi
 if [ -f $D/node.tgz ] && [ "${SKIP_CONFORMANCE:-0}" != 1 ]; then
@@ -48,8 +64,19 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
         --kiln $D/libkiln.so --cli $D/kiln --models ${MODELS:-resnet50,bert} --profile $OUT/prof \
         --out $OUT/results.md > $OUT/bench.log 2>&1
     echo "bench rc=$?"; grep -E "^\||Runtime on|rror" $OUT/bench.log | tail -24
+    if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -f /tmp/kiln_bench/bert_opt64.plan ]; then
+        # every kernel of a BERT b64 run (graph replay) with its device time, caches left warm
+        echo "== ncu: BERT b64 kernel times"
+        mkdir -p $OUT/prof
+        LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 200 ncu --metrics gpu__time_duration.sum --cache-control none \
+            --csv --launch-skip ${NCU_SKIP:-0} --launch-count ${NCU_COUNT:-600} $D/kiln exec \
+            --loadEngine=/tmp/kiln_bench/bert_opt64.plan --shapes=input_ids:64x128,attention_mask:64x128 \
+            --backend=cuda --warmUp=0 --iterations=3 --duration=0 > $OUT/prof/ncu_bert64.csv 2> $OUT/prof/ncu_bert64.err
+        echo "ncu rc=$?"; tail -3 $OUT/prof/ncu_bert64.err; wc -l $OUT/prof/ncu_bert64.csv
+    fi
     [ -d $OUT/prof ] && tar czf $OUT/prof.tgz -C $OUT prof && rm -rf $OUT/prof
 fi
+kill $SMI 2>/dev/null
 # few files back: the device tool returns a limited count
 (cd $OUT && tar czf logs.tgz --remove-files *.log *.txt 2>/dev/null)
 ls $OUT

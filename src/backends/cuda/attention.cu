@@ -681,6 +681,242 @@ template <typename T> static cudaError_t setup_mma(void) {
     return e;
 }
 
+/* Single-pass mma.sync kernel for short key sets (Sk <= 128, the encoders'
+ * usual 128 tokens): the block stages Q with all of K first and V second
+ * (two groups of asynchronous copies, so the scores start while V is still
+ * in flight); each warp computes its 16 x 128 scores in registers at once,
+ * takes an exact softmax over them (no running rescale), and multiplies by
+ * V. NW warps of 16 query rows a block; head dims 32 or 64 (d = dv). */
+#define MMA1_KEYS 128
+
+static __host__ __device__ size_t mma1_smem(int warps, int hd) {
+    return (size_t)(warps * 16 + 2 * MMA1_KEYS) * (hd + 8) * 2 + MMA1_KEYS * sizeof(float);
+}
+
+/* 2^x for x <= 0 (flushing results below 2^-126 to zero, which the
+ * probabilities' rounding to T would do anyway) */
+__device__ __forceinline__ float mma_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* GENERAL: a mask that varies by head or query, read per score; otherwise
+ * the mask is one row per batch (or absent), folded into Ms once. */
+template <typename T, int HD, int NW, int MINB, bool GENERAL>
+__global__ void __launch_bounds__(NW * 32, MINB)
+    attn_mma1_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
+                     const void *__restrict__ mask, T *__restrict__ y, const kc_attn a) {
+    constexpr int LD = HD + 8, C8 = HD / 8, NT = MMA1_KEYS / 8, DT = HD / 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    T *Qs = reinterpret_cast<T *>(smem);
+    T *Ks = Qs + NW * 16 * LD;
+    T *Vs = Ks + MMA1_KEYS * LD;
+    float *Ms = reinterpret_cast<float *>(Vs + MMA1_KEYS * LD);
+    const int64_t b = blockIdx.z, h = blockIdx.y;
+    const int q0 = blockIdx.x * NW * 16;
+    const int sq = (int)a.sq, sk = (int)a.sk;
+    const int skp = (sk + 15) / 16 * 16; /* keys in whole 16-key tiles */
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    const T *qb = q + (b * a.sq + q0) * a.qrow + h * HD;
+    const T *kb = k + b * a.sk * a.krow + h * HD;
+    const T *vb = v + b * a.sk * a.vrow + h * HD;
+    for (int idx = threadIdx.x; idx < NW * 16 * C8; idx += NW * 32) {
+        const int r = idx / C8, cc = idx % C8;
+        T *dst = Qs + r * LD + cc * 8;
+        if (q0 + r < sq)
+            __pipeline_memcpy_async(dst, qb + r * a.qrow + cc * 8, 16);
+        else
+            *reinterpret_cast<uint4 *>(dst) = zero;
+    }
+    for (int idx = threadIdx.x; idx < skp * C8; idx += NW * 32) {
+        const int j = idx / C8, cc = idx % C8;
+        T *dst = Ks + j * LD + cc * 8;
+        if (j < sk)
+            __pipeline_memcpy_async(dst, kb + j * a.krow + cc * 8, 16);
+        else
+            *reinterpret_cast<uint4 *>(dst) = zero;
+    }
+    __pipeline_commit();
+    for (int idx = threadIdx.x; idx < skp * C8; idx += NW * 32) {
+        const int j = idx / C8, cc = idx % C8;
+        T *dst = Vs + j * LD + cc * 8;
+        if (j < sk)
+            __pipeline_memcpy_async(dst, vb + j * a.vrow + cc * 8, 16);
+        else
+            *reinterpret_cast<uint4 *>(dst) = zero;
+    }
+    __pipeline_commit();
+    /* per key: -inf past Sk, else the row mask in base 2 (0 without one) */
+    for (int j = threadIdx.x; j < MMA1_KEYS; j += NW * 32)
+        Ms[j] = j >= sk ? -INFINITY
+                        : (!GENERAL && mask ? kc_ld_f(mask, a.mask_dt, b * a.mstride[0] + j * a.mstride[3]) *
+                                                  MMA_LOG2E
+                                            : 0.f);
+    __pipeline_wait_prior(1); /* Q and K */
+    __syncthreads();
+    uint32_t qf[HD / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++)
+        mma_ldsm_x4(qf[kk], Qs + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+    /* S = Q K^T, 16 x 128: tiles past the keys stay unused */
+    float s[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; i++)
+        s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++)
+            if (np * 16 < skp) {
+                uint32_t bf[4];
+                mma_ldsm_x4(bf, Ks + (np * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 +
+                                    ((lane / 8) % 2) * 8);
+                mma_16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+                mma_16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+            }
+    /* scale and mask in base 2, an exact softmax */
+    const float sl2 = a.scale * MMA_LOG2E;
+    const int rlo = q0 + warp * 16 + g, rhi = rlo + 8;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const float2 m2 = *reinterpret_cast<const float2 *>(Ms + nt * 8 + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float x = fmaf(s[nt][e], sl2, (e & 1) ? m2.y : m2.x);
+            if (GENERAL && mask) {
+                const int col = nt * 8 + 2 * t + (e & 1), row = e < 2 ? rlo : rhi;
+                if (row < sq && col < sk)
+                    x += kc_ld_f(mask, a.mask_dt,
+                                 b * a.mstride[0] + h * a.mstride[1] + row * a.mstride[2] +
+                                     col * a.mstride[3]) *
+                         MMA_LOG2E;
+            }
+            s[nt][e] = x;
+            mx[e >> 1] = fmaxf(mx[e >> 1], x);
+        }
+    }
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+        if (mx[i] == -INFINITY) /* every key masked */
+            mx[i] = 0.f;
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        s[nt][0] = mma_exp2(s[nt][0] - mx[0]);
+        s[nt][1] = mma_exp2(s[nt][1] - mx[0]);
+        s[nt][2] = mma_exp2(s[nt][2] - mx[1]);
+        s[nt][3] = mma_exp2(s[nt][3] - mx[1]);
+        sum[0] += s[nt][0] + s[nt][1];
+        sum[1] += s[nt][2] + s[nt][3];
+    }
+    __pipeline_wait_prior(0); /* V */
+    __syncthreads();
+    /* O = P V: the score accumulators of keys 16kk..16kk+15 are the A
+     * fragment; V by transposing loads */
+    float o[DT][4];
+#pragma unroll
+    for (int i = 0; i < DT; i++)
+        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < MMA1_KEYS / 16; kk++)
+        if (kk * 16 < skp) {
+            uint32_t pa[4] = {mma_pack<T>(s[2 * kk][0], s[2 * kk][1]),
+                              mma_pack<T>(s[2 * kk][2], s[2 * kk][3]),
+                              mma_pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              mma_pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int dp = 0; dp < DT / 2; dp++) {
+                uint32_t bf[4];
+                mma_ldsm_x4_t(bf, Vs + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dp * 16 +
+                                      (lane / 16) * 8);
+                mma_16816<T>(o[2 * dp], pa, bf[0], bf[1]);
+                mma_16816<T>(o[2 * dp + 1], pa, bf[2], bf[3]);
+            }
+        }
+    float inv[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
+        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
+        inv[i] = 1.f / sum[i];
+    }
+    /* the warp's rows through its own Q rows in shared memory, 16 bytes a store */
+    T *Os = Qs + warp * 16 * LD;
+#pragma unroll
+    for (int i = 0; i < DT; i++) {
+        *reinterpret_cast<uint32_t *>(Os + g * LD + i * 8 + 2 * t) =
+            mma_pack<T>(o[i][0] * inv[0], o[i][1] * inv[0]);
+        *reinterpret_cast<uint32_t *>(Os + (g + 8) * LD + i * 8 + 2 * t) =
+            mma_pack<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
+    }
+    __syncwarp();
+    T *yb = y + ((b * a.sq + q0 + warp * 16) * a.h + h) * HD;
+    for (int idx = lane; idx < 16 * C8; idx += 32) {
+        const int r = idx / C8, cc = idx % C8;
+        if (q0 + warp * 16 + r < sq)
+            *reinterpret_cast<uint4 *>(yb + (int64_t)r * a.h * HD + cc * 8) =
+                *reinterpret_cast<const uint4 *>(Os + r * LD + cc * 8);
+    }
+}
+
+/* Whether the single-pass kernel takes these shapes: as the mma kernel,
+ * with d = dv in {32, 64} and at most 128 keys. */
+extern "C" int kc_attn_mma1_shapes(const kc_attn *a) {
+    return kc_attn_mma_shapes(a) && a->d <= 64 && a->sk <= MMA1_KEYS;
+}
+
+#define MMA1_KERNEL(T, HD, NW, GEN) attn_mma1_kernel<T, HD, NW, (NW == 4 ? 4 : 2), GEN>
+
+template <typename T, int HD, int NW>
+static cudaError_t launch_mma1_hd(const void *q, const void *k, const void *v, const void *mask,
+                                  void *y, const kc_attn *a, cudaStream_t stream) {
+    dim3 grid((unsigned)((a->sq + NW * 16 - 1) / (NW * 16)), (unsigned)a->h, (unsigned)a->b);
+    if (mask && (a->mstride[1] != 0 || a->mstride[2] != 0))
+        MMA1_KERNEL(T, HD, NW, true)<<<grid, NW * 32, mma1_smem(NW, HD), stream>>>(
+            (const T *)q, (const T *)k, (const T *)v, mask, (T *)y, *a);
+    else
+        MMA1_KERNEL(T, HD, NW, false)<<<grid, NW * 32, mma1_smem(NW, HD), stream>>>(
+            (const T *)q, (const T *)k, (const T *)v, mask, (T *)y, *a);
+    return cudaGetLastError();
+}
+
+template <typename T>
+static cudaError_t launch_mma1(const void *q, const void *k, const void *v, const void *mask,
+                               void *y, const kc_attn *a, cudaStream_t stream) {
+    bool wide = a->kernel == KC_ATT_MMA1_WIDE;
+    if (a->d == 32)
+        return wide ? launch_mma1_hd<T, 32, 8>(q, k, v, mask, y, a, stream)
+                    : launch_mma1_hd<T, 32, 4>(q, k, v, mask, y, a, stream);
+    return wide ? launch_mma1_hd<T, 64, 8>(q, k, v, mask, y, a, stream)
+                : launch_mma1_hd<T, 64, 4>(q, k, v, mask, y, a, stream);
+}
+
+template <typename T, int HD, bool GEN> static cudaError_t setup_mma1_kind(void) {
+    cudaError_t e = cudaFuncSetAttribute(MMA1_KERNEL(T, HD, 4, GEN),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mma1_smem(4, HD));
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(MMA1_KERNEL(T, HD, 8, GEN),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mma1_smem(8, HD));
+    return e;
+}
+
+template <typename T, int HD> static cudaError_t setup_mma1_hd(void) {
+    cudaError_t e = setup_mma1_kind<T, HD, false>();
+    return e == cudaSuccess ? setup_mma1_kind<T, HD, true>() : e;
+}
+
+template <typename T> static cudaError_t setup_mma1(void) {
+    cudaError_t e = setup_mma1_hd<T, 32>();
+    return e == cudaSuccess ? setup_mma1_hd<T, 64>() : e;
+}
+
 extern "C" int kc_attn_uses_tensor_cores(const kc_attn *a) {
     if (a->dt != KILN_DTYPE_FLOAT16 && a->dt != KILN_DTYPE_BFLOAT16)
         return 0;
@@ -716,7 +952,9 @@ template <typename T> static cudaError_t setup_one(void) {
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(attn_direct_kernel<T>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, ATT_TC_MAX_SMEM);
-    return e == cudaSuccess ? setup_mma<T>() : e;
+    if (e == cudaSuccess)
+        e = setup_mma<T>();
+    return e == cudaSuccess ? setup_mma1<T>() : e;
 }
 
 extern "C" cudaError_t kc_attention_setup(void) {
@@ -762,7 +1000,15 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
         staged = getenv("KILN_ATTENTION_STAGED") && atoi(getenv("KILN_ATTENTION_STAGED")) == 1;
     }
     bool general = simt || a->kernel == KC_ATT_GENERAL;
-    if (!general && !staged && (a->kernel == KC_ATT_MMA || a->kernel == KC_ATT_MMA_WIDE) &&
+    if (!general && !staged && (a->kernel == KC_ATT_MMA1 || a->kernel == KC_ATT_MMA1_WIDE) &&
+        mma_ok(q, k, v, y, a) && kc_attn_mma1_shapes(a)) {
+        if (a->dt == KILN_DTYPE_FLOAT16)
+            return launch_mma1<__half>(q, k, v, mask, y, a, stream);
+        return launch_mma1<__nv_bfloat16>(q, k, v, mask, y, a, stream);
+    }
+    if (!general && !staged &&
+        (a->kernel == KC_ATT_MMA || a->kernel == KC_ATT_MMA_WIDE || a->kernel == KC_ATT_MMA1 ||
+         a->kernel == KC_ATT_MMA1_WIDE) &&
         mma_ok(q, k, v, y, a)) {
         if (a->dt == KILN_DTYPE_FLOAT16)
             return launch_mma<__half>(q, k, v, mask, y, a, stream);

@@ -22,7 +22,15 @@ typedef struct kc_attn {
     int kernel;             /* KC_ATT_*: which kernel (falls back when shapes refuse) */
 } kc_attn;
 
-enum { KC_ATT_DIRECT = 0, KC_ATT_STAGED = 1, KC_ATT_GENERAL = 2, KC_ATT_MMA = 3, KC_ATT_MMA_WIDE = 4 };
+enum {
+    KC_ATT_DIRECT = 0,
+    KC_ATT_STAGED = 1,
+    KC_ATT_GENERAL = 2,
+    KC_ATT_MMA = 3,
+    KC_ATT_MMA_WIDE = 4,
+    KC_ATT_MMA1 = 5,      /* single pass over at most 128 keys, 64 query rows a block */
+    KC_ATT_MMA1_WIDE = 6  /* the same, 128 query rows a block */
+};
 
 /* Whether the tensor-core kernel takes these shapes (float16/bfloat16, head
  * dims multiples of 16 up to 128, keys up to 512); otherwise the general
@@ -32,6 +40,9 @@ int kc_attn_uses_tensor_cores(const kc_attn *a);
  * in {32, 64, 128}); it also wants 16-byte aligned rows, else the general
  * kernel runs. */
 int kc_attn_mma_shapes(const kc_attn *a);
+/* Whether the single-pass mma.sync kernel takes these shapes (as the mma
+ * kernel, with d = dv in {32, 64} and at most 128 keys). */
+int kc_attn_mma1_shapes(const kc_attn *a);
 /* The shared-memory opt-in of the tensor-core kernel; call before launching
  * (not during graph capture). */
 cudaError_t kc_attention_setup(void);

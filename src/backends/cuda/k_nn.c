@@ -368,12 +368,25 @@ static bool attention_supports_mma(const kn_node *node, const kn_tinfo *in, int 
     return d == dv && (d == 32 || d == 64 || d == 128);
 }
 
+/* The single-pass tactics: as mma, with d <= 64 and at most 128 keys (at
+ * another shape of the profile the kernel falls back to mma's). */
+static bool attention_supports_mma1(const kn_node *node, const kn_tinfo *in, int n_in,
+                                    const kn_tinfo *out, int n_out) {
+    if (!attention_supports_mma(node, in, n_in, out, n_out))
+        return false;
+    bool packed = kn_attr_int(node, "qkv_packed", 0) != 0;
+    int64_t d = packed ? in[0].dims[4] : in[0].dims[3], sk = packed ? in[0].dims[1] : in[1].dims[1];
+    return d <= 64 && sk <= 128;
+}
+
 static kiln_status attention_go(const kb_run *r, int kernel);
 static kiln_status attention_run(const kb_run *r) { return attention_go(r, KC_ATT_GENERAL); }
 static kiln_status attention_run_direct(const kb_run *r) { return attention_go(r, KC_ATT_DIRECT); }
 static kiln_status attention_run_staged(const kb_run *r) { return attention_go(r, KC_ATT_STAGED); }
 static kiln_status attention_run_mma(const kb_run *r) { return attention_go(r, KC_ATT_MMA); }
 static kiln_status attention_run_mma_wide(const kb_run *r) { return attention_go(r, KC_ATT_MMA_WIDE); }
+static kiln_status attention_run_mma1(const kb_run *r) { return attention_go(r, KC_ATT_MMA1); }
+static kiln_status attention_run_mma1_wide(const kb_run *r) { return attention_go(r, KC_ATT_MMA1_WIDE); }
 
 static kiln_status attention_go(const kb_run *r, int kernel) {
     const kb_tensor *q = &r->in[0];
@@ -420,7 +433,7 @@ const kb_kernel kb_cuda_nn[] = {
     /* the builder times them all: the general kernel, the WMMA ones
      * (fragments from global memory, or K/V staged in shared memory) and
      * the mma.sync ones (scores in registers, online softmax; 64 or 128
-     * query rows a block) */
+     * query rows a block; single pass with an exact softmax up to 128 keys) */
     {"Attention", KN_DOMAIN_KILN, "cuda", attention_supports, NULL, NULL, attention_prepare, NULL,
      attention_run},
     {"Attention", KN_DOMAIN_KILN, "wmma", attention_supports_direct, NULL, NULL, attention_prepare,
@@ -431,6 +444,10 @@ const kb_kernel kb_cuda_nn[] = {
      attention_run_mma},
     {"Attention", KN_DOMAIN_KILN, "mma_wide", attention_supports_mma, NULL, NULL, attention_prepare,
      NULL, attention_run_mma_wide},
+    {"Attention", KN_DOMAIN_KILN, "mma1", attention_supports_mma1, NULL, NULL, attention_prepare,
+     NULL, attention_run_mma1},
+    {"Attention", KN_DOMAIN_KILN, "mma1_wide", attention_supports_mma1, NULL, NULL,
+     attention_prepare, NULL, attention_run_mma1_wide},
 
     {"MaxPool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},

@@ -174,14 +174,15 @@ __global__ void __launch_bounds__(KC_ROW_THREADS)
 
 /* Lanes per row and packs per lane for a row of nvec packs: the smallest
  * power-of-two group (4..32) that gives every lane a pack, then as many
- * packs per lane (1, 2, 4, 8, 16) as the row needs. 0: too long. */
+ * packs per lane (1, 2, 3, 4, 8, 16) as the row needs. 0: too long. */
 static int kc_row_shape(int64_t nvec, int *lpr) {
     int l = 4;
     while (l < 32 && l < nvec)
         l *= 2;
     *lpr = l;
     int64_t per = (nvec + l - 1) / l;
-    return per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : per <= 8 ? 8 : per <= 16 ? 16 : 0;
+    /* 3 fits rows of 768 halves (BERT-base, ViT-base) without an idle slot */
+    return per <= 1 ? 1 : per <= 2 ? 2 : per <= 3 ? 3 : per <= 4 ? 4 : per <= 8 ? 8 : per <= 16 ? 16 : 0;
 }
 
 static bool kc_aligned16(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
@@ -210,6 +211,7 @@ static cudaError_t ln_pick(int nv, int lpr, const void *x, void *y, int64_t rows
         KC_LN(1, 32);
     }
     if (nv == 2) KC_LN(2, 32);
+    if (nv == 3) KC_LN(3, 32);
     if (nv == 4) KC_LN(4, 32);
     if (nv == 8) KC_LN(8, 32);
     KC_LN(16, 32);
@@ -264,6 +266,7 @@ static cudaError_t sm_pick(int nv, int lpr, const void *x, void *y, int64_t rows
         KC_SM(1, 32);
     }
     if (nv == 2) KC_SM(2, 32);
+    if (nv == 3) KC_SM(3, 32);
     if (nv == 4) KC_SM(4, 32);
     if (nv == 8) KC_SM(8, 32);
     KC_SM(16, 32);
