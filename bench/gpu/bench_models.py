@@ -9,9 +9,12 @@ at batch 64 for throughput, as TensorRT users build them) and times, in the
 same process and on the same inputs:
   - PyTorch eager FP16, torch.compile(mode="reduce-overhead") FP16,
   - kiln (through libkiln.so with ctypes; inputs and outputs are torch CUDA
-    tensors, enqueued on torch's current stream),
+    tensors, enqueued on a torch stream of its own),
 with CUDA events: median and p99 latency at batch 1 (>= 200 timed runs after
-warm-up), throughput at batch 64 from the median. Accuracy: kiln's outputs
+warm-up), throughput at batch 64 from the median. The three are timed in
+interleaved blocks (--rounds, the order rotating), so that each sees the GPU
+in the same clock and power state; the log also gives each one's lowest and
+highest block median. Accuracy: kiln's outputs
 against PyTorch FP32 as ||out - ref|| / ||ref||. Prints a table with the
 ratios and writes it (markdown) to --out.
 
@@ -26,6 +29,7 @@ Usage: python3 bench/gpu/bench_models.py --kiln build/libkiln.so --cli build/kil
            [--profile DIR]   (kiln's per-layer times at batch 64 into DIR)
 """
 import argparse
+import contextlib
 import copy
 import ctypes
 import os
@@ -124,6 +128,46 @@ def time_cuda(fn, iters, warmup):
     return statistics.median(times), times[min(len(times) - 1, int(len(times) * 0.99))]
 
 
+def time_interleaved(cands, rounds, iters):
+    """Each candidate (tag, fn, stream, warm-up) timed in `rounds` blocks of
+    `iters` runs, the blocks interleaved (the order rotating each round), so
+    that all see the GPU in the same clock and power state: under a long
+    load its power cap lowers the clocks, and a candidate timed alone, right
+    after a cool-down, would be favoured. Returns per tag (median, p99 over
+    all runs, lowest and highest round median)."""
+    def one_block(fn, stream, n, warm):
+        ctx = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+        with ctx:
+            for _ in range(warm):
+                fn()
+            torch.cuda.synchronize()
+            out = []
+            for _ in range(n):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                fn()
+                e.record()
+                e.synchronize()
+                out.append(s.elapsed_time(e))
+            return out
+    for tag, fn, stream, warm in cands:
+        one_block(fn, stream, 0, warm)
+    times = {tag: [] for tag, _, _, _ in cands}
+    rmeds = {tag: [] for tag, _, _, _ in cands}
+    for r in range(rounds):
+        for i in range(len(cands)):
+            tag, fn, stream, _ = cands[(i + r) % len(cands)]
+            t = one_block(fn, stream, iters, 2)
+            times[tag] += t
+            rmeds[tag].append(statistics.median(t))
+    out = {}
+    for tag, t in times.items():
+        t.sort()
+        out[tag] = (statistics.median(t), t[min(len(t) - 1, int(len(t) * 0.99))], min(rmeds[tag]),
+                    max(rmeds[tag]))
+    return out
+
+
 # ---------------------------------------------------------------- kiln via ctypes
 class Kiln:
     def __init__(self, lib):
@@ -219,6 +263,7 @@ def main():
     ap.add_argument("--models", default="resnet50,bert")
     ap.add_argument("--precision", default="fp16")
     ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved timing blocks per candidate")
     ap.add_argument("--work", default="/tmp/kiln_bench")
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-compile", action="store_true")
@@ -294,26 +339,27 @@ def main():
             kiln.enqueue(ctx)
             torch.cuda.synchronize()
             row[f"kiln_err_b{batch}"] = rel_err(out, ref)
-            # on a stream of its own, as a deployment enqueues (and trtexec
-            # times): on the legacy default stream kiln runs on a private
-            # stream and synchronizes before it returns, as TensorRT does
-            with torch.cuda.stream(kstream):
-                km, kp = time_cuda(lambda: kiln.enqueue(ctx), a.iters, 20)
-            row[f"kiln_b{batch}"] = (km, kp)
-            row[f"kiln_b{batch}_default_stream"] = time_cuda(lambda: kiln.enqueue(ctx), a.iters, 20)
-            # PyTorch eager fp16
+            # PyTorch eager fp16, and torch.compile(mode="reduce-overhead")
             xh = {k: (v.half() if v.is_floating_point() else v) for k, v in x.items()}
             if name == "resnet50":
                 xh["input"] = xh["input"].contiguous(memory_format=torch.channels_last)
             fwd = (lambda: mh(xh["input"])) if name == "resnet50" else \
                 (lambda: mh(input_ids=xh["input_ids"], attention_mask=xh["attention_mask"]))
+            # kiln on a stream of its own, as a deployment enqueues (and
+            # trtexec times): on the legacy default stream kiln runs on a
+            # private stream and synchronizes before it returns, as TensorRT does
+            cands = [("kiln", lambda: kiln.enqueue(ctx), kstream, 20), ("eager", fwd, None, 10)]
             with torch.no_grad():
-                row[f"eager_b{batch}"] = time_cuda(fwd, a.iters, 10)
                 if not a.no_compile:
                     cm = torch.compile(mh, mode="reduce-overhead")
                     cf = (lambda: cm(xh["input"])) if name == "resnet50" else \
                         (lambda: cm(input_ids=xh["input_ids"], attention_mask=xh["attention_mask"]))
-                    row[f"compile_b{batch}"] = time_cuda(cf, a.iters, 30)
+                    cands.append(("compile", cf, None, 30))
+                res = time_interleaved(cands, a.rounds, max(1, a.iters // a.rounds))
+            for tag, (med, p99, lo, hi) in res.items():
+                row[f"{tag}_b{batch}"] = (med, p99)
+                row[f"{tag}_b{batch}_round_medians"] = (lo, hi)
+            row[f"kiln_b{batch}_default_stream"] = time_cuda(lambda: kiln.enqueue(ctx), a.iters, 20)
             log(row)
             kiln.lib.kiln_context_destroy(ctx)
             kiln.lib.kiln_engine_destroy(eng)

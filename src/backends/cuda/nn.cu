@@ -39,8 +39,13 @@ template <int LPR> __device__ __forceinline__ float kc_group_max(float v) {
 
 #define KC_ROW_THREADS 128
 
+/* One row per group of LPR lanes, NV packs of 16 bytes a lane. The row
+ * stays in registers as loaded (packs of T, converted to float on each
+ * use), which keeps a 768-wide half row at 12 registers a lane; short
+ * rows are held to 40 registers, so that 12 blocks fit an SM and a
+ * BERT-sized batch (8192 rows) loads in one wave. */
 template <typename T, typename P, int NV, int LPR>
-__global__ void __launch_bounds__(KC_ROW_THREADS)
+__global__ void __launch_bounds__(KC_ROW_THREADS, NV <= 3 ? 12 : 1)
     layernorm_rows_kernel(const T *__restrict__ x, T *__restrict__ y, int64_t rows, int inner,
                           const P *__restrict__ scale, const P *__restrict__ bias, float eps,
                           void *mean_out, void *inv_out, kiln_dtype st) {
@@ -52,34 +57,33 @@ __global__ void __launch_bounds__(KC_ROW_THREADS)
     const bool live = row < rows; /* dead groups still join the shuffles */
     const int nvec = inner / V;
     const TP *xr = reinterpret_cast<const TP *>(x + (live ? row : 0) * (int64_t)inner);
-    float v[NV][V];
-    float s = 0.f;
+    TP v[NV];
 #pragma unroll
     for (int j = 0; j < NV; j++) {
         int c = lane + j * LPR;
-        if (live && c < nvec) {
-            TP p = xr[c];
-#pragma unroll
-            for (int e = 0; e < V; e++) {
-                v[j][e] = kc_tof(p.v[e]);
-                s += v[j][e];
-            }
-        } else {
+        if (live && c < nvec)
+            v[j] = xr[c];
+        else
 #pragma unroll
             for (int e = 0; e < V; e++)
-                v[j][e] = 0.f;
-        }
+                v[j].v[e] = kc_fromf<T>(0.f);
     }
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < NV; j++)
+#pragma unroll
+        for (int e = 0; e < V; e++)
+            s += kc_tof(v[j].v[e]);
     const float mean = kc_group_sum<LPR>(s) / (float)inner;
-    /* the variance from the centred values held in registers (no second
-     * read of memory, no E[x^2] - mean^2 cancellation) */
+    /* the variance from the centred values (no second read of memory, no
+     * E[x^2] - mean^2 cancellation); slots past the row hold zeros */
     float q = 0.f;
 #pragma unroll
     for (int j = 0; j < NV; j++) {
         if (live && lane + j * LPR < nvec) {
 #pragma unroll
             for (int e = 0; e < V; e++) {
-                float d = v[j][e] - mean;
+                float d = kc_tof(v[j].v[e]) - mean;
                 q += d * d;
             }
         }
@@ -102,7 +106,7 @@ __global__ void __launch_bounds__(KC_ROW_THREADS)
             TP o;
 #pragma unroll
             for (int e = 0; e < V; e++) {
-                float r = (v[j][e] - mean) * inv * kc_tof(sc.v[e]);
+                float r = (kc_tof(v[j].v[e]) - mean) * inv * kc_tof(sc.v[e]);
                 if (bias)
                     r += kc_tof(bi.v[e]);
                 o.v[e] = kc_fromf<T>(r);
