@@ -112,20 +112,32 @@ def export(name, model, path):
 
 
 # ---------------------------------------------------------------- timing
-def time_cuda(fn, iters, warmup):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    times.sort()
+def event_times(fn, n, warmup, stream=None):
+    """`warmup` untimed runs, then `n` runs each timed with CUDA events on
+    `stream` (torch's current stream when None): milliseconds per run."""
+    ctx = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+    with ctx:
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        out = []
+        for _ in range(n):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            out.append(s.elapsed_time(e))
+        return out
+
+
+def median_p99(times):
+    times = sorted(times)
     return statistics.median(times), times[min(len(times) - 1, int(len(times) * 0.99))]
+
+
+def time_cuda(fn, iters, warmup):
+    return median_p99(event_times(fn, iters, warmup))
 
 
 def time_interleaved(cands, rounds, iters):
@@ -135,37 +147,17 @@ def time_interleaved(cands, rounds, iters):
     load its power cap lowers the clocks, and a candidate timed alone, right
     after a cool-down, would be favoured. Returns per tag (median, p99 over
     all runs, lowest and highest round median)."""
-    def one_block(fn, stream, n, warm):
-        ctx = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
-        with ctx:
-            for _ in range(warm):
-                fn()
-            torch.cuda.synchronize()
-            out = []
-            for _ in range(n):
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                fn()
-                e.record()
-                e.synchronize()
-                out.append(s.elapsed_time(e))
-            return out
     for tag, fn, stream, warm in cands:
-        one_block(fn, stream, 0, warm)
+        event_times(fn, 0, warm, stream)
     times = {tag: [] for tag, _, _, _ in cands}
     rmeds = {tag: [] for tag, _, _, _ in cands}
     for r in range(rounds):
         for i in range(len(cands)):
             tag, fn, stream, _ = cands[(i + r) % len(cands)]
-            t = one_block(fn, stream, iters, 2)
+            t = event_times(fn, iters, 2, stream)
             times[tag] += t
             rmeds[tag].append(statistics.median(t))
-    out = {}
-    for tag, t in times.items():
-        t.sort()
-        out[tag] = (statistics.median(t), t[min(len(t) - 1, int(len(t) * 0.99))], min(rmeds[tag]),
-                    max(rmeds[tag]))
-    return out
+    return {tag: median_p99(t) + (min(rmeds[tag]), max(rmeds[tag])) for tag, t in times.items()}
 
 
 # ---------------------------------------------------------------- kiln via ctypes

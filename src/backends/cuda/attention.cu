@@ -424,6 +424,96 @@ template <> __device__ __forceinline__ uint32_t mma_pack<__nv_bfloat16>(float lo
     return *reinterpret_cast<uint32_t *>(&v);
 }
 
+/* The helpers below serve both mma.sync kernels: a warp's 16 query rows
+ * against KEYS keys at a time (tiles past `limit` keys are skipped). */
+
+/* The warp's Q fragments (16 x HD) from its rows at Qw in shared memory. */
+template <int HD, typename T>
+__device__ __forceinline__ void mma_load_q(uint32_t (*qf)[4], const T *Qw, int lane) {
+    constexpr int LD = HD + 8;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++)
+        mma_ldsm_x4(qf[kk], Qw + (lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+}
+
+/* s (16 x KEYS, zeroed first) = Q K^T for the key rows at Kc. */
+template <typename T, int HD, int KEYS>
+__device__ __forceinline__ void mma_scores(float (*s)[4], const uint32_t (*qf)[4], const T *Kc,
+                                           int lane, int limit) {
+    constexpr int LD = HD + 8;
+#pragma unroll
+    for (int i = 0; i < KEYS / 8; i++)
+        s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+        for (int np = 0; np < KEYS / 16; np++)
+            if (np * 16 < limit) {
+                uint32_t bf[4];
+                mma_ldsm_x4(bf, Kc + (np * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 +
+                                    ((lane / 8) % 2) * 8);
+                mma_16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+                mma_16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+            }
+}
+
+/* o (16 x HD) += P V: the probabilities' accumulators of keys
+ * 16kk..16kk+15 are the A fragment; V rows at Vc by transposing loads. */
+template <typename T, int HD, int KEYS>
+__device__ __forceinline__ void mma_context(float (*o)[4], const float (*s)[4], const T *Vc,
+                                            int lane, int limit) {
+    constexpr int LD = HD + 8, DT = HD / 8;
+#pragma unroll
+    for (int kk = 0; kk < KEYS / 16; kk++)
+        if (kk * 16 < limit) {
+            uint32_t pa[4] = {mma_pack<T>(s[2 * kk][0], s[2 * kk][1]),
+                              mma_pack<T>(s[2 * kk][2], s[2 * kk][3]),
+                              mma_pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              mma_pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int dp = 0; dp < DT / 2; dp++) {
+                uint32_t bf[4];
+                mma_ldsm_x4_t(bf, Vc + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dp * 16 +
+                                      (lane / 16) * 8);
+                mma_16816<T>(o[2 * dp], pa, bf[0], bf[1]);
+                mma_16816<T>(o[2 * dp + 1], pa, bf[2], bf[3]);
+            }
+        }
+}
+
+/* The warp's output rows: o divided by each row's sum (lane quads hold
+ * partial sums of rows g and g + 8; every key masked gives 0 * inf = NaN,
+ * as the reference), staged through Os (16 rows of the warp's own Q) and
+ * stored 16 bytes at a time to the first `rows` rows at yw, `ystride`
+ * elements apart. */
+template <typename T, int HD>
+__device__ __forceinline__ void mma_write_rows(const float (*o)[4], float l[2], T *Os, T *yw,
+                                               int64_t ystride, int64_t rows, int lane) {
+    constexpr int LD = HD + 8, C8 = HD / 8, DT = HD / 8;
+    const int g = lane / 4, t = lane % 4;
+    float inv[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+        inv[i] = 1.f / l[i];
+    }
+#pragma unroll
+    for (int i = 0; i < DT; i++) {
+        *reinterpret_cast<uint32_t *>(Os + g * LD + i * 8 + 2 * t) =
+            mma_pack<T>(o[i][0] * inv[0], o[i][1] * inv[0]);
+        *reinterpret_cast<uint32_t *>(Os + (g + 8) * LD + i * 8 + 2 * t) =
+            mma_pack<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
+    }
+    __syncwarp();
+    for (int idx = lane; idx < 16 * C8; idx += 32) {
+        const int r = idx / C8, cc = idx % C8;
+        if (r < rows)
+            *reinterpret_cast<uint4 *>(yw + r * ystride + cc * 8) =
+                *reinterpret_cast<const uint4 *>(Os + r * LD + cc * 8);
+    }
+}
+
 static __host__ __device__ size_t mma_smem(int warps, int hd) {
     return (size_t)(warps * 16 + 4 * MMA_KB) * (hd + 8) * 2 + 2 * MMA_KB * sizeof(float);
 }
@@ -508,25 +598,11 @@ __global__ void __launch_bounds__(MMA_MAX_WARPS * 32)
         }
         __syncthreads();
         if (c == 0)
-#pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++)
-                mma_ldsm_x4(qf[kk], Qs + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+            mma_load_q<HD>(qf, Qs + warp * 16 * LD, lane);
         const T *Kc = Ks + buf * MMA_KB * LD, *Vc = Vs + buf * MMA_KB * LD;
         /* S = Q K^T, 16 x 64 */
         float s[NT][4];
-#pragma unroll
-        for (int i = 0; i < NT; i++)
-            s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < HD / 16; kk++)
-#pragma unroll
-            for (int np = 0; np < NT / 2; np++) {
-                uint32_t bf[4];
-                mma_ldsm_x4(bf, Kc + (np * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 +
-                                    ((lane / 8) % 2) * 8);
-                mma_16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
-                mma_16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
-            }
+        mma_scores<T, HD, MMA_KB>(s, qf, Kc, lane, MMA_KB);
         /* scale and mask in base 2; keys past Sk are -inf */
         const int64_t jc = (int64_t)c * MMA_KB;
 #pragma unroll
@@ -580,50 +656,13 @@ __global__ void __launch_bounds__(MMA_MAX_WARPS * 32)
             o[i][2] *= corr[1];
             o[i][3] *= corr[1];
         }
-        /* O += P V: the score accumulators of keys 16kk..16kk+15 are the A
-         * fragment; V by transposing loads */
-#pragma unroll
-        for (int kk = 0; kk < MMA_KB / 16; kk++) {
-            uint32_t pa[4] = {mma_pack<T>(s[2 * kk][0], s[2 * kk][1]),
-                              mma_pack<T>(s[2 * kk][2], s[2 * kk][3]),
-                              mma_pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              mma_pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-            for (int dp = 0; dp < DT / 2; dp++) {
-                uint32_t bf[4];
-                mma_ldsm_x4_t(bf, Vc + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dp * 16 +
-                                      (lane / 16) * 8);
-                mma_16816<T>(o[2 * dp], pa, bf[0], bf[1]);
-                mma_16816<T>(o[2 * dp + 1], pa, bf[2], bf[3]);
-            }
-        }
+        /* O += P V */
+        mma_context<T, HD, MMA_KB>(o, s, Vc, lane, MMA_KB);
         __syncthreads(); /* the next chunk's copies overwrite this buffer */
     }
-    /* 1 / sum per row (every key masked: 0 * inf = NaN, as the reference);
-     * the warp's rows through its Q rows in shared memory, 16 bytes a store */
-    float inv[2];
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        lrun[i] += __shfl_xor_sync(0xffffffffu, lrun[i], 1);
-        lrun[i] += __shfl_xor_sync(0xffffffffu, lrun[i], 2);
-        inv[i] = 1.f / lrun[i];
-    }
-    T *Os = Qs + warp * 16 * LD;
-#pragma unroll
-    for (int i = 0; i < DT; i++) {
-        *reinterpret_cast<uint32_t *>(Os + g * LD + i * 8 + 2 * t) =
-            mma_pack<T>(o[i][0] * inv[0], o[i][1] * inv[0]);
-        *reinterpret_cast<uint32_t *>(Os + (g + 8) * LD + i * 8 + 2 * t) =
-            mma_pack<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
-    }
-    __syncwarp();
-    for (int idx = lane; idx < 16 * C8; idx += 32) {
-        const int r = idx / C8, cc = idx % C8;
-        const int64_t row = q0 + warp * 16 + r;
-        if (row < a.sq)
-            *reinterpret_cast<uint4 *>(y + ((b * a.sq + row) * a.h + h) * HD + cc * 8) =
-                *reinterpret_cast<const uint4 *>(Os + r * LD + cc * 8);
-    }
+    const int64_t row0 = q0 + warp * 16;
+    mma_write_rows<T, HD>(o, lrun, Qs + warp * 16 * LD, y + ((b * a.sq + row0) * a.h + h) * HD,
+                          a.h * HD, a.sq - row0, lane);
 }
 
 /* Whether the mma kernel takes these tensors: float16 / bfloat16, d = dv in
@@ -723,6 +762,17 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     const T *qb = q + (b * a.sq + q0) * a.qrow + h * HD;
     const T *kb = k + b * a.sk * a.krow + h * HD;
     const T *vb = v + b * a.sk * a.vrow + h * HD;
+    /* the key rows of K or V into shared memory; zero rows past Sk */
+    auto load_keys = [&](T *dst0, const T *src, int64_t stride) {
+        for (int idx = threadIdx.x; idx < skp * C8; idx += NW * 32) {
+            const int j = idx / C8, cc = idx % C8;
+            T *dst = dst0 + j * LD + cc * 8;
+            if (j < sk)
+                __pipeline_memcpy_async(dst, src + j * stride + cc * 8, 16);
+            else
+                *reinterpret_cast<uint4 *>(dst) = zero;
+        }
+    };
     for (int idx = threadIdx.x; idx < NW * 16 * C8; idx += NW * 32) {
         const int r = idx / C8, cc = idx % C8;
         T *dst = Qs + r * LD + cc * 8;
@@ -731,23 +781,9 @@ __global__ void __launch_bounds__(NW * 32, MINB)
         else
             *reinterpret_cast<uint4 *>(dst) = zero;
     }
-    for (int idx = threadIdx.x; idx < skp * C8; idx += NW * 32) {
-        const int j = idx / C8, cc = idx % C8;
-        T *dst = Ks + j * LD + cc * 8;
-        if (j < sk)
-            __pipeline_memcpy_async(dst, kb + j * a.krow + cc * 8, 16);
-        else
-            *reinterpret_cast<uint4 *>(dst) = zero;
-    }
+    load_keys(Ks, kb, a.krow);
     __pipeline_commit();
-    for (int idx = threadIdx.x; idx < skp * C8; idx += NW * 32) {
-        const int j = idx / C8, cc = idx % C8;
-        T *dst = Vs + j * LD + cc * 8;
-        if (j < sk)
-            __pipeline_memcpy_async(dst, vb + j * a.vrow + cc * 8, 16);
-        else
-            *reinterpret_cast<uint4 *>(dst) = zero;
-    }
+    load_keys(Vs, vb, a.vrow);
     __pipeline_commit();
     /* per key: -inf past Sk, else the row mask in base 2 (0 without one) */
     for (int j = threadIdx.x; j < MMA1_KEYS; j += NW * 32)
@@ -758,25 +794,10 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     __pipeline_wait_prior(1); /* Q and K */
     __syncthreads();
     uint32_t qf[HD / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++)
-        mma_ldsm_x4(qf[kk], Qs + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+    mma_load_q<HD>(qf, Qs + warp * 16 * LD, lane);
     /* S = Q K^T, 16 x 128: tiles past the keys stay unused */
     float s[NT][4];
-#pragma unroll
-    for (int i = 0; i < NT; i++)
-        s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++)
-#pragma unroll
-        for (int np = 0; np < NT / 2; np++)
-            if (np * 16 < skp) {
-                uint32_t bf[4];
-                mma_ldsm_x4(bf, Ks + (np * 16 + (lane / 16) * 8 + lane % 8) * LD + kk * 16 +
-                                    ((lane / 8) % 2) * 8);
-                mma_16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
-                mma_16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
-            }
+    mma_scores<T, HD, MMA1_KEYS>(s, qf, Ks, lane, skp);
     /* scale and mask in base 2, an exact softmax */
     const float sl2 = a.scale * MMA_LOG2E;
     const int rlo = q0 + warp * 16 + g, rhi = rlo + 8;
@@ -818,52 +839,15 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     }
     __pipeline_wait_prior(0); /* V */
     __syncthreads();
-    /* O = P V: the score accumulators of keys 16kk..16kk+15 are the A
-     * fragment; V by transposing loads */
+    /* O = P V */
     float o[DT][4];
 #pragma unroll
     for (int i = 0; i < DT; i++)
         o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < MMA1_KEYS / 16; kk++)
-        if (kk * 16 < skp) {
-            uint32_t pa[4] = {mma_pack<T>(s[2 * kk][0], s[2 * kk][1]),
-                              mma_pack<T>(s[2 * kk][2], s[2 * kk][3]),
-                              mma_pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              mma_pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-            for (int dp = 0; dp < DT / 2; dp++) {
-                uint32_t bf[4];
-                mma_ldsm_x4_t(bf, Vs + (kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * LD + dp * 16 +
-                                      (lane / 16) * 8);
-                mma_16816<T>(o[2 * dp], pa, bf[0], bf[1]);
-                mma_16816<T>(o[2 * dp + 1], pa, bf[2], bf[3]);
-            }
-        }
-    float inv[2];
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
-        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
-        inv[i] = 1.f / sum[i];
-    }
-    /* the warp's rows through its own Q rows in shared memory, 16 bytes a store */
-    T *Os = Qs + warp * 16 * LD;
-#pragma unroll
-    for (int i = 0; i < DT; i++) {
-        *reinterpret_cast<uint32_t *>(Os + g * LD + i * 8 + 2 * t) =
-            mma_pack<T>(o[i][0] * inv[0], o[i][1] * inv[0]);
-        *reinterpret_cast<uint32_t *>(Os + (g + 8) * LD + i * 8 + 2 * t) =
-            mma_pack<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
-    }
-    __syncwarp();
-    T *yb = y + ((b * a.sq + q0 + warp * 16) * a.h + h) * HD;
-    for (int idx = lane; idx < 16 * C8; idx += 32) {
-        const int r = idx / C8, cc = idx % C8;
-        if (q0 + warp * 16 + r < sq)
-            *reinterpret_cast<uint4 *>(yb + (int64_t)r * a.h * HD + cc * 8) =
-                *reinterpret_cast<const uint4 *>(Os + r * LD + cc * 8);
-    }
+    mma_context<T, HD, MMA1_KEYS>(o, s, Vs, lane, skp);
+    const int row0 = q0 + warp * 16;
+    mma_write_rows<T, HD>(o, sum, Qs + warp * 16 * LD, y + ((b * a.sq + row0) * a.h + h) * HD,
+                          a.h * HD, sq - row0, lane);
 }
 
 /* Whether the single-pass kernel takes these shapes: as the mma kernel,
@@ -1000,7 +984,8 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
         staged = getenv("KILN_ATTENTION_STAGED") && atoi(getenv("KILN_ATTENTION_STAGED")) == 1;
     }
     bool general = simt || a->kernel == KC_ATT_GENERAL;
-    if (!general && !staged && (a->kernel == KC_ATT_MMA1 || a->kernel == KC_ATT_MMA1_WIDE) &&
+    if (!general && !staged &&
+        (a->kernel == KC_ATT_MMA1 || a->kernel == KC_ATT_MMA1_WIDE) &&
         mma_ok(q, k, v, y, a) && kc_attn_mma1_shapes(a)) {
         if (a->dt == KILN_DTYPE_FLOAT16)
             return launch_mma1<__half>(q, k, v, mask, y, a, stream);
