@@ -436,20 +436,17 @@ static void lt_search(const char *name, int64_t m, int64_t k, int64_t n, cublasL
         for (int v = 0; v < 20 && nr < NROWS; v++) {
             cublasLtMatmulAlgo_t algo = res[i].algo;
             size_t wsz = res[i].workspaceSize;
-            if (v > 10) { /* split-K 2..4 with each reduction scheme */
-                int32_t sk = 2 + (v - 11) / 3;
-                uint32_t rs = 1u << ((v - 11) % 3);
-                cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk);
-                cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &rs, sizeof rs);
-                cublasLtMatmulHeuristicResult_t chk;
-                if (cublasLtMatmulAlgoCheck(h, op, la, lb, ld, ld, &algo, &chk) != CUBLAS_STATUS_SUCCESS ||
-                    chk.workspaceSize > wsmax)
-                    continue;
-                wsz = chk.workspaceSize;
-            } else if (v > 0) {
-                uint32_t cl = clusters[(v - 1) / 2], sw = (uint32_t)((v - 1) % 2);
-                cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof cl);
-                cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &sw, sizeof sw);
+            if (v > 0) {
+                if (v > 10) { /* split-K 2..4 with each reduction scheme */
+                    int32_t sk = 2 + (v - 11) / 3;
+                    uint32_t rs = 1u << ((v - 11) % 3);
+                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk);
+                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &rs, sizeof rs);
+                } else { /* a cluster shape and a CTA swizzle */
+                    uint32_t cl = clusters[(v - 1) / 2], sw = (uint32_t)((v - 1) % 2);
+                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof cl);
+                    cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &sw, sizeof sw);
+                }
                 cublasLtMatmulHeuristicResult_t chk;
                 if (cublasLtMatmulAlgoCheck(h, op, la, lb, ld, ld, &algo, &chk) != CUBLAS_STATUS_SUCCESS ||
                     chk.workspaceSize > wsmax)
