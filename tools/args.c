@@ -254,6 +254,65 @@ void cli_format_dims(char *buf, size_t cap, int rank, const int64_t *dims) {
 
 /* ---- build flags ---- */
 
+/* --inputIOFormats / --outputIOFormats=type:fmt[,type:fmt...] as trtexec:
+ * one entry per network input (output) in order, or one for every one.
+ * Types fp32, fp16, bf16, int64, int32, int8, uint8, bool; the format must be
+ * the linear one (chw), which may be left out. */
+static bool parse_io_formats(cli_build_opts *o, const char *flag, const char *spec, int side) {
+    if (!cli_need_value(flag, spec))
+        return false;
+    static const struct {
+        const char *name;
+        kiln_dtype dtype;
+    } types[] = {{"fp32", KILN_DTYPE_FLOAT},  {"fp16", KILN_DTYPE_FLOAT16},
+                 {"bf16", KILN_DTYPE_BFLOAT16}, {"int64", KILN_DTYPE_INT64},
+                 {"int32", KILN_DTYPE_INT32}, {"int8", KILN_DTYPE_INT8},
+                 {"uint8", KILN_DTYPE_UINT8}, {"bool", KILN_DTYPE_BOOL}};
+    free(o->io_types[side]);
+    o->io_types[side] = NULL;
+    o->n_io_types[side] = 0;
+    for (const char *p = spec; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        const char *colon = memchr(p, ':', len);
+        size_t tlen = colon ? (size_t)(colon - p) : len;
+        kiln_dtype dt = KILN_DTYPE_UNDEFINED;
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+            if (strlen(types[i].name) == tlen && strncmp(p, types[i].name, tlen) == 0)
+                dt = types[i].dtype;
+        if (dt == KILN_DTYPE_UNDEFINED) {
+            cli_error("%s: unknown type '%.*s' (use fp32, fp16, bf16, int64, int32, int8, uint8 "
+                      "or bool)", flag, (int)tlen, p);
+            return false;
+        }
+        if (colon) {
+            size_t flen = len - tlen - 1;
+            if (flen != 3 || strncmp(colon + 1, "chw", 3) != 0) {
+                cli_error("%s: format '%.*s' is not supported: kiln binds linear tensors only "
+                          "(chw)", flag, (int)flen, colon + 1);
+                return false;
+            }
+        }
+        kiln_dtype *t = realloc(o->io_types[side], (size_t)(o->n_io_types[side] + 1) * sizeof *t);
+        if (!t) {
+            cli_error("%s: out of memory", flag);
+            return false;
+        }
+        o->io_types[side] = t;
+        t[o->n_io_types[side]++] = dt;
+        p += len;
+        if (*p == ',' && *++p == '\0') {
+            cli_error("%s: empty entry at the end of '%s'", flag, spec);
+            return false;
+        }
+    }
+    if (o->n_io_types[side] == 0) {
+        cli_error("%s: no type given", flag);
+        return false;
+    }
+    return true;
+}
+
 /* --layerPrecisions=name:fp32,name2:fp16 (the last ':' of an entry ends the
  * name; a name may be quoted with single quotes). A later entry for the same
  * layer replaces an earlier one. */
@@ -400,6 +459,8 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
     }
     if (strcmp(name, "--layerPrecisions") == 0)
         return parse_layer_precisions(o, name, value) ? 1 : -1;
+    if (strcmp(name, "--inputIOFormats") == 0 || strcmp(name, "--outputIOFormats") == 0)
+        return parse_io_formats(o, name, value, name[2] == 'o') ? 1 : -1;
     if (strcmp(name, "--precisionConstraints") == 0) {
         if (!cli_need_value(name, value))
             return -1;
@@ -475,6 +536,11 @@ void cli_build_opts_free(cli_build_opts *o) {
     free(o->layer_prec);
     o->layer_prec = NULL;
     o->n_layer_prec = 0;
+    for (int side = 0; side < 2; side++) {
+        free(o->io_types[side]);
+        o->io_types[side] = NULL;
+        o->n_io_types[side] = 0;
+    }
     cli_shape_list_free(&o->shapes);
 }
 
@@ -658,6 +724,24 @@ static bool configure(const cli_build_opts *o, const kiln_network *net, kiln_bui
             cli_kiln_error("--layerPrecisions", st);
             return false;
         }
+    }
+    for (int side = 0; side < 2; side++) {
+        const char *flag = side ? "--outputIOFormats" : "--inputIOFormats";
+        int n = o->n_io_types[side], have = side ? kiln_network_num_outputs(net)
+                                                 : kiln_network_num_inputs(net);
+        if (n > 1 && n != have) {
+            cli_error("%s gives %d types; the network has %d %s%s (give one for each, in order, "
+                      "or one for all)", flag, n, have, side ? "output" : "input",
+                      have == 1 ? "" : "s");
+            return false;
+        }
+        for (int k = 0; k < n; k++)
+            /* one entry for several tensors applies to each of its kind */
+            if ((st = kiln_builder_config_set_io_type(cfg, side, n == 1 && have > 1 ? -1 : k,
+                                                      o->io_types[side][k])) != KILN_OK) {
+                cli_kiln_error(flag, st);
+                return false;
+            }
     }
     if (!names_exist(net, &o->shapes, "--shapes"))
         return false;

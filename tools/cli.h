@@ -97,12 +97,15 @@ typedef struct cli_build_opts {
     } *layer_prec;
     bool no_constraints;        /* --precisionConstraints=none */
     int opt_level;              /* --builderOptimizationLevel + 1; 0 = not given */
+    int n_io_types[2];          /* --inputIOFormats [0], --outputIOFormats [1] */
+    kiln_dtype *io_types[2];    /* one type per I/O in order, or one for every one */
 } cli_build_opts;
 
 /* Handle one of the build flags (--minShapes/--optShapes/--maxShapes/--shapes,
  * --memPoolSize, --threads, --fp16, --bf16, --tf32/--noTF32, --best,
  * --noFusion, --noTiming, --refTactics, --backend, --timingCacheFile,
- * --layerPrecisions, --precisionConstraints). Returns 1 if handled, 0 if the
+ * --layerPrecisions, --precisionConstraints, --inputIOFormats,
+ * --outputIOFormats). Returns 1 if handled, 0 if the
  * flag is not a build flag, -1 on a bad value (message printed). */
 int cli_build_flag(cli_build_opts *o, const char *name, const char *value);
 void cli_build_opts_free(cli_build_opts *o);

@@ -5,7 +5,8 @@ Generates torchvision ResNet-50 and transformers BERT-base (seq 128) with fixed
 seeds (BatchNorm statistics warmed on random batches so activations are O(1)),
 exports them with torch.onnx (opset 17, dynamic batch), builds kiln plans
 (dynamic batch 1..64; one tuned at batch 1 for the latency figure, one tuned
-at batch 64 for throughput, as TensorRT users build them) and times, in the
+at batch 64 for throughput, as TensorRT users build them; in FP16 with
+float16 inputs and outputs, as the FP16 PyTorch models) and times, in the
 same process and on the same inputs:
   - PyTorch eager FP16, torch.compile(mode="reduce-overhead") FP16,
   - kiln (through libkiln.so with ctypes; inputs and outputs are torch CUDA
@@ -230,7 +231,9 @@ def build_plan(cli, onnx_path, plan, name, precision, cache, opt):
            f"--minShapes={shape_spec(name, 1)}", f"--optShapes={shape_spec(name, opt)}",
            f"--maxShapes={shape_spec(name, 64)}", "--backend=cuda", f"--timingCacheFile={cache}"]
     if precision == "fp16":
-        cmd.append("--fp16")
+        # as the FP16 PyTorch models: float16 in and out (trtexec's I/O
+        # formats), so no conversion from and back to float32 is timed
+        cmd += ["--fp16", "--inputIOFormats=fp16:chw", "--outputIOFormats=fp16:chw"]
     env = dict(os.environ)
     extra = os.environ.get("KILN_CLI_LIBS")  # library folders for the CLI process only
     if extra:
@@ -327,7 +330,10 @@ def main():
                     ref = m32(input_ids=x["input_ids"], attention_mask=x["attention_mask"]).last_hidden_state
             # kiln
             out_dtype = KILN_DTYPES.get(kiln.lib.kiln_engine_tensor_dtype(eng, b"output"), torch.float32)
-            out = kiln.bind(ctx, x, "output", out_dtype)
+            # inputs in the types the plan binds (float16 with --inputIOFormats)
+            xk = {k: v.to(KILN_DTYPES.get(kiln.lib.kiln_engine_tensor_dtype(eng, k.encode()), v.dtype))
+                  if v.is_floating_point() else v for k, v in x.items()}
+            out = kiln.bind(ctx, xk, "output", out_dtype)
             kiln.enqueue(ctx)
             torch.cuda.synchronize()
             row[f"kiln_err_b{batch}"] = rel_err(out, ref)

@@ -70,6 +70,23 @@ KILN_API void kiln_builder_config_set_threads(kiln_builder_config *cfg, int thre
 KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_layer_precision(
     kiln_builder_config *cfg, const char *layer_name, kiln_dtype dtype);
 
+/* The type a network input (is_output 0) or output (1) has in the plan,
+ * as trtexec's --inputIOFormats / --outputIOFormats with the linear (chw)
+ * format. `index` is the tensor's position among the network's inputs or
+ * outputs, or -1 for every one of them of the type's kind (a float type for
+ * the float tensors, another type for the rest). A float tensor (float32,
+ * float16 or bfloat16 in the model) may be given any of the three: the
+ * caller then binds data of that type, and the plan converts where its
+ * layers need another (an output already computed in that type under
+ * KILN_BUILDER_FLAG_FP16 / BF16 skips its conversion back to float32).
+ * Other tensors keep their own type. A later call for the same tensor
+ * replaces an earlier one; positions past the network's inputs or outputs,
+ * and types a tensor cannot take, fail the build with a message naming
+ * them. Added in 0.2. */
+KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_io_type(kiln_builder_config *cfg,
+                                                                    int is_output, int index,
+                                                                    kiln_dtype dtype);
+
 /* Read tactic timings from this file before building and write new ones to
  * it afterwards (trtexec's --timingCacheFile), so a rebuild on the same
  * device and library versions skips timing. A file made elsewhere is ignored

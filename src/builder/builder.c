@@ -42,6 +42,9 @@ struct kiln_builder_config {
     int n_lprec, cap_lprec;
     char **lprec_names;
     kiln_dtype *lprec_types;
+    /* I/O types (pass_io.c reads them) */
+    int n_io, cap_io;
+    kbld_io_type *io;
 };
 
 /* ---------------- configuration ---------------- */
@@ -85,6 +88,7 @@ KILN_API void kiln_builder_config_destroy(kiln_builder_config *cfg) {
         kn_free(cfg->lprec_names[i]);
     kn_free(cfg->lprec_names);
     kn_free(cfg->lprec_types);
+    kn_free(cfg->io);
     kn_free(cfg->timing_cache);
     kn_free(cfg);
 }
@@ -125,6 +129,36 @@ KILN_API kiln_status kiln_builder_config_set_layer_precision(kiln_builder_config
         return KILN_ERR_OUT_OF_MEMORY;
     cfg->lprec_types[cfg->n_lprec++] = dtype;
     return KILN_OK;
+}
+
+KILN_API kiln_status kiln_builder_config_set_io_type(kiln_builder_config *cfg, int is_output,
+                                                    int index, kiln_dtype dtype) {
+    if (!cfg)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "builder config is NULL");
+    if (index < -1)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "%s type: index %d is not a position (or -1)",
+                        is_output ? "output" : "input", index);
+    if (dtype <= KILN_DTYPE_UNDEFINED || !kiln_dtype_name(dtype) || kiln_dtype_size(dtype) == 0)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "%s type: %d is not a tensor type",
+                        is_output ? "output" : "input", (int)dtype);
+    bool out = is_output != 0;
+    if (index == -1) /* every one: earlier entries for this side are replaced */
+        for (int i = 0; i < cfg->n_io; i++)
+            if (cfg->io[i].output == out)
+                cfg->io[i--] = cfg->io[--cfg->n_io];
+    for (int i = 0; i < cfg->n_io; i++)
+        if (cfg->io[i].output == out && cfg->io[i].index == index) {
+            cfg->io[i].dtype = dtype;
+            return KILN_OK;
+        }
+    KN_TRY(kn_grow((void **)&cfg->io, &cfg->cap_io, cfg->n_io + 1, sizeof *cfg->io));
+    cfg->io[cfg->n_io++] = (kbld_io_type){.output = out, .index = index, .dtype = dtype};
+    return KILN_OK;
+}
+
+const kbld_io_type *kbld_io_types(const kiln_builder_config *cfg, int *count) {
+    *count = cfg ? cfg->n_io : 0;
+    return cfg ? cfg->io : NULL;
 }
 
 kiln_dtype kbld_layer_precision(const kiln_builder_config *cfg, const char *name) {

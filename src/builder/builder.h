@@ -40,6 +40,16 @@ KN_HIDDEN kiln_dtype kbld_layer_precision(const struct kiln_builder_config *cfg,
 KN_HIDDEN int kbld_layer_precision_count(const struct kiln_builder_config *cfg);
 KN_HIDDEN const char *kbld_layer_precision_name(const struct kiln_builder_config *cfg, int i);
 
+/* One kiln_builder_config_set_io_type entry: input or output `index` (-1:
+ * every one) takes `dtype`. */
+typedef struct kbld_io_type {
+    bool output;
+    int index;
+    kiln_dtype dtype;
+} kbld_io_type;
+/* The entries set on cfg (NULL cfg: none). */
+KN_HIDDEN const kbld_io_type *kbld_io_types(const struct kiln_builder_config *cfg, int *count);
+
 /* Run every optimization pass to a fixed point (passes.c). Skips fusion when
  * KILN_BUILDER_FLAG_NO_FUSION is set. Logs what each pass changed (verbose). */
 KN_HIDDEN kiln_status kbld_optimize(kbld *b);

@@ -563,6 +563,7 @@ static const pass_entry kpass_final[] = {
  * nothing reads. */
 static const pass_entry kpass_late[] = {
     {"precision", kpass_precision, false},
+    {"io-types", kpass_io_types, false},
     {"layout", kpass_layout, false},
     {"fold", kpass_fold, false},       /* the layout pass's weight reorders */
     {"dead-code", kpass_dead_code, false},

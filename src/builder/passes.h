@@ -49,6 +49,8 @@ KN_HIDDEN kiln_status kpass_chain(kpass *p, int *changed);
 KN_HIDDEN int kpass_chain_op_arity(const char *op_type);
 /* Reduced precision (pass_precision.c): runs late, once. */
 KN_HIDDEN kiln_status kpass_precision(kpass *p, int *changed);
+/* pass_io.c: the types inputs and outputs have in the plan (after precision). */
+KN_HIDDEN kiln_status kpass_io_types(kpass *p, int *changed);
 /* Channels-last regions around convolutions (pass_layout.c): after precision. */
 KN_HIDDEN kiln_status kpass_layout(kpass *p, int *changed);
 

@@ -238,6 +238,37 @@ def main():
     expect_error(k, "bad precision constraint", ["exec", m, "--precisionConstraints=maybe"],
                  "--precisionConstraints")
 
+    # I/O types as trtexec's --inputIOFormats / --outputIOFormats: float16 in
+    # and out of an FP16 plan (no casts at the edges), the output exported
+    rc, out, err = run(k, "exec", m, "--shapes=input:1x3x64x64", "--fp16",
+                       "--inputIOFormats=fp16:chw", "--outputIOFormats=fp16:chw",
+                       "--dumpLayerInfo", "--iterations=1", "--warmUp=0", "--duration=0",
+                       "--exportOutput=" + w("io16.json"))
+    try:
+        with open(w("io16.json")) as f:
+            exp = json.load(f)
+        check("fp16 I/O formats build and run without edge casts",
+              rc == 0 and "Cast" not in out and exp[0]["shape"] == [1, 10], out + err)
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check("fp16 I/O export parses", False, str(e) + out + err)
+    # one float entry for all inputs leaves the shape-tensor input as int64
+    rc, out, err = run(k, "exec", "--onnx=" + os.path.join(HERE, "shape_tensor.onnx"),
+                       "--minShapes=target_shape:1x24", "--optShapes=target_shape:4x6",
+                       "--maxShapes=target_shape:24x1", "--inputIOFormats=fp16:chw",
+                       "--outputIOFormats=fp16", "--iterations=1", "--warmUp=0", "--duration=0",
+                       "--saveEngine=" + w("st16.plan"))
+    rc2, out2, err2 = run(k, "inspect", w("st16.plan"))
+    check("one float I/O entry for all leaves int64 inputs alone",
+          rc == 0 and rc2 == 0 and "float16  2x12" in out2 and "int64    2" in out2,
+          out + err + out2 + err2)
+    expect_error(k, "I/O format other than chw", ["exec", m, "--outputIOFormats=fp16:hwc8"],
+                 "linear tensors only")
+    expect_error(k, "I/O formats count", ["exec", m, "--inputIOFormats=fp16,fp16"],
+                 "the network has 1 input")
+    expect_error(k, "I/O type a float input cannot take", ["exec", m, "--inputIOFormats=int64"],
+                 "input 'input' is float")
+    expect_error(k, "unknown I/O type", ["exec", m, "--outputIOFormats=fp17:chw"], "fp17")
+
     # a shape-tensor input: the shapes given for it are its values (trtexec's rule)
     st_model = os.path.join(HERE, "shape_tensor.onnx")
     st_plan = w("shape_tensor.plan")

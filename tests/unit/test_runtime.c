@@ -1,9 +1,11 @@
 /* test_runtime.c - builder + runtime through the public API: profiles and
  * dynamic batch, shape errors, missing addresses, plan files, data-dependent
- * outputs, and several contexts on one engine in parallel threads. */
+ * outputs, input/output types, and several contexts on one engine in
+ * parallel threads. */
 #include <pthread.h>
 #include <unistd.h>
 
+#include "core/core.h"
 #include "kiln/kiln_builder.h"
 #include "kiln/kiln_network.h"
 #include "kiln/kiln_runtime.h"
@@ -364,6 +366,128 @@ static void test_shape_input(void) {
     kiln_network_destroy(net);
 }
 
+/* The MLP built with the given flags and I/O types (output first: -2 = not
+ * set); *err gets the build's status. */
+static kiln_engine *mlp_engine(uint32_t flags, kiln_dtype in_type, int in_index, kiln_dtype out_type,
+                               kiln_status *err) {
+    kiln_network *net = make_mlp();
+    kiln_builder_config *cfg = NULL;
+    kiln_engine *eng = NULL;
+    void *plan = NULL;
+    size_t size = 0;
+    int p = 0;
+    int64_t mn[2] = {1, 4}, op[2] = {2, 4}, mx[2] = {8, 4};
+    kiln_status st = net ? kiln_builder_config_create(&cfg) : KILN_ERR_INTERNAL;
+    if (st == KILN_OK) {
+        kiln_builder_config_set_flags(cfg, flags);
+        st = kiln_builder_config_add_profile(cfg, &p);
+    }
+    if (st == KILN_OK)
+        st = kiln_builder_config_set_shape(cfg, p, "x", 2, mn, op, mx);
+    if (st == KILN_OK && in_type != KILN_DTYPE_UNDEFINED)
+        st = kiln_builder_config_set_io_type(cfg, 0, in_index, in_type);
+    if (st == KILN_OK && out_type != KILN_DTYPE_UNDEFINED)
+        st = kiln_builder_config_set_io_type(cfg, 1, -1, out_type);
+    if (st == KILN_OK)
+        st = kiln_build_serialized(net, cfg, &plan, &size);
+    if (st == KILN_OK)
+        st = kiln_engine_load(plan, size, &eng);
+    kiln_free(plan);
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+    *err = st;
+    return eng;
+}
+
+/* Runs the engine on 3 rows of x (converted to its input type) and returns
+ * the largest difference from the FP32 reference, relative to max(1, |y|);
+ * -1 when a call fails. */
+static double mlp_run_error(kiln_engine *eng) {
+    float x[12], want[9], y32[9];
+    uint16_t x16[12], y16[9];
+    for (int i = 0; i < 12; i++)
+        x[i] = (float)((i * 7) % 11) / 4.f - 1.2f;
+    kiln_dtype it = kiln_engine_tensor_dtype(eng, "x"), ot = kiln_engine_tensor_dtype(eng, "y");
+    for (int i = 0; i < 12; i++) {
+        x16[i] = it == KILN_DTYPE_FLOAT16 ? kn_float_to_half(x[i]) : kn_float_to_bf16(x[i]);
+        x[i] = it == KILN_DTYPE_FLOAT16   ? kn_half_to_float(x16[i])
+               : it == KILN_DTYPE_BFLOAT16 ? kn_bf16_to_float(x16[i])
+                                           : x[i]; /* the reference sees what the engine gets */
+    }
+    mlp_ref(x, 3, want);
+    kiln_context *ctx = NULL;
+    int64_t dims[2] = {3, 4};
+    double worst = -1;
+    if (kiln_context_create(eng, &ctx) == KILN_OK &&
+        kiln_context_set_input_shape(ctx, "x", 2, dims) == KILN_OK &&
+        kiln_context_set_tensor_address(ctx, "x", it == KILN_DTYPE_FLOAT ? (void *)x : (void *)x16) ==
+            KILN_OK &&
+        kiln_context_set_tensor_address(ctx, "y", ot == KILN_DTYPE_FLOAT ? (void *)y32 : (void *)y16) ==
+            KILN_OK &&
+        kiln_context_enqueue(ctx, NULL) == KILN_OK) {
+        worst = 0;
+        for (int i = 0; i < 9; i++) {
+            float got = ot == KILN_DTYPE_FLOAT     ? y32[i]
+                        : ot == KILN_DTYPE_FLOAT16 ? kn_half_to_float(y16[i])
+                                                   : kn_bf16_to_float(y16[i]);
+            double d = fabs((double)got - want[i]) / (fabs(want[i]) > 1 ? fabs(want[i]) : 1);
+            worst = d > worst ? d : worst;
+        }
+    }
+    kiln_context_destroy(ctx);
+    return worst;
+}
+
+/* Input/output types (trtexec's --inputIOFormats / --outputIOFormats): the
+ * engine reports them, takes and gives data in them, and the numbers match
+ * the FP32 reference at the type's precision; bad requests fail naming the
+ * tensor. */
+static void test_io_types(void) {
+    static const struct {
+        uint32_t flags;
+        kiln_dtype in, out;
+        double tol;
+    } cases[] = {
+        {KILN_BUILDER_FLAG_FP16, KILN_DTYPE_FLOAT16, KILN_DTYPE_FLOAT16, 5e-3},
+        {KILN_BUILDER_FLAG_FP16, KILN_DTYPE_UNDEFINED, KILN_DTYPE_FLOAT16, 5e-3},
+        {0, KILN_DTYPE_FLOAT16, KILN_DTYPE_FLOAT16, 5e-3},       /* FP32 layers, casts at the edges */
+        {0, KILN_DTYPE_BFLOAT16, KILN_DTYPE_BFLOAT16, 3e-2},
+        {KILN_BUILDER_FLAG_FP16, KILN_DTYPE_FLOAT, KILN_DTYPE_FLOAT, 5e-3}, /* as declared */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        kiln_status st;
+        kiln_engine *eng = mlp_engine(cases[c].flags, cases[c].in, 0, cases[c].out, &st);
+        KT_OK(st);
+        if (!eng)
+            continue;
+        kiln_dtype want_in = cases[c].in != KILN_DTYPE_UNDEFINED ? cases[c].in : KILN_DTYPE_FLOAT;
+        KT_CHECK(kiln_engine_tensor_dtype(eng, "x") == want_in);
+        KT_CHECK(kiln_engine_tensor_dtype(eng, "y") == cases[c].out);
+        double err = mlp_run_error(eng);
+        KT_CHECK(err >= 0 && err <= cases[c].tol);
+        if (err < 0 || err > cases[c].tol)
+            fprintf(stderr, "  io types case %zu: error %g (tolerance %g)\n", c, err, cases[c].tol);
+        kiln_engine_destroy(eng);
+    }
+    /* bad requests */
+    kiln_status st;
+    kiln_engine *eng = mlp_engine(0, KILN_DTYPE_INT64, 0, KILN_DTYPE_UNDEFINED, &st);
+    KT_CHECK(eng == NULL && st == KILN_ERR_UNSUPPORTED &&
+             strstr(kiln_last_error(), "input 'x' is float") != NULL);
+    kiln_engine_destroy(eng);
+    eng = mlp_engine(0, KILN_DTYPE_FLOAT16, 1, KILN_DTYPE_UNDEFINED, &st);
+    KT_CHECK(eng == NULL && st == KILN_ERR_INVALID_ARGUMENT &&
+             strstr(kiln_last_error(), "the network has 1 input") != NULL);
+    kiln_engine_destroy(eng);
+    kiln_builder_config *cfg = NULL;
+    KT_OK(kiln_builder_config_create(&cfg));
+    KT_FAILS(kiln_builder_config_set_io_type(cfg, 1, -2, KILN_DTYPE_FLOAT16),
+             KILN_ERR_INVALID_ARGUMENT, "index -2");
+    KT_FAILS(kiln_builder_config_set_io_type(cfg, 0, 0, KILN_DTYPE_UNDEFINED),
+             KILN_ERR_INVALID_ARGUMENT, "not a tensor type");
+    kiln_builder_config_destroy(cfg);
+}
+
 int main(void) {
     kiln_set_logger(NULL, NULL, KILN_LOG_ERROR);
     void *plan = NULL;
@@ -384,5 +508,6 @@ int main(void) {
     test_two_profiles();
     test_timing_cache();
     test_shape_input();
+    test_io_types();
     return kt_finish();
 }
