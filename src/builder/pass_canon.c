@@ -4,6 +4,7 @@
  * graph output, the input's producer is made to write that output instead.
  * Unless fusion is off, two Transposes in a row become one, and Reshape of a
  * Reshape reshapes the original (layout ops that traced exports chain). */
+#include <stdio.h>
 #include <string.h>
 
 #include "kiln/kiln_builder.h"
@@ -112,6 +113,82 @@ static kiln_status merge_reshapes(kpass *p, int i, bool *done) {
     return KILN_OK;
 }
 
+/* An elementwise Add/Sub/Mul/Div reading Gather(D, Expand(C, S)), D and C
+ * constants, whose other operand already has the op's output shape (at
+ * every profile point): the broadcast does the Expand's work, so the op
+ * reads Gather(D, C) instead, which constant folding then turns into a
+ * small constant. A model's default token-type or position ids (a constant
+ * row expanded to the batch, then looked up in an embedding table) stop
+ * costing a gather over the whole batch every run. */
+static kiln_status gather_of_expanded_constant(kpass *p, int i, bool *done) {
+    kn_net *net = p->net;
+    *done = false;
+    const kn_node *n = &net->nodes[i];
+    if (n->n_in != 2 || n->n_out != 1 || n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0)
+        return KILN_OK;
+    for (int j = 0; j < 2; j++) {
+        int gt = n->in[j], other = n->in[1 - j];
+        int g = kpass_producer(p, gt);
+        if (g < 0 || !kpass_free(p, g) || !kpass_is(&net->nodes[g], "Gather") ||
+            net->nodes[g].n_in != 2 || kpass_sole_reader(p, gt) != i)
+            continue;
+        const kn_node *gn = &net->nodes[g];
+        int d = gn->in[0], idx = gn->in[1];
+        int e = idx >= 0 ? kpass_producer(p, idx) : -1;
+        if (d < 0 || !kpass_is_const(net, d) || e < 0 || !kpass_is(&net->nodes[e], "Expand") ||
+            net->nodes[e].n_in != 2 || net->nodes[e].in[0] < 0 ||
+            !kpass_is_const(net, net->nodes[e].in[0]))
+            continue;
+        const kn_tdata *dv = &net->tensors[d].value, *cv = &net->tensors[net->nodes[e].in[0]].value;
+        int64_t axis = kn_attr_int(gn, "axis", 0);
+        if (axis < 0)
+            axis += dv->rank;
+        int rank = dv->rank - 1 + cv->rank;
+        if (axis < 0 || axis >= dv->rank || rank < 0 || rank > KILN_MAX_DIMS)
+            continue;
+        KN_TRY(kpass_need_shapes(p)); /* the pattern is there: its shapes decide */
+        if (p->shapes_state != 1)
+            return KILN_OK;
+        n = &net->nodes[i];
+        int64_t dims[KILN_MAX_DIMS]; /* Gather(D, C)'s shape */
+        int r = 0;
+        for (int k = 0; k < axis; k++)
+            dims[r++] = dv->dims[k];
+        for (int k = 0; k < cv->rank; k++)
+            dims[r++] = cv->dims[k];
+        for (int k = (int)axis + 1; k < dv->rank; k++)
+            dims[r++] = dv->dims[k];
+        bool ok = true;
+        for (int pt = 0; pt < p->n_points && ok; pt++) {
+            const kn_tinfo *yo = kpass_shape(p, pt, n->out[0]), *xo = kpass_shape(p, pt, other);
+            ok = yo && xo && yo->rank == xo->rank && yo->rank >= rank &&
+                 memcmp(yo->dims, xo->dims, sizeof(int64_t) * (size_t)yo->rank) == 0;
+            for (int k = 0; ok && k < rank; k++) {
+                int64_t want = yo->dims[yo->rank - rank + k];
+                ok = dims[k] == want || dims[k] == 1;
+            }
+        }
+        if (!ok)
+            continue;
+        int t2, node;
+        char hint[512];
+        snprintf(hint, sizeof hint, "%s_unexpanded", net->tensors[gt].name);
+        KN_TRY(kn_net_new_tensor(net, hint, &t2));
+        int in2[2] = {d, net->nodes[e].in[0]};
+        KN_TRY(kn_net_add_node(net, net->nodes[g].name, "Gather", "", net->nodes[g].opset, 2, in2, 1,
+                               &t2, &node));
+        KN_TRY(kn_node_set_int(&net->nodes[node], "axis", axis));
+        net->nodes[i].in[j] = t2;
+        kpass_touch(p, i);
+        kpass_kill(p, g);
+        kn_log(KILN_LOG_VERBOSE, "canonicalize: '%s' reads Gather '%s' of the constant indices "
+               "before their Expand", net->nodes[i].name, net->nodes[node].name);
+        *done = true;
+        return KILN_OK;
+    }
+    return KILN_OK;
+}
+
 kiln_status kpass_canonicalize(kpass *p, int *changed) {
     kn_net *net = p->net;
     /* merging two layers is a fusion: not when fusion is off */
@@ -126,6 +203,9 @@ kiln_status kpass_canonicalize(kpass *p, int *changed) {
             KN_TRY(merge_transposes(p, i, &merged));
         else if (fuse && kpass_is(n, "Reshape") && n->n_in >= 1 && n->in[0] >= 0)
             KN_TRY(merge_reshapes(p, i, &merged));
+        else if (kpass_is(n, "Add") || kpass_is(n, "Sub") || kpass_is(n, "Mul") ||
+                 kpass_is(n, "Div"))
+            KN_TRY(gather_of_expanded_constant(p, i, &merged));
         if (merged) {
             (*changed)++;
             continue;

@@ -640,6 +640,41 @@ static void test_channels_last(void) {
     kiln_network_destroy(net);
 }
 
+/* Default token-type ids (a constant row expanded to the batch, then looked
+ * up in an embedding table) added to the word embeddings: the Add reads the
+ * lookup of the constant row, which folds to a constant; no Expand or
+ * batch-wide Gather is left. Where the other operand does not have the
+ * output's shape, the Expand stays. */
+static void test_gather_of_expanded_constant(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "ids", KILN_DTYPE_INT64, 2, DIMS(-1, 8), NULL));
+    fconst(net, "word", 2, DIMS(4, 6), -1.f, 2.f);
+    fconst(net, "tok", 2, DIMS(3, 6), -1.f, 2.f);
+    fconst(net, "pos", 3, DIMS(1, 8, 6), -1.f, 2.f);
+    iconst(net, "tt", 2, DIMS(1, 8), (const int64_t[]){0, 1, 2, 0, 1, 2, 0, 1});
+    node(net, "shape", "Shape", 1, IN("ids"), "sh");
+    node(net, "expand", "Expand", 2, IN("tt", "sh"), "tte");
+    node(net, "word_gather", "Gather", 2, IN("word", "ids"), "w");
+    node(net, "tok_gather", "Gather", 2, IN("tok", "tte"), "t");
+    node(net, "add", "Add", 2, IN("w", "t"), "s");
+    node(net, "add_pos", "Add", 2, IN("s", "pos"), "y");
+    /* the same lookup plus a [1, 8, 6] constant: the Expand makes the batch */
+    node(net, "expand2", "Expand", 2, IN("tt", "sh"), "tte2");
+    node(net, "tok_gather2", "Gather", 2, IN("tok", "tte2"), "t2");
+    node(net, "add2", "Add", 2, IN("pos", "t2"), "z");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    KT_OK(kiln_network_mark_output(net, "z"));
+    kn_net *o = optimized(net, 0, 1, 2, 3);
+    if (o) {
+        CHECK_OR_DUMP(count_op(o, "", "Expand") == 1 && count_op(o, "", "Gather") == 2, o);
+        compare(net, o, "gather of an expanded constant, batch 2", 2);
+        compare(net, o, "gather of an expanded constant, batch 3", 3);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* FP16 precision: a Reshape whose shape is computed at run time (dynamic
  * batch) follows its input into float16 instead of being cast around, and a
  * constant beyond float16's range is clamped, not made infinite. */
@@ -1463,6 +1498,7 @@ int main(int argc, char **argv) {
     test_residual_dynamic();
     test_channels_last();
     test_precision_follow();
+    test_gather_of_expanded_constant();
     test_attention();
     test_attention_packed_export();
     test_guards();
