@@ -8,82 +8,92 @@
 #include "elementwise.cuh"
 #include "kc_dev.cuh"
 
-/* ---------------- float arithmetic ---------------- */
+/* ---------------- real arithmetic: float (float32/16, bfloat16 data) and
+ * double (float64 data; Pow of an integer base and a real exponent), one
+ * expression for both through the math overloads ---------------- */
 
-__device__ __forceinline__ float un_f(const kc_step &s, float x) {
-    const float a = s.alpha, b = s.beta, g = s.gamma;
+template <typename R> __device__ __forceinline__ R un_real(const kc_step &s, R x) {
+    const R a = s.alpha, b = s.beta, g = s.gamma;
     switch (s.op) {
-    case KC_ABS: return fabsf(x);
+    case KC_ABS: return fabs(x);
     case KC_NEG: return -x;
-    case KC_SIGN: return x > 0.f ? 1.f : (x < 0.f ? -1.f : x);
-    case KC_RECIPROCAL: return 1.f / x;
-    case KC_FLOOR: return floorf(x);
-    case KC_CEIL: return ceilf(x);
-    case KC_ROUND: return rintf(x);
-    case KC_SQRT: return sqrtf(x);
-    case KC_EXP: return expf(x);
-    case KC_LOG: return logf(x);
-    case KC_SIN: return sinf(x);
-    case KC_COS: return cosf(x);
-    case KC_TAN: return tanf(x);
-    case KC_ASIN: return asinf(x);
-    case KC_ACOS: return acosf(x);
-    case KC_ATAN: return atanf(x);
-    case KC_SINH: return sinhf(x);
-    case KC_COSH: return coshf(x);
-    case KC_ASINH: return asinhf(x);
-    case KC_ACOSH: return acoshf(x);
-    case KC_ATANH: return atanhf(x);
-    case KC_ERF: return erff(x);
-    case KC_TANH: return tanhf(x);
-    case KC_RELU: return x > 0.f ? x : 0.f;
-    case KC_LEAKY_RELU: return x >= 0.f ? x : a * x;
-    case KC_ELU: return x >= 0.f ? x : a * expm1f(x);
-    case KC_SELU: return x > 0.f ? g * x : g * (a * expf(x) - a);
-    case KC_CELU: return fmaxf(0.f, x) + fminf(0.f, a * expm1f(x / a));
-    case KC_THRESHOLDED_RELU: return x > a ? x : 0.f;
-    case KC_SIGMOID: return x >= 0.f ? 1.f / (1.f + expf(-x)) : expf(x) / (1.f + expf(x));
-    case KC_HARD_SIGMOID: return fmaxf(0.f, fminf(1.f, a * x + b));
-    case KC_HARD_SWISH: return x * fmaxf(0.f, fminf(1.f, x * (1.0f / 6.0f) + 0.5f));
-    case KC_SOFTPLUS: return x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x));
-    case KC_SOFTSIGN: return x / (1.f + fabsf(x));
+    case KC_SIGN: return x > R(0) ? R(1) : (x < R(0) ? R(-1) : x);
+    case KC_RECIPROCAL: return R(1) / x;
+    case KC_FLOOR: return floor(x);
+    case KC_CEIL: return ceil(x);
+    case KC_ROUND: return rint(x);
+    case KC_SQRT: return sqrt(x);
+    case KC_EXP: return exp(x);
+    case KC_LOG: return log(x);
+    case KC_SIN: return sin(x);
+    case KC_COS: return cos(x);
+    case KC_TAN: return tan(x);
+    case KC_ASIN: return asin(x);
+    case KC_ACOS: return acos(x);
+    case KC_ATAN: return atan(x);
+    case KC_SINH: return sinh(x);
+    case KC_COSH: return cosh(x);
+    case KC_ASINH: return asinh(x);
+    case KC_ACOSH: return acosh(x);
+    case KC_ATANH: return atanh(x);
+    case KC_ERF: return erf(x);
+    case KC_TANH: return tanh(x);
+    case KC_RELU: return x > R(0) ? x : R(0);
+    case KC_LEAKY_RELU: return x >= R(0) ? x : a * x;
+    case KC_ELU: return x >= R(0) ? x : a * expm1(x);
+    case KC_SELU: return x > R(0) ? g * x : g * (a * exp(x) - a);
+    case KC_CELU: return fmax(R(0), x) + fmin(R(0), a * expm1(x / a));
+    case KC_THRESHOLDED_RELU: return x > a ? x : R(0);
+    case KC_SIGMOID: return x >= R(0) ? R(1) / (R(1) + exp(-x)) : exp(x) / (R(1) + exp(x));
+    case KC_HARD_SIGMOID: return fmax(R(0), fmin(R(1), a * x + b));
+    case KC_HARD_SWISH: return x * fmax(R(0), fmin(R(1), x * (R(1) / R(6)) + R(0.5)));
+    case KC_SOFTPLUS: return x > R(0) ? x + log1p(exp(-x)) : log1p(exp(x));
+    case KC_SOFTSIGN: return x / (R(1) + fabs(x));
     case KC_GELU:
         if (s.flag)
-            return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-        return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
-    case KC_GELU_TANH: return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case KC_MISH: return x * tanhf(x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x)));
+            return R(0.5) * x * (R(1) + tanh(R(0.7978845608028654) * (x + R(0.044715) * x * x * x)));
+        return R(0.5) * x * (R(1) + erf(x * R(0.70710678118654752)));
+    case KC_GELU_TANH:
+        return R(0.5) * x * (R(1) + tanh(R(0.7978845608028654) * (x + R(0.044715) * x * x * x)));
+    case KC_MISH: return x * tanh(x > R(0) ? x + log1p(exp(-x)) : log1p(exp(x)));
     case KC_SWISH:
-        return a * x >= 0.f ? x / (1.f + expf(-a * x)) : x * expf(a * x) / (1.f + expf(a * x));
-    case KC_SILU: return x >= 0.f ? x / (1.f + expf(-x)) : x * expf(x) / (1.f + expf(x));
-    case KC_CLIP: { float lo = x < a ? a : x; return lo > b ? b : lo; }
-    case KC_SHRINK: return x < -a ? x + b : (x > a ? x - b : 0.f);
-    case KC_ISNAN: return x != x ? 1.f : 0.f;
-    case KC_ISINF: return isinf(x) && (x < 0.f ? (s.flag & 1) : (s.flag & 2)) ? 1.f : 0.f;
-    case KC_NOT: return x == 0.f ? 1.f : 0.f;
+        return a * x >= R(0) ? x / (R(1) + exp(-a * x)) : x * exp(a * x) / (R(1) + exp(a * x));
+    case KC_SILU: return x >= R(0) ? x / (R(1) + exp(-x)) : x * exp(x) / (R(1) + exp(x));
+    case KC_CLIP: { R lo = x < a ? a : x; return lo > b ? b : lo; }
+    case KC_SHRINK: return x < -a ? x + b : (x > a ? x - b : R(0));
+    case KC_ISNAN: return x != x ? R(1) : R(0);
+    case KC_ISINF: return isinf(x) && (x < R(0) ? (s.flag & 1) : (s.flag & 2)) ? R(1) : R(0);
+    case KC_NOT: return x == R(0) ? R(1) : R(0);
     case KC_MUL_CONST: return x * a;
     default: return x;
     }
 }
 
-__device__ __forceinline__ float bin_f(int op, float a, float b) {
+template <typename R> __device__ __forceinline__ R bin_real(int op, R a, R b) {
     switch (op) {
     case KC_ADD: return a + b;
     case KC_SUB: return a - b;
     case KC_MUL: return a * b;
     case KC_DIV: return a / b;
-    case KC_POW: return powf(a, b);
-    case KC_MOD: { float r = fmodf(a, b); return (r != 0.f && ((r < 0.f) != (b < 0.f))) ? r + b : r; }
-    case KC_MODC: return fmodf(a, b);
+    case KC_POW:
+        if (sizeof(R) == sizeof(double)) { /* CUDA's pow may land an ulp off an exact
+                                            * integer result (pow(9, 0.5)); snap those,
+                                            * as an integer output truncates */
+            R r = pow(a, b), n = rint(r);
+            return fabs(r - n) <= R(4 * 2.220446049250313e-16) * fabs(n) ? n : r;
+        }
+        return pow(a, b);
+    case KC_MOD: { R r = fmod(a, b); return (r != R(0) && ((r < R(0)) != (b < R(0)))) ? r + b : r; }
+    case KC_MODC: return fmod(a, b);
     case KC_EQUAL: return a == b;
     case KC_GREATER: return a > b;
     case KC_GREATER_EQUAL: return a >= b;
     case KC_LESS: return a < b;
     case KC_LESS_EQUAL: return a <= b;
-    case KC_AND: return (a != 0.f) && (b != 0.f);
-    case KC_OR: return (a != 0.f) || (b != 0.f);
-    case KC_XOR: return (a != 0.f) != (b != 0.f);
-    case KC_PRELU: return a < 0.f ? b * a : a;
+    case KC_AND: return (a != R(0)) && (b != R(0));
+    case KC_OR: return (a != R(0)) || (b != R(0));
+    case KC_XOR: return (a != R(0)) != (b != R(0));
+    case KC_PRELU: return a < R(0) ? b * a : a;
     case KC_MAX: return (a > b || a != a) ? a : b;
     case KC_MIN: return (a < b || a != a) ? a : b;
     default: return a;
@@ -205,93 +215,6 @@ __device__ __forceinline__ unsigned long long bin_u(int op, unsigned long long a
     }
 }
 
-/* ---------------- double arithmetic (float64 data; Pow of an integer base
- * and a real exponent), the float path's expressions in double ---------------- */
-
-__device__ __forceinline__ double un_d(const kc_step &s, double x) {
-    const double a = s.alpha, b = s.beta, g = s.gamma;
-    switch (s.op) {
-    case KC_ABS: return fabs(x);
-    case KC_NEG: return -x;
-    case KC_SIGN: return x > 0 ? 1.0 : (x < 0 ? -1.0 : x);
-    case KC_RECIPROCAL: return 1.0 / x;
-    case KC_FLOOR: return floor(x);
-    case KC_CEIL: return ceil(x);
-    case KC_ROUND: return rint(x);
-    case KC_SQRT: return sqrt(x);
-    case KC_EXP: return exp(x);
-    case KC_LOG: return log(x);
-    case KC_SIN: return sin(x);
-    case KC_COS: return cos(x);
-    case KC_TAN: return tan(x);
-    case KC_ASIN: return asin(x);
-    case KC_ACOS: return acos(x);
-    case KC_ATAN: return atan(x);
-    case KC_SINH: return sinh(x);
-    case KC_COSH: return cosh(x);
-    case KC_ASINH: return asinh(x);
-    case KC_ACOSH: return acosh(x);
-    case KC_ATANH: return atanh(x);
-    case KC_ERF: return erf(x);
-    case KC_TANH: return tanh(x);
-    case KC_RELU: return x > 0 ? x : 0.0;
-    case KC_LEAKY_RELU: return x >= 0 ? x : a * x;
-    case KC_ELU: return x >= 0 ? x : a * expm1(x);
-    case KC_SELU: return x > 0 ? g * x : g * (a * exp(x) - a);
-    case KC_CELU: return fmax(0.0, x) + fmin(0.0, a * expm1(x / a));
-    case KC_THRESHOLDED_RELU: return x > a ? x : 0.0;
-    case KC_SIGMOID: return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-    case KC_HARD_SIGMOID: return fmax(0.0, fmin(1.0, a * x + b));
-    case KC_HARD_SWISH: return x * fmax(0.0, fmin(1.0, x * (1.0 / 6.0) + 0.5));
-    case KC_SOFTPLUS: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
-    case KC_SOFTSIGN: return x / (1.0 + fabs(x));
-    case KC_GELU:
-        if (s.flag)
-            return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-        return 0.5 * x * (1.0 + erf(x * 0.70710678118654752));
-    case KC_GELU_TANH: return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-    case KC_MISH: return x * tanh(x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)));
-    case KC_SWISH:
-        return a * x >= 0 ? x / (1.0 + exp(-a * x)) : x * exp(a * x) / (1.0 + exp(a * x));
-    case KC_SILU: return x >= 0 ? x / (1.0 + exp(-x)) : x * exp(x) / (1.0 + exp(x));
-    case KC_CLIP: { double lo = x < a ? a : x; return lo > b ? b : lo; }
-    case KC_SHRINK: return x < -a ? x + b : (x > a ? x - b : 0.0);
-    case KC_ISNAN: return x != x ? 1.0 : 0.0;
-    case KC_ISINF: return isinf(x) && (x < 0 ? (s.flag & 1) : (s.flag & 2)) ? 1.0 : 0.0;
-    case KC_NOT: return x == 0 ? 1.0 : 0.0;
-    case KC_MUL_CONST: return x * a;
-    default: return x;
-    }
-}
-
-__device__ __forceinline__ double bin_d(int op, double a, double b) {
-    switch (op) {
-    case KC_ADD: return a + b;
-    case KC_SUB: return a - b;
-    case KC_MUL: return a * b;
-    case KC_DIV: return a / b;
-    case KC_POW: { /* CUDA's pow may land an ulp off an exact integer result
-                    * (pow(9, 0.5)); snap those, as an integer output truncates */
-        double r = pow(a, b), n = rint(r);
-        return fabs(r - n) <= 4 * 2.220446049250313e-16 * fabs(n) ? n : r;
-    }
-    case KC_MOD: { double r = fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-    case KC_MODC: return fmod(a, b);
-    case KC_EQUAL: return a == b;
-    case KC_GREATER: return a > b;
-    case KC_GREATER_EQUAL: return a >= b;
-    case KC_LESS: return a < b;
-    case KC_LESS_EQUAL: return a <= b;
-    case KC_AND: return (a != 0) && (b != 0);
-    case KC_OR: return (a != 0) || (b != 0);
-    case KC_XOR: return (a != 0) != (b != 0);
-    case KC_PRELU: return a < 0 ? b * a : a;
-    case KC_MAX: return (a > b || a != a) ? a : b;
-    case KC_MIN: return (a < b || a != a) ? a : b;
-    default: return a;
-    }
-}
-
 /* ---------------- loads and stores of every integer and real type ---------------- */
 
 __device__ __forceinline__ long long ew_ld_i(const void *p, kiln_dtype t, int64_t i) {
@@ -367,8 +290,8 @@ template <typename C> struct ew_math;
 template <> struct ew_math<float> {
     static __device__ __forceinline__ float ld(const void *p, kiln_dtype t, int64_t i) { return ew_ld_f(p, t, i); }
     static __device__ __forceinline__ void st(void *p, kiln_dtype t, int64_t i, float v) { kc_st_f(p, t, i, v); }
-    static __device__ __forceinline__ float un(const kc_step &s, float x) { return un_f(s, x); }
-    static __device__ __forceinline__ float bin(int op, float a, float b) { return bin_f(op, a, b); }
+    static __device__ __forceinline__ float un(const kc_step &s, float x) { return un_real(s, x); }
+    static __device__ __forceinline__ float bin(int op, float a, float b) { return bin_real(op, a, b); }
 };
 template <> struct ew_math<long long> {
     static __device__ __forceinline__ long long ld(const void *p, kiln_dtype t, int64_t i) { return ew_ld_i(p, t, i); }
@@ -386,8 +309,8 @@ template <> struct ew_math<unsigned long long> {
 template <> struct ew_math<double> {
     static __device__ __forceinline__ double ld(const void *p, kiln_dtype t, int64_t i) { return ew_ld_d(p, t, i); }
     static __device__ __forceinline__ void st(void *p, kiln_dtype t, int64_t i, double v) { ew_st_d(p, t, i, v); }
-    static __device__ __forceinline__ double un(const kc_step &s, double x) { return un_d(s, x); }
-    static __device__ __forceinline__ double bin(int op, double a, double b) { return bin_d(op, a, b); }
+    static __device__ __forceinline__ double un(const kc_step &s, double x) { return un_real(s, x); }
+    static __device__ __forceinline__ double bin(int op, double a, double b) { return bin_real(op, a, b); }
 };
 
 template <typename C>
@@ -480,12 +403,12 @@ __global__ void ew_vec_kernel(const kc_program p, unsigned bcast_inner) {
             if (st.op < KC_ADD) {
 #pragma unroll
                 for (int e = 0; e < V; e++)
-                    acc[e] = un_f(st, acc[e]);
+                    acc[e] = un_real(st, acc[e]);
             } else {
                 EW_LOAD(v, st.operand);
 #pragma unroll
                 for (int e = 0; e < V; e++)
-                    acc[e] = st.swap ? bin_f(st.op, v[e], acc[e]) : bin_f(st.op, acc[e], v[e]);
+                    acc[e] = st.swap ? bin_real(st.op, v[e], acc[e]) : bin_real(st.op, acc[e], v[e]);
             }
         }
 #undef EW_LOAD
