@@ -943,26 +943,94 @@ __global__ void unique_inverse_kernel(const long long *label, const long long *g
  * (n each), the group count, then CUB's own. */
 static size_t unique_fixed(int64_t n) { return 11 * al256((size_t)n * 8) + 256; }
 
+/* The workspace of both forms (the axis form leaves the keys unused). */
+struct unique_ws {
+    unsigned long long *keys_in, *keys_out;
+    long long *ids_in, *ids_out, *head, *gid, *gstart, *gfirst, *label, *isfirst, *fpos, *nu;
+    void *tmp;        /* CUB's temporary storage */
+    size_t tmp_bytes;
+};
+
+static unique_ws unique_carve(void *ws, size_t wsz, int64_t n) {
+    const size_t fixed = unique_fixed(n), step = al256((size_t)n * 8);
+    unsigned char *at = (unsigned char *)ws;
+    long long *l = (long long *)(void *)at; /* l + k * lstep: the k-th array */
+    const size_t lstep = step / sizeof(long long);
+    unique_ws w;
+    w.keys_in = (unsigned long long *)at;
+    w.keys_out = (unsigned long long *)(at + step);
+    w.ids_in = l + 2 * lstep, w.ids_out = l + 3 * lstep;
+    w.head = l + 4 * lstep, w.gid = l + 5 * lstep;
+    w.gstart = l + 6 * lstep, w.gfirst = l + 7 * lstep;
+    w.label = l + 8 * lstep, w.isfirst = l + 9 * lstep;
+    w.fpos = l + 10 * lstep, w.nu = l + 11 * lstep;
+    w.tmp = at + fixed;
+    w.tmp_bytes = wsz - fixed;
+    return w;
+}
+
+/* Workspace bytes: the fixed part and the larger of the sort's (sort_bytes,
+ * queried by the caller with status e) and the scans' temporary storage. */
+static cudaError_t unique_ws_bytes(int64_t n, size_t sort_bytes, cudaError_t e, size_t *bytes) {
+    size_t scan_bytes = 0, scan2 = 0;
+    if (e == cudaSuccess)
+        e = cub::DeviceScan::InclusiveSum(NULL, scan_bytes, (const long long *)NULL,
+                                          (long long *)NULL, n, (cudaStream_t)0);
+    if (e == cudaSuccess)
+        e = cub::DeviceScan::ExclusiveSum(NULL, scan2, (const long long *)NULL, (long long *)NULL,
+                                          n, (cudaStream_t)0);
+    if (scan2 > scan_bytes)
+        scan_bytes = scan2;
+    *bytes = unique_fixed(n) + al256(sort_bytes > scan_bytes ? sort_bytes : scan_bytes);
+    return e;
+}
+
+/* After the sort (ids in sorted order, head flags set): group ids, each
+ * group's start, first occurrence and label, and (unsorted output) the
+ * groups' positions in order of first occurrence. */
+static cudaError_t unique_groups(const unique_ws &w, const long long *ids, int64_t n, int sorted,
+                                 cudaStream_t stream) {
+    const unsigned blocks = kc_blocks(n, KC_THREADS);
+    size_t tmp_bytes = w.tmp_bytes;
+    cudaError_t e;
+    if ((e = cub::DeviceScan::InclusiveSum(w.tmp, tmp_bytes, w.head, w.gid, n, stream)) !=
+        cudaSuccess)
+        return e;
+    unique_groups_kernel<<<blocks, KC_THREADS, 0, stream>>>(w.head, w.gid, ids, n, w.gstart,
+                                                           w.gfirst, w.label, w.isfirst, w.nu);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    tmp_bytes = w.tmp_bytes;
+    if (!sorted &&
+        (e = cub::DeviceScan::ExclusiveSum(w.tmp, tmp_bytes, w.isfirst, w.fpos, n, stream)) !=
+            cudaSuccess)
+        return e;
+    return cudaSuccess;
+}
+
+/* The inverse indices (when asked for) and the group count into *count. */
+static cudaError_t unique_finish(const unique_ws &w, int64_t n, int sorted, int64_t *inverse,
+                                 int64_t *count, cudaStream_t stream) {
+    if (inverse)
+        unique_inverse_kernel<<<kc_blocks(n, KC_THREADS), KC_THREADS, 0, stream>>>(
+            w.label, w.gfirst, w.fpos, n, sorted, inverse);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    return cudaMemcpyAsync(count, w.nu, sizeof(int64_t), cudaMemcpyDeviceToHost, stream);
+}
+
 extern "C" cudaError_t kc_unique_workspace(int64_t n, size_t *bytes) {
     *bytes = 0;
     if (n <= 0)
         return cudaSuccess;
-    size_t sort_bytes = 0, scan_bytes = 0;
+    size_t sort_bytes = 0;
     cudaError_t e = cub::DeviceRadixSort::SortPairs(
         NULL, sort_bytes, (const unsigned long long *)NULL, (unsigned long long *)NULL,
         (const long long *)NULL, (long long *)NULL, n, 0, 64, (cudaStream_t)0);
     if (e != cudaSuccess)
         return e;
-    e = cub::DeviceScan::InclusiveSum(NULL, scan_bytes, (const long long *)NULL, (long long *)NULL, n,
-                                      (cudaStream_t)0);
-    size_t scan2 = 0;
-    if (e == cudaSuccess)
-        e = cub::DeviceScan::ExclusiveSum(NULL, scan2, (const long long *)NULL, (long long *)NULL, n,
-                                          (cudaStream_t)0);
-    if (scan2 > scan_bytes)
-        scan_bytes = scan2;
-    *bytes = unique_fixed(n) + al256(sort_bytes > scan_bytes ? sort_bytes : scan_bytes);
-    return e;
+    return unique_ws_bytes(n, sort_bytes, e, bytes);
 }
 
 extern "C" cudaError_t kc_unique(const void *x, kiln_dtype dt, int64_t n, int sorted, void *y,
@@ -975,49 +1043,27 @@ extern "C" cudaError_t kc_unique(const void *x, kiln_dtype dt, int64_t n, int so
         *count = 0;
         return cudaSuccess;
     }
-    const size_t fixed = unique_fixed(n), step = al256((size_t)n * 8);
-    if (!x || !ws || wsz <= fixed)
+    if (!x || !ws || wsz <= unique_fixed(n))
         return cudaErrorInvalidValue;
-    unsigned char *at = (unsigned char *)ws;
-    unsigned long long *keys_in = (unsigned long long *)at, *keys_out = (unsigned long long *)(at + step);
-    long long *ids_in = (long long *)(at + 2 * step), *ids_out = (long long *)(at + 3 * step);
-    long long *head = (long long *)(at + 4 * step), *gid = (long long *)(at + 5 * step);
-    long long *gstart = (long long *)(at + 6 * step), *gfirst = (long long *)(at + 7 * step);
-    long long *label = (long long *)(at + 8 * step), *isfirst = (long long *)(at + 9 * step);
-    long long *fpos = (long long *)(at + 10 * step), *nu = (long long *)(at + 11 * step);
-    void *tmp = at + fixed;
-    size_t tmp_bytes = wsz - fixed;
+    const unique_ws w = unique_carve(ws, wsz, n);
+    size_t tmp_bytes = w.tmp_bytes;
     const unsigned blocks = kc_blocks(n, KC_THREADS);
     cudaError_t e;
-    unique_keys_kernel<<<blocks, KC_THREADS, 0, stream>>>(x, dt, n, keys_in, ids_in);
+    unique_keys_kernel<<<blocks, KC_THREADS, 0, stream>>>(x, dt, n, w.keys_in, w.ids_in);
     if ((e = cudaGetLastError()) != cudaSuccess)
         return e;
     /* stable: equal keys keep index order, so a group's first is its first occurrence */
-    if ((e = cub::DeviceRadixSort::SortPairs(tmp, tmp_bytes, keys_in, keys_out, ids_in, ids_out, n, 0,
-                                             64, stream)) != cudaSuccess)
+    if ((e = cub::DeviceRadixSort::SortPairs(w.tmp, tmp_bytes, w.keys_in, w.keys_out, w.ids_in,
+                                             w.ids_out, n, 0, 64, stream)) != cudaSuccess)
         return e;
-    unique_heads_kernel<<<blocks, KC_THREADS, 0, stream>>>(keys_out, n, head);
+    unique_heads_kernel<<<blocks, KC_THREADS, 0, stream>>>(w.keys_out, n, w.head);
     if ((e = cudaGetLastError()) != cudaSuccess)
         return e;
-    tmp_bytes = wsz - fixed;
-    if ((e = cub::DeviceScan::InclusiveSum(tmp, tmp_bytes, head, gid, n, stream)) != cudaSuccess)
+    if ((e = unique_groups(w, w.ids_out, n, sorted, stream)) != cudaSuccess)
         return e;
-    unique_groups_kernel<<<blocks, KC_THREADS, 0, stream>>>(head, gid, ids_out, n, gstart, gfirst,
-                                                           label, isfirst, nu);
-    if ((e = cudaGetLastError()) != cudaSuccess)
-        return e;
-    tmp_bytes = wsz - fixed;
-    if (!sorted &&
-        (e = cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, isfirst, fpos, n, stream)) != cudaSuccess)
-        return e;
-    unique_out_kernel<<<blocks, KC_THREADS, 0, stream>>>(x, es, n, sorted, gstart, gfirst, fpos, nu, y,
-                                                        first, counts);
-    if (inverse)
-        unique_inverse_kernel<<<blocks, KC_THREADS, 0, stream>>>(label, gfirst, fpos, n, sorted,
-                                                                inverse);
-    if ((e = cudaGetLastError()) != cudaSuccess)
-        return e;
-    return cudaMemcpyAsync(count, nu, sizeof(int64_t), cudaMemcpyDeviceToHost, stream);
+    unique_out_kernel<<<blocks, KC_THREADS, 0, stream>>>(x, es, n, sorted, w.gstart, w.gfirst,
+                                                        w.fpos, w.nu, y, first, counts);
+    return unique_finish(w, n, sorted, inverse, count, stream);
 }
 
 /* ---------------- Unique along an axis ----------------
@@ -1075,20 +1121,11 @@ extern "C" cudaError_t kc_unique_axis_workspace(int64_t n, size_t *bytes) {
     *bytes = 0;
     if (n <= 0)
         return cudaSuccess;
-    size_t sort_bytes = 0, scan_bytes = 0, scan2 = 0;
+    size_t sort_bytes = 0;
     unique_slice_less less = {NULL, KILN_DTYPE_FLOAT, 1, n, 1};
     cudaError_t e = cub::DeviceMergeSort::StableSortKeys(NULL, sort_bytes, (long long *)NULL, n,
                                                          less, (cudaStream_t)0);
-    if (e == cudaSuccess)
-        e = cub::DeviceScan::InclusiveSum(NULL, scan_bytes, (const long long *)NULL,
-                                          (long long *)NULL, n, (cudaStream_t)0);
-    if (e == cudaSuccess)
-        e = cub::DeviceScan::ExclusiveSum(NULL, scan2, (const long long *)NULL, (long long *)NULL,
-                                          n, (cudaStream_t)0);
-    if (scan2 > scan_bytes)
-        scan_bytes = scan2;
-    *bytes = unique_fixed(n) + al256(sort_bytes > scan_bytes ? sort_bytes : scan_bytes);
-    return e;
+    return unique_ws_bytes(n, sort_bytes, e, bytes);
 }
 
 extern "C" cudaError_t kc_unique_axis(const void *x, kiln_dtype dt, int64_t outer, int64_t n,
@@ -1102,51 +1139,32 @@ extern "C" cudaError_t kc_unique_axis(const void *x, kiln_dtype dt, int64_t oute
         *count = 0;
         return cudaSuccess;
     }
-    const size_t fixed = unique_fixed(n), step = al256((size_t)n * 8);
-    if ((!x && outer * inner > 0) || !ws || wsz <= fixed)
+    if ((!x && outer * inner > 0) || !ws || wsz <= unique_fixed(n))
         return cudaErrorInvalidValue;
-    /* the flat form's layout: keys in/out unused, ids, ..., then CUB's */
-    unsigned char *at = (unsigned char *)ws;
-    long long *ids = (long long *)(at + 2 * step);
-    long long *head = (long long *)(at + 4 * step), *gid = (long long *)(at + 5 * step);
-    long long *gstart = (long long *)(at + 6 * step), *gfirst = (long long *)(at + 7 * step);
-    long long *label = (long long *)(at + 8 * step), *isfirst = (long long *)(at + 9 * step);
-    long long *fpos = (long long *)(at + 10 * step), *nu = (long long *)(at + 11 * step);
-    void *tmp = at + fixed;
-    size_t tmp_bytes = wsz - fixed;
+    /* the flat form's layout, keys unused: the item ids sort in place */
+    const unique_ws w = unique_carve(ws, wsz, n);
+    long long *ids = w.ids_in;
+    size_t tmp_bytes = w.tmp_bytes;
     const unsigned blocks = kc_blocks(n, KC_THREADS);
     const unique_slice_less less = {x, dt, outer, n, inner};
     cudaError_t e;
     unique_axis_ids_kernel<<<blocks, KC_THREADS, 0, stream>>>(n, ids);
     if ((e = cudaGetLastError()) != cudaSuccess)
         return e;
-    if ((e = cub::DeviceMergeSort::StableSortKeys(tmp, tmp_bytes, ids, n, less, stream)) !=
+    if ((e = cub::DeviceMergeSort::StableSortKeys(w.tmp, tmp_bytes, ids, n, less, stream)) !=
         cudaSuccess)
         return e;
-    unique_axis_heads_kernel<<<blocks, KC_THREADS, 0, stream>>>(less, ids, n, head);
+    unique_axis_heads_kernel<<<blocks, KC_THREADS, 0, stream>>>(less, ids, n, w.head);
     if ((e = cudaGetLastError()) != cudaSuccess)
         return e;
-    tmp_bytes = wsz - fixed;
-    if ((e = cub::DeviceScan::InclusiveSum(tmp, tmp_bytes, head, gid, n, stream)) != cudaSuccess)
-        return e;
-    unique_groups_kernel<<<blocks, KC_THREADS, 0, stream>>>(head, gid, ids, n, gstart, gfirst,
-                                                           label, isfirst, nu);
-    if ((e = cudaGetLastError()) != cudaSuccess)
-        return e;
-    tmp_bytes = wsz - fixed;
-    if (!sorted &&
-        (e = cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, isfirst, fpos, n, stream)) != cudaSuccess)
+    if ((e = unique_groups(w, ids, n, sorted, stream)) != cudaSuccess)
         return e;
     /* first and counts as the flat form writes them; the slices below */
-    unique_out_kernel<<<blocks, KC_THREADS, 0, stream>>>(x, es, n, sorted, gstart, gfirst, fpos, nu,
-                                                        NULL, first, counts);
+    unique_out_kernel<<<blocks, KC_THREADS, 0, stream>>>(x, es, n, sorted, w.gstart, w.gfirst,
+                                                        w.fpos, w.nu, NULL, first, counts);
     if (y && outer * inner > 0)
         unique_axis_slices_kernel<<<kc_blocks(outer * n * inner, KC_THREADS), KC_THREADS, 0,
-                                    stream>>>(x, y, es, outer, n, inner, sorted, gfirst, fpos, nu);
-    if (inverse)
-        unique_inverse_kernel<<<blocks, KC_THREADS, 0, stream>>>(label, gfirst, fpos, n, sorted,
-                                                                inverse);
-    if ((e = cudaGetLastError()) != cudaSuccess)
-        return e;
-    return cudaMemcpyAsync(count, nu, sizeof(int64_t), cudaMemcpyDeviceToHost, stream);
+                                    stream>>>(x, y, es, outer, n, inner, sorted, w.gfirst, w.fpos,
+                                              w.nu);
+    return unique_finish(w, n, sorted, inverse, count, stream);
 }
