@@ -26,13 +26,6 @@ static bool dropout_is_identity(const kpass *p, const kn_node *n) {
     return true;
 }
 
-static bool is_graph_io(const kn_net *net, int t) {
-    for (int k = 0; k < net->n_outputs; k++)
-        if (net->outputs[k] == t)
-            return true;
-    return (net->tensors[t].flags & (KN_T_INPUT | KN_T_CONST | KN_T_OUTPUT)) != 0;
-}
-
 static bool transpose_is_identity(const kn_node *n) {
     size_t np = 0;
     const int64_t *perm = kn_attr_ints(n, "perm", &np);
@@ -222,7 +215,7 @@ kiln_status kpass_canonicalize(kpass *p, int *changed) {
             /* y names a graph output: let x's producer write y directly. A
              * copy of an input, a constant or another output stays. */
             int prod = kpass_producer(p, x);
-            if (prod < 0 || is_graph_io(net, x))
+            if (prod < 0 || kpass_graph_io(net, x))
                 continue;
             kn_node *pn = &net->nodes[prod];
             for (int j = 0; j < pn->n_out; j++)

@@ -36,28 +36,9 @@ static kiln_dtype wanted(const kbld_io_type *io, int n_io, bool output, int k, k
     return dt;
 }
 
-static bool graph_io(const kn_net *net, int t) {
-    for (int k = 0; k < net->n_outputs; k++)
-        if (net->outputs[k] == t)
-            return true;
-    for (int k = 0; k < net->n_inputs; k++)
-        if (net->inputs[k] == t)
-            return true;
-    return false;
-}
-
 static bool is_cast_to(const kn_node *n, kiln_dtype to) {
     return !n->dead && kpass_is(n, "Cast") && n->n_in >= 1 && n->n_out == 1 &&
            kn_attr_int(n, "to", 0) == (int64_t)to;
-}
-
-static kiln_status add_cast(kn_net *net, const char *what, int from, int to, kiln_dtype to_type) {
-    char name[512];
-    snprintf(name, sizeof name, "%s %s -> %s", what, net->tensors[from].name,
-             kiln_dtype_name(to_type));
-    int idx;
-    KN_TRY(kn_net_add_node(net, name, "Cast", "", 13, 1, &from, 1, &to, &idx));
-    return kn_node_set_int(&net->nodes[idx], "to", (int64_t)to_type);
 }
 
 /* Output t written in dt. */
@@ -66,7 +47,7 @@ static kiln_status output_to(kpass *p, int t, kiln_dtype dt, int *changed) {
     int c = kpass_producer(p, t);
     if (c >= 0 && is_cast_to(&net->nodes[c], kpass_dtype(p, t)) && net->nodes[c].in[0] >= 0 &&
         kpass_dtype(p, net->nodes[c].in[0]) == dt && kpass_producer(p, net->nodes[c].in[0]) >= 0 &&
-        !graph_io(net, net->nodes[c].in[0])) {
+        !kpass_graph_io(net, net->nodes[c].in[0])) {
         /* the cast back from a tensor of that type: its producer writes t */
         int u = net->nodes[c].in[0], pu = kpass_producer(p, u);
         for (int j = 0; j < net->nodes[pu].n_out; j++)
@@ -93,7 +74,7 @@ static kiln_status output_to(kpass *p, int t, kiln_dtype dt, int *changed) {
                 kpass_set_output(net, pt, j, t2);
         kpass_replace_reads(net, t, t2);
         kpass_touch(p, pt);
-        KN_TRY(add_cast(net, "output", t2, t, dt));
+        KN_TRY(kpass_add_cast(net, "output", t2, t, dt));
         kn_log(KILN_LOG_VERBOSE, "io types: output '%s' cast to %s", net->tensors[t].name,
                kiln_dtype_name(dt));
     }
@@ -112,7 +93,7 @@ static kiln_status input_as(kpass *p, int t, kiln_dtype was, kiln_dtype dt, int 
         kn_node *n = &net->nodes[i];
         if (n->dead)
             continue;
-        if (is_cast_to(n, dt) && n->out[0] >= 0 && !graph_io(net, n->out[0])) {
+        if (is_cast_to(n, dt) && n->out[0] >= 0 && !kpass_graph_io(net, n->out[0])) {
             kpass_replace_reads(net, n->out[0], t);
             kpass_kill(p, i);
             continue;
@@ -129,7 +110,7 @@ static kiln_status input_as(kpass *p, int t, kiln_dtype was, kiln_dtype dt, int 
         kpass_touch(p, i);
     }
     if (t2 >= 0)
-        KN_TRY(add_cast(net, "input", t, t2, was));
+        KN_TRY(kpass_add_cast(net, "input", t, t2, was));
     net->tensors[t].dtype = dt;
     kn_log(KILN_LOG_VERBOSE, "io types: input '%s' is bound as %s", net->tensors[t].name,
            kiln_dtype_name(dt));

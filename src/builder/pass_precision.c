@@ -189,15 +189,6 @@ static kiln_status convert_const(kn_net *net, int t, kiln_dtype dt, int *out) {
     return kpass_add_const(net, hint, &nv, out);
 }
 
-/* A Cast of tensor `from` to `to_type`, writing `to`. */
-static kiln_status add_cast(kn_net *net, int from, int to, kiln_dtype to_type) {
-    char name[512];
-    snprintf(name, sizeof name, "cast %s -> %s", net->tensors[from].name, kiln_dtype_name(to_type));
-    int idx;
-    KN_TRY(kn_net_add_node(net, name, "Cast", "", 13, 1, &from, 1, &to, &idx));
-    return kn_node_set_int(&net->nodes[idx], "to", (int64_t)to_type);
-}
-
 /* Constraints naming no layer are most likely typos: say so. */
 static void warn_unmatched(const kn_net *net, const kiln_builder_config *cfg) {
     for (int e = 0; e < kbld_layer_precision_count(cfg); e++) {
@@ -270,7 +261,7 @@ kiln_status kpass_precision(kpass *p, int *changed) {
                              kiln_dtype_name(dt));
                     st = kn_net_new_tensor(net, hint, &t16);
                     if (st == KILN_OK)
-                        st = add_cast(net, t, t16, dt);
+                        st = kpass_add_cast(net, "cast", t, t16, dt);
                     if (st == KILN_OK)
                         al[t] = t16;
                 }
@@ -289,7 +280,7 @@ kiln_status kpass_precision(kpass *p, int *changed) {
             if (st != KILN_OK)
                 break;
             kpass_set_output(net, i, j, t16);
-            st = add_cast(net, t16, t, KILN_DTYPE_FLOAT);
+            st = kpass_add_cast(net, "cast", t16, t, KILN_DTYPE_FLOAT);
             if (t < nt)
                 al[t] = t16; /* later converted readers take the reduced tensor */
         }

@@ -2,6 +2,7 @@
  * passes share: reader tables, shapes at every profile point, constants and
  * node rewriting. */
 #include <float.h>
+#include <stdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -456,6 +457,22 @@ int kpass_replace_reads(kn_net *net, int from, int to) {
             }
     }
     return count;
+}
+
+bool kpass_graph_io(const kn_net *net, int t) {
+    for (int k = 0; k < net->n_outputs; k++)
+        if (net->outputs[k] == t)
+            return true;
+    return (net->tensors[t].flags & (KN_T_INPUT | KN_T_CONST | KN_T_OUTPUT)) != 0;
+}
+
+kiln_status kpass_add_cast(kn_net *net, const char *what, int from, int to, kiln_dtype to_type) {
+    char name[512];
+    snprintf(name, sizeof name, "%s %s -> %s", what, net->tensors[from].name,
+             kiln_dtype_name(to_type));
+    int idx;
+    KN_TRY(kn_net_add_node(net, name, "Cast", "", 13, 1, &from, 1, &to, &idx));
+    return kn_node_set_int(&net->nodes[idx], "to", (int64_t)to_type);
 }
 
 /* Clip's bounds: inputs 1 and 2 from opset 11, attributes before. */

@@ -116,6 +116,12 @@ KN_HIDDEN kiln_status kpass_set_strings(kn_node *n, const char *name, const char
                                         size_t count);
 /* Replace every read of tensor `from` by `to` in live nodes; returns count. */
 KN_HIDDEN int kpass_replace_reads(kn_net *net, int from, int to);
+/* Whether tensor t is a graph input, output or constant. */
+KN_HIDDEN bool kpass_graph_io(const kn_net *net, int t);
+/* Append a Cast of tensor `from` to `to_type`, writing `to`, named
+ * "<what> <from's name> -> <type>". */
+KN_HIDDEN kiln_status kpass_add_cast(kn_net *net, const char *what, int from, int to,
+                                     kiln_dtype to_type);
 /* The activation that node n computes, when it is one an epilogue accepts:
  * name as kb_act_parse knows it, and its alpha/beta. */
 KN_HIDDEN bool kpass_activation(const kn_net *net, const kn_node *n, const char **name,
