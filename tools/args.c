@@ -254,13 +254,8 @@ void cli_format_dims(char *buf, size_t cap, int rank, const int64_t *dims) {
 
 /* ---- build flags ---- */
 
-/* --inputIOFormats / --outputIOFormats=type:fmt[,type:fmt...] as trtexec:
- * one entry per network input (output) in order, or one for every one.
- * Types fp32, fp16, bf16, int64, int32, int8, uint8, bool; the format must be
- * the linear one (chw), which may be left out. */
-static bool parse_io_formats(cli_build_opts *o, const char *flag, const char *spec, int side) {
-    if (!cli_need_value(flag, spec))
-        return false;
+/* The type a trtexec type name (len characters at s) stands for, or UNDEFINED. */
+static kiln_dtype type_named(const char *s, size_t len) {
     static const struct {
         const char *name;
         kiln_dtype dtype;
@@ -268,6 +263,19 @@ static bool parse_io_formats(cli_build_opts *o, const char *flag, const char *sp
                  {"bf16", KILN_DTYPE_BFLOAT16}, {"int64", KILN_DTYPE_INT64},
                  {"int32", KILN_DTYPE_INT32}, {"int8", KILN_DTYPE_INT8},
                  {"uint8", KILN_DTYPE_UINT8}, {"bool", KILN_DTYPE_BOOL}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (strlen(types[i].name) == len && strncmp(s, types[i].name, len) == 0)
+            return types[i].dtype;
+    return KILN_DTYPE_UNDEFINED;
+}
+
+/* --inputIOFormats / --outputIOFormats=type:fmt[,type:fmt...] as trtexec:
+ * one entry per network input (output) in order, or one for every one.
+ * Types fp32, fp16, bf16, int64, int32, int8, uint8, bool; the format must be
+ * the linear one (chw), which may be left out. */
+static bool parse_io_formats(cli_build_opts *o, const char *flag, const char *spec, int side) {
+    if (!cli_need_value(flag, spec))
+        return false;
     free(o->io_types[side]);
     o->io_types[side] = NULL;
     o->n_io_types[side] = 0;
@@ -276,10 +284,7 @@ static bool parse_io_formats(cli_build_opts *o, const char *flag, const char *sp
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         const char *colon = memchr(p, ':', len);
         size_t tlen = colon ? (size_t)(colon - p) : len;
-        kiln_dtype dt = KILN_DTYPE_UNDEFINED;
-        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-            if (strlen(types[i].name) == tlen && strncmp(p, types[i].name, tlen) == 0)
-                dt = types[i].dtype;
+        kiln_dtype dt = type_named(p, tlen);
         if (dt == KILN_DTYPE_UNDEFINED) {
             cli_error("%s: unknown type '%.*s' (use fp32, fp16, bf16, int64, int32, int8, uint8 "
                       "or bool)", flag, (int)tlen, p);
@@ -345,15 +350,9 @@ static bool parse_layer_precisions(cli_build_opts *o, const char *flag, const ch
         }
         const char *comma = strchr(val, ',');
         size_t vlen = comma ? (size_t)(comma - val) : strlen(val);
-        static const struct {
-            const char *name;
-            kiln_dtype dtype;
-        } precs[] = {{"fp32", KILN_DTYPE_FLOAT}, {"fp16", KILN_DTYPE_FLOAT16},
-                     {"bf16", KILN_DTYPE_BFLOAT16}};
-        kiln_dtype dt = KILN_DTYPE_UNDEFINED;
-        for (size_t i = 0; i < sizeof precs / sizeof precs[0]; i++)
-            if (strlen(precs[i].name) == vlen && strncmp(val, precs[i].name, vlen) == 0)
-                dt = precs[i].dtype;
+        kiln_dtype dt = type_named(val, vlen);
+        if (dt != KILN_DTYPE_FLOAT && dt != KILN_DTYPE_FLOAT16 && dt != KILN_DTYPE_BFLOAT16)
+            dt = KILN_DTYPE_UNDEFINED; /* a precision is one of the float types */
         if (dt == KILN_DTYPE_UNDEFINED) {
             cli_error("%s: unknown precision '%.*s' (use fp32, fp16 or bf16)", flag, (int)vlen,
                       val);
