@@ -2,8 +2,8 @@
 # session.sh - one device call for the CUDA backend, everything that belongs
 # together: the CUDA kernel tests, the ONNX node conformance cases on the GPU,
 # and the ResNet-50 / BERT-base benchmark against PyTorch with kiln's
-# per-layer profiles, and the model zoo on the GPU (SKIP_CONFORMANCE=1 /
-# SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out; MICRO lists the kernel
+# per-layer profiles, and the model zoo on the GPU (SKIP_TESTS=1 /
+# SKIP_CONFORMANCE=1 / SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out; MICRO lists the kernel
 # micro-benchmarks, default attn).
 # Prepare on the build machine (scripts/device_pack.sh
 # fills .device/), carry .device, run from the repository root; logs and
@@ -18,11 +18,14 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
     --format=csv,noheader -lms 250 > $OUT/smi.txt 2>&1 &
 SMI=$!
-echo "== CUDA kernel tests"
-LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 200 $D/test_cuda_ops > $OUT/test_cuda_ops.log 2>&1
-echo "test_cuda_ops rc=$?"; grep -E "^(FAIL|NOREF)" $OUT/test_cuda_ops.log | head -20; tail -2 $OUT/test_cuda_ops.log
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+    echo "== CUDA kernel tests"
+    LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 200 $D/test_cuda_ops > $OUT/test_cuda_ops.log 2>&1
+    echo "test_cuda_ops rc=$?"; grep -E "^(FAIL|NOREF)" $OUT/test_cuda_ops.log | head -20; tail -2 $OUT/test_cuda_ops.log
+fi
 if [ -x $D/bench_cuda_kernels ]; then
-    for m in ${MICRO:-attn}; do  # attn, bert64, r50nhwc (bench_cuda_kernels.c)
+    for m in ${MICRO:-attn}; do  # attn, bert64, r50nhwc, ltsearch, mem (bench_cuda_kernels.c); none
+        [ "$m" = none ] && continue
         echo "== kernel micro-benchmark $m (every tactic)"
         LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 120 $D/bench_cuda_kernels 30 $m > $OUT/micro_$m.log 2>&1
         grep -E "^=|per batch" $OUT/micro_$m.log
@@ -73,6 +76,18 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
             --loadEngine=/tmp/kiln_bench/bert_opt64.plan --shapes=input_ids:64x128,attention_mask:64x128 \
             --backend=cuda --warmUp=0 --iterations=3 --duration=0 > $OUT/prof/ncu_bert64.csv 2> $OUT/prof/ncu_bert64.err
         echo "ncu rc=$?"; tail -3 $OUT/prof/ncu_bert64.err; wc -l $OUT/prof/ncu_bert64.csv
+    fi
+    if [ -n "${NCU_PLAN:-}" ] && command -v ncu >/dev/null && [ -f /tmp/kiln_bench/bert_opt64.plan ]; then
+        # Nsight Compute's full report (stall reasons included) of the BERT b64
+        # plan's kernels matching the regex, in the graph's order and with warm
+        # caches at the boost clock (no CUDA graph, so each launch is seen)
+        echo "== ncu: BERT b64 kernels matching $NCU_PLAN"
+        mkdir -p $OUT/prof
+        LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 200 ncu --set full --cache-control none --clock-control none \
+            -k regex:"$NCU_PLAN" --launch-skip ${NCU_SKIP:-40} --launch-count ${NCU_COUNT:-4} $D/kiln exec \
+            --loadEngine=/tmp/kiln_bench/bert_opt64.plan --shapes=input_ids:64x128,attention_mask:64x128 \
+            --backend=cuda --warmUp=0 --iterations=2 --duration=0 --noCudaGraph > $OUT/prof/ncu_plan.txt 2>&1
+        echo "ncu rc=$?"; grep -E "^  [a-z_]+.*\(|Duration" $OUT/prof/ncu_plan.txt | cut -c1-150 | head -16
     fi
     [ -d $OUT/prof ] && tar czf $OUT/prof.tgz -C $OUT prof && rm -rf $OUT/prof
 fi

@@ -939,6 +939,13 @@ static void test_fast_paths(void) {
         tc_node(3);
         a_float("epsilon", 1e-3f);
         tc_run();
+        /* BERT-base's batch of rows (more blocks than one wave), odd */
+        tc_begin("LayerNormalization", "", 17, tol_for(dt, 1e-4), "fast path, 8191 rows");
+        tc_rand(dt, 2, D(8191, dt == KILN_DTYPE_FLOAT ? 384 : 768), -3, 3);
+        tc_rand(dt, 1, D(dt == KILN_DTYPE_FLOAT ? 384 : 768), 0.5, 1.5);
+        tc_rand(dt, 1, D(dt == KILN_DTYPE_FLOAT ? 384 : 768), -1, 1);
+        tc_node(3);
+        tc_run();
         tc_begin("LayerNormalization", "", 17, tol_for(dt, 1e-4), "fast path, large offset");
         tc_rand(dt, 2, D(9, 1024), 96, 104);
         tc_rand(dt, 1, D(1024), 0.5, 1.5);
@@ -1494,6 +1501,12 @@ static void test_attention(void) {
         /* more blocks (48 x 12 heads x 2 tiles) than fit on an H200 at once */
         snprintf(l, sizeof l, "%s 1152 tiles of work, Sk 70, padding mask", kiln_dtype_name(dt));
         attention_case(dt, l, 48, 100, 70, 12, 32, 32, 1, 0.17f);
+        /* BERT-sized grids: a row mask at batch 40, and a per-head mask
+         * over two query tiles */
+        snprintf(l, sizeof l, "%s 480 heads of 128 tokens, head dim 64, padding mask", kiln_dtype_name(dt));
+        attention_case(dt, l, 40, 128, 128, 12, 64, 64, 1, 0.125f);
+        snprintf(l, sizeof l, "%s 576 tiles, Sq 150, Sk 96, per-head mask", kiln_dtype_name(dt));
+        attention_case(dt, l, 24, 150, 96, 12, 64, 64, 4, 0.125f);
     }
 }
 
