@@ -80,10 +80,11 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     if [ -n "${NCU_PLAN:-}" ] && command -v ncu >/dev/null && [ -f /tmp/kiln_bench/bert_opt64.plan ]; then
         # Nsight Compute's full report (stall reasons included) of the BERT b64
         # plan's kernels matching the regex, in the graph's order and with warm
-        # caches at the boost clock (no CUDA graph, so each launch is seen)
+        # caches at the boost clock (no CUDA graph, so each launch is seen);
+        # NCU_PLAN_ARGS replaces "--set full" (e.g. "--section WarpStateStats --page raw")
         echo "== ncu: BERT b64 kernels matching $NCU_PLAN"
         mkdir -p $OUT/prof
-        LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 200 ncu --set full --cache-control none --clock-control none \
+        LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 200 ncu ${NCU_PLAN_ARGS:---set full} --cache-control none --clock-control none \
             -k regex:"$NCU_PLAN" --launch-skip ${NCU_SKIP:-40} --launch-count ${NCU_COUNT:-4} $D/kiln exec \
             --loadEngine=/tmp/kiln_bench/bert_opt64.plan --shapes=input_ids:64x128,attention_mask:64x128 \
             --backend=cuda --warmUp=0 --iterations=2 --duration=0 --noCudaGraph > $OUT/prof/ncu_plan.txt 2>&1
