@@ -68,4 +68,12 @@ if(KILN_CUDA)
   target_link_libraries(bench_cuda_kernels PRIVATE kiln_internal)
   set_target_properties(bench_cuda_kernels PROPERTIES CUDA_ARCHITECTURES OFF
     RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+  # A GEMM on Hopper's wgmma and TMA against cuBLAS (bench/gpu); sm_90a, the
+  # architecture-specific target wgmma needs. Not a test.
+  add_executable(wgmma_probe bench/gpu/wgmma_probe.cu)
+  target_link_libraries(wgmma_probe PRIVATE CUDA::cudart CUDA::cublas)
+  set_property(TARGET wgmma_probe PROPERTY COMPILE_OPTIONS
+    -Xcompiler=-Wall,-Wextra -gencode=arch=compute_90a,code=sm_90a)
+  set_target_properties(wgmma_probe PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17
+    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 endif()

@@ -4,7 +4,7 @@
 # and the ResNet-50 / BERT-base benchmark against PyTorch with kiln's
 # per-layer profiles, and the model zoo on the GPU (SKIP_TESTS=1 /
 # SKIP_CONFORMANCE=1 / SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out; MICRO lists the kernel
-# micro-benchmarks, default attn).
+# micro-benchmarks, default attn; WGMMA=1 runs bench/gpu/wgmma_probe.cu).
 # Prepare on the build machine (scripts/device_pack.sh
 # fills .device/), carry .device, run from the repository root; logs and
 # results land in $OUT.
@@ -30,6 +30,11 @@ if [ -x $D/bench_cuda_kernels ]; then
         LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 120 $D/bench_cuda_kernels 30 $m > $OUT/micro_$m.log 2>&1
         grep -E "^=|per batch" $OUT/micro_$m.log
     done
+fi
+if [ "${WGMMA:-0}" = 1 ] && [ -x $D/wgmma_probe ]; then
+    echo "== wgmma GEMM probe against cuBLAS"
+    LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 120 $D/wgmma_probe 30 > $OUT/wgmma_probe.log 2>&1
+    echo "wgmma_probe rc=$?"; cat $OUT/wgmma_probe.log | tail -8
 fi
 if [ -n "${NCU_MICRO:-}" ] && command -v ncu >/dev/null; then
     # hardware counters of chosen kernels in the micro-benchmark: entries
