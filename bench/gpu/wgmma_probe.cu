@@ -295,7 +295,12 @@ int main(int argc, char **argv) {
     printf("%s, float16 in and out, float accumulation, median of %d\n", prop.name, reps);
     printf("%-34s %10s %9s %10s %9s %10s\n", "M x K -> N (+ bias), variant", "wgmma ms", "TFLOP/s",
            "cuBLAS ms", "TFLOP/s", "max err");
-    static const int shapes[][3] = {{8192, 768, 2304}, {8192, 768, 768}, {8192, 768, 3072}, {8192, 3072, 768}};
+    /* one CTA and one k-tile first, then several of each, so that a fault
+     * in the mechanics shows apart from one in the pipeline; then BERT-base's
+     * GEMMs at batch 64 */
+    static const int shapes[][3] = {{128, 64, 128},   {128, 512, 128},  {512, 256, 384},
+                                    {8192, 768, 2304}, {8192, 768, 768}, {8192, 768, 3072},
+                                    {8192, 3072, 768}};
     int bad = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int m = shapes[si][0], k = shapes[si][1], n = shapes[si][2];
@@ -346,6 +351,17 @@ int main(int argc, char **argv) {
                     mag = fabs(want);
             }
             const double rel = err / (mag > 0 ? mag : 1);
+            if (!(rel < 1e-2)) { /* where it goes wrong, for the layout's sake */
+                size_t nbad = 0, first = 0;
+                for (size_t i = 0; i < (size_t)m * n; i++) {
+                    double want = (double)__half2float(hr[i]) + __half2float(hb[i % n]);
+                    if (!(fabs((double)__half2float(hc[i]) - want) <= 1e-2 * (mag > 0 ? mag : 1)) && !nbad++)
+                        first = i;
+                }
+                printf("  lag %d: %zu of %zu elements differ; the first at row %zu, column %zu: %g, want %g\n",
+                       lag, nbad, (size_t)m * n, first / n, first % n, (double)__half2float(hc[first]),
+                       (double)__half2float(hr[first]) + __half2float(hb[first % n]));
+            }
             const float t_mine = lag ? median_ms(mine1, reps, st) : median_ms(mine0, reps, st);
             char label[64];
             snprintf(label, sizeof label, "%d x %d -> %d, lag %d", m, k, n, lag);
