@@ -256,54 +256,46 @@ static kiln_status k_transpose(const kb_run *r) {
     return KILN_OK;
 }
 
-static kiln_status k_concat(const kb_run *r) {
-    const kb_tensor *o = &r->out[0];
-    int64_t axis = kn_attr_int(r->node, "axis", 1);
-    if (axis < 0)
-        axis += o->rank;
+/* Concat (the parts into `whole`) and Split (`whole` into the parts) along
+ * one axis: per outer index, each part's share of the axis is one run of
+ * bytes, the parts' runs side by side in the whole's row. Absent parts
+ * (type undefined) take no share; parts without storage keep theirs. */
+static void axis_copy(const kb_tensor *whole, const kb_tensor *parts, int n, int64_t axis,
+                      bool into_whole) {
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < axis; d++)
-        outer *= o->dims[d];
-    for (int d = (int)axis + 1; d < o->rank; d++)
-        inner *= o->dims[d];
-    size_t es = esize(o), row = (size_t)(o->dims[axis] * inner) * es;
+        outer *= whole->dims[d];
+    for (int d = (int)axis + 1; d < whole->rank; d++)
+        inner *= whole->dims[d];
+    size_t es = esize(whole), row = (size_t)(whole->dims[axis] * inner) * es;
     size_t at = 0;
-    for (int i = 0; i < r->n_in; i++) {
-        const kb_tensor *t = &r->in[i];
-        if (!t->data && t->dtype == KILN_DTYPE_UNDEFINED)
+    for (int i = 0; i < n; i++) {
+        const kb_tensor *t = &parts[i];
+        if (t->dtype == KILN_DTYPE_UNDEFINED)
             continue;
         size_t chunk = (size_t)(t->dims[axis] * inner) * es;
-        if (chunk == 0)
-            continue;
-        for (int64_t k = 0; k < outer; k++)
-            memcpy((uint8_t *)o->data + (size_t)k * row + at,
-                   (const uint8_t *)t->data + (size_t)k * chunk, chunk);
+        if (t->data && chunk)
+            for (int64_t k = 0; k < outer; k++) {
+                uint8_t *w = (uint8_t *)whole->data + (size_t)k * row + at;
+                uint8_t *p = (uint8_t *)t->data + (size_t)k * chunk;
+                if (into_whole)
+                    memcpy(w, p, chunk);
+                else
+                    memcpy(p, w, chunk);
+            }
         at += chunk;
     }
+}
+
+static kiln_status k_concat(const kb_run *r) {
+    int64_t axis = kn_attr_int(r->node, "axis", 1);
+    axis_copy(&r->out[0], r->in, r->n_in, axis < 0 ? axis + r->out[0].rank : axis, true);
     return KILN_OK;
 }
 
 static kiln_status k_split(const kb_run *r) {
-    const kb_tensor *x = &r->in[0];
     int64_t axis = kn_attr_int(r->node, "axis", 0);
-    if (axis < 0)
-        axis += x->rank;
-    int64_t outer = 1, inner = 1;
-    for (int d = 0; d < axis; d++)
-        outer *= x->dims[d];
-    for (int d = (int)axis + 1; d < x->rank; d++)
-        inner *= x->dims[d];
-    size_t es = esize(x), row = (size_t)(x->dims[axis] * inner) * es;
-    size_t at = 0;
-    for (int i = 0; i < r->n_out; i++) {
-        const kb_tensor *t = &r->out[i];
-        size_t chunk = (size_t)(t->dims[axis] * inner) * es;
-        if (t->data && chunk)
-            for (int64_t k = 0; k < outer; k++)
-                memcpy((uint8_t *)t->data + (size_t)k * chunk,
-                       (const uint8_t *)x->data + (size_t)k * row + at, chunk);
-        at += chunk;
-    }
+    axis_copy(&r->in[0], r->out, r->n_out, axis < 0 ? axis + r->in[0].rank : axis, false);
     return KILN_OK;
 }
 
