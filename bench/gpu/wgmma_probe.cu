@@ -12,6 +12,11 @@
  * counts the bytes in, an "empty" one the two warpgroups' release.
  * M and N multiples of 128, K a multiple of 64.
  *
+ * For N = 768 a third kernel puts the residual and LayerNorm in the
+ * epilogue: a cluster of six CTAs spans the row and shares each row's sums
+ * through distributed shared memory (the fused kernel the LayerNorm passes
+ * of BERT-base's attention-output and FFN2 would go into).
+ *
  * Build: sm_90a (wgmma needs the architecture-specific target). Usage:
  * wgmma_probe [reps]; prints PASSED when both variants agree with cuBLAS
  * within 1e-2 of the largest output, FAILED (exit 1) otherwise; exits 77
@@ -20,6 +25,7 @@
  * Status: written after session 5's device time ran out, so it has compiled
  * but never run. Its first run (`WGMMA=1 bash bench/gpu/session.sh`) says
  * whether the descriptors, barriers and accumulator layout are right. */
+#include <cooperative_groups.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cublas_v2.h>
@@ -37,6 +43,8 @@
 #define THREADS 256
 #define STAGE_BYTES ((BM + BN) * BK * 2)
 #define SMEM_BYTES (STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024)
+
+namespace cg = cooperative_groups;
 
 #define CK(x)                                                                                       \
     do {                                                                                            \
@@ -122,21 +130,19 @@ __device__ __forceinline__ void wgmma_m64n128(float (&d)[64], uint64_t da, uint6
                  : "l"(da), "l"(db), "r"(scale_d));
 }
 
-/* LAG 0: each k-tile's products finish before its stage is released; LAG
- * 1: one k-tile's products stay in flight while the next is issued, and the
- * stage before is released then. */
+/* The main loop: acc (this thread's part of its warpgroup's 64 x 128) =
+ * A[m0.., :] · B[n0.., :]ᵀ. LAG 0: each k-tile's products finish before
+ * its stage is released; LAG 1: one k-tile's products stay in flight while
+ * the next is issued, and the stage before is released then. */
 template <int LAG>
-__global__ void __launch_bounds__(THREADS, 1)
-    wgmma_gemm(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
-               __half *__restrict__ c, const __half *__restrict__ bias, int n, int k) {
-    extern __shared__ unsigned char raw[];
+__device__ __forceinline__ void mainloop(const CUtensorMap *ta, const CUtensorMap *tb, unsigned char *raw,
+                                         int m0, int n0, int k, float (&acc)[64]) {
     unsigned char *base = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
     __half *sa = (__half *)base;               /* STAGES x BM x BK */
     __half *sb = sa + STAGES * BM * BK;        /* STAGES x BN x BK */
     uint64_t *full = (uint64_t *)(sb + STAGES * BN * BK);
     uint64_t *empty = full + STAGES;
-    const int tid = threadIdx.x, wg = tid / 128;
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, kt_n = k / BK;
+    const int tid = threadIdx.x, wg = tid / 128, kt_n = k / BK;
     if (tid == 0) {
         for (int s = 0; s < STAGES; s++) {
             bar_init(&full[s], 1);
@@ -148,8 +154,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (tid == 0)
         for (int s = 0; s < STAGES && s < kt_n; s++) {
             bar_expect(&full[s], STAGE_BYTES);
-            tma_load(sa + s * BM * BK, &ta, &full[s], s * BK, m0);
-            tma_load(sb + s * BN * BK, &tb, &full[s], s * BK, n0);
+            tma_load(sa + s * BM * BK, ta, &full[s], s * BK, m0);
+            tma_load(sb + s * BN * BK, tb, &full[s], s * BK, n0);
         }
     /* k-tile r's products are done: release its stage, and refill it with
      * k-tile r + STAGES */
@@ -160,11 +166,10 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (tid == 0 && r + STAGES < kt_n) {
             bar_wait(&empty[s], (r / STAGES) & 1);
             bar_expect(&full[s], STAGE_BYTES);
-            tma_load(sa + s * BM * BK, &ta, &full[s], (r + STAGES) * BK, m0);
-            tma_load(sb + s * BN * BK, &tb, &full[s], (r + STAGES) * BK, n0);
+            tma_load(sa + s * BM * BK, ta, &full[s], (r + STAGES) * BK, m0);
+            tma_load(sb + s * BN * BK, tb, &full[s], (r + STAGES) * BK, n0);
         }
     };
-    float acc[64];
 #pragma unroll
     for (int i = 0; i < 64; i++)
         acc[i] = 0.f;
@@ -188,10 +193,27 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    /* the accumulator layout: warp w of the warpgroup has rows 16w..16w+15;
-     * per 8 columns j, lane (g, t) holds (g, 8j+2t..+1) and (g+8, 8j+2t..+1) */
-    const int lane = tid % 32, w = (tid % 128) / 32, g = lane / 4, t = lane % 4;
-    const int row = m0 + wg * 64 + w * 16 + g;
+}
+
+/* The accumulator layout: warp w of the warpgroup has rows 16w..16w+15 of
+ * the warpgroup's 64; per 8 columns j, lane (g, t) holds (g, 8j+2t..+1) in
+ * acc[4j], acc[4j+1] and (g+8, 8j+2t..+1) in acc[4j+2], acc[4j+3]. The
+ * tile-local row of the lane's first row: */
+__device__ __forceinline__ int acc_row(void) {
+    const int tid = threadIdx.x;
+    return (tid / 128) * 64 + ((tid % 128) / 32) * 16 + (tid % 32) / 4;
+}
+
+/* C = A · Bᵀ + bias */
+template <int LAG>
+__global__ void __launch_bounds__(THREADS, 1)
+    wgmma_gemm(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+               __half *__restrict__ c, const __half *__restrict__ bias, int n, int k) {
+    extern __shared__ unsigned char raw[];
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    float acc[64];
+    mainloop<LAG>(&ta, &tb, raw, m0, n0, k, acc);
+    const int row = m0 + acc_row(), t = threadIdx.x % 4;
 #pragma unroll
     for (int j = 0; j < 16; j++) {
         const int col = n0 + 8 * j + 2 * t;
@@ -200,6 +222,95 @@ __global__ void __launch_bounds__(THREADS, 1)
         *(__half2 *)(c + (size_t)(row + 8) * n + col) =
             __floats2half2_rn(acc[4 * j + 2] + b0, acc[4 * j + 3] + b1);
     }
+}
+
+/* C = LayerNorm(A · Bᵀ + bias + residual) · gamma + beta over rows of
+ * N = LN_CTAS x 128 (BERT-base's 768): a cluster of LN_CTAS CTAs spans a
+ * row block; each CTA sums its 128 columns of every row, and reads the
+ * others' sums from their shared memory (distributed shared memory), once
+ * for the mean and once for the variance about it. */
+#define LN_CTAS 6
+
+__global__ void __cluster_dims__(LN_CTAS, 1, 1) __launch_bounds__(THREADS, 1)
+    wgmma_gemm_ln(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+                  __half *__restrict__ c, const __half *__restrict__ bias,
+                  const __half *__restrict__ residual, const __half *__restrict__ gamma,
+                  const __half *__restrict__ beta, float eps, int k) {
+    extern __shared__ unsigned char raw[];
+    __shared__ float part[2][BM]; /* this CTA's row sums: of x, then of (x - mean)^2 */
+    constexpr int n = LN_CTAS * BN;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    cg::cluster_group cluster = cg::this_cluster();
+    float acc[64];
+    mainloop<1>(&ta, &tb, raw, m0, n0, k, acc);
+    const int lr = acc_row(), row = m0 + lr, t = threadIdx.x % 4;
+    float s0 = 0.f, s1 = 0.f; /* rows lr and lr + 8 */
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const int col = n0 + 8 * j + 2 * t;
+        const float b0 = __half2float(bias[col]), b1 = __half2float(bias[col + 1]);
+        const __half2 r0 = *(const __half2 *)(residual + (size_t)row * n + col);
+        const __half2 r1 = *(const __half2 *)(residual + (size_t)(row + 8) * n + col);
+        acc[4 * j] += b0 + __low2float(r0);
+        acc[4 * j + 1] += b1 + __high2float(r0);
+        acc[4 * j + 2] += b0 + __low2float(r1);
+        acc[4 * j + 3] += b1 + __high2float(r1);
+        s0 += acc[4 * j] + acc[4 * j + 1];
+        s1 += acc[4 * j + 2] + acc[4 * j + 3];
+    }
+    /* the quad of lanes t = 0..3 shares rows lr and lr + 8 */
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    if (t == 0) {
+        part[0][lr] = s0;
+        part[0][lr + 8] = s1;
+    }
+    cluster.sync();
+    float mean0 = 0.f, mean1 = 0.f;
+    for (int r = 0; r < LN_CTAS; r++) {
+        const float *p = cluster.map_shared_rank(&part[0][0], r);
+        mean0 += p[lr];
+        mean1 += p[lr + 8];
+    }
+    mean0 /= n;
+    mean1 /= n;
+    float q0 = 0.f, q1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float d0 = acc[4 * j] - mean0, d1 = acc[4 * j + 1] - mean0;
+        const float d2 = acc[4 * j + 2] - mean1, d3 = acc[4 * j + 3] - mean1;
+        q0 += d0 * d0 + d1 * d1;
+        q1 += d2 * d2 + d3 * d3;
+    }
+    q0 += __shfl_xor_sync(0xffffffffu, q0, 1);
+    q0 += __shfl_xor_sync(0xffffffffu, q0, 2);
+    q1 += __shfl_xor_sync(0xffffffffu, q1, 1);
+    q1 += __shfl_xor_sync(0xffffffffu, q1, 2);
+    if (t == 0) {
+        part[1][lr] = q0;
+        part[1][lr + 8] = q1;
+    }
+    cluster.sync();
+    float var0 = 0.f, var1 = 0.f;
+    for (int r = 0; r < LN_CTAS; r++) {
+        const float *p = cluster.map_shared_rank(&part[1][0], r);
+        var0 += p[lr];
+        var1 += p[lr + 8];
+    }
+    const float inv0 = rsqrtf(var0 / n + eps), inv1 = rsqrtf(var1 / n + eps);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const int col = n0 + 8 * j + 2 * t;
+        const float g0 = __half2float(gamma[col]), g1 = __half2float(gamma[col + 1]);
+        const float e0 = __half2float(beta[col]), e1 = __half2float(beta[col + 1]);
+        *(__half2 *)(c + (size_t)row * n + col) =
+            __floats2half2_rn((acc[4 * j] - mean0) * inv0 * g0 + e0, (acc[4 * j + 1] - mean0) * inv0 * g1 + e1);
+        *(__half2 *)(c + (size_t)(row + 8) * n + col) =
+            __floats2half2_rn((acc[4 * j + 2] - mean1) * inv1 * g0 + e0, (acc[4 * j + 3] - mean1) * inv1 * g1 + e1);
+    }
+    cluster.sync(); /* no CTA leaves while another still reads its sums */
 }
 
 static PFN_cuTensorMapEncodeTiled_v12000 encode;
@@ -286,6 +397,7 @@ int main(int argc, char **argv) {
     }
     CK(cudaFuncSetAttribute(wgmma_gemm<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
     CK(cudaFuncSetAttribute(wgmma_gemm<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
+    CK(cudaFuncSetAttribute(wgmma_gemm_ln, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
     cublasHandle_t h;
@@ -299,8 +411,8 @@ int main(int argc, char **argv) {
      * in the mechanics shows apart from one in the pipeline; then BERT-base's
      * GEMMs at batch 64 */
     static const int shapes[][3] = {{128, 64, 128},   {128, 512, 128},  {512, 256, 384},
-                                    {8192, 768, 2304}, {8192, 768, 768}, {8192, 768, 3072},
-                                    {8192, 3072, 768}};
+                                    {256, 128, 768},  {8192, 768, 2304}, {8192, 768, 768},
+                                    {8192, 768, 3072}, {8192, 3072, 768}};
     int bad = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int m = shapes[si][0], k = shapes[si][1], n = shapes[si][2];
@@ -368,6 +480,72 @@ int main(int argc, char **argv) {
             printf("%-34s %10.4f %9.1f %10.4f %9.1f %10.2e%s\n", label, t_mine, fl / t_mine / 1e9,
                    t_theirs, fl / t_theirs / 1e9, rel, rel < 1e-2 ? "" : "  WRONG");
             bad |= !(rel < 1e-2);
+        }
+        if (n == LN_CTAS * BN) { /* the LayerNorm epilogue, as after attention-output and FFN2 */
+            __half *res, *gam, *bet;
+            CK(cudaMalloc(&res, (size_t)m * n * 2));
+            CK(cudaMalloc(&gam, (size_t)n * 2));
+            CK(cudaMalloc(&bet, (size_t)n * 2));
+            fill<<<1024, 256, 0, st>>>(res, (size_t)m * n, 4u, 2.f);
+            fill<<<16, 256, 0, st>>>(gam, (size_t)n, 5u, 1.f);
+            fill<<<16, 256, 0, st>>>(bet, (size_t)n, 6u, 1.f);
+            auto ln = [&]() {
+                wgmma_gemm_ln<<<dim3(LN_CTAS, m / BM), THREADS, SMEM_BYTES, st>>>(ta, tb, c, bias, res, gam, bet,
+                                                                                  1e-5f, k);
+            };
+            CK(cudaMemsetAsync(c, 0xff, (size_t)m * n * 2, st));
+            ln();
+            CK(cudaGetLastError());
+            CK(cudaStreamSynchronize(st));
+            __half *hres = (__half *)malloc((size_t)m * n * 2), *hg = (__half *)malloc((size_t)n * 2),
+                   *he = (__half *)malloc((size_t)n * 2);
+            CK(cudaMemcpy(hc, c, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(hres, res, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(hg, gam, (size_t)n * 2, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(he, bet, (size_t)n * 2, cudaMemcpyDeviceToHost));
+            double err = 0, mag = 0;
+            size_t first = 0, nbad = 0;
+            double *x = (double *)malloc(sizeof(double) * n);
+            for (int r = 0; r < m; r++) {
+                double mean = 0, var = 0;
+                for (int j = 0; j < n; j++) {
+                    size_t i = (size_t)r * n + j;
+                    x[j] = (double)__half2float(hr[i]) + __half2float(hb[j]) + __half2float(hres[i]);
+                    mean += x[j];
+                }
+                mean /= n;
+                for (int j = 0; j < n; j++)
+                    var += (x[j] - mean) * (x[j] - mean);
+                const double inv = 1.0 / sqrt(var / n + 1e-5);
+                for (int j = 0; j < n; j++) {
+                    size_t i = (size_t)r * n + j;
+                    double want = (x[j] - mean) * inv * __half2float(hg[j]) + __half2float(he[j]);
+                    double d = fabs((double)__half2float(hc[i]) - want);
+                    if (!(d <= 2e-2 * (1 + fabs(want))) && !nbad++)
+                        first = i;
+                    if (!(d <= err))
+                        err = d;
+                    if (fabs(want) > mag)
+                        mag = fabs(want);
+                }
+            }
+            free(x);
+            const double rel = err / (mag > 0 ? mag : 1);
+            if (nbad)
+                printf("  layernorm: %zu of %zu elements differ; the first at row %zu, column %zu\n", nbad,
+                       (size_t)m * n, first / n, first % n);
+            const float t_ln = median_ms(ln, reps, st);
+            char label[64];
+            snprintf(label, sizeof label, "%d x %d -> %d, +res +LayerNorm", m, k, n);
+            printf("%-34s %10.4f %9.1f %10.4f %9.1f %10.2e%s\n", label, t_ln, fl / t_ln / 1e9, t_theirs,
+                   fl / t_theirs / 1e9, rel, nbad ? "  WRONG" : "");
+            bad |= nbad != 0;
+            free(hres);
+            free(hg);
+            free(he);
+            cudaFree(res);
+            cudaFree(gam);
+            cudaFree(bet);
         }
         free(hc);
         free(hr);
