@@ -231,6 +231,29 @@ __global__ void __launch_bounds__(THREADS, 1)
  * for the mean and once for the variance about it. */
 #define LN_CTAS 6
 
+/* Row sums over the cluster: a and b, this lane's partial sums of tile rows
+ * lr and lr + 8, become the sums over the lane quad (which shares those
+ * rows) and over the cluster's CTAs, exchanged through `slot` (BM floats of
+ * shared memory in every CTA). */
+__device__ __forceinline__ void cluster_row_sums(cg::cluster_group &cluster, float *slot, int lr, float &a,
+                                                 float &b) {
+    a += __shfl_xor_sync(0xffffffffu, a, 1);
+    a += __shfl_xor_sync(0xffffffffu, a, 2);
+    b += __shfl_xor_sync(0xffffffffu, b, 1);
+    b += __shfl_xor_sync(0xffffffffu, b, 2);
+    if (threadIdx.x % 4 == 0) {
+        slot[lr] = a;
+        slot[lr + 8] = b;
+    }
+    cluster.sync();
+    a = b = 0.f;
+    for (int r = 0; r < LN_CTAS; r++) {
+        const float *p = cluster.map_shared_rank(slot, r);
+        a += p[lr];
+        b += p[lr + 8];
+    }
+}
+
 __global__ void __cluster_dims__(LN_CTAS, 1, 1) __launch_bounds__(THREADS, 1)
     wgmma_gemm_ln(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                   __half *__restrict__ c, const __half *__restrict__ bias,
@@ -258,24 +281,8 @@ __global__ void __cluster_dims__(LN_CTAS, 1, 1) __launch_bounds__(THREADS, 1)
         s0 += acc[4 * j] + acc[4 * j + 1];
         s1 += acc[4 * j + 2] + acc[4 * j + 3];
     }
-    /* the quad of lanes t = 0..3 shares rows lr and lr + 8 */
-    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-    if (t == 0) {
-        part[0][lr] = s0;
-        part[0][lr + 8] = s1;
-    }
-    cluster.sync();
-    float mean0 = 0.f, mean1 = 0.f;
-    for (int r = 0; r < LN_CTAS; r++) {
-        const float *p = cluster.map_shared_rank(&part[0][0], r);
-        mean0 += p[lr];
-        mean1 += p[lr + 8];
-    }
-    mean0 /= n;
-    mean1 /= n;
+    cluster_row_sums(cluster, part[0], lr, s0, s1);
+    const float mean0 = s0 / n, mean1 = s1 / n;
     float q0 = 0.f, q1 = 0.f;
 #pragma unroll
     for (int j = 0; j < 16; j++) {
@@ -284,22 +291,8 @@ __global__ void __cluster_dims__(LN_CTAS, 1, 1) __launch_bounds__(THREADS, 1)
         q0 += d0 * d0 + d1 * d1;
         q1 += d2 * d2 + d3 * d3;
     }
-    q0 += __shfl_xor_sync(0xffffffffu, q0, 1);
-    q0 += __shfl_xor_sync(0xffffffffu, q0, 2);
-    q1 += __shfl_xor_sync(0xffffffffu, q1, 1);
-    q1 += __shfl_xor_sync(0xffffffffu, q1, 2);
-    if (t == 0) {
-        part[1][lr] = q0;
-        part[1][lr + 8] = q1;
-    }
-    cluster.sync();
-    float var0 = 0.f, var1 = 0.f;
-    for (int r = 0; r < LN_CTAS; r++) {
-        const float *p = cluster.map_shared_rank(&part[1][0], r);
-        var0 += p[lr];
-        var1 += p[lr + 8];
-    }
-    const float inv0 = rsqrtf(var0 / n + eps), inv1 = rsqrtf(var1 / n + eps);
+    cluster_row_sums(cluster, part[1], lr, q0, q1);
+    const float inv0 = rsqrtf(q0 / n + eps), inv1 = rsqrtf(q1 / n + eps);
 #pragma unroll
     for (int j = 0; j < 16; j++) {
         const int col = n0 + 8 * j + 2 * t;
