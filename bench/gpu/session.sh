@@ -34,7 +34,7 @@ fi
 if [ "${WGMMA:-0}" = 1 ] && [ -x $D/wgmma_probe ]; then
     echo "== wgmma GEMM probe against cuBLAS"
     LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 120 $D/wgmma_probe 30 > $OUT/wgmma_probe.log 2>&1
-    echo "wgmma_probe rc=$?"; cat $OUT/wgmma_probe.log | tail -8
+    echo "wgmma_probe rc=$?"; cat $OUT/wgmma_probe.log
 fi
 if [ -n "${NCU_MICRO:-}" ] && command -v ncu >/dev/null; then
     # hardware counters of chosen kernels in the micro-benchmark: entries

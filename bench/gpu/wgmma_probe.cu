@@ -35,6 +35,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 #define BM 128
 #define BN 128
@@ -369,7 +371,31 @@ template <typename F> static float median_ms(F launch, int reps, cudaStream_t st
     return m;
 }
 
+/* Wait for the stream, at most `seconds`: a kernel whose barriers never
+ * complete (a wrong byte count, a wrong parity) would otherwise hang the
+ * probe without saying which one. */
+static void finish(cudaStream_t st, const char *what, double seconds) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(st);
+        if (e == cudaSuccess)
+            return;
+        if (e != cudaErrorNotReady) {
+            fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+            exit(1);
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) > seconds) {
+            printf("HUNG: %s did not finish in %.0f s\n", what, seconds);
+            fflush(stdout);
+            _exit(3);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines survive a kill by the caller's timeout */
     int reps = argc > 1 ? atoi(argv[1]) : 30;
     int dev = 0;
     cudaDeviceProp prop;
@@ -430,7 +456,7 @@ int main(int argc, char **argv) {
                          &zero, ref, CUDA_R_16F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         };
         theirs();
-        CK(cudaStreamSynchronize(st));
+        finish(st, "cuBLAS", 10.0);
         __half *hc = (__half *)malloc((size_t)m * n * 2), *hr = (__half *)malloc((size_t)m * n * 2),
                *hb = (__half *)malloc((size_t)n * 2);
         CK(cudaMemcpy(hr, ref, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
@@ -444,7 +470,7 @@ int main(int argc, char **argv) {
             else
                 mine0();
             CK(cudaGetLastError());
-            CK(cudaStreamSynchronize(st));
+            finish(st, lag ? "wgmma lag 1" : "wgmma lag 0", 10.0);
             CK(cudaMemcpy(hc, c, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
             double err = 0, mag = 0;
             for (size_t i = 0; i < (size_t)m * n; i++) {
@@ -489,7 +515,7 @@ int main(int argc, char **argv) {
             CK(cudaMemsetAsync(c, 0xff, (size_t)m * n * 2, st));
             ln();
             CK(cudaGetLastError());
-            CK(cudaStreamSynchronize(st));
+            finish(st, "wgmma + LayerNorm", 10.0);
             __half *hres = (__half *)malloc((size_t)m * n * 2), *hg = (__half *)malloc((size_t)n * 2),
                    *he = (__half *)malloc((size_t)n * 2);
             CK(cudaMemcpy(hc, c, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
