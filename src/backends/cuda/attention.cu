@@ -481,6 +481,28 @@ __device__ __forceinline__ void mma_context(float (*o)[4], const float (*s)[4], 
         }
 }
 
+/* 2^x for x <= 0 (flushing results below 2^-126 to zero, which the
+ * probabilities' rounding to T would do anyway) */
+__device__ __forceinline__ float mma_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* s = 2^(s - base) for the lane's rows g (elements 0, 1) and g + 8 (2, 3),
+ * each added to its row's partial sum in l; APPROX takes mma_exp2. */
+template <int NT, bool APPROX>
+__device__ __forceinline__ void mma_exp_rows(float (*s)[4], const float base[2], float l[2]) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            s[nt][e] = APPROX ? mma_exp2(s[nt][e] - base[e >> 1]) : exp2f(s[nt][e] - base[e >> 1]);
+        l[0] += s[nt][0] + s[nt][1];
+        l[1] += s[nt][2] + s[nt][3];
+    }
+}
+
 /* The warp's output rows: o divided by each row's sum (lane quads hold
  * partial sums of rows g and g + 8; every key masked gives 0 * inf = NaN,
  * as the reference), staged through Os (16 rows of the warp's own Q) and
@@ -640,15 +662,7 @@ __global__ void __launch_bounds__(MMA_MAX_WARPS * 32)
             mrun[i] = mx[i];
             lrun[i] *= corr[i];
         }
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            s[nt][0] = exp2f(s[nt][0] - base[0]);
-            s[nt][1] = exp2f(s[nt][1] - base[0]);
-            s[nt][2] = exp2f(s[nt][2] - base[1]);
-            s[nt][3] = exp2f(s[nt][3] - base[1]);
-            lrun[0] += s[nt][0] + s[nt][1];
-            lrun[1] += s[nt][2] + s[nt][3];
-        }
+        mma_exp_rows<NT, false>(s, base, lrun);
 #pragma unroll
         for (int i = 0; i < DT; i++) {
             o[i][0] *= corr[0];
@@ -730,14 +744,6 @@ template <typename T> static cudaError_t setup_mma(void) {
 
 static __host__ __device__ size_t mma1_smem(int warps, int hd) {
     return (size_t)(warps * 16 + 2 * MMA1_KEYS) * (hd + 8) * 2 + MMA1_KEYS * sizeof(float);
-}
-
-/* 2^x for x <= 0 (flushing results below 2^-126 to zero, which the
- * probabilities' rounding to T would do anyway) */
-__device__ __forceinline__ float mma_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
 }
 
 /* GENERAL: a mask that varies by head or query, read per score; otherwise
@@ -828,15 +834,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
         if (mx[i] == -INFINITY) /* every key masked */
             mx[i] = 0.f;
     }
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        s[nt][0] = mma_exp2(s[nt][0] - mx[0]);
-        s[nt][1] = mma_exp2(s[nt][1] - mx[0]);
-        s[nt][2] = mma_exp2(s[nt][2] - mx[1]);
-        s[nt][3] = mma_exp2(s[nt][3] - mx[1]);
-        sum[0] += s[nt][0] + s[nt][1];
-        sum[1] += s[nt][2] + s[nt][3];
-    }
+    mma_exp_rows<NT, true>(s, mx, sum);
     __pipeline_wait_prior(0); /* V */
     __syncthreads();
     /* O = P V */

@@ -42,8 +42,9 @@ template <int LPR> __device__ __forceinline__ float kc_group_max(float v) {
 /* One row per group of LPR lanes, NV packs of 16 bytes a lane. The row
  * stays in registers as loaded (packs of T, converted to float on each
  * use), which keeps a 768-wide half row at 12 registers a lane; short
- * rows are held to 40 registers, so that 12 blocks fit an SM and a
- * BERT-sized batch (8192 rows) loads in one wave. */
+ * rows are held to 40 registers, so that 12 blocks fit an SM (a BERT-sized
+ * batch, 8192 rows, is 1.3 waves; two rows a group to make it one wave
+ * measured slower, bench/results/2026-11-30-gpu-session5.md). */
 template <typename T, typename P, int NV, int LPR>
 __global__ void __launch_bounds__(KC_ROW_THREADS, NV <= 3 ? 12 : 1)
     layernorm_rows_kernel(const T *__restrict__ x, T *__restrict__ y, int64_t rows, int inner,
