@@ -217,13 +217,8 @@ kiln_status kpass_canonicalize(kpass *p, int *changed) {
             int prod = kpass_producer(p, x);
             if (prod < 0 || kpass_graph_io(net, x))
                 continue;
-            kn_node *pn = &net->nodes[prod];
-            for (int j = 0; j < pn->n_out; j++)
-                if (pn->out[j] == x)
-                    kpass_set_output(net, prod, j, y);
             kpass_kill(p, i);
-            kpass_replace_reads(net, x, y);
-            kpass_touch(p, prod);
+            kpass_move_tensor(p, prod, x, y);
         }
         kn_log(KILN_LOG_VERBOSE, "canonicalize: removed %s '%s'", n->op_type, n->name);
         kpass_kill(p, i);

@@ -50,12 +50,8 @@ static kiln_status output_to(kpass *p, int t, kiln_dtype dt, int *changed) {
         !kpass_graph_io(net, net->nodes[c].in[0])) {
         /* the cast back from a tensor of that type: its producer writes t */
         int u = net->nodes[c].in[0], pu = kpass_producer(p, u);
-        for (int j = 0; j < net->nodes[pu].n_out; j++)
-            if (net->nodes[pu].out[j] == u)
-                kpass_set_output(net, pu, j, t);
         kpass_kill(p, c);
-        kpass_replace_reads(net, u, t);
-        kpass_touch(p, pu);
+        kpass_move_tensor(p, pu, u, t);
         kn_log(KILN_LOG_VERBOSE, "io types: output '%s' is written in %s by '%s'",
                net->tensors[t].name, kiln_dtype_name(dt), net->nodes[pu].name);
     } else {
@@ -69,11 +65,7 @@ static kiln_status output_to(kpass *p, int t, kiln_dtype dt, int *changed) {
         snprintf(hint, sizeof hint, "%s_%s", net->tensors[t].name,
                  kiln_dtype_name(kpass_dtype(p, t)));
         KN_TRY(kn_net_new_tensor(net, hint, &t2));
-        for (int j = 0; j < net->nodes[pt].n_out; j++)
-            if (net->nodes[pt].out[j] == t)
-                kpass_set_output(net, pt, j, t2);
-        kpass_replace_reads(net, t, t2);
-        kpass_touch(p, pt);
+        kpass_move_tensor(p, pt, t, t2);
         KN_TRY(kpass_add_cast(net, "output", t2, t, dt));
         kn_log(KILN_LOG_VERBOSE, "io types: output '%s' cast to %s", net->tensors[t].name,
                kiln_dtype_name(dt));

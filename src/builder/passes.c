@@ -459,6 +459,15 @@ int kpass_replace_reads(kn_net *net, int from, int to) {
     return count;
 }
 
+void kpass_move_tensor(kpass *p, int prod, int from, int to) {
+    kn_net *net = p->net;
+    for (int j = 0; j < net->nodes[prod].n_out; j++)
+        if (net->nodes[prod].out[j] == from)
+            kpass_set_output(net, prod, j, to);
+    kpass_touch(p, prod);
+    kpass_replace_reads(net, from, to);
+}
+
 bool kpass_graph_io(const kn_net *net, int t) {
     for (int k = 0; k < net->n_outputs; k++)
         if (net->outputs[k] == t)

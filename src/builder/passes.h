@@ -116,6 +116,9 @@ KN_HIDDEN kiln_status kpass_set_strings(kn_node *n, const char *name, const char
                                         size_t count);
 /* Replace every read of tensor `from` by `to` in live nodes; returns count. */
 KN_HIDDEN int kpass_replace_reads(kn_net *net, int from, int to);
+/* Node prod, the producer of tensor `from`, writes `to` instead, and every
+ * live reader of `from` reads `to`. */
+KN_HIDDEN void kpass_move_tensor(kpass *p, int prod, int from, int to);
 /* Whether tensor t is a graph input, output or constant. */
 KN_HIDDEN bool kpass_graph_io(const kn_net *net, int t);
 /* Append a Cast of tensor `from` to `to_type`, writing `to`, named
