@@ -25,15 +25,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_models import KILN_DTYPES, Kiln, inputs_for, time_interleaved  # noqa: E402
 
 
+def bind_rows(kiln, eng, ctx, x):
+    """ctx bound to the inputs x, with an output of the engine's type."""
+    kiln.bind(ctx, x, "output",
+              KILN_DTYPES.get(kiln.lib.kiln_engine_tensor_dtype(eng, b"output"), torch.float32))
+
+
 def contexts(kiln, eng, x, parts):
     """`parts` contexts of the engine, each bound to its rows of x."""
-    out_dtype = KILN_DTYPES.get(kiln.lib.kiln_engine_tensor_dtype(eng, b"output"), torch.float32)
     rows = 64 // parts
     ctxs = []
     for p in range(parts):
         c = ctypes.c_void_p()
         kiln.check(kiln.lib.kiln_context_create(eng, ctypes.byref(c)), "context")
-        kiln.bind(c, {k: v[p * rows:(p + 1) * rows] for k, v in x.items()}, "output", out_dtype)
+        bind_rows(kiln, eng, c, {k: v[p * rows:(p + 1) * rows] for k, v in x.items()})
         ctxs.append(c)
     return ctxs
 
@@ -88,8 +93,7 @@ def main():
         tag, path = spec.split("=", 1)
         path, _, env = path.partition("@")
         eng, ctx = kiln.load(path)
-        out_dtype = KILN_DTYPES.get(kiln.lib.kiln_engine_tensor_dtype(eng, b"output"), torch.float32)
-        kiln.bind(ctx, x, "output", out_dtype)
+        bind_rows(kiln, eng, ctx, x)
         run = runner(kiln, [ctx])
         if env:
             run = with_env(run, dict(kv.split("=", 1) for kv in env.split(",")))
