@@ -31,7 +31,13 @@ if(KILN_CUDA)
   file(GLOB KILN_CUDA_SOURCES CONFIGURE_DEPENDS
     ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/*.cu
     ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/*.c)
+  # Kernels on Hopper's wgmma exist only in the architecture-specific target
+  # sm_90a: those files build apart, for it alone (no PTX), and are launched
+  # only on a device of compute capability 9.0.
+  set(KILN_CUDA_SM90A_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/cuda/attention_wgmma.cu)
+  list(REMOVE_ITEM KILN_CUDA_SOURCES ${KILN_CUDA_SM90A_SOURCES})
   add_library(kiln_cuda_obj OBJECT ${KILN_CUDA_SOURCES})
+  add_library(kiln_cuda_sm90a_obj OBJECT ${KILN_CUDA_SM90A_SOURCES})
   target_include_directories(kiln_cuda_obj PRIVATE include src ${KILN_CUDNN_INCLUDE})
   target_link_libraries(kiln_cuda_obj PRIVATE CUDA::cudart CUDA::cublasLt)
   target_compile_definitions(kiln_cuda_obj PRIVATE KILN_HAVE_CUDA=1)
@@ -42,17 +48,23 @@ if(KILN_CUDA)
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter,-fvisibility=hidden>
     $<$<COMPILE_LANGUAGE:CUDA>:-gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90>
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
+  target_include_directories(kiln_cuda_sm90a_obj PRIVATE include src)
+  target_link_libraries(kiln_cuda_sm90a_obj PRIVATE CUDA::cudart)
+  set_property(TARGET kiln_cuda_sm90a_obj PROPERTY COMPILE_OPTIONS
+    -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter,-fvisibility=hidden
+    -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -lineinfo)
   if(KILN_WERROR)
     set_property(TARGET kiln_cuda_obj APPEND PROPERTY COMPILE_OPTIONS
       $<$<COMPILE_LANGUAGE:C>:-Werror> $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
+    set_property(TARGET kiln_cuda_sm90a_obj APPEND PROPERTY COMPILE_OPTIONS -Werror=all-warnings)
   endif()
-  set_target_properties(kiln_cuda_obj PROPERTIES POSITION_INDEPENDENT_CODE ON
+  set_target_properties(kiln_cuda_obj kiln_cuda_sm90a_obj PROPERTIES POSITION_INDEPENDENT_CODE ON
     CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON C_VISIBILITY_PRESET hidden
-    CUDA_VISIBILITY_PRESET hidden)
+    CUDA_VISIBILITY_PRESET hidden CUDA_ARCHITECTURES OFF)
 
   foreach(t kiln kiln_internal)
     set_target_properties(${t} PROPERTIES CUDA_ARCHITECTURES OFF)
-    target_sources(${t} PRIVATE $<TARGET_OBJECTS:kiln_cuda_obj>)
+    target_sources(${t} PRIVATE $<TARGET_OBJECTS:kiln_cuda_obj> $<TARGET_OBJECTS:kiln_cuda_sm90a_obj>)
     target_compile_definitions(${t} PRIVATE KILN_HAVE_CUDA=1)
   endforeach()
   target_link_libraries(kiln PRIVATE CUDA::cudart CUDA::cublasLt ${KILN_CUDNN_LIB})

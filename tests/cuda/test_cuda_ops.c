@@ -1507,6 +1507,12 @@ static void test_attention(void) {
         attention_case(dt, l, 40, 128, 128, 12, 64, 64, 1, 0.125f);
         snprintf(l, sizeof l, "%s 576 tiles, Sq 150, Sk 96, per-head mask", kiln_dtype_name(dt));
         attention_case(dt, l, 24, 150, 96, 12, 64, 64, 4, 0.125f);
+        /* the wgmma kernel's edges: query tiles cut short, keys that are
+         * not a whole 16-key step, no mask */
+        snprintf(l, sizeof l, "%s Sq 150, Sk 100, head dim 64, padding mask", kiln_dtype_name(dt));
+        attention_case(dt, l, 3, 150, 100, 4, 64, 64, 1, 0.125f);
+        snprintf(l, sizeof l, "%s Sq 77, Sk 9, head dim 64, no mask", kiln_dtype_name(dt));
+        attention_case(dt, l, 2, 77, 9, 3, 64, 64, 0, 0.3f);
     }
 }
 

@@ -941,7 +941,9 @@ template <typename T> static cudaError_t setup_one(void) {
 
 extern "C" cudaError_t kc_attention_setup(void) {
     cudaError_t e = setup_one<__half>();
-    return e == cudaSuccess ? setup_one<__nv_bfloat16>() : e;
+    if (e == cudaSuccess)
+        e = setup_one<__nv_bfloat16>();
+    return e == cudaSuccess ? kc_attention_wgmma_setup() : e;
 }
 
 template <typename T>
@@ -982,6 +984,14 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
         staged = getenv("KILN_ATTENTION_STAGED") && atoi(getenv("KILN_ATTENTION_STAGED")) == 1;
     }
     bool general = simt || a->kernel == KC_ATT_GENERAL;
+    if (!general && !staged && (a->kernel == KC_ATT_WGMMA || a->kernel == KC_ATT_WGMMA_WIDE)) {
+        const bool rowmask = !mask || (a->mstride[1] == 0 && a->mstride[2] == 0);
+        if (rowmask && mma_ok(q, k, v, y, a) && kc_attn_wgmma_shapes(a) && kc_attn_wgmma_device())
+            return kc_attention_wgmma(q, k, v, mask, y, a, a->kernel == KC_ATT_WGMMA_WIDE, stream);
+        kc_attn fb = *a; /* another mask, shape or device: the single-pass mma.sync kernel */
+        fb.kernel = KC_ATT_MMA1_WIDE;
+        return kc_attention(q, k, v, mask, y, &fb, stream);
+    }
     if (!general && !staged &&
         (a->kernel == KC_ATT_MMA1 || a->kernel == KC_ATT_MMA1_WIDE) &&
         mma_ok(q, k, v, y, a) && kc_attn_mma1_shapes(a)) {

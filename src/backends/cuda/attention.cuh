@@ -29,7 +29,9 @@ enum {
     KC_ATT_MMA = 3,
     KC_ATT_MMA_WIDE = 4,
     KC_ATT_MMA1 = 5,      /* single pass over at most 128 keys, 64 query rows a block */
-    KC_ATT_MMA1_WIDE = 6  /* the same, 128 query rows a block */
+    KC_ATT_MMA1_WIDE = 6, /* the same, 128 query rows a block */
+    KC_ATT_WGMMA = 7,     /* Hopper's wgmma (attention_wgmma.cu), 64 query rows a block */
+    KC_ATT_WGMMA_WIDE = 8 /* the same, 128 query rows a block */
 };
 
 /* Whether the tensor-core kernel takes these shapes (float16/bfloat16, head
@@ -43,6 +45,15 @@ int kc_attn_mma_shapes(const kc_attn *a);
 /* Whether the single-pass mma.sync kernel takes these shapes (as the mma
  * kernel, with d = dv in {32, 64} and at most 128 keys). */
 int kc_attn_mma1_shapes(const kc_attn *a);
+/* Whether the wgmma kernel takes these shapes (float16/bfloat16, d = dv =
+ * 64, at most 128 keys); it also wants a device of compute capability 9.0
+ * (kc_attn_wgmma_device), 16-byte aligned rows and a mask that is one row
+ * per batch or none, else the mma.sync kernels run. */
+int kc_attn_wgmma_shapes(const kc_attn *a);
+int kc_attn_wgmma_device(void);
+cudaError_t kc_attention_wgmma_setup(void);
+cudaError_t kc_attention_wgmma(const void *q, const void *k, const void *v, const void *mask, void *y,
+                               const kc_attn *a, int wide, cudaStream_t stream);
 /* The shared-memory opt-in of the tensor-core kernel; call before launching
  * (not during graph capture). */
 cudaError_t kc_attention_setup(void);

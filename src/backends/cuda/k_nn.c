@@ -379,6 +379,17 @@ static bool attention_supports_mma1(const kn_node *node, const kn_tinfo *in, int
     return d <= 64 && sk <= 128;
 }
 
+/* The wgmma tactics: float16 / bfloat16, d = dv = 64, at most 128 keys,
+ * on a device of compute capability 9.0 (at another shape of the profile,
+ * or with a per-head or per-query mask, the kernel falls back to mma1's). */
+static bool attention_supports_wgmma(const kn_node *node, const kn_tinfo *in, int n_in,
+                                     const kn_tinfo *out, int n_out) {
+    if (!attention_supports_mma1(node, in, n_in, out, n_out) || !kc_attn_wgmma_device())
+        return false;
+    bool packed = kn_attr_int(node, "qkv_packed", 0) != 0;
+    return (packed ? in[0].dims[4] : in[0].dims[3]) == 64;
+}
+
 static kiln_status attention_go(const kb_run *r, int kernel);
 static kiln_status attention_run(const kb_run *r) { return attention_go(r, KC_ATT_GENERAL); }
 static kiln_status attention_run_direct(const kb_run *r) { return attention_go(r, KC_ATT_DIRECT); }
@@ -387,6 +398,8 @@ static kiln_status attention_run_mma(const kb_run *r) { return attention_go(r, K
 static kiln_status attention_run_mma_wide(const kb_run *r) { return attention_go(r, KC_ATT_MMA_WIDE); }
 static kiln_status attention_run_mma1(const kb_run *r) { return attention_go(r, KC_ATT_MMA1); }
 static kiln_status attention_run_mma1_wide(const kb_run *r) { return attention_go(r, KC_ATT_MMA1_WIDE); }
+static kiln_status attention_run_wgmma(const kb_run *r) { return attention_go(r, KC_ATT_WGMMA); }
+static kiln_status attention_run_wgmma_wide(const kb_run *r) { return attention_go(r, KC_ATT_WGMMA_WIDE); }
 
 static kiln_status attention_go(const kb_run *r, int kernel) {
     const kb_tensor *q = &r->in[0];
@@ -433,7 +446,8 @@ const kb_kernel kb_cuda_nn[] = {
     /* the builder times them all: the general kernel, the WMMA ones
      * (fragments from global memory, or K/V staged in shared memory) and
      * the mma.sync ones (scores in registers, online softmax; 64 or 128
-     * query rows a block; single pass with an exact softmax up to 128 keys) */
+     * query rows a block; single pass with an exact softmax up to 128 keys)
+     * and the wgmma ones (Hopper, head dim 64, up to 128 keys) */
     {"Attention", KN_DOMAIN_KILN, "cuda", attention_supports, NULL, NULL, attention_prepare, NULL,
      attention_run},
     {"Attention", KN_DOMAIN_KILN, "wmma", attention_supports_direct, NULL, NULL, attention_prepare,
@@ -448,6 +462,10 @@ const kb_kernel kb_cuda_nn[] = {
      NULL, attention_run_mma1},
     {"Attention", KN_DOMAIN_KILN, "mma1_wide", attention_supports_mma1, NULL, NULL,
      attention_prepare, NULL, attention_run_mma1_wide},
+    {"Attention", KN_DOMAIN_KILN, "wgmma", attention_supports_wgmma, NULL, NULL, attention_prepare,
+     NULL, attention_run_wgmma},
+    {"Attention", KN_DOMAIN_KILN, "wgmma_wide", attention_supports_wgmma, NULL, NULL,
+     attention_prepare, NULL, attention_run_wgmma_wide},
 
     {"MaxPool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},

@@ -1,0 +1,353 @@
+/* attention_wgmma.cu - the Hopper attention kernel (tactic "wgmma"): the
+ * single-pass structure of attn_mma1_kernel (attention.cu) on the
+ * warpgroup-wide tensor-core instruction, for head dim 64 and at most 128
+ * keys (BERT's and most encoders' heads).
+ *
+ * One block per (tile of 64 * WG query rows, head, batch), one warpgroup of
+ * 128 threads per 64 query rows. The block copies its Q rows and the head's
+ * K and V rows into shared memory with asynchronous 16-byte copies, each row
+ * of 64 elements (128 bytes) stored in the 128-byte swizzle that wgmma's
+ * descriptors read (chunk c of row r at chunk c ^ (r % 8)); rows past Sq or
+ * Sk are zeros. Then, per warpgroup:
+ *   S (64 x 128, float, registers) = Q K^T: four wgmma m64n128k16, both
+ *     operands in shared memory, K-major;
+ *   an exact softmax in base 2 over each row (a row lives in one lane quad,
+ *     as in the mma.sync kernels), the row mask folded in once per block;
+ *   O (64 x 64) = P V: eight wgmma m64n64k16 with P straight from registers
+ *     (the accumulator layout of S is the register-A layout) and V from
+ *     shared memory, N-major (V rows are keys);
+ *   O / row sum staged through the warp's own Q rows and stored 16 bytes a
+ *     lane.
+ * Only the mask that is one row per batch (or none) is taken; kc_attention
+ * sends other masks to the mma.sync kernel.
+ *
+ * wgmma exists only in the architecture-specific target sm_90a, so this
+ * file is compiled for it alone (cmake/cuda.cmake); kc_attention launches
+ * it only on a device of compute capability 9.0. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_pipeline.h>
+#include <stdint.h>
+
+#include "attention.cuh"
+#include "kc_dev.cuh"
+
+#define WGA_KEYS 128  /* keys a block holds: Sk <= 128 */
+#define WGA_HD 64     /* head dim: one 128-byte swizzled row */
+#define WGA_LOG2E 1.4426950408889634f
+
+/* dynamic shared memory: Q (64 * WG rows), K and V (128 rows each) of 128
+ * bytes, the per-key mask, and slack for aligning the base to 1024 bytes
+ * (the swizzle pattern repeats every 8 rows of 128 bytes) */
+static size_t wga_smem(int wg) { return (size_t)(64 * wg + 2 * WGA_KEYS) * 128 + WGA_KEYS * 4 + 1024; }
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WGA_DEVICE 1
+#endif
+
+__device__ __forceinline__ uint32_t wga_saddr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* the byte offset of element chunk c (8 elements) of row r in a swizzled
+ * tile whose base is 1024-byte aligned */
+__device__ __forceinline__ uint32_t wga_swz(int r, int c) { return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4)); }
+
+/* wgmma's shared-memory descriptor of a 128-byte-swizzled tile: 8-row
+ * groups 1024 bytes apart (stride byte offset); the leading byte offset is
+ * unused in this layout, for K-major and N-major operands alike */
+__device__ __forceinline__ uint64_t wga_desc(const void *p) {
+    uint64_t d = (uint64_t)((wga_saddr(p) & 0x3FFFF) >> 4);
+    d |= (uint64_t)1 << 16;
+    d |= (uint64_t)(1024 >> 4) << 32;
+    d |= (uint64_t)1 << 62;
+    return d;
+}
+
+/* keep the compiler from moving reads of an accumulator above the wait
+ * that completes it */
+__device__ __forceinline__ void wga_fence_reg(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+
+template <typename T> struct wga_type;
+template <> struct wga_type<__half> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        __half2 v = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&v);
+    }
+};
+template <> struct wga_type<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&v);
+    }
+};
+
+#ifdef WGA_DEVICE
+#define WGA_D64                                                                                                       \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+    "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "   \
+    "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define WGA_OUT64(d)                                                                                              \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),   \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),    \
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),   \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),   \
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),   \
+        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),   \
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),   \
+        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define WGA_D32                                                                                                       \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+    "%24, %25, %26, %27, %28, %29, %30, %31}"
+#define WGA_OUT32(d)                                                                                              \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),   \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),    \
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),   \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+/* d (64 x 128 per warpgroup) = or += A (64 x 16, shared) B (128 x 16, shared)^T */
+template <typename T> __device__ __forceinline__ void wga_ss_n128(float (&d)[64], uint64_t da, uint64_t db, int acc);
+template <> __device__ __forceinline__ void wga_ss_n128<__half>(float (&d)[64], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGA_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : WGA_OUT64(d)
+                 : "l"(da), "l"(db), "r"(acc));
+}
+template <>
+__device__ __forceinline__ void wga_ss_n128<__nv_bfloat16>(float (&d)[64], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGA_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : WGA_OUT64(d)
+                 : "l"(da), "l"(db), "r"(acc));
+}
+
+/* d (64 x 64 per warpgroup) = or += A (64 x 16, registers) B (16 x 64,
+ * shared, N-major) */
+template <typename T>
+__device__ __forceinline__ void wga_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int acc);
+template <>
+__device__ __forceinline__ void wga_rs_n64<__half>(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGA_D32
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : WGA_OUT32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+}
+template <>
+__device__ __forceinline__ void wga_rs_n64<__nv_bfloat16>(float (&d)[32], const uint32_t (&a)[4], uint64_t db,
+                                                          int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WGA_D32
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : WGA_OUT32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+}
+#endif
+
+/* Y = softmax(scale Q K^T + mask row) V for one tile of 64 * WG query rows
+ * of one head; d = dv = 64, Sk <= 128, rows 16-byte aligned. */
+template <typename T, int WG>
+__global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
+    attn_wgmma_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
+                      const void *__restrict__ mask, T *__restrict__ y, const kc_attn a) {
+#ifdef WGA_DEVICE
+    extern __shared__ unsigned char wga_raw[];
+    unsigned char *base = (unsigned char *)(((uintptr_t)wga_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *Qs = base, *Ks = Qs + 64 * WG * 128, *Vs = Ks + WGA_KEYS * 128;
+    float *Ms = reinterpret_cast<float *>(Vs + WGA_KEYS * 128);
+    const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int64_t b = blockIdx.z, h = blockIdx.y;
+    const int q0 = blockIdx.x * 64 * WG, sq = (int)a.sq, sk = (int)a.sk;
+    const T *qb = q + (b * a.sq + q0) * a.qrow + h * WGA_HD;
+    const T *kb = k + b * a.sk * a.krow + h * WGA_HD;
+    const T *vb = v + b * a.sk * a.vrow + h * WGA_HD;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    /* rows [0, n) of src (`stride` elements apart) into the swizzled tile at
+     * dst, `rows` rows in all, zeros past n */
+    auto load = [&](unsigned char *dst, const T *src, int64_t stride, int n, int rows) {
+        for (int idx = tid; idx < rows * 8; idx += WG * 128) {
+            const int r = idx / 8, c = idx % 8;
+            unsigned char *p = dst + wga_swz(r, c);
+            if (r < n)
+                __pipeline_memcpy_async(p, src + r * stride + c * 8, 16);
+            else
+                *reinterpret_cast<uint4 *>(p) = zero;
+        }
+    };
+    load(Qs, qb, a.qrow, sq - q0, 64 * WG);
+    load(Ks, kb, a.krow, sk, WGA_KEYS);
+    __pipeline_commit();
+    load(Vs, vb, a.vrow, sk, WGA_KEYS);
+    __pipeline_commit();
+    for (int j = tid; j < WGA_KEYS; j += WG * 128)
+        Ms[j] = j >= sk ? -INFINITY
+                        : (mask ? kc_ld_f(mask, a.mask_dt, b * a.mstride[0] + j * a.mstride[3]) * WGA_LOG2E : 0.f);
+    __pipeline_wait_prior(1); /* Q and K */
+    /* the copies and stores were made through the generic proxy; wgmma
+     * reads shared memory through the async proxy */
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+
+    /* S = Q K^T */
+    float s[64];
+    const uint64_t dq = wga_desc(Qs + wg * 64 * 128), dk = wga_desc(Ks);
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < WGA_HD / 16; kk++) /* 16 elements = 32 bytes along the swizzled row */
+        wga_ss_n128<T>(s, dq + 2 * kk, dk + 2 * kk, kk);
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        wga_fence_reg(s[i]);
+
+    /* scale and mask in base 2, then an exact softmax: lane (g, t) of warp
+     * w holds rows 16w + g (s[4j], s[4j + 1]) and 16w + g + 8 (s[4j + 2],
+     * s[4j + 3]), keys 8j + 2t and 8j + 2t + 1 */
+    const float sl2 = a.scale * WGA_LOG2E;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float2 m2 = *reinterpret_cast<const float2 *>(Ms + 8 * j + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float x = fmaf(s[4 * j + e], sl2, (e & 1) ? m2.y : m2.x);
+            s[4 * j + e] = x;
+            mx[e >> 1] = fmaxf(mx[e >> 1], x);
+        }
+    }
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+        if (mx[i] == -INFINITY) /* every key masked */
+            mx[i] = 0.f;
+    }
+    /* P, rounded to T, in the register-A layout of P V: keys 16kk.. are
+     * accumulators 8kk..8kk+7 */
+    uint32_t p[WGA_KEYS / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < WGA_KEYS / 16; kk++) {
+        float e[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            float y2;
+            asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y2) : "f"(s[8 * kk + i] - mx[(i >> 1) & 1]));
+            e[i] = y2;
+        }
+        sum[0] += e[0] + e[1] + e[4] + e[5];
+        sum[1] += e[2] + e[3] + e[6] + e[7];
+        p[kk][0] = wga_type<T>::pack(e[0], e[1]);
+        p[kk][1] = wga_type<T>::pack(e[2], e[3]);
+        p[kk][2] = wga_type<T>::pack(e[4], e[5]);
+        p[kk][3] = wga_type<T>::pack(e[6], e[7]);
+    }
+
+    __pipeline_wait_prior(0); /* V */
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+
+    /* O = P V: 16 keys a step = two 8-row groups of V, 2048 bytes */
+    float o[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        o[i] = 0.f;
+    const uint64_t dv = wga_desc(Vs);
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < WGA_KEYS / 16; kk++) /* keys past Sk: P and V rows are zeros */
+        wga_rs_n64<T>(o, p[kk], dv + 128 * kk, kk);
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        wga_fence_reg(o[i]);
+
+    /* the rows' sums over the lane quad; O / sum through the warp's own Q
+     * rows (its S products are complete), then 16 bytes a lane out */
+    float inv[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
+        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
+        inv[i] = 1.f / sum[i]; /* every key masked: 0 * inf = NaN, as the reference */
+    }
+    unsigned char *Ow = Qs + (wg * 64 + warp * 16) * 128;
+    const int rl = warp * 16 + g; /* within the warpgroup's 64 rows: the swizzle phase */
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        *reinterpret_cast<uint32_t *>(Ow + g * 128 + ((j ^ (rl & 7)) << 4) + 4 * t) =
+            wga_type<T>::pack(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]);
+        *reinterpret_cast<uint32_t *>(Ow + (g + 8) * 128 + ((j ^ ((rl + 8) & 7)) << 4) + 4 * t) =
+            wga_type<T>::pack(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]);
+    }
+    __syncwarp();
+    const int row0 = q0 + wg * 64 + warp * 16;
+    T *yw = y + ((b * a.sq + row0) * a.h + h) * WGA_HD;
+#pragma unroll
+    for (int it = 0; it < 4; it++) {
+        const int idx = it * 32 + lane, r = idx / 8, c = idx % 8;
+        if (row0 + r < sq)
+            *reinterpret_cast<uint4 *>(yw + (int64_t)r * a.h * WGA_HD + c * 8) =
+                *reinterpret_cast<const uint4 *>(Ow + r * 128 + ((c ^ ((warp * 16 + r) & 7)) << 4));
+    }
+#else
+    __trap(); /* not built for this architecture: kc_attention never launches it here */
+#endif
+}
+
+/* Whether the current device runs this file's code (compute capability 9.0). */
+extern "C" int kc_attn_wgmma_device(void) {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        cudaGetLastError(); /* no device: clear the sticky-free error */
+        return 0;
+    }
+    return major == 9 && minor == 0;
+}
+
+extern "C" int kc_attn_wgmma_shapes(const kc_attn *a) {
+    if (a->dt != KILN_DTYPE_FLOAT16 && a->dt != KILN_DTYPE_BFLOAT16)
+        return 0;
+    if (a->d != WGA_HD || a->dv != WGA_HD || a->sk < 1 || a->sk > WGA_KEYS || a->sq < 1)
+        return 0;
+    return a->b <= 65535 && a->h <= 65535;
+}
+
+template <typename T, int WG> static cudaError_t setup_kind(void) {
+    return cudaFuncSetAttribute(attn_wgmma_kernel<T, WG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)wga_smem(WG));
+}
+
+extern "C" cudaError_t kc_attention_wgmma_setup(void) {
+    if (!kc_attn_wgmma_device())
+        return cudaSuccess;
+    cudaError_t e = setup_kind<__half, 1>();
+    if (e == cudaSuccess)
+        e = setup_kind<__half, 2>();
+    if (e == cudaSuccess)
+        e = setup_kind<__nv_bfloat16, 1>();
+    return e == cudaSuccess ? setup_kind<__nv_bfloat16, 2>() : e;
+}
+
+template <typename T, int WG>
+static cudaError_t launch(const void *q, const void *k, const void *v, const void *mask, void *y, const kc_attn *a,
+                          cudaStream_t stream) {
+    dim3 grid((unsigned)((a->sq + 64 * WG - 1) / (64 * WG)), (unsigned)a->h, (unsigned)a->b);
+    attn_wgmma_kernel<T, WG><<<grid, WG * 128, wga_smem(WG), stream>>>((const T *)q, (const T *)k, (const T *)v,
+                                                                        mask, (T *)y, *a);
+    return cudaGetLastError();
+}
+
+/* wide: two warpgroups (128 query rows) a block, else one (64) */
+extern "C" cudaError_t kc_attention_wgmma(const void *q, const void *k, const void *v, const void *mask, void *y,
+                                          const kc_attn *a, int wide, cudaStream_t stream) {
+    if (a->dt == KILN_DTYPE_FLOAT16)
+        return wide ? launch<__half, 2>(q, k, v, mask, y, a, stream) : launch<__half, 1>(q, k, v, mask, y, a, stream);
+    return wide ? launch<__nv_bfloat16, 2>(q, k, v, mask, y, a, stream)
+                : launch<__nv_bfloat16, 1>(q, k, v, mask, y, a, stream);
+}
