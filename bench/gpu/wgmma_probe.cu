@@ -308,17 +308,245 @@ __global__ void __cluster_dims__(LN_CTAS, 1, 1) __launch_bounds__(THREADS, 1)
     cluster.sync(); /* no CTA leaves while another still reads its sums */
 }
 
+/* ---- One-wave GEMM + LayerNorm for N = 768: a CTA owns 64 whole rows ----
+ *
+ * Three consumer warpgroups, each 64 rows x 256 columns (wgmma m64n256k16,
+ * 128 accumulators a thread), so a CTA holds a complete 64 x 768 row block
+ * and the LayerNorm needs no exchange beyond the CTA. 8192 rows are 128
+ * CTAs: one wave on 132 SMs. Every CTA streams all of B: a cluster of CL
+ * CTAs (consecutive row blocks) shares it, each CTA loading 1/CL of every
+ * B tile and multicasting it to the others. RB: the bytes of a tile row
+ * (BKR = RB / 2 elements of K a stage), 128 (128-byte swizzle) or 64
+ * (64-byte swizzle); STG stages. */
+#define RLN_N 768
+#define RLN_THREADS 384
+#define RLN_BOX 192 /* B rows a TMA box: 4 boxes a tile */
+
+__device__ __forceinline__ uint64_t desc_sw(const void *p, int rb) {
+    uint64_t d = (uint64_t)((smem_addr(p) & 0x3FFFF) >> 4);
+    d |= (uint64_t)1 << 16;
+    d |= (uint64_t)((8 * rb) >> 4) << 32;
+    d |= (uint64_t)(rb == 128 ? 1 : 2) << 62;
+    return d;
+}
+
+__device__ __forceinline__ void wgmma_m64n256(float (&d)[128], uint64_t da, uint64_t db, int scale_d) {
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+                 "%128, %129, p, 1, 1, 0, 0;\n"
+                 "}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
+
+__device__ __forceinline__ void tma_load_mc(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1,
+                                            uint16_t mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+                 "[%0], [%1, {%3, %4}], [%2], %5;" ::"r"(smem_addr(dst)),
+                 "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "h"(mask)
+                 : "memory");
+}
+
+/* an arrival on the barrier at the same place in CTA `rank` of the cluster */
+__device__ __forceinline__ void bar_arrive_remote(uint64_t *b, uint32_t rank) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_addr(b)), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(r) : "memory");
+}
+
+__device__ __forceinline__ void bar_wait_cluster(uint64_t *b, uint32_t parity) {
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "WAITC:\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAITC;\n"
+                 "}\n" ::"r"(smem_addr(b)),
+                 "r"(parity)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cluster_sync_all(void) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_rank(void) {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+static size_t rln_smem(int rb, int stg) { return (size_t)stg * (64 + RLN_N) * rb + 2 * stg * 8 + 1024; }
+
+template <int CL, int RB, int STG>
+__global__ void __launch_bounds__(RLN_THREADS, 1)
+    wgmma_rows_ln(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+                  __half *__restrict__ c, const __half *__restrict__ bias, const __half *__restrict__ residual,
+                  const __half *__restrict__ gamma, const __half *__restrict__ beta, float eps, int k) {
+    constexpr int BKR = RB / 2, ABYTES = 64 * RB, BBYTES = RLN_N * RB;
+    extern __shared__ unsigned char raw[];
+    __shared__ float red[2][3][64];
+    unsigned char *base = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *sa = base, *sb = base + STG * ABYTES;
+    uint64_t *full = (uint64_t *)(sb + STG * BBYTES), *empty = full + STG;
+    const int tid = threadIdx.x, wg = tid / 128, kt_n = k / BKR;
+    const uint32_t rank = CL > 1 ? cluster_rank() : 0;
+    const int m0 = blockIdx.x * 64;
+    if (tid == 0) {
+        for (int s = 0; s < STG; s++) {
+            bar_init(&full[s], 1);
+            bar_init(&empty[s], 3 * CL);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    if (CL > 1)
+        cluster_sync_all();
+    else
+        __syncthreads();
+    /* k-tile r into stage r % STG: this CTA's A rows, and its share of B's
+     * boxes sent to every CTA of the cluster */
+    auto produce = [&](int r) {
+        const int s = r % STG;
+        bar_expect(&full[s], ABYTES + BBYTES);
+        tma_load(sa + s * ABYTES, &ta, &full[s], r * BKR, m0);
+        for (int i = rank; i < RLN_N / RLN_BOX; i += CL) {
+            if (CL > 1)
+                tma_load_mc(sb + s * BBYTES + i * RLN_BOX * RB, &tb, &full[s], r * BKR, i * RLN_BOX,
+                            (uint16_t)((1u << CL) - 1));
+            else
+                tma_load(sb + s * BBYTES + i * RLN_BOX * RB, &tb, &full[s], r * BKR, i * RLN_BOX);
+        }
+    };
+    if (tid == 0)
+        for (int r = 0; r < STG && r < kt_n; r++)
+            produce(r);
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++)
+        acc[i] = 0.f;
+    for (int kt = 0; kt < kt_n; kt++) {
+        const int s = kt % STG;
+        bar_wait(&full[s], (kt / STG) & 1);
+        const uint64_t da = desc_sw(sa + s * ABYTES, RB), db = desc_sw(sb + s * BBYTES + wg * 256 * RB, RB);
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int kk = 0; kk < BKR / 16; kk++)
+            wgmma_m64n256(acc, da + 2 * kk, db + 2 * kk, 1);
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        /* stage s is free here: tell every CTA that loads into it */
+        if (tid % 128 == 0)
+            for (int r = 0; r < CL; r++) {
+                if (CL > 1)
+                    bar_arrive_remote(&empty[s], r);
+                else
+                    bar_arrive(&empty[s]);
+            }
+        if (tid == 0 && kt + STG < kt_n) {
+            if (CL > 1)
+                bar_wait_cluster(&empty[s], (kt / STG) & 1);
+            else
+                bar_wait(&empty[s], (kt / STG) & 1);
+            produce(kt + STG);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 128; i++)
+        asm volatile("" : "+f"(acc[i])::"memory");
+    /* x = acc + bias + residual; lane (g, t) of warp w (of its warpgroup)
+     * holds rows 16w + g (acc[4j], acc[4j + 1]) and 16w + g + 8 (acc[4j + 2],
+     * acc[4j + 3]) at columns 256 wg + 8j + 2t, + 1 */
+    const int lr = ((tid % 128) / 32) * 16 + (tid % 32) / 4, t = tid % 4, row = m0 + lr;
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        const int col = wg * 256 + 8 * j + 2 * t;
+        const __half2 bb = *(const __half2 *)(bias + col);
+        const __half2 r0 = *(const __half2 *)(residual + (size_t)row * RLN_N + col);
+        const __half2 r1 = *(const __half2 *)(residual + (size_t)(row + 8) * RLN_N + col);
+        acc[4 * j] += __low2float(bb) + __low2float(r0);
+        acc[4 * j + 1] += __high2float(bb) + __high2float(r0);
+        acc[4 * j + 2] += __low2float(bb) + __low2float(r1);
+        acc[4 * j + 3] += __high2float(bb) + __high2float(r1);
+        s0 += acc[4 * j] + acc[4 * j + 1];
+        s1 += acc[4 * j + 2] + acc[4 * j + 3];
+    }
+    /* row sums: the lane quad, then the three warpgroups through shared memory */
+    auto row_sums = [&](float *slot, float &a, float &b) {
+        a += __shfl_xor_sync(0xffffffffu, a, 1);
+        a += __shfl_xor_sync(0xffffffffu, a, 2);
+        b += __shfl_xor_sync(0xffffffffu, b, 1);
+        b += __shfl_xor_sync(0xffffffffu, b, 2);
+        if (t == 0) {
+            slot[wg * 64 + lr] = a;
+            slot[wg * 64 + lr + 8] = b;
+        }
+        __syncthreads();
+        a = slot[lr] + slot[64 + lr] + slot[128 + lr];
+        b = slot[lr + 8] + slot[64 + lr + 8] + slot[128 + lr + 8];
+    };
+    row_sums(&red[0][0][0], s0, s1);
+    const float mean0 = s0 * (1.f / RLN_N), mean1 = s1 * (1.f / RLN_N);
+    float q0 = 0.f, q1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        const float d0 = acc[4 * j] - mean0, d1 = acc[4 * j + 1] - mean0;
+        const float d2 = acc[4 * j + 2] - mean1, d3 = acc[4 * j + 3] - mean1;
+        q0 += d0 * d0 + d1 * d1;
+        q1 += d2 * d2 + d3 * d3;
+    }
+    row_sums(&red[1][0][0], q0, q1);
+    const float inv0 = rsqrtf(q0 * (1.f / RLN_N) + eps), inv1 = rsqrtf(q1 * (1.f / RLN_N) + eps);
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        const int col = wg * 256 + 8 * j + 2 * t;
+        const __half2 gg = *(const __half2 *)(gamma + col), ee = *(const __half2 *)(beta + col);
+        const float g0 = __low2float(gg), g1 = __high2float(gg), e0 = __low2float(ee), e1 = __high2float(ee);
+        *(__half2 *)(c + (size_t)row * RLN_N + col) =
+            __floats2half2_rn((acc[4 * j] - mean0) * inv0 * g0 + e0, (acc[4 * j + 1] - mean0) * inv0 * g1 + e1);
+        *(__half2 *)(c + (size_t)(row + 8) * RLN_N + col) =
+            __floats2half2_rn((acc[4 * j + 2] - mean1) * inv1 * g0 + e0, (acc[4 * j + 3] - mean1) * inv1 * g1 + e1);
+    }
+    if (CL > 1)
+        cluster_sync_all(); /* no CTA leaves while another may still signal its barriers */
+}
+
 static PFN_cuTensorMapEncodeTiled_v12000 encode;
 
 /* rows x cols float16, row-major, read in boxes of box_rows x 64 */
-static CUtensorMap tensor_map(const void *p, int rows, int cols, int box_rows) {
+static CUtensorMap tensor_map(const void *p, int rows, int cols, int box_rows, int box_cols = BK) {
     CUtensorMap m;
     cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
     cuuint64_t strides[1] = {(cuuint64_t)cols * 2};
-    cuuint32_t box[2] = {BK, (cuuint32_t)box_rows};
+    cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
     cuuint32_t es[2] = {1, 1};
     CUresult r = encode(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)p, dims, strides, box, es,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        box_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {
         fprintf(stderr, "cuTensorMapEncodeTiled failed (%d) for %d x %d\n", (int)r, rows, cols);
@@ -417,6 +645,12 @@ int main(int argc, char **argv) {
     CK(cudaFuncSetAttribute(wgmma_gemm<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
     CK(cudaFuncSetAttribute(wgmma_gemm<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
     CK(cudaFuncSetAttribute(wgmma_gemm_ln, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES));
+#define RLN_ATTR(CL, RB, STG)                                                                                    \
+    CK(cudaFuncSetAttribute(wgmma_rows_ln<CL, RB, STG>, cudaFuncAttributeMaxDynamicSharedMemorySize,             \
+                            (int)rln_smem(RB, STG)));
+    RLN_ATTR(1, 128, 2) RLN_ATTR(2, 128, 2) RLN_ATTR(4, 128, 2) RLN_ATTR(1, 64, 4) RLN_ATTR(2, 64, 4)
+    RLN_ATTR(4, 64, 4)
+#undef RLN_ATTR
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
     cublasHandle_t h;
@@ -508,23 +742,22 @@ int main(int argc, char **argv) {
             fill<<<1024, 256, 0, st>>>(res, (size_t)m * n, 4u, 2.f);
             fill<<<16, 256, 0, st>>>(gam, (size_t)n, 5u, 1.f);
             fill<<<16, 256, 0, st>>>(bet, (size_t)n, 6u, 1.f);
-            auto ln = [&]() {
-                wgmma_gemm_ln<<<dim3(LN_CTAS, m / BM), THREADS, SMEM_BYTES, st>>>(ta, tb, c, bias, res, gam, bet,
-                                                                                  1e-5f, k);
+            /* the fused variants: the six-CTA cluster of 128 x 128 tiles, and
+             * the one-wave 64-row blocks (cluster size, row bytes, stages) */
+            struct variant {
+                const char *name;
+                int cl, rb;
             };
-            CK(cudaMemsetAsync(c, 0xff, (size_t)m * n * 2, st));
-            ln();
-            CK(cudaGetLastError());
-            finish(st, "wgmma + LayerNorm", 10.0);
+            static const variant vs[] = {{"cluster-6 tiles", 0, 0},     {"rows cl1 sw128 s2", 1, 128},
+                                         {"rows cl2 sw128 s2", 2, 128}, {"rows cl4 sw128 s2", 4, 128},
+                                         {"rows cl1 sw64 s4", 1, 64},   {"rows cl2 sw64 s4", 2, 64},
+                                         {"rows cl4 sw64 s4", 4, 64}};
             __half *hres = (__half *)malloc((size_t)m * n * 2), *hg = (__half *)malloc((size_t)n * 2),
                    *he = (__half *)malloc((size_t)n * 2);
-            CK(cudaMemcpy(hc, c, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
             CK(cudaMemcpy(hres, res, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
             CK(cudaMemcpy(hg, gam, (size_t)n * 2, cudaMemcpyDeviceToHost));
             CK(cudaMemcpy(he, bet, (size_t)n * 2, cudaMemcpyDeviceToHost));
-            double err = 0, mag = 0;
-            size_t first = 0, nbad = 0;
-            double *x = (double *)malloc(sizeof(double) * n);
+            double *want = (double *)malloc(sizeof(double) * (size_t)m * n), *x = (double *)malloc(sizeof(double) * n);
             for (int r = 0; r < m; r++) {
                 double mean = 0, var = 0;
                 for (int j = 0; j < n; j++) {
@@ -536,29 +769,73 @@ int main(int argc, char **argv) {
                 for (int j = 0; j < n; j++)
                     var += (x[j] - mean) * (x[j] - mean);
                 const double inv = 1.0 / sqrt(var / n + 1e-5);
-                for (int j = 0; j < n; j++) {
-                    size_t i = (size_t)r * n + j;
-                    double want = (x[j] - mean) * inv * __half2float(hg[j]) + __half2float(he[j]);
-                    double d = fabs((double)__half2float(hc[i]) - want);
-                    if (!(d <= 2e-2 * (1 + fabs(want))) && !nbad++)
+                for (int j = 0; j < n; j++)
+                    want[(size_t)r * n + j] = (x[j] - mean) * inv * __half2float(hg[j]) + __half2float(he[j]);
+            }
+            free(x);
+            for (size_t vi = 0; vi < sizeof vs / sizeof vs[0]; vi++) {
+                const variant V = vs[vi];
+                if (V.cl && ((m / 64) % V.cl || k % (V.rb / 2)))
+                    continue;
+                CUtensorMap ra, rb;
+                if (V.cl) {
+                    ra = tensor_map(a, m, k, 64, V.rb / 2);
+                    rb = tensor_map(b, n, k, RLN_BOX, V.rb / 2);
+                }
+                auto ln = [&]() {
+                    if (!V.cl) {
+                        wgmma_gemm_ln<<<dim3(LN_CTAS, m / BM), THREADS, SMEM_BYTES, st>>>(ta, tb, c, bias, res, gam,
+                                                                                          bet, 1e-5f, k);
+                        return;
+                    }
+                    cudaLaunchConfig_t cfg = {};
+                    cudaLaunchAttribute at[1];
+                    at[0].id = cudaLaunchAttributeClusterDimension;
+                    at[0].val.clusterDim.x = V.cl;
+                    at[0].val.clusterDim.y = 1;
+                    at[0].val.clusterDim.z = 1;
+                    cfg.gridDim = dim3(m / 64);
+                    cfg.blockDim = dim3(RLN_THREADS);
+                    cfg.dynamicSmemBytes = rln_smem(V.rb, V.rb == 128 ? 2 : 4);
+                    cfg.stream = st;
+                    cfg.attrs = at;
+                    cfg.numAttrs = 1;
+#define RLN_GO(CL, RB, STG)                                                                                       \
+    if (V.cl == CL && V.rb == RB)                                                                                 \
+        CK(cudaLaunchKernelEx(&cfg, wgmma_rows_ln<CL, RB, STG>, ra, rb, c, (const __half *)bias,                  \
+                              (const __half *)res, (const __half *)gam, (const __half *)bet, 1e-5f, k));
+                    RLN_GO(1, 128, 2) RLN_GO(2, 128, 2) RLN_GO(4, 128, 2) RLN_GO(1, 64, 4) RLN_GO(2, 64, 4)
+                    RLN_GO(4, 64, 4)
+#undef RLN_GO
+                };
+                CK(cudaMemsetAsync(c, 0xff, (size_t)m * n * 2, st));
+                ln();
+                CK(cudaGetLastError());
+                finish(st, V.name, 10.0);
+                CK(cudaMemcpy(hc, c, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
+                double err = 0, mag = 0;
+                size_t first = 0, nbad = 0;
+                for (size_t i = 0; i < (size_t)m * n; i++) {
+                    double d = fabs((double)__half2float(hc[i]) - want[i]);
+                    if (!(d <= 2e-2 * (1 + fabs(want[i]))) && !nbad++)
                         first = i;
                     if (!(d <= err))
                         err = d;
-                    if (fabs(want) > mag)
-                        mag = fabs(want);
+                    if (fabs(want[i]) > mag)
+                        mag = fabs(want[i]);
                 }
+                const double rel = err / (mag > 0 ? mag : 1);
+                if (nbad)
+                    printf("  %s: %zu of %zu elements differ; the first at row %zu, column %zu: %g, want %g\n", V.name,
+                           nbad, (size_t)m * n, first / n, first % n, (double)__half2float(hc[first]), want[first]);
+                const float t_ln = median_ms(ln, reps, st);
+                char label[80];
+                snprintf(label, sizeof label, "%d x %d -> %d +LN, %s", m, k, n, V.name);
+                printf("%-34s %10.4f %9.1f %10.4f %9.1f %10.2e%s\n", label, t_ln, fl / t_ln / 1e9, t_theirs,
+                       fl / t_theirs / 1e9, rel, nbad ? "  WRONG" : "");
+                bad |= nbad != 0;
             }
-            free(x);
-            const double rel = err / (mag > 0 ? mag : 1);
-            if (nbad)
-                printf("  layernorm: %zu of %zu elements differ; the first at row %zu, column %zu\n", nbad,
-                       (size_t)m * n, first / n, first % n);
-            const float t_ln = median_ms(ln, reps, st);
-            char label[64];
-            snprintf(label, sizeof label, "%d x %d -> %d, +res +LayerNorm", m, k, n);
-            printf("%-34s %10.4f %9.1f %10.4f %9.1f %10.2e%s\n", label, t_ln, fl / t_ln / 1e9, t_theirs,
-                   fl / t_theirs / 1e9, rel, nbad ? "  WRONG" : "");
-            bad |= nbad != 0;
+            free(want);
             free(hres);
             free(hg);
             free(he);
