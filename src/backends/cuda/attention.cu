@@ -986,9 +986,12 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
     bool general = simt || a->kernel == KC_ATT_GENERAL;
     if (!general && !staged && (a->kernel == KC_ATT_WGMMA || a->kernel == KC_ATT_WGMMA_WIDE)) {
         const bool rowmask = !mask || (a->mstride[1] == 0 && a->mstride[2] == 0);
-        if (rowmask && mma_ok(q, k, v, y, a) && kc_attn_wgmma_shapes(a) && kc_attn_wgmma_device())
-            return kc_attention_wgmma(q, k, v, mask, y, a, a->kernel == KC_ATT_WGMMA_WIDE, stream);
-        kc_attn fb = *a; /* another mask, shape or device: the single-pass mma.sync kernel */
+        if (rowmask && mma_ok(q, k, v, y, a) && kc_attn_wgmma_shapes(a) && kc_attn_wgmma_device()) {
+            cudaError_t e = kc_attention_wgmma(q, k, v, mask, y, a, a->kernel == KC_ATT_WGMMA_WIDE, stream);
+            if (e != cudaErrorNotSupported)
+                return e;
+        }
+        kc_attn fb = *a; /* another mask, shape, layout or device: the single-pass mma.sync kernel */
         fb.kernel = KC_ATT_MMA1_WIDE;
         return kc_attention(q, k, v, mask, y, &fb, stream);
     }

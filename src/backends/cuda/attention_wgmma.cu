@@ -4,11 +4,12 @@
  * keys (BERT's and most encoders' heads).
  *
  * One block per (tile of 64 * WG query rows, head, batch), one warpgroup of
- * 128 threads per 64 query rows. The block copies its Q rows and the head's
- * K and V rows into shared memory with asynchronous 16-byte copies, each row
- * of 64 elements (128 bytes) stored in the 128-byte swizzle that wgmma's
+ * 128 threads per 64 query rows. One thread has the tensor memory
+ * accelerator bring the block's Q rows and the head's K and V rows into
+ * shared memory (three boxes of [B, S, row] tensor maps encoded at launch),
+ * each row of 64 elements (128 bytes) in the 128-byte swizzle that wgmma's
  * descriptors read (chunk c of row r at chunk c ^ (r % 8)); rows past Sq or
- * Sk are zeros. Then, per warpgroup:
+ * Sk arrive as zeros. Then, per warpgroup:
  *   S (64 x 128, float, registers) = Q K^T: four wgmma m64n128k16, both
  *     operands in shared memory, K-major;
  *   an exact softmax in base 2 over each row (a row lives in one lane quad,
@@ -24,9 +25,10 @@
  * wgmma exists only in the architecture-specific target sm_90a, so this
  * file is compiled for it alone (cmake/cuda.cmake); kc_attention launches
  * it only on a device of compute capability 9.0. */
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_pipeline.h>
 #include <stdint.h>
 
 #include "attention.cuh"
@@ -62,6 +64,27 @@ __device__ __forceinline__ uint64_t wga_desc(const void *p) {
     d |= (uint64_t)(1024 >> 4) << 32;
     d |= (uint64_t)1 << 62;
     return d;
+}
+
+/* a 64 x rows box of the [B, S, row] tensor map at (c0 column, c1 token,
+ * c2 batch) into shared memory, completing on the barrier */
+__device__ __forceinline__ void wga_tma(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%3, %4, %5}], [%2];" ::"r"(wga_saddr(dst)),
+                 "l"(map), "r"(wga_saddr(bar)), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+
+/* until the barrier's phase of this parity has completed */
+__device__ __forceinline__ void wga_wait(uint64_t *bar, uint32_t parity) {
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "WGA_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WGA_WAIT;\n"
+                 "}\n" ::"r"(wga_saddr(bar)),
+                 "r"(parity)
+                 : "memory");
 }
 
 /* keep the compiler from moving reads of an accumulator above the wait
@@ -147,11 +170,13 @@ __device__ __forceinline__ void wga_rs_n64<__nv_bfloat16>(float (&d)[32], const 
 /* Y = softmax(scale Q K^T + mask row) V for one tile of 64 * WG query rows
  * of one head; d = dv = 64, Sk <= 128, rows 16-byte aligned. */
 template <typename T, int WG>
-__global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
-    attn_wgmma_kernel(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
-                      const void *__restrict__ mask, T *__restrict__ y, const kc_attn a) {
+__global__ void __launch_bounds__(WG * 128, WG == 1 ? 5 : 2)
+    attn_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                      const __grid_constant__ CUtensorMap tv, const void *__restrict__ mask, T *__restrict__ y,
+                      const kc_attn a) {
 #ifdef WGA_DEVICE
     extern __shared__ unsigned char wga_raw[];
+    __shared__ __align__(8) uint64_t bars[2]; /* Q and K landed; V landed */
     unsigned char *base = (unsigned char *)(((uintptr_t)wga_raw + 1023) & ~(uintptr_t)1023);
     unsigned char *Qs = base, *Ks = Qs + 64 * WG * 128, *Vs = Ks + WGA_KEYS * 128;
     float *Ms = reinterpret_cast<float *>(Vs + WGA_KEYS * 128);
@@ -159,35 +184,29 @@ __global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
     const int g = lane / 4, t = lane % 4;
     const int64_t b = blockIdx.z, h = blockIdx.y;
     const int q0 = blockIdx.x * 64 * WG, sq = (int)a.sq, sk = (int)a.sk;
-    const T *qb = q + (b * a.sq + q0) * a.qrow + h * WGA_HD;
-    const T *kb = k + b * a.sk * a.krow + h * WGA_HD;
-    const T *vb = v + b * a.sk * a.vrow + h * WGA_HD;
-    const uint4 zero = make_uint4(0, 0, 0, 0);
-    /* rows [0, n) of src (`stride` elements apart) into the swizzled tile at
-     * dst, `rows` rows in all, zeros past n */
-    auto load = [&](unsigned char *dst, const T *src, int64_t stride, int n, int rows) {
-        for (int idx = tid; idx < rows * 8; idx += WG * 128) {
-            const int r = idx / 8, c = idx % 8;
-            unsigned char *p = dst + wga_swz(r, c);
-            if (r < n)
-                __pipeline_memcpy_async(p, src + r * stride + c * 8, 16);
-            else
-                *reinterpret_cast<uint4 *>(p) = zero;
-        }
-    };
-    load(Qs, qb, a.qrow, sq - q0, 64 * WG);
-    load(Ks, kb, a.krow, sk, WGA_KEYS);
-    __pipeline_commit();
-    load(Vs, vb, a.vrow, sk, WGA_KEYS);
-    __pipeline_commit();
+    /* one thread has the tensor memory accelerator bring the tiles: the
+     * head's 64 columns of 64 * WG query rows and of all Sk key rows, in the
+     * 128-byte swizzle, rows past the sequence zero-filled */
+    if (tid == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(wga_saddr(&bars[0])));
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(wga_saddr(&bars[1])));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(wga_saddr(&bars[0])),
+                     "r"(64 * WG * 128 + WGA_KEYS * 128)
+                     : "memory");
+        wga_tma(Qs, &tq, &bars[0], (int)h * WGA_HD, q0, (int)b);
+        wga_tma(Ks, &tk, &bars[0], (int)h * WGA_HD, 0, (int)b);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(wga_saddr(&bars[1])),
+                     "r"(WGA_KEYS * 128)
+                     : "memory");
+        wga_tma(Vs, &tv, &bars[1], (int)h * WGA_HD, 0, (int)b);
+    }
+    /* per key: -inf past Sk, else the row mask in base 2 (0 without one) */
     for (int j = tid; j < WGA_KEYS; j += WG * 128)
         Ms[j] = j >= sk ? -INFINITY
                         : (mask ? kc_ld_f(mask, a.mask_dt, b * a.mstride[0] + j * a.mstride[3]) * WGA_LOG2E : 0.f);
-    __pipeline_wait_prior(1); /* Q and K */
-    /* the copies and stores were made through the generic proxy; wgmma
-     * reads shared memory through the async proxy */
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
+    __syncthreads(); /* the mask, and the barriers' initialisation */
+    wga_wait(&bars[0], 0);
 
     /* S = Q K^T */
     float s[64];
@@ -245,9 +264,7 @@ __global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
         p[kk][3] = wga_type<T>::pack(e[6], e[7]);
     }
 
-    __pipeline_wait_prior(0); /* V */
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
+    wga_wait(&bars[1], 0); /* V */
 
     /* O = P V: 16 keys a step = two 8-row groups of V, 2048 bytes */
     float o[32];
@@ -323,9 +340,21 @@ template <typename T, int WG> static cudaError_t setup_kind(void) {
                                 (int)wga_smem(WG));
 }
 
+static PFN_cuTensorMapEncodeTiled_v12000 wga_encode;
+
 extern "C" cudaError_t kc_attention_wgmma_setup(void) {
     if (!kc_attn_wgmma_device())
         return cudaSuccess;
+    if (!wga_encode) { /* the driver's tensor-map encoder, through the runtime */
+        cudaDriverEntryPointQueryResult q;
+        void *fn = NULL;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) ==
+                cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            wga_encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+        else /* an old driver: every launch declines, the mma.sync kernel runs */
+            cudaGetLastError();
+    }
     cudaError_t e = setup_kind<__half, 1>();
     if (e == cudaSuccess)
         e = setup_kind<__half, 2>();
@@ -334,16 +363,36 @@ extern "C" cudaError_t kc_attention_wgmma_setup(void) {
     return e == cudaSuccess ? setup_kind<__nv_bfloat16, 2>() : e;
 }
 
+/* The [B, S, H * 64] view of Q, K or V (`row` elements between tokens),
+ * read in boxes of 64 elements by `rows` tokens; false when the driver
+ * refuses it. */
+static bool wga_map(CUtensorMap *m, const void *p, int64_t b, int64_t s, int64_t h, int64_t row, int rows,
+                    kiln_dtype dt) {
+    cuuint64_t dims[3] = {(cuuint64_t)(h * WGA_HD), (cuuint64_t)s, (cuuint64_t)b};
+    cuuint64_t strides[2] = {(cuuint64_t)row * 2, (cuuint64_t)(row * s) * 2};
+    cuuint32_t box[3] = {WGA_HD, (cuuint32_t)rows, 1};
+    cuuint32_t es[3] = {1, 1, 1};
+    return wga_encode(m, dt == KILN_DTYPE_FLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                      3, (void *)p, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <typename T, int WG>
 static cudaError_t launch(const void *q, const void *k, const void *v, const void *mask, void *y, const kc_attn *a,
                           cudaStream_t stream) {
+    CUtensorMap tq, tk, tv;
+    if (!wga_encode || !wga_map(&tq, q, a->b, a->sq, a->h, a->qrow, 64 * WG, a->dt) ||
+        !wga_map(&tk, k, a->b, a->sk, a->h, a->krow, WGA_KEYS, a->dt) ||
+        !wga_map(&tv, v, a->b, a->sk, a->h, a->vrow, WGA_KEYS, a->dt))
+        return cudaErrorNotSupported;
     dim3 grid((unsigned)((a->sq + 64 * WG - 1) / (64 * WG)), (unsigned)a->h, (unsigned)a->b);
-    attn_wgmma_kernel<T, WG><<<grid, WG * 128, wga_smem(WG), stream>>>((const T *)q, (const T *)k, (const T *)v,
-                                                                        mask, (T *)y, *a);
+    attn_wgmma_kernel<T, WG><<<grid, WG * 128, wga_smem(WG), stream>>>(tq, tk, tv, mask, (T *)y, *a);
     return cudaGetLastError();
 }
 
-/* wide: two warpgroups (128 query rows) a block, else one (64) */
+/* wide: two warpgroups (128 query rows) a block, else one (64);
+ * cudaErrorNotSupported (nothing launched) when the tensors cannot be
+ * described to the tensor memory accelerator */
 extern "C" cudaError_t kc_attention_wgmma(const void *q, const void *k, const void *v, const void *mask, void *y,
                                           const kc_attn *a, int wide, cudaStream_t stream) {
     if (a->dt == KILN_DTYPE_FLOAT16)
