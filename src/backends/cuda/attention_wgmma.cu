@@ -170,7 +170,7 @@ __device__ __forceinline__ void wga_rs_n64<__nv_bfloat16>(float (&d)[32], const 
 /* Y = softmax(scale Q K^T + mask row) V for one tile of 64 * WG query rows
  * of one head; d = dv = 64, Sk <= 128, rows 16-byte aligned. */
 template <typename T, int WG>
-__global__ void __launch_bounds__(WG * 128, WG == 1 ? 5 : 2)
+__global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
     attn_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                       const __grid_constant__ CUtensorMap tv, const void *__restrict__ mask, T *__restrict__ y,
                       const kc_attn a) {
