@@ -513,13 +513,8 @@ __device__ __forceinline__ void mma_write_rows(const float (*o)[4], float l[2], 
                                                int64_t ystride, int64_t rows, int lane) {
     constexpr int LD = HD + 8, C8 = HD / 8, DT = HD / 8;
     const int g = lane / 4, t = lane % 4;
-    float inv[2];
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-        inv[i] = 1.f / l[i];
-    }
+    kc_quad_row_sum(l);
+    const float inv[2] = {1.f / l[0], 1.f / l[1]};
 #pragma unroll
     for (int i = 0; i < DT; i++) {
         *reinterpret_cast<uint32_t *>(Os + g * LD + i * 8 + 2 * t) =
@@ -827,13 +822,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
         }
     }
     float sum[2] = {0.f, 0.f};
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-        if (mx[i] == -INFINITY) /* every key masked */
-            mx[i] = 0.f;
-    }
+    kc_quad_row_max(mx);
     mma_exp_rows<NT, true>(s, mx, sum);
     __pipeline_wait_prior(0); /* V */
     __syncthreads();

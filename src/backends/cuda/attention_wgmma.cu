@@ -237,13 +237,7 @@ __global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
         }
     }
     float sum[2] = {0.f, 0.f};
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-        if (mx[i] == -INFINITY) /* every key masked */
-            mx[i] = 0.f;
-    }
+    kc_quad_row_max(mx); /* 0 where every key is masked */
     /* P, rounded to T, in the register-A layout of P V: keys 16kk.. are
      * accumulators 8kk..8kk+7 */
     uint32_t p[WGA_KEYS / 16][4];
@@ -284,13 +278,9 @@ __global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
 
     /* the rows' sums over the lane quad; O / sum through the warp's own Q
      * rows (its S products are complete), then 16 bytes a lane out */
-    float inv[2];
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
-        sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
-        inv[i] = 1.f / sum[i]; /* every key masked: 0 * inf = NaN, as the reference */
-    }
+    kc_quad_row_sum(sum);
+    /* every key masked: 0 * inf = NaN, as the reference */
+    const float inv[2] = {1.f / sum[0], 1.f / sum[1]};
     unsigned char *Ow = Qs + (wg * 64 + warp * 16) * 128;
     const int rl = warp * 16 + g; /* within the warpgroup's 64 rows: the swizzle phase */
 #pragma unroll

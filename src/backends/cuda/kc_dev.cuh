@@ -117,6 +117,29 @@ __device__ __forceinline__ float kc_warp_max(float v) {
     return v;
 }
 
+/* The tensor-core accumulator layouts (mma.sync m16n8, wgmma m64nN) give a
+ * lane quad (lanes 4g..4g+3) rows g and g + 8 of its warp's 16. The rows'
+ * maxima over the quad, 0 for a row whose every score is -inf (all keys
+ * masked), so that exp(s - max) stays 0 there instead of NaN: */
+__device__ __forceinline__ void kc_quad_row_max(float mx[2]) {
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+        if (mx[i] == -INFINITY)
+            mx[i] = 0.f;
+    }
+}
+
+/* and the rows' sums over the quad */
+__device__ __forceinline__ void kc_quad_row_sum(float l[2]) {
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    }
+}
+
 /* Sum over the block (blockDim.x a multiple of 32, at most 1024); every
  * thread gets the result. `sh` holds 32 floats. */
 __device__ __forceinline__ float kc_block_sum(float v, float *sh) {
