@@ -6,7 +6,7 @@
  * One block per (tile of 64 * WG query rows, head, batch), one warpgroup of
  * 128 threads per 64 query rows. One thread has the tensor memory
  * accelerator bring the block's Q rows and the head's K and V rows into
- * shared memory (three boxes of [B, S, row] tensor maps encoded at launch),
+ * shared memory (three boxes of [B, S, H * 64] tensor maps encoded at launch),
  * each row of 64 elements (128 bytes) in the 128-byte swizzle that wgmma's
  * descriptors read (chunk c of row r at chunk c ^ (r % 8)); rows past Sq or
  * Sk arrive as zeros. Then, per warpgroup:
@@ -40,7 +40,9 @@
 
 /* dynamic shared memory: Q (64 * WG rows), K and V (128 rows each) of 128
  * bytes, the per-key mask, and slack for aligning the base to 1024 bytes
- * (the swizzle pattern repeats every 8 rows of 128 bytes) */
+ * (the swizzle pattern repeats every 8 rows of 128 bytes: chunk c of 16
+ * bytes of row r sits at chunk c ^ (r % 8), relative to a 1024-byte
+ * boundary) */
 static size_t wga_smem(int wg) { return (size_t)(64 * wg + 2 * WGA_KEYS) * 128 + WGA_KEYS * 4 + 1024; }
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -50,10 +52,6 @@ static size_t wga_smem(int wg) { return (size_t)(64 * wg + 2 * WGA_KEYS) * 128 +
 __device__ __forceinline__ uint32_t wga_saddr(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
-
-/* the byte offset of element chunk c (8 elements) of row r in a swizzled
- * tile whose base is 1024-byte aligned */
-__device__ __forceinline__ uint32_t wga_swz(int r, int c) { return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4)); }
 
 /* wgmma's shared-memory descriptor of a 128-byte-swizzled tile: 8-row
  * groups 1024 bytes apart (stride byte offset); the leading byte offset is
@@ -66,7 +64,7 @@ __device__ __forceinline__ uint64_t wga_desc(const void *p) {
     return d;
 }
 
-/* a 64 x rows box of the [B, S, row] tensor map at (c0 column, c1 token,
+/* a 64 x rows box of a [B, S, H * 64] tensor map at (c0 column, c1 token,
  * c2 batch) into shared memory, completing on the barrier */
 __device__ __forceinline__ void wga_tma(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, int c2) {
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
