@@ -413,17 +413,6 @@ __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float *c, const uint32_
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* two floats as one register of two T, the first in the low half */
-template <typename T> __device__ __forceinline__ uint32_t mma_pack(float lo, float hi);
-template <> __device__ __forceinline__ uint32_t mma_pack<__half>(float lo, float hi) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-template <> __device__ __forceinline__ uint32_t mma_pack<__nv_bfloat16>(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
 /* The helpers below serve both mma.sync kernels: a warp's 16 query rows
  * against KEYS keys at a time (tiles past `limit` keys are skipped). */
 
@@ -466,10 +455,10 @@ __device__ __forceinline__ void mma_context(float (*o)[4], const float (*s)[4], 
 #pragma unroll
     for (int kk = 0; kk < KEYS / 16; kk++)
         if (kk * 16 < limit) {
-            uint32_t pa[4] = {mma_pack<T>(s[2 * kk][0], s[2 * kk][1]),
-                              mma_pack<T>(s[2 * kk][2], s[2 * kk][3]),
-                              mma_pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              mma_pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            uint32_t pa[4] = {kc_pack2<T>(s[2 * kk][0], s[2 * kk][1]),
+                              kc_pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                              kc_pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              kc_pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
             for (int dp = 0; dp < DT / 2; dp++) {
                 uint32_t bf[4];
@@ -518,9 +507,9 @@ __device__ __forceinline__ void mma_write_rows(const float (*o)[4], float l[2], 
 #pragma unroll
     for (int i = 0; i < DT; i++) {
         *reinterpret_cast<uint32_t *>(Os + g * LD + i * 8 + 2 * t) =
-            mma_pack<T>(o[i][0] * inv[0], o[i][1] * inv[0]);
+            kc_pack2<T>(o[i][0] * inv[0], o[i][1] * inv[0]);
         *reinterpret_cast<uint32_t *>(Os + (g + 8) * LD + i * 8 + 2 * t) =
-            mma_pack<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
+            kc_pack2<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
     }
     __syncwarp();
     for (int idx = lane; idx < 16 * C8; idx += 32) {

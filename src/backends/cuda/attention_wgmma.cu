@@ -89,20 +89,6 @@ __device__ __forceinline__ void wga_wait(uint64_t *bar, uint32_t parity) {
  * that completes it */
 __device__ __forceinline__ void wga_fence_reg(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 
-template <typename T> struct wga_type;
-template <> struct wga_type<__half> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __half2 v = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&v);
-    }
-};
-template <> struct wga_type<__nv_bfloat16> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&v);
-    }
-};
-
 #ifdef WGA_DEVICE
 #define WGA_D64                                                                                                       \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
@@ -126,43 +112,32 @@ template <> struct wga_type<__nv_bfloat16> {
         "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),   \
         "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 
-/* d (64 x 128 per warpgroup) = or += A (64 x 16, shared) B (128 x 16, shared)^T */
+/* d (64 x 128 per warpgroup) = or += A (64 x 16, shared) B (128 x 16,
+ * shared)^T, and d (64 x 64) = or += A (64 x 16, registers) B (16 x 64,
+ * shared, N-major); one definition per element type (PTX name PT) */
 template <typename T> __device__ __forceinline__ void wga_ss_n128(float (&d)[64], uint64_t da, uint64_t db, int acc);
-template <> __device__ __forceinline__ void wga_ss_n128<__half>(float (&d)[64], uint64_t da, uint64_t db, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGA_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : WGA_OUT64(d)
-                 : "l"(da), "l"(db), "r"(acc));
-}
-template <>
-__device__ __forceinline__ void wga_ss_n128<__nv_bfloat16>(float (&d)[64], uint64_t da, uint64_t db, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGA_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : WGA_OUT64(d)
-                 : "l"(da), "l"(db), "r"(acc));
-}
-
-/* d (64 x 64 per warpgroup) = or += A (64 x 16, registers) B (16 x 64,
- * shared, N-major) */
 template <typename T>
 __device__ __forceinline__ void wga_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int acc);
-template <>
-__device__ __forceinline__ void wga_rs_n64<__half>(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGA_D32
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-                 : WGA_OUT32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
-}
-template <>
-__device__ __forceinline__ void wga_rs_n64<__nv_bfloat16>(float (&d)[32], const uint32_t (&a)[4], uint64_t db,
-                                                          int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WGA_D32
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-                 : WGA_OUT32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
-}
+#define WGA_MMA(T, PT)                                                                                            \
+    template <>                                                                                                   \
+    __device__ __forceinline__ void wga_ss_n128<T>(float (&d)[64], uint64_t da, uint64_t db, int acc) {           \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                \
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." PT "." PT " " WGA_D64                         \
+                     ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                            \
+                     : WGA_OUT64(d)                                                                               \
+                     : "l"(da), "l"(db), "r"(acc));                                                               \
+    }                                                                                                             \
+    template <>                                                                                                   \
+    __device__ __forceinline__ void wga_rs_n64<T>(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int acc) { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                \
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." PT "." PT " " WGA_D32                          \
+                     ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                              \
+                     : WGA_OUT32(d)                                                                               \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));                            \
+    }
+WGA_MMA(__half, "f16")
+WGA_MMA(__nv_bfloat16, "bf16")
+#undef WGA_MMA
 #endif
 
 /* Y = softmax(scale Q K^T + mask row) V for one tile of 64 * WG query rows
@@ -250,10 +225,10 @@ __global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
         }
         sum[0] += e[0] + e[1] + e[4] + e[5];
         sum[1] += e[2] + e[3] + e[6] + e[7];
-        p[kk][0] = wga_type<T>::pack(e[0], e[1]);
-        p[kk][1] = wga_type<T>::pack(e[2], e[3]);
-        p[kk][2] = wga_type<T>::pack(e[4], e[5]);
-        p[kk][3] = wga_type<T>::pack(e[6], e[7]);
+        p[kk][0] = kc_pack2<T>(e[0], e[1]);
+        p[kk][1] = kc_pack2<T>(e[2], e[3]);
+        p[kk][2] = kc_pack2<T>(e[4], e[5]);
+        p[kk][3] = kc_pack2<T>(e[6], e[7]);
     }
 
     wga_wait(&bars[1], 0); /* V */
@@ -284,9 +259,9 @@ __global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         *reinterpret_cast<uint32_t *>(Ow + g * 128 + ((j ^ (rl & 7)) << 4) + 4 * t) =
-            wga_type<T>::pack(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]);
+            kc_pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]);
         *reinterpret_cast<uint32_t *>(Ow + (g + 8) * 128 + ((j ^ ((rl + 8) & 7)) << 4) + 4 * t) =
-            wga_type<T>::pack(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]);
+            kc_pack2<T>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]);
     }
     __syncwarp();
     const int row0 = q0 + wg * 64 + warp * 16;

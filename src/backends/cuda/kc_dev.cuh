@@ -117,6 +117,18 @@ __device__ __forceinline__ float kc_warp_max(float v) {
     return v;
 }
 
+/* Two floats as one register of two T (float16 or bfloat16), the first in
+ * the low half: a tensor-core A fragment from accumulators, or a packed store. */
+template <typename T> __device__ __forceinline__ uint32_t kc_pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t kc_pack2<__half>(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+template <> __device__ __forceinline__ uint32_t kc_pack2<__nv_bfloat16>(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
 /* The tensor-core accumulator layouts (mma.sync m16n8, wgmma m64nN) give a
  * lane quad (lanes 4g..4g+3) rows g and g + 8 of its warp's 16. The rows'
  * maxima over the quad, 0 for a row whose every score is -inf (all keys
