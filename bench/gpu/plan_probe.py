@@ -10,9 +10,12 @@ variables set in the environment around each of its enqueues (kiln reads
 its KILN_* switches when it records the CUDA graph); with --split, the first
 plan also as 2 and 4 contexts of 32 and 16 rows on streams of their own
 (forked from and joined to the timing stream): would a batch split over
-streams pay?
+streams pay? With --seq, the first plan also as 2 and 4 contexts of 32 and
+16 rows enqueued one after another on the timing stream: would a batch run
+in parts small enough for their activations to stay in L2 pay? Each
+candidate's energy a batch (NVML) is printed beside its time.
 
-Usage: plan_probe.py --kiln libkiln.so --plan a=/tmp/a.plan [--plan b=/tmp/b.plan] [--split]
+Usage: plan_probe.py --kiln libkiln.so --plan a=/tmp/a.plan [--plan b=/tmp/b.plan] [--split] [--seq]
 """
 import argparse
 import ctypes
@@ -43,12 +46,13 @@ def contexts(kiln, eng, x, parts):
     return ctxs
 
 
-def runner(kiln, ctxs):
+def runner(kiln, ctxs, seq=False):
     streams = [torch.cuda.Stream() for _ in ctxs]
 
     def run():
-        if len(ctxs) == 1:
-            kiln.enqueue(ctxs[0])
+        if len(ctxs) == 1 or seq:
+            for c in ctxs:
+                kiln.enqueue(c)
             return
         cur = torch.cuda.current_stream()
         ev = torch.cuda.Event()
@@ -82,6 +86,7 @@ def main():
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--plan", action="append", required=True, help="TAG=PATH[@VAR=VALUE,...]")
     ap.add_argument("--split", action="store_true")
+    ap.add_argument("--seq", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=40)
     a = ap.parse_args()
@@ -102,11 +107,17 @@ def main():
             for parts in (2, 4):
                 cands.append((f"{tag}/{parts}x{64 // parts}", runner(kiln, contexts(kiln, eng, x, parts)),
                               timing_stream, 20))
-    res = time_interleaved(cands, a.rounds, a.iters)
+        if a.seq and i == 0:
+            for parts in (2, 4):
+                cands.append((f"{tag}/seq{parts}x{64 // parts}",
+                              runner(kiln, contexts(kiln, eng, x, parts), seq=True), timing_stream, 20))
+    energy = {}
+    res = time_interleaved(cands, a.rounds, a.iters, energy)
     base = res[cands[0][0]][0]
     for tag, (med, p99, lo, hi) in res.items():
+        j, w = energy.get(tag, (float("nan"), float("nan")))
         print(f"{tag:14s} median {med:.3f} ms a batch of 64 (p99 {p99:.3f}, round medians {lo:.3f}-{hi:.3f})"
-              f"  {64 / med * 1000:.0f} seq/s  x{base / med:.3f}")
+              f"  {64 / med * 1000:.0f} seq/s  x{base / med:.3f}  {j:.3f} J a batch, {w:.0f} W")
 
 
 if __name__ == "__main__":

@@ -581,6 +581,7 @@ static const pass_entry kpass_rounds[] = {
  * swallow a bias or activation that a matrix op's epilogue could take. */
 static const pass_entry kpass_final[] = {
     {"elementwise-chain", kpass_chain, true},
+    {"layernorm", kpass_layernorm, true},
     {"dead-code", kpass_dead_code, false},
 };
 

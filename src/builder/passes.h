@@ -44,6 +44,9 @@ KN_HIDDEN kiln_status kpass_attention(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_qkv(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_gather_transpose(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_chain(kpass *p, int *changed);
+/* Sums (and a row gather) feeding a LayerNormalization (pass_layernorm.c):
+ * after the chains are made. */
+KN_HIDDEN kiln_status kpass_layernorm(kpass *p, int *changed);
 /* 1 or 2 when op_type (default domain) is an elementwise op an
  * ElementwiseChain takes with that many operands, else 0. */
 KN_HIDDEN int kpass_chain_op_arity(const char *op_type);

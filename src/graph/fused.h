@@ -29,6 +29,19 @@
  * kiln::MatMul  inputs A, B, bias?, Z?  attributes: activation, alpha, beta.
  *               Y = act(A @ B + bias + Z), bias broadcast to Y (usually [N]),
  *               Z (a residual) of Y's shape.
+ * kiln::LayerNorm
+ *               inputs X, Scale, B?, Ids?, R1..R4?; attributes epsilon
+ *               (default 1e-5), gather (int, default 0).
+ *               rows = X (gather 0) or X[Ids] (gather 1: X a [V, H] table,
+ *               Ids int32/int64 of any shape, negative ids counting from V,
+ *               Y [Ids..., H]); Y = LayerNormalization over the last dim of
+ *               (rows + R1 + ... + Rk), with Scale and B (H values each).
+ *               Each R is a suffix of Y's shape (leading ones, then Y's
+ *               trailing dims, H included): a residual, or a per-position
+ *               table such as BERT's position embeddings. The sum is kept
+ *               in float (no rounding between the adds and the norm). The
+ *               builder's layernorm pass makes it from Add chains (and a
+ *               Gather of a constant table) feeding a LayerNormalization.
  * kiln::ElementwiseChain
  *               inputs X0..Xk (broadcastable to one output shape).
  *               attributes: ops (strings: op names as in ONNX, e.g. "Add",
@@ -49,6 +62,8 @@
 #define KN_DOMAIN_KILN "kiln"
 
 #include "core/core.h"
+/* Addends a kiln::LayerNorm takes (inputs 4 .. 4 + KN_LN_MAX_ADD - 1). */
+#define KN_LN_MAX_ADD 4
 /* Element strides of a kiln::Attention mask (rank <= 4, row-major) over
  * [B, H, Sq, Sk], right-aligned; broadcast dims (size 1 or missing) get 0. */
 KN_HIDDEN void kn_mask_strides(int rank, const int64_t *dims, int64_t strides[4]);

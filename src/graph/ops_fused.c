@@ -185,6 +185,77 @@ static kiln_status infer_attention(kn_infer *c) {
     return KILN_OK;
 }
 
+/* Whether r broadcasts to y as a suffix: r's dims past its leading ones are
+ * y's trailing dims, the last of them included (so r repeats whole rows). */
+static bool suffix_of(const kn_tinfo *r, const kn_tinfo *y) {
+    int lead = 0;
+    while (lead < r->rank - 1 && r->dims[lead] == 1)
+        lead++;
+    int n = r->rank - lead;
+    if (r->rank < 1 || n > y->rank)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (r->dims[lead + i] != y->dims[y->rank - n + i])
+            return false;
+    return true;
+}
+
+/* kiln::LayerNorm: X, Scale, B?, Ids?, R1..R4? -> Y. Rows of X (gather 0)
+ * or rows X[Ids] of a [V, H] table (gather 1), plus each R (a suffix of
+ * Y's shape), normalized over the last dim H. */
+static kiln_status infer_layernorm_fused(kn_infer *c) {
+    if (c->n_in < 2 || !kn_has_in(c, 0) || !kn_has_in(c, 1) || c->n_in > 4 + KN_LN_MAX_ADD)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "needs X and Scale, at most %d addends",
+                             KN_LN_MAX_ADD);
+    const kn_tinfo *x = &c->in[0];
+    kiln_dtype t = x->dtype;
+    if (t != KILN_DTYPE_FLOAT && t != KILN_DTYPE_FLOAT16 && t != KILN_DTYPE_BFLOAT16 &&
+        t != KILN_DTYPE_DOUBLE)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "X has type %s, not a float type",
+                             kiln_dtype_name(t));
+    if (x->rank < 1)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "X must have rank 1 or more");
+    int64_t h = x->dims[x->rank - 1];
+    kn_tinfo *y = &c->out[0];
+    if (kn_attr_int(c->node, "gather", 0)) {
+        if (x->rank != 2 || c->n_in < 4 || !kn_has_in(c, 3))
+            return kn_node_error(c->node, KILN_ERR_SHAPE, "gather takes a [V, H] table and Ids");
+        const kn_tinfo *ids = &c->in[3];
+        if (ids->dtype != KILN_DTYPE_INT64 && ids->dtype != KILN_DTYPE_INT32)
+            return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "Ids must be int32 or int64");
+        if (ids->rank + 1 > KILN_MAX_DIMS)
+            return kn_node_error(c->node, KILN_ERR_SHAPE, "Ids rank %d too large", ids->rank);
+        y->dtype = t;
+        y->rank = ids->rank + 1;
+        for (int i = 0; i < ids->rank; i++)
+            y->dims[i] = ids->dims[i];
+        y->dims[ids->rank] = h;
+    } else {
+        if (c->n_in > 3 && kn_has_in(c, 3))
+            return kn_node_error(c->node, KILN_ERR_SHAPE, "Ids given without gather = 1");
+        kn_same_as(y, x);
+    }
+    for (int i = 1; i < 3; i++) {
+        if (!kn_has_in(c, i))
+            continue;
+        const kn_tinfo *p = &c->in[i];
+        if (kn_numel(p->rank, p->dims) != h || (p->dtype != t && p->dtype != KILN_DTYPE_FLOAT))
+            return kn_node_error(c->node, KILN_ERR_SHAPE,
+                                 "%s must hold H = %lld values of X's type or float",
+                                 i == 1 ? "Scale" : "B", (long long)h);
+    }
+    if (kn_has_in(c, 2) && c->in[2].dtype != c->in[1].dtype)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "Scale and B types differ");
+    for (int i = 4; i < c->n_in; i++) {
+        if (!kn_has_in(c, i))
+            continue;
+        if (c->in[i].dtype != t || !suffix_of(&c->in[i], y))
+            return kn_node_error(c->node, KILN_ERR_SHAPE,
+                                 "addend %d must be X's type and a suffix of Y's shape", i - 3);
+    }
+    return KILN_OK;
+}
+
 /* kiln::MaxPool / kiln::AveragePool: the ONNX pool on a channels-last X
  * (channels_last must be 1; one output, no Indices). */
 static kiln_status infer_pool_cl(kn_infer *c) {
@@ -202,5 +273,6 @@ const kn_op_schema kn_ops_fused[] = {
     {"MaxPool", KN_DOMAIN_KILN, infer_pool_cl, 0},
     {"Attention", KN_DOMAIN_KILN, infer_attention, 0},
     {"AveragePool", KN_DOMAIN_KILN, infer_pool_cl, 0},
+    {"LayerNorm", KN_DOMAIN_KILN, infer_layernorm_fused, 0},
 };
 const size_t kn_ops_fused_count = KN_ARRAY_LEN(kn_ops_fused);

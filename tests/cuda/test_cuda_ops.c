@@ -900,6 +900,54 @@ static void test_norm(void) {
     tc_run();
 }
 
+/* kiln::LayerNorm: an embedding lookup plus per-position tables (BERT's
+ * embeddings), a residual sum, float parameters on half data, and rows
+ * whose length misses the 16-byte packs (the generic kernel). */
+static void test_layernorm_fused(void) {
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        tc_begin("LayerNorm", KN_DOMAIN_KILN, 1, tol_for(dt, 1e-4), "gather, position and type tables");
+        tc_rand(dt, 2, D(50, 768), -1, 1);
+        tc_rand(dt, 1, D(768), 0.5, 1.5);
+        tc_rand(dt, 1, D(768), -1, 1);
+        tc_vals(KILN_DTYPE_INT64, 2, D(2, 5), D(3, 49, -1, 0, 17, -50, 8, 8, 22, 41), false);
+        tc_rand(dt, 3, D(1, 5, 768), -1, 1);
+        tc_rand(dt, 1, D(768), -1, 1);
+        tc_node(1);
+        a_int("gather", 1);
+        a_float("epsilon", 1e-12f);
+        tc_run();
+        tc_begin("LayerNorm", KN_DOMAIN_KILN, 1, tol_for(dt, 1e-4), "residual sum, no gather");
+        tc_rand(dt, 3, D(3, 7, 768), -2, 2);
+        tc_rand(dt, 1, D(768), 0.5, 1.5);
+        tc_rand(dt, 1, D(768), -1, 1);
+        tc_absent();
+        tc_rand(dt, 3, D(3, 7, 768), -2, 2);
+        tc_node(1);
+        tc_run();
+        tc_begin("LayerNorm", KN_DOMAIN_KILN, 1, tol_for(dt, 1e-4), "rows of 100, int32 ids, no bias");
+        tc_rand(dt, 2, D(9, 100), -1, 1);
+        tc_rand(dt, 1, D(100), 0.5, 1.5);
+        tc_absent();
+        tc_vals(KILN_DTYPE_INT32, 1, D(6), (const int32_t[]){0, 8, -9, 4, 4, 1}, false);
+        tc_rand(dt, 2, D(6, 100), -1, 1);
+        tc_rand(dt, 1, D(100), -1, 1);
+        tc_rand(dt, 2, D(1, 100), -1, 1);
+        tc_node(1);
+        a_int("gather", 1);
+        tc_run();
+    }
+    tc_begin("LayerNorm", KN_DOMAIN_KILN, 1, tol_for(KILN_DTYPE_FLOAT16, 1e-4),
+             "float16 rows, float parameters, 8191 rows");
+    tc_rand(KILN_DTYPE_FLOAT16, 2, D(8191, 768), -2, 2);
+    tc_rand(KILN_DTYPE_FLOAT, 1, D(768), 0.5, 1.5);
+    tc_rand(KILN_DTYPE_FLOAT, 1, D(768), -1, 1);
+    tc_absent();
+    tc_rand(KILN_DTYPE_FLOAT16, 1, D(768), -1, 1);
+    tc_node(1);
+    tc_run();
+}
+
 /* The vectorised fast paths (rows in registers for LayerNormalization and
  * Softmax, 16-byte packs for elementwise programs, widened units for strided
  * copies) and the shapes that fall back to the generic kernels. */
@@ -1742,6 +1790,7 @@ int main(void) {
     test_where_cast();
     test_tensor();
     test_norm();
+    test_layernorm_fused();
     test_fast_paths();
     test_reduce();
     test_pool();

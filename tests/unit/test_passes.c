@@ -876,6 +876,75 @@ static void test_no_fuse_output(void) {
     kiln_network_destroy(net);
 }
 
+/* A LayerNormalization over the last axis of a sum: BERT's embeddings
+ * (a row lookup in a constant table, plus position and token-type tables)
+ * become one kiln::LayerNorm doing the lookup itself; a residual Add is
+ * taken too; a sum something else reads, or a LayerNormalization whose
+ * Mean is read, stays as it is. An id outside the table fails cleanly. */
+static void test_layernorm_fusion(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "ids", KILN_DTYPE_INT64, 2, DIMS(-1, 5), NULL));
+    fconst(net, "table", 2, DIMS(30, 16), -1.f, 2.f);
+    fconst(net, "pos", 3, DIMS(1, 5, 16), -1.f, 2.f);
+    fconst(net, "type", 1, DIMS(16), -1.f, 2.f);
+    fconst(net, "scale", 1, DIMS(16), 0.5f, 1.f);
+    fconst(net, "bias", 1, DIMS(16), -0.5f, 1.f);
+    node(net, "word", "Gather", 2, IN("table", "ids"), "w");
+    node(net, "add_pos", "Add", 2, IN("w", "pos"), "a");
+    node(net, "add_type", "Add", 2, IN("type", "a"), "e");
+    node(net, "ln", "LayerNormalization", 3, IN("e", "scale", "bias"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 2, 4);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, KN_DOMAIN_KILN, "LayerNorm") == 1, o);
+        const kn_node *l = find_op(o, KN_DOMAIN_KILN, "LayerNorm");
+        if (l) {
+            KT_CHECK(kn_attr_int(l, "gather", 0) == 1 && l->n_in == 6);
+            KT_CHECK(l->in[3] == o->inputs[0]);
+            KT_CHECK(strcmp(l->name, "word + add_pos + add_type + ln") == 0);
+        }
+        compare(net, o, "embedding layernorm", 3);
+        /* an id past the table's 30 rows */
+        int64_t ids[10] = {0, 1, 2, 3, 4, 5, 6, 30, 8, 9};
+        const void *data[1] = {ids};
+        int rank[1] = {2};
+        int64_t dims[1][KILN_MAX_DIMS] = {{2, 5}};
+        kt_exec e;
+        kiln_status st = kt_exec_run(&e, o, data, rank, (const int64_t (*)[KILN_MAX_DIMS])dims);
+        KT_CHECK(st == KILN_ERR_INVALID_ARGUMENT);
+        KT_CHECK(strstr(kiln_last_error(), "outside the table") != NULL);
+        kt_exec_free(&e);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 16), NULL));
+    KT_OK(kiln_network_add_input(net, "z", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 16), NULL));
+    fconst(net, "scale", 1, DIMS(16), 0.5f, 1.f);
+    fconst(net, "bias", 1, DIMS(16), -0.5f, 1.f);
+    node(net, "res", "Add", 2, IN("x", "z"), "s");
+    node(net, "ln", "LayerNormalization", 3, IN("s", "scale", "bias"), "y");
+    node(net, "res2", "Add", 2, IN("y", "x"), "s2"); /* s2 also read by the Relu */
+    node(net, "ln2", "LayerNormalization", 3, IN("s2", "scale", "bias"), "y2");
+    node(net, "relu", "Relu", 1, IN("s2"), "r");
+    KT_OK(kiln_network_mark_output(net, "y2"));
+    KT_OK(kiln_network_mark_output(net, "r"));
+    o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(count_op(o, KN_DOMAIN_KILN, "LayerNorm") == 1 &&
+                          count_op(o, "", "LayerNormalization") == 1,
+                      o);
+        const kn_node *l = find_op(o, KN_DOMAIN_KILN, "LayerNorm");
+        if (l)
+            KT_CHECK(kn_attr_int(l, "gather", 0) == 0 && l->n_in == 5 && l->in[3] < 0);
+        compare(net, o, "residual layernorm", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* The erf GELU of older exports, after MatMul + Add(bias). */
 static void test_matmul_bias_gelu(void) {
     kiln_network *net;
@@ -1495,6 +1564,7 @@ int main(int argc, char **argv) {
     test_chain();
     test_chain_limits();
     test_chain_ops();
+    test_layernorm_fusion();
     test_residual_dynamic();
     test_channels_last();
     test_precision_follow();

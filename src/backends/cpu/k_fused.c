@@ -261,7 +261,18 @@ static kiln_status pool_prepare(const void *state, const kn_node *node, const kb
     return kb_cl_prepare(&pool_cf, 0x1u, node, in, n_in, out, n_out, inst, workspace);
 }
 
+/* kiln::LayerNorm: real X, addends and parameters; integer Ids. */
+static bool sup_layernorm(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                          int n_out) {
+    for (int i = 0; i < n_in; i++)
+        if (i != 3 && in[i].dtype != KILN_DTYPE_UNDEFINED && !kb_is_real(in[i].dtype))
+            return false;
+    return n_out == 1 && kb_is_real(out[0].dtype);
+}
+
 const kb_kernel kb_cpu_fused[] = {
+    {"LayerNorm", KN_DOMAIN_KILN, "ref", sup_layernorm, NULL, NULL, NULL, NULL,
+     kb_nn_layernorm_fused_run},
     {"Conv", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, conv_prepare, kb_cl_release, kb_cl_run},
     {"Attention", KN_DOMAIN_KILN, "ref", sup_fused, NULL, NULL, attention_prepare, NULL,
      attention_run},

@@ -171,6 +171,8 @@ KN_HIDDEN kiln_status kb_nn_global_pool_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_batchnorm_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_instancenorm_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_layernorm_run(const kb_run *r);
+/* kiln::LayerNorm (graph/fused.h) */
+KN_HIDDEN kiln_status kb_nn_layernorm_fused_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_groupnorm_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_rmsnorm_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_lpnorm_run(const kb_run *r);

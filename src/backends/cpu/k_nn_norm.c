@@ -4,8 +4,10 @@
  * in double; values go through kb_ld / kb_st so float, double and float16
  * all work. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "graph/fused.h"
 #include "k_nn.h"
 
 static double ld(const kb_tensor *t, int64_t i) { return kb_ld(t->data, t->dtype, (size_t)i); }
@@ -158,6 +160,77 @@ kiln_status kb_nn_layernorm_run(const kb_run *r) {
         if (io)
             st(io, o, inv);
     }
+    return KILN_OK;
+}
+
+#ifdef _OPENMP
+#include <omp.h>
+static int ln_thread(void) { return omp_get_thread_num(); }
+#else
+static int ln_thread(void) { return 0; }
+#endif
+
+/* kiln::LayerNorm (graph/fused.h): rows of X, or of a [V, H] table picked
+ * by Ids, plus suffix-broadcast addends, normalized over H. The sum is
+ * formed in double per row, as the statistics are. */
+kiln_status kb_nn_layernorm_fused_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *sc = &r->in[1];
+    const kb_tensor *b = present(r, 2) ? &r->in[2] : NULL;
+    const kb_tensor *ids = present(r, 3) ? &r->in[3] : NULL;
+    kb_tensor *y = &r->out[0];
+    bool gather = kn_attr_int(r->node, "gather", 0) != 0;
+    if (gather != (ids != NULL) || (gather && x->rank != 2))
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "gather needs a [V, H] table and Ids");
+    int64_t h = y->rank ? y->dims[y->rank - 1] : 1, rows = h ? kb_numel(y) / h : 0;
+    int64_t v_rows = x->rank ? kb_numel(x) / (h ? h : 1) : 1;
+    const kb_tensor *add[KN_LN_MAX_ADD];
+    int64_t add_rows[KN_LN_MAX_ADD];
+    int n_add = 0;
+    for (int i = 4; i < r->n_in && n_add < KN_LN_MAX_ADD; i++)
+        if (present(r, i)) {
+            add[n_add] = &r->in[i];
+            add_rows[n_add++] = h ? kb_numel(&r->in[i]) / h : 1;
+        }
+    if (gather) { /* every id checked before any row is written */
+        for (int64_t o = 0; o < rows; o++) {
+            int64_t id = (int64_t)ld(ids, o);
+            if (id < -v_rows || id >= v_rows)
+                return kn_node_error(r->node, KILN_ERR_INVALID_ARGUMENT,
+                                     "id %lld at position %lld is outside the table's %lld rows",
+                                     (long long)id, (long long)o, (long long)v_rows);
+        }
+    }
+    double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
+    int nth = threads_for(r, rows * h);
+    size_t per = (size_t)(h > 0 ? h : 1);
+    double *buf = malloc(per * (size_t)nth * sizeof(double)); /* one row of sums a thread */
+    if (!buf)
+        return kn_node_error(r->node, KILN_ERR_OUT_OF_MEMORY, "row buffers");
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t o = 0; o < rows; o++) {
+        double *v = buf + per * (size_t)ln_thread();
+        int64_t src = o;
+        if (gather) {
+            src = (int64_t)ld(ids, o);
+            if (src < 0)
+                src += v_rows;
+        }
+        double s = 0.0;
+        for (int64_t j = 0; j < h; j++) {
+            double e = ld(x, src * h + j);
+            for (int k = 0; k < n_add; k++)
+                e += ld(add[k], (o % add_rows[k]) * h + j);
+            v[j] = e;
+            s += e;
+        }
+        double m = h ? s / (double)h : 0.0, q = 0.0;
+        for (int64_t j = 0; j < h; j++)
+            q += (v[j] - m) * (v[j] - m);
+        double inv = 1.0 / sqrt((h ? q / (double)h : 0.0) + eps);
+        for (int64_t j = 0; j < h; j++)
+            st(y, o * h + j, (v[j] - m) * inv * ld(sc, j) + (b ? ld(b, j) : 0.0));
+    }
+    free(buf);
     return KILN_OK;
 }
 

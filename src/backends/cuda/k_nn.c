@@ -81,6 +81,62 @@ static kiln_status layernorm_run(const kb_run *r) {
     return KILN_OK;
 }
 
+/* ---------------- kiln::LayerNorm ---------------- */
+
+_Static_assert(KC_LN_MAX_ADD == KN_LN_MAX_ADD, "kiln::LayerNorm addend limits differ");
+
+static bool layernorm_fused_supports(const kn_node *node, const kn_tinfo *in, int n_in,
+                                     const kn_tinfo *out, int n_out) {
+    if (n_in < 2 || n_out != 1 || !kc_is_float(in[0].dtype) || out[0].dtype != in[0].dtype ||
+        !kc_is_float(in[1].dtype) || (in[1].dtype != in[0].dtype && in[1].dtype != KILN_DTYPE_FLOAT))
+        return false;
+    if (n_in > 2 && in[2].dtype != KILN_DTYPE_UNDEFINED && in[2].dtype != in[1].dtype)
+        return false;
+    if (n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED && in[3].dtype != KILN_DTYPE_INT64 &&
+        in[3].dtype != KILN_DTYPE_INT32)
+        return false;
+    for (int i = 4; i < n_in; i++)
+        if (in[i].dtype != KILN_DTYPE_UNDEFINED && in[i].dtype != in[0].dtype)
+            return false;
+    return true;
+}
+
+static kiln_status layernorm_fused_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *sc = &r->in[1], *y = &r->out[0];
+    const kb_tensor *b = kc_present(r->in, r->n_in, 2) ? &r->in[2] : NULL;
+    bool gather = kn_attr_int(r->node, "gather", 0) != 0;
+    if (gather != kc_present(r->in, r->n_in, 3) || (gather && x->rank != 2))
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "gather needs a [V, H] table and Ids");
+    int64_t h = y->rank ? y->dims[y->rank - 1] : 1, rows = h ? kc_numel(y) / h : 0;
+    if (kc_numel(sc) != h || (b && kc_numel(b) != h))
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "Scale and B must hold %lld values",
+                             (long long)h);
+    kc_ln_sum s;
+    memset(&s, 0, sizeof s);
+    if (gather) {
+        s.ids = r->in[3].data;
+        s.ids_dt = r->in[3].dtype;
+        s.table_rows = x->dims[0];
+    }
+    for (int i = 4; i < r->n_in; i++) {
+        if (!kc_present(r->in, r->n_in, i))
+            continue;
+        if (s.n_add == KC_LN_MAX_ADD)
+            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "more than %d addends",
+                                 KC_LN_MAX_ADD);
+        int64_t n = kc_numel(&r->in[i]);
+        if (!h || n % h || !n || rows % (n / h))
+            return kn_node_error(r->node, KILN_ERR_SHAPE, "addend %d does not repeat whole rows",
+                                 i - 3);
+        s.add[s.n_add] = r->in[i].data;
+        s.add_rows[s.n_add++] = n / h;
+    }
+    float eps = kn_attr_float(r->node, "epsilon", 1e-5f);
+    KC_CUDA(r->node, kc_layernorm_sum(x->data, &s, r->out[0].data, x->dtype, rows, h, sc->data,
+                                      b ? b->data : NULL, sc->dtype, eps, kc_stream(r)));
+    return KILN_OK;
+}
+
 /* ---------------- BatchNormalization ---------------- */
 
 static bool batchnorm_supports(const kn_node *node, const kn_tinfo *in, int n_in,
@@ -437,6 +493,8 @@ const kb_kernel kb_cuda_nn[] = {
     {"Softmax", "", "cuda", float_io, NULL, NULL, NULL, NULL, softmax_run},
     {"LogSoftmax", "", "cuda", float_io, NULL, NULL, NULL, NULL, softmax_run},
     {"LayerNormalization", "", "cuda", layernorm_supports, NULL, NULL, NULL, NULL, layernorm_run},
+    {"LayerNorm", KN_DOMAIN_KILN, "cuda", layernorm_fused_supports, NULL, NULL, NULL, NULL,
+     layernorm_fused_run},
     {"BatchNormalization", "", "cuda", batchnorm_supports, NULL, NULL, NULL, NULL, batchnorm_run},
     K_RED("ReduceSum"), K_RED("ReduceMean"), K_RED("ReduceMax"), K_RED("ReduceMin"),
     K_RED("ReduceProd"), K_RED("ReduceSumSquare"), K_RED("ReduceL1"), K_RED("ReduceL2"),

@@ -386,6 +386,205 @@ extern "C" cudaError_t kc_layernorm(const void *x, void *y, kiln_dtype dt, int64
     return cudaGetLastError();
 }
 
+/* ---------------- kiln::LayerNorm: a sum, then the norm ---------------- */
+
+/* The table row row r reads (ids), or r itself; -1 when the id is outside. */
+__device__ __forceinline__ int64_t lns_src_row(const kc_ln_sum &s, int64_t r) {
+    if (!s.ids)
+        return r;
+    int64_t id = s.ids_dt == KILN_DTYPE_INT64 ? ((const long long *)s.ids)[r]
+                                               : (int64_t)((const int *)s.ids)[r];
+    if (id < 0)
+        id += s.table_rows;
+    return id >= 0 && id < s.table_rows ? id : -1;
+}
+
+/* Generic: one block a row, the sum recomputed in each of three passes. */
+__global__ void layernorm_sum_kernel(const void *x, const kc_ln_sum s, void *y, kiln_dtype dt,
+                                     int64_t inner, const void *scale, const void *bias,
+                                     kiln_dtype pt, float eps) {
+    __shared__ float sh[32];
+    const int64_t r = blockIdx.x, src = lns_src_row(s, r);
+    int64_t aoff[KC_LN_MAX_ADD];
+#pragma unroll
+    for (int a = 0; a < KC_LN_MAX_ADD; a++)
+        aoff[a] = a < s.n_add ? (r % s.add_rows[a]) * inner : 0;
+    auto val = [&](int64_t k) {
+        float v = src >= 0 ? kc_ld_f(x, dt, src * inner + k) : 0.f;
+#pragma unroll
+        for (int a = 0; a < KC_LN_MAX_ADD; a++)
+            if (a < s.n_add)
+                v += kc_ld_f(s.add[a], dt, aoff[a] + k);
+        return v;
+    };
+    float acc = 0.f;
+    for (int64_t k = threadIdx.x; k < inner; k += blockDim.x)
+        acc += val(k);
+    const float mean = kc_block_sum(acc, sh) / (float)inner;
+    float q = 0.f;
+    for (int64_t k = threadIdx.x; k < inner; k += blockDim.x) {
+        float d = val(k) - mean;
+        q += d * d;
+    }
+    const float inv = 1.f / sqrtf(kc_block_sum(q, sh) / (float)inner + eps);
+    for (int64_t k = threadIdx.x; k < inner; k += blockDim.x) {
+        float o = (val(k) - mean) * inv * kc_ld_f(scale, pt, k);
+        if (bias)
+            o += kc_ld_f(bias, pt, k);
+        kc_st_f(y, dt, r * inner + k, o);
+    }
+}
+
+/* Fast path: the layout of layernorm_rows_kernel (LPR lanes a row, NV packs
+ * a lane), the sum held in float registers. */
+template <typename T, typename P, int NV, int LPR>
+__global__ void __launch_bounds__(KC_ROW_THREADS)
+    layernorm_sum_rows_kernel(const T *__restrict__ x, const kc_ln_sum s, T *__restrict__ y,
+                              int64_t rows, int inner, const P *__restrict__ scale,
+                              const P *__restrict__ bias, float eps) {
+    constexpr int V = 16 / sizeof(T);
+    typedef kc_pack<T, V> TP;
+    typedef kc_pack<P, V> PP;
+    const int64_t row = (int64_t)blockIdx.x * (KC_ROW_THREADS / LPR) + threadIdx.x / LPR;
+    const int lane = threadIdx.x % LPR;
+    const bool live = row < rows; /* dead groups still join the shuffles */
+    const int nvec = inner / V;
+    const int64_t src = live ? lns_src_row(s, row) : -1;
+    /* each addend's row, found once (rows < 2^31, so 32-bit remainders) */
+    const T *arow[KC_LN_MAX_ADD];
+#pragma unroll
+    for (int a = 0; a < KC_LN_MAX_ADD; a++)
+        arow[a] = a < s.n_add ? (const T *)s.add[a] +
+                                    (int64_t)((unsigned)row % (unsigned)s.add_rows[a]) * inner
+                              : nullptr;
+    float v[NV][V];
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int c = lane + j * LPR;
+        const bool in = live && c < nvec;
+        TP p;
+        if (in && src >= 0)
+            p = reinterpret_cast<const TP *>(x + src * (int64_t)inner)[c];
+#pragma unroll
+        for (int e = 0; e < V; e++)
+            v[j][e] = in && src >= 0 ? kc_tof(p.v[e]) : 0.f;
+#pragma unroll
+        for (int a = 0; a < KC_LN_MAX_ADD; a++) {
+            if (!in || a >= s.n_add)
+                break;
+            TP q = reinterpret_cast<const TP *>(arow[a])[c];
+#pragma unroll
+            for (int e = 0; e < V; e++)
+                v[j][e] += kc_tof(q.v[e]);
+        }
+    }
+    float t = 0.f;
+#pragma unroll
+    for (int j = 0; j < NV; j++)
+#pragma unroll
+        for (int e = 0; e < V; e++)
+            t += v[j][e];
+    const float mean = kc_group_sum<LPR>(t) / (float)inner;
+    float q = 0.f;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        if (live && lane + j * LPR < nvec) {
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                float d = v[j][e] - mean;
+                q += d * d;
+            }
+        }
+    }
+    const float inv = 1.f / sqrtf(kc_group_sum<LPR>(q) / (float)inner + eps);
+    if (!live)
+        return;
+    TP *yr = reinterpret_cast<TP *>(y + row * (int64_t)inner);
+    const PP *sp = reinterpret_cast<const PP *>(scale);
+    const PP *bp = reinterpret_cast<const PP *>(bias);
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int c = lane + j * LPR;
+        if (c < nvec) {
+            PP sc = sp[c], bi;
+            if (bias)
+                bi = bp[c];
+            TP o;
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                float r = (v[j][e] - mean) * inv * kc_tof(sc.v[e]);
+                if (bias)
+                    r += kc_tof(bi.v[e]);
+                o.v[e] = kc_fromf<T>(r);
+            }
+            yr[c] = o;
+        }
+    }
+}
+
+template <typename T, typename P>
+static cudaError_t lns_pick(int nv, int lpr, const void *x, const kc_ln_sum &s, void *y,
+                            int64_t rows, int64_t inner, const void *scale, const void *bias,
+                            float eps, cudaStream_t stream) {
+#define KC_LNS(NV_, L_)                                                                           \
+    do {                                                                                          \
+        const int64_t blocks = (rows + KC_ROW_THREADS / L_ - 1) / (KC_ROW_THREADS / L_);          \
+        layernorm_sum_rows_kernel<T, P, NV_, L_><<<(unsigned)blocks, KC_ROW_THREADS, 0, stream>>>( \
+            (const T *)x, s, (T *)y, rows, (int)inner, (const P *)scale, (const P *)bias, eps);   \
+        return cudaGetLastError();                                                                \
+    } while (0)
+    if (nv == 1) {
+        if (lpr == 4) KC_LNS(1, 4);
+        if (lpr == 8) KC_LNS(1, 8);
+        if (lpr == 16) KC_LNS(1, 16);
+        KC_LNS(1, 32);
+    }
+    if (nv == 2) KC_LNS(2, 32);
+    if (nv == 3) KC_LNS(3, 32);
+    if (nv == 4) KC_LNS(4, 32);
+    KC_LNS(8, 32);
+#undef KC_LNS
+}
+
+extern "C" cudaError_t kc_layernorm_sum(const void *x, const kc_ln_sum *sum, void *y, kiln_dtype dt,
+                                        int64_t rows, int64_t inner, const void *scale,
+                                        const void *bias, kiln_dtype pt, float eps,
+                                        cudaStream_t stream) {
+    if (rows <= 0 || inner <= 0)
+        return cudaSuccess;
+    if (!x || !sum || !y || !scale || rows > 0x7fffffffLL || sum->n_add < 0 ||
+        sum->n_add > KC_LN_MAX_ADD || inner > 0x7fffffffLL)
+        return cudaErrorInvalidValue;
+    for (int a = 0; a < sum->n_add; a++)
+        if (!sum->add[a] || sum->add_rows[a] < 1)
+            return cudaErrorInvalidValue;
+    const kc_ln_sum s = *sum;
+    size_t es = dt == KILN_DTYPE_FLOAT ? 4 : (dt == KILN_DTYPE_FLOAT16 || dt == KILN_DTYPE_BFLOAT16) ? 2 : 0;
+    bool fast = kc_fast_paths() && es && (pt == dt || pt == KILN_DTYPE_FLOAT);
+    if (fast) {
+        const int64_t V = 16 / (int64_t)es;
+        size_t ps = pt == KILN_DTYPE_FLOAT ? 4 : 2;
+        fast = inner % V == 0 && kc_aligned16(x, 16) && kc_aligned16(y, 16) &&
+               kc_aligned16(scale, ps * (size_t)V) && (!bias || kc_aligned16(bias, ps * (size_t)V));
+        for (int a = 0; a < s.n_add && fast; a++)
+            fast = kc_aligned16(s.add[a], 16);
+        int lpr = 0, nv = fast ? kc_row_shape(inner / V, &lpr) : 0;
+        if (nv && nv <= 8) {
+            if (dt == KILN_DTYPE_FLOAT)
+                return lns_pick<float, float>(nv, lpr, x, s, y, rows, inner, scale, bias, eps, stream);
+            if (dt == KILN_DTYPE_FLOAT16)
+                return pt == dt ? lns_pick<__half, __half>(nv, lpr, x, s, y, rows, inner, scale, bias, eps, stream)
+                                : lns_pick<__half, float>(nv, lpr, x, s, y, rows, inner, scale, bias, eps, stream);
+            return pt == dt ? lns_pick<__nv_bfloat16, __nv_bfloat16>(nv, lpr, x, s, y, rows, inner, scale, bias, eps, stream)
+                            : lns_pick<__nv_bfloat16, float>(nv, lpr, x, s, y, rows, inner, scale, bias, eps, stream);
+        }
+    }
+    int threads = inner >= 2048 ? 512 : (inner >= 512 ? 256 : 128);
+    layernorm_sum_kernel<<<(unsigned)rows, threads, 0, stream>>>(x, s, y, dt, inner, scale, bias,
+                                                                 pt, eps);
+    return cudaGetLastError();
+}
+
 /* ---------------- reductions: one warp per output element ----------------
  * Real results accumulate in float (double for float64 data; integers
  * converted as the CPU converts them to double); the exact integer reductions (Sum, Mean,

@@ -23,6 +23,25 @@ cudaError_t kc_layernorm(const void *x, void *y, kiln_dtype dt, int64_t rows, in
                          const void *scale, const void *bias, kiln_dtype pt, float eps,
                          void *mean, void *inv_std, kiln_dtype st, cudaStream_t stream);
 
+/* kiln::LayerNorm's sum ahead of the norm (graph/fused.h): row r of the
+ * input is x's row r, or, with ids, the [table_rows, inner] table x's row
+ * ids[r] (negative ids count from the end; ids outside the table give a
+ * row of zeros, as kc_gather does), plus each addend's row r % add_rows[k]. */
+#define KC_LN_MAX_ADD 4
+typedef struct kc_ln_sum {
+    const void *ids;
+    kiln_dtype ids_dt;
+    int64_t table_rows;
+    int n_add;
+    const void *add[KC_LN_MAX_ADD];
+    int64_t add_rows[KC_LN_MAX_ADD];
+} kc_ln_sum;
+/* kc_layernorm over those sums (formed in float), without Mean / InvStdDev;
+ * x and the addends are of dt. */
+cudaError_t kc_layernorm_sum(const void *x, const kc_ln_sum *sum, void *y, kiln_dtype dt,
+                             int64_t rows, int64_t inner, const void *scale, const void *bias,
+                             kiln_dtype pt, float eps, cudaStream_t stream);
+
 typedef enum kc_reduce_op {
     KC_RED_SUM = 0, KC_RED_MEAN, KC_RED_MAX, KC_RED_MIN, KC_RED_PROD, KC_RED_SUM_SQUARE,
     KC_RED_L1, KC_RED_L2, KC_RED_LOG_SUM, KC_RED_LOG_SUM_EXP
