@@ -16,7 +16,7 @@ warm-up), throughput at batch 64 from the median. The three are timed in
 interleaved blocks (--rounds at batch 1, --rounds-b64 at batch 64, of 40
 runs each, the order rotating), so that each sees the GPU in the same clock
 and power state; the log also gives each one's lowest and highest block
-median, and its energy a run from the GPU's counter (NVML). Accuracy: kiln's outputs
+median. Accuracy: kiln's outputs
 against PyTorch FP32 as ||out - ref|| / ||ref||. Prints a table with the
 ratios and writes it (markdown) to --out.
 
@@ -142,43 +142,13 @@ def time_cuda(fn, iters, warmup):
     return median_p99(event_times(fn, iters, warmup))
 
 
-class Energy:
-    """The GPU's energy counter (NVML, millijoules since the driver loaded),
-    read through ctypes; read() gives None where NVML is missing."""
-
-    def __init__(self, index=0):
-        self.h = None
-        try:
-            self.nv = ctypes.CDLL("libnvidia-ml.so.1")
-            if self.nv.nvmlInit_v2() != 0:
-                return
-            h = ctypes.c_void_p()
-            if self.nv.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(h)) == 0:
-                self.h = h
-        except OSError:
-            pass
-
-    def read(self):
-        if self.h is None:
-            return None
-        mj = ctypes.c_ulonglong()
-        if self.nv.nvmlDeviceGetTotalEnergyConsumption(self.h, ctypes.byref(mj)) != 0:
-            return None
-        return mj.value
-
-
-def time_interleaved(cands, rounds, iters, energy=None):
+def time_interleaved(cands, rounds, iters):
     """Each candidate (tag, fn, stream, warm-up) timed in `rounds` blocks of
     `iters` runs, the blocks interleaved (the order rotating each round), so
     that all see the GPU in the same clock and power state: under a long
     load its power cap lowers the clocks, and a candidate timed alone, right
     after a cool-down, would be favoured. Returns per tag (median, p99 over
-    all runs, lowest and highest round median). With `energy` (a dict), it
-    also fills energy[tag] = (joules a run, mean watts) from the GPU's energy
-    counter read around each block (the counter's own update period blurs
-    single blocks; the sums over all rounds are what count)."""
-    meter = Energy() if energy is not None else None
-    acc = {tag: [0, 0.0, 0] for tag, _, _, _ in cands}  # mJ, ms, runs
+    all runs, lowest and highest round median)."""
     for tag, fn, stream, warm in cands:
         event_times(fn, 0, warm, stream)
     times = {tag: [] for tag, _, _, _ in cands}
@@ -186,21 +156,9 @@ def time_interleaved(cands, rounds, iters, energy=None):
     for r in range(rounds):
         for i in range(len(cands)):
             tag, fn, stream, _ = cands[(i + r) % len(cands)]
-            e0 = meter.read() if meter else None
-            w0 = time.perf_counter()
             t = event_times(fn, iters, 2, stream)
-            e1 = meter.read() if meter else None
-            if e0 is not None and e1 is not None:
-                a = acc[tag]
-                a[0] += e1 - e0
-                a[1] += (time.perf_counter() - w0) * 1e3
-                a[2] += iters + 2
             times[tag] += t
             rmeds[tag].append(statistics.median(t))
-    if energy is not None:
-        for tag, (mj, ms, n) in acc.items():
-            if n and ms > 0:
-                energy[tag] = (mj / 1e3 / n, mj / ms)
     return {tag: median_p99(t) + (min(rmeds[tag]), max(rmeds[tag])) for tag, t in times.items()}
 
 
@@ -399,14 +357,11 @@ def main():
                     cf = (lambda: cm(xh["input"])) if name == "resnet50" else \
                         (lambda: cm(input_ids=xh["input_ids"], attention_mask=xh["attention_mask"]))
                     cands.append(("compile", cf, None, 30))
-                energy = {}
                 rounds = a.rounds_b64 if batch == 64 else a.rounds
-                res = time_interleaved(cands, rounds, max(1, a.iters // a.rounds), energy)
+                res = time_interleaved(cands, rounds, max(1, a.iters // a.rounds))
             for tag, (med, p99, lo, hi) in res.items():
                 row[f"{tag}_b{batch}"] = (med, p99)
                 row[f"{tag}_b{batch}_round_medians"] = (lo, hi)
-                if tag in energy:  # joules a run and mean watts, from NVML
-                    row[f"{tag}_b{batch}_energy"] = energy[tag]
             row[f"kiln_b{batch}_default_stream"] = time_cuda(lambda: kiln.enqueue(ctx), a.iters, 20)
             log(row)
             kiln.lib.kiln_context_destroy(ctx)

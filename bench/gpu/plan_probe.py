@@ -12,8 +12,8 @@ plan also as 2 and 4 contexts of 32 and 16 rows on streams of their own
 (forked from and joined to the timing stream): would a batch split over
 streams pay? With --seq, the first plan also as 2 and 4 contexts of 32 and
 16 rows enqueued one after another on the timing stream: would a batch run
-in parts small enough for their activations to stay in L2 pay? Each
-candidate's energy a batch (NVML) is printed beside its time.
+in parts small enough for their activations to stay in L2 pay? After the
+timing, each candidate's output is compared with the first's.
 
 Usage: plan_probe.py --kiln libkiln.so --plan a=/tmp/a.plan [--plan b=/tmp/b.plan] [--split] [--seq]
 """
@@ -29,9 +29,9 @@ from bench_models import KILN_DTYPES, Kiln, inputs_for, time_interleaved  # noqa
 
 
 def bind_rows(kiln, eng, ctx, x):
-    """ctx bound to the inputs x, with an output of the engine's type."""
-    kiln.bind(ctx, x, "output",
-              KILN_DTYPES.get(kiln.lib.kiln_engine_tensor_dtype(eng, b"output"), torch.float32))
+    """ctx bound to the inputs x, with an output of the engine's type (returned)."""
+    return kiln.bind(ctx, x, "output",
+                     KILN_DTYPES.get(kiln.lib.kiln_engine_tensor_dtype(eng, b"output"), torch.float32))
 
 
 def contexts(kiln, eng, x, parts):
@@ -94,11 +94,12 @@ def main():
     x = inputs_for("bert", 64, "cuda")
     timing_stream = torch.cuda.Stream()
     cands = []
+    outs = {}
     for i, spec in enumerate(a.plan):
         tag, path = spec.split("=", 1)
         path, _, env = path.partition("@")
         eng, ctx = kiln.load(path)
-        bind_rows(kiln, eng, ctx, x)
+        outs[tag] = bind_rows(kiln, eng, ctx, x)
         run = runner(kiln, [ctx])
         if env:
             run = with_env(run, dict(kv.split("=", 1) for kv in env.split(",")))
@@ -111,13 +112,17 @@ def main():
             for parts in (2, 4):
                 cands.append((f"{tag}/seq{parts}x{64 // parts}",
                               runner(kiln, contexts(kiln, eng, x, parts), seq=True), timing_stream, 20))
-    energy = {}
-    res = time_interleaved(cands, a.rounds, a.iters, energy)
+    res = time_interleaved(cands, a.rounds, a.iters)
+    # each plan candidate's output against the first's (same plan, same inputs)
+    torch.cuda.synchronize()
+    first = next(iter(outs))
+    for tag, o in outs.items():
+        d = (o.float() - outs[first].float()).abs().max().item()
+        print(f"{tag:14s} output max |diff| to {first}: {d:.3g}")
     base = res[cands[0][0]][0]
     for tag, (med, p99, lo, hi) in res.items():
-        j, w = energy.get(tag, (float("nan"), float("nan")))
         print(f"{tag:14s} median {med:.3f} ms a batch of 64 (p99 {p99:.3f}, round medians {lo:.3f}-{hi:.3f})"
-              f"  {64 / med * 1000:.0f} seq/s  x{base / med:.3f}  {j:.3f} J a batch, {w:.0f} W")
+              f"  {64 / med * 1000:.0f} seq/s  x{base / med:.3f}")
 
 
 if __name__ == "__main__":
