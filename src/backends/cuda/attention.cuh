@@ -31,7 +31,8 @@ enum {
     KC_ATT_MMA1 = 5,      /* single pass over at most 128 keys, 64 query rows a block */
     KC_ATT_MMA1_WIDE = 6, /* the same, 128 query rows a block */
     KC_ATT_WGMMA = 7,     /* Hopper's wgmma (attention_wgmma.cu), 64 query rows a block */
-    KC_ATT_WGMMA_WIDE = 8 /* the same, 128 query rows a block */
+    KC_ATT_WGMMA_WIDE = 8, /* the same, 128 query rows a block */
+    KC_ATT_WGMMA_PIPE = 9  /* the same, persistent blocks with two stages */
 };
 
 /* Whether the tensor-core kernel takes these shapes (float16/bfloat16, head
@@ -53,7 +54,7 @@ int kc_attn_wgmma_shapes(const kc_attn *a);
 int kc_attn_wgmma_device(void);
 cudaError_t kc_attention_wgmma_setup(void);
 cudaError_t kc_attention_wgmma(const void *q, const void *k, const void *v, const void *mask, void *y,
-                               const kc_attn *a, int wide, cudaStream_t stream);
+                               const kc_attn *a, int kind, cudaStream_t stream);
 /* The shared-memory opt-in of the tensor-core kernel; call before launching
  * (not during graph capture). */
 cudaError_t kc_attention_setup(void);

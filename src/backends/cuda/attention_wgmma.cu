@@ -140,46 +140,48 @@ WGA_MMA(__nv_bfloat16, "bf16")
 #undef WGA_MMA
 #endif
 
-/* Y = softmax(scale Q K^T + mask row) V for one tile of 64 * WG query rows
- * of one head; d = dv = 64, Sk <= 128, rows 16-byte aligned. */
-template <typename T, int WG>
-__global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
-    attn_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
-                      const __grid_constant__ CUtensorMap tv, const void *__restrict__ mask, T *__restrict__ y,
-                      const kc_attn a) {
+/* Key j's additive mask in base 2: -inf past Sk, else the row mask of
+ * batch b (0 without one). */
+__device__ __forceinline__ float wga_mask_at(const void *mask, const kc_attn &a, int64_t b, int j) {
+    return j >= (int)a.sk ? -INFINITY
+                          : (mask ? kc_ld_f(mask, a.mask_dt, b * a.mstride[0] + j * a.mstride[3]) * WGA_LOG2E : 0.f);
+}
+
+/* The barriers' first use, and the three boxes of one tile issued by one
+ * thread: Q rows q0.. of head h and batch b, and the head's K and V rows;
+ * bars[0] completes with Q and K, bars[1] with V. */
+__device__ __forceinline__ void wga_init_bars(uint64_t *bars, int n) {
+    for (int i = 0; i < n; i++)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(wga_saddr(&bars[i])));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+template <int WG>
+__device__ __forceinline__ void wga_issue(unsigned char *Qs, unsigned char *Ks, unsigned char *Vs, uint64_t *bars,
+                                          const CUtensorMap *tq, const CUtensorMap *tk, const CUtensorMap *tv,
+                                          int64_t b, int64_t h, int q0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(wga_saddr(&bars[0])),
+                 "r"(64 * WG * 128 + WGA_KEYS * 128)
+                 : "memory");
+    wga_tma(Qs, tq, &bars[0], (int)h * WGA_HD, q0, (int)b);
+    wga_tma(Ks, tk, &bars[0], (int)h * WGA_HD, 0, (int)b);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(wga_saddr(&bars[1])),
+                 "r"(WGA_KEYS * 128)
+                 : "memory");
+    wga_tma(Vs, tv, &bars[1], (int)h * WGA_HD, 0, (int)b);
+}
+
 #ifdef WGA_DEVICE
-    extern __shared__ unsigned char wga_raw[];
-    __shared__ __align__(8) uint64_t bars[2]; /* Q and K landed; V landed */
-    unsigned char *base = (unsigned char *)(((uintptr_t)wga_raw + 1023) & ~(uintptr_t)1023);
-    unsigned char *Qs = base, *Ks = Qs + 64 * WG * 128, *Vs = Ks + WGA_KEYS * 128;
-    float *Ms = reinterpret_cast<float *>(Vs + WGA_KEYS * 128);
+/* One tile once its boxes are on their way and Ms holds its mask: wait for
+ * them (barrier phase `parity`), S = Q K^T, the softmax, O = P V, and O out
+ * through the warpgroup's own Q rows. */
+template <typename T, int WG>
+__device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char *Ks, const unsigned char *Vs,
+                                         const float *Ms, uint64_t *bars, uint32_t parity, T *__restrict__ y,
+                                         const kc_attn &a, int64_t b, int64_t h, int q0) {
     const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;
-    const int64_t b = blockIdx.z, h = blockIdx.y;
-    const int q0 = blockIdx.x * 64 * WG, sq = (int)a.sq, sk = (int)a.sk;
-    /* one thread has the tensor memory accelerator bring the tiles: the
-     * head's 64 columns of 64 * WG query rows and of all Sk key rows, in the
-     * 128-byte swizzle, rows past the sequence zero-filled */
-    if (tid == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(wga_saddr(&bars[0])));
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(wga_saddr(&bars[1])));
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(wga_saddr(&bars[0])),
-                     "r"(64 * WG * 128 + WGA_KEYS * 128)
-                     : "memory");
-        wga_tma(Qs, &tq, &bars[0], (int)h * WGA_HD, q0, (int)b);
-        wga_tma(Ks, &tk, &bars[0], (int)h * WGA_HD, 0, (int)b);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(wga_saddr(&bars[1])),
-                     "r"(WGA_KEYS * 128)
-                     : "memory");
-        wga_tma(Vs, &tv, &bars[1], (int)h * WGA_HD, 0, (int)b);
-    }
-    /* per key: -inf past Sk, else the row mask in base 2 (0 without one) */
-    for (int j = tid; j < WGA_KEYS; j += WG * 128)
-        Ms[j] = j >= sk ? -INFINITY
-                        : (mask ? kc_ld_f(mask, a.mask_dt, b * a.mstride[0] + j * a.mstride[3]) * WGA_LOG2E : 0.f);
-    __syncthreads(); /* the mask, and the barriers' initialisation */
-    wga_wait(&bars[0], 0);
+    const int sq = (int)a.sq;
+    wga_wait(&bars[0], parity);
 
     /* S = Q K^T */
     float s[64];
@@ -231,7 +233,7 @@ __global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
         p[kk][3] = kc_pack2<T>(e[6], e[7]);
     }
 
-    wga_wait(&bars[1], 0); /* V */
+    wga_wait(&bars[1], parity); /* V */
 
     /* O = P V: 16 keys a step = two 8-row groups of V, 2048 bytes */
     float o[32];
@@ -273,8 +275,96 @@ __global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
             *reinterpret_cast<uint4 *>(yw + (int64_t)r * a.h * WGA_HD + c * 8) =
                 *reinterpret_cast<const uint4 *>(Ow + r * 128 + ((c ^ ((warp * 16 + r) & 7)) << 4));
     }
+}
+#endif
+
+/* Y = softmax(scale Q K^T + mask row) V for one tile of 64 * WG query rows
+ * of one head; d = dv = 64, Sk <= 128, rows 16-byte aligned. */
+template <typename T, int WG>
+__global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
+    attn_wgmma_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                      const __grid_constant__ CUtensorMap tv, const void *__restrict__ mask, T *__restrict__ y,
+                      const kc_attn a) {
+#ifdef WGA_DEVICE
+    extern __shared__ unsigned char wga_raw[];
+    __shared__ __align__(8) uint64_t bars[2]; /* Q and K landed; V landed */
+    unsigned char *base = (unsigned char *)(((uintptr_t)wga_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *Qs = base, *Ks = Qs + 64 * WG * 128, *Vs = Ks + WGA_KEYS * 128;
+    float *Ms = reinterpret_cast<float *>(Vs + WGA_KEYS * 128);
+    const int64_t b = blockIdx.z, h = blockIdx.y;
+    const int q0 = blockIdx.x * 64 * WG;
+    /* one thread has the tensor memory accelerator bring the tiles: the
+     * head's 64 columns of 64 * WG query rows and of all Sk key rows, in the
+     * 128-byte swizzle, rows past the sequence zero-filled */
+    if (threadIdx.x == 0) {
+        wga_init_bars(bars, 2);
+        wga_issue<WG>(Qs, Ks, Vs, bars, &tq, &tk, &tv, b, h, q0);
+    }
+    for (int j = threadIdx.x; j < WGA_KEYS; j += WG * 128)
+        Ms[j] = wga_mask_at(mask, a, b, j);
+    __syncthreads(); /* the mask, and the barriers' initialisation */
+    wga_tile<T, WG>(Qs, Ks, Vs, Ms, bars, 0, y, a, b, h, q0);
 #else
     __trap(); /* not built for this architecture: kc_attention never launches it here */
+#endif
+}
+
+/* The same for 128 query rows a tile (two warpgroups), persistent: a grid
+ * of two blocks an SM walks the tiles (query tile fastest, then head, then
+ * batch), each block with two stages of shared memory, so that one thread
+ * issues the next tile's boxes before the block works on the current one
+ * and every SM keeps loads in flight while it computes. The next tile's
+ * mask is read into a register during the current tile and stored after. */
+#define WGA_PIPE_STAGE ((128 + 2 * WGA_KEYS) * 128)
+static size_t wga_pipe_smem(void) { return 2 * (size_t)WGA_PIPE_STAGE + 2 * WGA_KEYS * 4 + 1024; }
+
+template <typename T>
+__global__ void __launch_bounds__(256, 2)
+    attn_wgmma_pipe_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                           const __grid_constant__ CUtensorMap tv, const void *__restrict__ mask, T *__restrict__ y,
+                           const kc_attn a, int nq, int tiles) {
+#ifdef WGA_DEVICE
+    extern __shared__ unsigned char wga_raw[];
+    __shared__ __align__(8) uint64_t bars[2][2]; /* per stage: Q and K landed; V landed */
+    unsigned char *base = (unsigned char *)(((uintptr_t)wga_raw + 1023) & ~(uintptr_t)1023);
+    float *Ms = reinterpret_cast<float *>(base + 2 * WGA_PIPE_STAGE); /* two stages of WGA_KEYS */
+    const int H = (int)a.h;
+    if (threadIdx.x == 0) {
+        wga_init_bars(&bars[0][0], 4);
+        if ((int)blockIdx.x < tiles) {
+            const int t0 = blockIdx.x;
+            wga_issue<2>(base, base + 128 * 128, base + (128 + WGA_KEYS) * 128, bars[0], &tq, &tk, &tv,
+                         t0 / nq / H, t0 / nq % H, t0 % nq * 128);
+        }
+    }
+    if ((int)blockIdx.x < tiles && threadIdx.x < WGA_KEYS)
+        Ms[threadIdx.x] = wga_mask_at(mask, a, (int)blockIdx.x / nq / H, threadIdx.x);
+    __syncthreads(); /* the barriers' initialisation, the first mask */
+    int i = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, i++) {
+        const int st = i & 1, nxt = tile + (int)gridDim.x;
+        unsigned char *S = base + st * WGA_PIPE_STAGE;
+        float mnext = 0.f;
+        if (nxt < tiles) {
+            if (threadIdx.x == 0) { /* the other stage was released at the end of the last tile */
+                unsigned char *N = base + (st ^ 1) * WGA_PIPE_STAGE;
+                wga_issue<2>(N, N + 128 * 128, N + (128 + WGA_KEYS) * 128, bars[st ^ 1], &tq, &tk, &tv,
+                             nxt / nq / H, nxt / nq % H, nxt % nq * 128);
+            }
+            if (threadIdx.x < WGA_KEYS)
+                mnext = wga_mask_at(mask, a, nxt / nq / H, threadIdx.x);
+        }
+        wga_tile<T, 2>(S, S + 128 * 128, S + (128 + WGA_KEYS) * 128, Ms + st * WGA_KEYS, bars[st],
+                       (uint32_t)(i >> 1) & 1u, y, a, tile / nq / H, tile / nq % H, tile % nq * 128);
+        if (nxt < tiles && threadIdx.x < WGA_KEYS)
+            Ms[(st ^ 1) * WGA_KEYS + threadIdx.x] = mnext;
+        /* this stage's Q rows held O: order those writes before the tensor
+         * memory accelerator refills the stage, and release it */
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+    }
+#else
+    __trap();
 #endif
 }
 
@@ -299,9 +389,15 @@ extern "C" int kc_attn_wgmma_shapes(const kc_attn *a) {
 }
 
 template <typename T, int WG> static cudaError_t setup_kind(void) {
-    return cudaFuncSetAttribute(attn_wgmma_kernel<T, WG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)wga_smem(WG));
+    cudaError_t e = cudaFuncSetAttribute(attn_wgmma_kernel<T, WG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)wga_smem(WG));
+    if (e == cudaSuccess && WG == 2)
+        e = cudaFuncSetAttribute(attn_wgmma_pipe_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)wga_pipe_smem());
+    return e;
 }
+
+static int wga_sms; /* the device's multiprocessors, for the persistent grid (set up once) */
 
 static PFN_cuTensorMapEncodeTiled_v12000 wga_encode;
 
@@ -318,6 +414,10 @@ extern "C" cudaError_t kc_attention_wgmma_setup(void) {
         else /* an old driver: every launch declines, the mma.sync kernel runs */
             cudaGetLastError();
     }
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&wga_sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        wga_sms = 0;
     cudaError_t e = setup_kind<__half, 1>();
     if (e == cudaSuccess)
         e = setup_kind<__half, 2>();
@@ -353,13 +453,31 @@ static cudaError_t launch(const void *q, const void *k, const void *v, const voi
     return cudaGetLastError();
 }
 
-/* wide: two warpgroups (128 query rows) a block, else one (64);
- * cudaErrorNotSupported (nothing launched) when the tensors cannot be
- * described to the tensor memory accelerator */
+template <typename T>
+static cudaError_t launch_pipe(const void *q, const void *k, const void *v, const void *mask, void *y,
+                               const kc_attn *a, cudaStream_t stream) {
+    CUtensorMap tq, tk, tv;
+    const int64_t nq = (a->sq + 127) / 128, tiles = nq * a->h * a->b;
+    if (!wga_encode || wga_sms < 1 || tiles > 0x7fffffffLL || !wga_map(&tq, q, a->b, a->sq, a->h, a->qrow, 128, a->dt) ||
+        !wga_map(&tk, k, a->b, a->sk, a->h, a->krow, WGA_KEYS, a->dt) ||
+        !wga_map(&tv, v, a->b, a->sk, a->h, a->vrow, WGA_KEYS, a->dt))
+        return cudaErrorNotSupported;
+    const int64_t grid = tiles < 2 * (int64_t)wga_sms ? tiles : 2 * (int64_t)wga_sms;
+    attn_wgmma_pipe_kernel<T><<<(unsigned)grid, 256, wga_pipe_smem(), stream>>>(tq, tk, tv, mask, (T *)y, *a,
+                                                                                (int)nq, (int)tiles);
+    return cudaGetLastError();
+}
+
+/* kind 0: one warpgroup (64 query rows) a block; 1: two (128 rows); 2: two,
+ * persistent with two stages; cudaErrorNotSupported (nothing launched)
+ * when the tensors cannot be described to the tensor memory accelerator */
 extern "C" cudaError_t kc_attention_wgmma(const void *q, const void *k, const void *v, const void *mask, void *y,
-                                          const kc_attn *a, int wide, cudaStream_t stream) {
+                                          const kc_attn *a, int kind, cudaStream_t stream) {
     if (a->dt == KILN_DTYPE_FLOAT16)
-        return wide ? launch<__half, 2>(q, k, v, mask, y, a, stream) : launch<__half, 1>(q, k, v, mask, y, a, stream);
-    return wide ? launch<__nv_bfloat16, 2>(q, k, v, mask, y, a, stream)
-                : launch<__nv_bfloat16, 1>(q, k, v, mask, y, a, stream);
+        return kind == 2   ? launch_pipe<__half>(q, k, v, mask, y, a, stream)
+               : kind == 1 ? launch<__half, 2>(q, k, v, mask, y, a, stream)
+                           : launch<__half, 1>(q, k, v, mask, y, a, stream);
+    return kind == 2   ? launch_pipe<__nv_bfloat16>(q, k, v, mask, y, a, stream)
+           : kind == 1 ? launch<__nv_bfloat16, 2>(q, k, v, mask, y, a, stream)
+                       : launch<__nv_bfloat16, 1>(q, k, v, mask, y, a, stream);
 }

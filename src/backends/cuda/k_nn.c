@@ -456,6 +456,7 @@ static kiln_status attention_run_mma1(const kb_run *r) { return attention_go(r, 
 static kiln_status attention_run_mma1_wide(const kb_run *r) { return attention_go(r, KC_ATT_MMA1_WIDE); }
 static kiln_status attention_run_wgmma(const kb_run *r) { return attention_go(r, KC_ATT_WGMMA); }
 static kiln_status attention_run_wgmma_wide(const kb_run *r) { return attention_go(r, KC_ATT_WGMMA_WIDE); }
+static kiln_status attention_run_wgmma_pipe(const kb_run *r) { return attention_go(r, KC_ATT_WGMMA_PIPE); }
 
 static kiln_status attention_go(const kb_run *r, int kernel) {
     const kb_tensor *q = &r->in[0];
@@ -524,6 +525,8 @@ const kb_kernel kb_cuda_nn[] = {
      NULL, attention_run_wgmma},
     {"Attention", KN_DOMAIN_KILN, "wgmma_wide", attention_supports_wgmma, NULL, NULL,
      attention_prepare, NULL, attention_run_wgmma_wide},
+    {"Attention", KN_DOMAIN_KILN, "wgmma_pipe", attention_supports_wgmma, NULL, NULL,
+     attention_prepare, NULL, attention_run_wgmma_pipe},
 
     {"MaxPool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
     {"AveragePool", KN_DOMAIN_KILN, "cuda", pool_supports, NULL, NULL, NULL, NULL, pool_run},
