@@ -167,15 +167,13 @@ static kiln_status emit(kpass *p, chain *c) {
     return KILN_OK;
 }
 
+static bool chain_start(const kn_node *n) { return chain_arity(n) > 0; }
+
 kiln_status kpass_chain(kpass *p, int *changed) {
     kn_net *net = p->net;
-    bool any = false;
-    for (int i = 0; i < p->n_nodes && !any; i++)
-        any = !net->nodes[i].dead && chain_arity(&net->nodes[i]) > 0;
-    if (!any)
-        return KILN_OK;
-    KN_TRY(kpass_need_shapes(p));
-    if (p->shapes_state != 1)
+    bool ready;
+    KN_TRY(kpass_shapes_if(p, chain_start, &ready));
+    if (!ready)
         return KILN_OK;
     for (int i = 0; i < p->n_nodes; i++) {
         if (!kpass_free(p, i))

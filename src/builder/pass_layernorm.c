@@ -140,15 +140,13 @@ static kiln_status fuse(kpass *p, int ln, int sum, int gather, const int *terms,
     return KILN_OK;
 }
 
+static bool is_layernorm(const kn_node *n) { return kpass_is(n, "LayerNormalization"); }
+
 kiln_status kpass_layernorm(kpass *p, int *changed) {
     kn_net *net = p->net;
-    bool any = false;
-    for (int i = 0; i < p->n_nodes && !any; i++)
-        any = !net->nodes[i].dead && kpass_is(&net->nodes[i], "LayerNormalization");
-    if (!any)
-        return KILN_OK;
-    KN_TRY(kpass_need_shapes(p));
-    if (p->shapes_state != 1)
+    bool ready;
+    KN_TRY(kpass_shapes_if(p, is_layernorm, &ready));
+    if (!ready)
         return KILN_OK;
     for (int i = 0; i < p->n_nodes; i++) {
         int h = 0;

@@ -165,6 +165,18 @@ kiln_status kpass_need_shapes(kpass *p) {
     return KILN_OK;
 }
 
+kiln_status kpass_shapes_if(kpass *p, bool (*pred)(const kn_node *n), bool *ready) {
+    bool any = false;
+    for (int i = 0; i < p->n_nodes && !any; i++)
+        any = !p->net->nodes[i].dead && pred(&p->net->nodes[i]);
+    *ready = false;
+    if (!any)
+        return KILN_OK;
+    KN_TRY(kpass_need_shapes(p));
+    *ready = p->shapes_state == 1;
+    return KILN_OK;
+}
+
 const kn_tinfo *kpass_shape(const kpass *p, int k, int t) {
     if (p->shapes_state != 1 || t < 0 || t >= p->shapes_tensors || k < 0 || k >= p->n_points)
         return NULL;

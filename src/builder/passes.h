@@ -62,6 +62,10 @@ KN_HIDDEN kiln_status kpass_layout(kpass *p, int *changed);
  * Fails only on lack of memory; when inference itself fails, shapes are
  * reported unknown (and passes skip rewrites that need them). */
 KN_HIDDEN kiln_status kpass_need_shapes(kpass *p);
+/* Whether the pass has work: some live node satisfies `pred` and the
+ * shapes at every profile point are known (inferred here when needed);
+ * *ready says so. Fails only on lack of memory. */
+KN_HIDDEN kiln_status kpass_shapes_if(kpass *p, bool (*pred)(const kn_node *n), bool *ready);
 /* Shape of tensor t at profile point k, or NULL when unknown. */
 KN_HIDDEN const kn_tinfo *kpass_shape(const kpass *p, int k, int t);
 /* Whether a and b have the same known shape at every profile point. */

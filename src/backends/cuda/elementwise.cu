@@ -366,73 +366,25 @@ __device__ __forceinline__ void ew_fromf(float &o, float v) { o = v; }
 __device__ __forceinline__ void ew_fromf(__half &o, float v) { o = __float2half_rn(v); }
 __device__ __forceinline__ void ew_fromf(__nv_bfloat16 &o, float v) { o = __float2bfloat16_rn(v); }
 
-/* Division by a dim that stays fixed for a launch, as a multiply-high, an
- * add and a shift (Granlund and Montgomery's round-up method): exact for
- * every dividend below 2^31, so the 32-bit index path of the fast kernel
- * (programs of fewer than 2^31 elements) takes it instead of a 64-bit
- * division per dim, which costs more than the arithmetic of a short chain. */
-struct ew_div {
-    unsigned d, m, s;
-};
-struct ew_divs {
-    ew_div v[KC_MAX_DIMS];
-};
-static ew_div ew_div_make(unsigned d) {
-    unsigned s = 0;
-    while ((1ull << s) < d)
-        s++;
-    ew_div r;
-    r.d = d;
-    r.s = s;
-    r.m = (unsigned)(((1ull << 32) * ((1ull << s) - d)) / d + 1);
-    return r;
-}
-__device__ __forceinline__ unsigned ew_quot(unsigned n, const ew_div &v) {
-    return (__umulhi(n, v.m) + n) >> v.s;
-}
-
-/* Element offsets of each input for output element i0 (a pack's first). */
-template <bool I32>
-__device__ __forceinline__ void ew_offsets(const kc_bcast &bc, const ew_divs &dv, int64_t i0,
-                                           int64_t *off) {
-    const int rank = bc.rank, n_in = bc.n_in;
-    if (I32) {
-        unsigned rem = (unsigned)i0;
-        unsigned o[KC_EW_MAX_IN];
-        for (int k = 0; k < n_in; k++)
-            o[k] = 0;
-        for (int d = rank - 1; d >= 0; d--) {
-            unsigned q = ew_quot(rem, dv.v[d]);
-            unsigned c = rem - q * dv.v[d].d;
-            rem = q;
-            for (int k = 0; k < n_in; k++)
-                o[k] += c * (unsigned)bc.stride[k][d];
-        }
-        for (int k = 0; k < n_in; k++)
-            off[k] = o[k];
-    } else {
-        const int64_t inner = bc.dims[rank - 1];
-        int64_t col = i0 % inner, rem = i0 / inner;
-        for (int k = 0; k < n_in; k++)
-            off[k] = col * bc.stride[k][rank - 1];
-        for (int d = rank - 2; d >= 0; d--) {
-            int64_t c = rem % bc.dims[d];
-            rem /= bc.dims[d];
-            for (int k = 0; k < n_in; k++)
-                off[k] += c * bc.stride[k][d];
-        }
-    }
-}
-
-template <typename T, bool I32>
-__global__ void ew_vec_kernel(const kc_program p, unsigned bcast_inner, const ew_divs dv) {
+template <typename T>
+__global__ void ew_vec_kernel(const kc_program p, unsigned bcast_inner) {
     constexpr int V = 16 / sizeof(T);
+    const int rank = p.bc.rank, n_in = p.bc.n_in;
+    const int64_t inner = p.bc.dims[rank - 1];
     const int64_t npack = p.bc.total / V;
     for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < npack;
          q += (int64_t)gridDim.x * blockDim.x) {
         const int64_t i0 = q * V;
         int64_t off[KC_EW_MAX_IN];
-        ew_offsets<I32>(p.bc, dv, i0, off);
+        int64_t col = i0 % inner, rem = i0 / inner;
+        for (int k = 0; k < n_in; k++)
+            off[k] = col * p.bc.stride[k][rank - 1];
+        for (int d = rank - 2; d >= 0; d--) {
+            int64_t c = rem % p.bc.dims[d];
+            rem /= p.bc.dims[d];
+            for (int k = 0; k < n_in; k++)
+                off[k] += c * p.bc.stride[k][d];
+        }
         float acc[V], v[V];
 #define EW_LOAD(dst, k)                                                                        \
     do {                                                                                       \
@@ -468,21 +420,6 @@ __global__ void ew_vec_kernel(const kc_program p, unsigned bcast_inner, const ew
     }
 }
 
-template <typename T>
-static void ew_vec_launch(const kc_program *p, unsigned bmask, cudaStream_t stream) {
-    constexpr int V = 16 / sizeof(T);
-    unsigned blocks = kc_blocks(p->bc.total / V, KC_THREADS);
-    ew_divs dv;
-    memset(&dv, 0, sizeof dv);
-    if (p->bc.total <= 0x7fffffffLL) {
-        for (int d = 0; d < p->bc.rank; d++)
-            dv.v[d] = ew_div_make((unsigned)p->bc.dims[d]);
-        ew_vec_kernel<T, true><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask, dv);
-    } else {
-        ew_vec_kernel<T, false><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask, dv);
-    }
-}
-
 /* 1: launched (status in *err); 0: not covered. */
 static int kc_ew_fast(const kc_program *p, cudaStream_t stream, cudaError_t *err) {
     const kiln_dtype t = p->out_dt;
@@ -509,12 +446,13 @@ static int kc_ew_fast(const kc_program *p, cudaStream_t stream, cudaError_t *err
             return 0;
         }
     }
+    unsigned blocks = kc_blocks(p->bc.total / V, KC_THREADS);
     if (t == KILN_DTYPE_FLOAT)
-        ew_vec_launch<float>(p, bmask, stream);
+        ew_vec_kernel<float><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask);
     else if (t == KILN_DTYPE_FLOAT16)
-        ew_vec_launch<__half>(p, bmask, stream);
+        ew_vec_kernel<__half><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask);
     else
-        ew_vec_launch<__nv_bfloat16>(p, bmask, stream);
+        ew_vec_kernel<__nv_bfloat16><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask);
     *err = cudaGetLastError();
     return 1;
 }

@@ -192,6 +192,30 @@ static int kc_row_shape(int64_t nvec, int *lpr) {
 
 static bool kc_aligned16(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
 
+/* The row shape kc_row_shape chose (nv packs a lane, lpr lanes a row) as
+ * template arguments: f.template go<NV, LPR>(). Shapes above MAXNV packs a
+ * lane are not instantiated; the caller keeps nv within it. */
+template <int MAXNV, typename F> static cudaError_t kc_row_pick(int nv, int lpr, const F &f) {
+    if (nv == 1) {
+        if (lpr == 4)
+            return f.template go<1, 4>();
+        if (lpr == 8)
+            return f.template go<1, 8>();
+        if (lpr == 16)
+            return f.template go<1, 16>();
+        return f.template go<1, 32>();
+    }
+    if (nv == 2)
+        return f.template go<2, 32>();
+    if (nv == 3)
+        return f.template go<3, 32>();
+    if (nv == 4)
+        return f.template go<4, 32>();
+    if (nv == 8 || MAXNV <= 8)
+        return f.template go<8, 32>();
+    return f.template go<(MAXNV > 8 ? 16 : 8), 32>();
+}
+
 template <typename T, typename P, int NV, int LPR>
 static cudaError_t ln_launch(const void *x, void *y, int64_t rows, int64_t inner, const void *scale,
                              const void *bias, float eps, void *mean, void *inv, kiln_dtype st,
@@ -204,23 +228,25 @@ static cudaError_t ln_launch(const void *x, void *y, int64_t rows, int64_t inner
     return cudaGetLastError();
 }
 
+template <typename T, typename P> struct ln_go {
+    const void *x;
+    void *y;
+    int64_t rows, inner;
+    const void *scale, *bias;
+    float eps;
+    void *mean, *inv;
+    kiln_dtype st;
+    cudaStream_t s;
+    template <int NV, int L> cudaError_t go() const {
+        return ln_launch<T, P, NV, L>(x, y, rows, inner, scale, bias, eps, mean, inv, st, s);
+    }
+};
+
 template <typename T, typename P>
 static cudaError_t ln_pick(int nv, int lpr, const void *x, void *y, int64_t rows, int64_t inner,
                            const void *scale, const void *bias, float eps, void *mean, void *inv,
                            kiln_dtype st, cudaStream_t s) {
-#define KC_LN(NV_, L_) return ln_launch<T, P, NV_, L_>(x, y, rows, inner, scale, bias, eps, mean, inv, st, s)
-    if (nv == 1) {
-        if (lpr == 4) KC_LN(1, 4);
-        if (lpr == 8) KC_LN(1, 8);
-        if (lpr == 16) KC_LN(1, 16);
-        KC_LN(1, 32);
-    }
-    if (nv == 2) KC_LN(2, 32);
-    if (nv == 3) KC_LN(3, 32);
-    if (nv == 4) KC_LN(4, 32);
-    if (nv == 8) KC_LN(8, 32);
-    KC_LN(16, 32);
-#undef KC_LN
+    return kc_row_pick<16>(nv, lpr, ln_go<T, P>{x, y, rows, inner, scale, bias, eps, mean, inv, st, s});
 }
 
 /* 1: launched (status in *err); 0: not covered, use the generic kernel. */
@@ -260,22 +286,19 @@ static cudaError_t sm_launch(const void *x, void *y, int64_t rows, int64_t n, in
     return cudaGetLastError();
 }
 
+template <typename T> struct sm_go {
+    const void *x;
+    void *y;
+    int64_t rows, n;
+    int log;
+    cudaStream_t s;
+    template <int NV, int L> cudaError_t go() const { return sm_launch<T, NV, L>(x, y, rows, n, log, s); }
+};
+
 template <typename T>
 static cudaError_t sm_pick(int nv, int lpr, const void *x, void *y, int64_t rows, int64_t n,
                            int log, cudaStream_t s) {
-#define KC_SM(NV_, L_) return sm_launch<T, NV_, L_>(x, y, rows, n, log, s)
-    if (nv == 1) {
-        if (lpr == 4) KC_SM(1, 4);
-        if (lpr == 8) KC_SM(1, 8);
-        if (lpr == 16) KC_SM(1, 16);
-        KC_SM(1, 32);
-    }
-    if (nv == 2) KC_SM(2, 32);
-    if (nv == 3) KC_SM(3, 32);
-    if (nv == 4) KC_SM(4, 32);
-    if (nv == 8) KC_SM(8, 32);
-    KC_SM(16, 32);
-#undef KC_SM
+    return kc_row_pick<16>(nv, lpr, sm_go<T>{x, y, rows, n, log, s});
 }
 
 static int kc_softmax_fast(const void *x, void *y, kiln_dtype dt, int64_t rows, int64_t n, int log,
@@ -522,28 +545,28 @@ __global__ void __launch_bounds__(KC_ROW_THREADS)
     }
 }
 
+template <typename T, typename P> struct lns_go {
+    const void *x;
+    kc_ln_sum sum;
+    void *y;
+    int64_t rows, inner;
+    const void *scale, *bias;
+    float eps;
+    cudaStream_t s;
+    template <int NV, int L> cudaError_t go() const {
+        const int64_t blocks = (rows + KC_ROW_THREADS / L - 1) / (KC_ROW_THREADS / L);
+        layernorm_sum_rows_kernel<T, P, NV, L><<<(unsigned)blocks, KC_ROW_THREADS, 0, s>>>(
+            (const T *)x, sum, (T *)y, rows, (int)inner, (const P *)scale, (const P *)bias, eps);
+        return cudaGetLastError();
+    }
+};
+
+/* rows of at most 8 packs a lane (the caller checks) */
 template <typename T, typename P>
 static cudaError_t lns_pick(int nv, int lpr, const void *x, const kc_ln_sum &s, void *y,
                             int64_t rows, int64_t inner, const void *scale, const void *bias,
                             float eps, cudaStream_t stream) {
-#define KC_LNS(NV_, L_)                                                                           \
-    do {                                                                                          \
-        const int64_t blocks = (rows + KC_ROW_THREADS / L_ - 1) / (KC_ROW_THREADS / L_);          \
-        layernorm_sum_rows_kernel<T, P, NV_, L_><<<(unsigned)blocks, KC_ROW_THREADS, 0, stream>>>( \
-            (const T *)x, s, (T *)y, rows, (int)inner, (const P *)scale, (const P *)bias, eps);   \
-        return cudaGetLastError();                                                                \
-    } while (0)
-    if (nv == 1) {
-        if (lpr == 4) KC_LNS(1, 4);
-        if (lpr == 8) KC_LNS(1, 8);
-        if (lpr == 16) KC_LNS(1, 16);
-        KC_LNS(1, 32);
-    }
-    if (nv == 2) KC_LNS(2, 32);
-    if (nv == 3) KC_LNS(3, 32);
-    if (nv == 4) KC_LNS(4, 32);
-    KC_LNS(8, 32);
-#undef KC_LNS
+    return kc_row_pick<8>(nv, lpr, lns_go<T, P>{x, s, y, rows, inner, scale, bias, eps, stream});
 }
 
 extern "C" cudaError_t kc_layernorm_sum(const void *x, const kc_ln_sum *sum, void *y, kiln_dtype dt,
