@@ -200,6 +200,11 @@ kiln_status kb_nn_layernorm_fused_run(const kb_run *r) {
                                      (long long)id, (long long)o, (long long)v_rows);
         }
     }
+    /* all float: pointers, no per-element dispatch */
+    bool fast = x->dtype == KILN_DTYPE_FLOAT && y->dtype == KILN_DTYPE_FLOAT &&
+                sc->dtype == KILN_DTYPE_FLOAT && (!b || b->dtype == KILN_DTYPE_FLOAT);
+    for (int k = 0; k < n_add; k++)
+        fast = fast && add[k]->dtype == KILN_DTYPE_FLOAT;
     double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
     int nth = threads_for(r, rows * h);
     size_t per = (size_t)(h > 0 ? h : 1);
@@ -216,19 +221,39 @@ kiln_status kb_nn_layernorm_fused_run(const kb_run *r) {
                 src += v_rows;
         }
         double s = 0.0;
-        for (int64_t j = 0; j < h; j++) {
-            double e = ld(x, src * h + j);
-            for (int k = 0; k < n_add; k++)
-                e += ld(add[k], (o % add_rows[k]) * h + j);
-            v[j] = e;
-            s += e;
+        if (fast) {
+            const float *xp = (const float *)x->data + src * h;
+            for (int64_t j = 0; j < h; j++)
+                v[j] = xp[j];
+            for (int k = 0; k < n_add; k++) {
+                const float *ap = (const float *)add[k]->data + (o % add_rows[k]) * h;
+                for (int64_t j = 0; j < h; j++)
+                    v[j] += ap[j];
+            }
+            for (int64_t j = 0; j < h; j++)
+                s += v[j];
+        } else {
+            for (int64_t j = 0; j < h; j++) {
+                double e = ld(x, src * h + j);
+                for (int k = 0; k < n_add; k++)
+                    e += ld(add[k], (o % add_rows[k]) * h + j);
+                v[j] = e;
+                s += e;
+            }
         }
         double m = h ? s / (double)h : 0.0, q = 0.0;
         for (int64_t j = 0; j < h; j++)
             q += (v[j] - m) * (v[j] - m);
         double inv = 1.0 / sqrt((h ? q / (double)h : 0.0) + eps);
-        for (int64_t j = 0; j < h; j++)
-            st(y, o * h + j, (v[j] - m) * inv * ld(sc, j) + (b ? ld(b, j) : 0.0));
+        if (fast) {
+            float *yp = (float *)y->data + o * h;
+            const float *sp = sc->data, *bp = b ? b->data : NULL;
+            for (int64_t j = 0; j < h; j++)
+                yp[j] = (float)((v[j] - m) * inv * sp[j] + (bp ? bp[j] : 0.0));
+        } else {
+            for (int64_t j = 0; j < h; j++)
+                st(y, o * h + j, (v[j] - m) * inv * ld(sc, j) + (b ? ld(b, j) : 0.0));
+        }
     }
     free(buf);
     return KILN_OK;
