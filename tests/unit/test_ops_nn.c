@@ -789,6 +789,96 @@ static void test_norms(void) {
     }
 }
 
+/* kiln::LayerNorm: rows gathered from a table by ids (one negative) plus a
+ * per-position table and a bias row, against values worked out here; the
+ * same without the gather on a residual; and the inputs it refuses. */
+static void test_layernorm_fused(void) {
+    /* table [4, 4], ids [2, 2], pos [2, 4] (a suffix of Y [2, 2, 4]), row [4] */
+    static const float table[16] = {1, 2, 3, 4, 0, 0, 0, 8, -1, 1, -1, 1, 2, 2, 2, 2};
+    static const float pos[8] = {0, 1, 0, 1, 1, 0, 1, 0}, row[4] = {0.5f, 0, 0, -0.5f};
+    static const float scale[4] = {1, 2, 1, 0.5f}, bias[4] = {0, 0, 1, 0};
+    static const int64_t ids[4] = {0, -1, 2, 1}; /* -1: the table's last row */
+    float want[16];
+    for (int r = 0; r < 4; r++) {
+        int64_t src = ids[r] < 0 ? ids[r] + 4 : ids[r];
+        double v[4], m = 0, q = 0;
+        for (int j = 0; j < 4; j++) {
+            v[j] = table[src * 4 + j] + pos[(r % 2) * 4 + j] + row[j];
+            m += v[j] / 4;
+        }
+        for (int j = 0; j < 4; j++)
+            q += (v[j] - m) * (v[j] - m) / 4;
+        for (int j = 0; j < 4; j++)
+            want[r * 4 + j] = (float)((v[j] - m) / sqrt(q + 1e-5) * scale[j] + bias[j]);
+    }
+    kc k;
+    kc_new(&k);
+    kc_input(&k, "ids", KILN_DTYPE_INT64, 2, DIMS(2, 2), ids);
+    kc_const(&k, "table", KILN_DTYPE_FLOAT, 2, DIMS(4, 4), table);
+    kc_const(&k, "scale", KILN_DTYPE_FLOAT, 1, DIMS(4), scale);
+    kc_const(&k, "bias", KILN_DTYPE_FLOAT, 1, DIMS(4), bias);
+    kc_const(&k, "pos", KILN_DTYPE_FLOAT, 2, DIMS(2, 4), pos);
+    kc_const(&k, "row", KILN_DTYPE_FLOAT, 1, DIMS(4), row);
+    kc_node(&k, "LayerNorm", "kiln", 1, 6, NAMES("table", "scale", "bias", "ids", "pos", "row"), 1,
+            NAMES("y"));
+    KT_OK(kiln_network_set_attr_int(k.net, k.node, "gather", 1));
+    KT_OK(kc_run(&k));
+    expect_out(&k, 0, "kiln::LayerNorm gather", 3, DIMS(2, 2, 4), want, 1e-5);
+    kc_free(&k);
+
+    /* no gather: the rows of X plus a full-shape residual, no bias */
+    static const float x[8] = {1, 2, 3, 4, 4, 3, 2, 1}, z[8] = {1, 1, 1, 1, 0, 0, 0, 4};
+    float want2[8];
+    for (int r = 0; r < 2; r++) {
+        double v[4], m = 0, q = 0;
+        for (int j = 0; j < 4; j++)
+            m += (v[j] = x[r * 4 + j] + z[r * 4 + j]) / 4;
+        for (int j = 0; j < 4; j++)
+            q += (v[j] - m) * (v[j] - m) / 4;
+        for (int j = 0; j < 4; j++)
+            want2[r * 4 + j] = (float)((v[j] - m) / sqrt(q + 1e-3) * scale[j]);
+    }
+    kc_new(&k);
+    kc_input(&k, "x", KILN_DTYPE_FLOAT, 2, DIMS(2, 4), x);
+    kc_input(&k, "z", KILN_DTYPE_FLOAT, 2, DIMS(2, 4), z);
+    kc_const(&k, "scale", KILN_DTYPE_FLOAT, 1, DIMS(4), scale);
+    kc_node(&k, "LayerNorm", "kiln", 1, 5, NAMES("x", "scale", "", "", "z"), 1, NAMES("y"));
+    KT_OK(kiln_network_set_attr_float(k.net, k.node, "epsilon", 1e-3f));
+    KT_OK(kc_run(&k));
+    expect_out(&k, 0, "kiln::LayerNorm residual", 2, DIMS(2, 4), want2, 1e-5);
+    kc_free(&k);
+
+    /* refused: an addend that is not a suffix of Y's shape, Ids without
+     * gather, gather without Ids, float ids, an id past the table */
+    static const float bad_add[2] = {1, 2};
+    static const float fids[4] = {0, 1, 2, 3};
+    static const int64_t far[4] = {0, 1, 4, 1};
+    for (int c = 0; c < 5; c++) {
+        kc_new(&k);
+        kc_const(&k, "table", KILN_DTYPE_FLOAT, 2, DIMS(4, 4), table);
+        kc_const(&k, "scale", KILN_DTYPE_FLOAT, 1, DIMS(4), scale);
+        if (c == 3)
+            kc_input(&k, "ids", KILN_DTYPE_FLOAT, 2, DIMS(2, 2), fids);
+        else
+            kc_input(&k, "ids", KILN_DTYPE_INT64, 2, DIMS(2, 2), c == 4 ? far : ids);
+        kc_const(&k, "bad", KILN_DTYPE_FLOAT, 1, DIMS(2), bad_add);
+        if (c == 0)
+            kc_node(&k, "LayerNorm", "kiln", 1, 5, NAMES("table", "scale", "", "ids", "bad"), 1, NAMES("y"));
+        else if (c == 2)
+            kc_node(&k, "LayerNorm", "kiln", 1, 2, NAMES("table", "scale"), 1, NAMES("y"));
+        else
+            kc_node(&k, "LayerNorm", "kiln", 1, 4, NAMES("table", "scale", "", "ids"), 1, NAMES("y"));
+        if (c != 1)
+            KT_OK(kiln_network_set_attr_int(k.net, k.node, "gather", 1));
+        static const char *const why[5] = {"suffix of Y's shape", "Ids given without gather",
+                                           "gather takes a [V, H] table and Ids",
+                                           "Ids must be int32 or int64", "outside the table"};
+        KT_FAILS(kc_run(&k), c == 3 ? KILN_ERR_UNSUPPORTED : c == 4 ? KILN_ERR_INVALID_ARGUMENT : KILN_ERR_SHAPE,
+                 why[c]);
+        kc_free(&k);
+    }
+}
+
 /* ---------------- Gemm, MatMul, Einsum ---------------- */
 
 static void test_gemm(void) {
@@ -2035,6 +2125,7 @@ int main(void) {
     test_batchnorm();
     test_batchnorm_per_activation();
     test_norms();
+    test_layernorm_fused();
     test_gemm();
     test_matmul();
     test_matmul_int();
@@ -2062,6 +2153,7 @@ int main(void) {
     test_conv_transpose();
     test_pool();
     test_norms();
+    test_layernorm_fused();
     test_matmul();
     test_recurrent();
     test_attention();
