@@ -13,22 +13,12 @@
 
 enum { LN_MAX_TERMS = 1 + KN_LN_MAX_ADD };
 
-/* Whether r, at every profile point, is a suffix of y's shape: leading
- * ones, then y's trailing dims with the last one included. */
+/* Whether r is a suffix of y's shape (kn_suffix_of) at every profile point. */
 static bool suffix_everywhere(const kpass *p, int r, int y) {
     for (int k = 0; k < p->n_points; k++) {
         const kn_tinfo *a = kpass_shape(p, k, r), *b = kpass_shape(p, k, y);
-        if (!a || !b || a->rank < 1)
+        if (!a || !b || !kn_suffix_of(a, b))
             return false;
-        int lead = 0;
-        while (lead < a->rank - 1 && a->dims[lead] == 1)
-            lead++;
-        int n = a->rank - lead;
-        if (n > b->rank)
-            return false;
-        for (int i = 0; i < n; i++)
-            if (a->dims[lead + i] != b->dims[b->rank - n + i])
-                return false;
     }
     return true;
 }
@@ -71,12 +61,10 @@ static bool plain_layernorm(const kpass *p, int i, int *h) {
     int64_t axis = kn_attr_int(n, "axis", -1);
     if (rank < 1 || (axis != -1 && axis != rank - 1))
         return false;
-    kn_tinfo x;
     const kn_tinfo *x0 = kpass_shape(p, 0, n->in[0]);
     if (!x0)
         return false;
-    x = *x0;
-    int64_t hh = x.dims[rank - 1];
+    int64_t hh = x0->dims[rank - 1];
     for (int k = 0; k < p->n_points; k++) {
         const kn_tinfo *xk = kpass_shape(p, k, n->in[0]);
         if (!xk || xk->dims[rank - 1] != hh)

@@ -67,6 +67,11 @@
 /* Element strides of a kiln::Attention mask (rank <= 4, row-major) over
  * [B, H, Sq, Sk], right-aligned; broadcast dims (size 1 or missing) get 0. */
 KN_HIDDEN void kn_mask_strides(int rank, const int64_t *dims, int64_t strides[4]);
+/* Whether r broadcasts to y as a suffix: r's dims past its leading ones are
+ * y's trailing dims, the last of them included (so r repeats whole rows of
+ * y's last dim): what a kiln::LayerNorm addend must be. */
+struct kn_tinfo;
+KN_HIDDEN bool kn_suffix_of(const struct kn_tinfo *r, const struct kn_tinfo *y);
 /* dims of [N, S..., C] as [N, C, S...] (to_first), or the reverse. */
 KN_HIDDEN void kn_dims_channels(int rank, const int64_t *in, int64_t *out, bool to_first);
 #endif

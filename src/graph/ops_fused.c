@@ -185,9 +185,7 @@ static kiln_status infer_attention(kn_infer *c) {
     return KILN_OK;
 }
 
-/* Whether r broadcasts to y as a suffix: r's dims past its leading ones are
- * y's trailing dims, the last of them included (so r repeats whole rows). */
-static bool suffix_of(const kn_tinfo *r, const kn_tinfo *y) {
+bool kn_suffix_of(const kn_tinfo *r, const kn_tinfo *y) {
     int lead = 0;
     while (lead < r->rank - 1 && r->dims[lead] == 1)
         lead++;
@@ -249,7 +247,7 @@ static kiln_status infer_layernorm_fused(kn_infer *c) {
     for (int i = 4; i < c->n_in; i++) {
         if (!kn_has_in(c, i))
             continue;
-        if (c->in[i].dtype != t || !suffix_of(&c->in[i], y))
+        if (c->in[i].dtype != t || !kn_suffix_of(&c->in[i], y))
             return kn_node_error(c->node, KILN_ERR_SHAPE,
                                  "addend %d must be X's type and a suffix of Y's shape", i - 3);
     }

@@ -4,7 +4,6 @@
  * in double; values go through kb_ld / kb_st so float, double and float16
  * all work. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "graph/fused.h"
@@ -163,16 +162,35 @@ kiln_status kb_nn_layernorm_run(const kb_run *r) {
     return KILN_OK;
 }
 
-#ifdef _OPENMP
-#include <omp.h>
-static int ln_thread(void) { return omp_get_thread_num(); }
-#else
-static int ln_thread(void) { return 0; }
-#endif
+/* One row of kiln::LayerNorm's sum: the source row of X and each addend's
+ * row (all float: read through pointers, no per-element dispatch). */
+typedef struct ln_row {
+    const kb_tensor *x;
+    int64_t xoff;
+    int n_add;
+    const kb_tensor *const *add;
+    int64_t aoff[KN_LN_MAX_ADD];
+    bool fast;
+} ln_row;
+
+/* Element j of the row's sum, in the same order every time it is asked. */
+static double ln_row_at(const ln_row *w, int64_t j) {
+    if (w->fast) {
+        double e = ((const float *)w->x->data)[w->xoff + j];
+        for (int k = 0; k < w->n_add; k++)
+            e += ((const float *)w->add[k]->data)[w->aoff[k] + j];
+        return e;
+    }
+    double e = ld(w->x, w->xoff + j);
+    for (int k = 0; k < w->n_add; k++)
+        e += ld(w->add[k], w->aoff[k] + j);
+    return e;
+}
 
 /* kiln::LayerNorm (graph/fused.h): rows of X, or of a [V, H] table picked
- * by Ids, plus suffix-broadcast addends, normalized over H. The sum is
- * formed in double per row, as the statistics are. */
+ * by Ids, plus suffix-broadcast addends, normalized over H. Each pass over
+ * a row forms its sum again, in double as the statistics are, so the
+ * kernel needs no buffer. */
 kiln_status kb_nn_layernorm_fused_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0], *sc = &r->in[1];
     const kb_tensor *b = present(r, 2) ? &r->in[2] : NULL;
@@ -200,62 +218,40 @@ kiln_status kb_nn_layernorm_fused_run(const kb_run *r) {
                                      (long long)id, (long long)o, (long long)v_rows);
         }
     }
-    /* all float: pointers, no per-element dispatch */
     bool fast = x->dtype == KILN_DTYPE_FLOAT && y->dtype == KILN_DTYPE_FLOAT &&
                 sc->dtype == KILN_DTYPE_FLOAT && (!b || b->dtype == KILN_DTYPE_FLOAT);
     for (int k = 0; k < n_add; k++)
         fast = fast && add[k]->dtype == KILN_DTYPE_FLOAT;
     double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
     int nth = threads_for(r, rows * h);
-    size_t per = (size_t)(h > 0 ? h : 1);
-    double *buf = malloc(per * (size_t)nth * sizeof(double)); /* one row of sums a thread */
-    if (!buf)
-        return kn_node_error(r->node, KILN_ERR_OUT_OF_MEMORY, "row buffers");
 #pragma omp parallel for num_threads(nth) schedule(static)
     for (int64_t o = 0; o < rows; o++) {
-        double *v = buf + per * (size_t)ln_thread();
-        int64_t src = o;
+        ln_row w = {x, o * h, n_add, add, {0}, fast};
         if (gather) {
-            src = (int64_t)ld(ids, o);
-            if (src < 0)
-                src += v_rows;
+            int64_t src = (int64_t)ld(ids, o);
+            w.xoff = (src < 0 ? src + v_rows : src) * h;
         }
+        for (int k = 0; k < n_add; k++)
+            w.aoff[k] = (o % add_rows[k]) * h;
         double s = 0.0;
-        if (fast) {
-            const float *xp = (const float *)x->data + src * h;
-            for (int64_t j = 0; j < h; j++)
-                v[j] = xp[j];
-            for (int k = 0; k < n_add; k++) {
-                const float *ap = (const float *)add[k]->data + (o % add_rows[k]) * h;
-                for (int64_t j = 0; j < h; j++)
-                    v[j] += ap[j];
-            }
-            for (int64_t j = 0; j < h; j++)
-                s += v[j];
-        } else {
-            for (int64_t j = 0; j < h; j++) {
-                double e = ld(x, src * h + j);
-                for (int k = 0; k < n_add; k++)
-                    e += ld(add[k], (o % add_rows[k]) * h + j);
-                v[j] = e;
-                s += e;
-            }
-        }
-        double m = h ? s / (double)h : 0.0, q = 0.0;
         for (int64_t j = 0; j < h; j++)
-            q += (v[j] - m) * (v[j] - m);
+            s += ln_row_at(&w, j);
+        double m = h ? s / (double)h : 0.0, q = 0.0;
+        for (int64_t j = 0; j < h; j++) {
+            double d = ln_row_at(&w, j) - m;
+            q += d * d;
+        }
         double inv = 1.0 / sqrt((h ? q / (double)h : 0.0) + eps);
         if (fast) {
             float *yp = (float *)y->data + o * h;
             const float *sp = sc->data, *bp = b ? b->data : NULL;
             for (int64_t j = 0; j < h; j++)
-                yp[j] = (float)((v[j] - m) * inv * sp[j] + (bp ? bp[j] : 0.0));
+                yp[j] = (float)((ln_row_at(&w, j) - m) * inv * sp[j] + (bp ? bp[j] : 0.0));
         } else {
             for (int64_t j = 0; j < h; j++)
-                st(y, o * h + j, (v[j] - m) * inv * ld(sc, j) + (b ? ld(b, j) : 0.0));
+                st(y, o * h + j, (ln_row_at(&w, j) - m) * inv * ld(sc, j) + (b ? ld(b, j) : 0.0));
         }
     }
-    free(buf);
     return KILN_OK;
 }
 
