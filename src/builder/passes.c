@@ -603,6 +603,7 @@ static const pass_entry kpass_final[] = {
 static const pass_entry kpass_late[] = {
     {"precision", kpass_precision, false},
     {"io-types", kpass_io_types, false},
+    {"cast-pairs", kpass_cast_pairs, true},
     {"layout", kpass_layout, false},
     {"fold", kpass_fold, false},       /* the layout pass's weight reorders */
     {"dead-code", kpass_dead_code, false},
@@ -683,7 +684,8 @@ static kiln_status optimize(kbld *b, shape_cache *sc) {
         if (fuse || !kpass_final[i].fusion)
             KN_TRY(run_pass(b, &kpass_final[i], &total, sc));
     for (size_t i = 0; i < KN_ARRAY_LEN(kpass_late); i++)
-        KN_TRY(run_pass(b, &kpass_late[i], &total, sc));
+        if (fuse || !kpass_late[i].fusion)
+            KN_TRY(run_pass(b, &kpass_late[i], &total, sc));
     kn_log(KILN_LOG_VERBOSE, "passes: %d rewrite(s) in %d round(s): %d layers -> %d", total,
            round, before, b->net->n_nodes);
     return KILN_OK;

@@ -52,6 +52,11 @@ KN_HIDDEN kiln_status kpass_layernorm(kpass *p, int *changed);
 KN_HIDDEN int kpass_chain_op_arity(const char *op_type);
 /* Reduced precision (pass_precision.c): runs late, once. */
 KN_HIDDEN kiln_status kpass_precision(kpass *p, int *changed);
+/* pass_cast.c: Cast(Cast(x)) -> Cast(x) where no value changes (after
+ * precision and io-types, which add casts). */
+KN_HIDDEN kiln_status kpass_cast_pairs(kpass *p, int *changed);
+/* Whether Cast(Cast(x: t0, to t1), to t2) equals Cast(x, to t2) for every x. */
+KN_HIDDEN bool kpass_cast_pair_exact(kiln_dtype t0, kiln_dtype t1, kiln_dtype t2);
 /* pass_io.c: the types inputs and outputs have in the plan (after precision). */
 KN_HIDDEN kiln_status kpass_io_types(kpass *p, int *changed);
 /* Channels-last regions around convolutions (pass_layout.c): after precision. */

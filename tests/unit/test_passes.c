@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "builder/builder.h"
+#include "builder/passes.h"
 #include "graph/fused.h"
 #include "kiln/kiln_builder.h"
 #include "kiln/kiln_onnx.h"
@@ -729,6 +730,63 @@ static void test_precision_follow(void) {
         kn_net_free(o);
     }
     kiln_network_destroy(net);
+}
+
+/* BERT's mask path in FP16: an int64 mask cast to float32 by the model and
+ * to float16 by the precision pass becomes one Cast from int64 to float16;
+ * to bfloat16 the int64 pair stays (a value rounded twice can differ), and
+ * so does a pair whose middle tensor is a network output. */
+static kiln_network *mask_net(bool tap_middle) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "m", KILN_DTYPE_INT64, 2, DIMS(-1, 6), NULL));
+    int c = node(net, "cast", "Cast", 1, IN("m"), "mf");
+    KT_OK(kiln_network_set_attr_int(net, c, "to", KILN_DTYPE_FLOAT));
+    fscalar(net, "one", 1.f);
+    fscalar(net, "low", -4096.f); /* exact in float16 and bfloat16 */
+    node(net, "sub", "Sub", 2, IN("one", "mf"), "k");
+    node(net, "mul", "Mul", 2, IN("k", "low"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    if (tap_middle)
+        KT_OK(kiln_network_mark_output(net, "mf"));
+    return net;
+}
+
+static void test_cast_pairs(void) {
+    KT_CHECK(kpass_cast_pair_exact(KILN_DTYPE_INT64, KILN_DTYPE_FLOAT, KILN_DTYPE_FLOAT16));
+    KT_CHECK(kpass_cast_pair_exact(KILN_DTYPE_INT64, KILN_DTYPE_DOUBLE, KILN_DTYPE_FLOAT16));
+    KT_CHECK(kpass_cast_pair_exact(KILN_DTYPE_INT16, KILN_DTYPE_FLOAT, KILN_DTYPE_BFLOAT16));
+    KT_CHECK(kpass_cast_pair_exact(KILN_DTYPE_INT32, KILN_DTYPE_DOUBLE, KILN_DTYPE_BFLOAT16));
+    KT_CHECK(kpass_cast_pair_exact(KILN_DTYPE_BOOL, KILN_DTYPE_FLOAT16, KILN_DTYPE_FLOAT));
+    KT_CHECK(!kpass_cast_pair_exact(KILN_DTYPE_INT64, KILN_DTYPE_FLOAT, KILN_DTYPE_BFLOAT16));
+    KT_CHECK(!kpass_cast_pair_exact(KILN_DTYPE_INT32, KILN_DTYPE_FLOAT16, KILN_DTYPE_FLOAT));
+    KT_CHECK(!kpass_cast_pair_exact(KILN_DTYPE_INT32, KILN_DTYPE_FLOAT16, KILN_DTYPE_FLOAT16));
+    KT_CHECK(!kpass_cast_pair_exact(KILN_DTYPE_DOUBLE, KILN_DTYPE_FLOAT, KILN_DTYPE_FLOAT16));
+    KT_CHECK(!kpass_cast_pair_exact(KILN_DTYPE_INT8, KILN_DTYPE_FLOAT, KILN_DTYPE_INT32));
+    const struct { uint32_t flags; bool tap; int casts; const char *what; } cases[] = {
+        {KILN_BUILDER_FLAG_FP16, false, 2, "int64 mask, fp16"},
+        {KILN_BUILDER_FLAG_BF16, false, 3, "int64 mask, bf16"},
+        {KILN_BUILDER_FLAG_FP16, true, 3, "int64 mask, fp16, middle tensor an output"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        kiln_network *net = mask_net(cases[k].tap);
+        kn_net *o = optimized(net, cases[k].flags, 1, 2, 3);
+        if (o) {
+            /* the chain's cast in, its cast back; the model's own cast when kept */
+            CHECK_OR_DUMP(count_op(o, "", "Cast") == cases[k].casts, o);
+            bool direct = false;
+            for (int i = 0; i < o->n_nodes; i++) {
+                const kn_node *n = &o->nodes[i];
+                if (kpass_is(n, "Cast") && n->in[0] == o->inputs[0] &&
+                    kn_attr_int(n, "to", 0) == KILN_DTYPE_FLOAT16)
+                    direct = true;
+            }
+            CHECK_OR_DUMP(direct == (cases[k].casts == 2), o);
+            compare(net, o, cases[k].what, 2);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
 }
 
 /* Scores = q kt / sqrt_d (+ mask), Softmax, times v, heads back to [B, S, H*D]
@@ -1568,6 +1626,7 @@ int main(int argc, char **argv) {
     test_residual_dynamic();
     test_channels_last();
     test_precision_follow();
+    test_cast_pairs();
     test_gather_of_expanded_constant();
     test_attention();
     test_attention_packed_export();
