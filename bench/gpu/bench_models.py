@@ -142,24 +142,54 @@ def time_cuda(fn, iters, warmup):
     return median_p99(event_times(fn, iters, warmup))
 
 
-def time_interleaved(cands, rounds, iters):
+def sustain(fn, ms, stream=None):
+    """Untimed runs of fn for at least `ms` milliseconds of wall time, so the
+    GPU's clocks and power settle on fn's own load before a timed block."""
+    if ms <= 0:
+        return
+    ctx = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+    with ctx:
+        t0 = time.perf_counter()
+        while (time.perf_counter() - t0) * 1e3 < ms:
+            for _ in range(4):
+                fn()
+            torch.cuda.synchronize()
+
+
+def time_interleaved(cands, rounds, iters, sustain_ms=0.0, blocks=None):
     """Each candidate (tag, fn, stream, warm-up) timed in `rounds` blocks of
     `iters` runs, the blocks interleaved (the order rotating each round), so
     that all see the GPU in the same clock and power state: under a long
     load its power cap lowers the clocks, and a candidate timed alone, right
-    after a cool-down, would be favoured. Returns per tag (median, p99 over
-    all runs, lowest and highest round median)."""
+    after a cool-down, would be favoured. With sustain_ms each block starts
+    after that long of the candidate's own untimed runs, so it is timed in
+    its own steady state rather than in the state the previous block left.
+    Appends (round, tag, previous tag, block median) to `blocks`. Returns per
+    tag (median, p99 over all runs, lowest and highest round median)."""
     for tag, fn, stream, warm in cands:
         event_times(fn, 0, warm, stream)
     times = {tag: [] for tag, _, _, _ in cands}
     rmeds = {tag: [] for tag, _, _, _ in cands}
+    prev = cands[-1][0]
     for r in range(rounds):
         for i in range(len(cands)):
             tag, fn, stream, _ = cands[(i + r) % len(cands)]
+            sustain(fn, sustain_ms, stream)
             t = event_times(fn, iters, 2, stream)
             times[tag] += t
             rmeds[tag].append(statistics.median(t))
+            if blocks is not None:
+                blocks.append((r, tag, prev, rmeds[tag][-1]))
+            prev = tag
     return {tag: median_p99(t) + (min(rmeds[tag]), max(rmeds[tag])) for tag, t in times.items()}
+
+
+def block_summary(blocks):
+    """Each tag's mean block median by the candidate that ran before it."""
+    by = {}
+    for _, tag, prev, med in blocks:
+        by.setdefault((tag, prev), []).append(med)
+    return {f"{t}<-{p}": (round(statistics.mean(v), 4), len(v)) for (t, p), v in sorted(by.items())}
 
 
 # ---------------------------------------------------------------- kiln via ctypes
@@ -263,6 +293,12 @@ def main():
     ap.add_argument("--rounds-b64", type=int, default=10,
                     help="interleaved blocks at batch 64, where the power cap makes one block's "
                          "figure depend on the GPU's state: more blocks, a steadier median")
+    ap.add_argument("--sustain-ms", type=float, default=0.0,
+                    help="before each timed block, this many ms of the candidate's own untimed "
+                         "runs (its steady state under load); 0: two warm-up runs only")
+    ap.add_argument("--also-sustain-ms", type=float, default=0.0,
+                    help="at batch 64, time the same plans a second time with this --sustain-ms "
+                         "(logged as <tag>_b64_sustained, for comparing the two methods)")
     ap.add_argument("--work", default="/tmp/kiln_bench")
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-compile", action="store_true")
@@ -358,7 +394,19 @@ def main():
                         (lambda: cm(input_ids=xh["input_ids"], attention_mask=xh["attention_mask"]))
                     cands.append(("compile", cf, None, 30))
                 rounds = a.rounds_b64 if batch == 64 else a.rounds
-                res = time_interleaved(cands, rounds, max(1, a.iters // a.rounds))
+                blocks = []
+                res = time_interleaved(cands, rounds, max(1, a.iters // a.rounds), a.sustain_ms, blocks)
+                row[f"blocks_b{batch}_by_predecessor"] = block_summary(blocks)
+                if batch == 64 and a.also_sustain_ms > 0:
+                    blocks = []
+                    res2 = time_interleaved(cands, rounds, max(1, a.iters // a.rounds),
+                                            a.also_sustain_ms, blocks)
+                    for tag, (med, p99, lo, hi) in res2.items():
+                        row[f"{tag}_b64_sustained"] = (med, p99, lo, hi)
+                    row["blocks_b64_sustained_by_predecessor"] = block_summary(blocks)
+                    best = min(res2[t][0] for t in res2 if t != "kiln")
+                    log(f"| {name} | b64 sustained {a.also_sustain_ms:.0f} ms: kiln {res2['kiln'][0]:.3f} ms, "
+                        f"best torch {best:.3f} ms, ratio {best / res2['kiln'][0]:.3f} |")
             for tag, (med, p99, lo, hi) in res.items():
                 row[f"{tag}_b{batch}"] = (med, p99)
                 row[f"{tag}_b{batch}_round_medians"] = (lo, hi)

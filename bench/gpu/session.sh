@@ -4,7 +4,8 @@
 # and the ResNet-50 / BERT-base benchmark against PyTorch with kiln's
 # per-layer profiles, and the model zoo on the GPU (SKIP_TESTS=1 /
 # SKIP_CONFORMANCE=1 / SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out; MICRO lists the kernel
-# micro-benchmarks, default attn; WGMMA=1 runs bench/gpu/wgmma_probe.cu).
+# micro-benchmarks, default attn; WGMMA=1 runs bench/gpu/wgmma_probe.cu; BENCH_ARGS
+# go to bench_models.py).
 # Prepare on the build machine (scripts/device_pack.sh
 # fills .device/), carry .device, run from the repository root; logs and
 # results land in $OUT.
@@ -70,13 +71,14 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     echo "== ResNet-50 and BERT-base against PyTorch"
     KILN_CLI_LIBS=$LIBS LD_LIBRARY_PATH=$PWD/$D timeout ${BENCH_TIMEOUT:-420} python3 bench/gpu/bench_models.py \
         --kiln $D/libkiln.so --cli $D/kiln --models ${MODELS:-resnet50,bert} --profile $OUT/prof \
-        --out $OUT/results.md > $OUT/bench.log 2>&1
+        --out $OUT/results.md ${BENCH_ARGS:-} > $OUT/bench.log 2>&1
     echo "bench rc=$?"; grep -E "^\||Runtime on|rror" $OUT/bench.log | tail -24
     if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -f /tmp/kiln_bench/bert_opt64.plan ]; then
-        # every kernel of a BERT b64 run (graph replay) with its device time, caches left warm
+        # every kernel of a BERT b64 run (graph replay) with its device time, caches left warm,
+        # clocks as the GPU sets them
         echo "== ncu: BERT b64 kernel times"
         mkdir -p $OUT/prof
-        LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 200 ncu --metrics gpu__time_duration.sum --cache-control none \
+        LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 200 ncu --metrics gpu__time_duration.sum --cache-control none --clock-control none \
             --csv --launch-skip ${NCU_SKIP:-0} --launch-count ${NCU_COUNT:-600} $D/kiln exec \
             --loadEngine=/tmp/kiln_bench/bert_opt64.plan --shapes=input_ids:64x128,attention_mask:64x128 \
             --backend=cuda --warmUp=0 --iterations=3 --duration=0 > $OUT/prof/ncu_bert64.csv 2> $OUT/prof/ncu_bert64.err
