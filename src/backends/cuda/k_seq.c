@@ -4,7 +4,8 @@
  * (k_nn_rnn.c, k_nn_qconv.c, k_nn.c) reads them.
  *
  * Recurrent ops compute in float, whatever their real types (as the CPU
- * does): W and R are converted once a run into padded float copies, X's
+ * does): float32 W and R are read in place (other types, or blocks not
+ * 16-byte aligned, are converted each run into padded float copies), X's
  * projection for every time step and direction is one cuBLASLt product per
  * direction, then each step is one small product per direction (h R^T) and
  * one gate kernel for all directions; GRU without linear_before_reset
@@ -194,6 +195,12 @@ static void *out_data(const kb_run *r, int i) { return i < r->n_out ? r->out[i].
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+/* Whether the products can read weight tensor t (per direction blocks of
+ * `per_dir` elements) where it lies: float32, every block 16-byte aligned. */
+static bool in_place(const kb_tensor *t, int64_t per_dir) {
+    return t->dtype == KILN_DTYPE_FLOAT && aligned16(t->data) && per_dir % 4 == 0;
+}
+
 static kiln_status rnn_run(const kb_run *r) {
     const rnn_inst *s = r->inst;
     if (!s)
@@ -219,14 +226,31 @@ static kiln_status rnn_run(const kb_run *r) {
     void *gws = r->workspace;
     size_t gwsz = s->gemm_ws;
     bool two = s->step2 != NULL;
-    /* float copies of W and of R's rows that the step products read */
-    KC_CUDA(node, kc_seq_to_float(W->data, W->dtype, 0, GH * g->input, f + s->o_wf, s->wstride, D,
-                                  GH * g->input, st));
-    KC_CUDA(node, kc_seq_to_float(R->data, R->dtype, 0, GH * H, f + s->o_rf, s->rstride, D,
-                                  s->hr_n * H, st));
-    if (two)
-        KC_CUDA(node, kc_seq_to_float(R->data, R->dtype, 2 * H * H, GH * H, f + s->o_rhf,
-                                      s->rhstride, D, H * H, st));
+    /* W and R as the products read them: float32 weights in place when
+     * every direction's block starts 16-byte aligned, else float copies
+     * made here (of W, and of R's rows that the step products read) */
+    const float *wf = f + s->o_wf, *rf = f + s->o_rf, *rhf = f + s->o_rhf;
+    int64_t wst = s->wstride, rst = s->rstride, rhoff = 0;
+    if (in_place(W, GH * g->input)) {
+        wf = W->data;
+        wst = GH * g->input;
+    } else {
+        KC_CUDA(node, kc_seq_to_float(W->data, W->dtype, 0, GH * g->input, f + s->o_wf, s->wstride,
+                                      D, GH * g->input, st));
+    }
+    if (in_place(R, GH * H) && (!two || (2 * H * H) % 4 == 0)) {
+        rf = R->data;
+        rhf = (const float *)R->data + 2 * H * H;
+        rst = GH * H;
+        rhoff = GH * H;
+    } else {
+        KC_CUDA(node, kc_seq_to_float(R->data, R->dtype, 0, GH * H, f + s->o_rf, s->rstride, D,
+                                      s->hr_n * H, st));
+        if (two)
+            KC_CUDA(node, kc_seq_to_float(R->data, R->dtype, 2 * H * H, GH * H, f + s->o_rhf,
+                                          s->rhstride, D, H * H, st));
+        rhoff = s->rhstride;
+    }
     /* the input projection of every step */
     if (s->proj) {
         const float *xs = X->data;
@@ -236,7 +260,7 @@ static kiln_status rnn_run(const kb_run *r) {
             xs = f + s->o_xf;
         }
         for (int64_t d = 0; d < D; d++)
-            KN_TRY(kc_gemm_run(node, s->proj, xs, f + s->o_wf + d * s->wstride,
+            KN_TRY(kc_gemm_run(node, s->proj, xs, wf + d * wst,
                                f + s->o_xp + d * s->xpstride, gws, gwsz, st));
     } else if (rows > 0) { /* input size 0: only the biases */
         KC_CUDA(node, cudaMemsetAsync(f + s->o_xp, 0, (size_t)(D * s->xpstride) * sizeof(float), st));
@@ -289,15 +313,14 @@ static kiln_status rnn_run(const kb_run *r) {
                               c0 ? r->in[6].data : NULL, c0 ? r->in[6].dtype : KILN_DTYPE_FLOAT, st));
     for (int64_t step = 0; step < g->seq; step++) {
         for (int64_t d = 0; d < D; d++)
-            KN_TRY(kc_gemm_run(node, s->step, p.h + d * s->ststride, f + s->o_rf + d * s->rstride,
+            KN_TRY(kc_gemm_run(node, s->step, p.h + d * s->ststride, rf + d * rst,
                                p.hr + d * s->hrstride, gws, gwsz, st));
         KC_CUDA(node, kc_rnn_step(&p, step, two ? 1 : 0, st));
         if (!two)
             continue;
         for (int64_t d = 0; d < D; d++)
-            KN_TRY(kc_gemm_run(node, s->step2, p.rh + d * s->ststride,
-                               f + s->o_rhf + d * s->rhstride, p.hr2 + d * s->ststride, gws, gwsz,
-                               st));
+            KN_TRY(kc_gemm_run(node, s->step2, p.rh + d * s->ststride, rhf + d * rhoff,
+                               p.hr2 + d * s->ststride, gws, gwsz, st));
         KC_CUDA(node, kc_rnn_step(&p, step, 2, st));
     }
     void *yh = out_data(r, 1), *yc = g->kind == KC_RNN_KIND_LSTM ? out_data(r, 2) : NULL;
