@@ -103,11 +103,16 @@ kiln_status kc_cublaslt_handle(const kn_node *node, cublasLtHandle_t *out) {
     return KILN_OK;
 }
 
+/* The thread's cuDNN handle, set to the legacy default stream: a run sets
+ * its own stream right after, and work that prepare() gives cuDNN
+ * (cudnnFind...) never lands on a stream an earlier run set and its owner
+ * has destroyed since (a context's stream, a tactic timing's stream). */
 kiln_status kc_cudnn_handle(const kn_node *node, cudnnHandle_t *out) {
     kc_handles *h;
     KN_TRY(thread_handles(node, &h));
     if (!h->dnn)
         KC_CUDNN(node, cudnnCreate(&h->dnn));
+    KC_CUDNN(node, cudnnSetStream(h->dnn, NULL));
     *out = h->dnn;
     return KILN_OK;
 }
@@ -277,6 +282,15 @@ static kiln_status cuda_sync(void *stream) {
     return KILN_OK;
 }
 
+static void sort_floats(float *v, int n) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            float t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+}
+
 static kiln_status time_runs(const kb_kernel *k, const kb_run *r, int reps, cudaEvent_t *ev,
                              double *ms) {
     cudaStream_t s = kc_stream(r);
@@ -295,14 +309,87 @@ static kiln_status time_runs(const kb_kernel *k, const kb_run *r, int reps, cuda
         KC_CUDA(r->node, cudaEventSynchronize(ev[1]));
         KC_CUDA(r->node, cudaEventElapsedTime(&times[i], ev[0], ev[1]));
     }
-    for (int i = 1; i < reps; i++)
-        for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
-            float t = times[j];
-            times[j] = times[j - 1];
-            times[j - 1] = t;
-        }
+    sort_floats(times, reps);
     *ms = times[reps / 2];
     return KILN_OK;
+}
+
+/* Tactic timing as a plan runs: `per` runs of the kernel captured into one
+ * CUDA graph on a stream of the timing's own, the graph replayed `reps`
+ * times, each replay timed; *ms is the median replay over `per`. A launch's
+ * host work (cuBLASLt's set-up, tensor maps) stays out of the time, as it
+ * stays out of a plan's graph replay, and the runs follow one another with
+ * no idle gap (docs/decisions.md, "Tactic timing"). *done is false when the
+ * kernel cannot be captured (it synchronizes, say): the caller then times
+ * it launch by launch. */
+static kiln_status time_graph(const kb_kernel *k, const kb_run *r0, int reps, cudaEvent_t *ev,
+                              double *ms, bool *done) {
+    *done = false;
+    cudaStream_t s = NULL;
+    KC_CUDA(r0->node, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    kb_run r = *r0;
+    r.stream = s;
+    kiln_status st = KILN_OK;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    float first = 0, times[64];
+    int per = 1;
+    if (reps < 1)
+        reps = 1;
+    if (reps > 64)
+        reps = 64;
+    /* warm-up (module load, library plans), then one launch timed alone to
+     * size the graph: short kernels get several runs a replay */
+    for (int w = 0; w < 2 && st == KILN_OK; w++)
+        st = k->run(&r);
+    if (st == KILN_OK && (cudaEventRecord(ev[0], s) != cudaSuccess || (st = k->run(&r)) != KILN_OK ||
+                          cudaEventRecord(ev[1], s) != cudaSuccess ||
+                          cudaEventSynchronize(ev[1]) != cudaSuccess ||
+                          cudaEventElapsedTime(&first, ev[0], ev[1]) != cudaSuccess))
+        st = st != KILN_OK ? st : kc_cuda_fail(r0->node, cudaGetLastError(), "timing a tactic");
+    if (st == KILN_OK) {
+        per = first < 0.05f ? 8 : first < 1.f ? 4 : 1;
+        if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+            kiln_status rs = KILN_OK;
+            for (int i = 0; i < per && rs == KILN_OK; i++)
+                rs = k->run(&r);
+            cudaError_t ce = cudaStreamEndCapture(s, &g); /* always end the capture */
+            if (rs != KILN_OK || ce != cudaSuccess || !g ||
+                cudaGraphInstantiate(&ge, g, 0) != cudaSuccess)
+                ge = NULL;
+        }
+        if (!ge) { /* not capturable: no error, the caller times it launch by launch */
+            (void)cudaGetLastError();
+            kn_error_clear();
+        }
+    }
+    if (st == KILN_OK && ge && cudaGraphLaunch(ge, s) == cudaSuccess &&
+        cudaStreamSynchronize(s) == cudaSuccess) {
+        int i = 0;
+        for (; i < reps; i++) {
+            if (cudaEventRecord(ev[0], s) != cudaSuccess || cudaGraphLaunch(ge, s) != cudaSuccess ||
+                cudaEventRecord(ev[1], s) != cudaSuccess ||
+                cudaEventSynchronize(ev[1]) != cudaSuccess ||
+                cudaEventElapsedTime(&times[i], ev[0], ev[1]) != cudaSuccess)
+                break;
+        }
+        if (i == reps) {
+            sort_floats(times, reps);
+            *ms = times[reps / 2] / (float)per;
+            *done = true;
+        } else {
+            st = kc_cuda_fail(r0->node, cudaGetLastError(), "timing a tactic's graph");
+        }
+    }
+    if (ge)
+        cudaGraphExecDestroy(ge);
+    if (g)
+        cudaGraphDestroy(g);
+    cudaError_t se = cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    if (st == KILN_OK && se != cudaSuccess)
+        st = kc_cuda_fail(r0->node, se, "timing a tactic");
+    return st;
 }
 
 static kiln_status cuda_time_kernel(const kb_kernel *k, const kb_run *r, int reps, double *ms) {
@@ -313,7 +400,10 @@ static kiln_status cuda_time_kernel(const kb_kernel *k, const kb_run *r, int rep
         cudaEventDestroy(ev[0]);
         return kc_cuda_fail(r->node, e, "cudaEventCreate");
     }
-    kiln_status st = time_runs(k, r, reps, ev, ms);
+    bool done = false;
+    kiln_status st = time_graph(k, r, reps, ev, ms, &done);
+    if (st == KILN_OK && !done)
+        st = time_runs(k, r, reps, ev, ms);
     cudaEventDestroy(ev[0]);
     cudaEventDestroy(ev[1]);
     return st;
