@@ -17,7 +17,11 @@ static size_t tinfo_bytes(const kn_tinfo *t) {
     return bytes;
 }
 
-static size_t align64(size_t n) { return (n + 63u) & ~(size_t)63u; }
+/* Every activation starts 256 bytes into the arena past the previous one:
+ * as aligned as the buffers the builder timed tactics on (cudaMalloc's),
+ * since a library may pick its algorithm by operand alignment (cuBLASLt's
+ * heuristic list does), and the plan must run the algorithm that was timed. */
+static size_t align_tensor(size_t n) { return (n + 255u) & ~(size_t)255u; }
 
 /* ---------------- program ---------------- */
 
@@ -630,7 +634,7 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes
     for (int i = 0; i < nt; i++) {
         const kn_tensor *t = &net->tensors[i];
         if (root[i] != i) { /* shares its root's bytes; counted as an activation */
-            sum += align64(tinfo_bytes(&c->ti[i]));
+            sum += align_tensor(tinfo_bytes(&c->ti[i]));
             continue;
         }
         if (first[i] < 0 || (t->flags & (KN_T_CONST | KN_T_INPUT)) || c->hostval[i])
@@ -638,7 +642,7 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes
         lv[n].t = i;
         lv[n].first = first[i];
         lv[n].last = last[i] < first[i] ? first[i] : last[i];
-        lv[n].size = align64(tinfo_bytes(&c->ti[i]));
+        lv[n].size = align_tensor(tinfo_bytes(&c->ti[i]));
         sum += lv[n].size;
         n++;
     }
