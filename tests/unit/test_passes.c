@@ -178,6 +178,12 @@ static void compare(kn_net *ref, kn_net *opt, const char *what, int64_t dyn) {
         fprintf(stderr, "  %s: optimized network failed to run: %s\n", what, kiln_last_error());
         dump(opt);
     } else {
+        /* every arena activation starts on a 256-byte boundary (exec.c) */
+        bool aligned = true;
+        for (int t = 0; t < opt->n_tensors; t++)
+            if (b.c.offset[t] != SIZE_MAX && b.c.offset[t] % 256 != 0)
+                aligned = false;
+        KT_CHECK(aligned);
         KT_CHECK(ref->n_outputs == opt->n_outputs);
         for (int k = 0; k < ref->n_outputs && k < opt->n_outputs; k++) {
             kn_tinfo ta, tb;
