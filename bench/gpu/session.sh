@@ -5,7 +5,7 @@
 # per-layer profiles, and the model zoo on the GPU (SKIP_TESTS=1 /
 # SKIP_CONFORMANCE=1 / SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out; MICRO lists the kernel
 # micro-benchmarks, default attn; WGMMA=1 runs bench/gpu/wgmma_probe.cu; BENCH_ARGS
-# go to bench_models.py).
+# go to bench_models.py; TACTIC_LOG=1 rebuilds the BERT b64 plan with every tactic's time logged).
 # Prepare on the build machine (scripts/device_pack.sh
 # fills .device/), carry .device, run from the repository root; logs and
 # results land in $OUT.
@@ -73,6 +73,17 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
         --kiln $D/libkiln.so --cli $D/kiln --models ${MODELS:-resnet50,bert} --profile $OUT/prof \
         --out $OUT/results.md ${BENCH_ARGS:-} > $OUT/bench.log 2>&1
     echo "bench rc=$?"; grep -E "^\||Runtime on|rror" $OUT/bench.log | tail -24
+    if [ "${TACTIC_LOG:-0}" = 1 ] && [ -f /tmp/kiln_bench/bert.onnx ]; then
+        # the BERT b64 plan built again, no timing cache, with every tactic's time
+        # as the builder measured it (the layers' picks against bench_cuda_kernels')
+        mkdir -p $OUT/prof
+        S1=input_ids:1x128,attention_mask:1x128; S=input_ids:64x128,attention_mask:64x128
+        LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 120 $D/kiln exec --onnx=/tmp/kiln_bench/bert.onnx \
+            --saveEngine=/tmp/kiln_bench/bert_tactics.plan --skipInference --minShapes=$S1 --optShapes=$S \
+            --maxShapes=$S --backend=cuda --fp16 --inputIOFormats=fp16:chw --outputIOFormats=fp16:chw \
+            --verbose > $OUT/prof/bert_tactics.txt 2>&1
+        echo "tactic log rc=$?"; grep -E "layer.0/(attention/output|output)/dense.*tactic" $OUT/prof/bert_tactics.txt | cut -c1-160 | head -20
+    fi
     if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -f /tmp/kiln_bench/bert_opt64.plan ]; then
         # every kernel of a BERT b64 run (graph replay) with its device time, caches left warm,
         # clocks as the GPU sets them
