@@ -62,15 +62,14 @@ static bool live_cast(const kn_node *n) {
            n->out[0] >= 0;
 }
 
+/* Only types are read: the pass runs where shapes are unknown too (types
+ * then come from the tensors as declared). */
 kiln_status kpass_cast_pairs(kpass *p, int *changed) {
     kn_net *net = p->net;
-    bool any = false;
-    for (int i = 0; i < net->n_nodes && !any; i++)
-        any = live_cast(&net->nodes[i]);
-    if (!any)
+    if (!kpass_any(p, live_cast))
         return KILN_OK;
     KN_TRY(kpass_need_shapes(p));
-    for (int i = 0; i < net->n_nodes; i++) {
+    for (int i = 0; i < p->n_nodes; i++) {
         kn_node *b = &net->nodes[i];
         if (!live_cast(b) || !kpass_free(p, i))
             continue;

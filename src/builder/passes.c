@@ -165,12 +165,16 @@ kiln_status kpass_need_shapes(kpass *p) {
     return KILN_OK;
 }
 
+bool kpass_any(const kpass *p, bool (*pred)(const kn_node *n)) {
+    for (int i = 0; i < p->n_nodes; i++)
+        if (!p->net->nodes[i].dead && pred(&p->net->nodes[i]))
+            return true;
+    return false;
+}
+
 kiln_status kpass_shapes_if(kpass *p, bool (*pred)(const kn_node *n), bool *ready) {
-    bool any = false;
-    for (int i = 0; i < p->n_nodes && !any; i++)
-        any = !p->net->nodes[i].dead && pred(&p->net->nodes[i]);
     *ready = false;
-    if (!any)
+    if (!kpass_any(p, pred))
         return KILN_OK;
     KN_TRY(kpass_need_shapes(p));
     *ready = p->shapes_state == 1;

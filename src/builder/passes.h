@@ -67,6 +67,8 @@ KN_HIDDEN kiln_status kpass_layout(kpass *p, int *changed);
  * Fails only on lack of memory; when inference itself fails, shapes are
  * reported unknown (and passes skip rewrites that need them). */
 KN_HIDDEN kiln_status kpass_need_shapes(kpass *p);
+/* Whether some live node satisfies `pred`. */
+KN_HIDDEN bool kpass_any(const kpass *p, bool (*pred)(const kn_node *n));
 /* Whether the pass has work: some live node satisfies `pred` and the
  * shapes at every profile point are known (inferred here when needed);
  * *ready says so. Fails only on lack of memory. */
