@@ -12,8 +12,6 @@ LIBS=/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/lib/x86_64-linux-gnu
 W=/tmp/kiln_bench
 FROM=${FROM:-lt3}
 TO=${TO:-lt lt2 lt4}
-S1=input_ids:1x128,attention_mask:1x128
-S=input_ids:64x128,attention_mask:64x128
 mkdir -p $OUT/cap_picks
 if [ ! -f $W/bert.cache ] || [ ! -f $W/bert_opt64.plan ]; then
     echo "cap_picks: run bench/gpu/session.sh with MODELS=bert first"; exit 1
@@ -21,9 +19,7 @@ fi
 plans=(--plan "built=$W/bert_opt64.plan")
 for t in $TO; do
     sed "s/ $FROM / $t /" $W/bert.cache > $W/cap_$t.cache
-    LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 120 $D/kiln exec --onnx=$W/bert.onnx --saveEngine=$W/cap_$t.plan \
-        --skipInference --minShapes=$S1 --optShapes=$S --maxShapes=$S --backend=cuda --fp16 \
-        --inputIOFormats=fp16:chw --outputIOFormats=fp16:chw --timingCacheFile=$W/cap_$t.cache \
+    KILN_DIR=$D bash bench/gpu/bert_plan.sh $W/cap_$t.plan --timingCacheFile=$W/cap_$t.cache \
         > $OUT/cap_picks/build_$t.txt 2>&1
     echo "build $FROM -> $t rc=$?"
     LD_LIBRARY_PATH=$PWD/$D:$LIBS $D/kiln inspect $W/cap_$t.plan 2>&1 | grep -o "kiln::MatMul *lt[0-9]*" | sort | uniq -c

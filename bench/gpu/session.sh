@@ -77,11 +77,8 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
         # the BERT b64 plan built again, no timing cache, with every tactic's time
         # as the builder measured it (the layers' picks against bench_cuda_kernels')
         mkdir -p $OUT/prof
-        S1=input_ids:1x128,attention_mask:1x128; S=input_ids:64x128,attention_mask:64x128
-        LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 120 $D/kiln exec --onnx=/tmp/kiln_bench/bert.onnx \
-            --saveEngine=/tmp/kiln_bench/bert_tactics.plan --skipInference --minShapes=$S1 --optShapes=$S \
-            --maxShapes=$S --backend=cuda --fp16 --inputIOFormats=fp16:chw --outputIOFormats=fp16:chw \
-            --verbose > $OUT/prof/bert_tactics.txt 2>&1
+        KILN_DIR=$D bash bench/gpu/bert_plan.sh /tmp/kiln_bench/bert_tactics.plan --verbose \
+            > $OUT/prof/bert_tactics.txt 2>&1
         echo "tactic log rc=$?"; grep -E "layer.0/(attention/output|output)/dense.*tactic" $OUT/prof/bert_tactics.txt | cut -c1-160 | head -20
     fi
     if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -f /tmp/kiln_bench/bert_opt64.plan ]; then
