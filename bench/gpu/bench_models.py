@@ -184,6 +184,19 @@ def time_interleaved(cands, rounds, iters, sustain_ms=0.0, blocks=None):
     return {tag: median_p99(t) + (min(rmeds[tag]), max(rmeds[tag])) for tag, t in times.items()}
 
 
+def paired_ratios(blocks):
+    """kiln's time over the best torch candidate's time, one ratio a round
+    (each round runs every candidate back to back, so a round's ratio sees
+    one GPU state): (median, lowest, highest). The headline figure is the
+    ratio of the pooled medians; this is its spread."""
+    by = {}
+    for r, tag, _, med in blocks:
+        by.setdefault(r, {})[tag] = med
+    rs = [d["kiln"] / min(v for t, v in d.items() if t != "kiln")
+          for d in by.values() if "kiln" in d and len(d) > 1]
+    return (statistics.median(rs), min(rs), max(rs)) if rs else None
+
+
 def block_summary(blocks):
     """Each tag's mean block median by the candidate that ran before it."""
     by = {}
@@ -397,6 +410,7 @@ def main():
                 blocks = []
                 res = time_interleaved(cands, rounds, max(1, a.iters // a.rounds), a.sustain_ms, blocks)
                 row[f"blocks_b{batch}_by_predecessor"] = block_summary(blocks)
+                row[f"paired_b{batch}"] = paired_ratios(blocks)
                 if batch == 64 and a.also_sustain_ms > 0:
                     blocks = []
                     res2 = time_interleaved(cands, rounds, max(1, a.iters // a.rounds),
@@ -437,6 +451,13 @@ def main():
                 bt = max(te, tc) if tc == tc else te
                 lines.append(f"| {r['model']} | b64 throughput {unit} | {tk:.0f} | {te:.0f} | {tc:.0f} | "
                              f"{tk / bt:.2f} |")
+        for batch in (1, 64):
+            pr = r.get(f"paired_b{batch}")
+            if pr:  # per round: b1 kiln/best latency, b64 kiln/best throughput
+                inv = (lambda x: x) if batch == 1 else (lambda x: 1.0 / x)
+                vals = sorted(inv(x) for x in pr)
+                lines.append(f"| {r['model']} | b{batch} ratio round by round: median (range) | | | | "
+                             f"{inv(pr[0]):.2f} ({vals[0]:.2f}-{vals[2]:.2f}) |")
         lines.append(f"| {r['model']} | accuracy vs fp32 (b1, b64) | {r['kiln_err_b1']:.2e}, "
                      f"{r['kiln_err_b64']:.2e} | | | |")
         lines.append(f"| {r['model']} | export check: ORT on the ONNX file vs PyTorch FP32 | "
