@@ -103,16 +103,18 @@ kiln_status kc_cublaslt_handle(const kn_node *node, cublasLtHandle_t *out) {
     return KILN_OK;
 }
 
-/* The thread's cuDNN handle, set to the legacy default stream: a run sets
- * its own stream right after, and work that prepare() gives cuDNN
- * (cudnnFind...) never lands on a stream an earlier run set and its owner
- * has destroyed since (a context's stream, a tactic timing's stream). */
-kiln_status kc_cudnn_handle(const kn_node *node, cudnnHandle_t *out) {
+/* The thread's cuDNN handle, set to `stream` (NULL: the legacy default
+ * stream) whenever it is handed out: prepare() passes NULL, so work it gives
+ * cuDNN (cudnnFind...) never lands on a stream that an earlier run set and
+ * its owner has destroyed since (a context's stream, a tactic timing's
+ * stream); a run passes its own stream, and never sets the legacy stream in
+ * between, which cuDNN may touch and which would break a graph capture. */
+kiln_status kc_cudnn_handle(const kn_node *node, cudaStream_t stream, cudnnHandle_t *out) {
     kc_handles *h;
     KN_TRY(thread_handles(node, &h));
     if (!h->dnn)
         KC_CUDNN(node, cudnnCreate(&h->dnn));
-    KC_CUDNN(node, cudnnSetStream(h->dnn, NULL));
+    KC_CUDNN(node, cudnnSetStream(h->dnn, stream));
     *out = h->dnn;
     return KILN_OK;
 }

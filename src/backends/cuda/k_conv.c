@@ -276,7 +276,7 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
                               x->data, y->data, &s->gemm, &s->ws);
     }
     cudnnHandle_t h;
-    KN_TRY(kc_cudnn_handle(node, &h));
+    KN_TRY(kc_cudnn_handle(node, NULL, &h));
     int wdims[KILN_MAX_DIMS];
     int nw = kc_dnn_dims(w->rank, wf, wdims);
     KC_CUDNN(node, cudnnCreateFilterDescriptor(&s->wd));
@@ -467,8 +467,7 @@ static kiln_status conv_run(const kb_run *r) {
         return KILN_OK;
     }
     cudnnHandle_t h;
-    KN_TRY(kc_cudnn_handle(r->node, &h));
-    KC_CUDNN(r->node, cudnnSetStream(h, kc_stream(r)));
+    KN_TRY(kc_cudnn_handle(r->node, kc_stream(r), &h));
     float one = 1.f, zero = 0.f;
     if (s->mode == CONV_FUSED) {
         if (!bias) {

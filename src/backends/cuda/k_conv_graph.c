@@ -557,7 +557,7 @@ static kiln_status cg_prepare(const kn_node *node, const kb_tensor *in, int n_in
     cudnnBackendDescriptor_t graph;
     kiln_status st = cg_shape_of(&b, in, n_in, out, &sh);
     if (st == KILN_OK)
-        st = kc_cudnn_handle(node, &b.h);
+        st = kc_cudnn_handle(node, NULL, &b.h);
     if (st == KILN_OK)
         st = cg_graph(&b, &sh, in, &out[0], &graph);
     if (st == KILN_OK)
@@ -629,8 +629,7 @@ static kiln_status cg_run(const kb_run *r) {
     if (!s->pack || memcmp(ptr, s->pack_ptr, sizeof(void *) * (size_t)(s->n_io + 1)) != 0)
         KN_TRY(cg_pack(r, s, ptr));
     cudnnHandle_t h;
-    KN_TRY(kc_cudnn_handle(r->node, &h));
-    KC_CUDNN(r->node, cudnnSetStream(h, kc_stream(r)));
+    KN_TRY(kc_cudnn_handle(r->node, kc_stream(r), &h));
     cudnnStatus_t e = cudnnBackendExecute(h, s->plan, s->pack);
     if (e != CUDNN_STATUS_SUCCESS)
         return cg_fail(r->node, s->tactic, e, "cudnnBackendExecute");

@@ -701,7 +701,7 @@ static kiln_status convt_build(const kn_node *node, const kb_tensor *in, int n_i
         return KILN_OK;
     }
     cudnnHandle_t h;
-    KN_TRY(kc_cudnn_handle(node, &h));
+    KN_TRY(kc_cudnn_handle(node, NULL, &h));
     int wdims[KILN_MAX_DIMS], xdims[KILN_MAX_DIMS];
     int nw = kc_dnn_dims(w->rank, w->dims, wdims), nx = kc_dnn_dims(x->rank, x->dims, xdims);
     KC_CUDNN(node, cudnnCreateFilterDescriptor(&s->wd));
@@ -832,8 +832,7 @@ static kiln_status convt_run(const kb_run *r) {
         return KILN_OK;
     }
     cudnnHandle_t h;
-    KN_TRY(kc_cudnn_handle(r->node, &h));
-    KC_CUDNN(r->node, cudnnSetStream(h, kc_stream(r)));
+    KN_TRY(kc_cudnn_handle(r->node, kc_stream(r), &h));
     float one = 1.f, zero = 0.f;
     void *dst = s->crop ? (uint8_t *)r->workspace + s->full_off : y->data;
     KC_CUDNN(r->node, cudnnConvolutionBackwardData(h, &one, s->wd, r->in[1].data, s->xd,

@@ -42,7 +42,7 @@ KN_HIDDEN kiln_status kc_cudnn_fail(const kn_node *node, cudnnStatus_t s, const 
  * when the thread exits (see cuda_backend.c for why). prepare() calls these
  * so the handle exists before the first run on that thread. */
 KN_HIDDEN kiln_status kc_cublaslt_handle(const kn_node *node, cublasLtHandle_t *out);
-KN_HIDDEN kiln_status kc_cudnn_handle(const kn_node *node, cudnnHandle_t *out);
+KN_HIDDEN kiln_status kc_cudnn_handle(const kn_node *node, cudaStream_t stream, cudnnHandle_t *out);
 
 static inline cudaStream_t kc_stream(const kb_run *r) { return (cudaStream_t)r->stream; }
 static inline int64_t kc_numel(const kb_tensor *t) { return kn_numel(t->rank, t->dims); }
