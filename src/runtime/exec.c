@@ -152,9 +152,11 @@ static kiln_status upload_constants(kx_program *p) {
     return p->be->sync(NULL);
 }
 
-/* Reshape-like steps only relabel a tensor's shape: when both sides are
- * activations planned in the arena (not caller memory, constants or host
- * values), the output can share the input's bytes and the step needs no run. */
+/* Reshape-like steps only relabel a tensor's shape: when the output is an
+ * activation planned in the arena and the input is one too, or a graph
+ * input in caller memory (not a constant, host value or graph output), the
+ * output shares the input's bytes and the step needs no run. No step ever
+ * writes into its inputs, so an alias of a caller's input is never written. */
 static void mark_aliases(kx_program *p) {
     static const char *const relabel[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
                                           "Identity"};
@@ -169,8 +171,8 @@ static void mark_aliases(kx_program *p) {
             n->out[0] < 0)
             continue;
         uint32_t fi = net->tensors[n->in[0]].flags, fo = net->tensors[n->out[0]].flags;
-        const uint32_t away = KN_T_CONST | KN_T_INPUT | KN_T_HOST | KN_T_OUTPUT;
-        s->alias = !(fi & away) && !(fo & away);
+        const uint32_t away = KN_T_CONST | KN_T_HOST | KN_T_OUTPUT;
+        s->alias = !(fi & away) && !(fo & (away | KN_T_INPUT));
     }
 }
 
@@ -715,6 +717,15 @@ static void resolve_addresses(kx_ctx *c) {
         else
             a = c->user[i];
         c->addr[i] = a;
+    }
+    /* aliases of graph inputs: the caller's bytes (arena aliases already
+     * have their root's offset; steps run in order, so chains resolve) */
+    for (int si = 0; si < c->p->n_steps; si++) {
+        const kx_step *s = &c->p->steps[si];
+        if (s->alias) {
+            const kn_node *n = &net->nodes[s->node];
+            c->addr[n->out[0]] = c->addr[n->in[0]];
+        }
     }
 }
 
