@@ -507,6 +507,7 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
         {"--noFusion", KILN_BUILDER_FLAG_NO_FUSION, 0},
         {"--channelsLast", KILN_BUILDER_FLAG_CHANNELS_LAST, 0},
         {"--stronglyTyped", KILN_BUILDER_FLAG_STRONGLY_TYPED, 0},
+        {"--fp16Accumulation", KILN_BUILDER_FLAG_FP16_ACCUMULATION, 0},
         {"--noTiming", KILN_BUILDER_FLAG_NO_TIMING, 0},
         {"--refTactics", KILN_BUILDER_FLAG_REF_TACTICS, 0},
     };

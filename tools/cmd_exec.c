@@ -65,6 +65,8 @@ void cli_exec_usage(FILE *f) {
         "  --backend=cpu|cuda        backend to build for (default cpu; kiln addition)\n"
         "  --fp16 --bf16 --tf32      allow reduced-precision layers (GPU backends)\n"
         "  --noTF32 --best           disallow TF32 / allow every precision\n"
+        "  --fp16Accumulation        FP16 matrix products may accumulate in FP16 where it\n"
+        "                            times faster (CUDA; kiln addition; float otherwise)\n"
         "  --noFusion                keep every layer as it is (kiln addition)\n"
         "  --stronglyTyped           layers run in the network's own types (no --fp16/--bf16/\n"
         "                            --tf32 or --layerPrecisions)\n"

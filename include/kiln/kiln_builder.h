@@ -34,7 +34,13 @@ typedef enum kiln_builder_flag {
      * in float16): no precision pass, and FP16/BF16/TF32 flags or layer
      * precision constraints are an error (trtexec's --stronglyTyped).
      * Added in 0.2. */
-    KILN_BUILDER_FLAG_STRONGLY_TYPED = 1u << 7
+    KILN_BUILDER_FLAG_STRONGLY_TYPED = 1u << 7,
+    /* float16 matrix products (MatMul, Gemm and their fused forms) may
+     * accumulate in float16 where a GPU tactic offers it; the builder keeps
+     * such a tactic only when it times faster. Without the flag every
+     * product accumulates in float. Convolutions always accumulate in float.
+     * Added in 0.2. */
+    KILN_BUILDER_FLAG_FP16_ACCUMULATION = 1u << 8
 } kiln_builder_flag;
 
 /* Added in 0.1. *out set only on success; free with kiln_builder_config_destroy. */

@@ -790,15 +790,15 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit, kbld_tcache *cache
     kiln_status st = KILN_OK;
     for (int i = 0; i < net->n_nodes && st == KILN_OK; i++) {
         kn_node *n = &net->nodes[i];
-        const kb_kernel *cand[16];
+        const kb_kernel *cand[KB_MAX_CANDIDATES];
         const kb_backend *be = b->be ? b->be : &kb_cpu_backend;
-        int nc = be->kernels_for(n->domain, n->op_type, cand, 16);
+        int nc = be->kernels_for(n->domain, n->op_type, cand, KB_MAX_CANDIDATES);
         if (kpl_is_node(n)) { /* a plugin has one implementation: its own */
             cand[0] = &kpl_kernel;
             nc = 1;
         }
-        if (nc > 16)
-            nc = 16;
+        if (nc > KB_MAX_CANDIDATES)
+            nc = KB_MAX_CANDIDATES;
         kn_tinfo in[64], out[16];
         if (n->n_in > 64 || n->n_out > 16)
             continue;
@@ -1020,19 +1020,21 @@ static kiln_status plugins_prepare(kbld *b) {
     return st;
 }
 
-/* KILN_BUILDER_FLAG_TF32: matrix layers in FP32 may use TF32 tensor cores.
- * The permission rides on the layer as attribute allow_tf32 = 1, so kernels
- * see it at run time, plans keep it, and the timing cache tells the two
- * apart. */
-static kiln_status allow_tf32(kn_net *net) {
+/* KILN_BUILDER_FLAG_TF32: matrix layers in FP32 may use TF32 tensor cores
+ * (attribute allow_tf32, on MatMul, Gemm and Conv);
+ * KILN_BUILDER_FLAG_FP16_ACCUMULATION: float16 products may accumulate in
+ * float16 (allow_fp16_accum, on MatMul and Gemm). A permission rides on the
+ * layer as an attribute set to 1, so kernels see it at run time, plans keep
+ * it, and the timing cache tells the builds apart. */
+static kiln_status allow_on_matrix_layers(kn_net *net, const char *attr, bool conv) {
     for (int i = 0; i < net->n_nodes; i++) {
         kn_node *n = &net->nodes[i];
         bool mm = strcmp(n->op_type, "MatMul") == 0 || strcmp(n->op_type, "Gemm") == 0 ||
-                  strcmp(n->op_type, "Conv") == 0;
+                  (conv && strcmp(n->op_type, "Conv") == 0);
         if (n->dead || !mm || (n->domain[0] && strcmp(n->domain, KN_DOMAIN_KILN) != 0) ||
             n->n_in < 1 || n->in[0] < 0)
             continue;
-        KN_TRY(kn_node_set_int(n, "allow_tf32", 1));
+        KN_TRY(kn_node_set_int(n, attr, 1));
     }
     return KILN_OK;
 }
@@ -1086,7 +1088,9 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
         kn_log(KILN_LOG_INFO, "optimized: %d layers -> %d in %.1f ms", nodes_before, net->n_nodes,
                kn_now_ms() - t1);
     if (st == KILN_OK && (cfg->flags & KILN_BUILDER_FLAG_TF32))
-        st = allow_tf32(net);
+        st = allow_on_matrix_layers(net, "allow_tf32", true);
+    if (st == KILN_OK && (cfg->flags & KILN_BUILDER_FLAG_FP16_ACCUMULATION))
+        st = allow_on_matrix_layers(net, "allow_fp16_accum", false);
     if (st == KILN_OK)
         st = plugins_prepare(&b);
     if (st == KILN_OK)

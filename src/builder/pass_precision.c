@@ -148,10 +148,10 @@ static bool plan_node(kpass *p, int i, kiln_dtype dt, bool *in_conv, bool *out_c
         /* a kernel must say it takes these types: one with no supports()
          * check may only know float, unless the op only moves bytes */
         const kb_backend *be = p->b->be ? p->b->be : &kb_cpu_backend;
-        const kb_kernel *cand[16];
-        int nc = be->kernels_for(n->domain, n->op_type, cand, 16);
+        const kb_kernel *cand[KB_MAX_CANDIDATES];
+        int nc = be->kernels_for(n->domain, n->op_type, cand, KB_MAX_CANDIDATES);
         bool found = false;
-        for (int c = 0; c < nc && c < 16 && !found; c++)
+        for (int c = 0; c < nc && c < KB_MAX_CANDIDATES && !found; c++)
             found = cand[c]->supports ? cand[c]->supports(n, in, n->n_in, out, n->n_out)
                                       : follows_type(n); /* byte copies take any type */
         ok = found;

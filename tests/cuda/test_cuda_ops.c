@@ -42,6 +42,7 @@ static struct {
 } T;
 
 static int n_cases, n_tactic_runs, n_unsupported, n_noref, n_declined_prepare;
+static int n_lth_supported; /* "lth" (float16 accumulation) tactics whose supports() took a case */
 static cudaStream_t stream;
 static bool dry; /* KILN_TEST_DRY=1 without a device: references and supports() only */
 
@@ -422,16 +423,18 @@ static void tc_run_opt(bool may_refuse) {
         n_noref++;
         goto end;
     }
-    const kb_kernel *ks[16];
-    int nk = kb_cuda_backend.kernels_for(T.domain, T.op, ks, 16);
+    const kb_kernel *ks[KB_MAX_CANDIDATES];
+    int nk = kb_cuda_backend.kernels_for(T.domain, T.op, ks, KB_MAX_CANDIDATES);
     int ran = 0;
-    for (int i = 0; i < nk && i < 16; i++) {
+    for (int i = 0; i < nk && i < KB_MAX_CANDIDATES; i++) {
         if (ks[i]->supports && !ks[i]->supports(nd(), in, T.n_in, out, T.n_out)) {
             n_unsupported++;
             if (getenv("KILN_TEST_VERBOSE"))
                 fprintf(stderr, "note: %s: tactic %s does not support the case\n", T.label, ks[i]->tactic);
             continue;
         }
+        if (strncmp(ks[i]->tactic, "lth", 3) == 0)
+            n_lth_supported++;
         if (dry) {
             ran++;
             continue;
@@ -1443,6 +1446,50 @@ static void test_tf32(void) {
     tc_run();
 }
 
+/* Float16 products the builder allowed float16 accumulation (attribute
+ * allow_fp16_accum): the eight "lth" tactics take them (and only them), and
+ * run within a float16-accumulation tolerance: K = 256 sums of terms up to
+ * 0.2, each partial sum rounded to 11 bits. Epilogues cuBLASLt has no
+ * float16-accumulation algorithm for decline in prepare. */
+static void test_fp16_accum(void) {
+    static const char *const acts[] = {"", "Relu", "Gelu"};
+    for (int allow = 1; allow >= 0; allow--) {
+        for (size_t a = 0; a <= KN_ARRAY_LEN(acts); a++) {
+            char l[96];
+            int before = n_lth_supported;
+            if (a == KN_ARRAY_LEN(acts)) {
+                snprintf(l, sizeof l, "float16 MatMul, allow_fp16_accum=%d", allow);
+                tc_begin("MatMul", "", 13, 3e-2, l);
+            } else {
+                snprintf(l, sizeof l, "float16 bias + residual Z + '%s', allow_fp16_accum=%d", acts[a], allow);
+                tc_begin("MatMul", KN_DOMAIN_KILN, 1, 3e-2, l);
+            }
+            tc_rand(KILN_DTYPE_FLOAT16, 3, D(2, 64, 256), -1, 1);
+            tc_rand(KILN_DTYPE_FLOAT16, 2, D(256, 192), -0.2, 0.2);
+            if (a < KN_ARRAY_LEN(acts)) {
+                tc_rand(KILN_DTYPE_FLOAT16, 1, D(192), -1, 1);
+                tc_rand(KILN_DTYPE_FLOAT16, 3, D(2, 64, 192), -1, 1);
+            }
+            tc_node(1);
+            if (a < KN_ARRAY_LEN(acts))
+                a_str("activation", acts[a]);
+            if (allow)
+                a_int("allow_fp16_accum", 1);
+            tc_run();
+            KT_CHECK(n_lth_supported - before == (allow ? 8 : 0));
+        }
+    }
+    /* float32 layers never take them, whatever the attribute says */
+    int before = n_lth_supported;
+    tc_begin("MatMul", "", 13, 1e-4, "float MatMul, allow_fp16_accum=1");
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(64, 128), -1, 1);
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(128, 32), -1, 1);
+    tc_node(1);
+    a_int("allow_fp16_accum", 1);
+    tc_run();
+    KT_CHECK(n_lth_supported == before);
+}
+
 /* Channels-last kiln::Conv (the layout pass's nodes) on every tactic that
  * takes it, and the channels-last pools, against the CPU reference. */
 static void test_channels_last(void) {
@@ -1800,6 +1847,7 @@ int main(void) {
     test_attention();
     test_onnx_attention();
     test_tf32();
+    test_fp16_accum();
     test_index();
     test_shape_ops();
     test_nn2_ops();

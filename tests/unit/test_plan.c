@@ -952,7 +952,8 @@ static void test_samples(void) {
     }
 }
 
-/* Builder options that reach the plan: TF32 permission as a layer attribute,
+/* Builder options that reach the plan: the TF32 and FP16-accumulation
+ * permissions as layer attributes,
  * the optimization level's range, and strongly typed builds refusing
  * precision flags. */
 static void test_builder_options(void) {
@@ -972,25 +973,40 @@ static void test_builder_options(void) {
     KT_FAILS(kiln_builder_config_set_optimization_level(cfg, 6), KILN_ERR_INVALID_ARGUMENT,
              "outside 0 to 5");
     KT_OK(kiln_builder_config_set_optimization_level(cfg, 0));
-    kiln_builder_config_set_flags(cfg, KILN_BUILDER_FLAG_TF32);
+    /* each permission flag tags the MatMul with its own attribute only */
+    static const struct {
+        uint32_t flags;
+        int tf32, fp16_accum;
+    } perms[] = {
+        {KILN_BUILDER_FLAG_TF32, 1, 0},
+        {KILN_BUILDER_FLAG_FP16 | KILN_BUILDER_FLAG_FP16_ACCUMULATION, 0, 1},
+        {KILN_BUILDER_FLAG_FP16, 0, 0},
+    };
     void *plan = NULL;
     size_t size = 0;
-    KT_OK(kiln_build_serialized(net, cfg, &plan, &size));
-    kn_net *back = NULL;
-    kp_meta mb;
-    memset(&mb, 0, sizeof mb);
-    if (plan)
-        KT_OK(kp_read(plan, size, NULL, &back, &mb));
-    if (back) {
-        bool tagged = false;
-        for (int i = 0; i < back->n_nodes; i++)
-            if (strcmp(back->nodes[i].op_type, "MatMul") == 0)
-                tagged = kn_attr_int(&back->nodes[i], "allow_tf32", 0) == 1;
-        KT_CHECK(tagged);
-        kn_net_free(back);
-        kp_meta_free(&mb);
+    for (size_t p = 0; p < sizeof perms / sizeof perms[0]; p++) {
+        kiln_builder_config_set_flags(cfg, perms[p].flags);
+        plan = NULL;
+        KT_OK(kiln_build_serialized(net, cfg, &plan, &size));
+        kn_net *back = NULL;
+        kp_meta mb;
+        memset(&mb, 0, sizeof mb);
+        if (plan)
+            KT_OK(kp_read(plan, size, NULL, &back, &mb));
+        if (back) {
+            int found = 0, tf32 = -1, acc = -1;
+            for (int i = 0; i < back->n_nodes; i++)
+                if (strcmp(back->nodes[i].op_type, "MatMul") == 0) {
+                    found++;
+                    tf32 = (int)kn_attr_int(&back->nodes[i], "allow_tf32", 0);
+                    acc = (int)kn_attr_int(&back->nodes[i], "allow_fp16_accum", 0);
+                }
+            KT_CHECK(found == 1 && tf32 == perms[p].tf32 && acc == perms[p].fp16_accum);
+            kn_net_free(back);
+            kp_meta_free(&mb);
+        }
+        kiln_free(plan);
     }
-    kiln_free(plan);
     kiln_builder_config_set_flags(cfg, KILN_BUILDER_FLAG_STRONGLY_TYPED | KILN_BUILDER_FLAG_FP16);
     plan = NULL;
     KT_FAILS(kiln_build_serialized(net, cfg, &plan, &size), KILN_ERR_INVALID_ARGUMENT,

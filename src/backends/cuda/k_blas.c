@@ -8,7 +8,10 @@
  * run as one extra pass (kc_epilogue).
  *
  * Tactics: "lt" takes cuBLASLt's first heuristic, "lt2" .. "lt8" the next
- * ones, so the builder can time them. prepare() asks the heuristic twice: once for the
+ * ones, so the builder can time them. "lth" .. "lth8" are the same with
+ * float16 accumulation (CUBLAS_COMPUTE_16F), offered only for float16
+ * layers that carry allow_fp16_accum = 1 (KILN_BUILDER_FLAG_FP16_ACCUMULATION);
+ * the builder keeps one only when it times faster. prepare() asks the heuristic twice: once for the
  * alignment of the pointers it was shown (256 bytes when it saw none) and
  * once for 16 bytes; run() uses the second when a pointer is less aligned. */
 #include <string.h>
@@ -38,6 +41,8 @@ struct kc_gemm {
     int c_input;                  /* Gemm: input index of C copied into Y first, or -1 */
     int z_input;                  /* kiln::MatMul: the residual Z, cuBLASLt's C (beta 1), or -1 */
     float alpha, beta;
+    uint16_t alpha_h, beta_h;     /* the same as float16, for half_acc */
+    bool half_acc;                /* float16 accumulation (an "lth" tactic) */
     kb_act act;
     float act_a, act_b;
     bool act_pass;                /* the activation runs after the product */
@@ -160,6 +165,14 @@ static bool blas_supports(const kn_node *node, const kn_tinfo *in, int n_in, con
         return node_act(node, &act, &a, &b);
     }
     return true;
+}
+
+/* The "lth" tactics: float16 layers whose builder allowed float16
+ * accumulation. */
+static bool half_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                          int n_out) {
+    return n_in >= 1 && in[0].dtype == KILN_DTYPE_FLOAT16 && kn_attr_int(node, "allow_fp16_accum", 0) &&
+           blas_supports(node, in, n_in, out, n_out);
 }
 
 static void lt_release(void *p) {
@@ -308,7 +321,12 @@ static kiln_status lt_setup(const kn_node *node, lt_inst *s, const void *pa, con
     cublasComputeType_t ct = s->dt == CUDA_R_32F && kn_attr_int(node, "allow_tf32", 0)
                                  ? CUBLAS_COMPUTE_32F_FAST_TF32
                                  : CUBLAS_COMPUTE_32F;
-    KC_CUBLAS(node, cublasLtMatmulDescCreate(&s->op, ct, CUDA_R_32F));
+    /* float16 accumulation: alpha and beta are float16 too */
+    if (s->half_acc)
+        ct = CUBLAS_COMPUTE_16F;
+    s->alpha_h = kn_float_to_half(s->alpha);
+    s->beta_h = kn_float_to_half(s->beta);
+    KC_CUBLAS(node, cublasLtMatmulDescCreate(&s->op, ct, s->half_acc ? CUDA_R_16F : CUDA_R_32F));
     /* first operand: B's memory (N x K column-major, or K x N when transB) */
     cublasOperation_t opa = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     KC_CUBLAS(node, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
@@ -365,12 +383,18 @@ static kiln_status lt_setup(const kn_node *node, lt_inst *s, const void *pa, con
     return KILN_OK;
 }
 
+/* index 0 .. LT_TACTICS - 1: float accumulation; LT_TACTICS and up: the
+ * same heuristic indices with float16 accumulation */
 static kiln_status lt_prepare_n(const kn_node *node, const kb_tensor *in, int n_in,
                                 const kb_tensor *out, void **inst, size_t *workspace, int index) {
     lt_inst *s = kn_calloc(1, sizeof *s);
     if (!s)
         return KILN_ERR_OUT_OF_MEMORY;
-    kiln_status st = lt_build(node, in, n_in, out, index, s);
+    s->half_acc = index >= LT_TACTICS;
+    kiln_status st = s->half_acc && (in[0].dtype != KILN_DTYPE_FLOAT16 || !kn_attr_int(node, "allow_fp16_accum", 0))
+                         ? kn_node_error(node, KILN_ERR_UNSUPPORTED,
+                                         "float16 accumulation needs a float16 layer that allows it")
+                         : lt_build(node, in, n_in, out, index % LT_TACTICS, s);
     if (st != KILN_OK) {
         lt_release(s);
         return st;
@@ -395,6 +419,14 @@ LT_PREPARE(4)
 LT_PREPARE(5)
 LT_PREPARE(6)
 LT_PREPARE(7)
+LT_PREPARE(8)
+LT_PREPARE(9)
+LT_PREPARE(10)
+LT_PREPARE(11)
+LT_PREPARE(12)
+LT_PREPARE(13)
+LT_PREPARE(14)
+LT_PREPARE(15)
 
 /* Gemm's C broadcast into Y (unidirectional to [M, N]). */
 static kiln_status copy_c(const kb_run *r, const kb_tensor *c, kb_tensor *y) {
@@ -436,7 +468,9 @@ static kiln_status lt_matmul(const kn_node *node, const lt_inst *s, const void *
         KC_CUBLAS(node, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                        &bias, sizeof bias));
     /* Y^T = B^T A^T: the first operand is B's memory */
-    KC_CUBLAS(node, cublasLtMatmul(h, s->op, &s->alpha, b, s->la, a, s->lb, &s->beta, c ? c : y,
+    const void *alpha = s->half_acc ? (const void *)&s->alpha_h : (const void *)&s->alpha;
+    const void *beta = s->half_acc ? (const void *)&s->beta_h : (const void *)&s->beta;
+    KC_CUBLAS(node, cublasLtMatmul(h, s->op, alpha, b, s->la, a, s->lb, beta, c ? c : y,
                                    s->ld, y, s->ld, &s->algo[pick], ws, s->ws[pick], stream));
     return KILN_OK;
 }
@@ -517,15 +551,26 @@ static kiln_status lt_run(const kb_run *r) {
     return KILN_OK;
 }
 
+/* Registered from the last float16-accumulation heuristic to cuBLASLt's
+ * first: a build that times nothing takes the tactic registered last, "lt"
+ * (the heuristic's best, float accumulation). */
 #define K_LT(op, dom) \
-    {op, dom, "lt", blas_supports, NULL, NULL, lt_prepare0, lt_release, lt_run}, \
-    {op, dom, "lt2", blas_supports, NULL, NULL, lt_prepare1, lt_release, lt_run}, \
-    {op, dom, "lt3", blas_supports, NULL, NULL, lt_prepare2, lt_release, lt_run}, \
-    {op, dom, "lt4", blas_supports, NULL, NULL, lt_prepare3, lt_release, lt_run}, \
-    {op, dom, "lt5", blas_supports, NULL, NULL, lt_prepare4, lt_release, lt_run}, \
-    {op, dom, "lt6", blas_supports, NULL, NULL, lt_prepare5, lt_release, lt_run}, \
+    {op, dom, "lth8", half_supports, NULL, NULL, lt_prepare15, lt_release, lt_run}, \
+    {op, dom, "lth7", half_supports, NULL, NULL, lt_prepare14, lt_release, lt_run}, \
+    {op, dom, "lth6", half_supports, NULL, NULL, lt_prepare13, lt_release, lt_run}, \
+    {op, dom, "lth5", half_supports, NULL, NULL, lt_prepare12, lt_release, lt_run}, \
+    {op, dom, "lth4", half_supports, NULL, NULL, lt_prepare11, lt_release, lt_run}, \
+    {op, dom, "lth3", half_supports, NULL, NULL, lt_prepare10, lt_release, lt_run}, \
+    {op, dom, "lth2", half_supports, NULL, NULL, lt_prepare9, lt_release, lt_run}, \
+    {op, dom, "lth", half_supports, NULL, NULL, lt_prepare8, lt_release, lt_run}, \
+    {op, dom, "lt8", blas_supports, NULL, NULL, lt_prepare7, lt_release, lt_run}, \
     {op, dom, "lt7", blas_supports, NULL, NULL, lt_prepare6, lt_release, lt_run}, \
-    {op, dom, "lt8", blas_supports, NULL, NULL, lt_prepare7, lt_release, lt_run}
+    {op, dom, "lt6", blas_supports, NULL, NULL, lt_prepare5, lt_release, lt_run}, \
+    {op, dom, "lt5", blas_supports, NULL, NULL, lt_prepare4, lt_release, lt_run}, \
+    {op, dom, "lt4", blas_supports, NULL, NULL, lt_prepare3, lt_release, lt_run}, \
+    {op, dom, "lt3", blas_supports, NULL, NULL, lt_prepare2, lt_release, lt_run}, \
+    {op, dom, "lt2", blas_supports, NULL, NULL, lt_prepare1, lt_release, lt_run}, \
+    {op, dom, "lt", blas_supports, NULL, NULL, lt_prepare0, lt_release, lt_run}
 
 const kb_kernel kb_cuda_blas[] = {
     K_LT("MatMul", ""),
