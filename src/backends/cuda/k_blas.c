@@ -236,7 +236,10 @@ static kiln_status heuristic(const kn_node *node, cublasLtHandle_t h, lt_inst *s
         st = cublasLtMatmulAlgoGetHeuristic(h, s->op, s->la, s->lb, s->ld, s->ld, pref, LT_TACTICS,
                                             res, &n);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
+    /* float16 accumulation is an extra: a combination cuBLASLt refuses
+     * outright (an epilogue, say) counts as no algorithm, and the tactic
+     * declines the layer */
+    if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED && !s->half_acc)
         return kc_cublas_fail(node, st, "cublasLtMatmulAlgoGetHeuristic");
     /* fewer results than index + 1: the last one (a plan's tactic, chosen at
      * one shape of a profile, must run at every other) */
