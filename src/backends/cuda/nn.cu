@@ -39,6 +39,69 @@ template <int LPR> __device__ __forceinline__ float kc_group_max(float v) {
 
 #define KC_ROW_THREADS 128
 
+/* A row's LayerNorm once each lane of its group holds its NV packs of V
+ * elements, element e of pack j read as float by elem(j, e) (zeros past
+ * the row). kc_ln_row_stats: the mean, and the variance from the centred
+ * values (no second read of memory, no E[x^2] - mean^2 cancellation);
+ * every lane of the warp calls it, dead groups included (they join the
+ * shuffles). kc_ln_row_store: y = (x - mean) * inv * scale (+ bias), for
+ * live groups only. */
+template <int NV, int V, int LPR, typename E>
+__device__ __forceinline__ void kc_ln_row_stats(const E &elem, bool live, int lane, int nvec, int inner,
+                                                float eps, float &mean, float &inv) {
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < NV; j++)
+#pragma unroll
+        for (int e = 0; e < V; e++)
+            s += elem(j, e);
+    mean = kc_group_sum<LPR>(s) / (float)inner;
+    float q = 0.f;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        if (live && lane + j * LPR < nvec) {
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                float d = elem(j, e) - mean;
+                q += d * d;
+            }
+        }
+    }
+    const float var = kc_group_sum<LPR>(q) / (float)inner;
+    inv = 1.f / sqrtf(var + eps);
+}
+
+template <typename T, typename P, int NV, int LPR, typename E>
+__device__ __forceinline__ void kc_ln_row_store(const E &elem, int lane, int nvec, int inner, int64_t row,
+                                                T *__restrict__ y, const P *__restrict__ scale,
+                                                const P *__restrict__ bias, float mean, float inv) {
+    constexpr int V = 16 / sizeof(T);
+    typedef kc_pack<T, V> TP;
+    typedef kc_pack<P, V> PP;
+    TP *yr = reinterpret_cast<TP *>(y + row * (int64_t)inner);
+    const PP *sp = reinterpret_cast<const PP *>(scale);
+    const PP *bp = reinterpret_cast<const PP *>(bias);
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        int c = lane + j * LPR;
+        if (c < nvec) {
+            PP sc = sp[c];
+            PP bi;
+            if (bias)
+                bi = bp[c];
+            TP o;
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                float r = (elem(j, e) - mean) * inv * kc_tof(sc.v[e]);
+                if (bias)
+                    r += kc_tof(bi.v[e]);
+                o.v[e] = kc_fromf<T>(r);
+            }
+            yr[c] = o;
+        }
+    }
+}
+
 /* One row per group of LPR lanes, NV packs of 16 bytes a lane. The row
  * stays in registers as loaded (packs of T, converted to float on each
  * use), which keeps a 768-wide half row at 12 registers a lane; short
@@ -52,7 +115,6 @@ __global__ void __launch_bounds__(KC_ROW_THREADS, NV <= 3 ? 12 : 1)
                           void *mean_out, void *inv_out, kiln_dtype st) {
     constexpr int V = 16 / sizeof(T);
     typedef kc_pack<T, V> TP;
-    typedef kc_pack<P, V> PP;
     const int64_t row = (int64_t)blockIdx.x * (KC_ROW_THREADS / LPR) + threadIdx.x / LPR;
     const int lane = threadIdx.x % LPR;
     const bool live = row < rows; /* dead groups still join the shuffles */
@@ -69,52 +131,12 @@ __global__ void __launch_bounds__(KC_ROW_THREADS, NV <= 3 ? 12 : 1)
             for (int e = 0; e < V; e++)
                 v[j].v[e] = kc_fromf<T>(0.f);
     }
-    float s = 0.f;
-#pragma unroll
-    for (int j = 0; j < NV; j++)
-#pragma unroll
-        for (int e = 0; e < V; e++)
-            s += kc_tof(v[j].v[e]);
-    const float mean = kc_group_sum<LPR>(s) / (float)inner;
-    /* the variance from the centred values (no second read of memory, no
-     * E[x^2] - mean^2 cancellation); slots past the row hold zeros */
-    float q = 0.f;
-#pragma unroll
-    for (int j = 0; j < NV; j++) {
-        if (live && lane + j * LPR < nvec) {
-#pragma unroll
-            for (int e = 0; e < V; e++) {
-                float d = kc_tof(v[j].v[e]) - mean;
-                q += d * d;
-            }
-        }
-    }
-    const float var = kc_group_sum<LPR>(q) / (float)inner;
-    const float inv = 1.f / sqrtf(var + eps);
+    auto elem = [&](int jj, int e) { return kc_tof(v[jj].v[e]); };
+    float mean, inv;
+    kc_ln_row_stats<NV, V, LPR>(elem, live, lane, nvec, inner, eps, mean, inv);
     if (!live)
         return;
-    TP *yr = reinterpret_cast<TP *>(y + row * (int64_t)inner);
-    const PP *sp = reinterpret_cast<const PP *>(scale);
-    const PP *bp = reinterpret_cast<const PP *>(bias);
-#pragma unroll
-    for (int j = 0; j < NV; j++) {
-        int c = lane + j * LPR;
-        if (c < nvec) {
-            PP sc = sp[c];
-            PP bi;
-            if (bias)
-                bi = bp[c];
-            TP o;
-#pragma unroll
-            for (int e = 0; e < V; e++) {
-                float r = (kc_tof(v[j].v[e]) - mean) * inv * kc_tof(sc.v[e]);
-                if (bias)
-                    r += kc_tof(bi.v[e]);
-                o.v[e] = kc_fromf<T>(r);
-            }
-            yr[c] = o;
-        }
-    }
+    kc_ln_row_store<T, P, NV, LPR>(elem, lane, nvec, inner, row, y, scale, bias, mean, inv);
     if (lane == 0) {
         if (mean_out)
             kc_st_f(mean_out, st, row, mean);
@@ -249,11 +271,11 @@ static cudaError_t ln_pick(int nv, int lpr, const void *x, void *y, int64_t rows
     return kc_row_pick<16>(nv, lpr, ln_go<T, P>{x, y, rows, inner, scale, bias, eps, mean, inv, st, s});
 }
 
-/* 1: launched (status in *err); 0: not covered, use the generic kernel. */
-static int kc_layernorm_fast(const void *x, void *y, kiln_dtype dt, int64_t rows, int64_t inner,
-                             const void *scale, const void *bias, kiln_dtype pt, float eps,
-                             void *mean, void *inv, kiln_dtype st, cudaStream_t stream,
-                             cudaError_t *err) {
+/* Whether a LayerNorm over rows of `inner` elements of dt, with scale and
+ * bias of pt (dt or float), takes the rows fast path: the row shape (nv
+ * packs a lane, lpr lanes a row), or 0. */
+static int kc_ln_fast_shape(kiln_dtype dt, kiln_dtype pt, int64_t inner, const void *x, const void *y,
+                            const void *scale, const void *bias, int *lpr) {
     size_t es = dt == KILN_DTYPE_FLOAT ? 4 : (dt == KILN_DTYPE_FLOAT16 || dt == KILN_DTYPE_BFLOAT16) ? 2 : 0;
     if (!es || (pt != dt && pt != KILN_DTYPE_FLOAT) || inner > 0x7fffffffLL)
         return 0;
@@ -262,17 +284,36 @@ static int kc_layernorm_fast(const void *x, void *y, kiln_dtype dt, int64_t rows
     if (inner % V || !kc_aligned16(x, 16) || !kc_aligned16(y, 16) ||
         !kc_aligned16(scale, ps * (size_t)V) || (bias && !kc_aligned16(bias, ps * (size_t)V)))
         return 0;
-    int lpr = 0, nv = kc_row_shape(inner / V, &lpr);
+    return kc_row_shape(inner / V, lpr);
+}
+
+template <typename T> struct kc_tag {
+    typedef T type;
+};
+
+/* f(kc_tag<T>(), kc_tag<P>()) for the device types of dt (float, float16 or
+ * bfloat16) and of pt (dt or float), as kc_ln_fast_shape admits them. */
+template <typename F> static cudaError_t kc_ln_typed(kiln_dtype dt, kiln_dtype pt, const F &f) {
+    if (dt == KILN_DTYPE_FLOAT)
+        return f(kc_tag<float>(), kc_tag<float>());
+    if (dt == KILN_DTYPE_FLOAT16)
+        return pt == dt ? f(kc_tag<__half>(), kc_tag<__half>()) : f(kc_tag<__half>(), kc_tag<float>());
+    return pt == dt ? f(kc_tag<__nv_bfloat16>(), kc_tag<__nv_bfloat16>())
+                    : f(kc_tag<__nv_bfloat16>(), kc_tag<float>());
+}
+
+/* 1: launched (status in *err); 0: not covered, use the generic kernel. */
+static int kc_layernorm_fast(const void *x, void *y, kiln_dtype dt, int64_t rows, int64_t inner,
+                             const void *scale, const void *bias, kiln_dtype pt, float eps,
+                             void *mean, void *inv, kiln_dtype st, cudaStream_t stream,
+                             cudaError_t *err) {
+    int lpr = 0, nv = kc_ln_fast_shape(dt, pt, inner, x, y, scale, bias, &lpr);
     if (!nv || (rows + KC_ROW_THREADS / lpr - 1) / (KC_ROW_THREADS / lpr) > 0x7fffffffLL)
         return 0;
-    if (dt == KILN_DTYPE_FLOAT)
-        *err = ln_pick<float, float>(nv, lpr, x, y, rows, inner, scale, bias, eps, mean, inv, st, stream);
-    else if (dt == KILN_DTYPE_FLOAT16)
-        *err = pt == dt ? ln_pick<__half, __half>(nv, lpr, x, y, rows, inner, scale, bias, eps, mean, inv, st, stream)
-                        : ln_pick<__half, float>(nv, lpr, x, y, rows, inner, scale, bias, eps, mean, inv, st, stream);
-    else
-        *err = pt == dt ? ln_pick<__nv_bfloat16, __nv_bfloat16>(nv, lpr, x, y, rows, inner, scale, bias, eps, mean, inv, st, stream)
-                        : ln_pick<__nv_bfloat16, float>(nv, lpr, x, y, rows, inner, scale, bias, eps, mean, inv, st, stream);
+    *err = kc_ln_typed(dt, pt, [&](auto t, auto p) {
+        return ln_pick<typename decltype(t)::type, typename decltype(p)::type>(
+            nv, lpr, x, y, rows, inner, scale, bias, eps, mean, inv, st, stream);
+    });
     return 1;
 }
 
@@ -467,7 +508,6 @@ __global__ void __launch_bounds__(KC_ROW_THREADS)
                               const P *__restrict__ bias, float eps) {
     constexpr int V = 16 / sizeof(T);
     typedef kc_pack<T, V> TP;
-    typedef kc_pack<P, V> PP;
     const int64_t row = (int64_t)blockIdx.x * (KC_ROW_THREADS / LPR) + threadIdx.x / LPR;
     const int lane = threadIdx.x % LPR;
     const bool live = row < rows; /* dead groups still join the shuffles */
@@ -501,48 +541,12 @@ __global__ void __launch_bounds__(KC_ROW_THREADS)
                 v[j][e] += kc_tof(q.v[e]);
         }
     }
-    float t = 0.f;
-#pragma unroll
-    for (int j = 0; j < NV; j++)
-#pragma unroll
-        for (int e = 0; e < V; e++)
-            t += v[j][e];
-    const float mean = kc_group_sum<LPR>(t) / (float)inner;
-    float q = 0.f;
-#pragma unroll
-    for (int j = 0; j < NV; j++) {
-        if (live && lane + j * LPR < nvec) {
-#pragma unroll
-            for (int e = 0; e < V; e++) {
-                float d = v[j][e] - mean;
-                q += d * d;
-            }
-        }
-    }
-    const float inv = 1.f / sqrtf(kc_group_sum<LPR>(q) / (float)inner + eps);
+    auto elem = [&](int jj, int e) { return v[jj][e]; };
+    float mean, inv;
+    kc_ln_row_stats<NV, V, LPR>(elem, live, lane, nvec, inner, eps, mean, inv);
     if (!live)
         return;
-    TP *yr = reinterpret_cast<TP *>(y + row * (int64_t)inner);
-    const PP *sp = reinterpret_cast<const PP *>(scale);
-    const PP *bp = reinterpret_cast<const PP *>(bias);
-#pragma unroll
-    for (int j = 0; j < NV; j++) {
-        const int c = lane + j * LPR;
-        if (c < nvec) {
-            PP sc = sp[c], bi;
-            if (bias)
-                bi = bp[c];
-            TP o;
-#pragma unroll
-            for (int e = 0; e < V; e++) {
-                float r = (v[j][e] - mean) * inv * kc_tof(sc.v[e]);
-                if (bias)
-                    r += kc_tof(bi.v[e]);
-                o.v[e] = kc_fromf<T>(r);
-            }
-            yr[c] = o;
-        }
-    }
+    kc_ln_row_store<T, P, NV, LPR>(elem, lane, nvec, inner, row, y, scale, bias, mean, inv);
 }
 
 template <typename T, typename P> struct lns_go {
@@ -582,26 +586,15 @@ extern "C" cudaError_t kc_layernorm_sum(const void *x, const kc_ln_sum *sum, voi
         if (!sum->add[a] || sum->add_rows[a] < 1)
             return cudaErrorInvalidValue;
     const kc_ln_sum s = *sum;
-    size_t es = dt == KILN_DTYPE_FLOAT ? 4 : (dt == KILN_DTYPE_FLOAT16 || dt == KILN_DTYPE_BFLOAT16) ? 2 : 0;
-    bool fast = kc_fast_paths() && es && (pt == dt || pt == KILN_DTYPE_FLOAT);
-    if (fast) {
-        const int64_t V = 16 / (int64_t)es;
-        size_t ps = pt == KILN_DTYPE_FLOAT ? 4 : 2;
-        fast = inner % V == 0 && kc_aligned16(x, 16) && kc_aligned16(y, 16) &&
-               kc_aligned16(scale, ps * (size_t)V) && (!bias || kc_aligned16(bias, ps * (size_t)V));
-        for (int a = 0; a < s.n_add && fast; a++)
-            fast = kc_aligned16(s.add[a], 16);
-        int lpr = 0, nv = fast ? kc_row_shape(inner / V, &lpr) : 0;
-        if (nv && nv <= 8) {
-            if (dt == KILN_DTYPE_FLOAT)
-                return lns_pick<float, float>(nv, lpr, x, s, y, rows, inner, scale, bias, eps, stream);
-            if (dt == KILN_DTYPE_FLOAT16)
-                return pt == dt ? lns_pick<__half, __half>(nv, lpr, x, s, y, rows, inner, scale, bias, eps, stream)
-                                : lns_pick<__half, float>(nv, lpr, x, s, y, rows, inner, scale, bias, eps, stream);
-            return pt == dt ? lns_pick<__nv_bfloat16, __nv_bfloat16>(nv, lpr, x, s, y, rows, inner, scale, bias, eps, stream)
-                            : lns_pick<__nv_bfloat16, float>(nv, lpr, x, s, y, rows, inner, scale, bias, eps, stream);
-        }
-    }
+    bool fast = kc_fast_paths();
+    for (int a = 0; a < s.n_add && fast; a++)
+        fast = kc_aligned16(s.add[a], 16);
+    int lpr = 0, nv = fast ? kc_ln_fast_shape(dt, pt, inner, x, y, scale, bias, &lpr) : 0;
+    if (nv && nv <= 8)
+        return kc_ln_typed(dt, pt, [&](auto t, auto p) {
+            return lns_pick<typename decltype(t)::type, typename decltype(p)::type>(
+                nv, lpr, x, s, y, rows, inner, scale, bias, eps, stream);
+        });
     int threads = inner >= 2048 ? 512 : (inner >= 512 ? 256 : 128);
     layernorm_sum_kernel<<<(unsigned)rows, threads, 0, stream>>>(x, s, y, dt, inner, scale, bias,
                                                                  pt, eps);
