@@ -167,12 +167,16 @@ static bool blas_supports(const kn_node *node, const kn_tinfo *in, int n_in, con
     return true;
 }
 
-/* The "lth" tactics: float16 layers whose builder allowed float16
- * accumulation. */
+/* Whether the builder allowed float16 accumulation for a layer whose A is
+ * of type a: float16 layers carrying allow_fp16_accum = 1. */
+static bool half_allowed(const kn_node *node, kiln_dtype a) {
+    return a == KILN_DTYPE_FLOAT16 && kn_attr_int(node, "allow_fp16_accum", 0);
+}
+
+/* The "lth" tactics take only the layers half_allowed() admits. */
 static bool half_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                           int n_out) {
-    return n_in >= 1 && in[0].dtype == KILN_DTYPE_FLOAT16 && kn_attr_int(node, "allow_fp16_accum", 0) &&
-           blas_supports(node, in, n_in, out, n_out);
+    return n_in >= 1 && half_allowed(node, in[0].dtype) && blas_supports(node, in, n_in, out, n_out);
 }
 
 static void lt_release(void *p) {
@@ -394,7 +398,7 @@ static kiln_status lt_prepare_n(const kn_node *node, const kb_tensor *in, int n_
     if (!s)
         return KILN_ERR_OUT_OF_MEMORY;
     s->half_acc = index >= LT_TACTICS;
-    kiln_status st = s->half_acc && (in[0].dtype != KILN_DTYPE_FLOAT16 || !kn_attr_int(node, "allow_fp16_accum", 0))
+    kiln_status st = s->half_acc && !half_allowed(node, in[0].dtype)
                          ? kn_node_error(node, KILN_ERR_UNSUPPORTED,
                                          "float16 accumulation needs a float16 layer that allows it")
                          : lt_build(node, in, n_in, out, index % LT_TACTICS, s);
