@@ -440,13 +440,20 @@ static bool wga_map(CUtensorMap *m, const void *p, int64_t b, int64_t s, int64_t
                       CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+/* The three tensor maps of a launch: boxes of `qrows` query rows, and of
+ * all WGA_KEYS key and value rows. */
+static bool wga_maps(CUtensorMap *tq, CUtensorMap *tk, CUtensorMap *tv, const void *q, const void *k,
+                     const void *v, const kc_attn *a, int qrows) {
+    return wga_encode && wga_map(tq, q, a->b, a->sq, a->h, a->qrow, qrows, a->dt) &&
+           wga_map(tk, k, a->b, a->sk, a->h, a->krow, WGA_KEYS, a->dt) &&
+           wga_map(tv, v, a->b, a->sk, a->h, a->vrow, WGA_KEYS, a->dt);
+}
+
 template <typename T, int WG>
 static cudaError_t launch(const void *q, const void *k, const void *v, const void *mask, void *y, const kc_attn *a,
                           cudaStream_t stream) {
     CUtensorMap tq, tk, tv;
-    if (!wga_encode || !wga_map(&tq, q, a->b, a->sq, a->h, a->qrow, 64 * WG, a->dt) ||
-        !wga_map(&tk, k, a->b, a->sk, a->h, a->krow, WGA_KEYS, a->dt) ||
-        !wga_map(&tv, v, a->b, a->sk, a->h, a->vrow, WGA_KEYS, a->dt))
+    if (!wga_maps(&tq, &tk, &tv, q, k, v, a, 64 * WG))
         return cudaErrorNotSupported;
     dim3 grid((unsigned)((a->sq + 64 * WG - 1) / (64 * WG)), (unsigned)a->h, (unsigned)a->b);
     attn_wgmma_kernel<T, WG><<<grid, WG * 128, wga_smem(WG), stream>>>(tq, tk, tv, mask, (T *)y, *a);
@@ -458,9 +465,7 @@ static cudaError_t launch_pipe(const void *q, const void *k, const void *v, cons
                                const kc_attn *a, cudaStream_t stream) {
     CUtensorMap tq, tk, tv;
     const int64_t nq = (a->sq + 127) / 128, tiles = nq * a->h * a->b;
-    if (!wga_encode || wga_sms < 1 || tiles > 0x7fffffffLL || !wga_map(&tq, q, a->b, a->sq, a->h, a->qrow, 128, a->dt) ||
-        !wga_map(&tk, k, a->b, a->sk, a->h, a->krow, WGA_KEYS, a->dt) ||
-        !wga_map(&tv, v, a->b, a->sk, a->h, a->vrow, WGA_KEYS, a->dt))
+    if (wga_sms < 1 || tiles > 0x7fffffffLL || !wga_maps(&tq, &tk, &tv, q, k, v, a, 128))
         return cudaErrorNotSupported;
     const int64_t grid = tiles < 2 * (int64_t)wga_sms ? tiles : 2 * (int64_t)wga_sms;
     attn_wgmma_pipe_kernel<T><<<(unsigned)grid, 256, wga_pipe_smem(), stream>>>(tq, tk, tv, mask, (T *)y, *a,
