@@ -65,14 +65,14 @@ typedef enum kb_copy_kind {
     KB_COPY_D2D = 2
 } kb_copy_kind;
 
-/* A backend: its device, its memory and its kernels. The CPU backend's
- * memory is plain host memory. */
 /* The most candidate kernels one op has on a backend, which the builder,
  * the precision pass and the kernel tests ask kernels_for() for (CUDA's
  * MatMul has 16: eight cuBLASLt heuristics, each also with float16
  * accumulation). */
 #define KB_MAX_CANDIDATES 32
 
+/* A backend: its device, its memory and its kernels. The CPU backend's
+ * memory is plain host memory. */
 typedef struct kb_backend {
     const char *name;         /* "cpu", "cuda" */
     /* The device's target ("x86_64", "sm_90") and library versions that bind
