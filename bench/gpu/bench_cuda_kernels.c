@@ -1,8 +1,8 @@
 /* bench_cuda_kernels.c - kernel-level float16 timings of the CUDA backend on
  * the shapes that dominate ResNet-50 (its convolutions, batch 32, as fused
  * kiln::Conv with bias + ReLU) and BERT-base (its GEMMs, batch 32 x 128
- * tokens), each tactic timed with the backend's time_kernel (CUDA events,
- * warm-up, median of 50), printed as TFLOP/s against the ~790 TFLOP/s dense
+ * tokens), each tactic timed with the backend's time_kernel (warm-up, then
+ * CUDA graph replays timed with events, median), printed as TFLOP/s against the ~790 TFLOP/s dense
  * half-precision rate measured on an H200 here. Inputs are random, never
  * zeros (BENCH_TACTIC=name times that tactic only; BENCH_SUSTAIN_MS=n also
  * times each tactic in its own steady state, see sustained()). Usage: bench_cuda_kernels [reps] [mem|attn|bert64|r50nhwc|ltsearch] (mem: the
