@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "backends/backend.h"
+#include "backends/cuda/kc_common.h"
 #include "graph/fused.h"
 
 #define TC_MAX 9
@@ -1708,6 +1709,55 @@ static void test_errors(void) {
     memset(&T, 0, sizeof T);
 }
 
+/* Memset nodes of a graph as kernel nodes (kc_graph_memsets_as_kernels):
+ * element sizes 4, 2 and 1, a pitched 2-D memset, an edge between two of
+ * them kept, and the bytes around each left alone. */
+static void test_graph_memsets(void) {
+    enum { BYTES = 32768 };
+    unsigned char *d = NULL;
+    static unsigned char h[BYTES], want[BYTES];
+    KT_CHECK(cudaMalloc((void **)&d, BYTES) == cudaSuccess);
+    KT_CHECK(cudaMemset(d, 0xAB, BYTES) == cudaSuccess);
+    memset(want, 0xAB, sizeof want);
+    cudaGraph_t g = NULL;
+    KT_CHECK(cudaGraphCreate(&g, 0) == cudaSuccess);
+    struct cudaMemsetParams m[3] = {
+        {.dst = d, .pitch = 1024, .value = 0x01020304u, .elementSize = 4, .width = 100, .height = 3},
+        {.dst = d + 8192, .pitch = 0, .value = 0xBEEFu, .elementSize = 2, .width = 50, .height = 1},
+        {.dst = d + 16385, .pitch = 0, .value = 7u, .elementSize = 1, .width = 33, .height = 1}};
+    cudaGraphNode_t n[3];
+    KT_CHECK(cudaGraphAddMemsetNode(&n[0], g, NULL, 0, &m[0]) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemsetNode(&n[1], g, &n[0], 1, &m[1]) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemsetNode(&n[2], g, NULL, 0, &m[2]) == cudaSuccess);
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 100; i++)
+            memcpy(want + r * 1024 + 4 * i, &(uint32_t){0x01020304u}, 4);
+    for (int i = 0; i < 50; i++)
+        memcpy(want + 8192 + 2 * i, &(uint16_t){0xBEEF}, 2);
+    memset(want + 16385, 7, 33);
+    KT_OK(kc_graph_memsets_as_kernels(g));
+    size_t nn = 0, ne = 0;
+    KT_CHECK(cudaGraphGetNodes(g, NULL, &nn) == cudaSuccess && nn == 3);
+    cudaGraphNode_t got[3];
+    KT_CHECK(cudaGraphGetNodes(g, got, &nn) == cudaSuccess);
+    int kernels = 0;
+    for (size_t i = 0; i < nn; i++) {
+        enum cudaGraphNodeType t;
+        KT_CHECK(cudaGraphNodeGetType(got[i], &t) == cudaSuccess);
+        kernels += t == cudaGraphNodeTypeKernel;
+    }
+    KT_CHECK(kernels == 3);
+    KT_CHECK(cudaGraphGetEdges(g, NULL, NULL, NULL, &ne) == cudaSuccess && ne == 1);
+    cudaGraphExec_t ge = NULL;
+    KT_CHECK(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess);
+    KT_CHECK(cudaGraphLaunch(ge, stream) == cudaSuccess && cudaStreamSynchronize(stream) == cudaSuccess);
+    KT_CHECK(cudaMemcpy(h, d, BYTES, cudaMemcpyDeviceToHost) == cudaSuccess);
+    KT_CHECK(memcmp(h, want, BYTES) == 0);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaFree(d);
+}
+
 static void test_backend(void) {
     const kb_backend *b = kb_backend_get("cuda");
     KT_CHECK(b == &kb_cuda_backend);
@@ -1836,8 +1886,10 @@ int main(void) {
         printf("FAIL: cudaStreamCreate\n");
         return 1;
     }
-    if (!dry)
+    if (!dry) {
         test_backend();
+        test_graph_memsets();
+    }
     test_op_coverage();
     test_unary();
     test_binary();

@@ -11,9 +11,11 @@
  * its first run, once. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kc_common.h"
+#include "tensor.cuh"
 
 /* ---------------- errors ---------------- */
 
@@ -316,6 +318,7 @@ static kiln_status time_runs(const kb_kernel *k, const kb_run *r, int reps, cuda
     return KILN_OK;
 }
 
+
 /* Tactic timing as a plan runs: `per` runs of the kernel captured into one
  * CUDA graph on a stream of the timing's own, the graph replayed `reps`
  * times, each replay timed; *ms is the median replay over `per`. A launch's
@@ -356,7 +359,7 @@ static kiln_status time_graph(const kb_kernel *k, const kb_run *r0, int reps, cu
             for (int i = 0; i < per && rs == KILN_OK; i++)
                 rs = k->run(&r);
             cudaError_t ce = cudaStreamEndCapture(s, &g); /* always end the capture */
-            if (rs != KILN_OK || ce != cudaSuccess || !g ||
+            if (rs != KILN_OK || ce != cudaSuccess || !g || kc_graph_memsets_as_kernels(g) != KILN_OK ||
                 cudaGraphInstantiate(&ge, g, 0) != cudaSuccess)
                 ge = NULL;
         }
@@ -431,10 +434,93 @@ static kiln_status cuda_graph_begin(void *s) {
     return KILN_OK;
 }
 
+/* The memset nodes of a captured graph (cuBLASLt clears part of its
+ * workspace before some GEMM kernels) become kernel nodes that write the
+ * same bytes. On the H200 a memset node costs 5-6 us in a replay, against
+ * under 1 us for a small kernel: the GPU idles about 2 us before the memset
+ * and 3-4 us after it (24 times a BERT-base batch;
+ * bench/results/2026-11-30-gpu-session10.md). Only memsets of up to 1 MiB,
+ * with plain edges, are replaced; KILN_GRAPH_MEMSETS=keep leaves them all
+ * (for comparisons). */
+#define KC_MEMSET_NODE_MAX ((size_t)1 << 20)
+
+static kiln_status memset_as_kernel(cudaGraph_t g, cudaGraphNode_t node) {
+    struct cudaMemsetParams mp;
+    kc_memset_node m;
+    struct cudaKernelNodeParams kp;
+    size_t nin = 0, nout = 0;
+    if (cudaGraphMemsetNodeGetParams(node, &mp) != cudaSuccess ||
+        mp.width * mp.height * mp.elementSize > KC_MEMSET_NODE_MAX || !kc_memset_node_params(&m, &mp, &kp) ||
+        cudaGraphNodeGetDependencies(node, NULL, NULL, &nin) != cudaSuccess ||
+        cudaGraphNodeGetDependentNodes(node, NULL, NULL, &nout) != cudaSuccess) {
+        (void)cudaGetLastError(); /* the memset node stays */
+        return KILN_OK;
+    }
+    cudaGraphNode_t *in = kn_malloc((nin + nout + 1) * sizeof *in), *out = in + nin;
+    cudaGraphEdgeData *ed = kn_calloc(nin + nout + 1, sizeof *ed);
+    if (!in || !ed) {
+        kn_free(in);
+        kn_free(ed);
+        return kn_error(KILN_ERR_OUT_OF_MEMORY, "CUDA graph: the edges of a memset node");
+    }
+    /* the queries refuse an array with a count of 0 */
+    bool plain = (!nin || cudaGraphNodeGetDependencies(node, in, ed, &nin) == cudaSuccess) &&
+                 (!nout || cudaGraphNodeGetDependentNodes(node, out, ed + nin, &nout) == cudaSuccess);
+    for (size_t i = 0; plain && i < nin + nout; i++) /* a programmatic or typed edge: the node stays */
+        if (ed[i].type != cudaGraphDependencyTypeDefault || ed[i].from_port || ed[i].to_port)
+            plain = false;
+    cudaError_t e = cudaSuccess;
+    if (plain) {
+        cudaGraphNode_t k = NULL;
+        e = cudaGraphAddKernelNode(&k, g, nin ? in : NULL, nin, &kp);
+        for (size_t i = 0; e == cudaSuccess && i < nout; i++)
+            e = cudaGraphAddDependencies(g, &k, &out[i], NULL, 1);
+        if (e == cudaSuccess)
+            e = cudaGraphDestroyNode(node);
+    } else {
+        (void)cudaGetLastError();
+    }
+    kn_free(in);
+    kn_free(ed);
+    if (e != cudaSuccess)
+        return kc_cuda_fail(NULL, e, "replacing a memset node of a CUDA graph");
+    return KILN_OK;
+}
+
+kiln_status kc_graph_memsets_as_kernels(cudaGraph_t g) {
+    const char *env = getenv("KILN_GRAPH_MEMSETS");
+    if (env && strcmp(env, "keep") == 0)
+        return KILN_OK;
+    size_t n = 0;
+    KC_CUDA(NULL, cudaGraphGetNodes(g, NULL, &n));
+    if (n == 0)
+        return KILN_OK;
+    cudaGraphNode_t *nodes = kn_malloc(n * sizeof *nodes);
+    if (!nodes)
+        return kn_error(KILN_ERR_OUT_OF_MEMORY, "CUDA graph: %zu node handles", n);
+    cudaError_t e = cudaGraphGetNodes(g, nodes, &n);
+    kiln_status st = e == cudaSuccess ? KILN_OK : kc_cuda_fail(NULL, e, "cudaGraphGetNodes");
+    for (size_t i = 0; st == KILN_OK && i < n; i++) {
+        enum cudaGraphNodeType t;
+        e = cudaGraphNodeGetType(nodes[i], &t);
+        if (e != cudaSuccess)
+            st = kc_cuda_fail(NULL, e, "cudaGraphNodeGetType");
+        else if (t == cudaGraphNodeTypeMemset)
+            st = memset_as_kernel(g, nodes[i]);
+    }
+    kn_free(nodes);
+    return st;
+}
+
 /* The captured graph, instantiated: *out is a cudaGraphExec_t. */
 static kiln_status cuda_graph_end(void *s, void **out) {
     cudaGraph_t g = NULL;
     KC_CUDA(NULL, cudaStreamEndCapture((cudaStream_t)s, &g));
+    kiln_status st = kc_graph_memsets_as_kernels(g);
+    if (st != KILN_OK) {
+        (void)cudaGraphDestroy(g);
+        return st;
+    }
     cudaGraphExec_t exec = NULL;
     cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
     (void)cudaGraphDestroy(g);

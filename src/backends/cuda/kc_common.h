@@ -19,6 +19,11 @@ KN_HIDDEN kiln_status kc_cuda_fail(const kn_node *node, cudaError_t e, const cha
 KN_HIDDEN kiln_status kc_cublas_fail(const kn_node *node, cublasStatus_t s, const char *what);
 KN_HIDDEN kiln_status kc_cudnn_fail(const kn_node *node, cudnnStatus_t s, const char *what);
 
+/* A captured graph's memset nodes of up to 1 MiB, with plain edges, as
+ * kernel nodes writing the same bytes (cuda_backend.c; what a plan's graph
+ * and the builder's timing graphs get before instantiation). */
+KN_HIDDEN kiln_status kc_graph_memsets_as_kernels(cudaGraph_t g);
+
 #define KC_CUDA(node, call)                                       \
     do {                                                          \
         cudaError_t kc_e_ = (call);                               \

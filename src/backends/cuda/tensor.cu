@@ -1,5 +1,7 @@
 /* tensor.cu - CUDA kernels of the tensor family (see tensor.cuh): one
  * strided copy for every layout change, and Gather. */
+#include <string.h>
+
 #include "kc_dev.cuh"
 #include "tensor.cuh"
 
@@ -223,6 +225,46 @@ extern "C" cudaError_t kc_fill(void *dst, size_t esize, uint64_t pattern, int64_
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
+}
+
+/* A memset node of a captured graph as a kernel node (cuda_backend.c,
+ * graph_memsets_as_kernels): rows of width elements of esize bytes, pitch
+ * bytes apart, each element the low esize bytes of value. */
+__global__ void memset_node_kernel(unsigned char *dst, size_t pitch, unsigned value, unsigned esize, size_t width,
+                                   size_t height) {
+    const size_t n = width * height;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned char *p = dst + (i / width) * pitch + (i % width) * esize;
+        if (esize == 4)
+            *reinterpret_cast<uint32_t *>(p) = value;
+        else if (esize == 2)
+            *reinterpret_cast<uint16_t *>(p) = (uint16_t)value;
+        else
+            *p = (unsigned char)value;
+    }
+}
+
+extern "C" int kc_memset_node_params(kc_memset_node *m, const struct cudaMemsetParams *mp, struct cudaKernelNodeParams *kp) {
+    if (mp->elementSize != 1 && mp->elementSize != 2 && mp->elementSize != 4)
+        return 0;
+    m->dst = (unsigned char *)mp->dst;
+    m->pitch = mp->height > 1 ? mp->pitch : mp->width * mp->elementSize;
+    m->value = mp->value;
+    m->esize = mp->elementSize;
+    m->width = mp->width;
+    m->height = mp->height;
+    m->args[0] = &m->dst;
+    m->args[1] = &m->pitch;
+    m->args[2] = &m->value;
+    m->args[3] = &m->esize;
+    m->args[4] = &m->width;
+    m->args[5] = &m->height;
+    *kp = cudaKernelNodeParams{};
+    kp->func = (void *)memset_node_kernel;
+    kp->gridDim = dim3(kc_blocks((int64_t)(m->width * m->height), KC_THREADS));
+    kp->blockDim = dim3(KC_THREADS);
+    kp->kernelParams = m->args;
+    return 1;
 }
 
 /* ---------------- Pad ---------------- */

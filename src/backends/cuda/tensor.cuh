@@ -34,6 +34,18 @@ cudaError_t kc_gather(const void *x, const void *idx, kiln_dtype idx_dt, void *o
 /* n elements of esize bytes (1, 2, 4 or 8), each the low esize bytes of pattern. */
 cudaError_t kc_fill(void *dst, size_t esize, uint64_t pattern, int64_t n, cudaStream_t stream);
 
+/* The parameters of a kernel node that does what the memset node with
+ * parameters mp does (element sizes 1, 2 and 4; 0 for others): kp points
+ * into m, which must outlive the node's creation. */
+typedef struct kc_memset_node {
+    unsigned char *dst;
+    size_t pitch;
+    unsigned value, esize;
+    size_t width, height;
+    void *args[6];
+} kc_memset_node;
+int kc_memset_node_params(kc_memset_node *m, const struct cudaMemsetParams *mp, struct cudaKernelNodeParams *kp);
+
 /* Pad: out (dims out_dims) from x (dims in_dims), x's coordinate being the
  * output's minus begin[d], mapped by mode (0 constant, 1 reflect, 2 edge,
  * 3 wrap, numbered as kn_pad_plan); constant positions get *cval (device
