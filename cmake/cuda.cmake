@@ -88,4 +88,11 @@ if(KILN_CUDA)
     -Xcompiler=-Wall,-Wextra -gencode=arch=compute_90a,code=sm_90a)
   set_target_properties(wgmma_probe PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17
     RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+  # What a switch between kernels costs in a CUDA graph: the L1/shared
+  # carveout, clusters, a cuBLASLt GEMM after a LayerNorm-like kernel (bench/gpu).
+  add_executable(carveout_probe bench/gpu/carveout_probe.cu)
+  target_link_libraries(carveout_probe PRIVATE CUDA::cudart CUDA::cublasLt)
+  set_property(TARGET carveout_probe PROPERTY COMPILE_OPTIONS -Xcompiler=-Wall,-Wextra -gencode=arch=compute_90,code=sm_90)
+  set_target_properties(carveout_probe PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17
+    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 endif()

@@ -13,7 +13,7 @@ rm -rf "$root/.device" && mkdir -p "$root/.device"
 # one archive: the executables each carry the library's device code, which
 # compresses to a third across files (the device tool carries 64 MiB at most)
 tar czf "$root/.device/bins.tgz" -C "$b" kiln libkiln.so tests/cuda/test_cuda_ops \
-    tests/conformance/run_node_tests bench/bench_cuda_kernels bench/wgmma_probe --transform 's|.*/||' 
+    tests/conformance/run_node_tests bench/bench_cuda_kernels bench/wgmma_probe bench/carveout_probe --transform 's|.*/||' 
 data=/usr/share/libonnx-testdata/data
 [ -d $data/node ] && tar czf "$root/.device/node.tgz" -C $data node
 du -sh "$root/.device"

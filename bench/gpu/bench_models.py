@@ -156,26 +156,71 @@ def sustain(fn, ms, stream=None):
             torch.cuda.synchronize()
 
 
-def time_interleaved(cands, rounds, iters, sustain_ms=0.0, blocks=None):
+def block_order(n, rounds):
+    """`rounds` orders of candidates 0..n-1, each a permutation, such that
+    over the whole sequence of blocks every candidate follows each of the
+    others about equally often (and never itself). Under the power cap a
+    block's figure depends on the load before it (a dense predecessor leaves
+    the clocks low), so a fixed rotation, where with three candidates one
+    predecessor comes seven times in ten, favours whoever that suits."""
+    count = {}
+    prev, out = n - 1, []
+    for _ in range(rounds):
+        left, order = list(range(n)), []
+        while left:
+            # the candidate that has followed `prev` least; then the one that
+            # keeps the rest of the round completable without a self-follow
+            c = min((x for x in left if x != prev or len(left) == 1),
+                    key=lambda x: (count.get((prev, x), 0), x))
+            count[(prev, c)] = count.get((prev, c), 0) + 1
+            order.append(c)
+            left.remove(c)
+            prev = c
+        out.append(order)
+    return out
+
+
+def burst_time(fn, n, stream=None):
+    """Two warm-up runs, then `n` runs enqueued back to back between two CUDA
+    events on `stream`: milliseconds a run, as a throughput figure counts
+    them (no wait for the host between runs)."""
+    ctx = torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+    with ctx:
+        for _ in range(2):
+            fn()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(n):
+            fn()
+        e.record()
+        e.synchronize()
+        return s.elapsed_time(e) / n
+
+
+def time_interleaved(cands, rounds, iters, sustain_ms=0.0, blocks=None, burst=False):
     """Each candidate (tag, fn, stream, warm-up) timed in `rounds` blocks of
-    `iters` runs, the blocks interleaved (the order rotating each round), so
-    that all see the GPU in the same clock and power state: under a long
-    load its power cap lowers the clocks, and a candidate timed alone, right
-    after a cool-down, would be favoured. With sustain_ms each block starts
-    after that long of the candidate's own untimed runs, so it is timed in
-    its own steady state rather than in the state the previous block left.
-    Appends (round, tag, previous tag, block median) to `blocks`. Returns per
-    tag (median, p99 over all runs, lowest and highest round median)."""
+    `iters` runs, the blocks interleaved (block_order: each candidate follows
+    every other equally often), so that all see the GPU in the same clock
+    and power state: under a long load its power cap lowers the clocks, and
+    a candidate timed alone, right after a cool-down, would be favoured.
+    With sustain_ms each block starts after that long of the candidate's own
+    untimed runs, so it is timed in its own steady state rather than in the
+    state the previous block left. burst: a block is its runs back to back
+    between two events (burst_time), one figure a block, rather than each
+    run timed on its own. Appends (round, tag, previous tag, block median)
+    to `blocks`. Returns per tag (median, p99 over all runs, lowest and
+    highest round median); in burst mode the median and p99 are over the
+    blocks' figures."""
     for tag, fn, stream, warm in cands:
         event_times(fn, 0, warm, stream)
     times = {tag: [] for tag, _, _, _ in cands}
     rmeds = {tag: [] for tag, _, _, _ in cands}
     prev = cands[-1][0]
-    for r in range(rounds):
-        for i in range(len(cands)):
-            tag, fn, stream, _ = cands[(i + r) % len(cands)]
+    for r, order in enumerate(block_order(len(cands), rounds)):
+        for i in order:
+            tag, fn, stream, _ = cands[i]
             sustain(fn, sustain_ms, stream)
-            t = event_times(fn, iters, 2, stream)
+            t = [burst_time(fn, iters, stream)] if burst else event_times(fn, iters, 2, stream)
             times[tag] += t
             rmeds[tag].append(statistics.median(t))
             if blocks is not None:
@@ -411,6 +456,14 @@ def main():
                 res = time_interleaved(cands, rounds, max(1, a.iters // a.rounds), a.sustain_ms, blocks)
                 row[f"blocks_b{batch}_by_predecessor"] = block_summary(blocks)
                 row[f"paired_b{batch}"] = paired_ratios(blocks)
+                if batch == 64:  # throughput as runs back to back, the same schedule
+                    bblocks = []
+                    res3 = time_interleaved(cands, rounds, max(1, a.iters // a.rounds), a.sustain_ms,
+                                            bblocks, burst=True)
+                    for tag, (med, p99, lo, hi) in res3.items():
+                        row[f"{tag}_b64_burst"] = (med, lo, hi)
+                    row["paired_b64_burst"] = paired_ratios(bblocks)
+                    row["blocks_b64_burst_by_predecessor"] = block_summary(bblocks)
                 if batch == 64 and a.also_sustain_ms > 0:
                     blocks = []
                     res2 = time_interleaved(cands, rounds, max(1, a.iters // a.rounds),
@@ -451,6 +504,16 @@ def main():
                 bt = max(te, tc) if tc == tc else te
                 lines.append(f"| {r['model']} | b64 throughput {unit} | {tk:.0f} | {te:.0f} | {tc:.0f} | "
                              f"{tk / bt:.2f} |")
+        kb = r.get("kiln_b64_burst")
+        if kb:  # the same throughput with each block's runs enqueued back to back
+            unit = "img/s" if r["model"] == "resnet50" else "seq/s"
+            eb, cb = r["eager_b64_burst"], r.get("compile_b64_burst", (float("nan"),) * 3)
+            tk, te, tc = 64e3 / kb[0], 64e3 / eb[0], 64e3 / cb[0] if cb[0] == cb[0] else float("nan")
+            bt = max(te, tc) if tc == tc else te
+            pb = r.get("paired_b64_burst")
+            lines.append(f"| {r['model']} | b64 throughput {unit}, runs back to back | {tk:.0f} | {te:.0f} | "
+                         f"{tc:.0f} | {tk / bt:.2f}" + (f"; round by round {1 / pb[0]:.2f} "
+                                                       f"({1 / pb[2]:.2f}-{1 / pb[1]:.2f})" if pb else "") + " |")
         for batch in (1, 64):
             pr = r.get(f"paired_b{batch}")
             if pr:  # per round: b1 kiln/best latency, b64 kiln/best throughput

@@ -5,7 +5,7 @@
 # per-layer profiles, and the model zoo on the GPU (SKIP_TESTS=1 /
 # SKIP_CONFORMANCE=1 / SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out; MICRO lists the kernel
 # micro-benchmarks, default attn; WGMMA=1 runs bench/gpu/wgmma_probe.cu; BENCH_ARGS
-# go to bench_models.py; TACTIC_LOG=1 rebuilds the BERT b64 plan with every tactic's time logged).
+# go to bench_models.py; TRACE=1 traces BERT b64 batches under load (trace_probe.py); TACTIC_LOG=1 rebuilds the BERT b64 plan with every tactic's time logged).
 # Prepare on the build machine (scripts/device_pack.sh
 # fills .device/), carry .device, run from the repository root; logs and
 # results land in $OUT.
@@ -80,6 +80,14 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
         KILN_DIR=$D bash bench/gpu/bert_plan.sh /tmp/kiln_bench/bert_tactics.plan --verbose \
             > $OUT/prof/bert_tactics.txt 2>&1
         echo "tactic log rc=$?"; grep -E "layer.0/(attention/output|output)/dense.*tactic" $OUT/prof/bert_tactics.txt | cut -c1-160 | head -20
+    fi
+    if [ "${TRACE:-0}" = 1 ] && [ -f /tmp/kiln_bench/bert_opt64.plan ]; then
+        # kernel times inside BERT b64 batches under sustained load (PyTorch's
+        # profiler), kiln's plan and torch.compile; TRACE_ARGS go to trace_probe.py
+        echo "== trace: BERT b64 under load, kiln and torch.compile"
+        LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 300 python3 bench/gpu/trace_probe.py --kiln $D/libkiln.so \
+            --plan kiln=/tmp/kiln_bench/bert_opt64.plan ${TRACE_ARGS:-} > $OUT/trace.txt 2>&1
+        echo "trace rc=$?"; grep -vE "^ +[0-9.-]+ +[0-9.]+  " $OUT/trace.txt | tail -70
     fi
     if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -f /tmp/kiln_bench/bert_opt64.plan ]; then
         # every kernel of a BERT b64 run (graph replay) with its device time, caches left warm,
