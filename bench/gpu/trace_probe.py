@@ -28,7 +28,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_models import KILN_DTYPES, Kiln, burst_time, event_times, inputs_for, make_bert  # noqa: E402
+from bench_models import Kiln, burst_time, event_times, inputs_for, make_bert  # noqa: E402
+from plan_probe import bind_rows  # noqa: E402
 
 # kernel kinds by name, first match wins
 KINDS = [
@@ -169,10 +170,7 @@ def main():
     for spec in a.plan:
         tag, _, path = spec.rpartition("=")
         eng, ctx = kiln.load(path)
-        xk = {k: v.to(KILN_DTYPES.get(kiln.lib.kiln_engine_tensor_dtype(eng, k.encode()), v.dtype))
-              if v.is_floating_point() else v for k, v in x.items()}
-        kiln.bind(ctx, xk, "output",
-                  KILN_DTYPES.get(kiln.lib.kiln_engine_tensor_dtype(eng, b"output"), torch.float32))
+        bind_rows(kiln, eng, ctx, x)  # BERT's inputs are int64 whatever the plan's precision
         cands.append((tag or "kiln", (lambda c: lambda: kiln.enqueue(c))(ctx)))
     if not a.no_compile:
         with torch.no_grad():
