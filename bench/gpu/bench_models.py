@@ -12,11 +12,12 @@ same process and on the same inputs:
   - kiln (through libkiln.so with ctypes; inputs and outputs are torch CUDA
     tensors, enqueued on a torch stream of its own),
 with CUDA events: median and p99 latency at batch 1 (>= 200 timed runs after
-warm-up), throughput at batch 64 from the median. The three are timed in
-interleaved blocks (--rounds at batch 1, --rounds-b64 at batch 64, of 40
-runs each, the order rotating), so that each sees the GPU in the same clock
-and power state; the log also gives each one's lowest and highest block
-median. Accuracy: kiln's outputs
+warm-up), throughput at batch 64 from the median, and again with each
+block's runs enqueued back to back. The three are timed in interleaved
+blocks (--rounds at batch 1, --rounds-b64 at batch 64, of 40 runs each, each
+candidate following each of the others equally often), so that each sees
+the GPU in the same clock and power state; the log also gives each one's
+lowest and highest block median. Accuracy: kiln's outputs
 against PyTorch FP32 as ||out - ref|| / ||ref||. Prints a table with the
 ratios and writes it (markdown) to --out.
 
