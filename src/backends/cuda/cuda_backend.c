@@ -463,7 +463,8 @@ static kiln_status memset_as_kernel(cudaGraph_t g, cudaGraphNode_t node) {
         kn_free(ed);
         return kn_error(KILN_ERR_OUT_OF_MEMORY, "CUDA graph: the edges of a memset node");
     }
-    /* the queries refuse an array with a count of 0 */
+    /* no call with a count of 0: CUDA answered "invalid argument" for a memset
+     * node at a graph's start or end (test_graph_memsets) */
     bool plain = (!nin || cudaGraphNodeGetDependencies(node, in, ed, &nin) == cudaSuccess) &&
                  (!nout || cudaGraphNodeGetDependentNodes(node, out, ed + nin, &nout) == cudaSuccess);
     for (size_t i = 0; plain && i < nin + nout; i++) /* a programmatic or typed edge: the node stays */
