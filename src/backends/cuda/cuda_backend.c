@@ -456,13 +456,14 @@ static kiln_status memset_as_kernel(cudaGraph_t g, cudaGraphNode_t node) {
         (void)cudaGetLastError(); /* the memset node stays */
         return KILN_OK;
     }
-    cudaGraphNode_t *in = kn_malloc((nin + nout + 1) * sizeof *in), *out = in + nin;
+    cudaGraphNode_t *in = kn_malloc((nin + nout + 1) * sizeof *in);
     cudaGraphEdgeData *ed = kn_calloc(nin + nout + 1, sizeof *ed);
     if (!in || !ed) {
         kn_free(in);
         kn_free(ed);
         return kn_error(KILN_ERR_OUT_OF_MEMORY, "CUDA graph: the edges of a memset node");
     }
+    cudaGraphNode_t *out = in + nin;
     /* no call with a count of 0: CUDA answered "invalid argument" for a memset
      * node at a graph's start or end (test_graph_memsets) */
     bool plain = (!nin || cudaGraphNodeGetDependencies(node, in, ed, &nin) == cudaSuccess) &&
