@@ -28,7 +28,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_models import Kiln, burst_time, event_times, inputs_for, make_bert  # noqa: E402
+from bench_models import Kiln, burst_time, event_times, inputs_for, make_bert, sustain  # noqa: E402
 from plan_probe import bind_rows  # noqa: E402
 
 # kernel kinds by name, first match wins
@@ -50,15 +50,6 @@ def kind_of(name):
         if re.search(rx, low):
             return k
     return "other"
-
-
-def sustain(fn, ms, stream):
-    with torch.cuda.stream(stream):
-        t0 = time.perf_counter()
-        while (time.perf_counter() - t0) * 1e3 < ms:
-            for _ in range(4):
-                fn()
-            torch.cuda.synchronize()
 
 
 def trace(fn, stream, batches, sustain_ms):
