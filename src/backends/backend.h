@@ -96,6 +96,11 @@ typedef struct kb_backend {
     kiln_status (*stream_create)(void **stream);
     void (*stream_destroy)(void *stream);
     kiln_status (*graph_begin)(void *stream);
+    /* May be NULL: called after each step enqueued during a capture, with
+     * the workspace the step was given (ws_bytes 0: none), so that
+     * graph_end knows where one step's work ends and which steps touch
+     * the shared workspace. */
+    kiln_status (*graph_step)(void *stream, const void *ws, size_t ws_bytes);
     kiln_status (*graph_end)(void *stream, void **graph);
     kiln_status (*graph_launch)(void *graph, void *stream);
     void (*graph_destroy)(void *graph);

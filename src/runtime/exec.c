@@ -850,8 +850,9 @@ static kiln_status after_data_dependent(kx_ctx *c, int si) {
     return st;
 }
 
-/* Enqueue every step (and the copies of outputs no step writes) on `stream`. */
-static kiln_status run_steps(kx_ctx *c, void *stream) {
+/* Enqueue every step (and the copies of outputs no step writes) on
+ * `stream`; `capture`: into the graph being captured there. */
+static kiln_status run_steps(kx_ctx *c, void *stream, bool capture) {
     const kn_net *net = c->p->net;
     for (int si = 0; si < c->p->n_steps; si++) {
         const kx_step *s = &c->p->steps[si];
@@ -869,6 +870,8 @@ static kiln_status run_steps(kx_ctx *c, void *stream) {
                 st = c->p->be->sync(stream);
             c->step_ms[si] += kn_now_ms() - t0;
         }
+        if (st == KILN_OK && capture && c->p->be->graph_step)
+            st = c->p->be->graph_step(stream, c->workspace, c->ws[si]);
         if (st != KILN_OK)
             return st;
         bool dd = false;
@@ -906,7 +909,7 @@ static kiln_status run_graph(kx_ctx *c, void *stream) {
     if (!c->graph || sig != c->graph_sig) {
         kx_ctx_drop_graph(c);
         KN_TRY(be->graph_begin(stream));
-        kiln_status st = run_steps(c, stream);
+        kiln_status st = run_steps(c, stream, true);
         void *g = NULL;
         kiln_status st2 = be->graph_end(stream, &g); /* always end the capture */
         if (st != KILN_OK) {
@@ -957,7 +960,7 @@ kiln_status kx_ctx_run(kx_ctx *c) {
     }
     bool graph = c->use_graphs && be->graph_begin && stream && !c->profiling &&
                  !c->has_data_dependent;
-    KN_TRY(graph ? run_graph(c, stream) : run_steps(c, stream));
+    KN_TRY(graph ? run_graph(c, stream) : run_steps(c, stream, false));
     if (!c->stream && stream)
         KN_TRY(be->sync(stream));
     if (c->profiling)

@@ -1735,7 +1735,7 @@ static void test_graph_memsets(void) {
     for (int i = 0; i < 50; i++)
         memcpy(want + 8192 + 2 * i, &(uint16_t){0xBEEF}, 2);
     memset(want + 16385, 7, 33);
-    KT_OK(kc_graph_memsets_as_kernels(g));
+    KT_OK(kc_graph_memsets_as_kernels(g, NULL, 0));
     size_t nn = 0, ne = 0;
     KT_CHECK(cudaGraphGetNodes(g, NULL, &nn) == cudaSuccess && nn == 3);
     cudaGraphNode_t got[3];
@@ -1756,6 +1756,85 @@ static void test_graph_memsets(void) {
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
     cudaFree(d);
+}
+
+/* A memset node that opens a step and clears that step's workspace moves
+ * beside the steps before it, back to the last step with a workspace; one
+ * that writes outside the workspace stays in the chain. The graph stands
+ * for a capture of four steps: A (workspace), B (none), memset + C
+ * (workspace, the memset inside it), memset + D (workspace, the memset on
+ * an output). */
+static cudaGraphNode_t only_dep(cudaGraphNode_t n, size_t *count) {
+    cudaGraphNode_t d[4] = {NULL};
+    size_t nd = 0;
+    if (cudaGraphNodeGetDependencies(n, NULL, NULL, &nd) != cudaSuccess || nd > 4)
+        return NULL;
+    if (nd && cudaGraphNodeGetDependencies(n, d, NULL, &nd) != cudaSuccess)
+        return NULL;
+    *count = nd;
+    return d[0];
+}
+
+static void test_graph_memset_moves(void) {
+    enum { N = 512 };
+    unsigned char *ws = NULL, *src = NULL, *o = NULL;
+    static unsigned char hsrc[N], hpre[N], h[4][N];
+    for (int i = 0; i < N; i++) {
+        hsrc[i] = (unsigned char)(i * 7 + 1);
+        hpre[i] = (unsigned char)(i * 3 + 2);
+    }
+    KT_CHECK(cudaMalloc((void **)&ws, 4096) == cudaSuccess);
+    KT_CHECK(cudaMalloc((void **)&src, N) == cudaSuccess);
+    KT_CHECK(cudaMalloc((void **)&o, 4 * N) == cudaSuccess);
+    KT_CHECK(cudaMemcpy(src, hsrc, N, cudaMemcpyHostToDevice) == cudaSuccess);
+    for (int k = 0; k < 4; k++)
+        KT_CHECK(cudaMemcpy(o + k * N, hpre, N, cudaMemcpyHostToDevice) == cudaSuccess);
+    cudaGraph_t g = NULL;
+    KT_CHECK(cudaGraphCreate(&g, 0) == cudaSuccess);
+    cudaGraphNode_t A, B, M1, C, M2, D;
+    struct cudaMemsetParams m1 = {.dst = ws, .value = 0, .elementSize = 1, .width = 256, .height = 1};
+    struct cudaMemsetParams m2 = {.dst = o + 2 * N, .value = 0x5A, .elementSize = 1, .width = 128, .height = 1};
+    KT_CHECK(cudaGraphAddMemcpyNode1D(&A, g, NULL, 0, ws, src, N, cudaMemcpyDeviceToDevice) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemcpyNode1D(&B, g, &A, 1, o, src, N, cudaMemcpyDeviceToDevice) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemsetNode(&M1, g, &B, 1, &m1) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemcpyNode1D(&C, g, &M1, 1, o + N, ws, N, cudaMemcpyDeviceToDevice) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemsetNode(&M2, g, &C, 1, &m2) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemcpyNode1D(&D, g, &M2, 1, o + 3 * N, o + 2 * N, N, cudaMemcpyDeviceToDevice) ==
+             cudaSuccess);
+    const kc_step_mark marks[4] = {{A, ws, 4096}, {B, NULL, 0}, {C, ws, 4096}, {D, ws, 4096}};
+    KT_OK(kc_graph_memsets_as_kernels(g, marks, 4));
+    /* C now waits on B and on the memset's kernel node, which follows A */
+    size_t nd = 0, nk = 0;
+    cudaGraphNode_t cd[2] = {NULL, NULL};
+    KT_CHECK(cudaGraphNodeGetDependencies(C, NULL, NULL, &nd) == cudaSuccess && nd == 2);
+    KT_CHECK(cudaGraphNodeGetDependencies(C, cd, NULL, &nd) == cudaSuccess);
+    cudaGraphNode_t k1 = cd[0] == B ? cd[1] : cd[0];
+    KT_CHECK((cd[0] == B) != (cd[1] == B));
+    enum cudaGraphNodeType t;
+    KT_CHECK(cudaGraphNodeGetType(k1, &t) == cudaSuccess && t == cudaGraphNodeTypeKernel);
+    KT_CHECK(only_dep(k1, &nk) == A && nk == 1);
+    /* the memset on an output stays between C and D */
+    cudaGraphNode_t k2 = only_dep(D, &nd);
+    KT_CHECK(k2 && nd == 1 && cudaGraphNodeGetType(k2, &t) == cudaSuccess && t == cudaGraphNodeTypeKernel);
+    KT_CHECK(only_dep(k2, &nk) == C && nk == 1);
+    cudaGraphExec_t ge = NULL;
+    KT_CHECK(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess);
+    for (int r = 0; r < 2; r++) /* replayed: the same bytes */
+        KT_CHECK(cudaGraphLaunch(ge, stream) == cudaSuccess && cudaStreamSynchronize(stream) == cudaSuccess);
+    KT_CHECK(cudaMemcpy(h, o, 4 * N, cudaMemcpyDeviceToHost) == cudaSuccess);
+    KT_CHECK(memcmp(h[0], hsrc, N) == 0);
+    int ok = 1;
+    for (int i = 0; i < N; i++) {
+        ok &= h[1][i] == (i < 256 ? 0 : hsrc[i]);
+        ok &= h[2][i] == (i < 128 ? 0x5A : hpre[i]);
+        ok &= h[3][i] == h[2][i];
+    }
+    KT_CHECK(ok);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaFree(ws);
+    cudaFree(src);
+    cudaFree(o);
 }
 
 static void test_backend(void) {
@@ -1889,6 +1968,7 @@ int main(void) {
     if (!dry) {
         test_backend();
         test_graph_memsets();
+        test_graph_memset_moves();
     }
     test_op_coverage();
     test_unary();

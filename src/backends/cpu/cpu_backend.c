@@ -142,7 +142,7 @@ const kb_backend kb_cpu_backend = {
     "cpu",       cpu_describe, kb_cpu_kernels_for, kb_cpu_kernel_find, cpu_alloc,
     kn_aligned_free, cpu_copy, cpu_memset_zero, cpu_sync, cpu_time_kernel,
     NULL,        NULL,         NULL,               NULL,               NULL,
-    NULL,        NULL,         NULL,               NULL,
+    NULL,        NULL,         NULL,               NULL,               NULL,
 };
 
 const kb_backend *kb_backend_get(const char *name) {

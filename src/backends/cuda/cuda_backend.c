@@ -359,7 +359,7 @@ static kiln_status time_graph(const kb_kernel *k, const kb_run *r0, int reps, cu
             for (int i = 0; i < per && rs == KILN_OK; i++)
                 rs = k->run(&r);
             cudaError_t ce = cudaStreamEndCapture(s, &g); /* always end the capture */
-            if (rs != KILN_OK || ce != cudaSuccess || !g || kc_graph_memsets_as_kernels(g) != KILN_OK ||
+            if (rs != KILN_OK || ce != cudaSuccess || !g || kc_graph_memsets_as_kernels(g, NULL, 0) != KILN_OK ||
                 cudaGraphInstantiate(&ge, g, 0) != cudaSuccess)
                 ge = NULL;
         }
@@ -428,12 +428,6 @@ static void cuda_stream_destroy(void *s) {
         (void)cudaStreamDestroy((cudaStream_t)s);
 }
 
-/* Capture is thread-local: other threads may keep calling CUDA meanwhile. */
-static kiln_status cuda_graph_begin(void *s) {
-    KC_CUDA(NULL, cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeThreadLocal));
-    return KILN_OK;
-}
-
 /* The memset nodes of a captured graph (cuBLASLt clears part of its
  * workspace before some GEMM kernels) become kernel nodes that write the
  * same bytes. On the H200 a memset node costs 5-6 us in a replay, against
@@ -441,10 +435,50 @@ static kiln_status cuda_graph_begin(void *s) {
  * and 3-4 us after it (24 times a BERT-base batch;
  * bench/results/2026-11-30-gpu-session10.md). Only memsets of up to 1 MiB,
  * with plain edges, are replaced; KILN_GRAPH_MEMSETS=keep leaves them all
- * (for comparisons). */
+ * (for comparisons).
+ *
+ * With the capture's steps, a memset that opens a step and clears part of
+ * that step's workspace also leaves the chain: it follows the last earlier
+ * step that had a workspace, and the step's first kernel gets the edge from
+ * the step before. On a BERT layer the memset then runs beside the
+ * LayerNorm before the QKV and FFN1 GEMMs instead of between it and the
+ * GEMM. Steps without a workspace never touch it (the runtime hands none
+ * out), so nothing else in between can see the bytes change.
+ * KILN_GRAPH_MEMSETS=chain replaces them but keeps them in place. */
 #define KC_MEMSET_NODE_MAX ((size_t)1 << 20)
 
-static kiln_status memset_as_kernel(cudaGraph_t g, cudaGraphNode_t node) {
+/* The last step whose last node is `node` (a step that enqueued nothing
+ * ends where the one before it did), or -1. */
+static ptrdiff_t step_ending_at(const kc_step_mark *marks, size_t n, cudaGraphNode_t node) {
+    for (size_t i = n; i-- > 0;)
+        if (marks[i].leaf == node)
+            return (ptrdiff_t)i;
+    return -1;
+}
+
+/* Where the memset node `node` (bytes [lo, hi), its only dependency `pred`)
+ * may start instead: *to the last node of an earlier step with a workspace
+ * (NULL: the graph's start). False when it stays where it is. */
+static bool memset_move(const kc_step_mark *marks, size_t n, cudaGraphNode_t pred, uintptr_t lo, uintptr_t hi,
+                        cudaGraphNode_t *to) {
+    ptrdiff_t i = marks ? step_ending_at(marks, n, pred) : -1;
+    if (i < 0 || (size_t)i + 1 >= n)
+        return false;
+    const kc_step_mark *own = &marks[i + 1]; /* the step the memset opens */
+    uintptr_t ws = (uintptr_t)own->ws;
+    if (!own->ws_bytes || lo < ws || hi > ws + own->ws_bytes)
+        return false; /* not (only) its workspace: an output, say */
+    ptrdiff_t j = i;
+    while (j >= 0 && !marks[j].ws_bytes)
+        j--;
+    if (j == i || (j >= 0 && !marks[j].leaf))
+        return false; /* right after the last user already, or no single node to follow */
+    *to = j >= 0 ? marks[j].leaf : NULL;
+    return true;
+}
+
+static kiln_status memset_as_kernel(cudaGraph_t g, cudaGraphNode_t node, const kc_step_mark *marks, size_t n_marks,
+                                    int *moved) {
     struct cudaMemsetParams mp;
     kc_memset_node m;
     struct cudaKernelNodeParams kp;
@@ -473,12 +507,23 @@ static kiln_status memset_as_kernel(cudaGraph_t g, cudaGraphNode_t node) {
             plain = false;
     cudaError_t e = cudaSuccess;
     if (plain) {
-        cudaGraphNode_t k = NULL;
-        e = cudaGraphAddKernelNode(&k, g, nin ? in : NULL, nin, &kp);
-        for (size_t i = 0; e == cudaSuccess && i < nout; i++)
+        const uintptr_t lo = (uintptr_t)mp.dst;
+        const uintptr_t hi = lo + (mp.height > 1 ? (mp.height - 1) * mp.pitch : 0) + mp.width * mp.elementSize;
+        cudaGraphNode_t to = NULL, k = NULL;
+        bool move = nin == 1 && nout > 0 && memset_move(marks, n_marks, in[0], lo, hi, &to);
+        if (move)
+            e = cudaGraphAddKernelNode(&k, g, to ? &to : NULL, to ? 1 : 0, &kp);
+        else
+            e = cudaGraphAddKernelNode(&k, g, nin ? in : NULL, nin, &kp);
+        for (size_t i = 0; e == cudaSuccess && i < nout; i++) {
             e = cudaGraphAddDependencies(g, &k, &out[i], NULL, 1);
+            if (e == cudaSuccess && move) /* the step's work still follows the step before */
+                e = cudaGraphAddDependencies(g, &in[0], &out[i], NULL, 1);
+        }
         if (e == cudaSuccess)
             e = cudaGraphDestroyNode(node);
+        if (e == cudaSuccess && move)
+            (*moved)++;
     } else {
         (void)cudaGetLastError();
     }
@@ -489,10 +534,12 @@ static kiln_status memset_as_kernel(cudaGraph_t g, cudaGraphNode_t node) {
     return KILN_OK;
 }
 
-kiln_status kc_graph_memsets_as_kernels(cudaGraph_t g) {
+kiln_status kc_graph_memsets_as_kernels(cudaGraph_t g, const kc_step_mark *marks, size_t n_marks) {
     const char *env = getenv("KILN_GRAPH_MEMSETS");
     if (env && strcmp(env, "keep") == 0)
         return KILN_OK;
+    if (env && strcmp(env, "chain") == 0)
+        marks = NULL;
     size_t n = 0;
     KC_CUDA(NULL, cudaGraphGetNodes(g, NULL, &n));
     if (n == 0)
@@ -502,23 +549,81 @@ kiln_status kc_graph_memsets_as_kernels(cudaGraph_t g) {
         return kn_error(KILN_ERR_OUT_OF_MEMORY, "CUDA graph: %zu node handles", n);
     cudaError_t e = cudaGraphGetNodes(g, nodes, &n);
     kiln_status st = e == cudaSuccess ? KILN_OK : kc_cuda_fail(NULL, e, "cudaGraphGetNodes");
+    int replaced = 0, moved = 0;
     for (size_t i = 0; st == KILN_OK && i < n; i++) {
         enum cudaGraphNodeType t;
         e = cudaGraphNodeGetType(nodes[i], &t);
         if (e != cudaSuccess)
             st = kc_cuda_fail(NULL, e, "cudaGraphNodeGetType");
-        else if (t == cudaGraphNodeTypeMemset)
-            st = memset_as_kernel(g, nodes[i]);
+        else if (t == cudaGraphNodeTypeMemset) {
+            st = memset_as_kernel(g, nodes[i], marks, marks ? n_marks : 0, &moved);
+            replaced++;
+        }
     }
     kn_free(nodes);
+    if (st == KILN_OK && marks && replaced)
+        kn_log(KILN_LOG_VERBOSE, "CUDA graph: %d memset node(s), %d moved beside the steps before them", replaced,
+               moved);
     return st;
+}
+
+/* The steps of the capture in progress on this thread (captures are
+ * thread-local), from cuda_graph_step; cap_broken when one could not be
+ * recorded, and then no memset moves. */
+static _Thread_local kc_step_mark *cap_marks;
+static _Thread_local size_t cap_n, cap_cap;
+static _Thread_local bool cap_broken;
+
+static void cap_reset(void) {
+    kn_free(cap_marks);
+    cap_marks = NULL;
+    cap_n = cap_cap = 0;
+    cap_broken = false;
+}
+
+/* Capture is thread-local: other threads may keep calling CUDA meanwhile. */
+static kiln_status cuda_graph_begin(void *s) {
+    cap_reset();
+    KC_CUDA(NULL, cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeThreadLocal));
+    return KILN_OK;
+}
+
+static kiln_status cuda_graph_step(void *s, const void *ws, size_t ws_bytes) {
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    const cudaGraphNode_t *deps = NULL;
+    size_t nd = 0;
+    if (cap_broken)
+        return KILN_OK;
+    if (cudaStreamGetCaptureInfo((cudaStream_t)s, &cs, NULL, NULL, &deps, NULL, &nd) != cudaSuccess ||
+        cs != cudaStreamCaptureStatusActive) {
+        (void)cudaGetLastError(); /* graph_end reports a broken capture */
+        cap_broken = true;
+        return KILN_OK;
+    }
+    if (cap_n == cap_cap) {
+        size_t nc = cap_cap ? 2 * cap_cap : 256;
+        kc_step_mark *m = kn_realloc(cap_marks, nc * sizeof *m);
+        if (!m) { /* no marks, no moves: the graph is still right */
+            cap_broken = true;
+            return KILN_OK;
+        }
+        cap_marks = m;
+        cap_cap = nc;
+    }
+    cap_marks[cap_n++] = (kc_step_mark){nd == 1 ? deps[0] : NULL, ws_bytes ? ws : NULL, ws_bytes};
+    return KILN_OK;
 }
 
 /* The captured graph, instantiated: *out is a cudaGraphExec_t. */
 static kiln_status cuda_graph_end(void *s, void **out) {
     cudaGraph_t g = NULL;
-    KC_CUDA(NULL, cudaStreamEndCapture((cudaStream_t)s, &g));
-    kiln_status st = kc_graph_memsets_as_kernels(g);
+    cudaError_t ce = cudaStreamEndCapture((cudaStream_t)s, &g);
+    if (ce != cudaSuccess) {
+        cap_reset();
+        return kc_cuda_fail(NULL, ce, "cudaStreamEndCapture");
+    }
+    kiln_status st = kc_graph_memsets_as_kernels(g, cap_broken ? NULL : cap_marks, cap_broken ? 0 : cap_n);
+    cap_reset();
     if (st != KILN_OK) {
         (void)cudaGraphDestroy(g);
         return st;
@@ -567,6 +672,7 @@ const kb_backend kb_cuda_backend = {
     .stream_create = cuda_stream_create,
     .stream_destroy = cuda_stream_destroy,
     .graph_begin = cuda_graph_begin,
+    .graph_step = cuda_graph_step,
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,

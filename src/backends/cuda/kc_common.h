@@ -19,10 +19,23 @@ KN_HIDDEN kiln_status kc_cuda_fail(const kn_node *node, cudaError_t e, const cha
 KN_HIDDEN kiln_status kc_cublas_fail(const kn_node *node, cublasStatus_t s, const char *what);
 KN_HIDDEN kiln_status kc_cudnn_fail(const kn_node *node, cudnnStatus_t s, const char *what);
 
+/* One step of a captured plan (cuda_graph_step): the capture's leaf node
+ * after it (NULL when there were several), and the part of the shared
+ * workspace it was given (ws_bytes 0: none). */
+typedef struct {
+    cudaGraphNode_t leaf;
+    const void *ws;
+    size_t ws_bytes;
+} kc_step_mark;
+
 /* A captured graph's memset nodes of up to 1 MiB, with plain edges, as
  * kernel nodes writing the same bytes (cuda_backend.c; what a plan's graph
- * and the builder's timing graphs get before instantiation). */
-KN_HIDDEN kiln_status kc_graph_memsets_as_kernels(cudaGraph_t g);
+ * and the builder's timing graphs get before instantiation). With the
+ * capture's steps (marks, n; NULL, 0 for none), a memset node that opens a
+ * step and clears part of that step's workspace also moves off the chain:
+ * it then follows the last earlier step that had a workspace, and runs
+ * beside the steps in between. */
+KN_HIDDEN kiln_status kc_graph_memsets_as_kernels(cudaGraph_t g, const kc_step_mark *marks, size_t n);
 
 #define KC_CUDA(node, call)                                       \
     do {                                                          \
