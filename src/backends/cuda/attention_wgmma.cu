@@ -64,6 +64,16 @@ __device__ __forceinline__ uint64_t wga_desc(const void *p) {
     return d;
 }
 
+/* The descriptor of a block of ones without swizzle (core matrices 128
+ * bytes apart both ways): whatever the layout wgmma reads it in, every
+ * element it touches, within the first 384 bytes, is 1. */
+__device__ __forceinline__ uint64_t wga_desc_ones(const void *p) {
+    uint64_t d = (uint64_t)((wga_saddr(p) & 0x3FFFF) >> 4);
+    d |= (uint64_t)(128 >> 4) << 16;
+    d |= (uint64_t)(128 >> 4) << 32;
+    return d;
+}
+
 /* a 64 x rows box of a [B, S, H * 64] tensor map at (c0 column, c1 token,
  * c2 batch) into shared memory, completing on the barrier */
 __device__ __forceinline__ void wga_tma(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, int c2) {
@@ -118,6 +128,8 @@ __device__ __forceinline__ void wga_fence_reg(float &x) { asm volatile("" : "+f"
 template <typename T> __device__ __forceinline__ void wga_ss_n128(float (&d)[64], uint64_t da, uint64_t db, int acc);
 template <typename T>
 __device__ __forceinline__ void wga_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int acc);
+template <typename T>
+__device__ __forceinline__ void wga_rs_n8(float (&d)[4], const uint32_t (&a)[4], uint64_t db, int acc);
 #define WGA_MMA(T, PT)                                                                                            \
     template <>                                                                                                   \
     __device__ __forceinline__ void wga_ss_n128<T>(float (&d)[64], uint64_t da, uint64_t db, int acc) {           \
@@ -133,6 +145,14 @@ __device__ __forceinline__ void wga_rs_n64(float (&d)[32], const uint32_t (&a)[4
                      "wgmma.mma_async.sync.aligned.m64n64k16.f32." PT "." PT " " WGA_D32                          \
                      ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                              \
                      : WGA_OUT32(d)                                                                               \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));                            \
+    }                                                                                                             \
+    template <>                                                                                                   \
+    __device__ __forceinline__ void wga_rs_n8<T>(float (&d)[4], const uint32_t (&a)[4], uint64_t db, int acc) {   \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"                                                 \
+                     "wgmma.mma_async.sync.aligned.m64n8k16.f32." PT "." PT " {%0, %1, %2, %3}"                   \
+                     ", {%4, %5, %6, %7}, %8, p, 1, 1, 1;\n}\n"                                                   \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                             \
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));                            \
     }
 WGA_MMA(__half, "f16")
@@ -172,12 +192,14 @@ __device__ __forceinline__ void wga_issue(unsigned char *Qs, unsigned char *Ks, 
 
 #ifdef WGA_DEVICE
 /* One tile once its boxes are on their way and Ms holds its mask: wait for
- * them (barrier phase `parity`), S = Q K^T, the softmax, O = P V, and O out
- * through the warpgroup's own Q rows. */
+ * them (barrier phase `parity`), S = Q K^T, the softmax, O = P V and the
+ * rows' sums P 1 (a wgmma of n8 against `ones`, 1 KB of ones in shared
+ * memory, in the same group as P V), and O out through the warpgroup's own
+ * Q rows. */
 template <typename T, int WG>
 __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char *Ks, const unsigned char *Vs,
-                                         const float *Ms, uint64_t *bars, uint32_t parity, T *__restrict__ y,
-                                         const kc_attn &a, int64_t b, int64_t h, int q0) {
+                                         const float *Ms, const void *ones, uint64_t *bars, uint32_t parity,
+                                         T *__restrict__ y, const kc_attn &a, int64_t b, int64_t h, int q0) {
     const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;
     const int sq = (int)a.sq;
@@ -211,7 +233,6 @@ __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char 
             mx[e >> 1] = fmaxf(mx[e >> 1], x);
         }
     }
-    float sum[2] = {0.f, 0.f};
     kc_quad_row_max(mx); /* 0 where every key is masked */
     /* P, rounded to T, in the register-A layout of P V: keys 16kk.. are
      * accumulators 8kk..8kk+7 */
@@ -225,8 +246,6 @@ __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char 
             asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y2) : "f"(s[8 * kk + i] - mx[(i >> 1) & 1]));
             e[i] = y2;
         }
-        sum[0] += e[0] + e[1] + e[4] + e[5];
-        sum[1] += e[2] + e[3] + e[6] + e[7];
         p[kk][0] = kc_pack2<T>(e[0], e[1]);
         p[kk][1] = kc_pack2<T>(e[2], e[3]);
         p[kk][2] = kc_pack2<T>(e[4], e[5]);
@@ -235,27 +254,36 @@ __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char 
 
     wga_wait(&bars[1], parity); /* V */
 
-    /* O = P V: 16 keys a step = two 8-row groups of V, 2048 bytes */
-    float o[32];
+    /* O = P V: 16 keys a step = two 8-row groups of V, 2048 bytes; and
+     * l = P 1, each row's sum in every one of its 8 columns, from the
+     * rounded P that O is made of (no adds and shuffles on the lanes) */
+    float o[32], l[4];
 #pragma unroll
     for (int i = 0; i < 32; i++)
         o[i] = 0.f;
-    const uint64_t dv = wga_desc(Vs);
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        l[i] = 0.f;
+    const uint64_t dv = wga_desc(Vs), d1 = wga_desc_ones(ones);
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-    for (int kk = 0; kk < WGA_KEYS / 16; kk++) /* keys past Sk: P and V rows are zeros */
+    for (int kk = 0; kk < WGA_KEYS / 16; kk++) { /* keys past Sk: P and V rows are zeros */
         wga_rs_n64<T>(o, p[kk], dv + 128 * kk, kk);
+        wga_rs_n8<T>(l, p[kk], d1, kk);
+    }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 #pragma unroll
     for (int i = 0; i < 32; i++)
         wga_fence_reg(o[i]);
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        wga_fence_reg(l[i]);
 
-    /* the rows' sums over the lane quad; O / sum through the warp's own Q
-     * rows (its S products are complete), then 16 bytes a lane out */
-    kc_quad_row_sum(sum);
+    /* O / sum through the warp's own Q rows (its S products are complete),
+     * then 16 bytes a lane out; l[0] is row g's sum, l[2] row g + 8's */
     /* every key masked: 0 * inf = NaN, as the reference */
-    const float inv[2] = {1.f / sum[0], 1.f / sum[1]};
+    const float inv[2] = {1.f / l[0], 1.f / l[2]};
     unsigned char *Ow = Qs + (wg * 64 + warp * 16) * 128;
     const int rl = warp * 16 + g; /* within the warpgroup's 64 rows: the swizzle phase */
 #pragma unroll
@@ -278,6 +306,37 @@ __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char 
 }
 #endif
 
+#ifdef WGA_DEVICE
+/* 1 KB of ones (of T) for the row-sum wgmma, written through the generic
+ * proxy and made visible to wgmma's (async) proxy before the block's first
+ * barrier. */
+template <typename T> __device__ __forceinline__ void wga_init_ones(uint32_t *ones) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x)
+        ones[i] = kc_pack2<T>(1.f, 1.f);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+#endif
+
+/* A tile's place: query tile q, head h, batch b (tile = (b H + h) nq + q).
+ * The persistent kernel decodes its first tile and its stride once and
+ * then steps with carries: integer divisions by run-time values cost about
+ * twenty instructions each, and it took four a tile per thread. */
+struct wga_pos {
+    int q, h, b;
+};
+__device__ __forceinline__ wga_pos wga_decode(int t, int nq, int H) { return {t % nq, t / nq % H, t / nq / H}; }
+__device__ __forceinline__ void wga_advance(wga_pos &p, const wga_pos &g, int nq, int H) {
+    p.q += g.q;
+    int c = p.q >= nq;
+    if (c)
+        p.q -= nq;
+    p.h += g.h + c;
+    c = p.h >= H;
+    if (c)
+        p.h -= H;
+    p.b += g.b + c;
+}
+
 /* Y = softmax(scale Q K^T + mask row) V for one tile of 64 * WG query rows
  * of one head; d = dv = 64, Sk <= 128, rows 16-byte aligned. */
 template <typename T, int WG>
@@ -288,6 +347,7 @@ __global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
 #ifdef WGA_DEVICE
     extern __shared__ unsigned char wga_raw[];
     __shared__ __align__(8) uint64_t bars[2]; /* Q and K landed; V landed */
+    __shared__ __align__(128) uint32_t ones[256];
     unsigned char *base = (unsigned char *)(((uintptr_t)wga_raw + 1023) & ~(uintptr_t)1023);
     unsigned char *Qs = base, *Ks = Qs + 64 * WG * 128, *Vs = Ks + WGA_KEYS * 128;
     float *Ms = reinterpret_cast<float *>(Vs + WGA_KEYS * 128);
@@ -302,8 +362,9 @@ __global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
     }
     for (int j = threadIdx.x; j < WGA_KEYS; j += WG * 128)
         Ms[j] = wga_mask_at(mask, a, b, j);
-    __syncthreads(); /* the mask, and the barriers' initialisation */
-    wga_tile<T, WG>(Qs, Ks, Vs, Ms, bars, 0, y, a, b, h, q0);
+    wga_init_ones<T>(ones);
+    __syncthreads(); /* the mask, the ones, and the barriers' initialisation */
+    wga_tile<T, WG>(Qs, Ks, Vs, Ms, ones, bars, 0, y, a, b, h, q0);
 #else
     __trap(); /* not built for this architecture: kc_attention never launches it here */
 #endif
@@ -326,42 +387,48 @@ __global__ void __launch_bounds__(256, 2)
 #ifdef WGA_DEVICE
     extern __shared__ unsigned char wga_raw[];
     __shared__ __align__(8) uint64_t bars[2][2]; /* per stage: Q and K landed; V landed */
+    __shared__ __align__(128) uint32_t ones[256];
     unsigned char *base = (unsigned char *)(((uintptr_t)wga_raw + 1023) & ~(uintptr_t)1023);
     float *Ms = reinterpret_cast<float *>(base + 2 * WGA_PIPE_STAGE); /* two stages of WGA_KEYS */
     const int H = (int)a.h;
+    const wga_pos g = wga_decode((int)gridDim.x, nq, H); /* the stride between a block's tiles */
+    wga_pos cur = wga_decode((int)blockIdx.x, nq, H);
     if (threadIdx.x == 0) {
         wga_init_bars(&bars[0][0], 4);
-        if ((int)blockIdx.x < tiles) {
-            const int t0 = blockIdx.x;
-            wga_issue<2>(base, base + 128 * 128, base + (128 + WGA_KEYS) * 128, bars[0], &tq, &tk, &tv,
-                         t0 / nq / H, t0 / nq % H, t0 % nq * 128);
-        }
+        if ((int)blockIdx.x < tiles)
+            wga_issue<2>(base, base + 128 * 128, base + (128 + WGA_KEYS) * 128, bars[0], &tq, &tk, &tv, cur.b,
+                         cur.h, cur.q * 128);
     }
     if ((int)blockIdx.x < tiles && threadIdx.x < WGA_KEYS)
-        Ms[threadIdx.x] = wga_mask_at(mask, a, (int)blockIdx.x / nq / H, threadIdx.x);
-    __syncthreads(); /* the barriers' initialisation, the first mask */
+        Ms[threadIdx.x] = wga_mask_at(mask, a, cur.b, threadIdx.x);
+    wga_init_ones<T>(ones);
+    __syncthreads(); /* the barriers' initialisation, the first mask, the ones */
     int i = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, i++) {
-        const int st = i & 1, nxt = tile + (int)gridDim.x;
+        const int st = i & 1;
+        const bool more = tile + (int)gridDim.x < tiles;
+        wga_pos nxt = cur;
+        wga_advance(nxt, g, nq, H);
         unsigned char *S = base + st * WGA_PIPE_STAGE;
         float mnext = 0.f;
-        if (nxt < tiles) {
+        if (more) {
             if (threadIdx.x == 0) { /* the other stage was released at the end of the last tile */
                 unsigned char *N = base + (st ^ 1) * WGA_PIPE_STAGE;
-                wga_issue<2>(N, N + 128 * 128, N + (128 + WGA_KEYS) * 128, bars[st ^ 1], &tq, &tk, &tv,
-                             nxt / nq / H, nxt / nq % H, nxt % nq * 128);
+                wga_issue<2>(N, N + 128 * 128, N + (128 + WGA_KEYS) * 128, bars[st ^ 1], &tq, &tk, &tv, nxt.b,
+                             nxt.h, nxt.q * 128);
             }
             if (threadIdx.x < WGA_KEYS)
-                mnext = wga_mask_at(mask, a, nxt / nq / H, threadIdx.x);
+                mnext = wga_mask_at(mask, a, nxt.b, threadIdx.x);
         }
-        wga_tile<T, 2>(S, S + 128 * 128, S + (128 + WGA_KEYS) * 128, Ms + st * WGA_KEYS, bars[st],
-                       (uint32_t)(i >> 1) & 1u, y, a, tile / nq / H, tile / nq % H, tile % nq * 128);
-        if (nxt < tiles && threadIdx.x < WGA_KEYS)
+        wga_tile<T, 2>(S, S + 128 * 128, S + (128 + WGA_KEYS) * 128, Ms + st * WGA_KEYS, ones, bars[st],
+                       (uint32_t)(i >> 1) & 1u, y, a, cur.b, cur.h, cur.q * 128);
+        if (more && threadIdx.x < WGA_KEYS)
             Ms[(st ^ 1) * WGA_KEYS + threadIdx.x] = mnext;
         /* this stage's Q rows held O: order those writes before the tensor
          * memory accelerator refills the stage, and release it */
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncthreads();
+        cur = nxt;
     }
 #else
     __trap();
