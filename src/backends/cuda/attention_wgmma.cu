@@ -192,11 +192,13 @@ __device__ __forceinline__ void wga_issue(unsigned char *Qs, unsigned char *Ks, 
 
 #ifdef WGA_DEVICE
 /* One tile once its boxes are on their way and Ms holds its mask: wait for
- * them (barrier phase `parity`), S = Q K^T, the softmax, O = P V and the
- * rows' sums P 1 (a wgmma of n8 against `ones`, 1 KB of ones in shared
- * memory, in the same group as P V), and O out through the warpgroup's own
- * Q rows. */
-template <typename T, int WG>
+ * them (barrier phase `parity`), S = Q K^T, the softmax, O = P V, and O out
+ * through the warpgroup's own Q rows. The rows' sums: with MMA_SUM, P 1 (a
+ * wgmma of n8 against `ones`, 1 KB of ones in shared memory, in the same
+ * group as P V: 11% fewer instructions, which the persistent kernel's
+ * tiles gain from); else adds on the lanes and quad shuffles, which keep the
+ * wgmma chain of a lone tile (small batches) shorter. */
+template <typename T, int WG, bool MMA_SUM>
 __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char *Ks, const unsigned char *Vs,
                                          const float *Ms, const void *ones, uint64_t *bars, uint32_t parity,
                                          T *__restrict__ y, const kc_attn &a, int64_t b, int64_t h, int q0) {
@@ -234,6 +236,7 @@ __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char 
         }
     }
     kc_quad_row_max(mx); /* 0 where every key is masked */
+    float sum[2] = {0.f, 0.f};
     /* P, rounded to T, in the register-A layout of P V: keys 16kk.. are
      * accumulators 8kk..8kk+7 */
     uint32_t p[WGA_KEYS / 16][4];
@@ -245,6 +248,10 @@ __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char 
             float y2;
             asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y2) : "f"(s[8 * kk + i] - mx[(i >> 1) & 1]));
             e[i] = y2;
+        }
+        if (!MMA_SUM) {
+            sum[0] += e[0] + e[1] + e[4] + e[5];
+            sum[1] += e[2] + e[3] + e[6] + e[7];
         }
         p[kk][0] = kc_pack2<T>(e[0], e[1]);
         p[kk][1] = kc_pack2<T>(e[2], e[3]);
@@ -264,12 +271,13 @@ __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char 
 #pragma unroll
     for (int i = 0; i < 4; i++)
         l[i] = 0.f;
-    const uint64_t dv = wga_desc(Vs), d1 = wga_desc_ones(ones);
+    const uint64_t dv = wga_desc(Vs), d1 = MMA_SUM ? wga_desc_ones(ones) : 0;
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
     for (int kk = 0; kk < WGA_KEYS / 16; kk++) { /* keys past Sk: P and V rows are zeros */
         wga_rs_n64<T>(o, p[kk], dv + 128 * kk, kk);
-        wga_rs_n8<T>(l, p[kk], d1, kk);
+        if (MMA_SUM)
+            wga_rs_n8<T>(l, p[kk], d1, kk);
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
@@ -282,8 +290,14 @@ __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char 
 
     /* O / sum through the warp's own Q rows (its S products are complete),
      * then 16 bytes a lane out; l[0] is row g's sum, l[2] row g + 8's */
+    if (MMA_SUM) {
+        sum[0] = l[0];
+        sum[1] = l[2];
+    } else {
+        kc_quad_row_sum(sum);
+    }
     /* every key masked: 0 * inf = NaN, as the reference */
-    const float inv[2] = {1.f / l[0], 1.f / l[2]};
+    const float inv[2] = {1.f / sum[0], 1.f / sum[1]};
     unsigned char *Ow = Qs + (wg * 64 + warp * 16) * 128;
     const int rl = warp * 16 + g; /* within the warpgroup's 64 rows: the swizzle phase */
 #pragma unroll
@@ -347,7 +361,6 @@ __global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
 #ifdef WGA_DEVICE
     extern __shared__ unsigned char wga_raw[];
     __shared__ __align__(8) uint64_t bars[2]; /* Q and K landed; V landed */
-    __shared__ __align__(128) uint32_t ones[256];
     unsigned char *base = (unsigned char *)(((uintptr_t)wga_raw + 1023) & ~(uintptr_t)1023);
     unsigned char *Qs = base, *Ks = Qs + 64 * WG * 128, *Vs = Ks + WGA_KEYS * 128;
     float *Ms = reinterpret_cast<float *>(Vs + WGA_KEYS * 128);
@@ -362,9 +375,8 @@ __global__ void __launch_bounds__(WG * 128, WG == 1 ? 4 : 2)
     }
     for (int j = threadIdx.x; j < WGA_KEYS; j += WG * 128)
         Ms[j] = wga_mask_at(mask, a, b, j);
-    wga_init_ones<T>(ones);
-    __syncthreads(); /* the mask, the ones, and the barriers' initialisation */
-    wga_tile<T, WG>(Qs, Ks, Vs, Ms, ones, bars, 0, y, a, b, h, q0);
+    __syncthreads(); /* the mask, and the barriers' initialisation */
+    wga_tile<T, WG, false>(Qs, Ks, Vs, Ms, nullptr, bars, 0, y, a, b, h, q0);
 #else
     __trap(); /* not built for this architecture: kc_attention never launches it here */
 #endif
@@ -420,7 +432,7 @@ __global__ void __launch_bounds__(256, 2)
             if (threadIdx.x < WGA_KEYS)
                 mnext = wga_mask_at(mask, a, nxt.b, threadIdx.x);
         }
-        wga_tile<T, 2>(S, S + 128 * 128, S + (128 + WGA_KEYS) * 128, Ms + st * WGA_KEYS, ones, bars[st],
+        wga_tile<T, 2, true>(S, S + 128 * 128, S + (128 + WGA_KEYS) * 128, Ms + st * WGA_KEYS, ones, bars[st],
                        (uint32_t)(i >> 1) & 1u, y, a, cur.b, cur.h, cur.q * 128);
         if (more && threadIdx.x < WGA_KEYS)
             Ms[(st ^ 1) * WGA_KEYS + threadIdx.x] = mnext;
