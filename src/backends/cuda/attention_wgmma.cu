@@ -16,7 +16,9 @@
  *     as in the mma.sync kernels), the row mask folded in once per block;
  *   O (64 x 64) = P V: eight wgmma m64n64k16 with P straight from registers
  *     (the accumulator layout of S is the register-A layout) and V from
- *     shared memory, N-major (V rows are keys);
+ *     shared memory, N-major (V rows are keys); in the persistent kernel
+ *     the row sums too, as P times a block of ones (eight m64n8k16), where
+ *     the other kernels add on the lanes;
  *   O / row sum staged through the warp's own Q rows and stored 16 bytes a
  *     lane.
  * Only the mask that is one row per batch (or none) is taken; kc_attention
