@@ -1760,7 +1760,8 @@ static void test_graph_memsets(void) {
 
 /* A memset node that opens a step and clears that step's workspace moves
  * beside the steps before it, back to the last step with a workspace; one
- * that writes outside the workspace stays in the chain. The graph stands
+ * that writes outside the workspace stays in the chain, and so does one
+ * with no earlier workspace step. The graph stands
  * for a capture of four steps: A (workspace), B (none), memset + C
  * (workspace, the memset inside it), memset + D (workspace, the memset on
  * an output). */
@@ -1831,6 +1832,18 @@ static void test_graph_memset_moves(void) {
     }
     KT_CHECK(ok);
     cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    /* no earlier step with a workspace: the memset stays after B rather
+     * than becoming a second root */
+    KT_CHECK(cudaGraphCreate(&g, 0) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemcpyNode1D(&B, g, NULL, 0, o, src, N, cudaMemcpyDeviceToDevice) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemsetNode(&M1, g, &B, 1, &m1) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemcpyNode1D(&C, g, &M1, 1, o + N, ws, N, cudaMemcpyDeviceToDevice) == cudaSuccess);
+    const kc_step_mark first[2] = {{B, NULL, 0}, {C, ws, 4096}};
+    KT_OK(kc_graph_memsets_as_kernels(g, first, 2));
+    k1 = only_dep(C, &nd);
+    KT_CHECK(k1 && nd == 1 && cudaGraphNodeGetType(k1, &t) == cudaSuccess && t == cudaGraphNodeTypeKernel);
+    KT_CHECK(only_dep(k1, &nk) == B && nk == 1);
     cudaGraphDestroy(g);
     cudaFree(ws);
     cudaFree(src);

@@ -457,8 +457,8 @@ static ptrdiff_t step_ending_at(const kc_step_mark *marks, size_t n, cudaGraphNo
 }
 
 /* Where the memset node `node` (bytes [lo, hi), its only dependency `pred`)
- * may start instead: *to the last node of an earlier step with a workspace
- * (NULL: the graph's start). False when it stays where it is. */
+ * may start instead: *to, the last node of an earlier step with a
+ * workspace. False when it stays where it is. */
 static bool memset_move(const kc_step_mark *marks, size_t n, cudaGraphNode_t pred, uintptr_t lo, uintptr_t hi,
                         cudaGraphNode_t *to) {
     ptrdiff_t i = marks ? step_ending_at(marks, n, pred) : -1;
@@ -471,9 +471,13 @@ static bool memset_move(const kc_step_mark *marks, size_t n, cudaGraphNode_t pre
     ptrdiff_t j = i;
     while (j >= 0 && !marks[j].ws_bytes)
         j--;
-    if (j == i || (j >= 0 && !marks[j].leaf))
-        return false; /* right after the last user already, or no single node to follow */
-    *to = j >= 0 ? marks[j].leaf : NULL;
+    /* right after the last user already, no single node to follow, or no
+     * earlier user at all: a second root would make the graph fork at its
+     * start, and in session 11's trace the chain then began 17 us after the
+     * launch instead of 2-5 */
+    if (j == i || j < 0 || !marks[j].leaf)
+        return false;
+    *to = marks[j].leaf;
     return true;
 }
 
@@ -512,7 +516,7 @@ static kiln_status memset_as_kernel(cudaGraph_t g, cudaGraphNode_t node, const k
         cudaGraphNode_t to = NULL, k = NULL;
         bool move = nin == 1 && nout > 0 && memset_move(marks, n_marks, in[0], lo, hi, &to);
         if (move)
-            e = cudaGraphAddKernelNode(&k, g, to ? &to : NULL, to ? 1 : 0, &kp);
+            e = cudaGraphAddKernelNode(&k, g, &to, 1, &kp);
         else
             e = cudaGraphAddKernelNode(&k, g, nin ? in : NULL, nin, &kp);
         for (size_t i = 0; e == cudaSuccess && i < nout; i++) {
