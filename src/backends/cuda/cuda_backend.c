@@ -473,8 +473,8 @@ static bool memset_move(const kc_step_mark *marks, size_t n, cudaGraphNode_t pre
         j--;
     /* right after the last user already, no single node to follow, or no
      * earlier user at all: a second root would make the graph fork at its
-     * start, and in session 11's trace the chain then began 17 us after the
-     * launch instead of 2-5 */
+     * start, and in session 11's trace the chain then began about 17 us
+     * later than in a single-chain graph */
     if (j == i || j < 0 || !marks[j].leaf)
         return false;
     *to = marks[j].leaf;
