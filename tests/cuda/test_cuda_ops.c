@@ -1802,7 +1802,7 @@ static void test_graph_memset_moves(void) {
     KT_CHECK(cudaGraphAddMemsetNode(&M2, g, &C, 1, &m2) == cudaSuccess);
     KT_CHECK(cudaGraphAddMemcpyNode1D(&D, g, &M2, 1, o + 3 * N, o + 2 * N, N, cudaMemcpyDeviceToDevice) ==
              cudaSuccess);
-    const kc_step_mark marks[4] = {{A, ws, 4096}, {B, NULL, 0}, {C, ws, 4096}, {D, ws, 4096}};
+    kc_step_mark marks[4] = {{A, ws, 4096}, {B, NULL, 0}, {C, ws, 4096}, {D, ws, 4096}};
     KT_OK(kc_graph_memsets_as_kernels(g, marks, 4));
     /* C now waits on B and on the memset's kernel node, which follows A */
     size_t nd = 0, nk = 0;
@@ -1839,11 +1839,29 @@ static void test_graph_memset_moves(void) {
     KT_CHECK(cudaGraphAddMemcpyNode1D(&B, g, NULL, 0, o, src, N, cudaMemcpyDeviceToDevice) == cudaSuccess);
     KT_CHECK(cudaGraphAddMemsetNode(&M1, g, &B, 1, &m1) == cudaSuccess);
     KT_CHECK(cudaGraphAddMemcpyNode1D(&C, g, &M1, 1, o + N, ws, N, cudaMemcpyDeviceToDevice) == cudaSuccess);
-    const kc_step_mark first[2] = {{B, NULL, 0}, {C, ws, 4096}};
+    kc_step_mark first[2] = {{B, NULL, 0}, {C, ws, 4096}};
     KT_OK(kc_graph_memsets_as_kernels(g, first, 2));
     k1 = only_dep(C, &nd);
     KT_CHECK(k1 && nd == 1 && cudaGraphNodeGetType(k1, &t) == cudaSuccess && t == cudaGraphNodeTypeKernel);
     KT_CHECK(only_dep(k1, &nk) == B && nk == 1);
+    cudaGraphDestroy(g);
+    /* a step that is one memset (on an output) before the workspace step:
+     * once it is a kernel node its mark follows, and the workspace memset
+     * after it still finds its step and moves back to A */
+    cudaGraphNode_t Z;
+    KT_CHECK(cudaGraphCreate(&g, 0) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemcpyNode1D(&A, g, NULL, 0, ws, src, N, cudaMemcpyDeviceToDevice) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemsetNode(&Z, g, &A, 1, &m2) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemsetNode(&M1, g, &Z, 1, &m1) == cudaSuccess);
+    KT_CHECK(cudaGraphAddMemcpyNode1D(&C, g, &M1, 1, o + N, ws, N, cudaMemcpyDeviceToDevice) == cudaSuccess);
+    kc_step_mark zs[3] = {{A, ws, 4096}, {Z, NULL, 0}, {C, ws, 4096}};
+    KT_OK(kc_graph_memsets_as_kernels(g, zs, 3));
+    KT_CHECK(zs[1].leaf != Z && cudaGraphNodeGetType(zs[1].leaf, &t) == cudaSuccess && t == cudaGraphNodeTypeKernel);
+    KT_CHECK(cudaGraphNodeGetDependencies(C, NULL, NULL, &nd) == cudaSuccess && nd == 2);
+    KT_CHECK(cudaGraphNodeGetDependencies(C, cd, NULL, &nd) == cudaSuccess);
+    k1 = cd[0] == zs[1].leaf ? cd[1] : cd[0];
+    KT_CHECK((cd[0] == zs[1].leaf) != (cd[1] == zs[1].leaf));
+    KT_CHECK(only_dep(k1, &nk) == A && nk == 1);
     cudaGraphDestroy(g);
     cudaFree(ws);
     cudaFree(src);

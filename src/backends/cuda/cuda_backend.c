@@ -481,7 +481,7 @@ static bool memset_move(const kc_step_mark *marks, size_t n, cudaGraphNode_t pre
     return true;
 }
 
-static kiln_status memset_as_kernel(cudaGraph_t g, cudaGraphNode_t node, const kc_step_mark *marks, size_t n_marks,
+static kiln_status memset_as_kernel(cudaGraph_t g, cudaGraphNode_t node, kc_step_mark *marks, size_t n_marks,
                                     int *moved) {
     struct cudaMemsetParams mp;
     kc_memset_node m;
@@ -524,6 +524,11 @@ static kiln_status memset_as_kernel(cudaGraph_t g, cudaGraphNode_t node, const k
             if (e == cudaSuccess && move) /* the step's work still follows the step before */
                 e = cudaGraphAddDependencies(g, &in[0], &out[i], NULL, 1);
         }
+        /* a step that ended with this memset now ends with its kernel: the
+         * next step's memset finds its step by that node */
+        for (size_t i = 0; e == cudaSuccess && i < n_marks; i++)
+            if (marks[i].leaf == node)
+                marks[i].leaf = k;
         if (e == cudaSuccess)
             e = cudaGraphDestroyNode(node);
         if (e == cudaSuccess && move)
@@ -538,7 +543,7 @@ static kiln_status memset_as_kernel(cudaGraph_t g, cudaGraphNode_t node, const k
     return KILN_OK;
 }
 
-kiln_status kc_graph_memsets_as_kernels(cudaGraph_t g, const kc_step_mark *marks, size_t n_marks) {
+kiln_status kc_graph_memsets_as_kernels(cudaGraph_t g, kc_step_mark *marks, size_t n_marks) {
     const char *env = getenv("KILN_GRAPH_MEMSETS");
     if (env && strcmp(env, "keep") == 0)
         return KILN_OK;

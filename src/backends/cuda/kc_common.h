@@ -34,8 +34,9 @@ typedef struct {
  * capture's steps (marks, n; NULL, 0 for none), a memset node that opens a
  * step and clears part of that step's workspace also moves off the chain:
  * it then follows the last earlier step that had a workspace (if there is
- * one), and runs beside the steps in between. */
-KN_HIDDEN kiln_status kc_graph_memsets_as_kernels(cudaGraph_t g, const kc_step_mark *marks, size_t n);
+ * one), and runs beside the steps in between. A mark whose leaf was a
+ * replaced memset is updated to the kernel node that replaced it. */
+KN_HIDDEN kiln_status kc_graph_memsets_as_kernels(cudaGraph_t g, kc_step_mark *marks, size_t n);
 
 #define KC_CUDA(node, call)                                       \
     do {                                                          \
