@@ -318,7 +318,6 @@ static kiln_status time_runs(const kb_kernel *k, const kb_run *r, int reps, cuda
     return KILN_OK;
 }
 
-
 /* Tactic timing as a plan runs: `per` runs of the kernel captured into one
  * CUDA graph on a stream of the timing's own, the graph replayed `reps`
  * times, each replay timed; *ms is the median replay over `per`. A launch's
