@@ -3,6 +3,7 @@
  *   Gemm without C + Add(constant broadcast to Y)   -> Gemm with C
  *   Conv + Add(residual of Y's shape)               -> kiln::Conv(X, W, B, Z)
  *   kiln::MatMul + Add(residual of Y's shape)       -> kiln::MatMul(A, B, bias, Z)
+ *   MatMul(A, constant B) + Add(residual), no bias   -> kiln::MatMul(A, B, -, Z)
  *   Conv / Gemm / MatMul + activation               -> kiln::* with `activation`
  *   (x * Sigmoid(x) counts as the Silu activation, x * HardSigmoid(x) with
  *   alpha 1/6 and beta 1/2 as HardSwish).
@@ -325,9 +326,14 @@ kiln_status kpass_bias_act(kpass *p, int *changed) {
             continue;
         bool done = false;
         bool plain = n->domain[0] == 0;
-        if (m == MOP_MATMUL && plain)
+        if (m == MOP_MATMUL && plain) {
             KN_TRY(fuse_matmul_bias(p, i, &done));
-        else if (m == MOP_GEMM && plain)
+            /* a linear layer without a bias (a constant weight: not an
+             * attention product, whose mask Add the attention pass reads)
+             * still takes its skip connection into the GEMM */
+            if (!done && net->nodes[i].n_in > 1 && kpass_is_const(net, net->nodes[i].in[1]))
+                KN_TRY(fuse_residual(p, i, &done));
+        } else if (m == MOP_GEMM && plain)
             KN_TRY(fuse_gemm_bias(p, i, &done));
         else if (m == MOP_CONV || m == MOP_MATMUL) /* kiln::MatMul: bias first */
             KN_TRY(fuse_residual(p, i, &done));

@@ -1054,6 +1054,37 @@ static void test_layernorm_fusion(void) {
     kiln_network_destroy(net);
 }
 
+/* A bias-free linear layer's skip connection rides the GEMM: MatMul(x,
+ * constant W) + Add(x) -> kiln::MatMul with no bias and Z = x. A product of
+ * two activations (attention's scores) keeps its Add, which the attention
+ * pass reads as the mask. */
+static void test_matmul_residual_no_bias(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 8), NULL));
+    KT_OK(kiln_network_add_input(net, "k", KILN_DTYPE_FLOAT, 3, DIMS(2, 8, 8), NULL));
+    KT_OK(kiln_network_add_input(net, "m", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 8), NULL));
+    fconst(net, "W", 2, DIMS(8, 8), -0.5f, 1.f);
+    node(net, "proj", "MatMul", 2, IN("x", "W"), "p");
+    node(net, "skip", "Add", 2, IN("p", "x"), "h");
+    node(net, "scores", "MatMul", 2, IN("h", "k"), "s");
+    node(net, "add_m", "Add", 2, IN("s", "m"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 3 && count_op(o, KN_DOMAIN_KILN, "MatMul") == 1 &&
+                          count_op(o, "", "MatMul") == 1 && count_op(o, "", "Add") == 1, o);
+        const kn_node *mm = find_op(o, KN_DOMAIN_KILN, "MatMul");
+        if (mm) {
+            KT_CHECK(mm->n_in == 4 && mm->in[2] < 0 && mm->in[3] == o->inputs[0]);
+            KT_CHECK(strcmp(mm->name, "proj + skip") == 0);
+        }
+        compare(net, o, "matmul+residual, no bias", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* The erf GELU of older exports, after MatMul + Add(bias). */
 static void test_matmul_bias_gelu(void) {
     kiln_network *net;
@@ -1676,6 +1707,7 @@ int main(int argc, char **argv) {
     test_chain_ops();
     test_layernorm_fusion();
     test_residual_dynamic();
+    test_matmul_residual_no_bias();
     test_channels_last();
     test_precision_follow();
     test_cast_pairs();
