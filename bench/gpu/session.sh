@@ -5,7 +5,7 @@
 # per-layer profiles, and the model zoo on the GPU (SKIP_TESTS=1 /
 # SKIP_CONFORMANCE=1 / SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out; MICRO lists the kernel
 # micro-benchmarks, default attn; WGMMA=1 runs bench/gpu/wgmma_probe.cu; BENCH_ARGS
-# go to bench_models.py; TRACE=1 traces BERT b64 batches under load (trace_probe.py); TACTIC_LOG=1 rebuilds the BERT b64 plan with every tactic's time logged).
+# go to bench_models.py; TRACE=1 traces BERT b64 batches under load (trace_probe.py); ENERGY=1 measures energy a batch (energy_probe.py); TACTIC_LOG=1 rebuilds the BERT b64 plan with every tactic's time logged).
 # Prepare on the build machine (scripts/device_pack.sh
 # fills .device/), carry .device, run from the repository root; logs and
 # results land in $OUT.
@@ -88,6 +88,15 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
         LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 300 python3 bench/gpu/trace_probe.py --kiln $D/libkiln.so \
             --plan kiln=/tmp/kiln_bench/bert_opt64.plan ${TRACE_ARGS:-} > $OUT/trace.txt 2>&1
         echo "trace rc=$?"; grep -vE "^ +[0-9.-]+ +[0-9.]+  " $OUT/trace.txt | tail -70
+    fi
+    if [ "${ENERGY:-0}" = 1 ] && [ -f /tmp/kiln_bench/bert_opt64.plan ]; then
+        # energy a batch at the power cap (NVML's counter): kiln's BERT b64 plan, a
+        # kiln plan of its GEMMs alone, PyTorch's cuBLASLt GEMMs and torch.compile;
+        # ENERGY_ARGS go to energy_probe.py
+        echo "== energy: BERT b64 and its GEMMs alone at the power cap"
+        LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 400 python3 bench/gpu/energy_probe.py --kiln $D/libkiln.so \
+            --cli $D/kiln ${ENERGY_ARGS:-} > $OUT/energy.txt 2>&1
+        echo "energy rc=$?"; grep -vE "^ {4}" $OUT/energy.txt | grep -vi warn | tail -24
     fi
     if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null && [ -f /tmp/kiln_bench/bert_opt64.plan ]; then
         # every kernel of a BERT b64 run (graph replay) with its device time, caches left warm,
