@@ -12,9 +12,11 @@
  * double (float64 data; Pow of an integer base and a real exponent), one
  * expression for both through the math overloads ---------------- */
 
-template <typename R> __device__ __forceinline__ R un_real(const kc_step &s, R x) {
+/* op is s.op, passed apart so that a caller with a constant op (the
+ * vector kernel's dispatch) gets the switch folded away. */
+template <typename R> __device__ __forceinline__ R un_real(int op, const kc_step &s, R x) {
     const R a = s.alpha, b = s.beta, g = s.gamma;
-    switch (s.op) {
+    switch (op) {
     case KC_ABS: return fabs(x);
     case KC_NEG: return -x;
     case KC_SIGN: return x > R(0) ? R(1) : (x < R(0) ? R(-1) : x);
@@ -290,7 +292,7 @@ template <typename C> struct ew_math;
 template <> struct ew_math<float> {
     static __device__ __forceinline__ float ld(const void *p, kiln_dtype t, int64_t i) { return ew_ld_f(p, t, i); }
     static __device__ __forceinline__ void st(void *p, kiln_dtype t, int64_t i, float v) { kc_st_f(p, t, i, v); }
-    static __device__ __forceinline__ float un(const kc_step &s, float x) { return un_real(s, x); }
+    static __device__ __forceinline__ float un(const kc_step &s, float x) { return un_real(s.op, s, x); }
     static __device__ __forceinline__ float bin(int op, float a, float b) { return bin_real(op, a, b); }
 };
 template <> struct ew_math<long long> {
@@ -309,7 +311,7 @@ template <> struct ew_math<unsigned long long> {
 template <> struct ew_math<double> {
     static __device__ __forceinline__ double ld(const void *p, kiln_dtype t, int64_t i) { return ew_ld_d(p, t, i); }
     static __device__ __forceinline__ void st(void *p, kiln_dtype t, int64_t i, double v) { ew_st_d(p, t, i, v); }
-    static __device__ __forceinline__ double un(const kc_step &s, double x) { return un_real(s, x); }
+    static __device__ __forceinline__ double un(const kc_step &s, double x) { return un_real(s.op, s, x); }
     static __device__ __forceinline__ double bin(int op, double a, double b) { return bin_real(op, a, b); }
 };
 
@@ -366,24 +368,71 @@ __device__ __forceinline__ void ew_fromf(float &o, float v) { o = v; }
 __device__ __forceinline__ void ew_fromf(__half &o, float v) { o = __float2half_rn(v); }
 __device__ __forceinline__ void ew_fromf(__nv_bfloat16 &o, float v) { o = __float2bfloat16_rn(v); }
 
-template <typename T>
+/* One step over a pack of V values, the op's switch taken once for the
+ * pack: each case calls the scalar arithmetic with a constant op, so the
+ * compiler folds that switch and unrolls the pack. */
+#define EW_UN_OPS(X)                                                                           \
+    X(KC_ABS) X(KC_NEG) X(KC_SIGN) X(KC_RECIPROCAL) X(KC_FLOOR) X(KC_CEIL) X(KC_ROUND)         \
+    X(KC_SQRT) X(KC_EXP) X(KC_LOG) X(KC_SIN) X(KC_COS) X(KC_TAN) X(KC_ASIN) X(KC_ACOS)         \
+    X(KC_ATAN) X(KC_SINH) X(KC_COSH) X(KC_ASINH) X(KC_ACOSH) X(KC_ATANH) X(KC_ERF) X(KC_TANH)  \
+    X(KC_RELU) X(KC_LEAKY_RELU) X(KC_ELU) X(KC_SELU) X(KC_CELU) X(KC_THRESHOLDED_RELU)        \
+    X(KC_SIGMOID) X(KC_HARD_SIGMOID) X(KC_HARD_SWISH) X(KC_SOFTPLUS) X(KC_SOFTSIGN) X(KC_GELU) \
+    X(KC_GELU_TANH) X(KC_MISH) X(KC_SWISH) X(KC_SILU) X(KC_CLIP) X(KC_SHRINK) X(KC_ISNAN)      \
+    X(KC_ISINF) X(KC_NOT) X(KC_MUL_CONST)
+#define EW_BIN_OPS(X)                                                                          \
+    X(KC_ADD) X(KC_SUB) X(KC_MUL) X(KC_DIV) X(KC_POW) X(KC_MOD) X(KC_MODC) X(KC_EQUAL)        \
+    X(KC_GREATER) X(KC_GREATER_EQUAL) X(KC_LESS) X(KC_LESS_EQUAL) X(KC_AND) X(KC_OR) X(KC_XOR) \
+    X(KC_PRELU) X(KC_MAX) X(KC_MIN)
+
+template <int V> __device__ __forceinline__ void ew_un_pack(const kc_step &st, float (&acc)[V]) {
+    switch (st.op) {
+#define EW_UN_CASE(OPC)                                                                        \
+    case OPC:                                                                                  \
+        _Pragma("unroll") for (int e = 0; e < V; e++) acc[e] = un_real(OPC, st, acc[e]);       \
+        break;
+        EW_UN_OPS(EW_UN_CASE)
+#undef EW_UN_CASE
+    default: break; /* Identity */
+    }
+}
+
+template <int V>
+__device__ __forceinline__ void ew_bin_pack(int op, bool swap, float (&acc)[V], const float (&v)[V]) {
+    switch (op) {
+#define EW_BIN_CASE(OPC)                                                                       \
+    case OPC:                                                                                  \
+        if (swap) {                                                                            \
+            _Pragma("unroll") for (int e = 0; e < V; e++) acc[e] = bin_real(OPC, v[e], acc[e]); \
+        } else {                                                                               \
+            _Pragma("unroll") for (int e = 0; e < V; e++) acc[e] = bin_real(OPC, acc[e], v[e]); \
+        }                                                                                      \
+        break;
+        EW_BIN_OPS(EW_BIN_CASE)
+#undef EW_BIN_CASE
+    default: break;
+    }
+}
+
+/* I: the index type, 32-bit when every element offset fits (the host
+ * checks), which halves the index arithmetic's instructions. */
+template <typename T, typename I>
 __global__ void ew_vec_kernel(const kc_program p, unsigned bcast_inner) {
     constexpr int V = 16 / sizeof(T);
     const int rank = p.bc.rank, n_in = p.bc.n_in;
-    const int64_t inner = p.bc.dims[rank - 1];
-    const int64_t npack = p.bc.total / V;
-    for (int64_t q = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; q < npack;
-         q += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t i0 = q * V;
-        int64_t off[KC_EW_MAX_IN];
-        int64_t col = i0 % inner, rem = i0 / inner;
+    const I inner = (I)p.bc.dims[rank - 1];
+    const I npack = (I)(p.bc.total / V);
+    for (I q = blockIdx.x * (I)blockDim.x + threadIdx.x; q < npack; q += (I)gridDim.x * blockDim.x) {
+        const I i0 = q * V;
+        I off[KC_EW_MAX_IN];
+        I col = i0 % inner, rem = i0 / inner;
         for (int k = 0; k < n_in; k++)
-            off[k] = col * p.bc.stride[k][rank - 1];
+            off[k] = col * (I)p.bc.stride[k][rank - 1];
         for (int d = rank - 2; d >= 0; d--) {
-            int64_t c = rem % p.bc.dims[d];
-            rem /= p.bc.dims[d];
+            const I dim = (I)p.bc.dims[d];
+            I c = rem % dim;
+            rem /= dim;
             for (int k = 0; k < n_in; k++)
-                off[k] += c * p.bc.stride[k][d];
+                off[k] += c * (I)p.bc.stride[k][d];
         }
         float acc[V], v[V];
 #define EW_LOAD(dst, k)                                                                        \
@@ -401,14 +450,10 @@ __global__ void ew_vec_kernel(const kc_program p, unsigned bcast_inner) {
         for (int s = 0; s < p.n_steps; s++) {
             const kc_step &st = p.steps[s];
             if (st.op < KC_ADD) {
-#pragma unroll
-                for (int e = 0; e < V; e++)
-                    acc[e] = un_real(st, acc[e]);
+                ew_un_pack<V>(st, acc);
             } else {
                 EW_LOAD(v, st.operand);
-#pragma unroll
-                for (int e = 0; e < V; e++)
-                    acc[e] = st.swap ? bin_real(st.op, v[e], acc[e]) : bin_real(st.op, acc[e], v[e]);
+                ew_bin_pack<V>(st.op, st.swap != 0, acc, v);
             }
         }
 #undef EW_LOAD
@@ -418,6 +463,15 @@ __global__ void ew_vec_kernel(const kc_program p, unsigned bcast_inner) {
             ew_fromf(o.v[e], acc[e]);
         *(ew_pack<T> *)((T *)p.out + i0) = o;
     }
+}
+
+template <typename T>
+static void ew_vec_launch(const kc_program *p, unsigned blocks, unsigned bmask, bool narrow,
+                          cudaStream_t stream) {
+    if (narrow)
+        ew_vec_kernel<T, int32_t><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask);
+    else
+        ew_vec_kernel<T, int64_t><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask);
 }
 
 /* 1: launched (status in *err); 0: not covered. */
@@ -446,13 +500,22 @@ static int kc_ew_fast(const kc_program *p, cudaStream_t stream, cudaError_t *err
             return 0;
         }
     }
+    /* 32-bit indices when the pack index runs in range (the grid-stride
+     * step included) and every input's largest offset fits */
     unsigned blocks = kc_blocks(p->bc.total / V, KC_THREADS);
+    bool narrow = p->bc.total + (int64_t)blocks * KC_THREADS * V < INT32_MAX;
+    for (int k = 0; k < p->bc.n_in && narrow; k++) {
+        int64_t last = 0;
+        for (int d = 0; d < r; d++)
+            last += (p->bc.dims[d] - 1) * p->bc.stride[k][d];
+        narrow = last + V < INT32_MAX;
+    }
     if (t == KILN_DTYPE_FLOAT)
-        ew_vec_kernel<float><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask);
+        ew_vec_launch<float>(p, blocks, bmask, narrow, stream);
     else if (t == KILN_DTYPE_FLOAT16)
-        ew_vec_kernel<__half><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask);
+        ew_vec_launch<__half>(p, blocks, bmask, narrow, stream);
     else
-        ew_vec_kernel<__nv_bfloat16><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask);
+        ew_vec_launch<__nv_bfloat16>(p, blocks, bmask, narrow, stream);
     *err = cudaGetLastError();
     return 1;
 }
