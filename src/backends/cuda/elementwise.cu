@@ -427,13 +427,16 @@ __global__ void ew_vec_kernel(const kc_program p, unsigned bcast_inner) {
         I col = i0 % inner, rem = i0 / inner;
         for (int k = 0; k < n_in; k++)
             off[k] = col * (I)p.bc.stride[k][rank - 1];
-        for (int d = rank - 2; d >= 0; d--) {
+        for (int d = rank - 2; d > 0; d--) {
             const I dim = (I)p.bc.dims[d];
             I c = rem % dim;
             rem /= dim;
             for (int k = 0; k < n_in; k++)
                 off[k] += c * (I)p.bc.stride[k][d];
         }
+        if (rank > 1) /* the outermost index is what remains: no division */
+            for (int k = 0; k < n_in; k++)
+                off[k] += rem * (I)p.bc.stride[k][0];
         float acc[V], v[V];
 #define EW_LOAD(dst, k)                                                                        \
     do {                                                                                       \

@@ -13,22 +13,23 @@ struct kc_u128 {
  * costs several times a 32-bit one, and the copy is bound by them). */
 template <typename T, typename I>
 __global__ void strided_copy_kernel(T *dst, const T *src, const kc_copy c, I total) {
-    I dims[KC_MAX_DIMS], ss[KC_MAX_DIMS], ds[KC_MAX_DIMS];
-    for (int d = 0; d < c.rank; d++) {
-        dims[d] = (I)c.dims[d];
-        ss[d] = (I)c.src_stride[d];
-        ds[d] = (I)c.dst_stride[d];
-    }
+    /* the dim loop unrolled over KC_MAX_DIMS with constant indices, so the
+     * dims and strides are read from the parameters, not copied to a
+     * dynamically indexed (local memory) array */
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
         I so = (I)c.src_off, dof = (I)c.dst_off, rem = i;
-        for (int d = c.rank - 1; d > 0; d--) {
-            I k = rem % dims[d];
-            rem /= dims[d];
-            so += k * ss[d];
-            dof += k * ds[d];
+#pragma unroll
+        for (int d = KC_MAX_DIMS - 1; d > 0; d--) {
+            if (d < c.rank) {
+                const I n = (I)c.dims[d];
+                I k = rem % n;
+                rem /= n;
+                so += k * (I)c.src_stride[d];
+                dof += k * (I)c.dst_stride[d];
+            }
         }
-        so += rem * ss[0];
-        dof += rem * ds[0];
+        so += rem * (I)c.src_stride[0];
+        dof += rem * (I)c.dst_stride[0];
         dst[dof] = src[so];
     }
 }
