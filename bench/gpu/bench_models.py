@@ -143,6 +143,23 @@ def time_cuda(fn, iters, warmup):
     return median_p99(event_times(fn, iters, warmup))
 
 
+def capture_graph(fn, warmup=2):
+    """fn captured into a torch.cuda.CUDAGraph, after `warmup` runs on a side
+    stream (PyTorch's recipe: cuBLAS workspaces and lazy set-up happen outside
+    the capture). The caller keeps every tensor fn touches alive as long as the
+    graph is replayed."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
+
+
 def sustain(fn, ms, stream=None):
     """Untimed runs of fn for at least `ms` milliseconds of wall time, so the
     GPU's clocks and power settle on fn's own load before a timed block."""

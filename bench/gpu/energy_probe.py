@@ -39,7 +39,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_models import Kiln, inputs_for, make_bert, sustain  # noqa: E402
+from bench_models import Kiln, capture_graph, inputs_for, make_bert, sustain  # noqa: E402
 from plan_probe import bind_rows  # noqa: E402
 from trace_probe import trace  # noqa: E402
 
@@ -137,15 +137,7 @@ def torch_gemm_graph(m, x):
             torch.addmm(h, ff, W[3][l], out=dst)
             src = dst
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            run()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        run()
+    g = capture_graph(run)
     torch.cuda.synchronize()
     held = (g, W, qkv, h, f, y)  # the graph reads and writes these: they live as long as the replay
 

@@ -11,10 +11,15 @@ one chunk; checks that every chunking gives the same output.
 Usage: ffn_probe.py [--rows 8192] [--rounds 6] [--seconds 1.0]
 """
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_models import capture_graph  # noqa: E402
 
 
 def main():
@@ -59,15 +64,7 @@ def main():
                         hh = torch._addmm_activation(b1[l], src[s], W1[l], use_gelu=True)
                     torch.addmm(res[s], hh, W2[l], out=out[s])
 
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(2):
-                block()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            block()
+        g = capture_graph(block)
         g.replay()
         torch.cuda.synchronize()
         outs[c], graphs[c] = out, g
