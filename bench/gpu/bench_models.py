@@ -143,6 +143,23 @@ def time_cuda(fn, iters, warmup):
     return median_p99(event_times(fn, iters, warmup))
 
 
+def compiled_bert(x, warmup=30):
+    """BERT-base (seed 0) in float16 under torch.compile(mode="reduce-overhead"),
+    as a call on the inputs x, compiled and its graphs recorded by `warmup`
+    runs before it is returned (the probes time it against kiln's plans)."""
+    with torch.no_grad():
+        mh = copy.deepcopy(make_bert(0)[0]).cuda().half()
+        cm = torch.compile(mh, mode="reduce-overhead")
+
+        def fn():
+            return cm(input_ids=x["input_ids"], attention_mask=x["attention_mask"])
+
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+    return fn
+
+
 def capture_graph(fn, warmup=2):
     """fn captured into a torch.cuda.CUDAGraph, after `warmup` runs on a side
     stream (PyTorch's recipe: cuBLAS workspaces and lazy set-up happen outside

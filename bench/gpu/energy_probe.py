@@ -39,7 +39,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_models import Kiln, capture_graph, inputs_for, make_bert, sustain  # noqa: E402
+from bench_models import Kiln, capture_graph, compiled_bert, inputs_for, sustain  # noqa: E402
 from plan_probe import bind_rows  # noqa: E402
 from trace_probe import trace  # noqa: E402
 
@@ -286,12 +286,7 @@ def main():
 
     with torch.no_grad():
         if not a.no_compile:
-            mh = copy.deepcopy(make_bert(0)[0]).cuda().half()
-            cm = torch.compile(mh, mode="reduce-overhead")
-            cands.append(("compile", lambda: cm(input_ids=x["input_ids"], attention_mask=x["attention_mask"])))
-            for _ in range(30):
-                cands[-1][1]()
-            torch.cuda.synchronize()
+            cands.append(("compile", compiled_bert(x)))
         print(f"device {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
               f"enforced power limit {nv.power_limit_w():.0f} W; {a.rounds} rounds of "
               f"{a.seconds:.1f} s a candidate, each after {a.warm_ms:.0f} ms of its own load")

@@ -16,7 +16,6 @@ Usage: trace_probe.py --kiln libkiln.so --plan /tmp/kiln_bench/bert_opt64.plan
        [--plan tag=other.plan ...] [--no-compile] [--batches 10] [--sustain-ms 1500]
 """
 import argparse
-import copy
 import json
 import os
 import re
@@ -28,7 +27,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_models import Kiln, burst_time, event_times, inputs_for, make_bert, sustain  # noqa: E402
+from bench_models import Kiln, burst_time, compiled_bert, event_times, inputs_for, sustain  # noqa: E402
 from plan_probe import bind_rows  # noqa: E402
 
 # kernel kinds by name, first match wins
@@ -164,13 +163,7 @@ def main():
         bind_rows(kiln, eng, ctx, x)  # BERT's inputs are int64 whatever the plan's precision
         cands.append((tag or "kiln", (lambda c: lambda: kiln.enqueue(c))(ctx)))
     if not a.no_compile:
-        with torch.no_grad():
-            mh = copy.deepcopy(make_bert(0)[0]).cuda().half()
-            cm = torch.compile(mh, mode="reduce-overhead")
-            cands.append(("compile", lambda: cm(input_ids=x["input_ids"], attention_mask=x["attention_mask"])))
-            for _ in range(30):  # compile and record its graphs before any timing
-                cands[-1][1]()
-            torch.cuda.synchronize()
+        cands.append(("compile", compiled_bert(x)))
     print(f"device {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
           f"{a.batches} batches traced after {a.sustain_ms:.0f} ms of each candidate's own load")
     with torch.no_grad():
