@@ -22,12 +22,19 @@
  * within 1e-2 of the largest output, FAILED (exit 1) otherwise; exits 77
  * without a Hopper GPU.
  *
- * Status (session 6, bench/results/2026-11-30-gpu-session6.md): every
- * variant agrees with cuBLAS; the plain GEMM is 1.2-1.5x slower than
- * cuBLAS on BERT's shapes, and no fused LayerNorm variant beats cuBLAS's
- * GEMM followed by kiln's LayerNorm pass. Nothing here is wired into kiln;
- * the attention kernel that reuses these mechanics (swizzled descriptors,
- * TMA, mbarriers) is src/backends/cuda/attention_wgmma.cu. */
+ * Session 13 added warp-specialized kernels (a producer warp of its own):
+ * wgmma_ws (clusters along N, A multicast), wgmma_pws (persistent; the
+ * LayerNorm's row sums through the cluster or through global memory) and
+ * wgmma_pln (persistent, residual in and output out by TMA), and "the
+ * pair" they replace: cuBLAS with the residual, then a LayerNorm pass.
+ * WGMMA_SHAPE=M,K,N runs one shape (for a profiler).
+ *
+ * Status (sessions 6 and 13, bench/results/2026-11-30-gpu-session6.md and
+ * 2026-12-01-gpu-session13.md): every variant agrees with cuBLAS; the
+ * persistent plain GEMM is 1.13-1.19x slower than cuBLAS on BERT's N = 768
+ * shapes, and no fused LayerNorm variant beats the pair. Nothing here is
+ * wired into kiln; the attention kernel that reuses these mechanics
+ * (swizzled descriptors, TMA, mbarriers) is src/backends/cuda/attention_wgmma.cu. */
 #include <cooperative_groups.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -38,6 +45,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -538,6 +546,721 @@ __global__ void __launch_bounds__(RLN_THREADS, 1)
         cluster_sync_all(); /* no CTA leaves while another may still signal its barriers */
 }
 
+/* ---- Warp-specialized GEMM (+ LayerNorm), a cluster spanning N = 768 ----
+ *
+ * A cluster of WS_CL CTAs owns a 128-row block and WS_CL x 192 columns (for
+ * BERT-base's N = 768 the whole row): each CTA 128 x 192, two consumer
+ * warpgroups of wgmma m64n192k16 (96 accumulators a thread). A producer
+ * warp of its own streams the k-tiles, so the consumers never wait on a
+ * thread that is also computing: its CTA's quarter of the cluster's A tile,
+ * multicast to every CTA (they share the rows), and its own 192 x 64 tile
+ * of B. Each stage is written by every CTA of the cluster, so a consumer
+ * warpgroup releases it to all of them. LN: bias, residual and LayerNorm
+ * over the row in the epilogue, the row sums exchanged through distributed
+ * shared memory (n must be WS_CL x 192); else bias only, any n that is a
+ * multiple of WS_CL x 192. */
+#define WS_CL 4
+#define WS_BN 192
+#define WS_THREADS 288
+#define WS_STG 5
+#define WS_ABYTES (BM * BK * 2)
+#define WS_BBYTES (WS_BN * BK * 2)
+
+static size_t ws_smem(void) { return (size_t)WS_STG * (WS_ABYTES + WS_BBYTES) + 2 * WS_STG * 8 + 1024; }
+
+__device__ __forceinline__ void wgmma_m64n192(float (&d)[96], uint64_t da, uint64_t db, int scale_d) {
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, %98, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
+                 "%96, %97, p, 1, 1, 0, 0;\n"
+                 "}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
+
+/* An arrival on the barrier at the same place in CTA `rank`, with the
+ * default (CTA-scope) release: bar_arrive_remote's cluster-scope release
+ * fences the thread at every arrival. */
+__device__ __forceinline__ void bar_arrive_at(uint64_t *b, uint32_t rank) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_addr(b)), "r"(rank));
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(r) : "memory");
+}
+
+/* CL: the cluster's CTAs along N (1, 2 or 4; LN needs CL x 192 = n). FAST:
+ * a stage released to the cluster's CTAs by CL lanes at once with the
+ * default release, and the producer waiting at CTA scope; else one lane
+ * arriving at each CTA in turn with cluster-scope release and acquire. */
+template <bool LN, int CL, bool FAST>
+__global__ void __launch_bounds__(WS_THREADS, 1)
+    wgmma_ws(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, __half *__restrict__ c,
+             const __half *__restrict__ bias, const __half *__restrict__ residual, const __half *__restrict__ gamma,
+             const __half *__restrict__ beta, float eps, int n, int k) {
+    extern __shared__ unsigned char raw[];
+    __shared__ float part[2][BM]; /* this CTA's row sums: of x, then of (x - mean)^2 */
+    unsigned char *base = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *sa = base, *sb = base + WS_STG * WS_ABYTES;
+    uint64_t *full = (uint64_t *)(sb + WS_STG * WS_BBYTES), *empty = full + WS_STG;
+    const int tid = threadIdx.x, wg = tid / 128, kt_n = k / BK;
+    const uint32_t rank = cluster_rank();
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * WS_BN;
+    if (tid == 0) {
+        for (int s = 0; s < WS_STG; s++) {
+            bar_init(&full[s], 1);
+            bar_init(&empty[s], 2 * CL);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    if (CL > 1)
+        cluster_sync_all(); /* every CTA's barriers exist before any copy lands in it */
+    else
+        __syncthreads();
+    float acc[96];
+    if (wg == 2) { /* the producer warp */
+        if (tid == 256) {
+            constexpr int AROWS = BM / CL;
+            for (int kt = 0; kt < kt_n; kt++) {
+                const int s = kt % WS_STG;
+                if (kt >= WS_STG) {
+                    if (FAST || CL == 1)
+                        bar_wait(&empty[s], (kt / WS_STG - 1) & 1);
+                    else
+                        bar_wait_cluster(&empty[s], (kt / WS_STG - 1) & 1);
+                }
+                bar_expect(&full[s], WS_ABYTES + WS_BBYTES);
+                if (CL > 1)
+                    tma_load_mc(sa + s * WS_ABYTES + rank * AROWS * BK * 2, &ta, &full[s], kt * BK,
+                                m0 + rank * AROWS, (uint16_t)((1u << CL) - 1));
+                else
+                    tma_load(sa + s * WS_ABYTES, &ta, &full[s], kt * BK, m0);
+                tma_load(sb + s * WS_BBYTES, &tb, &full[s], kt * BK, n0);
+            }
+        }
+        __syncwarp();
+    } else {
+#pragma unroll
+        for (int i = 0; i < 96; i++)
+            acc[i] = 0.f;
+        for (int kt = 0; kt < kt_n; kt++) {
+            const int s = kt % WS_STG;
+            bar_wait(&full[s], (kt / WS_STG) & 1);
+            const uint64_t da = desc_sw128(sa + s * WS_ABYTES + wg * 64 * BK * 2), db = desc_sw128(sb + s * WS_BBYTES);
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++)
+                wgmma_m64n192(acc, da + 2 * kk, db + 2 * kk, kt > 0 || kk > 0);
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            /* k-tile kt - 1 is done: its stage is free in every CTA */
+            if (kt > 0 && CL == 1 && tid % 128 == 0)
+                bar_arrive(&empty[(kt - 1) % WS_STG]);
+            else if (kt > 0 && FAST && tid % 128 < CL)
+                bar_arrive_at(&empty[(kt - 1) % WS_STG], tid % 128);
+            else if (kt > 0 && !FAST && tid % 128 == 0)
+                for (int r = 0; r < CL; r++)
+                    bar_arrive_remote(&empty[(kt - 1) % WS_STG], r);
+        }
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    }
+    const bool consumer = wg < 2;
+    const int lr = acc_row(), row = m0 + lr, t = tid % 4;
+    if (!LN) {
+        if (consumer)
+#pragma unroll
+            for (int j = 0; j < 24; j++) {
+                const int col = n0 + 8 * j + 2 * t;
+                const __half2 bb = *(const __half2 *)(bias + col);
+                *(__half2 *)(c + (size_t)row * n + col) =
+                    __floats2half2_rn(acc[4 * j] + __low2float(bb), acc[4 * j + 1] + __high2float(bb));
+                *(__half2 *)(c + (size_t)(row + 8) * n + col) =
+                    __floats2half2_rn(acc[4 * j + 2] + __low2float(bb), acc[4 * j + 3] + __high2float(bb));
+            }
+        if (CL > 1)
+            cluster_sync_all(); /* no CTA leaves while another may still signal its barriers */
+        return;
+    }
+    cg::cluster_group cluster = cg::this_cluster();
+    /* this lane's partial sums of rows lr and lr + 8 over the quad, then
+     * over the cluster's CTAs through `slot` */
+    auto row_sums = [&](float *slot, float &a, float &b) {
+        a += __shfl_xor_sync(0xffffffffu, a, 1);
+        a += __shfl_xor_sync(0xffffffffu, a, 2);
+        b += __shfl_xor_sync(0xffffffffu, b, 1);
+        b += __shfl_xor_sync(0xffffffffu, b, 2);
+        if (consumer && t == 0) {
+            slot[lr] = a;
+            slot[lr + 8] = b;
+        }
+        cluster_sync_all();
+        a = b = 0.f;
+        if (consumer)
+            for (int r = 0; r < CL; r++) {
+                const float *p = cluster.map_shared_rank(slot, r);
+                a += p[lr];
+                b += p[lr + 8];
+            }
+    };
+    float s0 = 0.f, s1 = 0.f;
+    if (consumer)
+#pragma unroll
+        for (int j = 0; j < 24; j++) {
+            const int col = n0 + 8 * j + 2 * t;
+            const __half2 bb = *(const __half2 *)(bias + col);
+            const __half2 r0 = *(const __half2 *)(residual + (size_t)row * n + col);
+            const __half2 r1 = *(const __half2 *)(residual + (size_t)(row + 8) * n + col);
+            acc[4 * j] += __low2float(bb) + __low2float(r0);
+            acc[4 * j + 1] += __high2float(bb) + __high2float(r0);
+            acc[4 * j + 2] += __low2float(bb) + __low2float(r1);
+            acc[4 * j + 3] += __high2float(bb) + __high2float(r1);
+            s0 += acc[4 * j] + acc[4 * j + 1];
+            s1 += acc[4 * j + 2] + acc[4 * j + 3];
+        }
+    row_sums(part[0], s0, s1);
+    const float rn = 1.f / (float)n, mean0 = s0 * rn, mean1 = s1 * rn;
+    float q0 = 0.f, q1 = 0.f;
+    if (consumer)
+#pragma unroll
+        for (int j = 0; j < 24; j++) {
+            const float d0 = acc[4 * j] - mean0, d1 = acc[4 * j + 1] - mean0;
+            const float d2 = acc[4 * j + 2] - mean1, d3 = acc[4 * j + 3] - mean1;
+            q0 += d0 * d0 + d1 * d1;
+            q1 += d2 * d2 + d3 * d3;
+        }
+    row_sums(part[1], q0, q1);
+    const float inv0 = rsqrtf(q0 * rn + eps), inv1 = rsqrtf(q1 * rn + eps);
+    if (consumer)
+#pragma unroll
+        for (int j = 0; j < 24; j++) {
+            const int col = n0 + 8 * j + 2 * t;
+            const __half2 gg = *(const __half2 *)(gamma + col), ee = *(const __half2 *)(beta + col);
+            const float g0 = __low2float(gg), g1 = __high2float(gg), e0 = __low2float(ee), e1 = __high2float(ee);
+            *(__half2 *)(c + (size_t)row * n + col) = __floats2half2_rn((acc[4 * j] - mean0) * inv0 * g0 + e0,
+                                                                        (acc[4 * j + 1] - mean0) * inv0 * g1 + e1);
+            *(__half2 *)(c + (size_t)(row + 8) * n + col) = __floats2half2_rn(
+                (acc[4 * j + 2] - mean1) * inv1 * g0 + e0, (acc[4 * j + 3] - mean1) * inv1 * g1 + e1);
+        }
+    cluster_sync_all(); /* no CTA leaves while another still reads its sums */
+}
+
+/* ---- The same, persistent: tiles handed out in turn, and the LayerNorm's
+ * row sums pushed to the cluster's CTAs with st.async ----
+ *
+ * A CTA (LN: a cluster of CL CTAs along N) loops over output tiles; the
+ * producer warp streams k-tiles without a break between tiles, so the
+ * stages fill for the next tile while the consumers run this one's
+ * epilogue. No multicast: each CTA loads its own A and B tiles, and a
+ * stage is released to its own producer only. LN: each CTA pushes its row
+ * sums into every CTA's `xs` with st.async, which counts the bytes on that
+ * CTA's `xbar` (two exchanges a tile, each on its own barrier; one cannot
+ * run a whole exchange ahead of another CTA, so a slot is never written
+ * before its reader is done with it). */
+__device__ __forceinline__ void st_async_f32(float *dst, float v, uint64_t *bar, uint32_t rank) {
+    uint32_t d, b;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(d) : "r"(smem_addr(dst)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(b) : "r"(smem_addr(bar)), "r"(rank));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(d), "f"(v), "r"(b)
+                 : "memory");
+}
+
+/* EPI 0: bias only; 1: LayerNorm, row sums exchanged in the cluster (CL
+ * x 192 = n); 2: LayerNorm without a cluster (CL 1): each CTA of a row
+ * block writes its part's mean and sum of squared deviations to global
+ * memory (gx), counts itself in on the block's flag (gflag) and waits for
+ * the other parts; the parts combine exactly (Chan's formula), so one
+ * exchange does. The grid must be resident at once (a cooperative launch)
+ * and a multiple of the parts a row, so that a row block's tiles fall in
+ * one round of the tile loop. The last reader resets the block's flags. */
+template <int EPI, int CL>
+__global__ void __launch_bounds__(WS_THREADS, 1)
+    wgmma_pws(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb, __half *__restrict__ c,
+              const __half *__restrict__ bias, const __half *__restrict__ residual, const __half *__restrict__ gamma,
+              const __half *__restrict__ beta, float eps, int m, int n, int k, float2 *gx, int *gflag) {
+    constexpr bool LN = EPI != 0;
+    extern __shared__ unsigned char raw[];
+    __shared__ float xs[2][CL][BM];         /* the row sums of each CTA of the cluster: of x, of (x - mean)^2 */
+    __shared__ __align__(8) uint64_t xbar[2]; /* their bytes in */
+    unsigned char *base = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *sa = base, *sb = base + WS_STG * WS_ABYTES;
+    uint64_t *full = (uint64_t *)(sb + WS_STG * WS_BBYTES), *empty = full + WS_STG;
+    const int tid = threadIdx.x, wg = tid / 128, kt_n = k / BK;
+    const uint32_t rank = CL > 1 ? cluster_rank() : 0;
+    const int ngroups = n / (WS_BN * CL), tiles = (m / BM) * ngroups, cid = blockIdx.x / CL, ncl = gridDim.x / CL;
+    if (tid == 0) {
+        for (int s = 0; s < WS_STG; s++) {
+            bar_init(&full[s], 1);
+            bar_init(&empty[s], 2);
+        }
+        bar_init(&xbar[0], 1);
+        bar_init(&xbar[1], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    if (CL > 1)
+        cluster_sync_all();
+    else
+        __syncthreads();
+    if (wg == 2) { /* the producer warp */
+        if (tid == 256) {
+            int it = 0;
+            for (int tile = cid; tile < tiles; tile += ncl) {
+                const int m0 = tile / ngroups * BM, n0 = (tile % ngroups * CL + rank) * WS_BN;
+                for (int kt = 0; kt < kt_n; kt++, it++) {
+                    const int s = it % WS_STG;
+                    if (it >= WS_STG)
+                        bar_wait(&empty[s], (it / WS_STG - 1) & 1);
+                    bar_expect(&full[s], WS_ABYTES + WS_BBYTES);
+                    tma_load(sa + s * WS_ABYTES, &ta, &full[s], kt * BK, m0);
+                    tma_load(sb + s * WS_BBYTES, &tb, &full[s], kt * BK, n0);
+                }
+            }
+        }
+        __syncwarp();
+    } else {
+        const int lr = acc_row(), t = tid % 4;
+        float acc[96];
+        int it = 0, ti = 0;
+        for (int tile = cid; tile < tiles; tile += ncl, ti++) {
+            const int m0 = tile / ngroups * BM, n0 = (tile % ngroups * CL + rank) * WS_BN, row = m0 + lr;
+#pragma unroll
+            for (int i = 0; i < 96; i++)
+                acc[i] = 0.f;
+            for (int kt = 0; kt < kt_n; kt++, it++) {
+                const int s = it % WS_STG;
+                bar_wait(&full[s], (it / WS_STG) & 1);
+                const uint64_t da = desc_sw128(sa + s * WS_ABYTES + wg * 64 * BK * 2),
+                               db = desc_sw128(sb + s * WS_BBYTES);
+                asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+                for (int kk = 0; kk < BK / 16; kk++)
+                    wgmma_m64n192(acc, da + 2 * kk, db + 2 * kk, 1);
+                asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+                asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+                if (kt > 0 && tid % 128 == 0)
+                    bar_arrive(&empty[(it - 1) % WS_STG]);
+            }
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            if (tid % 128 == 0)
+                bar_arrive(&empty[(it - 1) % WS_STG]);
+            if (!LN) {
+#pragma unroll
+                for (int j = 0; j < 24; j++) {
+                    const int col = n0 + 8 * j + 2 * t;
+                    const __half2 bb = *(const __half2 *)(bias + col);
+                    *(__half2 *)(c + (size_t)row * n + col) =
+                        __floats2half2_rn(acc[4 * j] + __low2float(bb), acc[4 * j + 1] + __high2float(bb));
+                    *(__half2 *)(c + (size_t)(row + 8) * n + col) =
+                        __floats2half2_rn(acc[4 * j + 2] + __low2float(bb), acc[4 * j + 3] + __high2float(bb));
+                }
+                continue;
+            }
+            if (EPI == 2) {
+                float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+                for (int j = 0; j < 24; j++) {
+                    const int col = n0 + 8 * j + 2 * t;
+                    const __half2 bb = *(const __half2 *)(bias + col);
+                    const __half2 r0 = *(const __half2 *)(residual + (size_t)row * n + col);
+                    const __half2 r1 = *(const __half2 *)(residual + (size_t)(row + 8) * n + col);
+                    acc[4 * j] += __low2float(bb) + __low2float(r0);
+                    acc[4 * j + 1] += __high2float(bb) + __high2float(r0);
+                    acc[4 * j + 2] += __low2float(bb) + __low2float(r1);
+                    acc[4 * j + 3] += __high2float(bb) + __high2float(r1);
+                    s0 += acc[4 * j] + acc[4 * j + 1];
+                    s1 += acc[4 * j + 2] + acc[4 * j + 3];
+                }
+                s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+                s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+                s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+                s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+                const float lm0 = s0 * (1.f / WS_BN), lm1 = s1 * (1.f / WS_BN);
+                float q0 = 0.f, q1 = 0.f;
+#pragma unroll
+                for (int j = 0; j < 24; j++) {
+                    const float d0 = acc[4 * j] - lm0, d1 = acc[4 * j + 1] - lm0;
+                    const float d2 = acc[4 * j + 2] - lm1, d3 = acc[4 * j + 3] - lm1;
+                    q0 += d0 * d0 + d1 * d1;
+                    q1 += d2 * d2 + d3 * d3;
+                }
+                q0 += __shfl_xor_sync(0xffffffffu, q0, 1);
+                q0 += __shfl_xor_sync(0xffffffffu, q0, 2);
+                q1 += __shfl_xor_sync(0xffffffffu, q1, 1);
+                q1 += __shfl_xor_sync(0xffffffffu, q1, 2);
+                const int mb = m0 / BM, parts = n / WS_BN, part = n0 / WS_BN;
+                float2 *blk = gx + (size_t)mb * parts * BM;
+                if (t == 0) {
+                    blk[part * BM + lr] = make_float2(lm0, q0);
+                    blk[part * BM + lr + 8] = make_float2(lm1, q1);
+                    __threadfence();
+                }
+                asm volatile("bar.sync 1, 256;" ::: "memory");
+                if (tid == 0) {
+                    atomicAdd(&gflag[2 * mb], 1);
+                    while (*(volatile int *)&gflag[2 * mb] < parts)
+                        ;
+                    __threadfence();
+                }
+                asm volatile("bar.sync 1, 256;" ::: "memory");
+                float mean0 = 0.f, mean1 = 0.f, m20 = 0.f, m21 = 0.f;
+                for (int p = 0; p < parts; p++) {
+                    const float2 a = __ldcg(&blk[p * BM + lr]), b = __ldcg(&blk[p * BM + lr + 8]);
+                    mean0 += a.x;
+                    mean1 += b.x;
+                    m20 += a.y;
+                    m21 += b.y;
+                }
+                mean0 /= (float)parts;
+                mean1 /= (float)parts;
+                for (int p = 0; p < parts; p++) {
+                    const float2 a = __ldcg(&blk[p * BM + lr]), b = __ldcg(&blk[p * BM + lr + 8]);
+                    m20 += WS_BN * (a.x - mean0) * (a.x - mean0);
+                    m21 += WS_BN * (b.x - mean1) * (b.x - mean1);
+                }
+                asm volatile("bar.sync 1, 256;" ::: "memory");
+                if (tid == 0 && atomicAdd(&gflag[2 * mb + 1], 1) == parts - 1) { /* every part has read */
+                    gflag[2 * mb] = 0;
+                    gflag[2 * mb + 1] = 0;
+                }
+                const float rn = 1.f / (float)n, inv0 = rsqrtf(m20 * rn + eps), inv1 = rsqrtf(m21 * rn + eps);
+#pragma unroll
+                for (int j = 0; j < 24; j++) {
+                    const int col = n0 + 8 * j + 2 * t;
+                    const __half2 gg = *(const __half2 *)(gamma + col), ee = *(const __half2 *)(beta + col);
+                    const float g0 = __low2float(gg), g1 = __high2float(gg), e0 = __low2float(ee),
+                                e1 = __high2float(ee);
+                    *(__half2 *)(c + (size_t)row * n + col) = __floats2half2_rn(
+                        (acc[4 * j] - mean0) * inv0 * g0 + e0, (acc[4 * j + 1] - mean0) * inv0 * g1 + e1);
+                    *(__half2 *)(c + (size_t)(row + 8) * n + col) = __floats2half2_rn(
+                        (acc[4 * j + 2] - mean1) * inv1 * g0 + e0, (acc[4 * j + 3] - mean1) * inv1 * g1 + e1);
+                }
+                continue;
+            }
+            /* rows lr and lr + 8: the quad's sums, pushed to every CTA of
+             * the cluster; back, the sums over the whole row */
+            auto exchange = [&](int e, float &a, float &b) {
+                a += __shfl_xor_sync(0xffffffffu, a, 1);
+                a += __shfl_xor_sync(0xffffffffu, a, 2);
+                b += __shfl_xor_sync(0xffffffffu, b, 1);
+                b += __shfl_xor_sync(0xffffffffu, b, 2);
+                if (tid == 0)
+                    bar_expect(&xbar[e], CL * BM * 4);
+                if (t == 0)
+                    for (int r = 0; r < CL; r++) {
+                        st_async_f32(&xs[e][rank][lr], a, &xbar[e], r);
+                        st_async_f32(&xs[e][rank][lr + 8], b, &xbar[e], r);
+                    }
+                bar_wait(&xbar[e], ti & 1);
+                a = b = 0.f;
+#pragma unroll
+                for (int r = 0; r < CL; r++) {
+                    a += xs[e][r][lr];
+                    b += xs[e][r][lr + 8];
+                }
+            };
+            float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+            for (int j = 0; j < 24; j++) {
+                const int col = n0 + 8 * j + 2 * t;
+                const __half2 bb = *(const __half2 *)(bias + col);
+                const __half2 r0 = *(const __half2 *)(residual + (size_t)row * n + col);
+                const __half2 r1 = *(const __half2 *)(residual + (size_t)(row + 8) * n + col);
+                acc[4 * j] += __low2float(bb) + __low2float(r0);
+                acc[4 * j + 1] += __high2float(bb) + __high2float(r0);
+                acc[4 * j + 2] += __low2float(bb) + __low2float(r1);
+                acc[4 * j + 3] += __high2float(bb) + __high2float(r1);
+                s0 += acc[4 * j] + acc[4 * j + 1];
+                s1 += acc[4 * j + 2] + acc[4 * j + 3];
+            }
+            exchange(0, s0, s1);
+            const float rn = 1.f / (float)n, mean0 = s0 * rn, mean1 = s1 * rn;
+            float q0 = 0.f, q1 = 0.f;
+#pragma unroll
+            for (int j = 0; j < 24; j++) {
+                const float d0 = acc[4 * j] - mean0, d1 = acc[4 * j + 1] - mean0;
+                const float d2 = acc[4 * j + 2] - mean1, d3 = acc[4 * j + 3] - mean1;
+                q0 += d0 * d0 + d1 * d1;
+                q1 += d2 * d2 + d3 * d3;
+            }
+            exchange(1, q0, q1);
+            const float inv0 = rsqrtf(q0 * rn + eps), inv1 = rsqrtf(q1 * rn + eps);
+#pragma unroll
+            for (int j = 0; j < 24; j++) {
+                const int col = n0 + 8 * j + 2 * t;
+                const __half2 gg = *(const __half2 *)(gamma + col), ee = *(const __half2 *)(beta + col);
+                const float g0 = __low2float(gg), g1 = __high2float(gg), e0 = __low2float(ee), e1 = __high2float(ee);
+                *(__half2 *)(c + (size_t)row * n + col) = __floats2half2_rn(
+                    (acc[4 * j] - mean0) * inv0 * g0 + e0, (acc[4 * j + 1] - mean0) * inv0 * g1 + e1);
+                *(__half2 *)(c + (size_t)(row + 8) * n + col) = __floats2half2_rn(
+                    (acc[4 * j + 2] - mean1) * inv1 * g0 + e0, (acc[4 * j + 3] - mean1) * inv1 * g1 + e1);
+            }
+        }
+    }
+    if (CL > 1)
+        cluster_sync_all(); /* no CTA leaves while another may still push into it */
+}
+
+/* ---- GEMM + LayerNorm, persistent, residual in and output out by TMA ----
+ *
+ * wgmma_pws's epilogue 2 reads the residual and writes the output straight
+ * from the accumulator layout, a few bytes a thread, and waits on DRAM for
+ * each. Here the producer warp also loads the tile's residual into shared
+ * memory (three 128 x 64 boxes in the 128-byte swizzle, so that the lane
+ * quads' reads meet no bank conflict), once it has issued the tile's last
+ * k-tile; the consumers read it there, write the normalized output over it
+ * in place (each thread the bytes it read), and a store warp sends it out
+ * with TMA while the consumers go on to the next tile. Four stages, so that
+ * the 48 KB buffer fits. Barriers: rfull (residual in), ofull (output
+ * written, the 8 consumer warps), rempty (the store has read the buffer). */
+#define PLN_STG 4
+#define PLN_THREADS 320
+#define PLN_RBYTES (BM * WS_BN * 2)
+
+static size_t pln_smem(void) {
+    return (size_t)PLN_STG * (WS_ABYTES + WS_BBYTES) + PLN_RBYTES + (2 * PLN_STG + 3) * 8 + 1024;
+}
+
+__device__ __forceinline__ void tma_store(const CUtensorMap *map, const void *src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map),
+                 "r"(smem_addr(src)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+
+/* the byte of (row r, column col) of a 128 x 192 half tile held as three
+ * 128 x 64 boxes in the 128-byte swizzle */
+__device__ __forceinline__ int sw_off(int r, int col) {
+    return (col >> 6) * (BM * 128) + r * 128 + ((((col & 63) >> 3) ^ (r & 7)) << 4) + (col & 7) * 2;
+}
+
+__global__ void __launch_bounds__(PLN_THREADS, 1)
+    wgmma_pln(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+              const __grid_constant__ CUtensorMap tr, const __grid_constant__ CUtensorMap tc,
+              const __half *__restrict__ bias, const __half *__restrict__ gamma, const __half *__restrict__ beta,
+              float eps, int m, int n, int k, float2 *gx, int *gflag) {
+    extern __shared__ unsigned char raw[];
+    unsigned char *base = (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *sa = base, *sb = base + PLN_STG * WS_ABYTES, *sr = sb + PLN_STG * WS_BBYTES;
+    uint64_t *full = (uint64_t *)(sr + PLN_RBYTES), *empty = full + PLN_STG, *rfull = empty + PLN_STG,
+             *ofull = rfull + 1, *rempty = ofull + 1;
+    const int tid = threadIdx.x, wg = tid / 128, kt_n = k / BK;
+    const int parts = n / WS_BN, tiles = (m / BM) * parts;
+    if (tid == 0) {
+        for (int s = 0; s < PLN_STG; s++) {
+            bar_init(&full[s], 1);
+            bar_init(&empty[s], 2);
+        }
+        bar_init(rfull, 1);
+        bar_init(ofull, 8);
+        bar_init(rempty, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (tid == 256) { /* the producer */
+        int it = 0, ti = 0;
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ti++) {
+            const int m0 = tile / parts * BM, n0 = tile % parts * WS_BN;
+            for (int kt = 0; kt < kt_n; kt++, it++) {
+                const int s = it % PLN_STG;
+                if (it >= PLN_STG)
+                    bar_wait(&empty[s], (it / PLN_STG - 1) & 1);
+                bar_expect(&full[s], WS_ABYTES + WS_BBYTES);
+                tma_load(sa + s * WS_ABYTES, &ta, &full[s], kt * BK, m0);
+                tma_load(sb + s * WS_BBYTES, &tb, &full[s], kt * BK, n0);
+            }
+            if (ti > 0)
+                bar_wait(rempty, (ti - 1) & 1);
+            bar_expect(rfull, PLN_RBYTES);
+            for (int i = 0; i < 3; i++)
+                tma_load(sr + i * BM * 128, &tr, rfull, n0 + 64 * i, m0);
+        }
+    } else if (tid == 288) { /* the store */
+        int ti = 0;
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ti++) {
+            const int m0 = tile / parts * BM, n0 = tile % parts * WS_BN;
+            bar_wait(ofull, ti & 1);
+            for (int i = 0; i < 3; i++)
+                tma_store(&tc, sr + i * BM * 128, n0 + 64 * i, m0);
+            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+            bar_arrive(rempty);
+        }
+        asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    } else if (wg < 2) {
+        const int lr = acc_row(), t = tid % 4;
+        float acc[96];
+        int it = 0, ti = 0;
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ti++) {
+            const int m0 = tile / parts * BM, part = tile % parts, n0 = part * WS_BN;
+#pragma unroll
+            for (int i = 0; i < 96; i++)
+                acc[i] = 0.f;
+            for (int kt = 0; kt < kt_n; kt++, it++) {
+                const int s = it % PLN_STG;
+                bar_wait(&full[s], (it / PLN_STG) & 1);
+                const uint64_t da = desc_sw128(sa + s * WS_ABYTES + wg * 64 * BK * 2),
+                               db = desc_sw128(sb + s * WS_BBYTES);
+                asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+                for (int kk = 0; kk < BK / 16; kk++)
+                    wgmma_m64n192(acc, da + 2 * kk, db + 2 * kk, 1);
+                asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+                asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+                if (kt > 0 && tid % 128 == 0)
+                    bar_arrive(&empty[(it - 1) % PLN_STG]);
+            }
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            if (tid % 128 == 0)
+                bar_arrive(&empty[(it - 1) % PLN_STG]);
+            /* x = acc + bias + residual; this part's mean and squared deviations */
+            bar_wait(rfull, ti & 1);
+            float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+            for (int j = 0; j < 24; j++) {
+                const int col = 8 * j + 2 * t;
+                const __half2 bb = *(const __half2 *)(bias + n0 + col);
+                const __half2 r0 = *(const __half2 *)(sr + sw_off(lr, col));
+                const __half2 r1 = *(const __half2 *)(sr + sw_off(lr + 8, col));
+                acc[4 * j] += __low2float(bb) + __low2float(r0);
+                acc[4 * j + 1] += __high2float(bb) + __high2float(r0);
+                acc[4 * j + 2] += __low2float(bb) + __low2float(r1);
+                acc[4 * j + 3] += __high2float(bb) + __high2float(r1);
+                s0 += acc[4 * j] + acc[4 * j + 1];
+                s1 += acc[4 * j + 2] + acc[4 * j + 3];
+            }
+            s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+            s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+            s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+            s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+            const float lm0 = s0 * (1.f / WS_BN), lm1 = s1 * (1.f / WS_BN);
+            float q0 = 0.f, q1 = 0.f;
+#pragma unroll
+            for (int j = 0; j < 24; j++) {
+                const float d0 = acc[4 * j] - lm0, d1 = acc[4 * j + 1] - lm0;
+                const float d2 = acc[4 * j + 2] - lm1, d3 = acc[4 * j + 3] - lm1;
+                q0 += d0 * d0 + d1 * d1;
+                q1 += d2 * d2 + d3 * d3;
+            }
+            q0 += __shfl_xor_sync(0xffffffffu, q0, 1);
+            q0 += __shfl_xor_sync(0xffffffffu, q0, 2);
+            q1 += __shfl_xor_sync(0xffffffffu, q1, 1);
+            q1 += __shfl_xor_sync(0xffffffffu, q1, 2);
+            /* the row block's parts through global memory (wgmma_pws, epilogue 2) */
+            const int mb = m0 / BM;
+            float2 *blk = gx + (size_t)mb * parts * BM;
+            if (t == 0) {
+                blk[part * BM + lr] = make_float2(lm0, q0);
+                blk[part * BM + lr + 8] = make_float2(lm1, q1);
+                __threadfence();
+            }
+            asm volatile("bar.sync 1, 256;" ::: "memory");
+            if (tid == 0) {
+                atomicAdd(&gflag[2 * mb], 1);
+                while (*(volatile int *)&gflag[2 * mb] < parts)
+                    ;
+                __threadfence();
+            }
+            asm volatile("bar.sync 1, 256;" ::: "memory");
+            float mean0 = 0.f, mean1 = 0.f, m20 = 0.f, m21 = 0.f;
+            for (int p = 0; p < parts; p++) {
+                const float2 a = __ldcg(&blk[p * BM + lr]), b = __ldcg(&blk[p * BM + lr + 8]);
+                mean0 += a.x;
+                mean1 += b.x;
+                m20 += a.y;
+                m21 += b.y;
+            }
+            mean0 /= (float)parts;
+            mean1 /= (float)parts;
+            for (int p = 0; p < parts; p++) {
+                const float2 a = __ldcg(&blk[p * BM + lr]), b = __ldcg(&blk[p * BM + lr + 8]);
+                m20 += WS_BN * (a.x - mean0) * (a.x - mean0);
+                m21 += WS_BN * (b.x - mean1) * (b.x - mean1);
+            }
+            asm volatile("bar.sync 1, 256;" ::: "memory");
+            if (tid == 0 && atomicAdd(&gflag[2 * mb + 1], 1) == parts - 1) { /* every part has read */
+                gflag[2 * mb] = 0;
+                gflag[2 * mb + 1] = 0;
+            }
+            const float rn = 1.f / (float)n, inv0 = rsqrtf(m20 * rn + eps), inv1 = rsqrtf(m21 * rn + eps);
+            int lr2, t2; /* opaque copies: the read loop's addresses are recomputed, not kept live */
+            asm volatile("mov.b32 %0, %1;" : "=r"(lr2) : "r"(lr));
+            asm volatile("mov.b32 %0, %1;" : "=r"(t2) : "r"(t));
+#pragma unroll
+            for (int j = 0; j < 24; j++) {
+                const int col = 8 * j + 2 * t2;
+                const __half2 gg = *(const __half2 *)(gamma + n0 + col), ee = *(const __half2 *)(beta + n0 + col);
+                const float g0 = __low2float(gg), g1 = __high2float(gg), e0 = __low2float(ee), e1 = __high2float(ee);
+                *(__half2 *)(sr + sw_off(lr2, col)) = __floats2half2_rn((acc[4 * j] - mean0) * inv0 * g0 + e0,
+                                                                      (acc[4 * j + 1] - mean0) * inv0 * g1 + e1);
+                *(__half2 *)(sr + sw_off(lr2 + 8, col)) = __floats2half2_rn(
+                    (acc[4 * j + 2] - mean1) * inv1 * g0 + e0, (acc[4 * j + 3] - mean1) * inv1 * g1 + e1);
+            }
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to the TMA store */
+            __syncwarp();
+            if (tid % 32 == 0)
+                bar_arrive(ofull);
+        }
+    }
+}
+
+/* The pair the fused kernel replaces: a LayerNorm pass over rows of 768
+ * after the GEMM, a warp a row, three 8-half loads a lane. */
+__global__ void ln_rows_768(const __half *__restrict__ x, __half *__restrict__ y, const __half *__restrict__ gamma,
+                            const __half *__restrict__ beta, float eps, int m) {
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= m)
+        return;
+    float v[24], s = 0.f;
+#pragma unroll
+    for (int i = 0; i < 3; i++) {
+        const uint4 u = *(const uint4 *)(x + (size_t)row * 768 + (i * 32 + lane) * 8);
+        const __half2 *h = (const __half2 *)&u;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            v[i * 8 + 2 * e] = __low2float(h[e]);
+            v[i * 8 + 2 * e + 1] = __high2float(h[e]);
+            s += v[i * 8 + 2 * e] + v[i * 8 + 2 * e + 1];
+        }
+    }
+    for (int o = 16; o; o /= 2)
+        s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float mean = s * (1.f / 768);
+    float q = 0.f;
+#pragma unroll
+    for (int i = 0; i < 24; i++)
+        q += (v[i] - mean) * (v[i] - mean);
+    for (int o = 16; o; o /= 2)
+        q += __shfl_xor_sync(0xffffffffu, q, o);
+    const float inv = rsqrtf(q * (1.f / 768) + eps);
+#pragma unroll
+    for (int i = 0; i < 3; i++) {
+        const int col = (i * 32 + lane) * 8;
+        const uint4 ug = *(const uint4 *)(gamma + col), ub = *(const uint4 *)(beta + col);
+        const __half2 *g = (const __half2 *)&ug, *b = (const __half2 *)&ub;
+        uint4 o;
+        __half2 *oh = (__half2 *)&o;
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            oh[e] = __floats2half2_rn((v[i * 8 + 2 * e] - mean) * inv * __low2float(g[e]) + __low2float(b[e]),
+                                      (v[i * 8 + 2 * e + 1] - mean) * inv * __high2float(g[e]) + __high2float(b[e]));
+        *(uint4 *)(y + (size_t)row * 768 + col) = o;
+    }
+}
+
 static PFN_cuTensorMapEncodeTiled_v12000 encode;
 
 /* rows x cols float16, row-major, read in boxes of box_rows x 64 */
@@ -625,6 +1348,105 @@ static void finish(cudaStream_t st, const char *what, double seconds) {
     }
 }
 
+/* wgmma_ws in a cluster of cl CTAs along N */
+static void ws_launch(int cl, int fast, bool ln, dim3 grid, cudaStream_t st, const CUtensorMap &ta,
+                      const CUtensorMap &tb, __half *c, const __half *bias, const __half *res, const __half *gam,
+                      const __half *bet, int n, int k) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = cl;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(WS_THREADS);
+    cfg.dynamicSmemBytes = ws_smem();
+    cfg.stream = st;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+#define WS_GO(LN, CL, F)                                                                                         \
+    if (ln == LN && cl == CL && (fast != 0) == F)                                                                \
+        CK(cudaLaunchKernelEx(&cfg, wgmma_ws<LN, CL, F>, ta, tb, c, bias, res, gam, bet, 1e-5f, n, k));
+    WS_GO(false, 1, true) WS_GO(false, 2, true) WS_GO(false, 4, true) WS_GO(false, 4, false)
+    WS_GO(true, 4, true) WS_GO(true, 4, false)
+#undef WS_GO
+}
+
+/* wgmma_pws, persistent: as many CTAs (clusters of cl along N) as fit at
+ * once, at most one a tile; epi 2 as a cooperative launch, its grid a
+ * multiple of the parts a row */
+static void pws_launch(int cl, int epi, int m, cudaStream_t st, const CUtensorMap &ta, const CUtensorMap &tb,
+                       __half *c, const __half *bias, const __half *res, const __half *gam, const __half *bet, int n,
+                       int k, float2 *gx = nullptr, int *gflag = nullptr) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    if (epi == 2) {
+        at[0].id = cudaLaunchAttributeCooperative;
+        at[0].val.cooperative = 1;
+    } else {
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = cl;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 1;
+    }
+    const int tiles = (m / BM) * (n / (WS_BN * cl));
+    cfg.blockDim = dim3(WS_THREADS);
+    cfg.dynamicSmemBytes = ws_smem();
+    cfg.stream = st;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cfg.gridDim = dim3(cl * tiles);
+    int fit = 0;
+#define PWS_GO(EPI, CL)                                                                                          \
+    if (epi == EPI && cl == CL) {                                                                                \
+        if (EPI == 2) {                                                                                          \
+            int per_sm = 0, sms = 0;                                                                             \
+            CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wgmma_pws<EPI, CL>, WS_THREADS,            \
+                                                             ws_smem()));                                        \
+            CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));                                 \
+            fit = per_sm * sms / (n / WS_BN) * (n / WS_BN);                                                      \
+        } else                                                                                                   \
+            CK(cudaOccupancyMaxActiveClusters(&fit, wgmma_pws<EPI, CL>, &cfg));                                  \
+        cfg.gridDim = dim3(cl * (fit < tiles ? fit : tiles));                                                    \
+        static int said;                                                                                         \
+        if (!said++)                                                                                             \
+            printf("  (persistent, epilogue %d, clusters of %d: %d fit at once)\n", EPI, CL, fit);                \
+        CK(cudaLaunchKernelEx(&cfg, wgmma_pws<EPI, CL>, ta, tb, c, bias, res, gam, bet, 1e-5f, m, n, k, gx,      \
+                              gflag));                                                                           \
+    }
+    PWS_GO(0, 1) PWS_GO(1, 4) PWS_GO(2, 1)
+#undef PWS_GO
+}
+
+/* wgmma_pln, cooperative: a CTA an SM (a multiple of the parts a row), at most one a tile */
+static void pln_launch(int m, cudaStream_t st, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &tr,
+                       const CUtensorMap &tc, const __half *bias, const __half *gam, const __half *bet, int n, int k,
+                       float2 *gx, int *gflag) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeCooperative;
+    at[0].val.cooperative = 1;
+    int per_sm = 0, sms = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wgmma_pln, PLN_THREADS, pln_smem()));
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    const int parts = n / WS_BN, tiles = (m / BM) * parts, fit = per_sm * sms / parts * parts;
+    if (fit == 0) {
+        cudaFuncAttributes fa;
+        CK(cudaFuncGetAttributes(&fa, wgmma_pln));
+        printf("wgmma_pln: no CTA fits on an SM (%zu bytes of shared memory; %d registers, at most %d threads, "
+               "%zu static and at most %d dynamic bytes of shared memory)\n",
+               pln_smem(), fa.numRegs, fa.maxThreadsPerBlock, fa.sharedSizeBytes, fa.maxDynamicSharedSizeBytes);
+        exit(1);
+    }
+    cfg.gridDim = dim3(fit < tiles ? fit : tiles);
+    cfg.blockDim = dim3(PLN_THREADS);
+    cfg.dynamicSmemBytes = pln_smem();
+    cfg.stream = st;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, wgmma_pln, ta, tb, tr, tc, bias, gam, bet, 1e-5f, m, n, k, gx, gflag));
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines survive a kill by the caller's timeout */
     int reps = argc > 1 ? atoi(argv[1]) : 30;
@@ -654,6 +1476,15 @@ int main(int argc, char **argv) {
     RLN_ATTR(1, 128, 2) RLN_ATTR(2, 128, 2) RLN_ATTR(4, 128, 2) RLN_ATTR(1, 64, 4) RLN_ATTR(2, 64, 4)
     RLN_ATTR(4, 64, 4)
 #undef RLN_ATTR
+#define WS_ATTR(LN, CL, F)                                                                                       \
+    CK(cudaFuncSetAttribute(wgmma_ws<LN, CL, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ws_smem()));
+    WS_ATTR(false, 1, true) WS_ATTR(false, 2, true) WS_ATTR(false, 4, true) WS_ATTR(false, 4, false)
+    WS_ATTR(true, 4, true) WS_ATTR(true, 4, false)
+#undef WS_ATTR
+    CK(cudaFuncSetAttribute(wgmma_pws<0, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ws_smem()));
+    CK(cudaFuncSetAttribute(wgmma_pws<1, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ws_smem()));
+    CK(cudaFuncSetAttribute(wgmma_pws<2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ws_smem()));
+    CK(cudaFuncSetAttribute(wgmma_pln, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pln_smem()));
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
     cublasHandle_t h;
@@ -672,6 +1503,10 @@ int main(int argc, char **argv) {
     int bad = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int m = shapes[si][0], k = shapes[si][1], n = shapes[si][2];
+        char tag[48]; /* WGMMA_SHAPE=M,K,N: that shape alone (for a profiler) */
+        snprintf(tag, sizeof tag, "%d,%d,%d", m, k, n);
+        if (getenv("WGMMA_SHAPE") && strcmp(getenv("WGMMA_SHAPE"), tag) != 0)
+            continue;
         __half *a, *b, *bias, *c, *ref;
         CK(cudaMalloc(&a, (size_t)m * k * 2));
         CK(cudaMalloc(&b, (size_t)n * k * 2));
@@ -737,6 +1572,47 @@ int main(int argc, char **argv) {
                    t_theirs, fl / t_theirs / 1e9, rel, rel < 1e-2 ? "" : "  WRONG");
             bad |= !(rel < 1e-2);
         }
+        /* the warp-specialized kernel: cluster size, fast release */
+        CUtensorMap wa, wb; /* its boxes: 128 / 4 rows of A's tile (the LN variants'), B's 192 rows */
+        const bool ws_ok = n % (WS_CL * WS_BN) == 0 && m % BM == 0 && k % BK == 0;
+        if (ws_ok) {
+            wa = tensor_map(a, m, k, BM / WS_CL);
+            wb = tensor_map(b, n, k, WS_BN);
+        }
+        static const int ws_cfgs[][2] = {{1, 1}, {2, 1}, {4, 1}, {4, 0}, {1, 2}}; /* fast 2: persistent */
+        for (size_t wi = 0; ws_ok && wi < sizeof ws_cfgs / sizeof ws_cfgs[0]; wi++) {
+            const int cl = ws_cfgs[wi][0], fast = ws_cfgs[wi][1];
+            const CUtensorMap wa_cl = tensor_map(a, m, k, BM / cl);
+            auto ws = [&]() {
+                if (fast == 2)
+                    pws_launch(cl, 0, m, st, wa_cl, wb, c, bias, nullptr, nullptr, nullptr, n, k);
+                else
+                    ws_launch(cl, fast, false, dim3(n / WS_BN, m / BM), st, wa_cl, wb, c, bias, nullptr, nullptr,
+                              nullptr, n, k);
+            };
+            CK(cudaMemsetAsync(c, 0xff, (size_t)m * n * 2, st));
+            ws();
+            CK(cudaGetLastError());
+            finish(st, "wgmma ws", 10.0);
+            CK(cudaMemcpy(hc, c, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
+            double err = 0, mag = 0;
+            for (size_t i = 0; i < (size_t)m * n; i++) {
+                double want = (double)__half2float(hr[i]) + __half2float(hb[i % n]);
+                double d = fabs((double)__half2float(hc[i]) - want);
+                if (!(d <= err))
+                    err = d;
+                if (fabs(want) > mag)
+                    mag = fabs(want);
+            }
+            const double rel = err / (mag > 0 ? mag : 1);
+            const float t_ws = median_ms(ws, reps, st);
+            char label[64];
+            snprintf(label, sizeof label, "%d x %d -> %d, ws cl%d%s", m, k, n, cl,
+                     fast == 2 ? " persistent" : fast ? "" : " slow");
+            printf("%-34s %10.4f %9.1f %10.4f %9.1f %10.2e%s\n", label, t_ws, fl / t_ws / 1e9, t_theirs,
+                   fl / t_theirs / 1e9, rel, rel < 1e-2 ? "" : "  WRONG");
+            bad |= !(rel < 1e-2);
+        }
         if (n == LN_CTAS * BN) { /* the LayerNorm epilogue, as after attention-output and FFN2 */
             __half *res, *gam, *bet;
             CK(cudaMalloc(&res, (size_t)m * n * 2));
@@ -745,6 +1621,11 @@ int main(int argc, char **argv) {
             fill<<<1024, 256, 0, st>>>(res, (size_t)m * n, 4u, 2.f);
             fill<<<16, 256, 0, st>>>(gam, (size_t)n, 5u, 1.f);
             fill<<<16, 256, 0, st>>>(bet, (size_t)n, 6u, 1.f);
+            float2 *gx; /* the global exchange's row parts and flags */
+            int *gflag;
+            CK(cudaMalloc(&gx, sizeof(float2) * (size_t)m * (n / WS_BN)));
+            CK(cudaMalloc(&gflag, sizeof(int) * 2 * (size_t)(m / BM)));
+            CK(cudaMemsetAsync(gflag, 0, sizeof(int) * 2 * (size_t)(m / BM), st));
             /* the fused variants: the six-CTA cluster of 128 x 128 tiles, and
              * the one-wave 64-row blocks (cluster size, row bytes, stages) */
             struct variant {
@@ -754,7 +1635,10 @@ int main(int argc, char **argv) {
             static const variant vs[] = {{"cluster-6 tiles", 0, 0},     {"rows cl1 sw128 s2", 1, 128},
                                          {"rows cl2 sw128 s2", 2, 128}, {"rows cl4 sw128 s2", 4, 128},
                                          {"rows cl1 sw64 s4", 1, 64},   {"rows cl2 sw64 s4", 2, 64},
-                                         {"rows cl4 sw64 s4", 4, 64}};
+                                         {"rows cl4 sw64 s4", 4, 64},   {"ws cl4 128x192", -1, 1},
+                                         {"ws cl4 128x192 slow", -1, 0}, {"pws cl4 persistent", -2, 0},
+                                         {"pws global exchange", -3, 0},
+                                         {"pln TMA residual, store", -4, 0}};
             __half *hres = (__half *)malloc((size_t)m * n * 2), *hg = (__half *)malloc((size_t)n * 2),
                    *he = (__half *)malloc((size_t)n * 2);
             CK(cudaMemcpy(hres, res, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
@@ -778,14 +1662,35 @@ int main(int argc, char **argv) {
             free(x);
             for (size_t vi = 0; vi < sizeof vs / sizeof vs[0]; vi++) {
                 const variant V = vs[vi];
-                if (V.cl && ((m / 64) % V.cl || k % (V.rb / 2)))
+                if (V.cl > 0 && ((m / 64) % V.cl || k % (V.rb / 2)))
                     continue;
+                if (V.cl < 0 && !ws_ok)
+                    continue;
+                const CUtensorMap wa_full = tensor_map(a, m, k, BM); /* the persistent kernel's A boxes */
+                const CUtensorMap pr = tensor_map(res, m, n, BM), pc = tensor_map(c, m, n, BM); /* 128 x 64 */
                 CUtensorMap ra, rb;
-                if (V.cl) {
+                if (V.cl > 0) {
                     ra = tensor_map(a, m, k, 64, V.rb / 2);
                     rb = tensor_map(b, n, k, RLN_BOX, V.rb / 2);
                 }
                 auto ln = [&]() {
+                    if (V.cl == -2) {
+                        pws_launch(4, 1, m, st, wa_full, wb, c, bias, res, gam, bet, n, k);
+                        return;
+                    }
+                    if (V.cl == -4) {
+                        pln_launch(m, st, wa_full, wb, pr, pc, bias, gam, bet, n, k, gx, gflag);
+                        return;
+                    }
+                    if (V.cl == -3) {
+                        pws_launch(1, 2, m, st, wa_full, wb, c, bias, res, gam, bet, n, k, gx, gflag);
+                        return;
+                    }
+                    if (V.cl < 0) {
+                        ws_launch(WS_CL, V.rb, true, dim3(n / WS_BN, m / BM), st, wa, wb, c, bias, res, gam, bet,
+                                  n, k);
+                        return;
+                    }
                     if (!V.cl) {
                         wgmma_gemm_ln<<<dim3(LN_CTAS, m / BM), THREADS, SMEM_BYTES, st>>>(ta, tb, c, bias, res, gam,
                                                                                           bet, 1e-5f, k);
@@ -838,10 +1743,34 @@ int main(int argc, char **argv) {
                        fl / t_theirs / 1e9, rel, nbad ? "  WRONG" : "");
                 bad |= nbad != 0;
             }
+            { /* the pair the fused kernels replace: cuBLAS adding the residual (C = residual, beta 1), then a
+               * LayerNorm pass (the bias left out: cuBLASLt's epilogue takes it at no measurable cost) */
+                __half *tmp;
+                CK(cudaMalloc(&tmp, (size_t)m * n * 2));
+                const float one = 1.f;
+                auto gemm_res = [&]() {
+                    cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, b, CUDA_R_16F, k, a, CUDA_R_16F, k, &one,
+                                 tmp, CUDA_R_16F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                };
+                /* the LayerNorm reads the GEMM's output, as in a plan (where it is still in L2) */
+                auto ln_pass = [&]() { ln_rows_768<<<m / 8, 256, 0, st>>>(tmp, c, gam, bet, 1e-5f, m); };
+                auto pair = [&]() {
+                    gemm_res();
+                    ln_pass();
+                };
+                CK(cudaMemcpyAsync(tmp, res, (size_t)m * n * 2, cudaMemcpyDeviceToDevice, st));
+                const float t_g = median_ms(gemm_res, reps, st), t_l = median_ms(ln_pass, reps, st),
+                            t_p = median_ms(pair, reps, st);
+                printf("%-34s %10.4f  (cuBLAS + residual %.4f, LayerNorm pass %.4f)\n", "  the pair: cuBLAS, LN pass",
+                       t_p, t_g, t_l);
+                cudaFree(tmp);
+            }
             free(want);
             free(hres);
             free(hg);
             free(he);
+            cudaFree(gx);
+            cudaFree(gflag);
             cudaFree(res);
             cudaFree(gam);
             cudaFree(bet);
