@@ -33,7 +33,8 @@
  * 2026-12-01-gpu-session13.md): every variant agrees with cuBLAS; the
  * persistent plain GEMM is 1.13-1.19x slower than cuBLAS on BERT's N = 768
  * shapes; wgmma_pln (GEMM + residual + LayerNorm) is 5-10% faster than the
- * probe's pair and about 2-5% faster than cuBLAS + kiln's LayerNorm. Nothing here is
+ * probe's pair timed a run at a time, but 1-6% slower back to back under
+ * load (WGMMA_SUSTAIN_MS=ms times both that way). Nothing here is
  * wired into kiln; the attention kernel that reuses these mechanics
  * (swizzled descriptors, TMA, mbarriers) is src/backends/cuda/attention_wgmma.cu. */
 #include <cooperative_groups.h>
@@ -1785,6 +1786,37 @@ int main(int argc, char **argv) {
                             t_p = median_ms(pair, reps, st);
                 printf("%-34s %10.4f  (cuBLAS + residual %.4f, LayerNorm pass %.4f)\n", "  the pair: cuBLAS, LN pass",
                        t_p, t_g, t_l);
+                const char *sus = getenv("WGMMA_SUSTAIN_MS");
+                if (sus && ws_ok) { /* the pair and wgmma_pln under load: each round, SUSTAIN ms of a candidate's
+                                     * own runs back to back, then 200 of them between two events */
+                    const CUtensorMap fa = tensor_map(a, m, k, BM), fr = tensor_map(res, m, n, BM),
+                                      fc = tensor_map(c, m, n, BM);
+                    auto fused = [&]() { pln_launch(0, m, st, fa, wb, fr, fc, bias, gam, bet, n, k, gx, gflag); };
+                    const double ms = atof(sus);
+                    for (int round = 0; round < 3; round++)
+                        for (int cand = 0; cand < 2; cand++) {
+                            struct timespec t0, t1;
+                            clock_gettime(CLOCK_MONOTONIC, &t0);
+                            do {
+                                for (int i = 0; i < 20; i++)
+                                    cand ? fused() : pair();
+                                CK(cudaStreamSynchronize(st));
+                                clock_gettime(CLOCK_MONOTONIC, &t1);
+                            } while ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6 < ms);
+                            cudaEvent_t e0, e1;
+                            CK(cudaEventCreate(&e0));
+                            CK(cudaEventCreate(&e1));
+                            CK(cudaEventRecord(e0, st));
+                            for (int i = 0; i < 200; i++)
+                                cand ? fused() : pair();
+                            CK(cudaEventRecord(e1, st));
+                            CK(cudaEventSynchronize(e1));
+                            printf("  under load, round %d: %-22s %.4f ms a run\n", round,
+                                   cand ? "wgmma_pln" : "the pair", ms_of(e0, e1) / 200);
+                            CK(cudaEventDestroy(e0));
+                            CK(cudaEventDestroy(e1));
+                        }
+                }
                 cudaFree(tmp);
             }
             free(want);
