@@ -782,6 +782,75 @@ __device__ __forceinline__ void st_async_f32(float *dst, float v, uint64_t *bar,
                  : "memory");
 }
 
+/* The LayerNorm's statistics of rows lr and lr + 8 of the tile at (m0, n0)
+ * without a cluster: acc holds this thread's x (bias and residual added),
+ * s0 and s1 its partial sums of the two rows. The quad's sums give this
+ * part's mean, then its sum of squared deviations; each CTA of the row
+ * block writes its part to global memory (gx), counts itself in on the
+ * block's flag (gflag) and waits for the other parts, which combine
+ * exactly (Chan's formula). The last reader resets the flags. For the 256
+ * consumer threads (named barrier 1), tid their index. */
+__device__ __forceinline__ void global_row_stats(const float (&acc)[96], float s0, float s1, int lr, int t, int tid,
+                                                 int m0, int n0, int n, float eps, float2 *gx, int *gflag,
+                                                 float &mean0, float &mean1, float &inv0, float &inv1) {
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    const float lm0 = s0 * (1.f / WS_BN), lm1 = s1 * (1.f / WS_BN);
+    float q0 = 0.f, q1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 24; j++) {
+        const float d0 = acc[4 * j] - lm0, d1 = acc[4 * j + 1] - lm0;
+        const float d2 = acc[4 * j + 2] - lm1, d3 = acc[4 * j + 3] - lm1;
+        q0 += d0 * d0 + d1 * d1;
+        q1 += d2 * d2 + d3 * d3;
+    }
+    q0 += __shfl_xor_sync(0xffffffffu, q0, 1);
+    q0 += __shfl_xor_sync(0xffffffffu, q0, 2);
+    q1 += __shfl_xor_sync(0xffffffffu, q1, 1);
+    q1 += __shfl_xor_sync(0xffffffffu, q1, 2);
+    const int mb = m0 / BM, parts = n / WS_BN, part = n0 / WS_BN;
+    float2 *blk = gx + (size_t)mb * parts * BM;
+    if (t == 0) {
+        blk[part * BM + lr] = make_float2(lm0, q0);
+        blk[part * BM + lr + 8] = make_float2(lm1, q1);
+        __threadfence();
+    }
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+    if (tid == 0) {
+        atomicAdd(&gflag[2 * mb], 1);
+        while (*(volatile int *)&gflag[2 * mb] < parts)
+            ;
+        __threadfence();
+    }
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+    float m20 = 0.f, m21 = 0.f;
+    mean0 = mean1 = 0.f;
+    for (int p = 0; p < parts; p++) {
+        const float2 a = __ldcg(&blk[p * BM + lr]), b = __ldcg(&blk[p * BM + lr + 8]);
+        mean0 += a.x;
+        mean1 += b.x;
+        m20 += a.y;
+        m21 += b.y;
+    }
+    mean0 /= (float)parts;
+    mean1 /= (float)parts;
+    for (int p = 0; p < parts; p++) {
+        const float2 a = __ldcg(&blk[p * BM + lr]), b = __ldcg(&blk[p * BM + lr + 8]);
+        m20 += WS_BN * (a.x - mean0) * (a.x - mean0);
+        m21 += WS_BN * (b.x - mean1) * (b.x - mean1);
+    }
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+    if (tid == 0 && atomicAdd(&gflag[2 * mb + 1], 1) == parts - 1) { /* every part has read */
+        gflag[2 * mb] = 0;
+        gflag[2 * mb + 1] = 0;
+    }
+    const float rn = 1.f / (float)n;
+    inv0 = rsqrtf(m20 * rn + eps);
+    inv1 = rsqrtf(m21 * rn + eps);
+}
+
 /* EPI 0: bias only; 1: LayerNorm, row sums exchanged in the cluster (CL
  * x 192 = n); 2: LayerNorm without a cluster (CL 1): each CTA of a row
  * block writes its part's mean and sum of squared deviations to global
@@ -887,59 +956,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                     s0 += acc[4 * j] + acc[4 * j + 1];
                     s1 += acc[4 * j + 2] + acc[4 * j + 3];
                 }
-                s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-                s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-                s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-                s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-                const float lm0 = s0 * (1.f / WS_BN), lm1 = s1 * (1.f / WS_BN);
-                float q0 = 0.f, q1 = 0.f;
-#pragma unroll
-                for (int j = 0; j < 24; j++) {
-                    const float d0 = acc[4 * j] - lm0, d1 = acc[4 * j + 1] - lm0;
-                    const float d2 = acc[4 * j + 2] - lm1, d3 = acc[4 * j + 3] - lm1;
-                    q0 += d0 * d0 + d1 * d1;
-                    q1 += d2 * d2 + d3 * d3;
-                }
-                q0 += __shfl_xor_sync(0xffffffffu, q0, 1);
-                q0 += __shfl_xor_sync(0xffffffffu, q0, 2);
-                q1 += __shfl_xor_sync(0xffffffffu, q1, 1);
-                q1 += __shfl_xor_sync(0xffffffffu, q1, 2);
-                const int mb = m0 / BM, parts = n / WS_BN, part = n0 / WS_BN;
-                float2 *blk = gx + (size_t)mb * parts * BM;
-                if (t == 0) {
-                    blk[part * BM + lr] = make_float2(lm0, q0);
-                    blk[part * BM + lr + 8] = make_float2(lm1, q1);
-                    __threadfence();
-                }
-                asm volatile("bar.sync 1, 256;" ::: "memory");
-                if (tid == 0) {
-                    atomicAdd(&gflag[2 * mb], 1);
-                    while (*(volatile int *)&gflag[2 * mb] < parts)
-                        ;
-                    __threadfence();
-                }
-                asm volatile("bar.sync 1, 256;" ::: "memory");
-                float mean0 = 0.f, mean1 = 0.f, m20 = 0.f, m21 = 0.f;
-                for (int p = 0; p < parts; p++) {
-                    const float2 a = __ldcg(&blk[p * BM + lr]), b = __ldcg(&blk[p * BM + lr + 8]);
-                    mean0 += a.x;
-                    mean1 += b.x;
-                    m20 += a.y;
-                    m21 += b.y;
-                }
-                mean0 /= (float)parts;
-                mean1 /= (float)parts;
-                for (int p = 0; p < parts; p++) {
-                    const float2 a = __ldcg(&blk[p * BM + lr]), b = __ldcg(&blk[p * BM + lr + 8]);
-                    m20 += WS_BN * (a.x - mean0) * (a.x - mean0);
-                    m21 += WS_BN * (b.x - mean1) * (b.x - mean1);
-                }
-                asm volatile("bar.sync 1, 256;" ::: "memory");
-                if (tid == 0 && atomicAdd(&gflag[2 * mb + 1], 1) == parts - 1) { /* every part has read */
-                    gflag[2 * mb] = 0;
-                    gflag[2 * mb + 1] = 0;
-                }
-                const float rn = 1.f / (float)n, inv0 = rsqrtf(m20 * rn + eps), inv1 = rsqrtf(m21 * rn + eps);
+                float mean0, mean1, inv0, inv1;
+                global_row_stats(acc, s0, s1, lr, t, tid, m0, n0, n, eps, gx, gflag, mean0, mean1, inv0, inv1);
 #pragma unroll
                 for (int j = 0; j < 24; j++) {
                     const int col = n0 + 8 * j + 2 * t;
@@ -1157,60 +1175,8 @@ __global__ void __launch_bounds__(PWG ? PLN_THREADS_WG : PLN_THREADS, 1)
                 s0 += acc[4 * j] + acc[4 * j + 1];
                 s1 += acc[4 * j + 2] + acc[4 * j + 3];
             }
-            s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-            s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-            s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-            s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-            const float lm0 = s0 * (1.f / WS_BN), lm1 = s1 * (1.f / WS_BN);
-            float q0 = 0.f, q1 = 0.f;
-#pragma unroll
-            for (int j = 0; j < 24; j++) {
-                const float d0 = acc[4 * j] - lm0, d1 = acc[4 * j + 1] - lm0;
-                const float d2 = acc[4 * j + 2] - lm1, d3 = acc[4 * j + 3] - lm1;
-                q0 += d0 * d0 + d1 * d1;
-                q1 += d2 * d2 + d3 * d3;
-            }
-            q0 += __shfl_xor_sync(0xffffffffu, q0, 1);
-            q0 += __shfl_xor_sync(0xffffffffu, q0, 2);
-            q1 += __shfl_xor_sync(0xffffffffu, q1, 1);
-            q1 += __shfl_xor_sync(0xffffffffu, q1, 2);
-            /* the row block's parts through global memory (wgmma_pws, epilogue 2) */
-            const int mb = m0 / BM;
-            float2 *blk = gx + (size_t)mb * parts * BM;
-            if (t == 0) {
-                blk[part * BM + lr] = make_float2(lm0, q0);
-                blk[part * BM + lr + 8] = make_float2(lm1, q1);
-                __threadfence();
-            }
-            asm volatile("bar.sync 1, 256;" ::: "memory");
-            if (tid == 0) {
-                atomicAdd(&gflag[2 * mb], 1);
-                while (*(volatile int *)&gflag[2 * mb] < parts)
-                    ;
-                __threadfence();
-            }
-            asm volatile("bar.sync 1, 256;" ::: "memory");
-            float mean0 = 0.f, mean1 = 0.f, m20 = 0.f, m21 = 0.f;
-            for (int p = 0; p < parts; p++) {
-                const float2 a = __ldcg(&blk[p * BM + lr]), b = __ldcg(&blk[p * BM + lr + 8]);
-                mean0 += a.x;
-                mean1 += b.x;
-                m20 += a.y;
-                m21 += b.y;
-            }
-            mean0 /= (float)parts;
-            mean1 /= (float)parts;
-            for (int p = 0; p < parts; p++) {
-                const float2 a = __ldcg(&blk[p * BM + lr]), b = __ldcg(&blk[p * BM + lr + 8]);
-                m20 += WS_BN * (a.x - mean0) * (a.x - mean0);
-                m21 += WS_BN * (b.x - mean1) * (b.x - mean1);
-            }
-            asm volatile("bar.sync 1, 256;" ::: "memory");
-            if (tid == 0 && atomicAdd(&gflag[2 * mb + 1], 1) == parts - 1) { /* every part has read */
-                gflag[2 * mb] = 0;
-                gflag[2 * mb + 1] = 0;
-            }
-            const float rn = 1.f / (float)n, inv0 = rsqrtf(m20 * rn + eps), inv1 = rsqrtf(m21 * rn + eps);
+            float mean0, mean1, inv0, inv1;
+            global_row_stats(acc, s0, s1, lr, t, tid, m0, n0, n, eps, gx, gflag, mean0, mean1, inv0, inv1);
             int lr2, t2; /* opaque copies: the read loop's addresses are recomputed, not kept live */
             asm volatile("mov.b32 %0, %1;" : "=r"(lr2) : "r"(lr));
             asm volatile("mov.b32 %0, %1;" : "=r"(t2) : "r"(t));
