@@ -782,6 +782,37 @@ __device__ __forceinline__ void st_async_f32(float *dst, float v, uint64_t *bar,
                  : "memory");
 }
 
+/* One output tile's main loop in a persistent kernel, for a consumer
+ * warpgroup `wg` (tid: the thread's index among the consumers): acc = its
+ * 64 x 192 of A · Bᵀ over kt_n k-tiles, read from the STG-stage ring that
+ * the producer fills; it counts k-tiles across tiles (stage and phase).
+ * Each k-tile's products stay in flight while the next is issued; a stage
+ * goes back to the producer once the products reading it are done, the
+ * last one at the end. */
+template <int STG>
+__device__ __forceinline__ void consume_tile(float (&acc)[96], unsigned char *sa, unsigned char *sb, uint64_t *full,
+                                             uint64_t *empty, int &it, int kt_n, int wg, int tid) {
+#pragma unroll
+    for (int i = 0; i < 96; i++)
+        acc[i] = 0.f;
+    for (int kt = 0; kt < kt_n; kt++, it++) {
+        const int s = it % STG;
+        bar_wait(&full[s], (it / STG) & 1);
+        const uint64_t da = desc_sw128(sa + s * WS_ABYTES + wg * 64 * BK * 2), db = desc_sw128(sb + s * WS_BBYTES);
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++)
+            wgmma_m64n192(acc, da + 2 * kk, db + 2 * kk, 1);
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+        if (kt > 0 && tid % 128 == 0)
+            bar_arrive(&empty[(it - 1) % STG]);
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    if (tid % 128 == 0)
+        bar_arrive(&empty[(it - 1) % STG]);
+}
+
 /* The LayerNorm's statistics of rows lr and lr + 8 of the tile at (m0, n0)
  * without a cluster: acc holds this thread's x (bias and residual added),
  * s0 and s1 its partial sums of the two rows. The quad's sums give this
@@ -909,26 +940,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         int it = 0, ti = 0;
         for (int tile = cid; tile < tiles; tile += ncl, ti++) {
             const int m0 = tile / ngroups * BM, n0 = (tile % ngroups * CL + rank) * WS_BN, row = m0 + lr;
-#pragma unroll
-            for (int i = 0; i < 96; i++)
-                acc[i] = 0.f;
-            for (int kt = 0; kt < kt_n; kt++, it++) {
-                const int s = it % WS_STG;
-                bar_wait(&full[s], (it / WS_STG) & 1);
-                const uint64_t da = desc_sw128(sa + s * WS_ABYTES + wg * 64 * BK * 2),
-                               db = desc_sw128(sb + s * WS_BBYTES);
-                asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-                for (int kk = 0; kk < BK / 16; kk++)
-                    wgmma_m64n192(acc, da + 2 * kk, db + 2 * kk, 1);
-                asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-                asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-                if (kt > 0 && tid % 128 == 0)
-                    bar_arrive(&empty[(it - 1) % WS_STG]);
-            }
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-            if (tid % 128 == 0)
-                bar_arrive(&empty[(it - 1) % WS_STG]);
+            consume_tile<WS_STG>(acc, sa, sb, full, empty, it, kt_n, wg, tid);
             if (!LN) {
 #pragma unroll
                 for (int j = 0; j < 24; j++) {
@@ -1139,26 +1151,7 @@ __global__ void __launch_bounds__(PWG ? PLN_THREADS_WG : PLN_THREADS, 1)
         int it = 0, ti = 0;
         for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ti++) {
             const int m0 = tile / parts * BM, part = tile % parts, n0 = part * WS_BN;
-#pragma unroll
-            for (int i = 0; i < 96; i++)
-                acc[i] = 0.f;
-            for (int kt = 0; kt < kt_n; kt++, it++) {
-                const int s = it % PLN_STG;
-                bar_wait(&full[s], (it / PLN_STG) & 1);
-                const uint64_t da = desc_sw128(sa + s * WS_ABYTES + wg * 64 * BK * 2),
-                               db = desc_sw128(sb + s * WS_BBYTES);
-                asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-                for (int kk = 0; kk < BK / 16; kk++)
-                    wgmma_m64n192(acc, da + 2 * kk, db + 2 * kk, 1);
-                asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-                asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-                if (kt > 0 && tid % 128 == 0)
-                    bar_arrive(&empty[(it - 1) % PLN_STG]);
-            }
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-            if (tid % 128 == 0)
-                bar_arrive(&empty[(it - 1) % PLN_STG]);
+            consume_tile<PLN_STG>(acc, sa, sb, full, empty, it, kt_n, wg, tid);
             /* x = acc + bias + residual; this part's mean and squared deviations */
             bar_wait(rfull, ti & 1);
             float s0 = 0.f, s1 = 0.f;
