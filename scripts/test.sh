@@ -29,12 +29,13 @@ if [ "${KILN_TEST_SANITIZERS:-1}" != 0 ]; then
   # cache) synchronise where ThreadSanitizer cannot see it and give false
   # reports: this build leaves oneDNN/OpenBLAS and CUDA out and runs kernels
   # single-threaded, so the reports are about kiln's own sharing of engines,
-  # contexts and the plugin registry between threads.
+  # contexts and the plugin registry between threads (cli.flags: kiln exec's
+  # streams, a thread each).
   cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DKILN_TSAN=ON -DKILN_USE_DNNL=OFF -DKILN_USE_OPENBLAS=OFF -DKILN_CUDA=OFF >/dev/null
   ninja -C "$root/build-tsan" >/dev/null
   (cd "$root/build-tsan" && KILN_NUM_THREADS=1 OMP_NUM_THREADS=1 \
-     TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'unit.test_runtime|plugins.c') || status=1
+     TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R 'unit.test_runtime|plugins.c|cli.flags') || status=1
 
   echo "== libFuzzer targets (short runs)"
   CC=clang cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -6,16 +6,20 @@
 #include <string.h>
 
 #include "cli.h"
+#include "exec.h"
 #include "npy.h"
 
-#define MAX_PERCENTILES 8
+#define MAX_PERCENTILES EXEC_MAX_PERCENTILES
 
 typedef struct exec_opts {
     cli_build_opts b;
     const char *save_engine, *load_engine;
     const char *load_inputs, *export_output, *export_profile, *export_layer_info;
+    const char *export_times;
     long long iterations;
-    double warmup_ms, duration_s;
+    double warmup_ms, duration_s, idle_ms;
+    int streams, avg_runs;
+    bool avg_runs_given, no_transfers, spin_wait;
     bool skip_inference, plan_version_only, separate_profile;
     bool dump_output, dump_profile, dump_layer_info;
     int profile_index;
@@ -25,18 +29,6 @@ typedef struct exec_opts {
     uint64_t seed;
     npy_range_list ranges;  /* --val-range */
 } exec_opts;
-
-/* One I/O buffer of the run. */
-typedef struct io_buf {
-    const char *name; /* borrowed from the engine */
-    kiln_dtype dtype;
-    int rank;
-    int64_t dims[KILN_MAX_DIMS];
-    void *data;       /* host copy of the values (owned) */
-    void *dev;        /* inputs: engine memory bound to the context (owned) */
-    const cli_shape *values; /* a shape-tensor input: its values (borrowed) */
-    size_t bytes;
-} io_buf;
 
 void cli_exec_usage(FILE *f) {
     fputs(
@@ -92,10 +84,20 @@ void cli_exec_usage(FILE *f) {
         "  --seed=N                  seed of the random inputs (default 1; kiln addition)\n"
         "  --val-range=[lo,hi] | name:[lo,hi],...  range of random values (floats\n"
         "                            default [-1,1), integers [0,1]; kiln addition)\n"
-        "  --iterations=N            run at least N timed iterations (default 10)\n"
-        "  --warmUp=MS               warm up for MS milliseconds first (default 200)\n"
+        "  --iterations=N            run at least N timed iterations a stream (default 10)\n"
+        "  --warmUp=MS               warm up for MS milliseconds first (default 200; at\n"
+        "                            least one run, which also gives the output sizes)\n"
         "  --duration=S              run for at least S seconds (default 3; 0 = just\n"
         "                            the iterations)\n"
+        "  --infStreams=N            run N execution contexts at once, each on a stream\n"
+        "                            and a host thread of its own (default 1; --streams=N\n"
+        "                            is the same)\n"
+        "  --noDataTransfers         no input copies in and output copies out in the\n"
+        "                            timed iterations (by default each one copies both)\n"
+        "  --useSpinWait             poll for an iteration's end instead of sleeping\n"
+        "  --idleTime=MS             sleep MS milliseconds between two iterations\n"
+        "  --avgRuns=N               print the average of every N consecutive iterations\n"
+        "                            (default 10; printed with --verbose or when given)\n"
         "  --percentile=P[,P...]     latency percentiles to report (default 90,95,99)\n"
         "  --skipInference           build (and save) only\n"
         "  --separateProfileRun      time the layers in a separate run, not the timed one\n"
@@ -105,6 +107,7 @@ void cli_exec_usage(FILE *f) {
         "Reports:\n"
         "  --exportOutput=FILE       write output tensors as JSON, or .npz by extension\n"
         "  --exportProfile=FILE      write per-layer times as JSON\n"
+        "  --exportTimes=FILE        write every timed iteration's times as JSON\n"
         "  --exportLayerInfo=FILE    write the layers and the memory plan as JSON\n"
         "  --dumpOutput              print output tensors\n"
         "  --dumpProfile             print per-layer times\n"
@@ -187,6 +190,18 @@ static int parse_args(int argc, char **argv, exec_opts *o, bool *stop) {
         } else if (strcmp(name, "--exportProfile") == 0) {
             ok = cli_need_value(name, value);
             o->export_profile = value;
+        } else if (strcmp(name, "--exportTimes") == 0) {
+            ok = cli_need_value(name, value);
+            o->export_times = value;
+        } else if (strcmp(name, "--infStreams") == 0 || strcmp(name, "--streams") == 0) {
+            ok = cli_parse_int(name, value, 1, 256, &n);
+            o->streams = (int)n;
+        } else if (strcmp(name, "--avgRuns") == 0) {
+            ok = cli_parse_int(name, value, 1, 1000000, &n);
+            o->avg_runs = (int)n;
+            o->avg_runs_given = true;
+        } else if (strcmp(name, "--idleTime") == 0) {
+            ok = cli_parse_double(name, value, 0.0, 1e6, &o->idle_ms);
         } else if (strcmp(name, "--exportLayerInfo") == 0) {
             ok = cli_need_value(name, value);
             o->export_layer_info = value;
@@ -234,12 +249,12 @@ static int parse_args(int argc, char **argv, exec_opts *o, bool *stop) {
         } else if (strcmp(name, "--useCudaGraph") == 0 || strcmp(name, "--noCudaGraph") == 0) {
             ok = cli_no_value(name, value);
             o->graphs = strcmp(name, "--useCudaGraph") == 0;
-        } else if (strcmp(name, "--noDataTransfers") == 0 || strcmp(name, "--useSpinWait") == 0) {
-            /* inputs are copied to the engine once before timing and outputs
-               read once after it, so timed runs never include transfers */
+        } else if (strcmp(name, "--noDataTransfers") == 0) {
             ok = cli_no_value(name, value);
-            if (ok)
-                cli_vlog("%s: kiln exec never times data transfers; nothing to change", name);
+            o->no_transfers = true;
+        } else if (strcmp(name, "--useSpinWait") == 0) {
+            ok = cli_no_value(name, value);
+            o->spin_wait = true;
         } else {
             cli_error("unknown flag '%s' (see kiln exec --help)", name);
             return 2;
@@ -805,102 +820,16 @@ static bool report_profile(const exec_opts *o, const kiln_engine *eng, const kil
 
 /* ---- timing ---- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of sorted values. */
-static double percentile(const double *v, size_t n, double p) {
-    if (n == 0)
-        return 0;
-    size_t rank = (size_t)ceil(p / 100.0 * (double)n);
-    if (rank < 1)
-        rank = 1;
-    if (rank > n)
-        rank = n;
-    return v[rank - 1];
-}
-
-/* One inference: enqueue, then wait for it (a no-op on the CPU, where enqueue
- * returns when the outputs are ready). */
-static bool run_once(kiln_context *ctx, double *ms) {
-    double t0 = cli_now_s();
+/* One inference outside the timed runs (--separateProfileRun): enqueue,
+ * then wait for it. */
+static bool run_once(kiln_context *ctx) {
     kiln_status st = kiln_context_enqueue(ctx, NULL);
     if (st == KILN_OK)
         st = kiln_context_synchronize(ctx, NULL);
-    *ms = (cli_now_s() - t0) * 1e3;
     if (st != KILN_OK) {
         cli_kiln_error("inference", st);
         return false;
     }
-    return true;
-}
-
-static bool timed_runs(const exec_opts *o, kiln_context *ctx) {
-    double ms;
-    /* warm-up: runs for warmUp milliseconds (none with --warmUp=0) */
-    double t0 = cli_now_s();
-    int warm = 0;
-    while ((cli_now_s() - t0) * 1e3 < o->warmup_ms) {
-        if (!run_once(ctx, &ms))
-            return false;
-        warm++;
-    }
-    cli_info("Warm-up: %d iteration(s) in %.3f ms", warm, (cli_now_s() - t0) * 1e3);
-
-    size_t cap = 1024, n = 0;
-    double *lat = malloc(cap * sizeof *lat);
-    if (!lat) {
-        cli_error("out of memory");
-        return false;
-    }
-    t0 = cli_now_s();
-    double elapsed = 0;
-    while ((long long)n < o->iterations || elapsed < o->duration_s) {
-        if (!run_once(ctx, &ms)) {
-            free(lat);
-            return false;
-        }
-        if (n == cap) {
-            double *nl = realloc(lat, 2 * cap * sizeof *lat);
-            if (!nl) {
-                free(lat);
-                cli_error("out of memory");
-                return false;
-            }
-            lat = nl;
-            cap *= 2;
-        }
-        lat[n++] = ms;
-        elapsed = cli_now_s() - t0;
-    }
-    double sum = 0;
-    for (size_t i = 0; i < n; i++)
-        sum += lat[i];
-    qsort(lat, n, sizeof *lat, cmp_double);
-    double median = n % 2 ? lat[n / 2] : 0.5 * (lat[n / 2 - 1] + lat[n / 2]);
-    char pct[512];
-    size_t used = 0;
-    pct[0] = '\0';
-    for (int i = 0; i < o->n_percentiles && used < sizeof pct; i++) {
-        int w = snprintf(pct + used, sizeof pct - used, ", percentile(%g%%) = %.5g ms",
-                         o->percentiles[i], percentile(lat, n, o->percentiles[i]));
-        if (w > 0)
-            used += (size_t)w;
-    }
-    cli_info("Timing trace has %zu queries over %.5g s", n, elapsed);
-    cli_info("=== Performance summary ===");
-    cli_info("Throughput: %.5g qps", elapsed > 0 ? (double)n / elapsed : 0.0);
-    cli_info("Latency: min = %.5g ms, max = %.5g ms, mean = %.5g ms, median = %.5g ms%s", lat[0],
-             lat[n - 1], sum / (double)n, median, pct);
-    cli_info("Total Host Walltime: %.5g s", elapsed);
-    cli_info("Total Compute Time: %.5g s", sum * 1e-3);
-    cli_info("Iterations: %zu", n);
-    cli_info("Explanations: latency is the host time of one enqueue plus synchronize, inputs "
-             "already in engine memory and no output copies; throughput is iterations over "
-             "the walltime.");
-    free(lat);
     return true;
 }
 
@@ -982,15 +911,30 @@ static int infer(const exec_opts *o, kiln_engine *eng) {
     if (!setup_inputs(o, eng, ctx, bufs, n_in))
         goto done;
     bool want_profile = o->export_profile || o->dump_profile;
-    if (want_profile && !o->separate_profile)
-        kiln_context_set_profiling(ctx, 1);
-    if (!timed_runs(o, ctx))
+    exec_timing t;
+    memset(&t, 0, sizeof t);
+    t.iterations = o->iterations;
+    t.warmup_ms = o->warmup_ms;
+    t.duration_s = o->duration_s;
+    t.idle_ms = o->idle_ms;
+    t.streams = o->streams;
+    t.avg_runs = o->avg_runs;
+    t.avg_runs_given = o->avg_runs_given;
+    t.transfers = !o->no_transfers;
+    t.spin_wait = o->spin_wait;
+    t.profile = want_profile && !o->separate_profile;
+    t.n_percentiles = o->n_percentiles;
+    memcpy(t.percentiles, o->percentiles, sizeof t.percentiles);
+    t.export_times = o->export_times;
+    t.profile_index = o->profile_index;
+    t.graphs = o->graphs;
+    t.threads = o->b.threads;
+    if (!exec_timed_runs(&t, eng, ctx, bufs, n_in, bufs + n_in, n_io - n_in))
         goto done;
     if (want_profile && o->separate_profile) {
-        double ms;
         kiln_context_set_profiling(ctx, 1);
         for (long long i = 0; i < o->iterations; i++)
-            if (!run_once(ctx, &ms))
+            if (!run_once(ctx))
                 goto done;
         kiln_context_set_profiling(ctx, 0);
     }
@@ -1022,6 +966,8 @@ int cli_cmd_exec(int argc, char **argv) {
     o.duration_s = 3;
     o.seed = 1;
     o.graphs = -1;
+    o.streams = 1;
+    o.avg_runs = 10;
     o.n_percentiles = 3;
     o.percentiles[0] = 90;
     o.percentiles[1] = 95;

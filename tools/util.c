@@ -13,11 +13,14 @@
 
 bool cli_verbose;
 
+/* One whole line at a time: kiln exec's streams may print from threads. */
 static void vprint(FILE *f, const char *tag, const char *fmt, va_list ap) {
+    flockfile(f);
     fputs(tag, f);
     vfprintf(f, fmt, ap);
     fputc('\n', f);
     fflush(f);
+    funlockfile(f);
 }
 
 void cli_info(const char *fmt, ...) {

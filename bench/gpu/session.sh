@@ -5,7 +5,7 @@
 # per-layer profiles, and the model zoo on the GPU (SKIP_TESTS=1 /
 # SKIP_CONFORMANCE=1 / SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out; MICRO lists the kernel
 # micro-benchmarks, default attn; WGMMA=1 runs bench/gpu/wgmma_probe.cu; BENCH_ARGS
-# go to bench_models.py; TRACE=1 traces BERT b64 batches under load (trace_probe.py); ENERGY=1 measures energy a batch (energy_probe.py); TACTIC_LOG=1 rebuilds the BERT b64 plan with every tactic's time logged).
+# go to bench_models.py; EXEC=1 times the benchmark's plans with kiln exec; TRACE=1 traces BERT b64 batches under load (trace_probe.py); ENERGY=1 measures energy a batch (energy_probe.py); TACTIC_LOG=1 rebuilds the BERT b64 plan with every tactic's time logged).
 # Prepare on the build machine (scripts/device_pack.sh
 # fills .device/), carry .device, run from the repository root; logs and
 # results land in $OUT.
@@ -73,6 +73,27 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
         --kiln $D/libkiln.so --cli $D/kiln --models ${MODELS:-resnet50,bert} --profile $OUT/prof \
         --out $OUT/results.md ${BENCH_ARGS:-} > $OUT/bench.log 2>&1
     echo "bench rc=$?"; grep -E "^\||Runtime on|rror" $OUT/bench.log | tail -24
+    if [ "${EXEC:-0}" = 1 ]; then
+        # kiln exec's own summary (trtexec's method) on the benchmark's plans:
+        # with and without the copies in and out, one stream and two
+        mkdir -p $OUT/prof
+        echo "== kiln exec on the benchmark plans"
+        for m in resnet50 bert; do
+            for b in 1 64; do
+                p=/tmp/kiln_bench/${m}_opt$b.plan
+                [ -f $p ] || continue
+                if [ $m = resnet50 ]; then sh=input:${b}x3x224x224; else sh=input_ids:${b}x128,attention_mask:${b}x128; fi
+                for v in "copies|" "nocopies|--noDataTransfers" "streams2|--noDataTransfers --infStreams=2"; do
+                    IFS='|' read -r tag fl <<< "$v"
+                    f=$OUT/prof/exec_${m}_b${b}_$tag.txt
+                    LD_LIBRARY_PATH=$PWD/$D:$LIBS timeout 60 $D/kiln exec --loadEngine=$p --shapes=$sh \
+                        --duration=3 --avgRuns=100 --exportTimes=$OUT/prof/times_${m}_b${b}_$tag.json $fl > $f 2>&1
+                    echo "$m b$b $tag rc=$? $(grep -E '^\[I\] Throughput' $f) $(grep -E 'GPU Compute Time: min' $f | grep -oE 'median = [0-9.e+-]+ ms')"
+                done
+            done
+        done
+        gzip -f $OUT/prof/times_*.json 2>/dev/null
+    fi
     if [ "${TACTIC_LOG:-0}" = 1 ] && [ -f /tmp/kiln_bench/bert.onnx ]; then
         # the BERT b64 plan built again, no timing cache, with every tactic's time
         # as the builder measured it (the layers' picks against bench_cuda_kernels')

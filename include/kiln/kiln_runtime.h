@@ -142,6 +142,38 @@ KILN_API KILN_NODISCARD kiln_status kiln_engine_copy(const kiln_engine *engine, 
                                                      const void *src, size_t bytes,
                                                      kiln_copy_direction dir);
 
+/* Streams and events of an engine's backend, so that a caller can overlap
+ * copies with runs and time them without CUDA headers (kiln exec does).
+ *
+ * A stream is a cudaStream_t on a GPU backend (non-blocking, private to the
+ * caller); a CPU engine has no streams and gives NULL, which every call
+ * taking a stream accepts. kiln_engine_copy_async enqueues a copy on
+ * `stream` (host memory from kiln_engine_alloc_host for a GPU engine, else
+ * the copy may run synchronously); on the CPU it copies at once.
+ *
+ * An event marks a point in a stream: kiln_event_record places it after the
+ * work enqueued so far; kiln_event_done says whether that work has
+ * finished (1), not yet (0) or failed (-1, kiln_last_error says why);
+ * kiln_event_synchronize waits for it without spinning; and
+ * kiln_event_elapsed_ms gives the milliseconds between two recorded
+ * events once both are done. On the CPU an event holds the host's
+ * monotonic time when it was recorded. Added in 0.2. */
+typedef struct kiln_event kiln_event;
+KILN_API KILN_NODISCARD kiln_status kiln_engine_stream_create(const kiln_engine *engine,
+                                                              void **stream);
+KILN_API void kiln_engine_stream_destroy(const kiln_engine *engine, void *stream);
+KILN_API KILN_NODISCARD kiln_status kiln_engine_copy_async(const kiln_engine *engine, void *dst,
+                                                           const void *src, size_t bytes,
+                                                           kiln_copy_direction dir, void *stream);
+KILN_API KILN_NODISCARD kiln_status kiln_event_create(const kiln_engine *engine,
+                                                      kiln_event **out);
+KILN_API void kiln_event_destroy(kiln_event *event);
+KILN_API KILN_NODISCARD kiln_status kiln_event_record(kiln_event *event, void *stream);
+KILN_API int kiln_event_done(kiln_event *event);
+KILN_API KILN_NODISCARD kiln_status kiln_event_synchronize(kiln_event *event);
+KILN_API KILN_NODISCARD kiln_status kiln_event_elapsed_ms(const kiln_event *start,
+                                                          const kiln_event *end, double *ms);
+
 /* Per-layer timing. When on, every run records each layer's time. Added in 0.1. */
 KILN_API void kiln_context_set_profiling(kiln_context *ctx, int enabled);
 /* Total time spent in layer `layer` over all profiled runs (ms) and the run

@@ -111,6 +111,17 @@ typedef struct kb_backend {
      * the device copies to and from at full speed. */
     kiln_status (*host_alloc)(size_t bytes, void **out);
     void (*host_free)(void *p);
+    /* May be NULL (the CPU, whose work is done when the call that enqueues
+     * it returns; the runtime then stamps host time): device events that
+     * mark a point in a stream, for timing and waiting. event_query sets
+     * *done when the work before the event has finished; event_elapsed
+     * gives the milliseconds from a to b, both recorded and done. */
+    kiln_status (*event_create)(void **out);
+    void (*event_destroy)(void *ev);
+    kiln_status (*event_record)(void *ev, void *stream);
+    kiln_status (*event_query)(void *ev, bool *done);
+    kiln_status (*event_sync)(void *ev);
+    kiln_status (*event_elapsed)(void *a, void *b, float *ms);
 } kb_backend;
 
 /* A backend's kernels, one table per op family. */

@@ -513,6 +513,117 @@ KILN_API kiln_status kiln_engine_copy(const kiln_engine *e, void *dst, const voi
     return e->be->sync(NULL);
 }
 
+/* ---- streams and events ---- */
+
+struct kiln_event {
+    const kb_backend *be;
+    void *ev;        /* the backend's event; NULL: host time (CPU) */
+    double host_ms;  /* CPU: the monotonic time when recorded */
+    bool recorded;
+};
+
+KILN_API kiln_status kiln_engine_stream_create(const kiln_engine *e, void **stream) {
+    if (!e || !stream)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_engine_stream_create: NULL argument");
+    *stream = NULL;
+    return e->be->stream_create ? e->be->stream_create(stream) : KILN_OK;
+}
+
+KILN_API void kiln_engine_stream_destroy(const kiln_engine *e, void *stream) {
+    if (e && stream && e->be->stream_destroy)
+        e->be->stream_destroy(stream);
+}
+
+KILN_API kiln_status kiln_engine_copy_async(const kiln_engine *e, void *dst, const void *src,
+                                            size_t bytes, kiln_copy_direction dir, void *stream) {
+    if (!e || (bytes && (!dst || !src)))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_engine_copy_async: NULL argument");
+    if ((unsigned)dir > KILN_COPY_ON_DEVICE)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_engine_copy_async: direction %d",
+                        (int)dir);
+    kb_copy_kind kind = dir == KILN_COPY_TO_DEVICE ? KB_COPY_H2D
+                        : dir == KILN_COPY_TO_HOST ? KB_COPY_D2H
+                                                   : KB_COPY_D2D;
+    return e->be->copy(dst, src, bytes, kind, stream);
+}
+
+KILN_API kiln_status kiln_event_create(const kiln_engine *e, kiln_event **out) {
+    if (!e || !out)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_event_create: NULL argument");
+    *out = NULL;
+    kiln_event *ev = kn_calloc(1, sizeof *ev);
+    if (!ev)
+        return kn_error(KILN_ERR_OUT_OF_MEMORY, "an event");
+    ev->be = e->be;
+    if (e->be->event_create) {
+        kiln_status st = e->be->event_create(&ev->ev);
+        if (st != KILN_OK) {
+            kn_free(ev);
+            return st;
+        }
+    }
+    *out = ev;
+    return KILN_OK;
+}
+
+KILN_API void kiln_event_destroy(kiln_event *ev) {
+    if (!ev)
+        return;
+    if (ev->ev)
+        ev->be->event_destroy(ev->ev);
+    kn_free(ev);
+}
+
+KILN_API kiln_status kiln_event_record(kiln_event *ev, void *stream) {
+    if (!ev)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_event_record: event is NULL");
+    if (ev->ev)
+        KN_TRY(ev->be->event_record(ev->ev, stream));
+    else
+        ev->host_ms = kn_now_ms();
+    ev->recorded = true;
+    return KILN_OK;
+}
+
+KILN_API int kiln_event_done(kiln_event *ev) {
+    if (!ev || !ev->recorded) {
+        kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_event_done: %s",
+                 ev ? "the event was never recorded" : "event is NULL");
+        return -1;
+    }
+    bool done = true;
+    if (ev->ev && ev->be->event_query(ev->ev, &done) != KILN_OK)
+        return -1;
+    return done ? 1 : 0;
+}
+
+KILN_API kiln_status kiln_event_synchronize(kiln_event *ev) {
+    if (!ev || !ev->recorded)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_event_synchronize: %s",
+                        ev ? "the event was never recorded" : "event is NULL");
+    return ev->ev ? ev->be->event_sync(ev->ev) : KILN_OK;
+}
+
+KILN_API kiln_status kiln_event_elapsed_ms(const kiln_event *a, const kiln_event *b, double *ms) {
+    if (!a || !b || !ms)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_event_elapsed_ms: NULL argument");
+    if (!a->recorded || !b->recorded)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "kiln_event_elapsed_ms: an event was never recorded");
+    if (a->be != b->be)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "kiln_event_elapsed_ms: events of two backends (%s, %s)", a->be->name,
+                        b->be->name);
+    if (!a->ev) {
+        *ms = b->host_ms - a->host_ms;
+        return KILN_OK;
+    }
+    float f = 0.f;
+    KN_TRY(a->be->event_elapsed(a->ev, b->ev, &f));
+    *ms = f;
+    return KILN_OK;
+}
+
 KILN_API void kiln_context_set_profiling(kiln_context *c, int enabled) {
     if (c)
         c->c.profiling = enabled != 0;

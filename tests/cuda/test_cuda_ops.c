@@ -1901,6 +1901,23 @@ static void test_backend(void) {
     KT_OK(b->sync(s2));
     KT_CHECK(memcmp(g, h, sizeof h) == 0);
     b->graph_destroy(graph);
+    /* events around a copy: done after a wait, a time that is not negative */
+    void *e0 = NULL, *e1 = NULL;
+    KT_OK(b->event_create(&e0));
+    KT_OK(b->event_create(&e1));
+    KT_OK(b->event_record(e0, s2));
+    for (int i = 0; i < 16; i++)
+        KT_OK(b->copy((uint8_t *)p + 8192, p, sizeof h, KB_COPY_D2D, s2));
+    KT_OK(b->event_record(e1, s2));
+    KT_OK(b->event_sync(e1));
+    bool done = false;
+    float ems = -1.f;
+    KT_OK(b->event_query(e1, &done));
+    KT_CHECK(done);
+    KT_OK(b->event_elapsed(e0, e1, &ems));
+    KT_CHECK(ems >= 0.f && ems < 1000.f);
+    b->event_destroy(e0);
+    b->event_destroy(e1);
     b->stream_destroy(s2);
     b->free(p);
     /* time_kernel on a float16 MatMul */

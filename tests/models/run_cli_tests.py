@@ -128,7 +128,7 @@ def main():
                        "--exportProfile=" + w("prof.json"), "--exportOutput=" + w("out.json"))
     check("run loaded plan", rc == 0, out + err)
     for text in ("Throughput:", "Latency: min =", "median =", "percentile(90%)",
-                 "percentile(99%)", "Total Host Walltime", "Iterations: 20"):
+                 "percentile(99%)", "Total Host Walltime", "Iterations: 20", "Warm-up: 1 "):
         check("summary shows " + text, text in out, out)
     try:
         with open(w("out.json")) as f:
@@ -143,6 +143,66 @@ def main():
               and "timeMs" in prof[1], str(prof)[:500])
     except (OSError, ValueError, KeyError, IndexError) as e:
         check("exports parse", False, str(e))
+
+    # trtexec's timing: every part of an iteration, several streams, the
+    # per-iteration export, running averages, no transfers
+    rc, out, err = run(k, "exec", "--loadEngine=" + plan, "--shapes=input:3x3x64x64",
+                       "--iterations=12", "--warmUp=0", "--duration=0", "--infStreams=3",
+                       "--avgRuns=4", "--exportTimes=" + w("times.json"),
+                       "--exportOutput=" + w("out_streams.json"))
+    check("three streams", rc == 0, out + err)
+    for text in ("Enqueue Time: min =", "H2D Latency: min =", "Compute Time: min =",
+                 "D2H Latency: min =", "Total Compute Time", "Iterations: 36 (all streams)",
+                 "Stream 2: Average on 4 runs - Compute latency:"):
+        check("three streams show " + text, text in out, out)
+    check("three averages a stream", out.count("Average on 4 runs") == 9, out)
+    try:
+        with open(w("times.json")) as f:
+            times = json.load(f)
+        check("times: one entry an iteration", len(times) == 36, str(len(times)))
+        check("times: 12 a stream", sorted(t["stream"] for t in times) == sorted(list(range(3)) * 12),
+              str([t["stream"] for t in times]))
+        eps = 1e-3
+        order_ok = all(t["startH2dMs"] <= t["endH2dMs"] + eps
+                       and t["endH2dMs"] == t["startComputeMs"]
+                       and t["startComputeMs"] <= t["endComputeMs"] + eps
+                       and t["endComputeMs"] == t["startD2hMs"]
+                       and t["startD2hMs"] <= t["endD2hMs"] + eps
+                       and abs(t["latencyMs"] - (t["h2dMs"] + t["computeMs"] + t["d2hMs"])) < eps
+                       and t["computeMs"] > 0 and t["startEnqMs"] <= t["endEnqMs"]
+                       for t in times)
+        check("times: the parts in order and adding up", order_ok, str(times[:2]))
+        starts = [t["startEnqMs"] for t in times]
+        check("times: in the order they started", starts == sorted(starts), str(starts[:5]))
+        with open(w("out.json")) as a, open(w("out_streams.json")) as b:
+            check("outputs the same with three streams", json.load(a) == json.load(b))
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check("times export parses", False, str(e))
+    rc, out, err = run(k, "exec", "--loadEngine=" + plan, "--shapes=input:3x3x64x64",
+                       "--iterations=5", "--warmUp=0", "--duration=0", "--noDataTransfers",
+                       "--useSpinWait", "--idleTime=1", "--streams=2",
+                       "--exportTimes=" + w("times2.json"))
+    check("no transfers, spin wait, idle time, --streams", rc == 0 and "Iterations: 10" in out,
+          out + err)
+    try:
+        with open(w("times2.json")) as f:
+            times = json.load(f)
+        check("no transfers: no copy time", len(times) == 10 and all(
+            t["h2dMs"] == 0 and t["d2hMs"] == 0 and t["latencyMs"] == t["computeMs"]
+            for t in times), str(times[:2]))
+        by = [[t for t in times if t["stream"] == s] for s in (0, 1)]
+        gaps = [b["startEnqMs"] - a["endEnqMs"] for s in by for a, b in zip(s, s[1:])]
+        check("idle time between iterations", gaps and min(gaps) >= 0.9, str(gaps))
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check("times export parses (no transfers)", False, str(e))
+    check("averages only when asked", "Average on" not in out, out)
+    expect_error(k, "zero streams", ["exec", m, "--infStreams=0"], "--infStreams")
+    expect_error(k, "zero avgRuns", ["exec", m, "--avgRuns=0"], "--avgRuns")
+    expect_error(k, "negative idle time", ["exec", m, "--idleTime=-1"], "--idleTime")
+    expect_error(k, "times into a missing folder",
+                 ["exec", "--loadEngine=" + plan, "--shapes=input:1x3x64x64", "--iterations=1",
+                  "--warmUp=0", "--duration=0", "--exportTimes=" + w("nodir/t.json")],
+                 "nodir/t.json")
 
     # fixed seed: the same random inputs give the same outputs
     run(k, "exec", "--loadEngine=" + plan, "--shapes=input:3x3x64x64", "--iterations=1",

@@ -1,7 +1,7 @@
 /* test_runtime.c - builder + runtime through the public API: profiles and
  * dynamic batch, shape errors, missing addresses, plan files, data-dependent
- * outputs, input/output types, and several contexts on one engine in
- * parallel threads. */
+ * outputs, input/output types, several contexts on one engine in parallel
+ * threads, and streams and events. */
 #include <pthread.h>
 #include <unistd.h>
 
@@ -144,6 +144,48 @@ static void test_threads(kiln_engine *eng) {
         pthread_join(th[i], NULL);
         KT_CHECK(w[i].ok);
     }
+}
+
+/* Streams, asynchronous copies and events through the public API: on the
+ * CPU a stream is NULL, a copy happens at once and an event holds the
+ * host's time. */
+static void test_streams_events(kiln_engine *eng) {
+    void *stream = (void *)1;
+    KT_OK(kiln_engine_stream_create(eng, &stream));
+    KT_CHECK(stream == NULL);
+    kiln_engine_stream_destroy(eng, stream);
+    KT_FAILS(kiln_engine_stream_create(eng, NULL), KILN_ERR_INVALID_ARGUMENT, "NULL");
+    float src[4] = {1.f, 2.f, 3.f, 4.f}, dst[4] = {0};
+    KT_OK(kiln_engine_copy_async(eng, dst, src, sizeof src, KILN_COPY_TO_DEVICE, stream));
+    KT_CHECK(dst[3] == 4.f);
+    KT_FAILS(kiln_engine_copy_async(eng, NULL, src, 4, KILN_COPY_TO_HOST, NULL),
+             KILN_ERR_INVALID_ARGUMENT, "NULL");
+    KT_FAILS(kiln_engine_copy_async(eng, dst, src, 4, (kiln_copy_direction)7, NULL),
+             KILN_ERR_INVALID_ARGUMENT, "direction");
+    kiln_event *a = NULL, *b = NULL;
+    KT_OK(kiln_event_create(eng, &a));
+    KT_OK(kiln_event_create(eng, &b));
+    KT_FAILS(kiln_event_create(eng, NULL), KILN_ERR_INVALID_ARGUMENT, "NULL");
+    double ms = -1;
+    /* never recorded: a clear error, not a time */
+    KT_CHECK(kiln_event_done(a) == -1 && strstr(kiln_last_error(), "never recorded"));
+    KT_FAILS(kiln_event_synchronize(a), KILN_ERR_INVALID_ARGUMENT, "never recorded");
+    KT_FAILS(kiln_event_elapsed_ms(a, b, &ms), KILN_ERR_INVALID_ARGUMENT, "never recorded");
+    KT_OK(kiln_event_record(a, stream));
+    usleep(2000);
+    KT_OK(kiln_event_record(b, stream));
+    KT_CHECK(kiln_event_done(b) == 1);
+    KT_OK(kiln_event_synchronize(b));
+    KT_OK(kiln_event_elapsed_ms(a, b, &ms));
+    KT_CHECK(ms >= 1.5 && ms < 1000);
+    KT_OK(kiln_event_elapsed_ms(b, a, &ms));
+    KT_CHECK(ms <= -1.5);
+    KT_FAILS(kiln_event_elapsed_ms(a, b, NULL), KILN_ERR_INVALID_ARGUMENT, "NULL");
+    KT_FAILS(kiln_event_record(NULL, NULL), KILN_ERR_INVALID_ARGUMENT, "NULL");
+    KT_CHECK(kiln_event_done(NULL) == -1);
+    kiln_event_destroy(a);
+    kiln_event_destroy(b);
+    kiln_event_destroy(NULL);
 }
 
 static void test_plan_file(const void *plan, size_t size) {
@@ -500,6 +542,7 @@ int main(void) {
     if (eng) {
         test_dynamic_batch(eng);
         test_threads(eng);
+        test_streams_events(eng);
         kiln_engine_destroy(eng);
     }
     test_plan_file(plan, size);

@@ -139,10 +139,17 @@ static kiln_status cpu_time_kernel(const kb_kernel *k, const kb_run *r, int reps
 }
 
 const kb_backend kb_cpu_backend = {
-    "cpu",       cpu_describe, kb_cpu_kernels_for, kb_cpu_kernel_find, cpu_alloc,
-    kn_aligned_free, cpu_copy, cpu_memset_zero, cpu_sync, cpu_time_kernel,
-    NULL,        NULL,         NULL,               NULL,               NULL,
-    NULL,        NULL,         NULL,               NULL,               NULL,
+    .name = "cpu",
+    .describe = cpu_describe,
+    .kernels_for = kb_cpu_kernels_for,
+    .kernel_find = kb_cpu_kernel_find,
+    .alloc = cpu_alloc,
+    .free = kn_aligned_free,
+    .copy = cpu_copy,
+    .memset_zero = cpu_memset_zero,
+    .sync = cpu_sync,
+    .time_kernel = cpu_time_kernel,
+    /* no streams, graphs, device pointers, pinned memory or events */
 };
 
 const kb_backend *kb_backend_get(const char *name) {

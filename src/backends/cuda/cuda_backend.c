@@ -427,6 +427,49 @@ static void cuda_stream_destroy(void *s) {
         (void)cudaStreamDestroy((cudaStream_t)s);
 }
 
+/* ---------------- events ---------------- */
+
+/* Blocking-sync events: a thread that waits on one sleeps instead of
+ * spinning (a caller that wants to spin polls event_query). */
+static kiln_status cuda_event_create(void **out) {
+    cudaEvent_t ev = NULL;
+    KC_CUDA(NULL, cudaEventCreateWithFlags(&ev, cudaEventBlockingSync));
+    *out = ev;
+    return KILN_OK;
+}
+
+static void cuda_event_destroy(void *ev) {
+    if (ev)
+        (void)cudaEventDestroy((cudaEvent_t)ev);
+}
+
+static kiln_status cuda_event_record(void *ev, void *stream) {
+    KC_CUDA(NULL, cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream));
+    return KILN_OK;
+}
+
+static kiln_status cuda_event_query(void *ev, bool *done) {
+    cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        *done = false;
+        return KILN_OK;
+    }
+    KC_CUDA(NULL, e);
+    *done = true;
+    return KILN_OK;
+}
+
+static kiln_status cuda_event_sync(void *ev) {
+    KC_CUDA(NULL, cudaEventSynchronize((cudaEvent_t)ev));
+    return KILN_OK;
+}
+
+static kiln_status cuda_event_elapsed(void *a, void *b, float *ms) {
+    KC_CUDA(NULL, cudaEventElapsedTime(ms, (cudaEvent_t)a, (cudaEvent_t)b));
+    return KILN_OK;
+}
+
 /* The memset nodes of a captured graph (cuBLASLt clears part of its
  * workspace before some GEMM kernels) become kernel nodes that write the
  * same bytes. On the H200 a memset node costs 5-6 us in a replay, against
@@ -687,4 +730,10 @@ const kb_backend kb_cuda_backend = {
     .is_device_ptr = cuda_is_device_ptr,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_query = cuda_event_query,
+    .event_sync = cuda_event_sync,
+    .event_elapsed = cuda_event_elapsed,
 };
