@@ -7,11 +7,13 @@
  * zeros (BENCH_TACTIC=name times that tactic only; BENCH_SUSTAIN_MS=n also
  * times each tactic in its own steady state, see sustained()). Usage: bench_cuda_kernels [reps] [mem|attn|bert64|r50nhwc|ltsearch] (mem: the
  * memory-bound kernels only, attn: kiln::Attention only, bert64: BERT-base's
- * GEMMs at batch 64, r50nhwc: ResNet-50's convolutions at batch 64 channels-last; KILN_CUDA_GENERIC=1 times the generic kernels). */
+ * GEMMs at batch 64, r50nhwc: ResNet-50's convolutions at batch 64 channels-last, ltsearch: cuBLASLt's configurations of BERT-base's GEMMs, LTSEARCH_ENERGY=1 also at the power cap; KILN_CUDA_GENERIC=1 times the generic kernels). */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -421,7 +423,38 @@ static void resnet_convs(int64_t B) {
         }                                                                            \
     } while (0)
 
-typedef struct { double ms; int rank; int tile, stages, splitk, swizzle, id, cluster, inner, custom; size_t ws; } lt_row;
+typedef struct {
+    double ms;
+    int rank;
+    int tile, stages, splitk, swizzle, id, cluster, inner, custom;
+    size_t ws;
+    cublasLtMatmulAlgo_t algo;
+} lt_row;
+
+/* The few NVML calls the energy pass needs, through dlopen (no nvml.h
+ * here): the board's energy counter (mJ) and the SM clock. */
+typedef struct nvml_api {
+    void *dev;
+    int (*energy)(void *dev, unsigned long long *mj);
+    int (*clock)(void *dev, int type, unsigned *mhz);
+} nvml_api;
+
+static bool nvml_open(nvml_api *n) {
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!lib)
+        return false;
+    int (*init)(void) = (int (*)(void))dlsym(lib, "nvmlInit_v2");
+    int (*handle)(unsigned, void **) = (int (*)(unsigned, void **))dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+    n->energy = (int (*)(void *, unsigned long long *))dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption");
+    n->clock = (int (*)(void *, int, unsigned *))dlsym(lib, "nvmlDeviceGetClockInfo");
+    return init && handle && n->energy && n->clock && init() == 0 && handle(0, &n->dev) == 0;
+}
+
+static double wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 static int lt_row_cmp(const void *a, const void *b) {
     double x = ((const lt_row *)a)->ms, y = ((const lt_row *)b)->ms;
@@ -518,6 +551,7 @@ static void lt_search(const char *name, int64_t m, int64_t k, int64_t n, cublasL
             lt_row *rw = &rows[nr++];
             memset(rw, 0, sizeof *rw);
             rw->ms = t[20];
+            rw->algo = algo;
             rw->rank = v == 0 ? i + 1 : -(i + 1);
             rw->ws = wsz;
             size_t sz;
@@ -541,6 +575,53 @@ static void lt_search(const char *name, int64_t m, int64_t k, int64_t n, cublasL
                    i == 0 ? "=" : " ", rows[i].rank, rows[i].ms, flops / (rows[i].ms * 1e-3) / 1e12,
                    rows[i].id, rows[i].tile, rows[i].stages, rows[i].splitk, rows[i].swizzle,
                    rows[i].cluster, rows[i].inner, rows[i].custom, rows[i].ws);
+    /* LTSEARCH_ENERGY=1: the builder's candidates (the heuristic's first
+     * eight as returned, kiln's lt .. lt8) and the six fastest of all, each
+     * run back to back in its own steady state at the power cap: 400 ms of
+     * warm-up, then about 2 s measured with NVML's energy counter. The
+     * first candidate runs again at the end, to show the drift. */
+    nvml_api nv;
+    if (getenv("LTSEARCH_ENERGY") && nvml_open(&nv)) {
+        int pick[24], np = 0;
+        for (int i = 0; i < nr && np < 23; i++)
+            if ((rows[i].rank > 0 && rows[i].rank <= 8) || i < 6)
+                pick[np++] = i;
+        pick[np++] = pick[0];
+        printf("  energy at the cap, back to back (per GEMM): rank, ms at full clock, then us, mJ, W, SM MHz\n");
+        for (int q = 0; q < np; q++) {
+            lt_row *rw = &rows[pick[q]];
+            bool ok = true;
+            double t0 = wall_ms();
+            while (ok && wall_ms() - t0 < 400) {
+                for (int r = 0; r < 20 && ok; r++)
+                    ok = cublasLtMatmul(h, op, &alpha, w, la, x, lb, &beta, c, ld, y, ld, &rw->algo, ws,
+                                        rw->ws, stream) == CUBLAS_STATUS_SUCCESS;
+                cudaStreamSynchronize(stream);
+            }
+            long calls = (long)(2000.0 / rw->ms);
+            unsigned long long ea = 0, eb = 0;
+            unsigned mhz = 0;
+            cudaEventRecord(e0, stream);
+            nv.energy(nv.dev, &ea);
+            for (long r = 0; r < calls && ok; r++) {
+                ok = cublasLtMatmul(h, op, &alpha, w, la, x, lb, &beta, c, ld, y, ld, &rw->algo, ws, rw->ws,
+                                    stream) == CUBLAS_STATUS_SUCCESS;
+                if (r == calls / 2)
+                    nv.clock(nv.dev, 1, &mhz);
+            }
+            cudaEventRecord(e1, stream);
+            cudaEventSynchronize(e1);
+            nv.energy(nv.dev, &eb);
+            float ms = 0;
+            cudaEventElapsedTime(&ms, e0, e1);
+            if (!ok || calls <= 0)
+                continue;
+            double per_us = 1e3 * ms / (double)calls, mj = (double)(eb - ea) / (double)calls;
+            printf("    rank %3d  %8.4f ms  %8.2f us %8.3f mJ %6.0f W %5u MHz  tile %d stages %d splitK %d swizzle %d cluster %d\n",
+                   rw->rank, rw->ms, per_us, mj, (double)(eb - ea) / ms, mhz, rw->tile, rw->stages, rw->splitk,
+                   rw->swizzle, rw->cluster);
+        }
+    }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cublasLtMatmulPreferenceDestroy(pref);
@@ -620,6 +701,18 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc > 2 && strcmp(argv[2], "ltsearch") == 0) {
+        if (getenv("LTSEARCH_ENERGY")) { /* the four shapes of the plan only */
+            printf("\ncuBLASLt configurations at the power cap, BERT-base GEMMs at batch 64, float16\n");
+            lt_search("QKV 8192x768 -> 2304 + bias", 8192, 768, 2304, CUBLASLT_EPILOGUE_BIAS, false, false);
+            lt_search("attn out 8192x768 -> 768 + bias + residual", 8192, 768, 768, CUBLASLT_EPILOGUE_BIAS, true,
+                      false);
+            lt_search("FFN1 8192x768 -> 3072 + bias + GELU", 8192, 768, 3072, CUBLASLT_EPILOGUE_GELU_BIAS, false,
+                      false);
+            lt_search("FFN2 8192x3072 -> 768 + bias + residual", 8192, 3072, 768, CUBLASLT_EPILOGUE_BIAS, true,
+                      false);
+            cudaStreamDestroy(stream);
+            return 0;
+        }
         lt_search_bert();
         cudaStreamDestroy(stream);
         return 0;
