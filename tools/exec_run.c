@@ -553,9 +553,11 @@ static bool summary(const exec_timing *t, kiln_engine *eng, const stream_run *ru
                  t->graphs == 0 ? " Without --noCudaGraph the enqueue is one graph launch." : "");
     double cov = comp.mean > 0 ? comp.sd / comp.mean : 0;
     if (cov > 0.01)
-        cli_warn("* %s is unstable, with coefficient of variance = %.3g%%.%s", compute_name,
-                 100 * cov,
-                 gpu ? " Under sustained load a GPU may lower its clocks (power cap, heat)." : "");
+        cli_warn("* %s is unstable, with coefficient of variance = %.3g%%. Possible causes: %s",
+                 compute_name, 100 * cov,
+                 gpu ? "clocks lowered under sustained load (power cap, heat), other streams or "
+                       "processes on the device, per-layer profiling."
+                     : "other work on the cores, frequency scaling, per-layer profiling.");
     cli_info("Explanations: Latency = H2D Latency + %s + D2H Latency of one iteration; Enqueue "
              "Time is the host's time to enqueue it; Throughput is iterations over the Total "
              "Host Walltime, from the first timed enqueue to the last iteration's end; each "
