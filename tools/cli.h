@@ -123,6 +123,8 @@ bool cli_write_file(const char *path, const void *data, size_t size);
 
 /* ---- timing ---- */
 double cli_now_s(void);
+/* qsort's comparison of two doubles, ascending. */
+int cli_cmp_double(const void *a, const void *b);
 
 /* ---- data types ---- */
 /* Element value as double (for printing), and a float stored as dtype. */

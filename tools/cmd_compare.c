@@ -806,11 +806,6 @@ bool cmp_run_reference(const cmp_opts *o, const kiln_network *net, const npy_lis
 
 /* ---------------- comparison ---------------- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Quantile q of sorted values: linear interpolation between ranks. */
 static double quantile(const double *v, size_t n, double q) {
     if (n == 0)
@@ -831,7 +826,7 @@ static void stats_of(double *v, size_t n, double q, err_stats *s) {
     double sum = 0;
     for (size_t i = 0; i < n; i++)
         sum += v[i];
-    qsort(v, n, sizeof *v, cmp_double);
+    qsort(v, n, sizeof *v, cli_cmp_double);
     s->max = n ? v[n - 1] : 0;
     s->mean = n ? sum / (double)n : 0;
     s->median = quantile(v, n, 0.5);

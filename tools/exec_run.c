@@ -366,11 +366,6 @@ static void stream_free(stream_run *s) {
 
 /* ---- the summary ---- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Nearest-rank percentile of sorted values. */
 static double percentile(const double *v, size_t n, double p) {
     if (n == 0)
@@ -392,7 +387,7 @@ static stats summarize(double *v, size_t n) {
     stats s = {0};
     if (!n)
         return s;
-    qsort(v, n, sizeof *v, cmp_double);
+    qsort(v, n, sizeof *v, cli_cmp_double);
     for (size_t i = 0; i < n; i++)
         s.sum += v[i];
     s.mean = s.sum / (double)n;
@@ -567,45 +562,12 @@ static bool summary(const exec_timing *t, kiln_engine *eng, const stream_run *ru
     return !t->export_times || export_times(t, runs, total);
 }
 
-bool exec_timed_runs(const exec_timing *t, kiln_engine *eng, kiln_context *ctx, const io_buf *ins,
-                     int n_in, const io_buf *outs, int n_out) {
-    if (outs != ins + n_in) {
-        cli_error("internal: outputs must follow the inputs");
-        return false;
-    }
-    stream_run *runs = calloc((size_t)t->streams, sizeof *runs);
-    pthread_t *threads = calloc((size_t)t->streams, sizeof *threads);
-    bool *started = calloc((size_t)t->streams, sizeof *started);
-    kiln_event *base = NULL;
+/* Every stream from setup to summary, with the shared state made. */
+static bool run_streams(const exec_timing *t, kiln_engine *eng, kiln_context *ctx, const io_buf *ins,
+                        int n_in, int n_out, stream_run *runs, pthread_t *threads, bool *started,
+                        kiln_event **base, gate *g) {
     double t0 = 0;
-    bool go = false;
-    gate g;
-    g.need = t->streams;
-    g.arrived = 0;
-    g.generation = 0;
-    bool ok = runs && threads && started;
-    if (!ok)
-        cli_error("out of memory");
-    kiln_status st;
-    if (ok && (st = kiln_event_create(eng, &base)) != KILN_OK) {
-        cli_kiln_error("creating an event", st);
-        ok = false;
-    }
-    bool mu = ok && pthread_mutex_init(&g.mu, NULL) == 0;
-    bool cv = mu && pthread_cond_init(&g.cv, NULL) == 0;
-    if (ok && !cv) {
-        cli_error("cannot make a thread barrier");
-        ok = false;
-    }
-    if (!ok) {
-        if (mu)
-            pthread_mutex_destroy(&g.mu);
-        kiln_event_destroy(base);
-        free(runs);
-        free(threads);
-        free(started);
-        return false;
-    }
+    bool go = false, ok = true;
     for (int k = 0; k < t->streams; k++) {
         stream_run *s = &runs[k];
         s->t = t;
@@ -615,9 +577,9 @@ bool exec_timed_runs(const exec_timing *t, kiln_engine *eng, kiln_context *ctx, 
         s->ins = ins;
         s->n_in = n_in;
         s->n_out = n_out;
-        s->gate = &g;
+        s->gate = g;
         s->all = runs;
-        s->base = &base;
+        s->base = base;
         s->t0 = &t0;
         s->go = &go;
         s->ok = true;
@@ -632,7 +594,7 @@ bool exec_timed_runs(const exec_timing *t, kiln_engine *eng, kiln_context *ctx, 
         if (!started[k]) {
             runs[k].ok = false;
             cli_error("stream %d: cannot start a thread", k);
-            gate_drop(&g);
+            gate_drop(g);
         }
     }
     stream_main(&runs[0]);
@@ -646,8 +608,37 @@ bool exec_timed_runs(const exec_timing *t, kiln_engine *eng, kiln_context *ctx, 
     ok = ok && go && summary(t, eng, runs);
     for (int k = 0; k < t->streams; k++)
         stream_free(&runs[k]);
-    pthread_cond_destroy(&g.cv);
-    pthread_mutex_destroy(&g.mu);
+    return ok;
+}
+
+bool exec_timed_runs(const exec_timing *t, kiln_engine *eng, kiln_context *ctx, const io_buf *ins,
+                     int n_in, const io_buf *outs, int n_out) {
+    if (outs != ins + n_in) {
+        cli_error("internal: outputs must follow the inputs");
+        return false;
+    }
+    stream_run *runs = calloc((size_t)t->streams, sizeof *runs);
+    pthread_t *threads = calloc((size_t)t->streams, sizeof *threads);
+    bool *started = calloc((size_t)t->streams, sizeof *started);
+    kiln_event *base = NULL;
+    gate g = {.need = t->streams};
+    bool ok = runs && threads && started;
+    if (!ok)
+        cli_error("out of memory");
+    kiln_status st;
+    if (ok && (st = kiln_event_create(eng, &base)) != KILN_OK) {
+        cli_kiln_error("creating an event", st);
+        ok = false;
+    }
+    bool mu = ok && pthread_mutex_init(&g.mu, NULL) == 0;
+    bool cv = mu && pthread_cond_init(&g.cv, NULL) == 0;
+    if (ok && !cv)
+        cli_error("cannot make a thread barrier");
+    ok = ok && cv && run_streams(t, eng, ctx, ins, n_in, n_out, runs, threads, started, &base, &g);
+    if (cv)
+        pthread_cond_destroy(&g.cv);
+    if (mu)
+        pthread_mutex_destroy(&g.mu);
     kiln_event_destroy(base);
     free(runs);
     free(threads);

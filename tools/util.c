@@ -146,6 +146,11 @@ double cli_now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+int cli_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 /* ---- element access ---- */
 
 bool cli_dtype_is_float(kiln_dtype dt) {
