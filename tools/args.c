@@ -495,6 +495,34 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
         o->backend = value;
         return 1;
     }
+    if (strcmp(name, "--profilingVerbosity") == 0) {
+        if (!cli_need_value(name, value))
+            return -1;
+        if (strcmp(value, "layer_names_only") && strcmp(value, "detailed") && strcmp(value, "none")) {
+            cli_error("%s: unknown level '%s' (use layer_names_only, detailed or none)", name, value);
+            return -1;
+        }
+        if (strcmp(value, "none") == 0)
+            cli_warn("%s=none: kiln plans always carry their layers' names, ops and tactics", name);
+        return 1;
+    }
+    if (strcmp(name, "--sparsity") == 0) {
+        if (!cli_need_value(name, value))
+            return -1;
+        if (strcmp(value, "disable") == 0)
+            return 1;
+        cli_error("%s=%s: structured-sparsity tactics are not supported (use disable)", name,
+                  value);
+        return -1;
+    }
+    static const char *const lowp[] = {"--int8", "--fp8", "--int4"};
+    for (size_t i = 0; i < sizeof lowp / sizeof lowp[0]; i++)
+        if (strcmp(name, lowp[i]) == 0) {
+            cli_error("%s: quantized precisions are not supported yet; kiln builds FP32, TF32, FP16 "
+                      "and BF16 (--fp16, --bf16, --tf32, --best)",
+                      name);
+            return -1;
+        }
     static const struct {
         const char *flag;
         uint32_t set, clear;

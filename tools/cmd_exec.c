@@ -19,7 +19,8 @@ typedef struct exec_opts {
     long long iterations;
     double warmup_ms, duration_s, idle_ms;
     int streams, avg_runs;
-    bool avg_runs_given, no_transfers, spin_wait;
+    bool avg_runs_given, no_transfers, spin_wait, time_deserialize;
+    int device;                 /* --device: -1 = not given */
     bool skip_inference, plan_version_only, separate_profile;
     bool dump_output, dump_profile, dump_layer_info;
     int profile_index;
@@ -68,6 +69,10 @@ void cli_exec_usage(FILE *f) {
         "  --noTiming                choose tactics by rule, time nothing (kiln addition)\n"
         "  --refTactics              every layer on its reference kernel (kiln addition)\n"
         "  --timingCacheFile=FILE    read tactic timings from FILE and write new ones to it\n"
+        "  --profilingVerbosity=L    layer_names_only, detailed or none: accepted; kiln plans\n"
+        "                            always carry layer names, ops and tactics\n"
+        "  --sparsity=disable        accepted; enable/force are not supported\n"
+        "                            (--int8, --fp8 and --int4 are not supported yet)\n"
         "  --layerPrecisions=SPEC    per-layer precision; SPEC = layer:fp32|fp16|bf16,...\n"
         "  --precisionConstraints=none|prefer|obey   none ignores --layerPrecisions\n"
         "  --inputIOFormats=SPEC     types the plan's inputs are bound in; SPEC =\n"
@@ -101,6 +106,9 @@ void cli_exec_usage(FILE *f) {
         "  --percentile=P[,P...]     latency percentiles to report (default 90,95,99)\n"
         "  --skipInference           build (and save) only\n"
         "  --separateProfileRun      time the layers in a separate run, not the timed one\n"
+        "  --device=N                run on GPU N (sets CUDA_VISIBLE_DEVICES for this\n"
+        "                            process, counting within one already set)\n"
+        "  --timeDeserialize         time loading the plan (deserialization) and stop\n"
         "  --useCudaGraph            capture and replay device graphs (GPU; kiln's default)\n"
         "  --noCudaGraph             launch every layer on every run (GPU)\n"
         "\n"
@@ -255,6 +263,12 @@ static int parse_args(int argc, char **argv, exec_opts *o, bool *stop) {
         } else if (strcmp(name, "--useSpinWait") == 0) {
             ok = cli_no_value(name, value);
             o->spin_wait = true;
+        } else if (strcmp(name, "--timeDeserialize") == 0) {
+            ok = cli_no_value(name, value);
+            o->time_deserialize = true;
+        } else if (strcmp(name, "--device") == 0) {
+            ok = cli_parse_int(name, value, 0, 1023, &n);
+            o->device = (int)n;
         } else {
             cli_error("unknown flag '%s' (see kiln exec --help)", name);
             return 2;
@@ -835,6 +849,62 @@ static bool run_once(kiln_context *ctx) {
 
 /* ---- the command ---- */
 
+/* --device=N as trtexec's: the process sees GPU N alone, as its device 0.
+ * Within a CUDA_VISIBLE_DEVICES the caller already set, N counts its
+ * entries. Must run before anything touches CUDA. */
+static bool select_device(int n) {
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    char pick[128];
+    if (vis && *vis) {
+        const char *p = vis;
+        for (int i = 0; i < n && p; i++) {
+            p = strchr(p, ',');
+            if (p)
+                p++;
+        }
+        size_t len = p ? strcspn(p, ",") : 0;
+        if (!p || len == 0 || len >= sizeof pick) {
+            cli_error("--device=%d: CUDA_VISIBLE_DEVICES=%s lists no device %d (counting from 0)",
+                      n, vis, n);
+            return false;
+        }
+        memcpy(pick, p, len);
+        pick[len] = '\0';
+    } else {
+        snprintf(pick, sizeof pick, "%d", n);
+    }
+    if (setenv("CUDA_VISIBLE_DEVICES", pick, 1) != 0) {
+        cli_error("--device=%d: cannot set CUDA_VISIBLE_DEVICES", n);
+        return false;
+    }
+    cli_info("Device %d selected (CUDA_VISIBLE_DEVICES=%s)", n, pick);
+    return true;
+}
+
+/* --timeDeserialize: load the plan's bytes into an engine a few times, as
+ * a deployment does at start-up, and report the time. */
+static int time_deserialize(const void *plan, size_t size) {
+    enum { RUNS = 5 };
+    double ms[RUNS + 1];
+    for (int i = 0; i <= RUNS; i++) { /* the first one warms up (libraries, device) */
+        kiln_engine *e = NULL;
+        double t0 = cli_now_s();
+        kiln_status st = kiln_engine_load(plan, size, &e);
+        ms[i] = (cli_now_s() - t0) * 1e3;
+        kiln_engine_destroy(e);
+        if (st != KILN_OK) {
+            cli_kiln_error("deserializing the plan", st);
+            return 1;
+        }
+    }
+    qsort(ms + 1, RUNS, sizeof ms[0], cli_cmp_double);
+    cli_info("Deserialization: first %.5g ms, then median %.5g ms, min %.5g ms, max %.5g ms over %d "
+             "loads of %.4g MiB",
+             ms[0], ms[1 + RUNS / 2], ms[1], ms[RUNS], RUNS, (double)size / (1024.0 * 1024.0));
+    cli_info("Total deserialization time = %.5g milliseconds (median)", ms[1 + RUNS / 2]);
+    return 0;
+}
+
 static bool get_engine(const exec_opts *o, kiln_engine **eng) {
     kiln_status st;
     if (o->load_engine) {
@@ -968,6 +1038,7 @@ int cli_cmd_exec(int argc, char **argv) {
     o.graphs = -1;
     o.streams = 1;
     o.avg_runs = 10;
+    o.device = -1;
     o.n_percentiles = 3;
     o.percentiles[0] = 90;
     o.percentiles[1] = 95;
@@ -984,6 +1055,30 @@ int cli_cmd_exec(int argc, char **argv) {
         rc = plan_version_only(o.load_engine);
         cli_build_opts_free(&o.b);
         npy_range_list_free(&o.ranges);
+        return rc;
+    }
+    if (o.device >= 0 && !select_device(o.device)) {
+        cli_build_opts_free(&o.b);
+        npy_range_list_free(&o.ranges);
+        return 2;
+    }
+    if (o.time_deserialize) {
+        void *plan = NULL;
+        size_t size = 0;
+        double build_s = 0;
+        bool have = o.load_engine ? cli_read_file(o.load_engine, &plan, &size)
+                                  : cli_build_plan(&o.b, &plan, &size, &build_s);
+        rc = have ? time_deserialize(plan, size) : 1;
+        if (o.load_engine)
+            free(plan);
+        else
+            kiln_free(plan);
+        cli_build_opts_free(&o.b);
+        npy_range_list_free(&o.ranges);
+        if (rc == 0)
+            cli_info("PASSED: kiln exec");
+        else
+            cli_error("FAILED: kiln exec");
         return rc;
     }
     if (o.load_engine && (o.b.n_profiles || o.b.workspace || o.b.flags))

@@ -2,7 +2,8 @@
 # exec_check.sh - one device call: kiln exec on the GPU with the bundled model
 # (scripts/device_pack.sh fills .device/; run from the repository root): the
 # outputs with one stream and three agree, the per-iteration times are in
-# order, a profile with streams, and graphs off with a separate profile run.
+# order, a profile with streams, graphs off with a separate profile run, and
+# --timeDeserialize with --device=0.
 set -u
 (cd .device && tar xzf bins.tgz)
 export LD_LIBRARY_PATH=$PWD/.device:/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu
@@ -11,6 +12,8 @@ $K exec --onnx=examples/tiny_cnn.onnx --backend=cuda --fp16 --shapes=input:4x3x6
 $K exec --loadEngine=/tmp/t.plan --shapes=input:4x3x64x64 --iterations=50 --duration=0 --exportOutput=$OUT/o1.json --exportTimes=$OUT/t1.json > $OUT/s1.txt 2>&1; echo one rc=$?
 $K exec --loadEngine=/tmp/t.plan --shapes=input:4x3x64x64 --iterations=50 --duration=0 --infStreams=3 --useSpinWait --exportOutput=$OUT/o3.json --exportTimes=$OUT/t3.json --exportProfile=$OUT/p3.json > $OUT/s3.txt 2>&1; echo three rc=$?
 $K exec --loadEngine=/tmp/t.plan --shapes=input:4x3x64x64 --iterations=20 --duration=0 --infStreams=2 --noCudaGraph --separateProfileRun --dumpProfile > $OUT/s2.txt 2>&1; echo nograph rc=$?
+$K exec --loadEngine=/tmp/t.plan --timeDeserialize --device=0 > $OUT/deser.txt 2>&1; echo deserialize rc=$?
+grep -E "Device|deserialization|Deserialization" $OUT/deser.txt
 python3 - <<'PY'
 import json, os
 o=os.environ["OUT"]

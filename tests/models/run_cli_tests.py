@@ -204,6 +204,35 @@ def main():
                   "--warmUp=0", "--duration=0", "--exportTimes=" + w("nodir/t.json")],
                  "nodir/t.json")
 
+    # more trtexec flags: plan load timing, device choice, accepted and refused ones
+    rc, out, err = run(k, "exec", "--loadEngine=" + plan, "--timeDeserialize")
+    check("--timeDeserialize", rc == 0 and "Total deserialization time = " in out
+          and "Timing trace" not in out, out + err)
+    rc, out, err = run(k, "exec", m, "--timeDeserialize", "--profilingVerbosity=detailed",
+                       "--sparsity=disable")
+    check("--timeDeserialize after a build", rc == 0 and "Total deserialization time" in out,
+          out + err)
+    expect_error(k, "--timeDeserialize on a damaged plan",
+                 ["exec", "--loadEngine=" + w("trunc.plan"), "--timeDeserialize"], "KILN_ERR_PLAN")
+    rc, out, err = run(k, "exec", "--loadEngine=" + plan, "--device=0", "--shapes=input:1x3x64x64",
+                       "--iterations=1", "--warmUp=0", "--duration=0")
+    check("--device=0", rc == 0 and "CUDA_VISIBLE_DEVICES=0" in out, out + err)
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="3,7")
+    p = subprocess.run([k, "exec", "--loadEngine=" + plan, "--device=1", "--shapes=input:1x3x64x64",
+                        "--iterations=1", "--warmUp=0", "--duration=0"], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240)
+    check("--device counts within CUDA_VISIBLE_DEVICES", p.returncode == 0
+          and "CUDA_VISIBLE_DEVICES=7" in p.stdout, p.stdout + p.stderr)
+    env["CUDA_VISIBLE_DEVICES"] = "3"
+    p = subprocess.run([k, "exec", m, "--device=1"], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=240)
+    check("--device beyond CUDA_VISIBLE_DEVICES", p.returncode != 0
+          and "lists no device 1" in p.stderr, p.stdout + p.stderr)
+    expect_error(k, "negative device", ["exec", m, "--device=-1"], "--device")
+    expect_error(k, "int8 refused", ["exec", m, "--int8"], "not supported yet")
+    expect_error(k, "sparsity refused", ["exec", m, "--sparsity=enable"], "not supported")
+    expect_error(k, "bad profiling verbosity", ["exec", m, "--profilingVerbosity=loud"], "loud")
+
     # fixed seed: the same random inputs give the same outputs
     run(k, "exec", "--loadEngine=" + plan, "--shapes=input:3x3x64x64", "--iterations=1",
         "--warmUp=0", "--duration=0", "--exportOutput=" + w("out2.json"))
