@@ -481,6 +481,73 @@ static kiln_status infer_max_unpool(kn_infer *c) {
     return KILN_OK;
 }
 
+/* ---------------- GridSample ---------------- */
+
+kiln_status kn_grid_sample_geom(const kn_node *n, const kn_tinfo *x, const kn_tinfo *grid,
+                                kn_grid_sample *g) {
+    memset(g, 0, sizeof *g);
+    const char *mode = kn_attr_string(n, "mode", "bilinear");
+    const char *pad = kn_attr_string(n, "padding_mode", "zeros");
+    /* opset 16 says bilinear and bicubic, 20 and later linear and cubic */
+    if (strcmp(mode, "bilinear") == 0 || strcmp(mode, "linear") == 0)
+        g->mode = KN_GS_LINEAR;
+    else if (strcmp(mode, "nearest") == 0)
+        g->mode = KN_GS_NEAREST;
+    else if (strcmp(mode, "bicubic") == 0 || strcmp(mode, "cubic") == 0)
+        g->mode = KN_GS_CUBIC;
+    else
+        return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT,
+                             "mode '%s' is not one of linear (bilinear), nearest, cubic (bicubic)",
+                             mode);
+    if (strcmp(pad, "zeros") == 0)
+        g->padding = KN_GS_ZEROS;
+    else if (strcmp(pad, "border") == 0)
+        g->padding = KN_GS_BORDER;
+    else if (strcmp(pad, "reflection") == 0)
+        g->padding = KN_GS_REFLECTION;
+    else
+        return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT,
+                             "padding_mode '%s' is not one of zeros, border, reflection", pad);
+    g->align_corners = kn_attr_int(n, "align_corners", 0) != 0;
+    if (x->rank == 5)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                             "GridSample on a rank-5 (volumetric) input is not supported yet");
+    if (x->rank != 4 || grid->rank != 4)
+        return kn_node_error(n, KILN_ERR_SHAPE,
+                             "X must be [N, C, H, W] and grid [N, H_out, W_out, 2]; got ranks %d "
+                             "and %d",
+                             x->rank, grid->rank);
+    if (grid->dims[3] >= 0 && grid->dims[3] != 2)
+        return kn_node_error(n, KILN_ERR_SHAPE, "grid's last dim must be 2 (x, y), is %lld",
+                             (long long)grid->dims[3]);
+    if (x->dims[0] >= 0 && grid->dims[0] >= 0 && x->dims[0] != grid->dims[0])
+        return kn_node_error(n, KILN_ERR_SHAPE, "X has batch %lld, grid %lld",
+                             (long long)x->dims[0], (long long)grid->dims[0]);
+    g->n = x->dims[0];
+    g->c = x->dims[1];
+    g->h = x->dims[2];
+    g->w = x->dims[3];
+    g->ho = grid->dims[1];
+    g->wo = grid->dims[2];
+    return KILN_OK;
+}
+
+static kiln_status infer_grid_sample(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    KN_TRY(need_real(c, 0));
+    KN_TRY(need_real(c, 1));
+    kn_grid_sample g;
+    KN_TRY(kn_grid_sample_geom(c->node, &c->in[0], &c->in[1], &g));
+    kn_tinfo *y = &c->out[0];
+    y->dtype = c->in[0].dtype;
+    y->rank = 4;
+    y->dims[0] = g.n >= 0 ? g.n : c->in[1].dims[0];
+    y->dims[1] = g.c;
+    y->dims[2] = g.ho;
+    y->dims[3] = g.wo;
+    return KILN_OK;
+}
+
 /* ---------------- normalization ---------------- */
 
 static kiln_status infer_batchnorm(kn_infer *c) {
@@ -1006,6 +1073,7 @@ const kn_op_schema kn_ops_nn[] = {
     {"ConvInteger", "", infer_conv_integer, 0},
     {"QLinearConv", "", infer_qlinear_conv, 0},
     {"MaxUnpool", "", infer_max_unpool, 1u << 2},
+    {"GridSample", "", infer_grid_sample, 0},
     {"MaxPool", "", infer_pool, 0},
     {"AveragePool", "", infer_pool, 0},
     {"LpPool", "", infer_pool, 0},

@@ -85,4 +85,19 @@ typedef struct kn_attention {
 KN_HIDDEN kiln_status kn_attention_geom(const kn_node *n, int n_in, const kn_tinfo *in,
                                         kn_attention *a);
 
+/* GridSample (opsets 16, 20, 22) on 4-D inputs: X [N, C, H, W] sampled at
+ * grid [N, Ho, Wo, 2] (x, y in [-1, 1]) into Y [N, C, Ho, Wo]. Mode and
+ * padding as codes both backends' kernels use. */
+enum { KN_GS_LINEAR = 0, KN_GS_NEAREST = 1, KN_GS_CUBIC = 2 };
+enum { KN_GS_ZEROS = 0, KN_GS_BORDER = 1, KN_GS_REFLECTION = 2 };
+typedef struct kn_grid_sample {
+    int mode, padding;
+    bool align_corners;
+    int64_t n, c, h, w, ho, wo;
+} kn_grid_sample;
+
+/* Check X's and grid's shapes and the attributes, and fill g. */
+KN_HIDDEN kiln_status kn_grid_sample_geom(const kn_node *n, const kn_tinfo *x, const kn_tinfo *grid,
+                                          kn_grid_sample *g);
+
 #endif

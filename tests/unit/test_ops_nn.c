@@ -2080,6 +2080,30 @@ static void test_errors(void) {
     KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "axis 2 is out of range for rank 2");
     kc_free(&k);
 
+    /* GridSample: an unknown mode, a grid that is not (x, y), a volumetric input */
+    static const char *const gs_bad[][2] = {{"mode", "trilinear"}, {"padding_mode", "wrap"}};
+    for (int b = 0; b < 2; b++) {
+        kc_new(&k);
+        kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 3, 4), x);
+        kc_input(&k, "G", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 3, 2), x);
+        kc_node(&k, "GridSample", "", 16, 2, NAMES("X", "G"), 1, NAMES("Y"));
+        KT_OK(kiln_network_set_attr_string(k.net, k.node, gs_bad[b][0], gs_bad[b][1]));
+        KT_FAILS(kc_run(&k), KILN_ERR_INVALID_ARGUMENT, gs_bad[b][1]);
+        kc_free(&k);
+    }
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 3, 4), x);
+    kc_input(&k, "G", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 3, 3), x);
+    kc_node(&k, "GridSample", "", 16, 2, NAMES("X", "G"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "node 'n0' (GridSample): grid's last dim must be 2");
+    kc_free(&k);
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 5, DIMS(1, 1, 2, 3, 2), x);
+    kc_input(&k, "G", KILN_DTYPE_FLOAT, 5, DIMS(1, 1, 1, 2, 3), x);
+    kc_node(&k, "GridSample", "", 20, 2, NAMES("X", "G"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "rank-5 (volumetric)");
+    kc_free(&k);
+
     kc_new(&k);
     kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, DIMS(2, 3), x);
     kc_node(&k, "Einsum", "", 12, 1, NAMES("A"), 1, NAMES("Y"));

@@ -376,6 +376,11 @@ static bool sup_any(const kn_node *node, const kn_tinfo *in, int n_in, const kn_
     return true;
 }
 
+static bool sup_grid(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                     int n_out) {
+    return n_in >= 2 && kb_is_real(in[0].dtype) && kb_is_real(in[1].dtype);
+}
+
 static bool sup_einsum(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                        int n_out) {
     for (int i = 0; i < n_in; i++)
@@ -420,6 +425,7 @@ const kb_kernel kb_cpu_nn[] = {
     REF("QLinearConv", sup_qconv, kb_nn_qlinearconv_prepare, kb_nn_qlinearconv_run),
     REF("MaxPool", sup_pool, NULL, kb_nn_pool_run),
     REF("MaxUnpool", sup_any, NULL, kb_nn_max_unpool_run),
+    REF("GridSample", sup_grid, NULL, kb_nn_grid_sample_run),
     REF("AveragePool", sup_pool, NULL, kb_nn_pool_run),
     REF("LpPool", sup_pool, NULL, kb_nn_pool_run),
     REF("GlobalAveragePool", sup_pool, NULL, kb_nn_global_pool_run),

@@ -309,6 +309,27 @@ static kiln_status global_lppool_run(const kb_run *r) {
     return KILN_OK;
 }
 
+/* ---------------- GridSample ---------------- */
+
+static bool grid_sample_supports(const kn_node *node, const kn_tinfo *in, int n_in,
+                                 const kn_tinfo *out, int n_out) {
+    return same_float(in, n_in, out, n_out) && n_in >= 2 && kc_is_float(in[1].dtype) &&
+           in[0].rank == 4 && in[1].rank == 4;
+}
+
+static kiln_status grid_sample_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *grid = &r->in[1];
+    kn_tinfo xi = {.dtype = x->dtype, .rank = x->rank}, gi = {.dtype = grid->dtype, .rank = grid->rank};
+    memcpy(xi.dims, x->dims, sizeof xi.dims);
+    memcpy(gi.dims, grid->dims, sizeof gi.dims);
+    kn_grid_sample g;
+    KN_TRY(kn_grid_sample_geom(r->node, &xi, &gi, &g));
+    kc_grid_sample p = {g.mode, g.padding, g.align_corners, g.n, g.c, g.h, g.w, g.ho, g.wo};
+    KC_CUDA(r->node, kc_grid_sample_run(x->data, x->dtype, grid->data, grid->dtype, r->out[0].data,
+                                        &p, kc_stream(r)));
+    return KILN_OK;
+}
+
 /* ---------------- Einsum ---------------- */
 
 static bool ein_int(kiln_dtype t) { return t == KILN_DTYPE_INT32 || t == KILN_DTYPE_INT64; }
@@ -863,6 +884,7 @@ const kb_kernel kb_cuda_nn2[] = {
     K_NN2("MeanVarianceNormalization", mvn_supports, mvn_run),
     K_NN2("LRN", lrn_supports, lrn_run),
     K_NN2("LpPool", lppool_supports, lppool_run),
+    K_NN2("GridSample", grid_sample_supports, grid_sample_run),
     K_NN2("GlobalLpPool", global_lppool_supports, global_lppool_run),
     K_NN2("Einsum", einsum_supports, einsum_run),
     {"Einsum", "", "lt", einsum_lt_supports, NULL, NULL, einsum_lt_prepare, einsum_lt_release,

@@ -1,7 +1,9 @@
 /* nn2.cu - kernels of the second CUDA nn family (see nn2.cuh): one block per
  * normalization group, one thread per output element for LRN, LpPool, Einsum
- * and the ConvTranspose crop. Values are read and written through kc_ld_f /
+ * and the ConvTranspose crop, one per output position and eight channels for
+ * GridSample. Values are read and written through kc_ld_f /
  * kc_st_f, so float, float16 and bfloat16 share one kernel each. */
+#include "graph/grid_sample.h"
 #include "kc_dev.cuh"
 #include "nn2.cuh"
 
@@ -113,6 +115,59 @@ extern "C" cudaError_t kc_lrn(const void *x, void *y, kiln_dtype dt, int64_t n, 
         return cudaErrorInvalidValue;
     lrn_kernel<<<kc_blocks(total, KC_THREADS), KC_THREADS, 0, stream>>>(x, y, dt, total, c, sp,
                                                                          size, alpha, beta, bias);
+    return cudaGetLastError();
+}
+
+/* ---------------- GridSample ---------------- */
+
+/* Channels a thread samples at its output position: the taps are worked
+ * out once for them all. */
+#define GS_CHANNELS 8
+
+__global__ void grid_sample_kernel(const void *x, kiln_dtype xt, const void *grid, kiln_dtype gt,
+                                   void *y, const kc_grid_sample p, int64_t total) {
+    const int64_t oplane = p.ho * p.wo, plane = p.h * p.w, groups = (p.c + GS_CHANNELS - 1) / GS_CHANNELS;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t pos = i / groups, c0 = (i % groups) * GS_CHANNELS;
+        const int64_t n = pos / oplane, o = pos % oplane;
+        kn_gs_taps tx, ty;
+        kn_gs_axis(kc_ld_f(grid, gt, 2 * pos), p.w, p.mode, p.padding, p.align_corners != 0, &tx);
+        kn_gs_axis(kc_ld_f(grid, gt, 2 * pos + 1), p.h, p.mode, p.padding, p.align_corners != 0, &ty);
+        float wx[4], wy[4];
+        for (int k = 0; k < 4; k++) {
+            wx[k] = (float)tx.w[k];
+            wy[k] = (float)ty.w[k];
+        }
+        const int64_t c1 = c0 + GS_CHANNELS < p.c ? c0 + GS_CHANNELS : p.c;
+        for (int64_t c = c0; c < c1; c++) {
+            const int64_t base = (n * p.c + c) * plane;
+            float acc = 0.f;
+            for (int a = 0; a < ty.n; a++) {
+                if (ty.idx[a] < 0)
+                    continue;
+                float row = 0.f;
+                for (int b = 0; b < tx.n; b++)
+                    if (tx.idx[b] >= 0)
+                        row += wx[b] * kc_ld_f(x, xt, base + ty.idx[a] * p.w + tx.idx[b]);
+                acc += wy[a] * row;
+            }
+            kc_st_f(y, xt, (n * p.c + c) * oplane + o, acc);
+        }
+    }
+}
+
+extern "C" cudaError_t kc_grid_sample_run(const void *x, kiln_dtype xt, const void *grid, kiln_dtype gt,
+                                          void *y, const kc_grid_sample *p, cudaStream_t stream) {
+    if (!p)
+        return cudaErrorInvalidValue;
+    const int64_t total = p->n * p->ho * p->wo * ((p->c + GS_CHANNELS - 1) / GS_CHANNELS);
+    if (total <= 0)
+        return cudaSuccess;
+    if (!x || !grid || !y || p->h <= 0 || p->w <= 0)
+        return cudaErrorInvalidValue;
+    grid_sample_kernel<<<kc_blocks(total, KC_THREADS), KC_THREADS, 0, stream>>>(x, xt, grid, gt, y, *p,
+                                                                              total);
     return cudaGetLastError();
 }
 

@@ -59,6 +59,15 @@ typedef struct kc_lppool {
 } kc_lppool;
 cudaError_t kc_lppool_run(const void *x, void *y, kiln_dtype dt, const kc_lppool *p,
                           cudaStream_t stream);
+/* GridSample on [N, C, H, W] at grid [N, Ho, Wo, 2] (graph/ops_nn.h's
+ * codes for mode and padding; taps as graph/grid_sample.h). */
+typedef struct kc_grid_sample {
+    int mode, padding, align_corners;
+    int64_t n, c, h, w, ho, wo;
+} kc_grid_sample;
+cudaError_t kc_grid_sample_run(const void *x, kiln_dtype xt, const void *grid, kiln_dtype gt, void *y,
+                               const kc_grid_sample *p, cudaStream_t stream);
+
 /* y[pl] = (sum |x|^p over the plane's `size` elements)^(1/p). */
 cudaError_t kc_global_lppool(const void *x, void *y, kiln_dtype dt, int64_t planes, int64_t size,
                              float p, cudaStream_t stream);
