@@ -548,6 +548,47 @@ static kiln_status infer_grid_sample(kn_infer *c) {
     return KILN_OK;
 }
 
+/* ---------------- NonMaxSuppression ---------------- */
+
+/* boxes [B, N, 4], scores [B, C, N], then the optional scalars
+ * max_output_boxes_per_class, iou_threshold and score_threshold (host
+ * values). The output [selected, 3] (batch, class, box) is data-dependent:
+ * at most B x C x min(max_output, N) rows. */
+static kiln_status infer_nms(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    const kn_tinfo *b = &c->in[0], *s = &c->in[1];
+    if (b->dtype != KILN_DTYPE_FLOAT || s->dtype != KILN_DTYPE_FLOAT)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "boxes and scores must be float, are %s and %s",
+                             kiln_dtype_name(b->dtype), kiln_dtype_name(s->dtype));
+    if (b->rank != 3 || s->rank != 3 || (b->dims[2] >= 0 && b->dims[2] != 4))
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "boxes must be [B, N, 4] and scores [B, C, N]");
+    if ((b->dims[0] >= 0 && s->dims[0] >= 0 && b->dims[0] != s->dims[0]) ||
+        (b->dims[1] >= 0 && s->dims[2] >= 0 && b->dims[1] != s->dims[2]))
+        return kn_node_error(c->node, KILN_ERR_SHAPE,
+                             "boxes [%lld, %lld, 4] and scores [%lld, %lld, %lld] do not agree on batch "
+                             "and box count",
+                             (long long)b->dims[0], (long long)b->dims[1], (long long)s->dims[0],
+                             (long long)s->dims[1], (long long)s->dims[2]);
+    int64_t center = kn_attr_int(c->node, "center_point_box", 0);
+    if (center != 0 && center != 1)
+        return kn_node_error(c->node, KILN_ERR_INVALID_ARGUMENT, "center_point_box must be 0 or 1, is %lld",
+                             (long long)center);
+    int64_t per_class = b->dims[1];
+    if (kn_has_in(c, 2) && c->in[2].value && kn_numel(c->in[2].rank, c->in[2].dims) >= 1) {
+        int64_t m = kn_value_int(&c->in[2], 0);
+        m = m < 0 ? 0 : m;
+        if (per_class < 0 || m < per_class)
+            per_class = m;
+    }
+    kn_tinfo *y = &c->out[0];
+    y->dtype = KILN_DTYPE_INT64;
+    y->rank = 2;
+    y->dims[0] = s->dims[0] < 0 || s->dims[1] < 0 || per_class < 0 ? -1 : s->dims[0] * s->dims[1] * per_class;
+    y->dims[1] = 3;
+    y->data_dependent = true;
+    return KILN_OK;
+}
+
 /* ---------------- normalization ---------------- */
 
 static kiln_status infer_batchnorm(kn_infer *c) {
@@ -1074,6 +1115,7 @@ const kn_op_schema kn_ops_nn[] = {
     {"QLinearConv", "", infer_qlinear_conv, 0},
     {"MaxUnpool", "", infer_max_unpool, 1u << 2},
     {"GridSample", "", infer_grid_sample, 0},
+    {"NonMaxSuppression", "", infer_nms, (1u << 2) | (1u << 3) | (1u << 4)},
     {"MaxPool", "", infer_pool, 0},
     {"AveragePool", "", infer_pool, 0},
     {"LpPool", "", infer_pool, 0},

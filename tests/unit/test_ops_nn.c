@@ -2104,6 +2104,21 @@ static void test_errors(void) {
     KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "rank-5 (volumetric)");
     kc_free(&k);
 
+    /* NonMaxSuppression: scores for another box count, a bad box format */
+    kc_new(&k);
+    kc_input(&k, "B", KILN_DTYPE_FLOAT, 3, DIMS(1, 3, 4), x);
+    kc_input(&k, "S", KILN_DTYPE_FLOAT, 3, DIMS(1, 2, 4), x);
+    kc_node(&k, "NonMaxSuppression", "", 11, 2, NAMES("B", "S"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "do not agree on batch and box count");
+    kc_free(&k);
+    kc_new(&k);
+    kc_input(&k, "B", KILN_DTYPE_FLOAT, 3, DIMS(1, 3, 4), x);
+    kc_input(&k, "S", KILN_DTYPE_FLOAT, 3, DIMS(1, 2, 3), x);
+    kc_node(&k, "NonMaxSuppression", "", 11, 2, NAMES("B", "S"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_int(k.net, k.node, "center_point_box", 2));
+    KT_FAILS(kc_run(&k), KILN_ERR_INVALID_ARGUMENT, "center_point_box must be 0 or 1");
+    kc_free(&k);
+
     kc_new(&k);
     kc_input(&k, "A", KILN_DTYPE_FLOAT, 2, DIMS(2, 3), x);
     kc_node(&k, "Einsum", "", 12, 1, NAMES("A"), 1, NAMES("Y"));

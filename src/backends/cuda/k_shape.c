@@ -665,6 +665,57 @@ static kiln_status nonzero_run(const kb_run *r) {
     return KILN_OK;
 }
 
+/* NonMaxSuppression: max_output_boxes_per_class, iou_threshold and
+ * score_threshold are host values (kb_tensor.host). */
+static bool nms_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                         int n_out) {
+    return n_in >= 2 && in[0].dtype == KILN_DTYPE_FLOAT && in[1].dtype == KILN_DTYPE_FLOAT &&
+           in[0].rank == 3 && in[1].rank == 3;
+}
+
+static kiln_status nms_prepare(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                               const kb_tensor *out, int n_out, void **inst, size_t *workspace) {
+    KC_CUDA(node, kc_nms_workspace(in[1].dims[0], in[1].dims[1], in[1].dims[2], workspace));
+    return count_alloc(node, inst);
+}
+
+static double nms_host(const kb_run *r, int i, double dflt, bool *given) {
+    *given = kc_present(r->in, r->n_in, i) && r->in[i].host && kc_numel(&r->in[i]) > 0;
+    if (!*given)
+        return dflt;
+    const void *h = r->in[i].host;
+    switch (r->in[i].dtype) {
+    case KILN_DTYPE_INT64: return (double)*(const int64_t *)h;
+    case KILN_DTYPE_INT32: return *(const int32_t *)h;
+    case KILN_DTYPE_DOUBLE: return *(const double *)h;
+    default: return *(const float *)h;
+    }
+}
+
+static kiln_status nms_run(const kb_run *r) {
+    const kb_tensor *boxes = &r->in[0], *scores = &r->in[1];
+    int64_t *count = r->inst;
+    if (!count)
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "run without prepare");
+    if (boxes->dims[2] != 4 || scores->dims[0] != boxes->dims[0] || scores->dims[2] != boxes->dims[1])
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "boxes must be [B, N, 4] and scores [B, C, N]");
+    bool given;
+    kc_nms_params p = {scores->dims[0], scores->dims[1], scores->dims[2], 0, 0, 0, 0.f, 0.f};
+    p.max_out = (int64_t)nms_host(r, 2, 0, &given);
+    p.iou = (float)nms_host(r, 3, 0, &given);
+    p.score = (float)nms_host(r, 4, 0, &given);
+    p.has_score = given;
+    p.center = (int)kn_attr_int(r->node, "center_point_box", 0);
+    KC_CUDA(r->node, kc_nms(boxes->data, scores->data, &p, r->out[0].data, r->workspace,
+                            r->workspace_size, count, kc_stream(r)));
+    KN_TRY(count_wait(r, count));
+    if (*count > r->out[0].dims[0])
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "%lld selected boxes, room for %lld",
+                             (long long)*count, (long long)r->out[0].dims[0]);
+    r->out[0].dims[0] = *count;
+    return KILN_OK;
+}
+
 static bool compress_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                               int n_out) {
     return n_in == 2 && movable(in[0].dtype) && movable(in[1].dtype) && in[1].rank == 1;
@@ -934,6 +985,7 @@ const kb_kernel kb_cuda_shape[] = {
     K("Hardmax", hardmax_supports, hardmax_run),
     KP("MaxUnpool", unpool_supports, unpool_prepare, NULL, unpool_run),
     KP("NonZero", nonzero_supports, nonzero_prepare, count_release, nonzero_run),
+    KP("NonMaxSuppression", nms_supports, nms_prepare, count_release, nms_run),
     KP("Compress", compress_supports, compress_prepare, count_release, compress_run),
     KP("Unique", unique_supports, unique_prepare, count_release, unique_run),
 };

@@ -9,6 +9,7 @@
 #include <cub/device/device_segmented_radix_sort.cuh>
 #include <limits.h>
 
+#include "graph/nms.h"
 #include "kc_dev.cuh"
 #include "shape.cuh"
 
@@ -604,6 +605,129 @@ extern "C" cudaError_t kc_topk(const void *x, kiln_dtype dt, void *vals, int64_t
     topk_out_kernel<<<kc_blocks(slices * k, KC_THREADS), KC_THREADS, 0, stream>>>(
         x, kiln_dtype_size(dt), ids_out, vals, idx, outer, n, inner, k);
     return cudaGetLastError();
+}
+
+/* ---------------- NonMaxSuppression ---------------- */
+
+/* Workspace: the sorted scores and their box indices ([B * C, N]), the kept
+ * boxes and indices of each (batch, class), their counts and row offsets,
+ * the device's total, then TopK's own. */
+static size_t nms_fixed(int64_t slices, int64_t n) {
+    const size_t N = (size_t)(slices * n);
+    return al256(N * 4) + al256(N * 8) + al256(N * 16) + al256(N * 4) + 2 * al256((size_t)slices * 8) +
+           al256(8);
+}
+
+extern "C" cudaError_t kc_nms_workspace(int64_t b, int64_t c, int64_t n, size_t *bytes) {
+    size_t topk = 0;
+    cudaError_t e = kc_topk_workspace(b * c, n, 1, &topk);
+    *bytes = nms_fixed(b * c, n) + al256(topk);
+    return e;
+}
+
+/* One block a (batch, class): candidates in score order, each tested by the
+ * block against every box kept so far; kept ones are appended by thread 0.
+ * A number at or below the score threshold ends the list (NaNs, sorted
+ * first, are skipped). */
+__global__ void nms_select_kernel(const float *boxes, const float *vals, const int64_t *idx,
+                                  const kc_nms_params p, float4 *kept_box, int *kept_idx, long long *counts) {
+    __shared__ int cnt;
+    const int64_t s = blockIdx.x, b = s / p.c, base = s * p.n;
+    if (threadIdx.x == 0)
+        cnt = 0;
+    __syncthreads();
+    for (int64_t k = 0; k < p.n; k++) {
+        const float score = vals[base + k];
+        if (p.has_score && !(score > p.score)) {
+            if (score != score)
+                continue;
+            break;
+        }
+        if (cnt >= p.max_out)
+            break;
+        const int64_t i = idx[base + k];
+        const float *bx = boxes + (b * p.n + i) * 4;
+        const float cand[4] = {bx[0], bx[1], bx[2], bx[3]};
+        int hit = 0;
+        for (int j = threadIdx.x; j < cnt && !hit; j += blockDim.x) {
+            const float4 q = kept_box[base + j];
+            const float other[4] = {q.x, q.y, q.z, q.w};
+            hit = kn_nms_suppress(cand, other, p.center, p.iou);
+        }
+        hit = __syncthreads_or(hit);
+        if (!hit && threadIdx.x == 0) {
+            kept_box[base + cnt] = make_float4(cand[0], cand[1], cand[2], cand[3]);
+            kept_idx[base + cnt] = (int)i;
+            cnt++;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        counts[s] = cnt;
+}
+
+/* Row offsets of each (batch, class) and the total: one thread (B x C is
+ * small next to the selection). */
+__global__ void nms_offsets_kernel(const long long *counts, long long *offs, int64_t slices,
+                                   long long *total) {
+    long long t = 0;
+    for (int64_t s = 0; s < slices; s++) {
+        offs[s] = t;
+        t += counts[s];
+    }
+    *total = t;
+}
+
+__global__ void nms_rows_kernel(const int *kept_idx, const long long *counts, const long long *offs,
+                                int64_t c, int64_t n, int64_t *y) {
+    const int64_t s = blockIdx.x;
+    for (long long j = threadIdx.x; j < counts[s]; j += blockDim.x) {
+        int64_t *row = y + (offs[s] + j) * 3;
+        row[0] = s / c;
+        row[1] = s % c;
+        row[2] = kept_idx[s * n + j];
+    }
+}
+
+extern "C" cudaError_t kc_nms(const float *boxes, const float *scores, const kc_nms_params *p, int64_t *y,
+                              void *ws, size_t wsz, int64_t *count, cudaStream_t stream) {
+    if (!p || !count)
+        return cudaErrorInvalidValue;
+    const int64_t slices = p->b * p->c, N = slices * p->n;
+    if (slices <= 0 || p->n <= 0 || p->max_out <= 0) {
+        *count = 0;
+        return cudaSuccess;
+    }
+    if (!boxes || !scores || !y || p->n > INT_MAX)
+        return cudaErrorInvalidValue;
+    const size_t fixed = nms_fixed(slices, p->n);
+    if (!ws || wsz < fixed)
+        return cudaErrorInvalidValue;
+    unsigned char *at = (unsigned char *)ws;
+    float *vals = (float *)at;
+    at += al256((size_t)N * 4);
+    int64_t *idx = (int64_t *)at;
+    at += al256((size_t)N * 8);
+    float4 *kept_box = (float4 *)at;
+    at += al256((size_t)N * 16);
+    int *kept_idx = (int *)at;
+    at += al256((size_t)N * 4);
+    long long *counts = (long long *)at;
+    at += al256((size_t)slices * 8);
+    long long *offs = (long long *)at;
+    at += al256((size_t)slices * 8);
+    long long *total = (long long *)at;
+    at += al256(8);
+    cudaError_t e = kc_topk(scores, KILN_DTYPE_FLOAT, vals, idx, slices, p->n, 1, p->n, 1, at,
+                            wsz - fixed, stream);
+    if (e != cudaSuccess)
+        return e;
+    nms_select_kernel<<<(unsigned)slices, 128, 0, stream>>>(boxes, vals, idx, *p, kept_box, kept_idx, counts);
+    nms_offsets_kernel<<<1, 1, 0, stream>>>(counts, offs, slices, total);
+    nms_rows_kernel<<<(unsigned)slices, 128, 0, stream>>>(kept_idx, counts, offs, p->c, p->n, y);
+    if ((e = cudaGetLastError()) != cudaSuccess)
+        return e;
+    return cudaMemcpyAsync(count, total, sizeof(int64_t), cudaMemcpyDeviceToHost, stream);
 }
 
 /* ---------------- Hardmax ---------------- */

@@ -98,6 +98,19 @@ cudaError_t kc_topk(const void *x, kiln_dtype dt, void *vals, int64_t *idx, int6
                     int64_t n, int64_t inner, int64_t k, int largest, void *ws, size_t wsz,
                     cudaStream_t stream);
 
+/* NonMaxSuppression of boxes [B, N, 4] with scores [B, C, N] (float): y
+ * [selected, 3] int64 rows (batch, class, box) in batch, class and
+ * selection order, *count (host, page-locked) the rows once the stream
+ * reaches it. The scores are sorted by kc_topk in the workspace. */
+typedef struct kc_nms_params {
+    int64_t b, c, n, max_out;
+    int center, has_score;
+    float iou, score;
+} kc_nms_params;
+cudaError_t kc_nms_workspace(int64_t b, int64_t c, int64_t n, size_t *bytes);
+cudaError_t kc_nms(const float *boxes, const float *scores, const kc_nms_params *p, int64_t *y, void *ws,
+                   size_t wsz, int64_t *count, cudaStream_t stream);
+
 /* Hardmax over n of [outer, n, inner]: 1 at the first maximum (the first
  * element when it is NaN; later NaNs never win), 0 elsewhere. */
 cudaError_t kc_hardmax(const void *x, void *y, kiln_dtype dt, int64_t outer, int64_t n,
