@@ -1057,11 +1057,10 @@ int cli_cmd_exec(int argc, char **argv) {
         npy_range_list_free(&o.ranges);
         return rc;
     }
-    if (o.device >= 0 && !select_device(o.device)) {
-        cli_build_opts_free(&o.b);
-        npy_range_list_free(&o.ranges);
-        return 2;
-    }
+    kiln_engine *eng = NULL;
+    rc = 1;
+    if (o.device >= 0 && !select_device(o.device))
+        goto done;
     if (o.time_deserialize) {
         void *plan = NULL;
         size_t size = 0;
@@ -1073,19 +1072,11 @@ int cli_cmd_exec(int argc, char **argv) {
             free(plan);
         else
             kiln_free(plan);
-        cli_build_opts_free(&o.b);
-        npy_range_list_free(&o.ranges);
-        if (rc == 0)
-            cli_info("PASSED: kiln exec");
-        else
-            cli_error("FAILED: kiln exec");
-        return rc;
+        goto done;
     }
     if (o.load_engine && (o.b.n_profiles || o.b.workspace || o.b.flags))
         cli_warn("build flags (shapes profiles, --memPoolSize, precision) are ignored with "
                  "--loadEngine");
-    kiln_engine *eng = NULL;
-    rc = 1;
     if (!get_engine(&o, &eng))
         goto done;
     if (eng && o.dump_layer_info)
