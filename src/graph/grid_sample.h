@@ -74,7 +74,10 @@ KN_GS_FN void kn_gs_axis(double g, int64_t d, int mode, int padding, bool align,
         x = rint(x);
     double lo = align ? 0.0 : -0.5, hi = align ? (double)(d - 1) : (double)d - 0.5;
     if (x < lo || x > hi) {
-        if (padding == 1)
+        /* cubic with border padding clamps each tap only (below), as ONNX
+           Runtime and PyTorch do; the spec's Python reference also clamps
+           the point itself, which changes results near the border */
+        if (padding == 1 && mode != 2)
             x = x < 0 ? 0 : x > (double)(d - 1) ? (double)(d - 1) : x;
         else if (padding == 2)
             x = kn_gs_reflect(x, lo, hi);

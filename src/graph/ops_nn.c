@@ -548,6 +548,73 @@ static kiln_status infer_grid_sample(kn_infer *c) {
     return KILN_OK;
 }
 
+/* ---------------- RoiAlign ---------------- */
+
+kiln_status kn_roi_align_geom(const kn_node *n, const kn_tinfo *x, const kn_tinfo *rois,
+                              const kn_tinfo *idx, kn_roi_align *g) {
+    memset(g, 0, sizeof *g);
+    const char *mode = kn_attr_string(n, "mode", "avg");
+    if (strcasecmp(mode, "avg") == 0)
+        g->mode = 0;
+    else if (strcasecmp(mode, "max") == 0)
+        g->mode = 1;
+    else
+        return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT, "mode '%s' is not avg or max", mode);
+    /* half_pixel is the default from opset 16; before, the only behaviour
+       was output_half_pixel */
+    const char *ctm = kn_attr_string(n, "coordinate_transformation_mode",
+                                     n->opset > 0 && n->opset < 16 ? "output_half_pixel" : "half_pixel");
+    if (strcmp(ctm, "half_pixel") == 0)
+        g->half_pixel = true;
+    else if (strcmp(ctm, "output_half_pixel") != 0)
+        return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT,
+                             "coordinate_transformation_mode '%s' is not half_pixel or "
+                             "output_half_pixel",
+                             ctm);
+    g->oh = kn_attr_int(n, "output_height", 1);
+    g->ow = kn_attr_int(n, "output_width", 1);
+    g->sampling = kn_attr_int(n, "sampling_ratio", 0);
+    g->scale = kn_attr_float(n, "spatial_scale", 1.f);
+    if (g->oh < 1 || g->ow < 1 || g->sampling < 0)
+        return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT,
+                             "output_height %lld, output_width %lld and sampling_ratio %lld must be "
+                             "positive (sampling_ratio may be 0)",
+                             (long long)g->oh, (long long)g->ow, (long long)g->sampling);
+    if (x->rank != 4 || rois->rank != 2 || idx->rank != 1 || (rois->dims[1] >= 0 && rois->dims[1] != 4))
+        return kn_node_error(n, KILN_ERR_SHAPE,
+                             "X must be [N, C, H, W], rois [R, 4] and batch_indices [R]; got ranks %d, "
+                             "%d and %d",
+                             x->rank, rois->rank, idx->rank);
+    if (rois->dims[0] >= 0 && idx->dims[0] >= 0 && rois->dims[0] != idx->dims[0])
+        return kn_node_error(n, KILN_ERR_SHAPE, "%lld rois but %lld batch indices",
+                             (long long)rois->dims[0], (long long)idx->dims[0]);
+    g->n = x->dims[0];
+    g->c = x->dims[1];
+    g->h = x->dims[2];
+    g->w = x->dims[3];
+    g->rois = rois->dims[0] >= 0 ? rois->dims[0] : idx->dims[0];
+    return KILN_OK;
+}
+
+static kiln_status infer_roi_align(kn_infer *c) {
+    KN_TRY(need_inputs(c, 3));
+    KN_TRY(need_real(c, 0));
+    KN_TRY(need_real(c, 1));
+    if (c->in[2].dtype != KILN_DTYPE_INT64)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "batch_indices must be int64, is %s",
+                             kiln_dtype_name(c->in[2].dtype));
+    kn_roi_align g;
+    KN_TRY(kn_roi_align_geom(c->node, &c->in[0], &c->in[1], &c->in[2], &g));
+    kn_tinfo *y = &c->out[0];
+    y->dtype = c->in[0].dtype;
+    y->rank = 4;
+    y->dims[0] = g.rois;
+    y->dims[1] = g.c;
+    y->dims[2] = g.oh;
+    y->dims[3] = g.ow;
+    return KILN_OK;
+}
+
 /* ---------------- NonMaxSuppression ---------------- */
 
 /* boxes [B, N, 4], scores [B, C, N], then the optional scalars
@@ -1115,6 +1182,7 @@ const kn_op_schema kn_ops_nn[] = {
     {"QLinearConv", "", infer_qlinear_conv, 0},
     {"MaxUnpool", "", infer_max_unpool, 1u << 2},
     {"GridSample", "", infer_grid_sample, 0},
+    {"RoiAlign", "", infer_roi_align, 0},
     {"NonMaxSuppression", "", infer_nms, (1u << 2) | (1u << 3) | (1u << 4)},
     {"MaxPool", "", infer_pool, 0},
     {"AveragePool", "", infer_pool, 0},

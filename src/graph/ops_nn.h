@@ -96,6 +96,18 @@ typedef struct kn_grid_sample {
     int64_t n, c, h, w, ho, wo;
 } kn_grid_sample;
 
+/* RoiAlign: X [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices
+ * [R] into Y [R, C, output_height, output_width]. */
+typedef struct kn_roi_align {
+    int mode;                 /* 0 avg, 1 max */
+    bool half_pixel;          /* coordinate_transformation_mode */
+    int64_t oh, ow, sampling;
+    double scale;
+    int64_t n, c, h, w, rois;
+} kn_roi_align;
+KN_HIDDEN kiln_status kn_roi_align_geom(const kn_node *n, const kn_tinfo *x, const kn_tinfo *rois,
+                                        const kn_tinfo *idx, kn_roi_align *g);
+
 /* Check X's and grid's shapes and the attributes, and fill g. */
 KN_HIDDEN kiln_status kn_grid_sample_geom(const kn_node *n, const kn_tinfo *x, const kn_tinfo *grid,
                                           kn_grid_sample *g);

@@ -5,7 +5,8 @@ tolerances and on a perturbed model, per-output tolerances, error statistics,
 golden results, --all-tensors, the kiln reference when ONNX Runtime is
 missing), the ONNX writer (read -> write -> read gives the same outputs),
 `kiln debug reduce` (finds a planted node in a 50-node model) and `kiln debug
-precision` (finds the one FP16-sensitive layer).
+precision` (finds the one FP16-sensitive layer), and NonMaxSuppression, RoiAlign
+and GridSample against ONNX Runtime on random inputs.
 
 Needs numpy and onnx to make the models; exits 77 (skipped) without them.
 Parts that need onnxruntime are skipped when it cannot be imported."""
@@ -324,6 +325,69 @@ def test_debug(k, w, m):
     check("debug precision: needs --fp16/--bf16", rc == 2 and "--fp16" in se, so + se)
 
 
+def sampling_models(w):
+    """Small models of the detection and sampling ops with random, seeded
+    constants (NonMaxSuppression in both box formats, RoiAlign in both modes
+    and coordinate conventions, GridSample in every mode and padding), each
+    written to the work folder; returns their paths."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(7)
+    paths = []
+
+    def save(name, node, inputs, inits, out_name, out_dims, opset):
+        g = helper.make_graph([node], name, inputs,
+                              [helper.make_tensor_value_info(out_name, TensorProto.INT64 if
+                                                             node.op_type == "NonMaxSuppression"
+                                                             else TensorProto.FLOAT, out_dims)],
+                              inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        path = w(name + ".onnx")
+        onnx.save(m, path)
+        paths.append(path)
+
+    for center in (0, 1):
+        node = helper.make_node("NonMaxSuppression", ["boxes", "scores", "mo", "iou", "st"], ["sel"],
+                                center_point_box=center)
+        inits = [numpy_helper.from_array(rng.uniform(0, 20, (2, 600, 4)).astype(np.float32), "boxes"),
+                 numpy_helper.from_array(np.array([40], dtype=np.int64), "mo"),
+                 numpy_helper.from_array(np.array([0.45], dtype=np.float32), "iou"),
+                 numpy_helper.from_array(np.array([0.2], dtype=np.float32), "st")]
+        save("nms_center%d" % center, node,
+             [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [2, 4, 600])], inits,
+             "sel", [None, 3], 11)
+    corner = rng.uniform(-2, 20, (9, 2))
+    rois = np.concatenate([corner, corner + rng.uniform(0.5, 12, (9, 2))], 1).astype(np.float32)
+    for mode in ("avg", "max"):
+        for ctm in ("half_pixel", "output_half_pixel"):
+            node = helper.make_node("RoiAlign", ["X", "rois", "bi"], ["Y"], mode=mode,
+                                    coordinate_transformation_mode=ctm, output_height=3,
+                                    output_width=4, sampling_ratio=0, spatial_scale=0.5)
+            inits = [numpy_helper.from_array(rois, "rois"),
+                     numpy_helper.from_array(np.array([0, 1, 1, 0, 1, 0, 0, 1, 1], np.int64), "bi")]
+            save("roialign_%s_%s" % (mode, ctm), node,
+                 [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 5, 12, 10])], inits,
+                 "Y", [9, 5, 3, 4], 16)
+    grid = rng.uniform(-1.2, 1.2, (2, 6, 7, 2)).astype(np.float32)
+    for mode in ("bilinear", "nearest", "bicubic"):
+        for pad in ("zeros", "border", "reflection"):
+            node = helper.make_node("GridSample", ["X", "grid"], ["Y"], mode=mode, padding_mode=pad,
+                                    align_corners=int(pad == "border"))
+            save("gridsample_%s_%s" % (mode, pad), node,
+                 [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3, 9, 8])],
+                 [numpy_helper.from_array(grid, "grid")], "Y", [2, 3, 6, 7], 16)
+    return paths
+
+
+def test_sampling_ops(k, w):
+    """kiln's NonMaxSuppression, RoiAlign and GridSample against ONNX Runtime
+    on random inputs (the node tests have a few fixed cases each)."""
+    for path in sampling_models(w):
+        rc, so, se = run(k, "compare", path)
+        check("compare vs onnxruntime: " + os.path.basename(path), rc == 0 and "PASSED" in so,
+              so + se)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
@@ -344,6 +408,7 @@ def main():
     if HAVE_ORT:
         test_compare(k, w, m)
         test_debug(k, w, m)
+        test_sampling_ops(k, w)
     else:
         print("skipped: compare and debug tests against onnxruntime (not importable)")
 

@@ -2104,6 +2104,23 @@ static void test_errors(void) {
     KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "rank-5 (volumetric)");
     kc_free(&k);
 
+    /* RoiAlign: a mode it does not have, rois and batch indices that disagree */
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 3, 4), x);
+    kc_input(&k, "R", KILN_DTYPE_FLOAT, 2, DIMS(2, 4), x);
+    kc_input(&k, "I", KILN_DTYPE_INT64, 1, DIMS(2), x);
+    kc_node(&k, "RoiAlign", "", 16, 3, NAMES("X", "R", "I"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_string(k.net, k.node, "mode", "median"));
+    KT_FAILS(kc_run(&k), KILN_ERR_INVALID_ARGUMENT, "mode 'median' is not avg or max");
+    kc_free(&k);
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 3, 4), x);
+    kc_input(&k, "R", KILN_DTYPE_FLOAT, 2, DIMS(2, 4), x);
+    kc_input(&k, "I", KILN_DTYPE_INT64, 1, DIMS(3), x);
+    kc_node(&k, "RoiAlign", "", 16, 3, NAMES("X", "R", "I"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "2 rois but 3 batch indices");
+    kc_free(&k);
+
     /* NonMaxSuppression: scores for another box count, a bad box format */
     kc_new(&k);
     kc_input(&k, "B", KILN_DTYPE_FLOAT, 3, DIMS(1, 3, 4), x);

@@ -426,6 +426,7 @@ const kb_kernel kb_cpu_nn[] = {
     REF("MaxPool", sup_pool, NULL, kb_nn_pool_run),
     REF("MaxUnpool", sup_any, NULL, kb_nn_max_unpool_run),
     REF("GridSample", sup_grid, NULL, kb_nn_grid_sample_run),
+    REF("RoiAlign", sup_grid, NULL, kb_nn_roi_align_run),
     REF("NonMaxSuppression", sup_any, NULL, kb_nn_nms_run),
     REF("AveragePool", sup_pool, NULL, kb_nn_pool_run),
     REF("LpPool", sup_pool, NULL, kb_nn_pool_run),

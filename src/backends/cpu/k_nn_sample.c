@@ -1,7 +1,9 @@
-/* k_nn_sample.c - GridSample's reference CPU kernel: each output position
- * takes its taps along y and x from the shared rule (graph/grid_sample.h)
- * once, then every channel sums its weighted reads, in double. */
+/* k_nn_sample.c - the reference CPU kernels of the ops that sample an image
+ * at computed points: GridSample (each output position takes its taps along
+ * y and x from graph/grid_sample.h once, then every channel sums its
+ * weighted reads) and RoiAlign (graph/roi_align.h), in double. */
 #include "graph/grid_sample.h"
+#include "graph/roi_align.h"
 #include "k_nn.h"
 
 kiln_status kb_nn_grid_sample_run(const kb_run *r) {
@@ -36,6 +38,51 @@ kiln_status kb_nn_grid_sample_run(const kb_run *r) {
                 acc += ty.w[a] * row;
             }
             kb_st(y->data, y->dtype, (size_t)((n * g.c + c) * oplane + o), acc);
+        }
+    }
+    return KILN_OK;
+}
+
+/* RoiAlign: each region's bins sample X's plane of its image and channel
+ * (graph/roi_align.h); a batch index outside X fails with the region. */
+#define KB_RA_LD(plane, i) kb_ld(x->data, x->dtype, (size_t)((plane) + (i)))
+
+kiln_status kb_nn_roi_align_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *rois = &r->in[1], *idx = &r->in[2];
+    kb_tensor *y = &r->out[0];
+    kn_roi_align g;
+    kn_tinfo ti[3];
+    for (int i = 0; i < 3; i++) {
+        ti[i].dtype = r->in[i].dtype;
+        ti[i].rank = r->in[i].rank;
+        memcpy(ti[i].dims, r->in[i].dims, sizeof ti[i].dims);
+    }
+    KN_TRY(kn_roi_align_geom(r->node, &ti[0], &ti[1], &ti[2], &g));
+    for (int64_t k = 0; k < g.rois; k++) {
+        int64_t b = (int64_t)kb_ld(idx->data, idx->dtype, (size_t)k);
+        if (b < 0 || b >= g.n)
+            return kn_node_error(r->node, KILN_ERR_RUNTIME,
+                                 "region %lld has batch index %lld; X has %lld images", (long long)k,
+                                 (long long)b, (long long)g.n);
+    }
+    const int64_t plane = g.h * g.w, bins = g.oh * g.ow;
+    int nth = r->threads > 1 && g.rois * g.c * bins > 4096 ? r->threads : 1;
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t k = 0; k < g.rois; k++) {
+        double roi[4];
+        for (int j = 0; j < 4; j++)
+            roi[j] = kb_ld(rois->data, rois->dtype, (size_t)(k * 4 + j));
+        kn_roi_box box;
+        kn_roi_box_of(roi, g.scale, g.half_pixel, g.oh, g.ow, g.sampling, &box);
+        const int64_t b = (int64_t)kb_ld(idx->data, idx->dtype, (size_t)k);
+        for (int64_t c = 0; c < g.c; c++) {
+            const int64_t base = (b * g.c + c) * plane;
+            for (int64_t ph = 0; ph < g.oh; ph++)
+                for (int64_t pw = 0; pw < g.ow; pw++) {
+                    double v;
+                    KN_ROI_BIN(KB_RA_LD, base, &box, ph, pw, g.h, g.w, g.mode, v);
+                    kb_st(y->data, y->dtype, (size_t)(((k * g.c + c) * g.oh + ph) * g.ow + pw), v);
+                }
         }
     }
     return KILN_OK;

@@ -330,6 +330,29 @@ static kiln_status grid_sample_run(const kb_run *r) {
     return KILN_OK;
 }
 
+/* ---------------- RoiAlign ---------------- */
+
+static bool roi_align_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                               int n_out) {
+    return same_float(in, n_in, out, n_out) && n_in >= 3 && in[1].dtype == in[0].dtype &&
+           in[2].dtype == KILN_DTYPE_INT64 && in[0].rank == 4;
+}
+
+static kiln_status roi_align_run(const kb_run *r) {
+    kn_tinfo ti[3];
+    for (int i = 0; i < 3; i++) {
+        ti[i].dtype = r->in[i].dtype;
+        ti[i].rank = r->in[i].rank;
+        memcpy(ti[i].dims, r->in[i].dims, sizeof ti[i].dims);
+    }
+    kn_roi_align g;
+    KN_TRY(kn_roi_align_geom(r->node, &ti[0], &ti[1], &ti[2], &g));
+    kc_roi_align p = {g.mode, g.half_pixel, g.oh, g.ow, g.sampling, g.scale, g.n, g.c, g.h, g.w, g.rois};
+    KC_CUDA(r->node, kc_roi_align_run(r->in[0].data, r->in[1].data, r->in[2].data, r->out[0].data,
+                                      r->in[0].dtype, &p, kc_stream(r)));
+    return KILN_OK;
+}
+
 /* ---------------- Einsum ---------------- */
 
 static bool ein_int(kiln_dtype t) { return t == KILN_DTYPE_INT32 || t == KILN_DTYPE_INT64; }
@@ -885,6 +908,7 @@ const kb_kernel kb_cuda_nn2[] = {
     K_NN2("LRN", lrn_supports, lrn_run),
     K_NN2("LpPool", lppool_supports, lppool_run),
     K_NN2("GridSample", grid_sample_supports, grid_sample_run),
+    K_NN2("RoiAlign", roi_align_supports, roi_align_run),
     K_NN2("GlobalLpPool", global_lppool_supports, global_lppool_run),
     K_NN2("Einsum", einsum_supports, einsum_run),
     {"Einsum", "", "lt", einsum_lt_supports, NULL, NULL, einsum_lt_prepare, einsum_lt_release,

@@ -1,9 +1,10 @@
 /* nn2.cu - kernels of the second CUDA nn family (see nn2.cuh): one block per
  * normalization group, one thread per output element for LRN, LpPool, Einsum
  * and the ConvTranspose crop, one per output position and eight channels for
- * GridSample. Values are read and written through kc_ld_f /
+ * GridSample, one per output value for RoiAlign. Values are read and written through kc_ld_f /
  * kc_st_f, so float, float16 and bfloat16 share one kernel each. */
 #include "graph/grid_sample.h"
+#include "graph/roi_align.h"
 #include "kc_dev.cuh"
 #include "nn2.cuh"
 
@@ -168,6 +169,45 @@ extern "C" cudaError_t kc_grid_sample_run(const void *x, kiln_dtype xt, const vo
         return cudaErrorInvalidValue;
     grid_sample_kernel<<<kc_blocks(total, KC_THREADS), KC_THREADS, 0, stream>>>(x, xt, grid, gt, y, *p,
                                                                               total);
+    return cudaGetLastError();
+}
+
+/* ---------------- RoiAlign ---------------- */
+
+#define KC_RA_LD(plane, i) (double)kc_ld_f(x, dt, (plane) + (i))
+
+/* One thread an output value: its region's geometry, then its bin's samples. */
+__global__ void roi_align_kernel(const void *x, const void *rois, const int64_t *batch_idx, void *y,
+                                 kiln_dtype dt, const kc_roi_align p, int64_t total) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t pw = i % p.ow, ph = (i / p.ow) % p.oh, c = (i / (p.ow * p.oh)) % p.c,
+                      k = i / (p.ow * p.oh * p.c);
+        const int64_t b = batch_idx[k];
+        double v = 0.0;
+        if (b >= 0 && b < p.n) {
+            double roi[4];
+            for (int j = 0; j < 4; j++)
+                roi[j] = kc_ld_f(rois, dt, k * 4 + j);
+            kn_roi_box box;
+            kn_roi_box_of(roi, p.scale, p.half_pixel != 0, p.oh, p.ow, p.sampling, &box);
+            KN_ROI_BIN(KC_RA_LD, (b * p.c + c) * p.h * p.w, &box, ph, pw, p.h, p.w, p.mode, v);
+        }
+        kc_st_f(y, dt, i, (float)v);
+    }
+}
+
+extern "C" cudaError_t kc_roi_align_run(const void *x, const void *rois, const int64_t *batch_idx, void *y,
+                                        kiln_dtype dt, const kc_roi_align *p, cudaStream_t stream) {
+    if (!p)
+        return cudaErrorInvalidValue;
+    const int64_t total = p->rois * p->c * p->oh * p->ow;
+    if (total <= 0)
+        return cudaSuccess;
+    if (!x || !rois || !batch_idx || !y || p->h <= 0 || p->w <= 0)
+        return cudaErrorInvalidValue;
+    roi_align_kernel<<<kc_blocks(total, KC_THREADS), KC_THREADS, 0, stream>>>(x, rois, batch_idx, y, dt, *p,
+                                                                            total);
     return cudaGetLastError();
 }
 

@@ -68,6 +68,18 @@ typedef struct kc_grid_sample {
 cudaError_t kc_grid_sample_run(const void *x, kiln_dtype xt, const void *grid, kiln_dtype gt, void *y,
                                const kc_grid_sample *p, cudaStream_t stream);
 
+/* RoiAlign of [N, C, H, W] over rois [R, 4] (x's type) of images
+ * batch_idx [R] (int64) into [R, C, oh, ow] (graph/roi_align.h); a batch
+ * index outside [0, N) reads zeros. */
+typedef struct kc_roi_align {
+    int mode, half_pixel;
+    int64_t oh, ow, sampling;
+    double scale;
+    int64_t n, c, h, w, rois;
+} kc_roi_align;
+cudaError_t kc_roi_align_run(const void *x, const void *rois, const int64_t *batch_idx, void *y,
+                             kiln_dtype dt, const kc_roi_align *p, cudaStream_t stream);
+
 /* y[pl] = (sum |x|^p over the plane's `size` elements)^(1/p). */
 cudaError_t kc_global_lppool(const void *x, void *y, kiln_dtype dt, int64_t planes, int64_t size,
                              float p, cudaStream_t stream);
