@@ -69,7 +69,8 @@ def main(argv):
     with zipfile.ZipFile(out_path, "w", zipfile.ZIP_STORED) as z:
         for n, r in zip(wanted, results):
             with z.open(n + ".npy", "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, np.ascontiguousarray(r), allow_pickle=False)
+                # asarray keeps a scalar 0-d (ascontiguousarray would make it [1])
+                np.lib.format.write_array(f, np.asarray(r, order="C"), allow_pickle=False)
     return 0
 
 

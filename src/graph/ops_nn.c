@@ -548,6 +548,109 @@ static kiln_status infer_grid_sample(kn_infer *c) {
     return KILN_OK;
 }
 
+/* ---------------- quantization ---------------- */
+
+static bool quant_int(kiln_dtype t) {
+    return t == KILN_DTYPE_INT8 || t == KILN_DTYPE_UINT8 || t == KILN_DTYPE_INT16 ||
+           t == KILN_DTYPE_UINT16;
+}
+
+kiln_status kn_quant_geom(const kn_node *n, const kn_tinfo *in, int n_in, bool quantize, kn_quant *q) {
+    memset(q, 0, sizeof *q);
+    const kn_tinfo *x = &in[0], *scale = &in[1];
+    const kn_tinfo *zp = n_in > 2 && in[2].dtype != KILN_DTYPE_UNDEFINED ? &in[2] : NULL;
+    if (kn_attr_int(n, "block_size", 0) != 0)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "blocked quantization (block_size) is not supported yet");
+    if (!is_real(scale->dtype))
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "the scale has type %s, not a float type",
+                             kiln_dtype_name(scale->dtype));
+    if (quantize) {
+        int64_t od = kn_attr_int(n, "output_dtype", 0);
+        q->qtype = zp ? zp->dtype : od ? (kiln_dtype)od : KILN_DTYPE_UINT8;
+        q->ftype = x->dtype;
+        if (zp && od && od != (int64_t)zp->dtype)
+            return kn_node_error(n, KILN_ERR_SHAPE, "output_dtype %s differs from the zero point's %s",
+                                 kiln_dtype_name((kiln_dtype)od), kiln_dtype_name(zp->dtype));
+        if (!is_real(x->dtype))
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED, "x has type %s, not a float type",
+                                 kiln_dtype_name(x->dtype));
+    } else {
+        int64_t od = kn_attr_int(n, "output_dtype", 0);
+        q->qtype = x->dtype;
+        q->ftype = od ? (kiln_dtype)od : scale->dtype;
+        if (zp && zp->dtype != x->dtype)
+            return kn_node_error(n, KILN_ERR_SHAPE, "the zero point is %s, x is %s",
+                                 kiln_dtype_name(zp->dtype), kiln_dtype_name(x->dtype));
+        if (!is_real(q->ftype))
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED, "output_dtype %s is not a float type",
+                                 kiln_dtype_name(q->ftype));
+    }
+    if (!quant_int(q->qtype) && !(!quantize && q->qtype == KILN_DTYPE_INT32))
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                             "quantized type %s is not supported (int8, uint8, int16, uint16%s)",
+                             kiln_dtype_name(q->qtype), quantize ? "" : ", int32");
+    int64_t count = kn_numel(scale->rank, scale->dims);
+    if (scale->rank == 0 || (scale->rank == 1 && count == 1 && x->rank == 0)) {
+        q->axis = -1;
+    } else if (scale->rank == 1) {
+        int ax = 0;
+        int64_t a = kn_attr_int(n, "axis", 1);
+        if (a < -x->rank || a >= x->rank)
+            return kn_node_error(n, KILN_ERR_SHAPE, "axis %lld is out of range for rank %d", (long long)a,
+                                 x->rank);
+        ax = (int)(a < 0 ? a + x->rank : a);
+        if (count == 1 && x->dims[ax] != 1) {
+            q->axis = -1;
+        } else {
+            if (x->dims[ax] >= 0 && count >= 0 && count != x->dims[ax])
+                return kn_node_error(n, KILN_ERR_SHAPE, "%lld scales for axis %d of %lld",
+                                     (long long)count, ax, (long long)x->dims[ax]);
+            q->axis = ax;
+            q->channels = x->dims[ax];
+            q->inner = kn_numel(x->rank - ax - 1, x->dims + ax + 1);
+        }
+    } else {
+        return kn_node_error(n, KILN_ERR_SHAPE, "the scale must be a scalar or 1-D, has rank %d",
+                             scale->rank);
+    }
+    if (zp && kn_numel(zp->rank, zp->dims) != count)
+        return kn_node_error(n, KILN_ERR_SHAPE, "the zero point has %lld values, the scale %lld",
+                             (long long)kn_numel(zp->rank, zp->dims), (long long)count);
+    return KILN_OK;
+}
+
+static kiln_status infer_quantize(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    kn_quant q;
+    KN_TRY(kn_quant_geom(c->node, c->in, c->n_in, true, &q));
+    kn_same_as(&c->out[0], &c->in[0]);
+    c->out[0].dtype = q.qtype;
+    return KILN_OK;
+}
+
+static kiln_status infer_dequantize(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    kn_quant q;
+    KN_TRY(kn_quant_geom(c->node, c->in, c->n_in, false, &q));
+    kn_same_as(&c->out[0], &c->in[0]);
+    c->out[0].dtype = q.ftype;
+    return KILN_OK;
+}
+
+static kiln_status infer_dynamic_quantize(kn_infer *c) {
+    KN_TRY(need_inputs(c, 1));
+    if (c->in[0].dtype != KILN_DTYPE_FLOAT)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "x must be float, is %s",
+                             kiln_dtype_name(c->in[0].dtype));
+    kn_same_as(&c->out[0], &c->in[0]);
+    c->out[0].dtype = KILN_DTYPE_UINT8;
+    for (int o = 1; o < c->n_out && o < 3; o++) {
+        c->out[o].dtype = o == 1 ? KILN_DTYPE_FLOAT : KILN_DTYPE_UINT8;
+        c->out[o].rank = 0;
+    }
+    return KILN_OK;
+}
+
 /* ---------------- RoiAlign ---------------- */
 
 kiln_status kn_roi_align_geom(const kn_node *n, const kn_tinfo *x, const kn_tinfo *rois,
@@ -1182,6 +1285,9 @@ const kn_op_schema kn_ops_nn[] = {
     {"QLinearConv", "", infer_qlinear_conv, 0},
     {"MaxUnpool", "", infer_max_unpool, 1u << 2},
     {"GridSample", "", infer_grid_sample, 0},
+    {"QuantizeLinear", "", infer_quantize, 0},
+    {"DequantizeLinear", "", infer_dequantize, 0},
+    {"DynamicQuantizeLinear", "", infer_dynamic_quantize, 0},
     {"RoiAlign", "", infer_roi_align, 0},
     {"NonMaxSuppression", "", infer_nms, (1u << 2) | (1u << 3) | (1u << 4)},
     {"MaxPool", "", infer_pool, 0},

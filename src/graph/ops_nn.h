@@ -96,6 +96,18 @@ typedef struct kn_grid_sample {
     int64_t n, c, h, w, ho, wo;
 } kn_grid_sample;
 
+/* QuantizeLinear and DequantizeLinear: a scale (and zero point) for the
+ * whole tensor, or one per index of `axis`; `inner` elements follow that
+ * axis. The quantized side's type is `qtype`, the float side's `ftype`. */
+typedef struct kn_quant {
+    int axis;              /* -1: one scale for the whole tensor */
+    int64_t channels, inner;
+    kiln_dtype qtype, ftype;
+} kn_quant;
+/* in: x, scale, zero point (n_in 2 or 3); quantize: x is the float side. */
+KN_HIDDEN kiln_status kn_quant_geom(const kn_node *n, const kn_tinfo *in, int n_in, bool quantize,
+                                    kn_quant *q);
+
 /* RoiAlign: X [N, C, H, W], rois [R, 4] (x1, y1, x2, y2), batch_indices
  * [R] into Y [R, C, output_height, output_width]. */
 typedef struct kn_roi_align {

@@ -5,8 +5,8 @@ tolerances and on a perturbed model, per-output tolerances, error statistics,
 golden results, --all-tensors, the kiln reference when ONNX Runtime is
 missing), the ONNX writer (read -> write -> read gives the same outputs),
 `kiln debug reduce` (finds a planted node in a 50-node model) and `kiln debug
-precision` (finds the one FP16-sensitive layer), and NonMaxSuppression, RoiAlign
-and GridSample against ONNX Runtime on random inputs.
+precision` (finds the one FP16-sensitive layer), and NonMaxSuppression, RoiAlign,
+GridSample and the quantization ops against ONNX Runtime on random inputs.
 
 Needs numpy and onnx to make the models; exits 77 (skipped) without them.
 Parts that need onnxruntime are skipped when it cannot be imported."""
@@ -326,10 +326,11 @@ def test_debug(k, w, m):
 
 
 def sampling_models(w):
-    """Small models of the detection and sampling ops with random, seeded
-    constants (NonMaxSuppression in both box formats, RoiAlign in both modes
-    and coordinate conventions, GridSample in every mode and padding), each
-    written to the work folder; returns their paths."""
+    """Small models of the detection, sampling and quantization ops with
+    random, seeded constants (NonMaxSuppression in both box formats, RoiAlign
+    in both modes and coordinate conventions, GridSample in every mode and
+    padding, QuantizeLinear + DequantizeLinear pairs, DynamicQuantizeLinear),
+    each written to the work folder; returns their paths."""
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(7)
     paths = []
@@ -376,12 +377,38 @@ def sampling_models(w):
             save("gridsample_%s_%s" % (mode, pad), node,
                  [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3, 9, 8])],
                  [numpy_helper.from_array(grid, "grid")], "Y", [2, 3, 6, 7], 16)
+    # quantize then dequantize (a QDQ pair as quantization tools write them):
+    # int8 per channel, uint8 per tensor; and DynamicQuantizeLinear
+    for name, dtype, scale, zp, axis in (
+            ("qdq_int8_axis", np.int8, rng.uniform(0.01, 0.1, 4).astype(np.float32),
+             np.array([0, -3, 5, 1], np.int8), 1),
+            ("qdq_uint8_tensor", np.uint8, np.array(0.05, np.float32), np.array(128, np.uint8), 1)):
+        nodes = [helper.make_node("QuantizeLinear", ["X", "s", "z"], ["q"], axis=axis),
+                 helper.make_node("DequantizeLinear", ["q", "s", "z"], ["Y"], axis=axis)]
+        g = helper.make_graph(nodes, name,
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 4, 5])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3, 4, 5])],
+                              [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 8
+        onnx.save(m, w(name + ".onnx"))
+        paths.append(w(name + ".onnx"))
+    node = helper.make_node("DynamicQuantizeLinear", ["X"], ["y", "ys", "yz"])
+    g = helper.make_graph([node], "dql", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [6, 7])],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, [6, 7]),
+                           helper.make_tensor_value_info("ys", TensorProto.FLOAT, []),
+                           helper.make_tensor_value_info("yz", TensorProto.UINT8, [])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    m.ir_version = 8
+    onnx.save(m, w("dynamic_quantize.onnx"))
+    paths.append(w("dynamic_quantize.onnx"))
     return paths
 
 
 def test_sampling_ops(k, w):
-    """kiln's NonMaxSuppression, RoiAlign and GridSample against ONNX Runtime
-    on random inputs (the node tests have a few fixed cases each)."""
+    """kiln's NonMaxSuppression, RoiAlign, GridSample and quantization ops
+    against ONNX Runtime on random inputs (the node tests have a few fixed
+    cases each)."""
     for path in sampling_models(w):
         rc, so, se = run(k, "compare", path)
         check("compare vs onnxruntime: " + os.path.basename(path), rc == 0 and "PASSED" in so,

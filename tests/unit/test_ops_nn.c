@@ -2104,6 +2104,29 @@ static void test_errors(void) {
     KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "rank-5 (volumetric)");
     kc_free(&k);
 
+    /* QuantizeLinear / DequantizeLinear: blocked scales, a float8 target, a
+       scale per index that does not match the axis */
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 2, DIMS(4, 6), x);
+    kc_const(&k, "S", KILN_DTYPE_FLOAT, 2, DIMS(4, 3), x);
+    kc_node(&k, "QuantizeLinear", "", 21, 2, NAMES("X", "S"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_int(k.net, k.node, "block_size", 2));
+    KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "blocked quantization");
+    kc_free(&k);
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 2, DIMS(4, 6), x);
+    kc_const(&k, "S", KILN_DTYPE_FLOAT, 0, DIMS(0), x);
+    kc_node(&k, "QuantizeLinear", "", 21, 2, NAMES("X", "S"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_int(k.net, k.node, "output_dtype", KILN_DTYPE_FLOAT8E4M3FN));
+    KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "is not supported (int8, uint8, int16, uint16)");
+    kc_free(&k);
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_INT8, 2, DIMS(4, 6), x);
+    kc_const(&k, "S", KILN_DTYPE_FLOAT, 1, DIMS(5), x);
+    kc_node(&k, "DequantizeLinear", "", 13, 2, NAMES("X", "S"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "5 scales for axis 1 of 6");
+    kc_free(&k);
+
     /* RoiAlign: a mode it does not have, rois and batch indices that disagree */
     kc_new(&k);
     kc_input(&k, "X", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 3, 4), x);

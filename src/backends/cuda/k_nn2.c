@@ -330,6 +330,46 @@ static kiln_status grid_sample_run(const kb_run *r) {
     return KILN_OK;
 }
 
+/* ---------------- quantization ---------------- */
+
+static bool quant_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                           int n_out) {
+    bool q = strcmp(node->op_type, "QuantizeLinear") == 0;
+    kiln_dtype ft = q ? in[0].dtype : out[0].dtype;
+    return n_in >= 2 && n_out >= 1 && kc_is_float(ft) && kc_is_float(in[1].dtype);
+}
+
+static kiln_status quant_run(const kb_run *r) {
+    bool quantize = strcmp(r->node->op_type, "QuantizeLinear") == 0;
+    kn_tinfo ti[3];
+    int n = r->n_in < 3 ? r->n_in : 3;
+    for (int i = 0; i < n; i++) {
+        ti[i].dtype = r->in[i].data ? r->in[i].dtype : KILN_DTYPE_UNDEFINED;
+        ti[i].rank = r->in[i].rank;
+        memcpy(ti[i].dims, r->in[i].dims, sizeof ti[i].dims);
+    }
+    kn_quant g;
+    KN_TRY(kn_quant_geom(r->node, ti, n, quantize, &g));
+    kc_quant p = {quantize, g.qtype, g.ftype, r->in[1].dtype, kc_numel(&r->in[0]),
+                  g.axis < 0 ? 1 : g.channels, g.axis < 0 ? 1 : g.inner};
+    const void *zp = n > 2 && r->in[2].data ? r->in[2].data : NULL;
+    KC_CUDA(r->node, kc_quant_run(r->in[0].data, r->in[1].data, zp, r->out[0].data, &p, kc_stream(r)));
+    return KILN_OK;
+}
+
+static bool dynamic_quant_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                                   int n_out) {
+    return n_in >= 1 && n_out >= 3 && in[0].dtype == KILN_DTYPE_FLOAT;
+}
+
+static kiln_status dynamic_quant_run(const kb_run *r) {
+    if (r->n_out < 3 || !r->out[1].data || !r->out[2].data)
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "needs its three outputs");
+    KC_CUDA(r->node, kc_dynamic_quant(r->in[0].data, kc_numel(&r->in[0]), r->out[0].data, r->out[1].data,
+                                      r->out[2].data, kc_stream(r)));
+    return KILN_OK;
+}
+
 /* ---------------- RoiAlign ---------------- */
 
 static bool roi_align_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
@@ -908,6 +948,9 @@ const kb_kernel kb_cuda_nn2[] = {
     K_NN2("LRN", lrn_supports, lrn_run),
     K_NN2("LpPool", lppool_supports, lppool_run),
     K_NN2("GridSample", grid_sample_supports, grid_sample_run),
+    K_NN2("QuantizeLinear", quant_supports, quant_run),
+    K_NN2("DequantizeLinear", quant_supports, quant_run),
+    K_NN2("DynamicQuantizeLinear", dynamic_quant_supports, dynamic_quant_run),
     K_NN2("RoiAlign", roi_align_supports, roi_align_run),
     K_NN2("GlobalLpPool", global_lppool_supports, global_lppool_run),
     K_NN2("Einsum", einsum_supports, einsum_run),

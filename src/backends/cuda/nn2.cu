@@ -4,6 +4,7 @@
  * GridSample, one per output value for RoiAlign. Values are read and written through kc_ld_f /
  * kc_st_f, so float, float16 and bfloat16 share one kernel each. */
 #include "graph/grid_sample.h"
+#include "graph/quant.h"
 #include "graph/roi_align.h"
 #include "kc_dev.cuh"
 #include "nn2.cuh"
@@ -208,6 +209,105 @@ extern "C" cudaError_t kc_roi_align_run(const void *x, const void *rois, const i
         return cudaErrorInvalidValue;
     roi_align_kernel<<<kc_blocks(total, KC_THREADS), KC_THREADS, 0, stream>>>(x, rois, batch_idx, y, dt, *p,
                                                                             total);
+    return cudaGetLastError();
+}
+
+/* ---------------- quantization ---------------- */
+
+__device__ __forceinline__ double q_ld_int(const void *p, kiln_dtype t, int64_t i) {
+    switch (t) {
+    case KILN_DTYPE_INT8: return ((const int8_t *)p)[i];
+    case KILN_DTYPE_UINT8: return ((const uint8_t *)p)[i];
+    case KILN_DTYPE_INT16: return ((const int16_t *)p)[i];
+    case KILN_DTYPE_UINT16: return ((const uint16_t *)p)[i];
+    case KILN_DTYPE_INT32: return ((const int32_t *)p)[i];
+    default: return 0.0;
+    }
+}
+
+__device__ __forceinline__ void q_st_int(void *p, kiln_dtype t, int64_t i, double v) {
+    switch (t) {
+    case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case KILN_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case KILN_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    default: break;
+    }
+}
+
+__global__ void quant_kernel(const void *x, const void *scale, const void *zp, void *y, const kc_quant p,
+                             double lo, double hi) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t ch = p.channels > 1 ? (i / p.inner) % p.channels : 0;
+        const float s = kc_ld_f(scale, p.st, ch);
+        const double z = zp ? q_ld_int(zp, p.qt, ch) : 0.0;
+        if (p.quantize)
+            q_st_int(y, p.qt, i, kn_q_quantize(kc_ld_f(x, p.ft, i), s, z, lo, hi));
+        else
+            kc_st_f(y, p.ft, i, kn_q_dequantize(q_ld_int(x, p.qt, i), z, s));
+    }
+}
+
+extern "C" cudaError_t kc_quant_run(const void *x, const void *scale, const void *zp, void *y, const kc_quant *p,
+                                    cudaStream_t stream) {
+    if (!p)
+        return cudaErrorInvalidValue;
+    if (p->n <= 0)
+        return cudaSuccess;
+    double lo = 0, hi = 0;
+    if (!x || !scale || !y || (p->quantize && !kn_q_range((int)p->qt, &lo, &hi)) || p->inner <= 0)
+        return cudaErrorInvalidValue;
+    quant_kernel<<<kc_blocks(p->n, KC_THREADS), KC_THREADS, 0, stream>>>(x, scale, zp, y, *p, lo, hi);
+    return cudaGetLastError();
+}
+
+/* One block finds the range (min and max are exact in any order), then
+ * computes the parameters; a grid quantizes with them. */
+__global__ void dynamic_range_kernel(const float *x, int64_t n, float *scale, uint8_t *zp) {
+    __shared__ float smn[32], smx[32];
+    float mn = 0.f, mx = 0.f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        mn = fminf(mn, x[i]);
+        mx = fmaxf(mx, x[i]);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    }
+    if ((threadIdx.x & 31) == 0) {
+        smn[threadIdx.x >> 5] = mn;
+        smx[threadIdx.x >> 5] = mx;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < (int)(blockDim.x >> 5); w++) {
+            mn = fminf(mn, smn[w]);
+            mx = fmaxf(mx, smx[w]);
+        }
+        mn = fminf(mn, smn[0]);
+        mx = fmaxf(mx, smx[0]);
+        double z;
+        kn_q_dynamic_params(mn, mx, scale, &z);
+        *zp = (uint8_t)z;
+    }
+}
+
+__global__ void dynamic_quant_kernel(const float *x, int64_t n, uint8_t *y, const float *scale,
+                                     const uint8_t *zp) {
+    const float s = *scale;
+    const double z = *zp;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = (uint8_t)kn_q_quantize(x[i], s, z, 0.0, 255.0);
+}
+
+extern "C" cudaError_t kc_dynamic_quant(const float *x, int64_t n, uint8_t *y, float *scale, uint8_t *zp,
+                                        cudaStream_t stream) {
+    if (!scale || !zp || (n > 0 && (!x || !y)))
+        return cudaErrorInvalidValue;
+    dynamic_range_kernel<<<1, 1024, 0, stream>>>(x, n, scale, zp);
+    if (n > 0)
+        dynamic_quant_kernel<<<kc_blocks(n, KC_THREADS), KC_THREADS, 0, stream>>>(x, n, y, scale, zp);
     return cudaGetLastError();
 }
 

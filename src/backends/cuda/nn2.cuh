@@ -80,6 +80,20 @@ typedef struct kc_roi_align {
 cudaError_t kc_roi_align_run(const void *x, const void *rois, const int64_t *batch_idx, void *y,
                              kiln_dtype dt, const kc_roi_align *p, cudaStream_t stream);
 
+/* QuantizeLinear (quantize 1: x of ft into y of qt) and DequantizeLinear
+ * (0: x of qt into y of ft), per tensor (channels 1) or per axis (`inner`
+ * elements per scale index); zp may be NULL; graph/quant.h's arithmetic. */
+typedef struct kc_quant {
+    int quantize;
+    kiln_dtype qt, ft, st; /* quantized, float side, scale */
+    int64_t n, channels, inner;
+} kc_quant;
+cudaError_t kc_quant_run(const void *x, const void *scale, const void *zp, void *y, const kc_quant *p,
+                         cudaStream_t stream);
+/* DynamicQuantizeLinear of n floats: y uint8, *scale and *zp (device). */
+cudaError_t kc_dynamic_quant(const float *x, int64_t n, uint8_t *y, float *scale, uint8_t *zp,
+                             cudaStream_t stream);
+
 /* y[pl] = (sum |x|^p over the plane's `size` elements)^(1/p). */
 cudaError_t kc_global_lppool(const void *x, void *y, kiln_dtype dt, int64_t planes, int64_t size,
                              float p, cudaStream_t stream);

@@ -1,0 +1,76 @@
+/* k_quant.c - reference CPU kernels of QuantizeLinear, DequantizeLinear and
+ * DynamicQuantizeLinear: per tensor or per axis, the arithmetic of
+ * graph/quant.h. */
+#include "graph/quant.h"
+#include "k_nn.h"
+
+static kiln_status quant_setup(const kb_run *r, bool quantize, kn_quant *q) {
+    kn_tinfo ti[3];
+    int n = r->n_in < 3 ? r->n_in : 3;
+    for (int i = 0; i < n; i++) {
+        ti[i].dtype = r->in[i].data ? r->in[i].dtype : KILN_DTYPE_UNDEFINED;
+        ti[i].rank = r->in[i].rank;
+        memcpy(ti[i].dims, r->in[i].dims, sizeof ti[i].dims);
+    }
+    return kn_quant_geom(r->node, ti, n, quantize, q);
+}
+
+/* The scale / zero point index of element i. */
+static inline size_t quant_channel(const kn_quant *q, int64_t i) {
+    return q->axis < 0 ? 0 : (size_t)((i / q->inner) % q->channels);
+}
+
+kiln_status kb_quantize_run(const kb_run *r) {
+    kn_quant q;
+    KN_TRY(quant_setup(r, true, &q));
+    const kb_tensor *x = &r->in[0], *s = &r->in[1];
+    const kb_tensor *zp = r->n_in > 2 && r->in[2].data ? &r->in[2] : NULL;
+    double lo = 0, hi = 0;
+    kn_q_range((int)q.qtype, &lo, &hi); /* kn_quant_geom admits only types with a range */
+    int64_t n = kb_numel(x);
+    for (int64_t i = 0; i < n; i++) {
+        size_t ch = quant_channel(&q, i);
+        double z = zp ? kb_ld(zp->data, zp->dtype, ch) : 0.0;
+        double v = kn_q_quantize((float)kb_ld(x->data, x->dtype, (size_t)i),
+                                 (float)kb_ld(s->data, s->dtype, ch), z, lo, hi);
+        kb_st(r->out[0].data, q.qtype, (size_t)i, v);
+    }
+    return KILN_OK;
+}
+
+kiln_status kb_dequantize_run(const kb_run *r) {
+    kn_quant q;
+    KN_TRY(quant_setup(r, false, &q));
+    const kb_tensor *x = &r->in[0], *s = &r->in[1];
+    const kb_tensor *zp = r->n_in > 2 && r->in[2].data ? &r->in[2] : NULL;
+    int64_t n = kb_numel(x);
+    for (int64_t i = 0; i < n; i++) {
+        size_t ch = quant_channel(&q, i);
+        double z = zp ? kb_ld(zp->data, zp->dtype, ch) : 0.0;
+        float v = kn_q_dequantize(kb_ld(x->data, x->dtype, (size_t)i), z,
+                                  (float)kb_ld(s->data, s->dtype, ch));
+        kb_st(r->out[0].data, q.ftype, (size_t)i, v);
+    }
+    return KILN_OK;
+}
+
+kiln_status kb_dynamic_quantize_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    const float *xv = x->data;
+    int64_t n = kb_numel(x);
+    float mn = 0.f, mx = 0.f, scale;
+    for (int64_t i = 0; i < n; i++) {
+        mn = xv[i] < mn ? xv[i] : mn;
+        mx = xv[i] > mx ? xv[i] : mx;
+    }
+    double zp;
+    kn_q_dynamic_params(mn, mx, &scale, &zp);
+    uint8_t *y = r->out[0].data;
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (uint8_t)kn_q_quantize(xv[i], scale, zp, 0.0, 255.0);
+    if (r->n_out > 1 && r->out[1].data)
+        *(float *)r->out[1].data = scale;
+    if (r->n_out > 2 && r->out[2].data)
+        *(uint8_t *)r->out[2].data = (uint8_t)zp;
+    return KILN_OK;
+}

@@ -1,0 +1,58 @@
+/* quant.h - the arithmetic of QuantizeLinear, DequantizeLinear and
+ * DynamicQuantizeLinear, shared by the CPU reference and the CUDA kernels
+ * (plain C, host and device) so that both round alike: float division and
+ * products as the spec's reference computes them, round half to even,
+ * saturation to the integer type. */
+#ifndef KILN_QUANT_H
+#define KILN_QUANT_H
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define KN_Q_FN static __host__ __device__ __forceinline__
+#else
+#define KN_Q_FN static inline
+#endif
+
+/* The range of an integer quantized type: int8, uint8, int16, uint16
+ * (ONNX TensorProto codes 3, 2, 5, 4); 0 for any other. */
+KN_Q_FN int kn_q_range(int dtype, double *lo, double *hi) {
+    switch (dtype) {
+    case 3: *lo = -128.0; *hi = 127.0; return 1;
+    case 2: *lo = 0.0; *hi = 255.0; return 1;
+    case 5: *lo = -32768.0; *hi = 32767.0; return 1;
+    case 4: *lo = 0.0; *hi = 65535.0; return 1;
+    default: return 0;
+    }
+}
+
+/* round(x / scale) + zero_point, saturated to [lo, hi]; NaN gives the zero
+ * point. */
+KN_Q_FN double kn_q_quantize(float x, float scale, double zp, double lo, double hi) {
+    float v = x / scale;
+    double q = (double)rintf(v);
+    if (q != q)
+        q = 0.0;
+    q += zp;
+    return q < lo ? lo : q > hi ? hi : q;
+}
+
+/* (x - zero_point) * scale, in float. */
+KN_Q_FN float kn_q_dequantize(double x, double zp, float scale) {
+    return (float)(x - zp) * scale;
+}
+
+/* DynamicQuantizeLinear's uint8 scale and zero point from the data's range
+ * (widened to include 0). */
+KN_Q_FN void kn_q_dynamic_params(float mn, float mx, float *scale, double *zp) {
+    mx = mx > 0.f ? mx : 0.f;
+    mn = mn < 0.f ? mn : 0.f;
+    float s = (mx == mn ? 1.f : mx - mn) / 255.f;
+    float z = 0.f - mn / s;
+    z = z < 0.f ? 0.f : z > 255.f ? 255.f : z;
+    *scale = s;
+    *zp = (double)rintf(z);
+}
+
+#endif
