@@ -651,6 +651,30 @@ static kiln_status infer_dynamic_quantize(kn_infer *c) {
     return KILN_OK;
 }
 
+/* ---------------- window functions ---------------- */
+
+/* HannWindow, HammingWindow, BlackmanWindow: size is a scalar known on the
+ * host; the output [size] is of output_datatype (float by default). */
+static kiln_status infer_window(kn_infer *c) {
+    KN_TRY(need_inputs(c, 1));
+    const kn_tinfo *s = &c->in[0];
+    if ((s->dtype != KILN_DTYPE_INT64 && s->dtype != KILN_DTYPE_INT32) || kn_numel(s->rank, s->dims) != 1)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "size must be one int32 or int64 value");
+    if (!s->value)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "size must be known when the plan is built");
+    int64_t n = kn_value_int(s, 0);
+    if (n < 0)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "size %lld is negative", (long long)n);
+    kiln_dtype t = (kiln_dtype)kn_attr_int(c->node, "output_datatype", KILN_DTYPE_FLOAT);
+    if (!is_real(t))
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "output_datatype %s is not a float type",
+                             kiln_dtype_name(t));
+    c->out[0].dtype = t;
+    c->out[0].rank = 1;
+    c->out[0].dims[0] = n;
+    return KILN_OK;
+}
+
 /* ---------------- RoiAlign ---------------- */
 
 kiln_status kn_roi_align_geom(const kn_node *n, const kn_tinfo *x, const kn_tinfo *rois,
@@ -1285,6 +1309,9 @@ const kn_op_schema kn_ops_nn[] = {
     {"QLinearConv", "", infer_qlinear_conv, 0},
     {"MaxUnpool", "", infer_max_unpool, 1u << 2},
     {"GridSample", "", infer_grid_sample, 0},
+    {"HannWindow", "", infer_window, 1u << 0},
+    {"HammingWindow", "", infer_window, 1u << 0},
+    {"BlackmanWindow", "", infer_window, 1u << 0},
     {"QuantizeLinear", "", infer_quantize, 0},
     {"DequantizeLinear", "", infer_dequantize, 0},
     {"DynamicQuantizeLinear", "", infer_dynamic_quantize, 0},

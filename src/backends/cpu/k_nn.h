@@ -168,6 +168,7 @@ KN_HIDDEN kiln_status kb_cl_run(const kb_run *r);
 KN_HIDDEN void kb_cl_release(void *inst);
 KN_HIDDEN kiln_status kb_nn_max_unpool_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_grid_sample_run(const kb_run *r);
+KN_HIDDEN kiln_status kb_window_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_quantize_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_dequantize_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_dynamic_quantize_run(const kb_run *r);

@@ -8,6 +8,7 @@
 
 #include "elementwise.cuh"
 #include "graph/ops_nn.h"
+#include "graph/window.h"
 #include "kc_common.h"
 #include "nn2.cuh"
 
@@ -367,6 +368,22 @@ static kiln_status dynamic_quant_run(const kb_run *r) {
         return kn_node_error(r->node, KILN_ERR_SHAPE, "needs its three outputs");
     KC_CUDA(r->node, kc_dynamic_quant(r->in[0].data, kc_numel(&r->in[0]), r->out[0].data, r->out[1].data,
                                       r->out[2].data, kc_stream(r)));
+    return KILN_OK;
+}
+
+/* ---------------- window functions ---------------- */
+
+static bool window_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                            int n_out) {
+    return n_out >= 1 && (kc_is_float(out[0].dtype) || out[0].dtype == KILN_DTYPE_DOUBLE);
+}
+
+static kiln_status window_run(const kb_run *r) {
+    const char *op = r->node->op_type;
+    int kind = strcmp(op, "HannWindow") == 0 ? KN_WINDOW_HANN : strcmp(op, "HammingWindow") == 0 ? KN_WINDOW_HAMMING
+                                                                                                  : KN_WINDOW_BLACKMAN;
+    KC_CUDA(r->node, kc_window(r->out[0].data, r->out[0].dtype, kind, r->out[0].dims[0],
+                               kn_attr_int(r->node, "periodic", 1) != 0, kc_stream(r)));
     return KILN_OK;
 }
 
@@ -948,6 +965,9 @@ const kb_kernel kb_cuda_nn2[] = {
     K_NN2("LRN", lrn_supports, lrn_run),
     K_NN2("LpPool", lppool_supports, lppool_run),
     K_NN2("GridSample", grid_sample_supports, grid_sample_run),
+    K_NN2("HannWindow", window_supports, window_run),
+    K_NN2("HammingWindow", window_supports, window_run),
+    K_NN2("BlackmanWindow", window_supports, window_run),
     K_NN2("QuantizeLinear", quant_supports, quant_run),
     K_NN2("DequantizeLinear", quant_supports, quant_run),
     K_NN2("DynamicQuantizeLinear", dynamic_quant_supports, dynamic_quant_run),

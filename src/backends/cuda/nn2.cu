@@ -6,6 +6,7 @@
 #include "graph/grid_sample.h"
 #include "graph/quant.h"
 #include "graph/roi_align.h"
+#include "graph/window.h"
 #include "kc_dev.cuh"
 #include "nn2.cuh"
 
@@ -308,6 +309,27 @@ extern "C" cudaError_t kc_dynamic_quant(const float *x, int64_t n, uint8_t *y, f
     dynamic_range_kernel<<<1, 1024, 0, stream>>>(x, n, scale, zp);
     if (n > 0)
         dynamic_quant_kernel<<<kc_blocks(n, KC_THREADS), KC_THREADS, 0, stream>>>(x, n, y, scale, zp);
+    return cudaGetLastError();
+}
+
+/* ---------------- window functions ---------------- */
+
+__global__ void window_kernel(void *y, kiln_dtype dt, int kind, int64_t size, int periodic) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < size; i += (int64_t)gridDim.x * blockDim.x) {
+        const double v = kn_window_value(kind, i, size, periodic);
+        if (dt == KILN_DTYPE_DOUBLE)
+            ((double *)y)[i] = v;
+        else
+            kc_st_f(y, dt, i, (float)v);
+    }
+}
+
+extern "C" cudaError_t kc_window(void *y, kiln_dtype dt, int kind, int64_t size, int periodic, cudaStream_t stream) {
+    if (size <= 0)
+        return cudaSuccess;
+    if (!y)
+        return cudaErrorInvalidValue;
+    window_kernel<<<kc_blocks(size, KC_THREADS), KC_THREADS, 0, stream>>>(y, dt, kind, size, periodic);
     return cudaGetLastError();
 }
 

@@ -94,6 +94,9 @@ cudaError_t kc_quant_run(const void *x, const void *scale, const void *zp, void 
 cudaError_t kc_dynamic_quant(const float *x, int64_t n, uint8_t *y, float *scale, uint8_t *zp,
                              cudaStream_t stream);
 
+/* A window function (graph/window.h's kind) of `size` values of dt. */
+cudaError_t kc_window(void *y, kiln_dtype dt, int kind, int64_t size, int periodic, cudaStream_t stream);
+
 /* y[pl] = (sum |x|^p over the plane's `size` elements)^(1/p). */
 cudaError_t kc_global_lppool(const void *x, void *y, kiln_dtype dt, int64_t planes, int64_t size,
                              float p, cudaStream_t stream);
