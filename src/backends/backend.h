@@ -4,6 +4,8 @@
 #ifndef KILN_BACKEND_H
 #define KILN_BACKEND_H
 
+#include <string.h>
+
 #include "graph/graph.h"
 
 /* A tensor as a kernel sees it: contiguous, row-major. For an absent optional
@@ -17,6 +19,18 @@ typedef struct kb_tensor {
                                  (constants, shape values), else NULL; GPU
                                  kernels read value inputs (Slice starts...) here */
 } kb_tensor;
+
+/* The type and shape of tensors as shape inference sees them, for the
+ * geometry helpers kernels share with it (graph/ops_nn.h); an input
+ * without data (an absent optional one) is UNDEFINED. */
+static inline void kb_tinfo_of(const kb_tensor *t, int n, kn_tinfo *out) {
+    for (int i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].dtype = t[i].data ? t[i].dtype : KILN_DTYPE_UNDEFINED;
+        out[i].rank = t[i].rank;
+        memcpy(out[i].dims, t[i].dims, sizeof out[i].dims);
+    }
+}
 
 /* One call of a kernel. */
 typedef struct kb_run {

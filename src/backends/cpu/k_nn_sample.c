@@ -10,10 +10,9 @@ kiln_status kb_nn_grid_sample_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0], *grid = &r->in[1];
     kb_tensor *y = &r->out[0];
     kn_grid_sample g;
-    kn_tinfo xi = {.dtype = x->dtype, .rank = x->rank}, gi = {.dtype = grid->dtype, .rank = grid->rank};
-    memcpy(xi.dims, x->dims, sizeof xi.dims);
-    memcpy(gi.dims, grid->dims, sizeof gi.dims);
-    KN_TRY(kn_grid_sample_geom(r->node, &xi, &gi, &g));
+    kn_tinfo ti[2];
+    kb_tinfo_of(r->in, 2, ti);
+    KN_TRY(kn_grid_sample_geom(r->node, &ti[0], &ti[1], &g));
     const int64_t plane = g.h * g.w, oplane = g.ho * g.wo, total = g.n * oplane;
     int nth = r->threads > 1 && total * g.c > 32768 ? r->threads : 1;
 #pragma omp parallel for num_threads(nth) schedule(static)
@@ -52,11 +51,7 @@ kiln_status kb_nn_roi_align_run(const kb_run *r) {
     kb_tensor *y = &r->out[0];
     kn_roi_align g;
     kn_tinfo ti[3];
-    for (int i = 0; i < 3; i++) {
-        ti[i].dtype = r->in[i].dtype;
-        ti[i].rank = r->in[i].rank;
-        memcpy(ti[i].dims, r->in[i].dims, sizeof ti[i].dims);
-    }
+    kb_tinfo_of(r->in, 3, ti);
     KN_TRY(kn_roi_align_geom(r->node, &ti[0], &ti[1], &ti[2], &g));
     for (int64_t k = 0; k < g.rois; k++) {
         int64_t b = (int64_t)kb_ld(idx->data, idx->dtype, (size_t)k);

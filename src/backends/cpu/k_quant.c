@@ -7,11 +7,7 @@
 static kiln_status quant_setup(const kb_run *r, bool quantize, kn_quant *q) {
     kn_tinfo ti[3];
     int n = r->n_in < 3 ? r->n_in : 3;
-    for (int i = 0; i < n; i++) {
-        ti[i].dtype = r->in[i].data ? r->in[i].dtype : KILN_DTYPE_UNDEFINED;
-        ti[i].rank = r->in[i].rank;
-        memcpy(ti[i].dims, r->in[i].dims, sizeof ti[i].dims);
-    }
+    kb_tinfo_of(r->in, n, ti);
     return kn_quant_geom(r->node, ti, n, quantize, q);
 }
 

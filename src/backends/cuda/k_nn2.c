@@ -320,11 +320,10 @@ static bool grid_sample_supports(const kn_node *node, const kn_tinfo *in, int n_
 
 static kiln_status grid_sample_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0], *grid = &r->in[1];
-    kn_tinfo xi = {.dtype = x->dtype, .rank = x->rank}, gi = {.dtype = grid->dtype, .rank = grid->rank};
-    memcpy(xi.dims, x->dims, sizeof xi.dims);
-    memcpy(gi.dims, grid->dims, sizeof gi.dims);
+    kn_tinfo ti[2];
+    kb_tinfo_of(r->in, 2, ti);
     kn_grid_sample g;
-    KN_TRY(kn_grid_sample_geom(r->node, &xi, &gi, &g));
+    KN_TRY(kn_grid_sample_geom(r->node, &ti[0], &ti[1], &g));
     kc_grid_sample p = {g.mode, g.padding, g.align_corners, g.n, g.c, g.h, g.w, g.ho, g.wo};
     KC_CUDA(r->node, kc_grid_sample_run(x->data, x->dtype, grid->data, grid->dtype, r->out[0].data,
                                         &p, kc_stream(r)));
@@ -344,11 +343,7 @@ static kiln_status quant_run(const kb_run *r) {
     bool quantize = strcmp(r->node->op_type, "QuantizeLinear") == 0;
     kn_tinfo ti[3];
     int n = r->n_in < 3 ? r->n_in : 3;
-    for (int i = 0; i < n; i++) {
-        ti[i].dtype = r->in[i].data ? r->in[i].dtype : KILN_DTYPE_UNDEFINED;
-        ti[i].rank = r->in[i].rank;
-        memcpy(ti[i].dims, r->in[i].dims, sizeof ti[i].dims);
-    }
+    kb_tinfo_of(r->in, n, ti);
     kn_quant g;
     KN_TRY(kn_quant_geom(r->node, ti, n, quantize, &g));
     kc_quant p = {quantize, g.qtype, g.ftype, r->in[1].dtype, kc_numel(&r->in[0]),
@@ -397,11 +392,7 @@ static bool roi_align_supports(const kn_node *node, const kn_tinfo *in, int n_in
 
 static kiln_status roi_align_run(const kb_run *r) {
     kn_tinfo ti[3];
-    for (int i = 0; i < 3; i++) {
-        ti[i].dtype = r->in[i].dtype;
-        ti[i].rank = r->in[i].rank;
-        memcpy(ti[i].dims, r->in[i].dims, sizeof ti[i].dims);
-    }
+    kb_tinfo_of(r->in, 3, ti);
     kn_roi_align g;
     KN_TRY(kn_roi_align_geom(r->node, &ti[0], &ti[1], &ti[2], &g));
     kc_roi_align p = {g.mode, g.half_pixel, g.oh, g.ow, g.sampling, g.scale, g.n, g.c, g.h, g.w, g.rois};
