@@ -23,12 +23,13 @@ enum { EV_H2D, EV_COMPUTE, EV_D2H, EV_END, EV_N };
 typedef struct it_times {
     double enq_start, enq_end;
     double h2d_start, compute_start, compute_end, end;
+    int stream;
 } it_times;
 
 typedef struct out_copy {
-    const char *name;
     size_t bytes;
-    void *host; /* where the output is copied every iteration (owned) */
+    const void *src; /* the output in engine memory (the context's, stable across runs) */
+    void *host;      /* where it is copied every iteration (owned) */
 } out_copy;
 
 /* A barrier whose count drops when a party never comes (a thread that
@@ -75,9 +76,10 @@ typedef struct stream_run {
     bool own_ctx;
     int index;
     void *stream;
-    const io_buf *ins;
+    const io_buf *ins, *out_io;
     int n_in;
     void **dev;         /* inputs in engine memory (the first stream's are ins[i].dev) */
+    bool *copy_in;      /* inputs copied every iteration (not shape tensors, not empty) */
     out_copy *outs;
     int n_out;
     kiln_event *ev[DEPTH][EV_N];
@@ -119,8 +121,12 @@ static bool stream_setup(stream_run *s, kiln_context *first) {
     const exec_timing *t = s->t;
     kiln_status st;
     s->dev = calloc((size_t)s->n_in + 1, sizeof *s->dev);
-    if (!s->dev)
+    s->copy_in = calloc((size_t)s->n_in + 1, sizeof *s->copy_in);
+    if (!s->dev || !s->copy_in)
         return fail(s, "inputs", KILN_ERR_OUT_OF_MEMORY);
+    for (int i = 0; i < s->n_in; i++)
+        s->copy_in[i] =
+            s->ins[i].bytes && !kiln_engine_tensor_is_shape_input(s->eng, s->ins[i].name);
     if (!first) {
         for (int i = 0; i < s->n_in; i++)
             s->dev[i] = s->ins[i].dev;
@@ -153,23 +159,26 @@ static bool stream_setup(stream_run *s, kiln_context *first) {
     return true;
 }
 
-/* Output sizes, known after a run; a pinned host buffer each, for the
- * copies out. */
-static bool outputs_setup(stream_run *s, const io_buf *outs) {
+/* Output sizes and addresses, known after a run; a pinned host buffer
+ * each, for the copies out. */
+static bool outputs_setup(stream_run *s) {
+    const io_buf *outs = s->out_io;
     s->outs = calloc((size_t)s->n_out + 1, sizeof *s->outs);
     if (!s->outs)
         return fail(s, "outputs", KILN_ERR_OUT_OF_MEMORY);
     for (int i = 0; i < s->n_out; i++) {
         out_copy *o = &s->outs[i];
         int64_t dims[KILN_MAX_DIMS];
-        o->name = outs[i].name;
-        int rank = kiln_context_tensor_shape(s->ctx, o->name, dims);
+        int rank = kiln_context_tensor_shape(s->ctx, outs[i].name, dims);
         if (rank < 0)
-            return fail(s, o->name, KILN_ERR_SHAPE);
+            return fail(s, outs[i].name, KILN_ERR_SHAPE);
         o->bytes = cli_volume(rank, dims) * kiln_dtype_size(outs[i].dtype);
+        o->src = kiln_context_tensor_address(s->ctx, outs[i].name);
+        if (o->bytes && !o->src)
+            return fail(s, outs[i].name, KILN_ERR_RUNTIME);
         kiln_status st = kiln_engine_alloc_host(s->eng, o->bytes + 1, &o->host);
         if (st != KILN_OK)
-            return fail(s, o->name, st);
+            return fail(s, outs[i].name, st);
     }
     return true;
 }
@@ -187,13 +196,11 @@ static bool issue(stream_run *s, int k) {
     if (s->t->transfers && !record(s, s->ev[k][EV_H2D]))
         return false;
     if (s->t->transfers)
-        for (int i = 0; i < s->n_in; i++) {
-            const io_buf *b = &s->ins[i];
-            if (b->bytes && !kiln_engine_tensor_is_shape_input(s->eng, b->name) &&
-                (st = kiln_engine_copy_async(s->eng, s->dev[i], b->data, b->bytes,
-                                             KILN_COPY_TO_DEVICE, s->stream)) != KILN_OK)
-                return fail(s, b->name, st);
-        }
+        for (int i = 0; i < s->n_in; i++)
+            if (s->copy_in[i] && (st = kiln_engine_copy_async(s->eng, s->dev[i], s->ins[i].data,
+                                                              s->ins[i].bytes, KILN_COPY_TO_DEVICE,
+                                                              s->stream)) != KILN_OK)
+                return fail(s, s->ins[i].name, st);
     if (!record(s, s->ev[k][EV_COMPUTE]))
         return false;
     if ((st = kiln_context_enqueue(s->ctx, s->stream)) != KILN_OK)
@@ -203,12 +210,9 @@ static bool issue(stream_run *s, int k) {
     if (s->t->transfers && s->outs)
         for (int i = 0; i < s->n_out; i++) {
             out_copy *o = &s->outs[i];
-            const void *addr = kiln_context_tensor_address(s->ctx, o->name);
-            if (o->bytes && !addr)
-                return fail(s, o->name, KILN_ERR_RUNTIME);
-            if (o->bytes && (st = kiln_engine_copy_async(s->eng, o->host, addr, o->bytes,
+            if (o->bytes && (st = kiln_engine_copy_async(s->eng, o->host, o->src, o->bytes,
                                                          KILN_COPY_TO_HOST, s->stream)) != KILN_OK)
-                return fail(s, o->name, st);
+                return fail(s, s->out_io[i].name, st);
         }
     if (s->t->transfers && !record(s, s->ev[k][EV_END]))
         return false;
@@ -260,12 +264,13 @@ static bool collect(stream_run *s, int k) {
     it->compute_start = at[EV_COMPUTE];
     it->compute_end = at[EV_D2H];
     it->end = at[EV_END];
+    it->stream = s->index;
     return true;
 }
 
 /* Untimed iterations, each waited for, until warmup_ms have passed; at
  * least one, which also gives the outputs' sizes. */
-static bool warm_up(stream_run *s, const io_buf *outs) {
+static bool warm_up(stream_run *s) {
     double start = now_ms(), zero = 0;
     double *t0 = s->t0;
     s->t0 = &zero;
@@ -279,7 +284,7 @@ static bool warm_up(stream_run *s, const io_buf *outs) {
     if (ok && s->index == 0)
         cli_info("Warm-up: %d iteration(s) in %.3f ms%s", runs, now_ms() - start,
                  s->t->streams > 1 ? " (first stream)" : "");
-    return ok && outputs_setup(s, outs);
+    return ok && outputs_setup(s);
 }
 
 /* Timed iterations: enqueue one ahead, wait for the older, until the
@@ -321,8 +326,7 @@ static void *stream_main(void *arg) {
             kiln_status st = kiln_event_create(s->eng, &s->ev[k][e]);
             ok = st == KILN_OK || fail(s, "creating an event", st);
         }
-    const io_buf *outs = s->ins + s->n_in; /* see exec_timed_runs */
-    ok = ok && warm_up(s, outs);
+    ok = ok && warm_up(s);
     if (ok && s->index == 0 && s->t->profile) /* layer times of the timed runs only */
         kiln_context_set_profiling(s->ctx, 1);
     s->ok = ok;
@@ -361,6 +365,7 @@ static void stream_free(stream_run *s) {
                 kiln_engine_free(s->eng, s->dev[i]);
     }
     free(s->dev);
+    free(s->copy_in);
     free(s->times);
 }
 
@@ -471,10 +476,6 @@ static bool export_times(const exec_timing *t, const stream_run *runs, size_t to
     fputs("[", f);
     for (size_t i = 0; i < n; i++) {
         const it_times *it = order[i];
-        int stream = 0;
-        for (int k = 0; k < t->streams; k++)
-            if (it >= runs[k].times && it < runs[k].times + runs[k].n)
-                stream = k;
         fprintf(f,
                 "%s\n  { \"startEnqMs\" : %.6f, \"endEnqMs\" : %.6f, \"startH2dMs\" : %.6f, "
                 "\"endH2dMs\" : %.6f, \"startComputeMs\" : %.6f, \"endComputeMs\" : %.6f, "
@@ -483,7 +484,7 @@ static bool export_times(const exec_timing *t, const stream_run *runs, size_t to
                 i ? "," : "", it->enq_start, it->enq_end, it->h2d_start, it->compute_start,
                 it->compute_start, it->compute_end, it->compute_end, it->end,
                 it->compute_start - it->h2d_start, it->compute_end - it->compute_start,
-                it->end - it->compute_end, latency(it), stream);
+                it->end - it->compute_end, latency(it), it->stream);
     }
     fputs("\n]\n", f);
     bool ok = !ferror(f);
@@ -563,9 +564,10 @@ static bool summary(const exec_timing *t, kiln_engine *eng, const stream_run *ru
 }
 
 /* Every stream from setup to summary, with the shared state made. */
-static bool run_streams(const exec_timing *t, kiln_engine *eng, kiln_context *ctx, const io_buf *ins,
-                        int n_in, int n_out, stream_run *runs, pthread_t *threads, bool *started,
-                        kiln_event **base, gate *g) {
+static bool run_streams(const exec_timing *t, kiln_engine *eng, kiln_context *ctx,
+                        const io_buf *ins, int n_in, const io_buf *outs, int n_out,
+                        stream_run *runs, pthread_t *threads, bool *started, kiln_event **base,
+                        gate *g) {
     double t0 = 0;
     bool go = false, ok = true;
     for (int k = 0; k < t->streams; k++) {
@@ -576,6 +578,7 @@ static bool run_streams(const exec_timing *t, kiln_engine *eng, kiln_context *ct
         s->index = k;
         s->ins = ins;
         s->n_in = n_in;
+        s->out_io = outs;
         s->n_out = n_out;
         s->gate = g;
         s->all = runs;
@@ -613,10 +616,6 @@ static bool run_streams(const exec_timing *t, kiln_engine *eng, kiln_context *ct
 
 bool exec_timed_runs(const exec_timing *t, kiln_engine *eng, kiln_context *ctx, const io_buf *ins,
                      int n_in, const io_buf *outs, int n_out) {
-    if (outs != ins + n_in) {
-        cli_error("internal: outputs must follow the inputs");
-        return false;
-    }
     stream_run *runs = calloc((size_t)t->streams, sizeof *runs);
     pthread_t *threads = calloc((size_t)t->streams, sizeof *threads);
     bool *started = calloc((size_t)t->streams, sizeof *started);
@@ -634,7 +633,8 @@ bool exec_timed_runs(const exec_timing *t, kiln_engine *eng, kiln_context *ctx, 
     bool cv = mu && pthread_cond_init(&g.cv, NULL) == 0;
     if (ok && !cv)
         cli_error("cannot make a thread barrier");
-    ok = ok && cv && run_streams(t, eng, ctx, ins, n_in, n_out, runs, threads, started, &base, &g);
+    ok = ok && cv &&
+         run_streams(t, eng, ctx, ins, n_in, outs, n_out, runs, threads, started, &base, &g);
     if (cv)
         pthread_cond_destroy(&g.cv);
     if (mu)
