@@ -9,24 +9,15 @@
 #include "exec.h"
 #include "npy.h"
 
-#define MAX_PERCENTILES EXEC_MAX_PERCENTILES
-
 typedef struct exec_opts {
     cli_build_opts b;
     const char *save_engine, *load_engine;
     const char *load_inputs, *export_output, *export_profile, *export_layer_info;
-    const char *export_times;
-    long long iterations;
-    double warmup_ms, duration_s, idle_ms;
-    int streams, avg_runs;
-    bool avg_runs_given, no_transfers, spin_wait, time_deserialize;
+    exec_timing run;            /* the timed runs' flags (graphs: -1 = library default) */
+    bool time_deserialize;
     int device;                 /* --device: -1 = not given */
     bool skip_inference, plan_version_only, separate_profile;
     bool dump_output, dump_profile, dump_layer_info;
-    int profile_index;
-    int graphs;                 /* -1 = library default, 0 off, 1 on */
-    int n_percentiles;
-    double percentiles[MAX_PERCENTILES];
     uint64_t seed;
     npy_range_list ranges;  /* --val-range */
 } exec_opts;
@@ -130,7 +121,7 @@ void cli_exec_usage(FILE *f) {
 static bool parse_percentiles(const char *flag, const char *value, exec_opts *o) {
     if (!cli_need_value(flag, value))
         return false;
-    o->n_percentiles = 0;
+    o->run.n_percentiles = 0;
     const char *p = value;
     while (*p) {
         char buf[32];
@@ -140,15 +131,15 @@ static bool parse_percentiles(const char *flag, const char *value, exec_opts *o)
             cli_error("%s: bad list '%s' (expected e.g. 90,95,99)", flag, value);
             return false;
         }
-        if (o->n_percentiles == MAX_PERCENTILES) {
-            cli_error("%s: at most %d percentiles", flag, MAX_PERCENTILES);
+        if (o->run.n_percentiles == EXEC_MAX_PERCENTILES) {
+            cli_error("%s: at most %d percentiles", flag, EXEC_MAX_PERCENTILES);
             return false;
         }
         memcpy(buf, p, n);
         buf[n] = '\0';
-        if (!cli_parse_double(flag, buf, 0.0, 100.0, &o->percentiles[o->n_percentiles]))
+        if (!cli_parse_double(flag, buf, 0.0, 100.0, &o->run.percentiles[o->run.n_percentiles]))
             return false;
-        o->n_percentiles++;
+        o->run.n_percentiles++;
         p = comma ? comma + 1 : p + n;
     }
     return true;
@@ -200,29 +191,29 @@ static int parse_args(int argc, char **argv, exec_opts *o, bool *stop) {
             o->export_profile = value;
         } else if (strcmp(name, "--exportTimes") == 0) {
             ok = cli_need_value(name, value);
-            o->export_times = value;
+            o->run.export_times = value;
         } else if (strcmp(name, "--infStreams") == 0 || strcmp(name, "--streams") == 0) {
             ok = cli_parse_int(name, value, 1, 256, &n);
-            o->streams = (int)n;
+            o->run.streams = (int)n;
         } else if (strcmp(name, "--avgRuns") == 0) {
             ok = cli_parse_int(name, value, 1, 1000000, &n);
-            o->avg_runs = (int)n;
-            o->avg_runs_given = true;
+            o->run.avg_runs = (int)n;
+            o->run.avg_runs_given = true;
         } else if (strcmp(name, "--idleTime") == 0) {
-            ok = cli_parse_double(name, value, 0.0, 1e6, &o->idle_ms);
+            ok = cli_parse_double(name, value, 0.0, 1e6, &o->run.idle_ms);
         } else if (strcmp(name, "--exportLayerInfo") == 0) {
             ok = cli_need_value(name, value);
             o->export_layer_info = value;
         } else if (strcmp(name, "--iterations") == 0) {
             ok = cli_parse_int(name, value, 1, 1000000000LL, &n);
-            o->iterations = n;
+            o->run.iterations = n;
         } else if (strcmp(name, "--warmUp") == 0) {
-            ok = cli_parse_double(name, value, 0.0, 1e9, &o->warmup_ms);
+            ok = cli_parse_double(name, value, 0.0, 1e9, &o->run.warmup_ms);
         } else if (strcmp(name, "--duration") == 0) {
-            ok = cli_parse_double(name, value, 0.0, 1e7, &o->duration_s);
+            ok = cli_parse_double(name, value, 0.0, 1e7, &o->run.duration_s);
         } else if (strcmp(name, "--profile") == 0) {
             ok = cli_parse_int(name, value, 0, 1 << 20, &n);
-            o->profile_index = (int)n;
+            o->run.profile_index = (int)n;
         } else if (strcmp(name, "--val-range") == 0) {
             char err[NPY_ERR_CAP];
             ok = cli_need_value(name, value) && npy_parse_ranges(value, &o->ranges, err);
@@ -256,13 +247,13 @@ static int parse_args(int argc, char **argv, exec_opts *o, bool *stop) {
             cli_verbose = true;
         } else if (strcmp(name, "--useCudaGraph") == 0 || strcmp(name, "--noCudaGraph") == 0) {
             ok = cli_no_value(name, value);
-            o->graphs = strcmp(name, "--useCudaGraph") == 0;
+            o->run.graphs = strcmp(name, "--useCudaGraph") == 0;
         } else if (strcmp(name, "--noDataTransfers") == 0) {
             ok = cli_no_value(name, value);
-            o->no_transfers = true;
+            o->run.transfers = false;
         } else if (strcmp(name, "--useSpinWait") == 0) {
             ok = cli_no_value(name, value);
-            o->spin_wait = true;
+            o->run.spin_wait = true;
         } else if (strcmp(name, "--timeDeserialize") == 0) {
             ok = cli_no_value(name, value);
             o->time_deserialize = true;
@@ -511,8 +502,8 @@ static bool run_shape(const exec_opts *o, kiln_engine *eng, io_buf *b) {
     /* a shape tensor: what --shapes (else, when building here, the profile's
        opt shapes) gives for it are its values */
     const cli_shape *v = s;
-    if (!v && o->b.onnx && o->profile_index < o->b.n_profiles)
-        v = cli_shape_find(&o->b.profiles[o->profile_index].opt, b->name);
+    if (!v && o->b.onnx && o->run.profile_index < o->b.n_profiles)
+        v = cli_shape_find(&o->b.profiles[o->run.profile_index].opt, b->name);
     if (cli_is_value_spec(b->dtype, rank, b->dims, v)) {
         b->values = v;
         b->rank = rank;
@@ -536,7 +527,7 @@ static bool run_shape(const exec_opts *o, kiln_engine *eng, io_buf *b) {
         return true;
     int prank = 0;
     int64_t opt[KILN_MAX_DIMS];
-    kiln_status st = kiln_engine_profile_shape(eng, o->profile_index, b->name, &prank, NULL,
+    kiln_status st = kiln_engine_profile_shape(eng, o->run.profile_index, b->name, &prank, NULL,
                                                opt, NULL);
     if (st != KILN_OK) {
         cli_kiln_error(b->name, st);
@@ -962,8 +953,8 @@ static int infer(const exec_opts *o, kiln_engine *eng) {
     }
     if (o->load_inputs && !check_load_inputs_names(o->load_inputs, eng))
         goto done;
-    if (o->profile_index >= kiln_engine_num_profiles(eng)) {
-        cli_error("--profile=%d: the engine has %d profile(s)", o->profile_index,
+    if (o->run.profile_index >= kiln_engine_num_profiles(eng)) {
+        cli_error("--profile=%d: the engine has %d profile(s)", o->run.profile_index,
                   kiln_engine_num_profiles(eng));
         goto done;
     }
@@ -971,39 +962,24 @@ static int infer(const exec_opts *o, kiln_engine *eng) {
         cli_kiln_error("creating an execution context", st);
         goto done;
     }
-    if ((st = kiln_context_set_profile(ctx, o->profile_index)) != KILN_OK) {
+    if ((st = kiln_context_set_profile(ctx, o->run.profile_index)) != KILN_OK) {
         cli_kiln_error("--profile", st);
         goto done;
     }
-    if (o->graphs >= 0)
-        kiln_context_set_graphs(ctx, o->graphs);
+    if (o->run.graphs >= 0)
+        kiln_context_set_graphs(ctx, o->run.graphs);
     kiln_context_set_threads(ctx, o->b.threads);
     if (!setup_inputs(o, eng, ctx, bufs, n_in))
         goto done;
     bool want_profile = o->export_profile || o->dump_profile;
-    exec_timing t;
-    memset(&t, 0, sizeof t);
-    t.iterations = o->iterations;
-    t.warmup_ms = o->warmup_ms;
-    t.duration_s = o->duration_s;
-    t.idle_ms = o->idle_ms;
-    t.streams = o->streams;
-    t.avg_runs = o->avg_runs;
-    t.avg_runs_given = o->avg_runs_given;
-    t.transfers = !o->no_transfers;
-    t.spin_wait = o->spin_wait;
+    exec_timing t = o->run;
     t.profile = want_profile && !o->separate_profile;
-    t.n_percentiles = o->n_percentiles;
-    memcpy(t.percentiles, o->percentiles, sizeof t.percentiles);
-    t.export_times = o->export_times;
-    t.profile_index = o->profile_index;
-    t.graphs = o->graphs;
     t.threads = o->b.threads;
     if (!exec_timed_runs(&t, eng, ctx, bufs, n_in, bufs + n_in, n_io - n_in))
         goto done;
     if (want_profile && o->separate_profile) {
         kiln_context_set_profiling(ctx, 1);
-        for (long long i = 0; i < o->iterations; i++)
+        for (long long i = 0; i < o->run.iterations; i++)
             if (!run_once(ctx))
                 goto done;
         kiln_context_set_profiling(ctx, 0);
@@ -1031,18 +1007,19 @@ done:
 int cli_cmd_exec(int argc, char **argv) {
     exec_opts o;
     memset(&o, 0, sizeof o);
-    o.iterations = 10;
-    o.warmup_ms = 200;
-    o.duration_s = 3;
+    o.run.iterations = 10;
+    o.run.warmup_ms = 200;
+    o.run.duration_s = 3;
     o.seed = 1;
-    o.graphs = -1;
-    o.streams = 1;
-    o.avg_runs = 10;
+    o.run.graphs = -1;
+    o.run.streams = 1;
+    o.run.transfers = true;
+    o.run.avg_runs = 10;
     o.device = -1;
-    o.n_percentiles = 3;
-    o.percentiles[0] = 90;
-    o.percentiles[1] = 95;
-    o.percentiles[2] = 99;
+    o.run.n_percentiles = 3;
+    o.run.percentiles[0] = 90;
+    o.run.percentiles[1] = 95;
+    o.run.percentiles[2] = 99;
     bool stop = false;
     int rc = parse_args(argc, argv, &o, &stop);
     if (rc || stop) {
