@@ -619,21 +619,14 @@ kiln_status kn_quant_geom(const kn_node *n, const kn_tinfo *in, int n_in, bool q
     return KILN_OK;
 }
 
-static kiln_status infer_quantize(kn_infer *c) {
+/* QuantizeLinear and DequantizeLinear: x's shape, the other side's type. */
+static kiln_status infer_quant(kn_infer *c) {
     KN_TRY(need_inputs(c, 2));
+    bool quantize = strcmp(c->node->op_type, "QuantizeLinear") == 0;
     kn_quant q;
-    KN_TRY(kn_quant_geom(c->node, c->in, c->n_in, true, &q));
+    KN_TRY(kn_quant_geom(c->node, c->in, c->n_in, quantize, &q));
     kn_same_as(&c->out[0], &c->in[0]);
-    c->out[0].dtype = q.qtype;
-    return KILN_OK;
-}
-
-static kiln_status infer_dequantize(kn_infer *c) {
-    KN_TRY(need_inputs(c, 2));
-    kn_quant q;
-    KN_TRY(kn_quant_geom(c->node, c->in, c->n_in, false, &q));
-    kn_same_as(&c->out[0], &c->in[0]);
-    c->out[0].dtype = q.ftype;
+    c->out[0].dtype = quantize ? q.qtype : q.ftype;
     return KILN_OK;
 }
 
@@ -1312,8 +1305,8 @@ const kn_op_schema kn_ops_nn[] = {
     {"HannWindow", "", infer_window, 1u << 0},
     {"HammingWindow", "", infer_window, 1u << 0},
     {"BlackmanWindow", "", infer_window, 1u << 0},
-    {"QuantizeLinear", "", infer_quantize, 0},
-    {"DequantizeLinear", "", infer_dequantize, 0},
+    {"QuantizeLinear", "", infer_quant, 0},
+    {"DequantizeLinear", "", infer_quant, 0},
     {"DynamicQuantizeLinear", "", infer_dynamic_quantize, 0},
     {"RoiAlign", "", infer_roi_align, 0},
     {"NonMaxSuppression", "", infer_nms, (1u << 2) | (1u << 3) | (1u << 4)},

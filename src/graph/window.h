@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define KN_WIN_FN static __host__ __device__ __forceinline__
@@ -13,6 +14,14 @@
 #endif
 
 enum { KN_WINDOW_HANN = 0, KN_WINDOW_HAMMING = 1, KN_WINDOW_BLACKMAN = 2 };
+
+/* The window of an op type: HannWindow, HammingWindow, else Blackman
+ * (host code). */
+static inline int kn_window_kind(const char *op) {
+    return strcmp(op, "HannWindow") == 0      ? KN_WINDOW_HANN
+           : strcmp(op, "HammingWindow") == 0 ? KN_WINDOW_HAMMING
+                                              : KN_WINDOW_BLACKMAN;
+}
 
 /* Element n of a window of `size`: periodic windows divide by size (as for
  * spectral analysis), symmetric ones by size - 1. */

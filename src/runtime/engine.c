@@ -502,14 +502,17 @@ KILN_API void kiln_engine_free_host(const kiln_engine *e, void *p) {
         kn_aligned_free(p);
 }
 
+static kb_copy_kind copy_kind(kiln_copy_direction dir) {
+    return dir == KILN_COPY_TO_DEVICE ? KB_COPY_H2D
+           : dir == KILN_COPY_TO_HOST ? KB_COPY_D2H
+                                      : KB_COPY_D2D;
+}
+
 KILN_API kiln_status kiln_engine_copy(const kiln_engine *e, void *dst, const void *src,
                                       size_t bytes, kiln_copy_direction dir) {
     if (!e || (bytes && (!dst || !src)))
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_engine_copy: NULL argument");
-    kb_copy_kind kind = dir == KILN_COPY_TO_DEVICE     ? KB_COPY_H2D
-                        : dir == KILN_COPY_TO_HOST     ? KB_COPY_D2H
-                                                       : KB_COPY_D2D;
-    KN_TRY(e->be->copy(dst, src, bytes, kind, NULL));
+    KN_TRY(e->be->copy(dst, src, bytes, copy_kind(dir), NULL));
     return e->be->sync(NULL);
 }
 
@@ -541,10 +544,7 @@ KILN_API kiln_status kiln_engine_copy_async(const kiln_engine *e, void *dst, con
     if ((unsigned)dir > KILN_COPY_ON_DEVICE)
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_engine_copy_async: direction %d",
                         (int)dir);
-    kb_copy_kind kind = dir == KILN_COPY_TO_DEVICE ? KB_COPY_H2D
-                        : dir == KILN_COPY_TO_HOST ? KB_COPY_D2H
-                                                   : KB_COPY_D2D;
-    return e->be->copy(dst, src, bytes, kind, stream);
+    return e->be->copy(dst, src, bytes, copy_kind(dir), stream);
 }
 
 KILN_API kiln_status kiln_event_create(const kiln_engine *e, kiln_event **out) {

@@ -374,11 +374,9 @@ static bool window_supports(const kn_node *node, const kn_tinfo *in, int n_in, c
 }
 
 static kiln_status window_run(const kb_run *r) {
-    const char *op = r->node->op_type;
-    int kind = strcmp(op, "HannWindow") == 0 ? KN_WINDOW_HANN : strcmp(op, "HammingWindow") == 0 ? KN_WINDOW_HAMMING
-                                                                                                  : KN_WINDOW_BLACKMAN;
-    KC_CUDA(r->node, kc_window(r->out[0].data, r->out[0].dtype, kind, r->out[0].dims[0],
-                               kn_attr_int(r->node, "periodic", 1) != 0, kc_stream(r)));
+    KC_CUDA(r->node, kc_window(r->out[0].data, r->out[0].dtype, kn_window_kind(r->node->op_type),
+                               r->out[0].dims[0], kn_attr_int(r->node, "periodic", 1) != 0,
+                               kc_stream(r)));
     return KILN_OK;
 }
 
