@@ -776,6 +776,91 @@ static kiln_status infer_nms(kn_infer *c) {
     return KILN_OK;
 }
 
+/* ---------------- NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss ---------------- */
+
+kiln_status kn_loss_geom(const kn_node *n, const kn_tinfo *in, int n_in, kn_loss *g) {
+    memset(g, 0, sizeof *g);
+    const kn_tinfo *x = &in[0], *t = &in[1];
+    const char *red = kn_attr_string(n, "reduction", "mean");
+    if (strcmp(red, "none") == 0)
+        g->reduction = KN_LOSS_NONE;
+    else if (strcmp(red, "sum") == 0)
+        g->reduction = KN_LOSS_SUM;
+    else if (strcmp(red, "mean") == 0)
+        g->reduction = KN_LOSS_MEAN;
+    else
+        return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT, "reduction '%s' is not none, sum or mean", red);
+    const kn_attr *ii = kn_attr_find(n, "ignore_index");
+    g->has_ignore = ii != NULL;
+    g->ignore = kn_attr_int(n, "ignore_index", 0);
+    if (x->rank < 2 || t->rank != x->rank - 1)
+        return kn_node_error(n, KILN_ERR_SHAPE,
+                             "the input must be [N, C, d1, ...] and the target [N, d1, ...]; got ranks %d "
+                             "and %d",
+                             x->rank, t->rank);
+    if (t->dtype != KILN_DTYPE_INT32 && t->dtype != KILN_DTYPE_INT64)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "the target must be int32 or int64, is %s",
+                             kiln_dtype_name(t->dtype));
+    for (int d = 0; d < t->rank; d++) {
+        int64_t xd = x->dims[d == 0 ? 0 : d + 1], td = t->dims[d];
+        if (xd >= 0 && td >= 0 && xd != td)
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "target dim %d is %lld but the input's matching dim (%d) is %lld", d,
+                                 (long long)td, d == 0 ? 0 : d + 1, (long long)xd);
+    }
+    g->n = x->dims[0];
+    g->classes = x->dims[1];
+    g->inner = 1;
+    for (int d = 2; d < x->rank; d++)
+        g->inner = g->inner < 0 || x->dims[d] < 0 ? -1 : g->inner * x->dims[d];
+    g->weighted = n_in > 2 && in[2].dtype != KILN_DTYPE_UNDEFINED;
+    if (g->weighted) {
+        const kn_tinfo *w = &in[2];
+        if (w->dtype != x->dtype)
+            return kn_node_error(n, KILN_ERR_SHAPE, "the weight is %s but the input is %s",
+                                 kiln_dtype_name(w->dtype), kiln_dtype_name(x->dtype));
+        if (w->rank != 1 || (w->dims[0] >= 0 && g->classes >= 0 && w->dims[0] != g->classes))
+            return kn_node_error(n, KILN_ERR_SHAPE, "the weight must be [C] = [%lld]",
+                                 (long long)g->classes);
+    }
+    return KILN_OK;
+}
+
+/* The loss: the target's shape with reduction "none", else a scalar. */
+static void loss_output(const kn_infer *c, const kn_loss *g, kn_tinfo *y) {
+    y->dtype = c->in[0].dtype;
+    y->rank = g->reduction == KN_LOSS_NONE ? c->in[1].rank : 0;
+    for (int d = 0; d < y->rank; d++)
+        y->dims[d] = c->in[1].dims[d];
+}
+
+/* NegativeLogLikelihoodLoss: input [N, C, d...] of log-probabilities,
+ * target [N, d...], optional weight [C]. */
+static kiln_status infer_nll_loss(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    KN_TRY(need_real(c, 0));
+    kn_loss g;
+    KN_TRY(kn_loss_geom(c->node, c->in, c->n_in, &g));
+    loss_output(c, &g, &c->out[0]);
+    return KILN_OK;
+}
+
+/* SoftmaxCrossEntropyLoss: scores [N, C, d...], labels [N, d...], optional
+ * weights [C]; the loss, and optionally log_prob (the scores' shape). */
+static kiln_status infer_sce_loss(kn_infer *c) {
+    KN_TRY(need_inputs(c, 2));
+    KN_TRY(need_real(c, 0));
+    kn_loss g;
+    KN_TRY(kn_loss_geom(c->node, c->in, c->n_in, &g));
+    loss_output(c, &g, &c->out[0]);
+    if (c->n_out > 1) {
+        c->out[1].dtype = c->in[0].dtype;
+        c->out[1].rank = c->in[0].rank;
+        memcpy(c->out[1].dims, c->in[0].dims, sizeof c->out[1].dims);
+    }
+    return KILN_OK;
+}
+
 /* ---------------- normalization ---------------- */
 
 static kiln_status infer_batchnorm(kn_infer *c) {
@@ -1309,6 +1394,8 @@ const kn_op_schema kn_ops_nn[] = {
     {"DequantizeLinear", "", infer_quant, 0},
     {"DynamicQuantizeLinear", "", infer_dynamic_quantize, 0},
     {"RoiAlign", "", infer_roi_align, 0},
+    {"NegativeLogLikelihoodLoss", "", infer_nll_loss, 0},
+    {"SoftmaxCrossEntropyLoss", "", infer_sce_loss, 0},
     {"NonMaxSuppression", "", infer_nms, (1u << 2) | (1u << 3) | (1u << 4)},
     {"MaxPool", "", infer_pool, 0},
     {"AveragePool", "", infer_pool, 0},

@@ -5,6 +5,7 @@
 #define KILN_OPS_NN_H
 
 #include "graph.h"
+#include "loss.h"
 
 #define KN_WIN_MAX (KILN_MAX_DIMS - 2)
 
@@ -117,6 +118,9 @@ typedef struct kn_roi_align {
     double scale;
     int64_t n, c, h, w, rois;
 } kn_roi_align;
+/* NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss: attributes and shapes
+ * (in: input, target, optional weight; dims may be -1 while inferring). */
+KN_HIDDEN kiln_status kn_loss_geom(const kn_node *n, const kn_tinfo *in, int n_in, kn_loss *g);
 KN_HIDDEN kiln_status kn_roi_align_geom(const kn_node *n, const kn_tinfo *x, const kn_tinfo *rois,
                                         const kn_tinfo *idx, kn_roi_align *g);
 

@@ -6,7 +6,8 @@ golden results, --all-tensors, the kiln reference when ONNX Runtime is
 missing), the ONNX writer (read -> write -> read gives the same outputs),
 `kiln debug reduce` (finds a planted node in a 50-node model) and `kiln debug
 precision` (finds the one FP16-sensitive layer), and NonMaxSuppression, RoiAlign,
-GridSample and the quantization ops against ONNX Runtime on random inputs.
+GridSample, the quantization ops and the losses against ONNX Runtime on
+random inputs.
 
 Needs numpy and onnx to make the models; exits 77 (skipped) without them.
 Parts that need onnxruntime are skipped when it cannot be imported."""
@@ -329,7 +330,8 @@ def sampling_models(w):
     """Small models of the detection, sampling and quantization ops with
     random, seeded constants (NonMaxSuppression in both box formats, RoiAlign
     in both modes and coordinate conventions, GridSample in every mode and
-    padding, QuantizeLinear + DequantizeLinear pairs, DynamicQuantizeLinear),
+    padding, QuantizeLinear + DequantizeLinear pairs, DynamicQuantizeLinear,
+    NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss),
     each written to the work folder; returns their paths."""
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(7)
@@ -393,6 +395,33 @@ def sampling_models(w):
         m.ir_version = 8
         onnx.save(m, w(name + ".onnx"))
         paths.append(w(name + ".onnx"))
+    # the losses: ignore_index -1 with "mean" is where ONNX's Python
+    # reference and ONNX Runtime differ (kiln follows ONNX Runtime)
+    target = rng.integers(0, 5, (3, 4, 2)).astype(np.int64)
+    target[0, 1, 0] = target[2, 3, 1] = -1
+    target[1, 2, :] = 2
+    for op in ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"):
+        for red, ii, weighted in (("mean", -1, False), ("mean", 2, True), ("sum", -1, True),
+                                  ("none", 2, False)):
+            names = ["X", "t"] + (["wt"] if weighted else [])
+            outs = ["Y"] + (["lp"] if op.startswith("Softmax") else [])
+            node = helper.make_node(op, names, outs, reduction=red, ignore_index=ii)
+            inits = [numpy_helper.from_array(np.where(target < 0, ii, target) if ii >= 0 else target, "t")]
+            if weighted:
+                inits.append(numpy_helper.from_array(rng.uniform(0.2, 2, 5).astype(np.float32), "wt"))
+            out_vi = [helper.make_tensor_value_info("Y", TensorProto.FLOAT,
+                                                    [3, 4, 2] if red == "none" else [])]
+            if len(outs) > 1:
+                out_vi.append(helper.make_tensor_value_info("lp", TensorProto.FLOAT, [3, 5, 4, 2]))
+            g = helper.make_graph([node], "loss",
+                                  [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 5, 4, 2])],
+                                  out_vi, inits)
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+            m.ir_version = 8
+            name = "%s_%s_ii%d%s.onnx" % ("nll" if op.startswith("Neg") else "sce", red, ii,
+                                           "_weight" if weighted else "")
+            onnx.save(m, w(name))
+            paths.append(w(name))
     node = helper.make_node("DynamicQuantizeLinear", ["X"], ["y", "ys", "yz"])
     g = helper.make_graph([node], "dql", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [6, 7])],
                           [helper.make_tensor_value_info("y", TensorProto.UINT8, [6, 7]),

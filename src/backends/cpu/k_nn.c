@@ -433,6 +433,8 @@ const kb_kernel kb_cpu_nn[] = {
     REF("DequantizeLinear", sup_any, NULL, kb_dequantize_run),
     REF("DynamicQuantizeLinear", sup_any, NULL, kb_dynamic_quantize_run),
     REF("RoiAlign", sup_grid, NULL, kb_nn_roi_align_run),
+    REF("NegativeLogLikelihoodLoss", sup_any, NULL, kb_nll_loss_run),
+    REF("SoftmaxCrossEntropyLoss", sup_any, kb_sce_loss_prepare, kb_sce_loss_run),
     REF("NonMaxSuppression", sup_any, NULL, kb_nn_nms_run),
     REF("AveragePool", sup_pool, NULL, kb_nn_pool_run),
     REF("LpPool", sup_pool, NULL, kb_nn_pool_run),

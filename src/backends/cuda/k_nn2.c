@@ -10,6 +10,7 @@
 #include "graph/ops_nn.h"
 #include "graph/window.h"
 #include "kc_common.h"
+#include "loss.cuh"
 #include "nn2.cuh"
 
 static bool same_float(const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
@@ -396,6 +397,58 @@ static kiln_status roi_align_run(const kb_run *r) {
     kc_roi_align p = {g.mode, g.half_pixel, g.oh, g.ow, g.sampling, g.scale, g.n, g.c, g.h, g.w, g.rois};
     KC_CUDA(r->node, kc_roi_align_run(r->in[0].data, r->in[1].data, r->in[2].data, r->out[0].data,
                                       r->in[0].dtype, &p, kc_stream(r)));
+    return KILN_OK;
+}
+
+/* ---------------- NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss ---------------- */
+
+static bool loss_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                          int n_out) {
+    kiln_dtype t = in[0].dtype;
+    return n_in >= 2 && n_out >= 1 && (kc_is_float(t) || t == KILN_DTYPE_DOUBLE) &&
+           out[0].dtype == t && (n_out < 2 || out[1].dtype == KILN_DTYPE_UNDEFINED || out[1].dtype == t);
+}
+
+static kiln_status loss_plan(const kn_node *node, const kb_tensor *in, int n_in, kc_loss *p) {
+    kn_tinfo ti[3];
+    int n = n_in < 3 ? n_in : 3;
+    kb_tinfo_of(in, n, ti);
+    memset(p, 0, sizeof *p);
+    KN_TRY(kn_loss_geom(node, ti, n, &p->g));
+    p->dt = in[0].dtype;
+    p->target_dt = in[1].dtype;
+    p->softmax = strcmp(node->op_type, "SoftmaxCrossEntropyLoss") == 0;
+    return KILN_OK;
+}
+
+/* A target known on the host is checked once per shape, as the CPU checks
+ * every run; one known only on the device counts a stray class as ignored. */
+static kiln_status loss_prepare(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                                const kb_tensor *out, int n_out, void **inst, size_t *workspace) {
+    kc_loss p;
+    KN_TRY(loss_plan(node, in, n_in, &p));
+    *workspace = kc_loss_workspace(&p);
+    const kb_tensor *t = &in[1];
+    for (int64_t e = 0; t->host && e < kc_numel(t); e++) {
+        int64_t v = t->dtype == KILN_DTYPE_INT32 ? ((const int32_t *)t->host)[e] : ((const int64_t *)t->host)[e];
+        if (!kn_loss_counts(&p.g, v) && !(p.g.has_ignore && v == p.g.ignore))
+            return kn_node_error(node, KILN_ERR_RUNTIME,
+                                 "target element %lld is %lld, not a class in [0, %lld) nor the "
+                                 "ignore_index",
+                                 (long long)e, (long long)v, (long long)p.g.classes);
+    }
+    return KILN_OK;
+}
+
+static kiln_status loss_run(const kb_run *r) {
+    kc_loss p;
+    KN_TRY(loss_plan(r->node, r->in, r->n_in, &p));
+    if (r->workspace_size < kc_loss_workspace(&p))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small (%zu < %zu)",
+                             r->workspace_size, kc_loss_workspace(&p));
+    void *log_prob = p.softmax && r->n_out > 1 ? r->out[1].data : NULL;
+    KC_CUDA(r->node, kc_loss_run(r->in[0].data, r->in[1].data, p.g.weighted ? r->in[2].data : NULL,
+                                 r->out[0].data, log_prob, r->workspace, &p, kc_stream(r)));
     return KILN_OK;
 }
 
@@ -961,6 +1014,8 @@ const kb_kernel kb_cuda_nn2[] = {
     K_NN2("DequantizeLinear", quant_supports, quant_run),
     K_NN2("DynamicQuantizeLinear", dynamic_quant_supports, dynamic_quant_run),
     K_NN2("RoiAlign", roi_align_supports, roi_align_run),
+    {"NegativeLogLikelihoodLoss", "", "cuda", loss_supports, NULL, NULL, loss_prepare, NULL, loss_run},
+    {"SoftmaxCrossEntropyLoss", "", "cuda", loss_supports, NULL, NULL, loss_prepare, NULL, loss_run},
     K_NN2("GlobalLpPool", global_lppool_supports, global_lppool_run),
     K_NN2("Einsum", einsum_supports, einsum_run),
     {"Einsum", "", "lt", einsum_lt_supports, NULL, NULL, einsum_lt_prepare, einsum_lt_release,
