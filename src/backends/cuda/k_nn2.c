@@ -389,6 +389,22 @@ static bool roi_align_supports(const kn_node *node, const kn_tinfo *in, int n_in
            in[2].dtype == KILN_DTYPE_INT64 && in[0].rank == 4;
 }
 
+/* Batch indices known on the host are checked once per shape, with the
+ * CPU's message; the kernel reads zeros for an index known only on the
+ * device that falls outside X. */
+static kiln_status roi_align_prepare(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                                     const kb_tensor *out, int n_out, void **inst, size_t *workspace) {
+    *workspace = 0;
+    const kb_tensor *bi = &in[2];
+    for (int64_t k = 0; bi->host && k < kc_numel(bi); k++) {
+        int64_t b = ((const int64_t *)bi->host)[k];
+        if (b < 0 || b >= in[0].dims[0])
+            return kn_node_error(node, KILN_ERR_RUNTIME, "region %lld has batch index %lld; X has %lld images",
+                                 (long long)k, (long long)b, (long long)in[0].dims[0]);
+    }
+    return KILN_OK;
+}
+
 static kiln_status roi_align_run(const kb_run *r) {
     kn_tinfo ti[3];
     kb_tinfo_of(r->in, 3, ti);
@@ -1013,7 +1029,7 @@ const kb_kernel kb_cuda_nn2[] = {
     K_NN2("QuantizeLinear", quant_supports, quant_run),
     K_NN2("DequantizeLinear", quant_supports, quant_run),
     K_NN2("DynamicQuantizeLinear", dynamic_quant_supports, dynamic_quant_run),
-    K_NN2("RoiAlign", roi_align_supports, roi_align_run),
+    {"RoiAlign", "", "cuda", roi_align_supports, NULL, NULL, roi_align_prepare, NULL, roi_align_run},
     {"NegativeLogLikelihoodLoss", "", "cuda", loss_supports, NULL, NULL, loss_prepare, NULL, loss_run},
     {"SoftmaxCrossEntropyLoss", "", "cuda", loss_supports, NULL, NULL, loss_prepare, NULL, loss_run},
     K_NN2("GlobalLpPool", global_lppool_supports, global_lppool_run),
