@@ -3,6 +3,8 @@
  * share (ops_tensor.h). */
 #include <math.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ops_tensor.h"
 
@@ -896,6 +898,107 @@ static kiln_status infer_constant_of_shape(kn_infer *c) {
     return KILN_OK;
 }
 
+/* ---------------- the random ops ---------------- */
+
+kiln_status kn_random_decode(const kn_node *n, kn_random *p) {
+    memset(p, 0, sizeof *p);
+    const char *op = n->op_type;
+    bool like = strstr(op, "Like") != NULL;
+    if (strncmp(op, "RandomUniform", 13) == 0) {
+        p->kind = KN_RAND_UNIFORM;
+        p->a = kn_attr_float(n, "low", 0.f);
+        p->b = kn_attr_float(n, "high", 1.f);
+    } else if (strncmp(op, "RandomNormal", 12) == 0) {
+        p->kind = KN_RAND_NORMAL;
+        p->a = kn_attr_float(n, "mean", 0.f);
+        p->b = kn_attr_float(n, "scale", 1.f);
+    } else if (strcmp(op, "Bernoulli") == 0) {
+        p->kind = KN_RAND_BERNOULLI;
+    } else {
+        p->kind = KN_RAND_MULTINOMIAL;
+        p->samples = kn_attr_int(n, "sample_size", 1);
+        if (p->samples < 1)
+            return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT, "sample_size %lld is not positive",
+                                 (long long)p->samples);
+    }
+    p->from_input = like || p->kind == KN_RAND_BERNOULLI || p->kind == KN_RAND_MULTINOMIAL;
+    p->has_seed = kn_attr_find(n, "seed") != NULL;
+    p->seed = kn_attr_float(n, "seed", 0.f);
+    p->dtype = (kiln_dtype)kn_attr_int(n, "dtype", p->kind == KN_RAND_MULTINOMIAL ? KILN_DTYPE_INT32
+                                                   : p->from_input          ? KILN_DTYPE_UNDEFINED
+                                                                            : KILN_DTYPE_FLOAT);
+    return KILN_OK;
+}
+
+uint64_t kn_random_key(const kn_random *p) {
+    if (p->has_seed)
+        return kn_rand_key(p->seed);
+    /* no seed: a key of this process's own, new for every prepared context */
+    static uint64_t drawn;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t k = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+                 (__atomic_add_fetch(&drawn, 1, __ATOMIC_RELAXED) * 0xD1B54A32D192ED03ull) ^
+                 ((uint64_t)getpid() << 32);
+    k ^= k >> 31;
+    k *= 0x9E3779B97F4A7C15ull;
+    return k ^ (k >> 29);
+}
+
+static bool random_real(kiln_dtype t) {
+    return t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_DOUBLE ||
+           t == KILN_DTYPE_BFLOAT16;
+}
+
+/* RandomUniform / RandomNormal: the shape attribute; the -Like forms and
+ * Bernoulli: input 0's shape (and type, unless dtype says); Multinomial:
+ * [batch, sample_size] of int32 or int64 from [batch, classes]. */
+static kiln_status infer_random(kn_infer *c) {
+    kn_random p;
+    KN_TRY(kn_random_decode(c->node, &p));
+    kn_tinfo *y = &c->out[0];
+    if (p.from_input) {
+        if (!kn_has_in(c, 0))
+            return kn_node_error(c->node, KILN_ERR_INVALID_ARGUMENT, "input 0 is missing");
+        const kn_tinfo *x = &c->in[0];
+        if ((p.kind == KN_RAND_BERNOULLI || p.kind == KN_RAND_MULTINOMIAL) && !random_real(x->dtype))
+            return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "input 0 is %s, not a float type",
+                                 kiln_dtype_name(x->dtype));
+        if (p.kind == KN_RAND_MULTINOMIAL) {
+            if (x->rank != 2)
+                return kn_node_error(c->node, KILN_ERR_SHAPE, "input must be [batch, classes], has rank %d",
+                                     x->rank);
+            y->rank = 2;
+            y->dims[0] = x->dims[0];
+            y->dims[1] = p.samples;
+        } else {
+            y->rank = x->rank;
+            memcpy(y->dims, x->dims, sizeof y->dims);
+        }
+        y->dtype = p.dtype != KILN_DTYPE_UNDEFINED ? p.dtype : x->dtype;
+    } else {
+        size_t ns;
+        const int64_t *shape = kn_attr_ints(c->node, "shape", &ns);
+        if (!shape || ns > KILN_MAX_DIMS)
+            return kn_node_error(c->node, KILN_ERR_INVALID_ARGUMENT, "the shape attribute is %s",
+                                 shape ? "too long" : "missing");
+        for (size_t i = 0; i < ns; i++) {
+            if (shape[i] < 0)
+                return kn_node_error(c->node, KILN_ERR_SHAPE, "shape entry %zu is negative", i);
+            y->dims[i] = shape[i];
+        }
+        y->rank = (int)ns;
+        y->dtype = p.dtype;
+    }
+    bool ok = p.kind == KN_RAND_MULTINOMIAL ? y->dtype == KILN_DTYPE_INT32 || y->dtype == KILN_DTYPE_INT64
+              : p.kind == KN_RAND_BERNOULLI ? kiln_dtype_size(y->dtype) > 0 && y->dtype != KILN_DTYPE_STRING
+                                            : random_real(y->dtype);
+    if (!ok)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "output type %s is not supported",
+                             kiln_dtype_name(y->dtype));
+    return KILN_OK;
+}
+
 static kiln_status infer_range(kn_infer *c) {
     KN_TRY(need_inputs(c, 3));
     for (int i = 0; i < 3; i++) {
@@ -1150,6 +1253,12 @@ const kn_op_schema kn_ops_tensor[] = {
     {"DepthToSpace", "", infer_depth_to_space, 0},
     {"SpaceToDepth", "", infer_depth_to_space, 0},
     {"EyeLike", "", infer_eyelike, 0},
+    {"RandomUniform", "", infer_random, 0},
+    {"RandomNormal", "", infer_random, 0},
+    {"RandomUniformLike", "", infer_random, 0},
+    {"RandomNormalLike", "", infer_random, 0},
+    {"Bernoulli", "", infer_random, 0},
+    {"Multinomial", "", infer_random, 0},
     {"Resize", "", infer_resize, 0xeu},
     {"Upsample", "", infer_resize, 1u << 1},
     {"Compress", "", infer_compress, 0},

@@ -7,6 +7,22 @@
 #include <string.h>
 
 #include "graph.h"
+#include "random.h"
+
+/* The random ops (graph/random.h): what to draw, and the output type
+ * (UNDEFINED: the input's). */
+typedef struct kn_random {
+    int kind;
+    double a, b;        /* uniform: low, high; normal: mean, scale */
+    int64_t samples;    /* Multinomial's sample_size */
+    bool from_input;    /* the shape comes from input 0 */
+    bool has_seed;
+    double seed;
+    kiln_dtype dtype;
+} kn_random;
+KN_HIDDEN kiln_status kn_random_decode(const kn_node *n, kn_random *p);
+/* The generator key: from the seed attribute, else a new one each call. */
+KN_HIDDEN uint64_t kn_random_key(const kn_random *p);
 
 /* Per-axis window of Slice: output dim d reads input index start[d] + i*step[d]
  * for i in [0, count[d]). Axes not sliced get start 0, step 1, count dim. */

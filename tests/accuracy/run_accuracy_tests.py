@@ -7,7 +7,7 @@ missing), the ONNX writer (read -> write -> read gives the same outputs),
 `kiln debug reduce` (finds a planted node in a 50-node model) and `kiln debug
 precision` (finds the one FP16-sensitive layer), and NonMaxSuppression, RoiAlign,
 GridSample, the quantization ops and the losses against ONNX Runtime on
-random inputs.
+random inputs, and the random ops' statistics and seeding.
 
 Needs numpy and onnx to make the models; exits 77 (skipped) without them.
 Parts that need onnxruntime are skipped when it cannot be imported."""
@@ -444,6 +444,86 @@ def test_sampling_ops(k, w):
               so + se)
 
 
+def test_random_ops(k, w):
+    """The random ops through kiln exec (the last run's outputs): their
+    statistics, a seeded node repeating its draws from a fresh context, a
+    second run drawing new ones, and an unseeded node differing between
+    processes."""
+    from onnx import TensorProto, helper
+
+    def model(name, node, inputs, out_type, out_shape):
+        g = helper.make_graph([node], name, inputs,
+                              [helper.make_tensor_value_info("y", out_type, out_shape)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+        m.ir_version = 8
+        onnx.save(m, w(name + ".onnx"))
+        return w(name + ".onnx")
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [100, 1000])
+    np.save(w("p.npy"), np.tile(np.linspace(0, 1, 1000, dtype=np.float32), (100, 1)))
+    np.save(w("logits.npy"), np.log(np.array([[1, 2, 3, 4], [5, 1e-4, 1e-4, 5]], np.float32)))
+    cases = {
+        "normal": (model("rnd_normal", helper.make_node("RandomNormal", [], ["y"], shape=[200, 500],
+                                                        mean=1.0, scale=2.0, seed=3.0),
+                         [], TensorProto.FLOAT, [200, 500]), None),
+        "uniform": (model("rnd_uniform", helper.make_node("RandomUniform", [], ["y"], shape=[200, 500],
+                                                          low=-1.0, high=3.0),
+                          [], TensorProto.FLOAT, [200, 500]), None),
+        "normal_like": (model("rnd_normal_like", helper.make_node("RandomNormalLike", ["x"], ["y"],
+                                                                  dtype=TensorProto.FLOAT16, seed=2.0),
+                              [x], TensorProto.FLOAT16, [100, 1000]), None),
+        "bernoulli": (model("rnd_bernoulli", helper.make_node("Bernoulli", ["x"], ["y"], seed=1.0),
+                            [x], TensorProto.FLOAT, [100, 1000]), "x:" + w("p.npy")),
+        "multinomial": (model("rnd_multinomial",
+                              helper.make_node("Multinomial", ["x"], ["y"], sample_size=20000, seed=5.0,
+                                               dtype=TensorProto.INT64),
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              TensorProto.INT64, [2, 20000]), "x:" + w("logits.npy")),
+    }
+
+    def draw(name, iterations, tag):
+        path, inputs = cases[name]
+        out = w("%s_%s.npz" % (name, tag))
+        args = ["exec", "--onnx=" + path, "--iterations=%d" % iterations, "--duration=0", "--warmUp=0",
+                "--exportOutput=" + out]
+        if inputs:
+            args.append("--loadInputs=" + inputs)
+        rc, so, se = run(k, *args)
+        if rc != 0:
+            check("random op %s runs" % name, False, so + se)
+            return None
+        return np.load(out)["y"]
+
+    y = {name: draw(name, 1, "a") for name in cases}
+    if any(v is None for v in y.values()):
+        return
+    n = y["normal"].astype(np.float64)
+    check("RandomNormal: mean 1 and scale 2", abs(n.mean() - 1) < 0.03 and abs(n.std() - 2) < 0.03,
+          "mean %g std %g" % (n.mean(), n.std()))
+    u = y["uniform"].astype(np.float64)
+    check("RandomUniform: in [-1, 3), mean 1, std 4/sqrt(12)",
+          u.min() >= -1 and u.max() < 3 and abs(u.mean() - 1) < 0.02 and abs(u.std() - 4 / 12 ** 0.5) < 0.02,
+          "min %g max %g mean %g std %g" % (u.min(), u.max(), u.mean(), u.std()))
+    nl = y["normal_like"]
+    check("RandomNormalLike: float16 standard normal", nl.dtype == np.float16 and
+          abs(nl.astype(np.float64).mean()) < 0.02 and abs(nl.astype(np.float64).std() - 1) < 0.02)
+    b = y["bernoulli"]
+    rates = [b[:, i * 100:(i + 1) * 100].mean() for i in range(10)]
+    check("Bernoulli: the rate follows p", set(np.unique(b)) <= {0.0, 1.0} and
+          all(abs(r - (i + 0.5) / 10) < 0.03 for i, r in enumerate(rates)), str(rates))
+    mn = y["multinomial"]
+    f0 = np.bincount(mn[0], minlength=4) / mn.shape[1]
+    f1 = np.bincount(mn[1], minlength=4) / mn.shape[1]
+    check("Multinomial: frequencies follow the probabilities",
+          np.allclose(f0, [0.1, 0.2, 0.3, 0.4], atol=0.015) and np.allclose(f1, [0.5, 0, 0, 0.5], atol=0.015),
+          "%s %s" % (f0, f1))
+    check("a seeded random op repeats its draws from a fresh context",
+          np.array_equal(y["normal"], draw("normal", 1, "b")))
+    check("a second run draws new numbers", not np.array_equal(y["normal"], draw("normal", 2, "c")))
+    check("an unseeded random op differs between processes",
+          not np.array_equal(y["uniform"], draw("uniform", 1, "d")))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
@@ -461,6 +541,7 @@ def main():
     test_io(k, w, m)
     test_writer(k, w, m)
     test_precision_pass(k, w, m)
+    test_random_ops(k, w)
     if HAVE_ORT:
         test_compare(k, w, m)
         test_debug(k, w, m)

@@ -170,6 +170,11 @@ KN_HIDDEN kiln_status kb_nn_max_unpool_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_grid_sample_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_window_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nll_loss_run(const kb_run *r);
+KN_HIDDEN kiln_status kb_random_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                        int n_in, const kb_tensor *out, int n_out, void **inst,
+                                        size_t *workspace);
+KN_HIDDEN void kb_random_release(void *inst);
+KN_HIDDEN kiln_status kb_random_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_sce_loss_prepare(const void *state, const kn_node *node, const kb_tensor *in,
                                           int n_in, const kb_tensor *out, int n_out, void **inst,
                                           size_t *workspace);

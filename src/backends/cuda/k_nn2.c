@@ -8,9 +8,11 @@
 
 #include "elementwise.cuh"
 #include "graph/ops_nn.h"
+#include "graph/ops_tensor.h"
 #include "graph/window.h"
 #include "kc_common.h"
 #include "loss.cuh"
+#include "random.cuh"
 #include "nn2.cuh"
 
 static bool same_float(const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
@@ -465,6 +467,82 @@ static kiln_status loss_run(const kb_run *r) {
     void *log_prob = p.softmax && r->n_out > 1 ? r->out[1].data : NULL;
     KC_CUDA(r->node, kc_loss_run(r->in[0].data, r->in[1].data, p.g.weighted ? r->in[2].data : NULL,
                                  r->out[0].data, log_prob, r->workspace, &p, kc_stream(r)));
+    return KILN_OK;
+}
+
+/* ---------------- the random ops ---------------- */
+
+typedef struct random_inst {
+    kn_random p;
+    uint64_t key;
+    unsigned long long *run; /* device memory: the context's run count */
+} random_inst;
+
+static bool random_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                            int n_out) {
+    kiln_dtype t = out[0].dtype;
+    bool real = kc_is_float(t) || t == KILN_DTYPE_DOUBLE;
+    if (strcmp(node->op_type, "Multinomial") == 0)
+        return n_in >= 1 && (kc_is_float(in[0].dtype) || in[0].dtype == KILN_DTYPE_DOUBLE) &&
+               (t == KILN_DTYPE_INT32 || t == KILN_DTYPE_INT64);
+    if (strcmp(node->op_type, "Bernoulli") == 0)
+        return n_in >= 1 && (kc_is_float(in[0].dtype) || in[0].dtype == KILN_DTYPE_DOUBLE) &&
+               (real || t == KILN_DTYPE_BOOL || t == KILN_DTYPE_INT8 || t == KILN_DTYPE_UINT8 ||
+                t == KILN_DTYPE_INT16 || t == KILN_DTYPE_INT32 || t == KILN_DTYPE_INT64 || t == KILN_DTYPE_UINT16 ||
+                t == KILN_DTYPE_UINT32 || t == KILN_DTYPE_UINT64);
+    return real;
+}
+
+static void random_release(void *inst) {
+    random_inst *s = inst;
+    if (!s)
+        return;
+    if (s->run)
+        cudaFree(s->run);
+    kn_free(s);
+}
+
+/* The key and a run counter of the context's own, from 0. */
+static kiln_status random_prepare(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                                  const kb_tensor *out, int n_out, void **inst, size_t *workspace) {
+    *workspace = 0;
+    random_inst *s = kn_calloc(1, sizeof *s);
+    if (!s)
+        return KILN_ERR_OUT_OF_MEMORY;
+    kiln_status st = kn_random_decode(node, &s->p);
+    cudaError_t e = cudaSuccess;
+    if (st == KILN_OK && (e = cudaMalloc((void **)&s->run, sizeof *s->run)) == cudaSuccess)
+        e = cudaMemset(s->run, 0, sizeof *s->run);
+    if (st == KILN_OK && e != cudaSuccess)
+        st = kn_node_error(node, KILN_ERR_DEVICE, "the run counter: %s", cudaGetErrorString(e));
+    if (st != KILN_OK) {
+        random_release(s);
+        return st;
+    }
+    s->key = kn_random_key(&s->p);
+    *inst = s;
+    return KILN_OK;
+}
+
+static kiln_status random_run(const kb_run *r) {
+    const random_inst *s = r->inst;
+    kc_random p;
+    memset(&p, 0, sizeof p);
+    p.kind = s->p.kind;
+    p.a = s->p.a;
+    p.b = s->p.b;
+    p.key = s->key;
+    p.y_dt = r->out[0].dtype;
+    p.x_dt = r->n_in > 0 ? r->in[0].dtype : KILN_DTYPE_UNDEFINED;
+    if (p.kind == KN_RAND_MULTINOMIAL) {
+        p.count = r->in[0].dims[0];
+        p.classes = r->in[0].dims[1];
+        p.samples = r->out[0].dims[1];
+    } else {
+        p.count = kc_numel(&r->out[0]);
+    }
+    KC_CUDA(r->node, kc_random_run(r->n_in > 0 ? r->in[0].data : NULL, r->out[0].data, s->run, &p,
+                                   kc_stream(r)));
     return KILN_OK;
 }
 
@@ -1031,6 +1109,12 @@ const kb_kernel kb_cuda_nn2[] = {
     K_NN2("DynamicQuantizeLinear", dynamic_quant_supports, dynamic_quant_run),
     {"RoiAlign", "", "cuda", roi_align_supports, NULL, NULL, roi_align_prepare, NULL, roi_align_run},
     {"NegativeLogLikelihoodLoss", "", "cuda", loss_supports, NULL, NULL, loss_prepare, NULL, loss_run},
+    {"RandomUniform", "", "cuda", random_supports, NULL, NULL, random_prepare, random_release, random_run},
+    {"RandomNormal", "", "cuda", random_supports, NULL, NULL, random_prepare, random_release, random_run},
+    {"RandomUniformLike", "", "cuda", random_supports, NULL, NULL, random_prepare, random_release, random_run},
+    {"RandomNormalLike", "", "cuda", random_supports, NULL, NULL, random_prepare, random_release, random_run},
+    {"Bernoulli", "", "cuda", random_supports, NULL, NULL, random_prepare, random_release, random_run},
+    {"Multinomial", "", "cuda", random_supports, NULL, NULL, random_prepare, random_release, random_run},
     {"SoftmaxCrossEntropyLoss", "", "cuda", loss_supports, NULL, NULL, loss_prepare, NULL, loss_run},
     K_NN2("GlobalLpPool", global_lppool_supports, global_lppool_run),
     K_NN2("Einsum", einsum_supports, einsum_run),

@@ -1,0 +1,89 @@
+/* random.cu - RandomUniform, RandomNormal, their -Like forms, Bernoulli and
+ * Multinomial: one thread an element (a sample for Multinomial), drawing
+ * graph/random.h's numbers for the run counter in device memory; a
+ * one-thread kernel then advances the counter in stream order. */
+#include <math.h>
+
+#include "graph/random.h"
+#include "kc_dev.cuh"
+#include "random.cuh"
+
+__device__ __forceinline__ double rnd_ld(const void *p, kiln_dtype t, long long i) {
+    return t == KILN_DTYPE_DOUBLE ? ((const double *)p)[i] : (double)kc_ld_f(p, t, i);
+}
+
+__device__ __forceinline__ void rnd_st(void *p, kiln_dtype t, long long i, double v) {
+    if (t == KILN_DTYPE_DOUBLE)
+        ((double *)p)[i] = v;
+    else if (t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_BFLOAT16 ||
+             t == KILN_DTYPE_BOOL)
+        kc_st_f(p, t, i, (float)v);
+    else if (t == KILN_DTYPE_UINT16)
+        ((uint16_t *)p)[i] = (uint16_t)v;
+    else if (t == KILN_DTYPE_UINT32)
+        ((uint32_t *)p)[i] = (uint32_t)v;
+    else if (t == KILN_DTYPE_UINT64)
+        ((unsigned long long *)p)[i] = (unsigned long long)v;
+    else
+        kc_st_i(p, t, i, (long long)v);
+}
+
+__global__ void random_fill_kernel(const void *x, void *y, const unsigned long long *run, kc_random p) {
+    const unsigned long long r = *run;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < p.count;
+         i += (long long)gridDim.x * blockDim.x) {
+        double v;
+        if (p.kind == KN_RAND_UNIFORM)
+            v = p.a + (p.b - p.a) * kn_rand_uniform(p.key, (uint64_t)i, r);
+        else if (p.kind == KN_RAND_NORMAL)
+            v = p.a + p.b * kn_rand_normal(p.key, (uint64_t)i, r);
+        else
+            v = kn_rand_uniform(p.key, (uint64_t)i, r) < rnd_ld(x, p.x_dt, i) ? 1.0 : 0.0;
+        rnd_st(y, p.y_dt, i, v);
+    }
+}
+
+/* One thread a (row, sample): the CPU reference's walk over the classes. */
+__global__ void multinomial_kernel(const void *x, void *y, const unsigned long long *run, kc_random p) {
+    const unsigned long long r = *run;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < p.count * p.samples;
+         e += (long long)gridDim.x * blockDim.x) {
+        const long long row = e / p.samples, base = row * p.classes;
+        double mx = -INFINITY, total = 0.0;
+        for (long long c = 0; c < p.classes; c++)
+            mx = fmax(mx, rnd_ld(x, p.x_dt, base + c));
+        for (long long c = 0; c < p.classes; c++)
+            total += exp(rnd_ld(x, p.x_dt, base + c) - mx);
+        const double target = kn_rand_uniform(p.key, (uint64_t)e, r) * total;
+        double cum = 0.0;
+        long long pick = p.classes - 1;
+        for (long long c = 0; c < p.classes; c++) {
+            cum += exp(rnd_ld(x, p.x_dt, base + c) - mx);
+            if (target < cum) {
+                pick = c;
+                break;
+            }
+        }
+        kc_st_i(y, p.y_dt, e, pick);
+    }
+}
+
+__global__ void random_advance_kernel(unsigned long long *run) { *run += 1; }
+
+extern "C" cudaError_t kc_random_run(const void *x, void *y, unsigned long long *run, const kc_random *p,
+                                     cudaStream_t stream) {
+    if (!run || p->count < 0)
+        return cudaErrorInvalidValue;
+    long long work = p->kind == KN_RAND_MULTINOMIAL ? p->count * p->samples : p->count;
+    if (work > 0) {
+        if (p->kind == KN_RAND_MULTINOMIAL)
+            multinomial_kernel<<<kc_blocks(work, KC_THREADS), KC_THREADS, 0, stream>>>(x, y, run, *p);
+        else
+            random_fill_kernel<<<kc_blocks(work, KC_THREADS), KC_THREADS, 0, stream>>>(x, y, run, *p);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return e;
+    }
+    random_advance_kernel<<<1, 1, 0, stream>>>(run);
+    return cudaGetLastError();
+}
