@@ -5,9 +5,9 @@
  * CUDA graph replays timed with events, median), printed as TFLOP/s against the ~790 TFLOP/s dense
  * half-precision rate measured on an H200 here. Inputs are random, never
  * zeros (BENCH_TACTIC=name times that tactic only; BENCH_SUSTAIN_MS=n also
- * times each tactic in its own steady state, see sustained()). Usage: bench_cuda_kernels [reps] [mem|attn|bert64|r50nhwc|ltsearch] (mem: the
+ * times each tactic in its own steady state, see sustained()). Usage: bench_cuda_kernels [reps] [mem|attn|bert64|r50nhwc|ltsearch|nms] (mem: the
  * memory-bound kernels only, attn: kiln::Attention only, bert64: BERT-base's
- * GEMMs at batch 64, r50nhwc: ResNet-50's convolutions at batch 64 channels-last, ltsearch: cuBLASLt's configurations of BERT-base's GEMMs, LTSEARCH_ENERGY=1 also at the power cap; KILN_CUDA_GENERIC=1 times the generic kernels). */
+ * GEMMs at batch 64, r50nhwc: ResNet-50's convolutions at batch 64 channels-last, ltsearch: cuBLASLt's configurations of BERT-base's GEMMs, LTSEARCH_ENERGY=1 also at the power cap; nms: NonMaxSuppression, float32, 1000 to 20000 boxes a class; KILN_CUDA_GENERIC=1 times the generic kernels). */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -375,6 +375,84 @@ static void attention(void) {
     }
 }
 
+/* NonMaxSuppression, float32: one class of n boxes (sides 10 to 60 scattered
+ * over a 1000 x 1000 field, so overlaps chain), uniform scores, IoU 0.5, no
+ * score threshold (every box a candidate), max_output_boxes_per_class n
+ * (the whole walk) and 100. run() waits for the count, so time_kernel times
+ * it launch by launch. KILN_CUDA_GENERIC=1 times the one-at-a-time walk in
+ * place of the bit matrix. */
+static void nms_bench(void) {
+    printf("\nNonMaxSuppression, float32, one class, IoU 0.5, no score threshold%s\n",
+           getenv("KILN_CUDA_GENERIC") ? " (KILN_CUDA_GENERIC: the serial walk)" : "");
+    const kb_kernel *k = kb_cuda_backend.kernel_find("", "NonMaxSuppression", "cuda");
+    if (!k) {
+        printf("  no NonMaxSuppression kernel\n");
+        return;
+    }
+    static const int64_t sizes[] = {1000, 5000, 20000};
+    for (int t = 0; t < 6; t++) {
+        const int64_t n = sizes[t / 2], max_out = t % 2 ? 100 : n;
+        const float iou = 0.5f;
+        float *hb = malloc((size_t)n * 16), *hs = malloc((size_t)n * 4);
+        void *db = NULL, *ds = NULL, *dm = NULL, *di = NULL, *dy = NULL, *ws = NULL, *inst = NULL;
+        size_t wsz = 0;
+        if (!hb || !hs)
+            exit(1);
+        for (int64_t i = 0; i < n; i++) {
+            const float x = (rnd() + 1) * 500, y = (rnd() + 1) * 500;
+            hb[i * 4] = y;
+            hb[i * 4 + 1] = x;
+            hb[i * 4 + 2] = y + 10 + (rnd() + 1) * 25;
+            hb[i * 4 + 3] = x + 10 + (rnd() + 1) * 25;
+            hs[i] = (rnd() + 1) / 2;
+        }
+        if (cudaMalloc(&db, (size_t)n * 16) != cudaSuccess || cudaMalloc(&ds, (size_t)n * 4) != cudaSuccess ||
+            cudaMalloc(&dm, 8) != cudaSuccess || cudaMalloc(&di, 4) != cudaSuccess ||
+            cudaMalloc(&dy, (size_t)n * 24) != cudaSuccess ||
+            cudaMemcpy(db, hb, (size_t)n * 16, cudaMemcpyHostToDevice) != cudaSuccess ||
+            cudaMemcpy(ds, hs, (size_t)n * 4, cudaMemcpyHostToDevice) != cudaSuccess) {
+            fprintf(stderr, "device allocation for %lld boxes failed\n", (long long)n);
+            exit(1);
+        }
+        kb_tensor in[4], out[1];
+        memset(in, 0, sizeof in);
+        memset(out, 0, sizeof out);
+        in[0] = (kb_tensor){.data = db, .dtype = KILN_DTYPE_FLOAT, .rank = 3, .dims = {1, n, 4}};
+        in[1] = (kb_tensor){.data = ds, .dtype = KILN_DTYPE_FLOAT, .rank = 3, .dims = {1, 1, n}};
+        in[2] = (kb_tensor){.data = dm, .dtype = KILN_DTYPE_INT64, .rank = 1, .dims = {1}, .host = &max_out};
+        in[3] = (kb_tensor){.data = di, .dtype = KILN_DTYPE_FLOAT, .rank = 1, .dims = {1}, .host = &iou};
+        out[0] = (kb_tensor){.data = dy, .dtype = KILN_DTYPE_INT64, .rank = 2, .dims = {n, 3}};
+        kn_node *nd = new_node("NonMaxSuppression", "", 4);
+        nd->opset = 11;
+        char name[64];
+        snprintf(name, sizeof name, "NMS %lld boxes, max %lld", (long long)n, (long long)max_out);
+        double ms = 0;
+        if (k->prepare && k->prepare(NULL, nd, in, 4, out, 1, &inst, &wsz) != KILN_OK) {
+            printf("  %-44s declined: %s\n", name, kiln_last_error());
+        } else if (wsz && cudaMalloc(&ws, wsz) != cudaSuccess) {
+            printf("  %-44s workspace of %zu bytes failed\n", name, wsz);
+        } else {
+            kb_run r = {.node = nd, .inst = inst, .n_in = 4, .in = in, .n_out = 1, .out = out,
+                        .workspace = ws, .workspace_size = wsz, .threads = 1, .stream = stream};
+            if (kb_cuda_backend.time_kernel(k, &r, reps, &ms) == KILN_OK)
+                printf("= %-44s %9.4f ms  %6lld selected  workspace %.1f MiB\n", name, ms,
+                       (long long)out[0].dims[0], (double)wsz / (1 << 20));
+            else
+                printf("  %-44s failed: %s\n", name, kiln_last_error());
+        }
+        if (k->release && inst)
+            k->release(inst);
+        cudaFree(ws);
+        cudaFree(db);
+        cudaFree(ds);
+        cudaFree(dm);
+        cudaFree(di);
+        cudaFree(dy);
+        free(hb);
+        free(hs);
+    }
+}
+
 /* ResNet-50's 53 convolutions at batch B (count = uses per net). */
 static void resnet_convs(int64_t B) {
     printf("\nResNet-50 convolutions, batch %lld, %s kiln::Conv + bias + ReLU (count = uses per net)\n",
@@ -714,6 +792,12 @@ int main(int argc, char **argv) {
             return 0;
         }
         lt_search_bert();
+        cudaStreamDestroy(stream);
+        return 0;
+    }
+    if (argc > 2 && strcmp(argv[2], "nms") == 0) { /* NonMaxSuppression at 1000, 5000, 20000 boxes */
+        nms_bench();
+        kn_net_free(net);
         cudaStreamDestroy(stream);
         return 0;
     }

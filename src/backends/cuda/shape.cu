@@ -2,7 +2,8 @@
  * element for the layout ops, per update for the scatters (reductions by
  * compare-and-swap on the element's aligned word), a block per slice for
  * short TopK slices (bitonic sort in shared memory) and CUB for long ones,
- * for the compaction scans of NonZero and Compress and for Unique's sort. */
+ * for the compaction scans of NonZero and Compress and for Unique's sort;
+ * NonMaxSuppression settles its candidates from a bit matrix of overlaps. */
 #include <cub/device/device_merge_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
@@ -607,15 +608,62 @@ extern "C" cudaError_t kc_topk(const void *x, kiln_dtype dt, void *vals, int64_t
     return cudaGetLastError();
 }
 
-/* ---------------- NonMaxSuppression ---------------- */
+/* ---------------- NonMaxSuppression ----------------
+ * A (batch, class) slice's scores are sorted by the TopK kernel (NaN first,
+ * then falling, ties by box index), so its candidates are the sorted
+ * positions [lo, lo + m): lo NaNs skipped under a score threshold, m scores
+ * above it (every box without one). Their boxes are gathered in that order.
+ *
+ * For the first mm = min(m, NMS_MASK_MAX_N) candidates a bit matrix records
+ * which one suppresses which: row i, word w, bit j (1ull << j) is set when
+ * candidate 64 w + j, later than i, overlaps i by more than the threshold,
+ * tested as the CPU tests it, kn_nms_suppress(later, earlier). A row has
+ * ceil(mm / 64) words, and only its words w >= i / 64 are written or read.
+ * One block a slice then walks the candidates 64 at a time, keeping one when
+ * no kept candidate has marked it and OR-ing the kept ones' rows into a
+ * "removed" set, until max_output_boxes_per_class are kept. Candidates past
+ * mm, and slices whose matrix finds no room (or all of them under
+ * KILN_CUDA_GENERIC=1), are tested one at a time against the boxes kept so
+ * far, as the CPU does.
+ *
+ * Memory bound: the matrices of all slices share one region of at most
+ * NMS_MASK_BUDGET bytes (64 MiB), placed first-fit in slice order by their
+ * actual candidate counts; one slice needs at most 16384 x 256 words
+ * (32 MiB), so the region always holds the largest matrix on its own. */
 
-/* Workspace: the sorted scores and their box indices ([B * C, N]), the kept
- * boxes and indices of each (batch, class), their counts and row offsets,
- * the device's total, then TopK's own. */
+#define NMS_MASK_MAX_N 16384
+#define NMS_MASK_MAX_WORDS (NMS_MASK_MAX_N / 64)
+#define NMS_MASK_BUDGET ((int64_t)64 << 20)
+#define NMS_RANGE_THREADS 256
+#define NMS_SELECT_THREADS 256
+static_assert(NMS_SELECT_THREADS >= 64 && NMS_SELECT_THREADS % 32 == 0,
+              "the walk's block settles 64 candidates a step, a thread each, in whole warps");
+
+/* 64-bit words of the matrices' region: every slice's largest matrix when
+ * they all fit in the budget, the budget otherwise. */
+static int64_t nms_mask_words(int64_t slices, int64_t n) {
+    const int64_t m = n < NMS_MASK_MAX_N ? n : NMS_MASK_MAX_N, per = m * ((m + 63) / 64);
+    const int64_t cap = NMS_MASK_BUDGET / 8;
+    if (slices <= 0 || per <= 0)
+        return 0;
+    return slices > cap / per ? cap : slices * per;
+}
+
+/* The most 64 x 64 tiles the matrices can have (the mask kernel's grid). */
+static int64_t nms_mask_tiles(int64_t slices, int64_t n) {
+    const int64_t m = n < NMS_MASK_MAX_N ? n : NMS_MASK_MAX_N, mb = (m + 63) / 64;
+    return slices * (mb * (mb + 1) / 2);
+}
+
+/* Workspace: the sorted scores and their box indices ([B * C, N]), the
+ * candidates' boxes in score order, the kept box indices, the counts and row
+ * offsets of each (batch, class), the device's total, each slice's
+ * candidate range, matrix offset and first tile (one more: the total), the
+ * matrices, then TopK's own. */
 static size_t nms_fixed(int64_t slices, int64_t n) {
-    const size_t N = (size_t)(slices * n);
-    return al256(N * 4) + al256(N * 8) + al256(N * 16) + al256(N * 4) + 2 * al256((size_t)slices * 8) +
-           al256(8);
+    const size_t N = (size_t)(slices * n), S = (size_t)slices;
+    return al256(N * 4) + al256(N * 8) + al256(N * 16) + al256(N * 4) + 2 * al256(S * 8) + al256(8) +
+           2 * al256(S * 8) + al256((S + 1) * 8) + al256((size_t)nms_mask_words(slices, n) * 8);
 }
 
 extern "C" cudaError_t kc_nms_workspace(int64_t b, int64_t c, int64_t n, size_t *bytes) {
@@ -625,43 +673,207 @@ extern "C" cudaError_t kc_nms_workspace(int64_t b, int64_t c, int64_t n, size_t 
     return e;
 }
 
-/* One block a (batch, class): candidates in score order, each tested by the
- * block against every box kept so far; kept ones are appended by thread 0.
- * A number at or below the score threshold ends the list (NaNs, sorted
- * first, are skipped). */
-__global__ void nms_select_kernel(const float *boxes, const float *vals, const int64_t *idx,
-                                  const kc_nms_params p, float4 *kept_box, int *kept_idx, long long *counts) {
-    __shared__ int cnt;
+/* One block a slice: where its candidates lie among the sorted scores, and
+ * their boxes in that order. */
+__global__ void nms_range_kernel(const float *boxes, const float *vals, const int64_t *idx,
+                                 const kc_nms_params p, int2 *range, float4 *sbox) {
+    __shared__ int nan_n, above_n;
     const int64_t s = blockIdx.x, b = s / p.c, base = s * p.n;
+    int lo = 0, m = (int)p.n;
+    if (p.has_score) {
+        if (threadIdx.x == 0)
+            nan_n = above_n = 0;
+        __syncthreads();
+        int nn = 0, na = 0;
+        for (int64_t k = threadIdx.x; k < p.n; k += blockDim.x) {
+            const float v = vals[base + k];
+            nn += v != v;
+            na += v > p.score;
+        }
+        if (nn)
+            atomicAdd(&nan_n, nn);
+        if (na)
+            atomicAdd(&above_n, na);
+        __syncthreads();
+        lo = nan_n;
+        m = above_n;
+    }
+    for (int k = threadIdx.x; k < m; k += blockDim.x) {
+        const float *bx = boxes + (b * p.n + idx[base + lo + k]) * 4;
+        sbox[base + k] = make_float4(bx[0], bx[1], bx[2], bx[3]);
+    }
     if (threadIdx.x == 0)
-        cnt = 0;
+        range[s] = make_int2(lo, m);
+}
+
+/* One thread: each slice's matrix placed first-fit in the region of `words`
+ * (moff -1: none), and its first tile in the mask kernel's numbering. */
+__global__ void nms_plan_kernel(const int2 *range, int64_t slices, long long words, long long *moff,
+                                long long *toff) {
+    long long used = 0, tiles = 0;
+    for (int64_t s = 0; s < slices; s++) {
+        const long long m = range[s].y < NMS_MASK_MAX_N ? range[s].y : NMS_MASK_MAX_N, mb = (m + 63) / 64;
+        moff[s] = -1;
+        toff[s] = tiles;
+        if (m > 0 && m * mb <= words - used) {
+            moff[s] = used;
+            used += m * mb;
+            tiles += mb * (mb + 1) / 2;
+        }
+    }
+    toff[slices] = tiles;
+}
+
+/* The matrices, one 64 x 64 tile a step: rows 64 r .., columns 64 c ..
+ * with c >= r, numbered u = c (c + 1) / 2 + r within a slice; each thread
+ * writes one row's word. The blocks stride over the tiles of every slice,
+ * so a slice with many candidates spreads over the whole device. */
+__global__ void __launch_bounds__(64) nms_mask_kernel(const float4 *sbox, const int2 *range,
+                                                      const long long *moff, const long long *toff,
+                                                      int64_t slices, int64_t n, int center, float iou,
+                                                      unsigned long long *mask) {
+    __shared__ float4 col[64];
+    const int tid = threadIdx.x;
+    const long long total = toff[slices];
+    for (long long t = blockIdx.x; t < total; t += gridDim.x) {
+        int64_t s = 0, hi = slices - 1; /* the last slice whose first tile is at or before t */
+        while (s < hi) {
+            const int64_t mid = (s + hi + 1) / 2;
+            if (toff[mid] <= t)
+                s = mid;
+            else
+                hi = mid - 1;
+        }
+        const int u = (int)(t - toff[s]);
+        int c = (int)((sqrtf(8.f * (float)u + 1.f) - 1.f) * 0.5f);
+        while (c > 0 && c * (c + 1) / 2 > u)
+            c--;
+        while ((c + 1) * (c + 2) / 2 <= u)
+            c++;
+        const int r = u - c * (c + 1) / 2;
+        const int m = range[s].y < NMS_MASK_MAX_N ? range[s].y : NMS_MASK_MAX_N, mb = (m + 63) / 64;
+        const int jn = min(64, m - c * 64), i = r * 64 + tid;
+        const float4 *sb = sbox + s * n;
+        __syncthreads(); /* the previous tile's columns are read */
+        if (tid < jn)
+            col[tid] = sb[c * 64 + tid];
+        __syncthreads();
+        if (i < m) {
+            const float4 q = sb[i];
+            const float earlier[4] = {q.x, q.y, q.z, q.w};
+            unsigned long long word = 0;
+            for (int j = r == c ? tid + 1 : 0; j < jn; j++) {
+                const float4 o = col[j];
+                const float later[4] = {o.x, o.y, o.z, o.w};
+                if (kn_nms_suppress(later, earlier, center, iou))
+                    word |= 1ull << j;
+            }
+            mask[moff[s] + (long long)i * mb + c] = word;
+        }
+    }
+}
+
+/* A slice's first mm candidates through its matrix, 64 at a time: thread 0
+ * settles the 64 in order from their words of their own block (one is kept
+ * unless removed; a kept one removes what its word marks), then the block
+ * ORs the kept ones' later words into `removed` while the next block's own
+ * words are loaded. Returns how many are kept (written to kept[]). */
+__device__ long long nms_walk_mask(const unsigned long long *mask, int mm, const int64_t *cidx, int *kept,
+                                   long long max_out) {
+    __shared__ unsigned long long removed[NMS_MASK_MAX_WORDS];
+    __shared__ unsigned long long diag[2][64];
+    __shared__ int list[64];
+    __shared__ int n_list;
+    const int tid = threadIdx.x, mb = (mm + 63) / 64;
+    for (int w = tid; w < mb; w += blockDim.x)
+        removed[w] = 0;
+    if (tid < 64)
+        diag[0][tid] = tid < mm ? mask[(size_t)tid * mb] : 0;
     __syncthreads();
-    for (int64_t k = 0; k < p.n; k++) {
-        const float score = vals[base + k];
-        if (p.has_score && !(score > p.score)) {
-            if (score != score)
-                continue;
-            break;
+    long long cnt = 0;
+    for (int cw = 0; cw < mb && cnt < max_out; cw++) {
+        const unsigned long long *rows = mask + (size_t)cw * 64 * mb;
+        if (tid == 0) {
+            const int in_block = min(64, mm - cw * 64);
+            const unsigned long long *d = diag[cw & 1];
+            unsigned long long avail = (in_block == 64 ? ~0ull : (1ull << in_block) - 1) & ~removed[cw];
+            int k = 0;
+            while (avail && cnt + k < max_out) {
+                const int t = __ffsll((long long)avail) - 1;
+                list[k++] = t;
+                avail &= ~(d[t] | (1ull << t));
+            }
+            n_list = k;
         }
-        if (cnt >= p.max_out)
+        __syncthreads();
+        const int k = n_list;
+        if (tid < k)
+            kept[cnt + tid] = (int)cidx[cw * 64 + list[tid]];
+        if (cnt + k < max_out && cw + 1 < mb) {
+            const int lane = tid & 31, group = tid >> 5, groups = (int)(blockDim.x >> 5);
+            for (int w = cw + 1 + lane; w < mb; w += 32) {
+                unsigned long long acc = 0;
+                for (int q = group; q < k; q += groups)
+                    acc |= rows[(size_t)list[q] * mb + w];
+                if (acc)
+                    atomicOr(&removed[w], acc);
+            }
+            if (tid < 64) {
+                const int i = (cw + 1) * 64 + tid;
+                diag[(cw + 1) & 1][tid] = i < mm ? mask[(size_t)i * mb + cw + 1] : 0;
+            }
+        }
+        cnt += k;
+        __syncthreads();
+    }
+    return cnt;
+}
+
+/* Candidates k0 .. m - 1 one at a time, each tested by the block against
+ * every box kept so far (read through the kept box indices); thread 0
+ * appends the ones kept. */
+__device__ long long nms_walk_serial(const float *bb, const float4 *sb, const int64_t *cidx, int k0, int m,
+                                     int *kept, long long kept0, const kc_nms_params p) {
+    __shared__ long long cnt;
+    if (threadIdx.x == 0)
+        cnt = kept0;
+    __syncthreads();
+    for (int k = k0; k < m; k++) {
+        const long long c = cnt;
+        if (c >= p.max_out)
             break;
-        const int64_t i = idx[base + k];
-        const float *bx = boxes + (b * p.n + i) * 4;
-        const float cand[4] = {bx[0], bx[1], bx[2], bx[3]};
+        const float4 q = sb[k];
+        const float cand[4] = {q.x, q.y, q.z, q.w};
         int hit = 0;
-        for (int j = threadIdx.x; j < cnt && !hit; j += blockDim.x) {
-            const float4 q = kept_box[base + j];
-            const float other[4] = {q.x, q.y, q.z, q.w};
-            hit = kn_nms_suppress(cand, other, p.center, p.iou);
-        }
+        for (long long j = threadIdx.x; j < c && !hit; j += blockDim.x)
+            hit = kn_nms_suppress(cand, bb + (int64_t)kept[j] * 4, p.center, p.iou);
         hit = __syncthreads_or(hit);
         if (!hit && threadIdx.x == 0) {
-            kept_box[base + cnt] = make_float4(cand[0], cand[1], cand[2], cand[3]);
-            kept_idx[base + cnt] = (int)i;
-            cnt++;
+            kept[c] = (int)cidx[k];
+            cnt = c + 1;
         }
         __syncthreads();
     }
+    return cnt;
+}
+
+/* One block a slice: the matrix walk where the slice has a matrix, then the
+ * serial walk over what it leaves. */
+__global__ void nms_select_kernel(const float *boxes, const float4 *sbox, const int64_t *idx, const int2 *range,
+                                  const long long *moff, const unsigned long long *mask, const kc_nms_params p,
+                                  int *kept_idx, long long *counts) {
+    const int64_t s = blockIdx.x, base = s * p.n;
+    const int2 r = range[s];
+    const int64_t *cidx = idx + base + r.x;
+    int *kept = kept_idx + base;
+    long long cnt = 0;
+    int k0 = 0;
+    if (moff[s] >= 0) {
+        k0 = r.y < NMS_MASK_MAX_N ? r.y : NMS_MASK_MAX_N;
+        cnt = nms_walk_mask(mask + moff[s], k0, cidx, kept, p.max_out);
+    }
+    if (k0 < r.y && cnt < p.max_out)
+        cnt = nms_walk_serial(boxes + s / p.c * p.n * 4, sbox + base, cidx, k0, r.y, kept, cnt, p);
     if (threadIdx.x == 0)
         counts[s] = cnt;
 }
@@ -703,12 +915,13 @@ extern "C" cudaError_t kc_nms(const float *boxes, const float *scores, const kc_
     const size_t fixed = nms_fixed(slices, p->n);
     if (!ws || wsz < fixed)
         return cudaErrorInvalidValue;
+    const int64_t words = kc_fast_paths() ? nms_mask_words(slices, p->n) : 0;
     unsigned char *at = (unsigned char *)ws;
     float *vals = (float *)at;
     at += al256((size_t)N * 4);
     int64_t *idx = (int64_t *)at;
     at += al256((size_t)N * 8);
-    float4 *kept_box = (float4 *)at;
+    float4 *sbox = (float4 *)at;
     at += al256((size_t)N * 16);
     int *kept_idx = (int *)at;
     at += al256((size_t)N * 4);
@@ -718,11 +931,25 @@ extern "C" cudaError_t kc_nms(const float *boxes, const float *scores, const kc_
     at += al256((size_t)slices * 8);
     long long *total = (long long *)at;
     at += al256(8);
+    int2 *range = (int2 *)at;
+    at += al256((size_t)slices * 8);
+    long long *moff = (long long *)at;
+    at += al256((size_t)slices * 8);
+    long long *toff = (long long *)at;
+    at += al256((size_t)(slices + 1) * 8);
+    unsigned long long *mask = (unsigned long long *)at;
+    at += al256((size_t)nms_mask_words(slices, p->n) * 8);
     cudaError_t e = kc_topk(scores, KILN_DTYPE_FLOAT, vals, idx, slices, p->n, 1, p->n, 1, at,
                             wsz - fixed, stream);
     if (e != cudaSuccess)
         return e;
-    nms_select_kernel<<<(unsigned)slices, 128, 0, stream>>>(boxes, vals, idx, *p, kept_box, kept_idx, counts);
+    nms_range_kernel<<<(unsigned)slices, NMS_RANGE_THREADS, 0, stream>>>(boxes, vals, idx, *p, range, sbox);
+    nms_plan_kernel<<<1, 1, 0, stream>>>(range, slices, words, moff, toff);
+    if (words > 0)
+        nms_mask_kernel<<<kc_blocks(nms_mask_tiles(slices, p->n) * 64, 64), 64, 0, stream>>>(
+            sbox, range, moff, toff, slices, p->n, p->center, p->iou, mask);
+    nms_select_kernel<<<(unsigned)slices, NMS_SELECT_THREADS, 0, stream>>>(boxes, sbox, idx, range, moff, mask,
+                                                                          *p, kept_idx, counts);
     nms_offsets_kernel<<<1, 1, 0, stream>>>(counts, offs, slices, total);
     nms_rows_kernel<<<(unsigned)slices, 128, 0, stream>>>(kept_idx, counts, offs, p->c, p->n, y);
     if ((e = cudaGetLastError()) != cudaSuccess)

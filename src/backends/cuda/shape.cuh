@@ -101,7 +101,10 @@ cudaError_t kc_topk(const void *x, kiln_dtype dt, void *vals, int64_t *idx, int6
 /* NonMaxSuppression of boxes [B, N, 4] with scores [B, C, N] (float): y
  * [selected, 3] int64 rows (batch, class, box) in batch, class and
  * selection order, *count (host, page-locked) the rows once the stream
- * reaches it. The scores are sorted by kc_topk in the workspace. */
+ * reaches it. The scores are sorted by kc_topk in the workspace; a bit
+ * matrix of which candidate suppresses which (up to 16384 candidates of a
+ * class, all classes' matrices within 64 MiB of the workspace) settles the
+ * selection, and what it does not cover is walked a candidate at a time. */
 typedef struct kc_nms_params {
     int64_t b, c, n, max_out;
     int center, has_score;
