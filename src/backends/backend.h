@@ -170,6 +170,8 @@ extern const kb_kernel kb_cpu_fast[];   /* library-backed tactics (oneDNN / BLAS
 extern const size_t kb_cpu_fast_count;
 extern const kb_kernel kb_cpu_fused[];
 extern const size_t kb_cpu_fused_count;
+extern const kb_kernel kb_cpu_spectral[]; /* k_spectral.c */
+extern const size_t kb_cpu_spectral_count;
 
 /* All CPU kernels for (domain, op_type), reference ("ref") first. Fills up to
  * cap pointers and returns how many exist. */

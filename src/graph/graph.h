@@ -231,5 +231,7 @@ extern const kn_op_schema kn_ops_nn[];
 extern const size_t kn_ops_nn_count;
 extern const kn_op_schema kn_ops_fused[];
 extern const size_t kn_ops_fused_count;
+extern const kn_op_schema kn_ops_spectral[]; /* ops_spectral.c */
+extern const size_t kn_ops_spectral_count;
 
 #endif

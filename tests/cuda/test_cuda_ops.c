@@ -1989,6 +1989,7 @@ static void test_op_coverage(void) {
 #include "cases_nn2.inc"
 #include "cases_conv_graph.inc"
 #include "cases_seq.inc"
+#include "cases_spectral.inc"
 
 int main(void) {
     char target[64], libs[128];
@@ -2041,6 +2042,7 @@ int main(void) {
     test_nn2_ops();
     test_conv_graph();
     test_seq_ops();
+    test_spectral_ops();
     if (!dry) {
         test_errors();
         cudaStreamDestroy(stream);

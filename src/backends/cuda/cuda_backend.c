@@ -204,6 +204,7 @@ static const kb_table kc_tables[] = {
     {kb_cuda_nn2, &kb_cuda_nn2_count},
     {kb_cuda_seq, &kb_cuda_seq_count},
     {kb_cuda_attn_onnx, &kb_cuda_attn_onnx_count},
+    {kb_cuda_spectral, &kb_cuda_spectral_count},
 };
 
 int kb_cuda_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {
