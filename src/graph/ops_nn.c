@@ -555,12 +555,44 @@ static bool quant_int(kiln_dtype t) {
            t == KILN_DTYPE_UINT16;
 }
 
+/* Blocked quantization (opset 21): the scale (and zero point) have x's
+ * rank and dims but along `axis`, where they have ceil(dim / block). */
+static kiln_status quant_blocked(const kn_node *n, const kn_tinfo *x, const kn_tinfo *scale, const kn_tinfo *zp,
+                                 int64_t block, kn_quant *q) {
+    if (block < 0)
+        return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT, "block_size %lld is negative", (long long)block);
+    int64_t a = kn_attr_int(n, "axis", 1);
+    if (x->rank == 0 || a < -x->rank || a >= x->rank)
+        return kn_node_error(n, KILN_ERR_SHAPE, "axis %lld is out of range for rank %d", (long long)a, x->rank);
+    int ax = (int)(a < 0 ? a + x->rank : a);
+    if (scale->rank != x->rank)
+        return kn_node_error(n, KILN_ERR_SHAPE, "blocked quantization needs a scale of x's rank %d, has rank %d",
+                             x->rank, scale->rank);
+    for (int d = 0; d < x->rank; d++) {
+        int64_t want = d == ax && x->dims[d] >= 0 ? (x->dims[d] + block - 1) / block : x->dims[d];
+        if (want >= 0 && scale->dims[d] >= 0 && scale->dims[d] != want)
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "scale dim %d is %lld; blocks of %lld along axis %d of x need %lld", d,
+                                 (long long)scale->dims[d], (long long)block, ax, (long long)want);
+    }
+    if (zp) {
+        bool same = zp->rank == scale->rank;
+        for (int d = 0; same && d < zp->rank; d++)
+            same = zp->dims[d] == scale->dims[d];
+        if (!same)
+            return kn_node_error(n, KILN_ERR_SHAPE, "the zero point's shape differs from the scale's");
+    }
+    q->axis = ax;
+    q->channels = x->dims[ax];
+    q->inner = kn_numel(x->rank - ax - 1, x->dims + ax + 1);
+    q->block = block;
+    return KILN_OK;
+}
+
 kiln_status kn_quant_geom(const kn_node *n, const kn_tinfo *in, int n_in, bool quantize, kn_quant *q) {
     memset(q, 0, sizeof *q);
     const kn_tinfo *x = &in[0], *scale = &in[1];
     const kn_tinfo *zp = n_in > 2 && in[2].dtype != KILN_DTYPE_UNDEFINED ? &in[2] : NULL;
-    if (kn_attr_int(n, "block_size", 0) != 0)
-        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "blocked quantization (block_size) is not supported yet");
     if (!is_real(scale->dtype))
         return kn_node_error(n, KILN_ERR_UNSUPPORTED, "the scale has type %s, not a float type",
                              kiln_dtype_name(scale->dtype));
@@ -590,6 +622,9 @@ kiln_status kn_quant_geom(const kn_node *n, const kn_tinfo *in, int n_in, bool q
                              "quantized type %s is not supported (int8, uint8, int16, uint16%s)",
                              kiln_dtype_name(q->qtype), quantize ? "" : ", int32");
     int64_t count = kn_numel(scale->rank, scale->dims);
+    int64_t block = kn_attr_int(n, "block_size", 0);
+    if (block != 0)
+        return quant_blocked(n, x, scale, zp, block, q);
     if (scale->rank == 0 || (scale->rank == 1 && count == 1 && x->rank == 0)) {
         q->axis = -1;
     } else if (scale->rank == 1) {

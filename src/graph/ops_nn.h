@@ -103,6 +103,7 @@ typedef struct kn_grid_sample {
 typedef struct kn_quant {
     int axis;              /* -1: one scale for the whole tensor */
     int64_t channels, inner;
+    int64_t block;         /* block_size: 0, or blocks of this many along axis */
     kiln_dtype qtype, ftype;
 } kn_quant;
 /* in: x, scale, zero point (n_in 2 or 3); quantize: x is the float side. */

@@ -27,6 +27,19 @@ KN_Q_FN int kn_q_range(int dtype, double *lo, double *hi) {
     }
 }
 
+/* The scale and zero point of element i: channels = the axis's length,
+ * inner = the elements after it. Per tensor (channels <= 1, block 0): 0;
+ * per axis (block 0): the axis index; blocked (block > 0): the scale has x's
+ * shape with ceil(channels / block) along the axis, and element i takes the
+ * entry of its block. */
+KN_Q_FN int64_t kn_q_param_index(int64_t i, int64_t channels, int64_t inner, int64_t block) {
+    if (block <= 0)
+        return channels > 1 ? (i / inner) % channels : 0;
+    int64_t blocks = (channels + block - 1) / block, outer = i / (inner * channels);
+    int64_t j = (i / inner) % channels, k = i % inner;
+    return (outer * blocks + j / block) * inner + k;
+}
+
 /* round(x / scale) + zero_point, saturated to [lo, hi]; NaN gives the zero
  * point. */
 KN_Q_FN double kn_q_quantize(float x, float scale, double zp, double lo, double hi) {

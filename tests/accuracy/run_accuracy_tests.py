@@ -422,6 +422,18 @@ def sampling_models(w):
                                            "_weight" if weighted else "")
             onnx.save(m, w(name))
             paths.append(w(name))
+    # blocked quantization (opset 21): int8 blocks of 4 along an axis of 10
+    nodes = [helper.make_node("QuantizeLinear", ["X", "s", "z"], ["q"], axis=1, block_size=4),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["Y"], axis=1, block_size=4)]
+    g = helper.make_graph(nodes, "qdq_int8_blocked",
+                          [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 10, 4])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3, 10, 4])],
+                          [numpy_helper.from_array(rng.uniform(0.01, 0.05, (3, 3, 4)).astype(np.float32), "s"),
+                           numpy_helper.from_array(rng.integers(-5, 5, (3, 3, 4)).astype(np.int8), "z")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    onnx.save(m, w("qdq_int8_blocked.onnx"))
+    paths.append(w("qdq_int8_blocked.onnx"))
     node = helper.make_node("DynamicQuantizeLinear", ["X"], ["y", "ys", "yz"])
     g = helper.make_graph([node], "dql", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [6, 7])],
                           [helper.make_tensor_value_info("y", TensorProto.UINT8, [6, 7]),

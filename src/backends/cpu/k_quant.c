@@ -13,7 +13,7 @@ static kiln_status quant_setup(const kb_run *r, bool quantize, kn_quant *q) {
 
 /* The scale / zero point index of element i. */
 static inline size_t quant_channel(const kn_quant *q, int64_t i) {
-    return q->axis < 0 ? 0 : (size_t)((i / q->inner) % q->channels);
+    return q->axis < 0 ? 0 : (size_t)kn_q_param_index(i, q->channels, q->inner, q->block);
 }
 
 kiln_status kb_quantize_run(const kb_run *r) {

@@ -240,7 +240,7 @@ __global__ void quant_kernel(const void *x, const void *scale, const void *zp, v
                              double lo, double hi) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t ch = p.channels > 1 ? (i / p.inner) % p.channels : 0;
+        const int64_t ch = kn_q_param_index(i, p.channels, p.inner, p.block);
         const float s = kc_ld_f(scale, p.st, ch);
         const double z = zp ? q_ld_int(zp, p.qt, ch) : 0.0;
         if (p.quantize)

@@ -86,7 +86,7 @@ cudaError_t kc_roi_align_run(const void *x, const void *rois, const int64_t *bat
 typedef struct kc_quant {
     int quantize;
     kiln_dtype qt, ft, st; /* quantized, float side, scale */
-    int64_t n, channels, inner;
+    int64_t n, channels, inner, block; /* graph/quant.h's kn_q_param_index */
 } kc_quant;
 cudaError_t kc_quant_run(const void *x, const void *scale, const void *zp, void *y, const kc_quant *p,
                          cudaStream_t stream);
