@@ -41,6 +41,9 @@ passed = 0
 failed = []
 
 
+BACKEND_ARGS = []  # --backend=NAME for the op checks (main's --backend)
+
+
 def run(kiln, *args, env=None):
     e = dict(os.environ)
     if env:
@@ -451,7 +454,7 @@ def test_sampling_ops(k, w):
     against ONNX Runtime on random inputs (the node tests have a few fixed
     cases each)."""
     for path in sampling_models(w):
-        rc, so, se = run(k, "compare", path)
+        rc, so, se = run(k, "compare", path, *BACKEND_ARGS)
         check("compare vs onnxruntime: " + os.path.basename(path), rc == 0 and "PASSED" in so,
               so + se)
 
@@ -497,7 +500,7 @@ def test_random_ops(k, w):
         path, inputs = cases[name]
         out = w("%s_%s.npz" % (name, tag))
         args = ["exec", "--onnx=" + path, "--iterations=%d" % iterations, "--duration=0", "--warmUp=0",
-                "--exportOutput=" + out]
+                "--exportOutput=" + out] + BACKEND_ARGS
         if inputs:
             args.append("--loadInputs=" + inputs)
         rc, so, se = run(k, *args)
@@ -540,6 +543,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--backend", default=None,
+                    help="run the op checks (against ONNX Runtime, and the random ops) on this backend "
+                         "and nothing else, e.g. cuda on a GPU machine")
     args = ap.parse_args()
     k = os.path.abspath(args.kiln)
     shutil.rmtree(args.work, ignore_errors=True)
@@ -549,6 +555,15 @@ def main():
     os.makedirs(mdir, exist_ok=True)
     gen_models.main_into(mdir)
     m = lambda name: os.path.join(mdir, name)  # noqa: E731
+    if args.backend:
+        BACKEND_ARGS.append("--backend=" + args.backend)
+        test_random_ops(k, w)
+        if HAVE_ORT:
+            test_sampling_ops(k, w)
+        print("%d passed, %d failed" % (passed, len(failed)))
+        for f in failed:
+            print("FAILED: " + f)
+        return 1 if failed else 0
 
     test_io(k, w, m)
     test_writer(k, w, m)
