@@ -32,6 +32,19 @@ static inline void kb_tinfo_of(const kb_tensor *t, int n, kn_tinfo *out) {
     }
 }
 
+/* The same for prepare(), which may see inputs before memory is assigned
+ * (data NULL: a graph input not bound yet): only an absent optional input
+ * (dtype UNDEFINED) is UNDEFINED; values known on the host come along. */
+static inline void kb_tinfo_types(const kb_tensor *t, int n, kn_tinfo *out) {
+    for (int i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].dtype = t[i].dtype;
+        out[i].rank = t[i].rank;
+        memcpy(out[i].dims, t[i].dims, sizeof out[i].dims);
+        out[i].value = t[i].host;
+    }
+}
+
 /* One call of a kernel. */
 typedef struct kb_run {
     const kn_node *node;      /* attributes: kn_attr_* */

@@ -348,7 +348,22 @@ static int run_cuda(const kb_kernel *k, const kn_tinfo *out_info, void *const *r
     }
     kiln_status st = k->init ? k->init(nd(), &state) : KILN_OK;
     if (st == KILN_OK && k->prepare) {
+        /* as the runtime may: a graph input or output not bound yet has no
+           address when the context is prepared */
+        void *bound[TC_MAX * 2];
+        for (int i = 0; i < T.n_in; i++) {
+            bound[i] = in[i].data;
+            in[i].data = NULL;
+        }
+        for (int o = 0; o < T.n_out; o++) {
+            bound[TC_MAX + o] = out[o].data;
+            out[o].data = NULL;
+        }
         st = k->prepare(state, nd(), in, T.n_in, out, T.n_out, &inst, &wsz);
+        for (int i = 0; i < T.n_in; i++)
+            in[i].data = bound[i];
+        for (int o = 0; o < T.n_out; o++)
+            out[o].data = bound[TC_MAX + o];
         if (st == KILN_ERR_UNSUPPORTED) {
             if (getenv("KILN_TEST_VERBOSE"))
                 fprintf(stderr, "note: %s: tactic %s declined in prepare: %s\n", T.label, k->tactic,

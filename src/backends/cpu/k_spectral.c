@@ -10,13 +10,10 @@
  * tensors are host memory either way). An absent input has no type; a
  * present one may have no data yet in prepare (a graph input not bound). */
 static void sp_tinfo(const kb_tensor *in, int n_in, kn_tinfo *ti) {
-    for (int i = 0; i < n_in; i++) {
-        memset(&ti[i], 0, sizeof ti[i]);
-        ti[i].dtype = in[i].dtype;
-        ti[i].rank = in[i].rank;
-        memcpy(ti[i].dims, in[i].dims, sizeof ti[i].dims);
-        ti[i].value = in[i].host ? in[i].host : in[i].data;
-    }
+    kb_tinfo_types(in, n_in, ti);
+    for (int i = 0; i < n_in; i++)
+        if (!ti[i].value)
+            ti[i].value = in[i].data;
 }
 
 #define SP_MAX_IN 5

@@ -430,7 +430,7 @@ static bool loss_supports(const kn_node *node, const kn_tinfo *in, int n_in, con
 static kiln_status loss_plan(const kn_node *node, const kb_tensor *in, int n_in, kc_loss *p) {
     kn_tinfo ti[3];
     int n = n_in < 3 ? n_in : 3;
-    kb_tinfo_of(in, n, ti);
+    kb_tinfo_types(in, n, ti);
     memset(p, 0, sizeof *p);
     KN_TRY(kn_loss_geom(node, ti, n, &p->g));
     p->dt = in[0].dtype;

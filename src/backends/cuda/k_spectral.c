@@ -16,13 +16,7 @@ static kiln_status sp_tinfo(const kn_node *node, const kb_tensor *in, int n_in, 
                             kn_tinfo *ti) {
     if (n_in > most)
         return kn_node_error(node, KILN_ERR_SHAPE, "takes at most %d inputs, got %d", most, n_in);
-    for (int i = 0; i < n_in; i++) {
-        memset(&ti[i], 0, sizeof ti[i]);
-        ti[i].dtype = in[i].dtype;
-        ti[i].rank = in[i].rank;
-        memcpy(ti[i].dims, in[i].dims, sizeof ti[i].dims);
-        ti[i].value = in[i].host;
-    }
+    kb_tinfo_types(in, n_in, ti);
     return KILN_OK;
 }
 
