@@ -2104,14 +2104,14 @@ static void test_errors(void) {
     KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "rank-5 (volumetric)");
     kc_free(&k);
 
-    /* QuantizeLinear / DequantizeLinear: blocked scales, a float8 target, a
-       scale per index that does not match the axis */
+    /* QuantizeLinear / DequantizeLinear: blocked scales of the wrong shape,
+       a float8 target, a scale per index that does not match the axis */
     kc_new(&k);
     kc_input(&k, "X", KILN_DTYPE_FLOAT, 2, DIMS(4, 6), x);
-    kc_const(&k, "S", KILN_DTYPE_FLOAT, 2, DIMS(4, 3), x);
+    kc_const(&k, "S", KILN_DTYPE_FLOAT, 2, DIMS(4, 2), x);
     kc_node(&k, "QuantizeLinear", "", 21, 2, NAMES("X", "S"), 1, NAMES("Y"));
     KT_OK(kiln_network_set_attr_int(k.net, k.node, "block_size", 2));
-    KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "blocked quantization");
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "scale dim 1 is 2; blocks of 2 along axis 1 of x need 3");
     kc_free(&k);
     kc_new(&k);
     kc_input(&k, "X", KILN_DTYPE_FLOAT, 2, DIMS(4, 6), x);
@@ -2125,6 +2125,53 @@ static void test_errors(void) {
     kc_const(&k, "S", KILN_DTYPE_FLOAT, 1, DIMS(5), x);
     kc_node(&k, "DequantizeLinear", "", 13, 2, NAMES("X", "S"), 1, NAMES("Y"));
     KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "5 scales for axis 1 of 6");
+    kc_free(&k);
+
+    /* the losses: an unknown reduction, a target of the wrong shape, a
+       weight of the wrong length, a target that is no class (at run time) */
+    static const int64_t tgt[3] = {0, 7, 1};
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 2, DIMS(3, 4), x);
+    kc_const(&k, "T", KILN_DTYPE_INT64, 1, DIMS(3), tgt);
+    kc_node(&k, "NegativeLogLikelihoodLoss", "", 13, 2, NAMES("X", "T"), 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_string(k.net, k.node, "reduction", "max"));
+    KT_FAILS(kc_run(&k), KILN_ERR_INVALID_ARGUMENT, "reduction 'max' is not none, sum or mean");
+    kc_free(&k);
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(3, 4, 2), x);
+    kc_const(&k, "T", KILN_DTYPE_INT64, 2, DIMS(3, 1), tgt);
+    kc_node(&k, "SoftmaxCrossEntropyLoss", "", 13, 2, NAMES("X", "T"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "target dim 1 is 1 but the input's matching dim (2) is 2");
+    kc_free(&k);
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 2, DIMS(3, 4), x);
+    kc_const(&k, "T", KILN_DTYPE_INT64, 1, DIMS(3), tgt);
+    kc_const(&k, "W", KILN_DTYPE_FLOAT, 1, DIMS(5), x);
+    kc_node(&k, "NegativeLogLikelihoodLoss", "", 13, 3, NAMES("X", "T", "W"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "the weight must be [C] = [4]");
+    kc_free(&k);
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 2, DIMS(3, 4), x);
+    kc_const(&k, "T", KILN_DTYPE_INT64, 1, DIMS(3), tgt);
+    kc_node(&k, "NegativeLogLikelihoodLoss", "", 13, 2, NAMES("X", "T"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_RUNTIME, "target element 1 is 7, not a class in [0, 4) nor the ignore_index");
+    kc_free(&k);
+
+    /* the random ops: no shape, a Multinomial of rank 3, an integer RandomNormal */
+    kc_new(&k);
+    kc_node(&k, "RandomNormal", "", 1, 0, NULL, 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_INVALID_ARGUMENT, "the shape attribute is missing");
+    kc_free(&k);
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 3, DIMS(1, 2, 3), x);
+    kc_node(&k, "Multinomial", "", 7, 1, NAMES("X"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "input must be [batch, classes], has rank 3");
+    kc_free(&k);
+    kc_new(&k);
+    kc_node(&k, "RandomNormal", "", 1, 0, NULL, 1, NAMES("Y"));
+    KT_OK(kiln_network_set_attr_ints(k.net, k.node, "shape", DIMS(2, 3), 2));
+    KT_OK(kiln_network_set_attr_int(k.net, k.node, "dtype", KILN_DTYPE_INT32));
+    KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "output type int32 is not supported");
     kc_free(&k);
 
     /* RoiAlign: a mode it does not have, rois and batch indices that disagree */

@@ -12,12 +12,8 @@ kiln_status kb_nn_attention_geom(const kn_node *node, const kb_tensor *in, int n
     kn_tinfo ti[7];
     if (n_in > 7)
         n_in = 7;
-    for (int i = 0; i < n_in; i++) { /* an absent input (no data) is undefined */
-        memset(&ti[i], 0, sizeof ti[i]);
-        ti[i].dtype = in[i].data ? in[i].dtype : KILN_DTYPE_UNDEFINED;
-        ti[i].rank = in[i].rank;
-        memcpy(ti[i].dims, in[i].dims, sizeof ti[i].dims);
-    }
+    /* by type: prepare may see a past cache before it is bound (no data) */
+    kb_tinfo_types(in, n_in, ti);
     return kn_attention_geom(node, n_in, ti, a);
 }
 
