@@ -4,21 +4,6 @@
 #include "index.cuh"
 #include "kc_dev.cuh"
 
-/* Any numeric element as double (int64 beyond 2^53 rounds, as the CPU's
- * comparison does). */
-__device__ __forceinline__ double kc_ld_d(const void *p, kiln_dtype t, int64_t i) {
-    switch (t) {
-    case KILN_DTYPE_DOUBLE: return ((const double *)p)[i];
-    case KILN_DTYPE_INT64: return (double)((const long long *)p)[i];
-    case KILN_DTYPE_UINT64: return (double)((const unsigned long long *)p)[i];
-    case KILN_DTYPE_INT32: return (double)((const int *)p)[i];
-    case KILN_DTYPE_UINT32: return (double)((const unsigned *)p)[i];
-    case KILN_DTYPE_INT16: return (double)((const short *)p)[i];
-    case KILN_DTYPE_UINT16: return (double)((const unsigned short *)p)[i];
-    default: return (double)kc_ld_f(p, t, i);
-    }
-}
-
 __global__ void argext_kernel(const void *x, kiln_dtype dt, int64_t *y, int64_t outer, int64_t n,
                               int64_t inner, int max, int last) {
     const int64_t units = outer * inner;
@@ -49,15 +34,6 @@ extern "C" cudaError_t kc_argext(const void *x, kiln_dtype dt, int64_t *y, int64
     argext_kernel<<<kc_blocks(units, KC_THREADS), KC_THREADS, 0, stream>>>(x, dt, y, outer, n, inner,
                                                                            max, select_last);
     return cudaGetLastError();
-}
-
-__device__ __forceinline__ void kc_st_d(void *p, kiln_dtype t, int64_t i, double v) {
-    switch (t) {
-    case KILN_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
-    case KILN_DTYPE_INT32: ((int *)p)[i] = (int)v; break;
-    case KILN_DTYPE_UINT32: ((unsigned *)p)[i] = (unsigned)v; break;
-    default: kc_st_f(p, t, i, (float)v); break;
-    }
 }
 
 __global__ void cumulative_kernel(const void *x, void *y, kiln_dtype dt, int64_t outer, int64_t n,

@@ -86,6 +86,35 @@ __device__ __forceinline__ void kc_st_i(void *p, kiln_dtype t, int64_t i, long l
     }
 }
 
+/* Any numeric element as double (int64 beyond 2^53 rounds, as the CPU's
+ * comparison does). */
+__device__ __forceinline__ double kc_ld_d(const void *p, kiln_dtype t, int64_t i) {
+    switch (t) {
+    case KILN_DTYPE_DOUBLE: return ((const double *)p)[i];
+    case KILN_DTYPE_INT64: return (double)((const long long *)p)[i];
+    case KILN_DTYPE_UINT64: return (double)((const unsigned long long *)p)[i];
+    case KILN_DTYPE_INT32: return (double)((const int *)p)[i];
+    case KILN_DTYPE_UINT32: return (double)((const unsigned *)p)[i];
+    case KILN_DTYPE_INT16: return (double)((const short *)p)[i];
+    case KILN_DTYPE_UINT16: return (double)((const unsigned short *)p)[i];
+    default: return (double)kc_ld_f(p, t, i);
+    }
+}
+
+/* Any numeric type from a double, integers truncated toward zero (the CPU's kb_st). */
+__device__ __forceinline__ void kc_st_d(void *p, kiln_dtype t, int64_t i, double v) {
+    switch (t) {
+    case KILN_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
+    case KILN_DTYPE_FLOAT: case KILN_DTYPE_FLOAT16: case KILN_DTYPE_BFLOAT16: case KILN_DTYPE_BOOL:
+        kc_st_f(p, t, i, (float)v);
+        break;
+    case KILN_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case KILN_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case KILN_DTYPE_UINT64: ((unsigned long long *)p)[i] = (unsigned long long)v; break;
+    default: kc_st_i(p, t, i, (long long)v); break;
+    }
+}
+
 /* The CPU's kb_act_apply, term for term. */
 __device__ __forceinline__ float kc_act_apply(int a, float x, float alpha, float beta) {
     switch (a) {

@@ -9,17 +9,6 @@
 #include "kc_dev.cuh"
 #include "loss.cuh"
 
-__device__ __forceinline__ double loss_ld(const void *p, kiln_dtype t, int64_t i) {
-    return t == KILN_DTYPE_DOUBLE ? ((const double *)p)[i] : (double)kc_ld_f(p, t, i);
-}
-
-__device__ __forceinline__ void loss_st(void *p, kiln_dtype t, int64_t i, double v) {
-    if (t == KILN_DTYPE_DOUBLE)
-        ((double *)p)[i] = v;
-    else
-        kc_st_f(p, t, i, (float)v);
-}
-
 __device__ __forceinline__ double warp_max(double v) {
     for (int o = 16; o > 0; o >>= 1)
         v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -50,28 +39,28 @@ __global__ void loss_sample_kernel(const void *x, const void *target, const void
         if (p.softmax) {
             double mx = -INFINITY, sum = 0.0;
             for (int64_t c = lane; c < g.classes; c += lanes)
-                mx = fmax(mx, loss_ld(x, p.dt, base + c * g.inner));
+                mx = fmax(mx, kc_ld_d(x, p.dt, base + c * g.inner));
             if (lanes > 1)
                 mx = warp_max(mx);
             for (int64_t c = lane; c < g.classes; c += lanes)
-                sum += exp(loss_ld(x, p.dt, base + c * g.inner) - mx);
+                sum += exp(kc_ld_d(x, p.dt, base + c * g.inner) - mx);
             if (lanes > 1)
                 sum = warp_sum(sum);
             lse = mx + log(sum);
             if (log_prob)
                 for (int64_t c = lane; c < g.classes; c += lanes)
-                    loss_st(log_prob, p.dt, base + c * g.inner, loss_ld(x, p.dt, base + c * g.inner) - lse);
+                    kc_st_d(log_prob, p.dt, base + c * g.inner, kc_ld_d(x, p.dt, base + c * g.inner) - lse);
         }
         if (lane != 0)
             continue;
         const long long t = kc_ld_i(target, p.target_dt, s);
         double loss = 0.0, wt = 0.0;
         if (kn_loss_counts(&g, t)) {
-            wt = weight ? loss_ld(weight, p.dt, t) : 1.0;
-            loss = -(loss_ld(x, p.dt, base + t * g.inner) - lse) * wt;
+            wt = weight ? kc_ld_d(weight, p.dt, t) : 1.0;
+            loss = -(kc_ld_d(x, p.dt, base + t * g.inner) - lse) * wt;
         }
         if (g.reduction == KN_LOSS_NONE) {
-            loss_st(y, p.dt, s, loss);
+            kc_st_d(y, p.dt, s, loss);
         } else {
             acc[s] = loss;
             acc[samples + s] = wt;
@@ -99,7 +88,7 @@ __global__ void loss_reduce_kernel(const double *acc, void *y, kc_loss p) {
         __syncthreads();
     }
     if (threadIdx.x == 0)
-        loss_st(y, p.dt, 0, kn_loss_reduce(&p.g, sl[0], sw[0]));
+        kc_st_d(y, p.dt, 0, kn_loss_reduce(&p.g, sl[0], sw[0]));
 }
 
 extern "C" size_t kc_loss_workspace(const kc_loss *p) {

@@ -8,26 +8,6 @@
 #include "kc_dev.cuh"
 #include "random.cuh"
 
-__device__ __forceinline__ double rnd_ld(const void *p, kiln_dtype t, long long i) {
-    return t == KILN_DTYPE_DOUBLE ? ((const double *)p)[i] : (double)kc_ld_f(p, t, i);
-}
-
-__device__ __forceinline__ void rnd_st(void *p, kiln_dtype t, long long i, double v) {
-    if (t == KILN_DTYPE_DOUBLE)
-        ((double *)p)[i] = v;
-    else if (t == KILN_DTYPE_FLOAT || t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_BFLOAT16 ||
-             t == KILN_DTYPE_BOOL)
-        kc_st_f(p, t, i, (float)v);
-    else if (t == KILN_DTYPE_UINT16)
-        ((uint16_t *)p)[i] = (uint16_t)v;
-    else if (t == KILN_DTYPE_UINT32)
-        ((uint32_t *)p)[i] = (uint32_t)v;
-    else if (t == KILN_DTYPE_UINT64)
-        ((unsigned long long *)p)[i] = (unsigned long long)v;
-    else
-        kc_st_i(p, t, i, (long long)v);
-}
-
 __global__ void random_fill_kernel(const void *x, void *y, const unsigned long long *run, kc_random p) {
     const unsigned long long r = *run;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < p.count;
@@ -38,8 +18,8 @@ __global__ void random_fill_kernel(const void *x, void *y, const unsigned long l
         else if (p.kind == KN_RAND_NORMAL)
             v = p.a + p.b * kn_rand_normal(p.key, (uint64_t)i, r);
         else
-            v = kn_rand_uniform(p.key, (uint64_t)i, r) < rnd_ld(x, p.x_dt, i) ? 1.0 : 0.0;
-        rnd_st(y, p.y_dt, i, v);
+            v = kn_rand_uniform(p.key, (uint64_t)i, r) < kc_ld_d(x, p.x_dt, i) ? 1.0 : 0.0;
+        kc_st_d(y, p.y_dt, i, v);
     }
 }
 
@@ -51,14 +31,14 @@ __global__ void multinomial_kernel(const void *x, void *y, const unsigned long l
         const long long row = e / p.samples, base = row * p.classes;
         double mx = -INFINITY, total = 0.0;
         for (long long c = 0; c < p.classes; c++)
-            mx = fmax(mx, rnd_ld(x, p.x_dt, base + c));
+            mx = fmax(mx, kc_ld_d(x, p.x_dt, base + c));
         for (long long c = 0; c < p.classes; c++)
-            total += exp(rnd_ld(x, p.x_dt, base + c) - mx);
+            total += exp(kc_ld_d(x, p.x_dt, base + c) - mx);
         const double target = kn_rand_uniform(p.key, (uint64_t)e, r) * total;
         double cum = 0.0;
         long long pick = p.classes - 1;
         for (long long c = 0; c < p.classes; c++) {
-            cum += exp(rnd_ld(x, p.x_dt, base + c) - mx);
+            cum += exp(kc_ld_d(x, p.x_dt, base + c) - mx);
             if (target < cum) {
                 pick = c;
                 break;

@@ -14,29 +14,7 @@ template <> __device__ __forceinline__ float sp_ld<float>(const void *p, kiln_dt
     return kc_ld_f(p, dt, i);
 }
 template <> __device__ __forceinline__ double sp_ld<double>(const void *p, kiln_dtype dt, int64_t i) {
-    return dt == KILN_DTYPE_DOUBLE ? ((const double *)p)[i] : (double)kc_ld_f(p, dt, i);
-}
-
-__device__ __forceinline__ void sp_st_real(void *p, kiln_dtype dt, int64_t i, double v) {
-    if (dt == KILN_DTYPE_DOUBLE)
-        ((double *)p)[i] = v;
-    else
-        kc_st_f(p, dt, i, (float)v);
-}
-
-/* Any numeric type, integers truncated toward zero (the CPU's kb_st). */
-__device__ __forceinline__ void sp_st_any(void *p, kiln_dtype dt, int64_t i, double v) {
-    switch (dt) {
-    case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case KILN_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
-    case KILN_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case KILN_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case KILN_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case KILN_DTYPE_INT64: ((int64_t *)p)[i] = (int64_t)v; break;
-    case KILN_DTYPE_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; break;
-    default: sp_st_real(p, dt, i, v); break;
-    }
+    return kc_ld_d(p, dt, i);
 }
 
 /* ---------------- twiddles ---------------- */
@@ -92,8 +70,8 @@ __global__ void dft_kernel(const void *x, void *y, kiln_dtype dt, const kn_dft g
             m = kn_dft_step(m, k, g.n);
         }
         const int64_t to = ((o * g.out_len + k) * g.inner + i) * 2;
-        sp_st_real(y, dt, to, (double)(re * scale));
-        sp_st_real(y, dt, to + 1, (double)(im * scale));
+        kc_st_d(y, dt, to, (double)(re * scale));
+        kc_st_d(y, dt, to + 1, (double)(im * scale));
     }
 }
 
@@ -144,8 +122,8 @@ __global__ void stft_kernel(const void *x, const void *w, void *y, kiln_dtype dt
             im += xi * c - xr * s;
             m = kn_dft_step(m, k, g.n);
         }
-        sp_st_real(y, dt, idx * 2, (double)re);
-        sp_st_real(y, dt, idx * 2 + 1, (double)im);
+        kc_st_d(y, dt, idx * 2, (double)re);
+        kc_st_d(y, dt, idx * 2 + 1, (double)im);
     }
 }
 
@@ -181,7 +159,7 @@ __global__ void mel_kernel(void *y, kiln_dtype dt, const kn_mel g) {
          idx += (int64_t)gridDim.x * blockDim.x) {
         const int64_t i = idx % g.nmel, j = idx / g.nmel;
         const int64_t b0 = kn_mel_bin(&g, i), b1 = kn_mel_bin(&g, i + 1), b2 = kn_mel_bin(&g, i + 2);
-        sp_st_any(y, dt, idx, kn_mel_weight(j, b0, b1, b2));
+        kc_st_d(y, dt, idx, kn_mel_weight(j, b0, b1, b2));
     }
 }
 
@@ -268,7 +246,7 @@ det_kernel(const void *x, void *y, kiln_dtype dt, int64_t batch, int64_t m, doub
             else
                 for (int64_t k = 0; k < m; k++)
                     det *= a[k * m + k];
-            sp_st_real(y, dt, b, det);
+            kc_st_d(y, dt, b, det);
         }
         __syncthreads();
     }
