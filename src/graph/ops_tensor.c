@@ -968,6 +968,8 @@ static kiln_status infer_random(kn_infer *c) {
             if (x->rank != 2)
                 return kn_node_error(c->node, KILN_ERR_SHAPE, "input must be [batch, classes], has rank %d",
                                      x->rank);
+            if (x->dims[1] == 0)
+                return kn_node_error(c->node, KILN_ERR_SHAPE, "input has no classes to draw from");
             y->rank = 2;
             y->dims[0] = x->dims[0];
             y->dims[1] = p.samples;

@@ -2168,6 +2168,11 @@ static void test_errors(void) {
     KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "input must be [batch, classes], has rank 3");
     kc_free(&k);
     kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 2, DIMS(2, 0), x);
+    kc_node(&k, "Multinomial", "", 7, 1, NAMES("X"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_SHAPE, "input has no classes to draw from");
+    kc_free(&k);
+    kc_new(&k);
     kc_node(&k, "RandomNormal", "", 1, 0, NULL, 1, NAMES("Y"));
     KT_OK(kiln_network_set_attr_ints(k.net, k.node, "shape", DIMS(2, 3), 2));
     KT_OK(kiln_network_set_attr_int(k.net, k.node, "dtype", KILN_DTYPE_INT32));
