@@ -614,7 +614,8 @@ extern "C" cudaError_t kc_topk(const void *x, kiln_dtype dt, void *vals, int64_t
  * positions [lo, lo + m): lo NaNs skipped under a score threshold, m scores
  * above it (every box without one). Their boxes are gathered in that order.
  *
- * For the first mm = min(m, NMS_MASK_MAX_N) candidates a bit matrix records
+ * For the first mm = min(m, nms_mask_cap(max_output_boxes_per_class))
+ * candidates (4096 to 16384) a bit matrix records
  * which one suppresses which: row i, word w, bit j (1ull << j) is set when
  * candidate 64 w + j, later than i, overlaps i by more than the threshold,
  * tested as the CPU tests it, kn_nms_suppress(later, earlier). A row has
@@ -632,7 +633,18 @@ extern "C" cudaError_t kc_topk(const void *x, kiln_dtype dt, void *vals, int64_t
  * (32 MiB), so the region always holds the largest matrix on its own. */
 
 #define NMS_MASK_MAX_N 16384
+#define NMS_MASK_MIN_N 4096
 #define NMS_MASK_MAX_WORDS (NMS_MASK_MAX_N / 64)
+
+/* How many candidates a slice's matrix covers: enough for 64 candidates a
+ * box to keep (at least NMS_MASK_MIN_N, at most NMS_MASK_MAX_N), so a small
+ * max_output_boxes_per_class does not pay for a quadratic matrix it would
+ * leave mostly unread; the serial walk goes on past it if needed. */
+__host__ __device__ __forceinline__ int nms_mask_cap(long long max_out) {
+    return max_out >= NMS_MASK_MAX_N / 64 ? NMS_MASK_MAX_N
+           : max_out * 64 > NMS_MASK_MIN_N ? (int)(max_out * 64)
+                                           : NMS_MASK_MIN_N;
+}
 #define NMS_MASK_BUDGET ((int64_t)64 << 20)
 #define NMS_RANGE_THREADS 256
 #define NMS_SELECT_THREADS 256
@@ -708,11 +720,11 @@ __global__ void nms_range_kernel(const float *boxes, const float *vals, const in
 
 /* One thread: each slice's matrix placed first-fit in the region of `words`
  * (moff -1: none), and its first tile in the mask kernel's numbering. */
-__global__ void nms_plan_kernel(const int2 *range, int64_t slices, long long words, long long *moff,
+__global__ void nms_plan_kernel(const int2 *range, int64_t slices, long long words, int cap, long long *moff,
                                 long long *toff) {
     long long used = 0, tiles = 0;
     for (int64_t s = 0; s < slices; s++) {
-        const long long m = range[s].y < NMS_MASK_MAX_N ? range[s].y : NMS_MASK_MAX_N, mb = (m + 63) / 64;
+        const long long m = range[s].y < cap ? range[s].y : cap, mb = (m + 63) / 64;
         moff[s] = -1;
         toff[s] = tiles;
         if (m > 0 && m * mb <= words - used) {
@@ -730,8 +742,8 @@ __global__ void nms_plan_kernel(const int2 *range, int64_t slices, long long wor
  * so a slice with many candidates spreads over the whole device. */
 __global__ void __launch_bounds__(64) nms_mask_kernel(const float4 *sbox, const int2 *range,
                                                       const long long *moff, const long long *toff,
-                                                      int64_t slices, int64_t n, int center, float iou,
-                                                      unsigned long long *mask) {
+                                                      int64_t slices, int64_t n, int cap, int center,
+                                                      float iou, unsigned long long *mask) {
     __shared__ float4 col[64];
     const int tid = threadIdx.x;
     const long long total = toff[slices];
@@ -751,7 +763,7 @@ __global__ void __launch_bounds__(64) nms_mask_kernel(const float4 *sbox, const 
         while ((c + 1) * (c + 2) / 2 <= u)
             c++;
         const int r = u - c * (c + 1) / 2;
-        const int m = range[s].y < NMS_MASK_MAX_N ? range[s].y : NMS_MASK_MAX_N, mb = (m + 63) / 64;
+        const int m = range[s].y < cap ? range[s].y : cap, mb = (m + 63) / 64;
         const int jn = min(64, m - c * 64), i = r * 64 + tid;
         const float4 *sb = sbox + s * n;
         __syncthreads(); /* the previous tile's columns are read */
@@ -869,7 +881,8 @@ __global__ void nms_select_kernel(const float *boxes, const float4 *sbox, const 
     long long cnt = 0;
     int k0 = 0;
     if (moff[s] >= 0) {
-        k0 = r.y < NMS_MASK_MAX_N ? r.y : NMS_MASK_MAX_N;
+        const int cap = nms_mask_cap(p.max_out);
+        k0 = r.y < cap ? r.y : cap;
         cnt = nms_walk_mask(mask + moff[s], k0, cidx, kept, p.max_out);
     }
     if (k0 < r.y && cnt < p.max_out)
@@ -944,10 +957,11 @@ extern "C" cudaError_t kc_nms(const float *boxes, const float *scores, const kc_
     if (e != cudaSuccess)
         return e;
     nms_range_kernel<<<(unsigned)slices, NMS_RANGE_THREADS, 0, stream>>>(boxes, vals, idx, *p, range, sbox);
-    nms_plan_kernel<<<1, 1, 0, stream>>>(range, slices, words, moff, toff);
+    const int cap = nms_mask_cap(p->max_out);
+    nms_plan_kernel<<<1, 1, 0, stream>>>(range, slices, words, cap, moff, toff);
     if (words > 0)
         nms_mask_kernel<<<kc_blocks(nms_mask_tiles(slices, p->n) * 64, 64), 64, 0, stream>>>(
-            sbox, range, moff, toff, slices, p->n, p->center, p->iou, mask);
+            sbox, range, moff, toff, slices, p->n, cap, p->center, p->iou, mask);
     nms_select_kernel<<<(unsigned)slices, NMS_SELECT_THREADS, 0, stream>>>(boxes, sbox, idx, range, moff, mask,
                                                                           *p, kept_idx, counts);
     nms_offsets_kernel<<<1, 1, 0, stream>>>(counts, offs, slices, total);
