@@ -251,7 +251,7 @@ kiln_status kn_mel_setup(const kn_node *node, const kn_tinfo *in, int n_in, kn_m
     return KILN_OK;
 }
 
-static bool mel_out_type(kiln_dtype t) {
+bool kn_mel_out_type(kiln_dtype t) {
     switch (t) {
     case KILN_DTYPE_FLOAT: case KILN_DTYPE_DOUBLE: case KILN_DTYPE_FLOAT16: case KILN_DTYPE_BFLOAT16:
     case KILN_DTYPE_INT8: case KILN_DTYPE_UINT8: case KILN_DTYPE_INT16: case KILN_DTYPE_UINT16:
@@ -267,7 +267,7 @@ static kiln_status infer_mel(kn_infer *c) {
     kn_mel g;
     KN_TRY(kn_mel_setup(c->node, c->in, c->n_in, &g));
     kiln_dtype t = (kiln_dtype)kn_attr_int(c->node, "output_datatype", KILN_DTYPE_FLOAT);
-    if (!mel_out_type(t))
+    if (!kn_mel_out_type(t))
         return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "output_datatype %s is not a numeric type",
                              kiln_dtype_name(t));
     c->out[0].dtype = t;

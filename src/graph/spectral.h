@@ -172,6 +172,8 @@ KN_HIDDEN kiln_status kn_mel_setup(const kn_node *node, const kn_tinfo *in, int 
  * (num_mel_bins + 2). */
 KN_HIDDEN void kn_mel_edges(kiln_dtype t, double lower, double upper, int64_t nmel, double *low_mel,
                             double *mel_step);
+/* Whether MelWeightMatrix can write type t (every real and integer type). */
+KN_HIDDEN bool kn_mel_out_type(kiln_dtype t);
 /* Det over X [*, M, M]: the batch count and M. */
 KN_HIDDEN kiln_status kn_det_setup(const kn_node *node, const kn_tinfo *x, int64_t *batch, int64_t *m);
 #endif

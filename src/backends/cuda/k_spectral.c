@@ -89,16 +89,7 @@ static kiln_status stft_run(const kb_run *r) {
 
 static bool mel_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                          int n_out) {
-    if (n_in != 5 || n_out != 1)
-        return false;
-    switch (out[0].dtype) {
-    case KILN_DTYPE_FLOAT: case KILN_DTYPE_DOUBLE: case KILN_DTYPE_FLOAT16: case KILN_DTYPE_BFLOAT16:
-    case KILN_DTYPE_INT8: case KILN_DTYPE_UINT8: case KILN_DTYPE_INT16: case KILN_DTYPE_UINT16:
-    case KILN_DTYPE_INT32: case KILN_DTYPE_UINT32: case KILN_DTYPE_INT64: case KILN_DTYPE_UINT64:
-        return true;
-    default:
-        return false;
-    }
+    return n_in == 5 && n_out == 1 && kn_mel_out_type(out[0].dtype);
 }
 
 static kiln_status mel_run(const kb_run *r) {
