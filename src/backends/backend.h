@@ -21,20 +21,10 @@ typedef struct kb_tensor {
 } kb_tensor;
 
 /* The type and shape of tensors as shape inference sees them, for the
- * geometry helpers kernels share with it (graph/ops_nn.h); an input
- * without data (an absent optional one) is UNDEFINED. */
-static inline void kb_tinfo_of(const kb_tensor *t, int n, kn_tinfo *out) {
-    for (int i = 0; i < n; i++) {
-        memset(&out[i], 0, sizeof out[i]);
-        out[i].dtype = t[i].data ? t[i].dtype : KILN_DTYPE_UNDEFINED;
-        out[i].rank = t[i].rank;
-        memcpy(out[i].dims, t[i].dims, sizeof out[i].dims);
-    }
-}
-
-/* The same for prepare(), which may see inputs before memory is assigned
- * (data NULL: a graph input not bound yet): only an absent optional input
- * (dtype UNDEFINED) is UNDEFINED; values known on the host come along. */
+ * geometry helpers kernels share with it (graph/ops_nn.h), in prepare():
+ * it may see inputs before memory is assigned (data NULL: a graph input not
+ * bound yet), so only an absent optional input (dtype UNDEFINED) is
+ * UNDEFINED; values known on the host come along. */
 static inline void kb_tinfo_types(const kb_tensor *t, int n, kn_tinfo *out) {
     for (int i = 0; i < n; i++) {
         memset(&out[i], 0, sizeof out[i]);
@@ -42,6 +32,17 @@ static inline void kb_tinfo_types(const kb_tensor *t, int n, kn_tinfo *out) {
         out[i].rank = t[i].rank;
         memcpy(out[i].dims, t[i].dims, sizeof out[i].dims);
         out[i].value = t[i].host;
+    }
+}
+
+/* The same for run(), where every present tensor has data: an input
+ * without data (an absent optional one) is UNDEFINED; no values. */
+static inline void kb_tinfo_of(const kb_tensor *t, int n, kn_tinfo *out) {
+    kb_tinfo_types(t, n, out);
+    for (int i = 0; i < n; i++) {
+        out[i].value = NULL;
+        if (!t[i].data)
+            out[i].dtype = KILN_DTYPE_UNDEFINED;
     }
 }
 
