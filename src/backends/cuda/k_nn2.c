@@ -520,6 +520,8 @@ static kiln_status random_prepare(const void *state, const kn_node *node, const 
         return st;
     }
     s->key = kn_random_key(&s->p);
+    if (s->p.kind == KN_RAND_MULTINOMIAL && n_in > 0) /* each row's maximum and exp-sum */
+        *workspace = (size_t)in[0].dims[0] * 2 * sizeof(double);
     *inst = s;
     return KILN_OK;
 }
@@ -541,8 +543,10 @@ static kiln_status random_run(const kb_run *r) {
     } else {
         p.count = kc_numel(&r->out[0]);
     }
-    KC_CUDA(r->node, kc_random_run(r->n_in > 0 ? r->in[0].data : NULL, r->out[0].data, s->run, &p,
-                                   kc_stream(r)));
+    if (p.kind == KN_RAND_MULTINOMIAL && r->workspace_size < (size_t)p.count * 2 * sizeof(double))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
+    KC_CUDA(r->node, kc_random_run(r->n_in > 0 ? r->in[0].data : NULL, r->out[0].data, s->run,
+                                   r->workspace, &p, kc_stream(r)));
     return KILN_OK;
 }
 

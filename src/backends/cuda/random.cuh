@@ -23,9 +23,11 @@ typedef struct kc_random {
 } kc_random;
 
 /* Fill y (Bernoulli reads its probabilities from x, Multinomial its
- * log-probabilities [rows, classes]) for run *run, then add 1 to *run. */
-cudaError_t kc_random_run(const void *x, void *y, unsigned long long *run, const kc_random *p,
-                          cudaStream_t stream);
+ * log-probabilities [rows, classes]) for run *run, then add 1 to *run.
+ * Multinomial keeps each row's maximum and exp-sum in stats (2 doubles a
+ * row, device memory: kc_random_stats_bytes). */
+cudaError_t kc_random_run(const void *x, void *y, unsigned long long *run, double *stats,
+                          const kc_random *p, cudaStream_t stream);
 
 #ifdef __cplusplus
 }
