@@ -51,14 +51,17 @@ __device__ __forceinline__ float kc_ld_f(const void *p, kiln_dtype t, int64_t i)
     }
 }
 
+/* Any integer element as int64 (uint64 keeps its bits, as the CPU loads it). */
 __device__ __forceinline__ long long kc_ld_i(const void *p, kiln_dtype t, int64_t i) {
     switch (t) {
-    case KILN_DTYPE_INT32: return ((const int32_t *)p)[i];
-    case KILN_DTYPE_INT64: return ((const int64_t *)p)[i];
     case KILN_DTYPE_INT8: return ((const int8_t *)p)[i];
     case KILN_DTYPE_UINT8: return ((const uint8_t *)p)[i];
-    case KILN_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
     case KILN_DTYPE_INT16: return ((const int16_t *)p)[i];
+    case KILN_DTYPE_UINT16: return ((const uint16_t *)p)[i];
+    case KILN_DTYPE_INT32: return ((const int32_t *)p)[i];
+    case KILN_DTYPE_UINT32: return ((const uint32_t *)p)[i];
+    case KILN_DTYPE_INT64: case KILN_DTYPE_UINT64: return ((const long long *)p)[i];
+    case KILN_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
     default: return 0;
     }
 }
@@ -74,13 +77,16 @@ __device__ __forceinline__ void kc_st_f(void *p, kiln_dtype t, int64_t i, float 
     }
 }
 
+/* An int64 into any integer type, truncated to its width (the bits for uint64). */
 __device__ __forceinline__ void kc_st_i(void *p, kiln_dtype t, int64_t i, long long v) {
     switch (t) {
-    case KILN_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case KILN_DTYPE_INT64: ((int64_t *)p)[i] = v; break;
     case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
     case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
     case KILN_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case KILN_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case KILN_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case KILN_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case KILN_DTYPE_INT64: case KILN_DTYPE_UINT64: ((long long *)p)[i] = v; break;
     case KILN_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
     default: break;
     }

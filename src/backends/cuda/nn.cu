@@ -607,21 +607,6 @@ extern "C" cudaError_t kc_layernorm_sum(const void *x, const kc_ln_sum *sum, voi
  * Max, Min, Prod, L1, SumSquare of integers) in int64, wrapping as the CPU's
  * int64 loops do. ReduceLogSumExp subtracts the maximum first. */
 
-/* Any integer element as int64 (uint64 keeps its bits, as the CPU loads it). */
-__device__ __forceinline__ long long red_ld_i(const void *p, kiln_dtype t, int64_t i) {
-    switch (t) {
-    case KILN_DTYPE_INT8: return ((const int8_t *)p)[i];
-    case KILN_DTYPE_UINT8: return ((const uint8_t *)p)[i];
-    case KILN_DTYPE_INT16: return ((const int16_t *)p)[i];
-    case KILN_DTYPE_UINT16: return ((const uint16_t *)p)[i];
-    case KILN_DTYPE_INT32: return ((const int32_t *)p)[i];
-    case KILN_DTYPE_UINT32: return ((const uint32_t *)p)[i];
-    case KILN_DTYPE_INT64: case KILN_DTYPE_UINT64: return ((const long long *)p)[i];
-    case KILN_DTYPE_BOOL: return ((const uint8_t *)p)[i] != 0;
-    default: return 0;
-    }
-}
-
 __device__ __forceinline__ bool red_is_int(kiln_dtype t) {
     return t == KILN_DTYPE_INT8 || t == KILN_DTYPE_UINT8 || t == KILN_DTYPE_INT16 ||
            t == KILN_DTYPE_UINT16 || t == KILN_DTYPE_INT32 || t == KILN_DTYPE_UINT32 ||
@@ -631,21 +616,7 @@ __device__ __forceinline__ bool red_is_int(kiln_dtype t) {
 __device__ __forceinline__ float red_ld_f(const void *p, kiln_dtype t, int64_t i) {
     if (t == KILN_DTYPE_UINT64)
         return (float)((const unsigned long long *)p)[i];
-    return red_is_int(t) ? (float)red_ld_i(p, t, i) : kc_ld_f(p, t, i);
-}
-
-__device__ __forceinline__ void red_st_i(void *p, kiln_dtype t, int64_t i, long long v) {
-    switch (t) {
-    case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case KILN_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
-    case KILN_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case KILN_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case KILN_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case KILN_DTYPE_INT64: case KILN_DTYPE_UINT64: ((long long *)p)[i] = v; break;
-    case KILN_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
-    default: break;
-    }
+    return red_is_int(t) ? (float)kc_ld_i(p, t, i) : kc_ld_f(p, t, i);
 }
 
 /* A real result into any type: integers truncate toward zero and saturate
@@ -664,7 +635,7 @@ __device__ __forceinline__ void red_st_f(void *p, kiln_dtype t, int64_t i, float
                                                  : (long long)v;
     if (t == KILN_DTYPE_UINT64 && v >= 9.2233720e18f)
         q = (long long)(v >= 1.8446744e19f ? ~0ull : (unsigned long long)v);
-    red_st_i(p, t, i, q);
+    kc_st_i(p, t, i, q);
 }
 
 __device__ __forceinline__ int64_t red_base(const kc_reduce &p, int64_t o) {
@@ -690,7 +661,7 @@ __device__ __forceinline__ double red_ld_d(const void *p, kiln_dtype t, int64_t 
         return ((const double *)p)[i];
     if (t == KILN_DTYPE_UINT64)
         return (double)((const unsigned long long *)p)[i];
-    return red_is_int(t) ? (double)red_ld_i(p, t, i) : (double)kc_ld_f(p, t, i);
+    return red_is_int(t) ? (double)kc_ld_i(p, t, i) : (double)kc_ld_f(p, t, i);
 }
 
 /* The real reduction in A: float, or double for float64 data. */
@@ -832,7 +803,7 @@ __global__ void reduce_int_kernel(const void *x, kiln_dtype xt, void *y, kiln_dt
     const int64_t base = red_base(p, warp);
     long long acc = p.op == KC_RED_PROD ? 1 : p.op == KC_RED_MAX ? p.ilo : p.op == KC_RED_MIN ? p.ihi : 0;
     for (int64_t j = lane; j < p.n_red_total; j += 32) {
-        long long v = red_ld_i(x, xt, base + red_off(p, j));
+        long long v = kc_ld_i(x, xt, base + red_off(p, j));
         if (p.op == KC_RED_L1)
             v = v < 0 ? (long long)(0ull - (u)v) : v;
         else if (p.op == KC_RED_SUM_SQUARE)
@@ -844,7 +815,7 @@ __global__ void reduce_int_kernel(const void *x, kiln_dtype xt, void *y, kiln_dt
     if (lane == 0) {
         if (p.op == KC_RED_MEAN && p.n_red_total > 0)
             acc /= p.n_red_total;
-        red_st_i(y, yt, warp, acc);
+        kc_st_i(y, yt, warp, acc);
     }
 }
 

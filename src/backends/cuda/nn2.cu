@@ -215,38 +215,17 @@ extern "C" cudaError_t kc_roi_align_run(const void *x, const void *rois, const i
 
 /* ---------------- quantization ---------------- */
 
-__device__ __forceinline__ double q_ld_int(const void *p, kiln_dtype t, int64_t i) {
-    switch (t) {
-    case KILN_DTYPE_INT8: return ((const int8_t *)p)[i];
-    case KILN_DTYPE_UINT8: return ((const uint8_t *)p)[i];
-    case KILN_DTYPE_INT16: return ((const int16_t *)p)[i];
-    case KILN_DTYPE_UINT16: return ((const uint16_t *)p)[i];
-    case KILN_DTYPE_INT32: return ((const int32_t *)p)[i];
-    default: return 0.0;
-    }
-}
-
-__device__ __forceinline__ void q_st_int(void *p, kiln_dtype t, int64_t i, double v) {
-    switch (t) {
-    case KILN_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case KILN_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case KILN_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
-    case KILN_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    default: break;
-    }
-}
-
 __global__ void quant_kernel(const void *x, const void *scale, const void *zp, void *y, const kc_quant p,
                              double lo, double hi) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t ch = kn_q_param_index(i, p.channels, p.inner, p.block);
         const float s = kc_ld_f(scale, p.st, ch);
-        const double z = zp ? q_ld_int(zp, p.qt, ch) : 0.0;
+        const double z = zp ? (double)kc_ld_i(zp, p.qt, ch) : 0.0;
         if (p.quantize)
-            q_st_int(y, p.qt, i, kn_q_quantize(kc_ld_f(x, p.ft, i), s, z, lo, hi));
+            kc_st_i(y, p.qt, i, (long long)kn_q_quantize(kc_ld_f(x, p.ft, i), s, z, lo, hi));
         else
-            kc_st_f(y, p.ft, i, kn_q_dequantize(q_ld_int(x, p.qt, i), z, s));
+            kc_st_f(y, p.ft, i, kn_q_dequantize((double)kc_ld_i(x, p.qt, i), z, s));
     }
 }
 
