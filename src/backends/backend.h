@@ -186,6 +186,8 @@ extern const kb_kernel kb_cpu_fused[];
 extern const size_t kb_cpu_fused_count;
 extern const kb_kernel kb_cpu_spectral[]; /* k_spectral.c */
 extern const size_t kb_cpu_spectral_count;
+extern const kb_kernel kb_cpu_tfidf[]; /* k_tfidf.c */
+extern const size_t kb_cpu_tfidf_count;
 
 /* All CPU kernels for (domain, op_type), reference ("ref") first. Fills up to
  * cap pointers and returns how many exist. */

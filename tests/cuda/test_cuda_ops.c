@@ -2005,6 +2005,7 @@ static void test_op_coverage(void) {
 #include "cases_conv_graph.inc"
 #include "cases_seq.inc"
 #include "cases_spectral.inc"
+#include "cases_tfidf.inc"
 
 int main(void) {
     char target[64], libs[128];
@@ -2058,6 +2059,7 @@ int main(void) {
     test_conv_graph();
     test_seq_ops();
     test_spectral_ops();
+    test_tfidf_ops();
     if (!dry) {
         test_errors();
         cudaStreamDestroy(stream);

@@ -51,6 +51,7 @@ static const kb_table kb_tables[] = {
     {kb_cpu_nn, &kb_cpu_nn_count},
     {kb_cpu_fused, &kb_cpu_fused_count},
     {kb_cpu_spectral, &kb_cpu_spectral_count},
+    {kb_cpu_tfidf, &kb_cpu_tfidf_count},
     {kb_cpu_fast, &kb_cpu_fast_count},
 };
 

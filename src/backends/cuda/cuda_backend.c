@@ -205,6 +205,7 @@ static const kb_table kc_tables[] = {
     {kb_cuda_seq, &kb_cuda_seq_count},
     {kb_cuda_attn_onnx, &kb_cuda_attn_onnx_count},
     {kb_cuda_spectral, &kb_cuda_spectral_count},
+    {kb_cuda_tfidf, &kb_cuda_tfidf_count},
 };
 
 int kb_cuda_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {

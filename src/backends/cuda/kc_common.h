@@ -173,6 +173,8 @@ extern const kb_kernel kb_cuda_attn_onnx[]; /* k_attention_onnx.c */
 extern const size_t kb_cuda_attn_onnx_count;
 extern const kb_kernel kb_cuda_spectral[]; /* k_spectral.c */
 extern const size_t kb_cuda_spectral_count;
+extern const kb_kernel kb_cuda_tfidf[]; /* k_tfidf.c */
+extern const size_t kb_cuda_tfidf_count;
 
 /* All CUDA kernels for (domain, op_type), fills up to cap; returns the count. */
 KN_HIDDEN int kb_cuda_kernels_for(const char *domain, const char *op_type, const kb_kernel **out,
