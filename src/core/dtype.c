@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "fp8.h"
 
 KILN_API size_t kiln_dtype_size(kiln_dtype t) {
     switch (t) {
@@ -90,60 +91,16 @@ uint16_t kn_float_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-/* Generic small-float decode: e exponent bits, m mantissa bits, bias. */
-static float small_decode(uint32_t v, int e, int m, int bias) {
-    uint32_t sign = v >> (e + m);
-    uint32_t exp = (v >> m) & ((1u << e) - 1u), man = v & ((1u << m) - 1u);
-    float r;
-    if (exp == 0)
-        r = ldexpf((float)man, 1 - bias - m);
-    else
-        r = ldexpf((float)((1u << m) | man), (int)exp - bias - m);
-    return sign ? -r : r;
-}
+/* The float8 formats: core/fp8.h, the rounding the kernels use. */
+float kn_fp8e4m3_to_float(uint8_t v) { return kn_f8_to_float(v, KN_F8_E4M3FN); }
 
-float kn_fp8e4m3_to_float(uint8_t v) {
-    if ((v & 0x7fu) == 0x7fu)
-        return NAN;
-    return small_decode(v, 4, 3, 7);
-}
+float kn_fp8e5m2_to_float(uint8_t v) { return kn_f8_to_float(v, KN_F8_E5M2); }
 
-float kn_fp8e5m2_to_float(uint8_t v) {
-    uint32_t exp = (v >> 2) & 0x1fu;
-    if (exp == 0x1f)
-        return (v & 3u) ? NAN : ((v & 0x80u) ? -INFINITY : INFINITY);
-    return small_decode(v, 5, 2, 15);
-}
+/* ONNX saturates by default: values past the largest finite one (448,
+ * 57344), infinities included, clamp to it */
+uint8_t kn_float_to_fp8e4m3(float f) { return kn_f8_from_float(f, KN_F8_E4M3FN, 1); }
 
-/* Encode by searching the nearest representable value (ties to even code):
- * slow but exact, and only used for casts and constant folding. */
-static uint8_t small_encode(float f, float (*dec)(uint8_t), uint8_t maxcode, uint8_t nan) {
-    if (isnan(f))
-        return nan;
-    uint8_t sign = signbit(f) ? 0x80u : 0u;
-    float a = fabsf(f);
-    uint8_t best = 0;
-    float bestd = INFINITY;
-    for (unsigned c = 0; c <= maxcode; c++) {
-        float d = fabsf(dec((uint8_t)c) - a);
-        if (d < bestd || (d == bestd && (c & 1u) == 0)) {
-            bestd = d;
-            best = (uint8_t)c;
-        }
-    }
-    return (uint8_t)(sign | best);
-}
-
-uint8_t kn_float_to_fp8e4m3(float f) {
-    /* ONNX saturates by default: values past 448 clamp to 448 */
-    return small_encode(f, kn_fp8e4m3_to_float, 0x7e, 0x7f);
-}
-
-uint8_t kn_float_to_fp8e5m2(float f) {
-    if (isinf(f))
-        return signbit(f) ? 0xfbu : 0x7bu; /* saturate */
-    return small_encode(f, kn_fp8e5m2_to_float, 0x7b, 0x7f);
-}
+uint8_t kn_float_to_fp8e5m2(float f) { return kn_f8_from_float(f, KN_F8_E5M2, 1); }
 
 KILN_API float kiln_half_to_float(uint16_t bits) { return kn_half_to_float(bits); }
 KILN_API uint16_t kiln_float_to_half(float value) { return kn_float_to_half(value); }

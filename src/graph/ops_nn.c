@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/fp8.h"
 #include "ops_nn.h"
 
 /* ---------------- window geometry ---------------- */
@@ -555,6 +556,23 @@ static bool quant_int(kiln_dtype t) {
            t == KILN_DTYPE_UINT16;
 }
 
+/* ONNX requires a float8 zero point to be 0 (-0 included); when its values
+ * are known (a constant, at build time), anything else is refused rather
+ * than ignored as the kernels would. */
+static kiln_status quant_f8_zero_point(const kn_node *n, const kn_tinfo *zp) {
+    if (!zp || !zp->value || !kn_f8_is((int)zp->dtype))
+        return KILN_OK;
+    const uint8_t *z = zp->value;
+    int64_t count = kn_numel(zp->rank, zp->dims);
+    for (int64_t i = 0; i < count; i++)
+        if (kn_f8_to_float(z[i], (int)zp->dtype) != 0.0f)
+            return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT,
+                                 "the zero point of a %s quantization must be 0; element %lld is %g",
+                                 kiln_dtype_name(zp->dtype), (long long)i,
+                                 (double)kn_f8_to_float(z[i], (int)zp->dtype));
+    return KILN_OK;
+}
+
 /* Blocked quantization (opset 21): the scale (and zero point) have x's
  * rank and dims but along `axis`, where they have ceil(dim / block). */
 static kiln_status quant_blocked(const kn_node *n, const kn_tinfo *x, const kn_tinfo *scale, const kn_tinfo *zp,
@@ -617,10 +635,12 @@ kiln_status kn_quant_geom(const kn_node *n, const kn_tinfo *in, int n_in, bool q
             return kn_node_error(n, KILN_ERR_UNSUPPORTED, "output_dtype %s is not a float type",
                                  kiln_dtype_name(q->ftype));
     }
-    if (!quant_int(q->qtype) && !(!quantize && q->qtype == KILN_DTYPE_INT32))
+    if (!quant_int(q->qtype) && !kn_f8_is((int)q->qtype) && !(!quantize && q->qtype == KILN_DTYPE_INT32))
         return kn_node_error(n, KILN_ERR_UNSUPPORTED,
-                             "quantized type %s is not supported (int8, uint8, int16, uint16%s)",
+                             "quantized type %s is not supported (int8, uint8, int16, uint16, float8%s)",
                              kiln_dtype_name(q->qtype), quantize ? "" : ", int32");
+    q->saturate = kn_attr_int(n, "saturate", 1) != 0;
+    KN_TRY(quant_f8_zero_point(n, zp));
     int64_t count = kn_numel(scale->rank, scale->dims);
     int64_t block = kn_attr_int(n, "block_size", 0);
     if (block != 0)

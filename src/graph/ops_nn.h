@@ -105,6 +105,7 @@ typedef struct kn_quant {
     int64_t channels, inner;
     int64_t block;         /* block_size: 0, or blocks of this many along axis */
     kiln_dtype qtype, ftype;
+    bool saturate;         /* float8 qtype: clamp overflow (attribute saturate, default 1) */
 } kn_quant;
 /* in: x, scale, zero point (n_in 2 or 3); quantize: x is the float side. */
 KN_HIDDEN kiln_status kn_quant_geom(const kn_node *n, const kn_tinfo *in, int n_in, bool quantize,

@@ -2,12 +2,14 @@
  * DynamicQuantizeLinear, shared by the CPU reference and the CUDA kernels
  * (plain C, host and device) so that both round alike: float division and
  * products as the spec's reference computes them, round half to even,
- * saturation to the integer type. */
+ * saturation to the integer type; float8 types through core/fp8.h. */
 #ifndef KILN_QUANT_H
 #define KILN_QUANT_H
 
 #include <math.h>
 #include <stdint.h>
+
+#include "core/fp8.h"
 
 #ifdef __CUDACC__
 #define KN_Q_FN static __host__ __device__ __forceinline__
@@ -54,6 +56,19 @@ KN_Q_FN double kn_q_quantize(float x, float scale, double zp, double lo, double 
 /* (x - zero_point) * scale, in float. */
 KN_Q_FN float kn_q_dequantize(double x, double zp, float scale) {
     return (float)(x - zp) * scale;
+}
+
+/* x / scale in the float8 type `dtype` (core/fp8.h's rounding, saturating
+ * or not). The zero point, which ONNX requires to be 0 for float8, is not
+ * added: adding +0 would turn -0 into +0, and neither ONNX Runtime nor the
+ * ONNX reference adds it. */
+KN_Q_FN uint8_t kn_q_quantize_f8(float x, float scale, int dtype, int saturate) {
+    return kn_f8_from_float(x / scale, dtype, saturate);
+}
+
+/* float8 code x of `dtype` times scale, in float (the zero point is 0). */
+KN_Q_FN float kn_q_dequantize_f8(uint8_t x, int dtype, float scale) {
+    return kn_f8_to_float(x, dtype) * scale;
 }
 
 /* DynamicQuantizeLinear's uint8 scale and zero point from the data's range

@@ -7,7 +7,8 @@ missing), the ONNX writer (read -> write -> read gives the same outputs),
 `kiln debug reduce` (finds a planted node in a 50-node model) and `kiln debug
 precision` (finds the one FP16-sensitive layer), and NonMaxSuppression, RoiAlign,
 GridSample, the quantization ops and the losses against ONNX Runtime on
-random inputs, and the random ops' statistics and seeding.
+random inputs, float8 quantization bit for bit against ONNX Runtime and the
+ONNX reference, and the random ops' statistics and seeding.
 
 Needs numpy and onnx to make the models; exits 77 (skipped) without them.
 Parts that need onnxruntime are skipped when it cannot be imported."""
@@ -459,6 +460,162 @@ def test_sampling_ops(k, w):
               so + se)
 
 
+# Float8 QuantizeLinear / DequantizeLinear. The probes, in units of the
+# scale: signed zeros, NaN, infinities, float subnormals; each format's
+# largest value and the ties past it (464 rounds back to E4M3FN's 448, 248
+# and 61440 round up into overflow); ties between neighbours; subnormals of
+# each format, ties between them and halfway to the smallest.
+F8_PROBES = [0.0, -0.0, float("nan"), float("inf"), float("-inf"), 1e-40, -1e-40, 5e37, -5e37,
+             448, -448, 449, 464, -464, 464.5, 465, 479, 480, -480, 490, 496, 512, 1e4,
+             240, 247, 248, -248, 250, 256, 57344, 61439, 61440, -61440, 61441, 65536, 1e5,
+             1.0625, -1.0625, 1.1875, 1.125, 1.375, -1.375, 3, 0.1, -7.7, 100,
+             2 ** -9, 2 ** -10, -2 ** -10, 3 * 2 ** -10, 1.5 * 2 ** -10, 2 ** -11, 7.5 * 2 ** -9,
+             -7.5 * 2 ** -9, 2 ** -16, 2 ** -17, -2 ** -17, 1.5 * 2 ** -17, 3 * 2 ** -18, 2 ** -18,
+             -2 ** -18 * (1 + 2 ** -20), 3.5 * 2 ** -16]
+F8_TYPES = ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
+
+
+def float8_models(w, with_cast):
+    """For each float8 type and saturate 1 / 0: one model quantizing three
+    inputs (per tensor, per axis 1 with a zero point of zeros, blocks of 4
+    along axis 1) and dequantizing them back to float, and casting the per
+    tensor one to float; and its inputs: the probes times each element's
+    scale (powers of two, so x / scale is the probe exactly) and, per tensor,
+    random values from 1e-7 to 1e6 of either sign. Returns (model, inputs,
+    type, saturate) tuples."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(11)
+    probes = np.array(F8_PROBES, np.float32)
+    p = len(probes)
+    s1 = np.array([0.25, 2.0, 1.0, 0.375], np.float32)  # the last is no power of two
+    s2 = np.exp2(rng.integers(-2, 3, (2, 2, p))).astype(np.float32)
+    x0 = np.concatenate([probes * np.float32(0.5),
+                         (rng.choice([-1, 1], 400) * 10 ** rng.uniform(-7, 6, 400)).astype(np.float32)])
+    x1 = probes[(np.arange(2 * 4 * p) * 7 % p)].reshape(2, 4, p) * s1.reshape(1, 4, 1)
+    x2 = probes[(np.arange(2 * 8 * p) * 7 % p)].reshape(2, 8, p) * np.repeat(s2, 4, axis=1)
+    out = []
+    for tname in F8_TYPES:
+        qt = getattr(TensorProto, tname)
+        for sat in (1, 0):
+            nodes = [helper.make_node("QuantizeLinear", ["X0", "s0"], ["q0"], output_dtype=qt, saturate=sat),
+                     helper.make_node("DequantizeLinear", ["q0", "s0"], ["Y0"]),
+                     helper.make_node("QuantizeLinear", ["X1", "s1", "z1"], ["q1"], axis=1, saturate=sat),
+                     helper.make_node("DequantizeLinear", ["q1", "s1", "z1"], ["Y1"], axis=1),
+                     helper.make_node("QuantizeLinear", ["X2", "s2"], ["q2"], axis=1, block_size=4,
+                                      output_dtype=qt, saturate=sat),
+                     helper.make_node("DequantizeLinear", ["q2", "s2"], ["Y2"], axis=1, block_size=4)]
+            outs = ["Y0", "Y1", "Y2"]
+            if with_cast:
+                nodes.append(helper.make_node("Cast", ["q0"], ["C0"], to=TensorProto.FLOAT))
+                outs.append("C0")
+            shapes = {"X0": list(x0.shape), "X1": list(x1.shape), "X2": list(x2.shape)}
+            g = helper.make_graph(
+                nodes, "qdq_f8",
+                [helper.make_tensor_value_info(n, TensorProto.FLOAT, d) for n, d in shapes.items()],
+                [helper.make_tensor_value_info(o, TensorProto.FLOAT, shapes["X" + o[1]]) for o in outs],
+                [numpy_helper.from_array(np.array(0.5, np.float32), "s0"), numpy_helper.from_array(s1, "s1"),
+                 helper.make_tensor("z1", qt, [4], bytes(4), raw=True), numpy_helper.from_array(s2, "s2")])
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+            m.ir_version = 10
+            name = "qdq_%s_sat%d" % (tname.lower(), sat)
+            onnx.save(m, w(name + ".onnx"))
+            out.append((w(name + ".onnx"), {"X0": x0, "X1": x1, "X2": x2}, tname, sat))
+    return out
+
+
+def ort_float8_deviates(tname, sat, v):
+    """Where ONNX Runtime's CPU kernel (1.32) leaves the spec, which kiln
+    follows (ml_dtypes' conversion, as the ONNX reference): without
+    saturation, E4M3FN gives 448 rather than NaN for x / scale in [480, 496),
+    and E5M2 NaN rather than infinity in [61440, 65536)."""
+    a = np.abs(v)
+    if sat or tname not in ("FLOAT8E4M3FN", "FLOAT8E5M2"):
+        return np.zeros(v.shape, bool)
+    if tname == "FLOAT8E4M3FN":
+        return (a >= 480) & (a < 496)
+    return (a >= 61440) & (a < 65536)
+
+
+def same_floats(a, b):
+    """Bit for bit, any NaN equal to any NaN."""
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    if a.shape != b.shape:
+        return np.zeros(a.shape, bool)
+    return (np.isnan(a) & np.isnan(b)) | (a.view(np.uint32) == b.view(np.uint32))
+
+
+def test_float8_quant(k, w):
+    """Float8 QuantizeLinear -> DequantizeLinear (and a Cast of the float8
+    tensor to float) through kiln, ONNX Runtime and the ONNX reference
+    (onnx.reference, ml_dtypes' conversions) on the same inputs: the float
+    outputs must be the same bits, NaN for NaN. Where ONNX Runtime leaves the
+    spec (ort_float8_deviates) the reference alone decides. The CUDA backend
+    has no float8 Cast, so the Cast is left out there."""
+    import onnxruntime as ort
+    from onnx.reference import ReferenceEvaluator
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    for path, inputs, tname, sat in float8_models(w, with_cast=not BACKEND_ARGS):
+        name = os.path.basename(path)
+        files = []
+        for n, v in inputs.items():
+            np.save(w(name + "_" + n + ".npy"), v)
+            files.append(n + ":" + w(name + "_" + n + ".npy"))
+        out = w(name + "_kiln.npz")
+        rc, so_, se = run(k, "exec", "--onnx=" + path, "--loadInputs=" + ",".join(files), "--iterations=1",
+                          "--duration=0", "--warmUp=0", "--exportOutput=" + out, *BACKEND_ARGS)
+        if rc != 0:
+            check("float8 QDQ runs in kiln: " + name, False, so_ + se)
+            continue
+        got = np.load(out)
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        names = [o.name for o in sess.get_outputs()]
+        want = dict(zip(names, sess.run(names, inputs)))
+        ref = dict(zip(names, ReferenceEvaluator(path).run(names, inputs)))
+        scales = {"0": np.float32(0.5), "1": onnx.numpy_helper.to_array(
+            [i for i in onnx.load(path).graph.initializer if i.name == "s1"][0]).reshape(1, 4, 1)}
+        bad_ort, bad_ref = [], []
+        for o in names:
+            x = inputs["X" + o[1]]
+            if o[1] == "2":  # the blocked scales, repeated over their blocks
+                s = np.repeat(onnx.numpy_helper.to_array(
+                    [i for i in onnx.load(path).graph.initializer if i.name == "s2"][0]), 4, axis=1)
+            else:
+                s = scales[o[1]]
+            dev = ort_float8_deviates(tname, sat, x / s)
+            ok_ort = same_floats(got[o], want[o]) | dev
+            ok_ref = same_floats(got[o], ref[o])
+            if not ok_ort.all():
+                i = np.argwhere(~ok_ort)[0]
+                bad_ort.append("%s[%s]: x %r, kiln %r, onnxruntime %r" % (o, i, x[tuple(i)], got[o][tuple(i)],
+                                                                          want[o][tuple(i)]))
+            if not ok_ref.all():
+                i = np.argwhere(~ok_ref)[0]
+                bad_ref.append("%s[%s]: x %r, kiln %r, reference %r" % (o, i, x[tuple(i)], got[o][tuple(i)],
+                                                                        ref[o][tuple(i)]))
+        check("float8 QDQ %s saturate %d: kiln equals onnxruntime bit for bit" % (tname, sat), not bad_ort,
+              "; ".join(bad_ort))
+        check("float8 QDQ %s saturate %d: kiln equals the ONNX reference bit for bit" % (tname, sat),
+              not bad_ref, "; ".join(bad_ref))
+    # the zero point of a float8 type must be 0: a constant one that is not is refused when building
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("QuantizeLinear", ["X", "s", "z"], ["q"], name="q_bad_zp"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["Y"])]
+    g = helper.make_graph(nodes, "bad_zp", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])],
+                          [onnx.numpy_helper.from_array(np.array(0.5, np.float32), "s"),
+                           helper.make_tensor("z", TensorProto.FLOAT8E4M3FN, [], b"\x38", raw=True)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    m.ir_version = 9
+    onnx.save(m, w("qdq_f8_bad_zp.onnx"))
+    rc, so_, se = run(k, "exec", "--onnx=" + w("qdq_f8_bad_zp.onnx"), "--iterations=1", "--duration=0",
+                      "--warmUp=0", *BACKEND_ARGS)
+    check("float8 QuantizeLinear with a zero point of 1 is refused, naming the node",
+          rc != 0 and "node 'q_bad_zp' (QuantizeLinear): the zero point of a float8e4m3fn quantization "
+          "must be 0; element 0 is 1" in se, so_ + se)
+
+
 def test_random_ops(k, w):
     """The random ops through kiln exec (the last run's outputs): their
     statistics, a seeded node repeating its draws from a fresh context, a
@@ -560,6 +717,7 @@ def main():
         test_random_ops(k, w)
         if HAVE_ORT:
             test_sampling_ops(k, w)
+            test_float8_quant(k, w)
         print("%d passed, %d failed" % (passed, len(failed)))
         for f in failed:
             print("FAILED: " + f)
@@ -573,6 +731,7 @@ def main():
         test_compare(k, w, m)
         test_debug(k, w, m)
         test_sampling_ops(k, w)
+        test_float8_quant(k, w)
     else:
         print("skipped: compare and debug tests against onnxruntime (not importable)")
 

@@ -2042,6 +2042,95 @@ static void test_empty(void) {
 }
 
 /* Malformed nodes fail with a message that names the node and the problem. */
+/* QuantizeLinear to the four float8 types, saturating and not, and
+ * DequantizeLinear back, against codes worked out by hand: signed zeros,
+ * ties to even (1.0625, 1.1875, 248), E4M3FN's 464 rounding back to 448,
+ * overflow and infinities (clamped, or NaN / E5M2's infinity), NaN,
+ * subnormals and the tie halfway to the smallest, a negative value rounding
+ * to zero (-0, but +0 in the fnuz types). x / 2 with a scale of 2. */
+static void test_quant_f8(void) {
+    static const float xv[16] = {0.f, -0.f, 1.0625f, 1.1875f, 464.f, 465.f, 500.f, INFINITY, -INFINITY, NAN,
+                                 0x1p-10f, 0x3p-10f, 1e-40f, -1e-9f, 248.f, 61440.f};
+    static const struct {
+        kiln_dtype t;
+        uint8_t sat[16], nosat[16];
+    } want[4] = {
+        {KILN_DTYPE_FLOAT8E4M3FN,
+         {0x00, 0x80, 0x38, 0x3a, 0x7e, 0x7e, 0x7e, 0x7e, 0xfe, 0x7f, 0x00, 0x02, 0x00, 0x80, 0x78, 0x7e},
+         {0x00, 0x80, 0x38, 0x3a, 0x7e, 0x7f, 0x7f, 0x7f, 0xff, 0x7f, 0x00, 0x02, 0x00, 0x80, 0x78, 0x7f}},
+        {KILN_DTYPE_FLOAT8E4M3FNUZ,
+         {0x00, 0x00, 0x40, 0x42, 0x7f, 0x7f, 0x7f, 0x7f, 0xff, 0x80, 0x01, 0x03, 0x00, 0x00, 0x7f, 0x7f},
+         {0x00, 0x00, 0x40, 0x42, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0x03, 0x00, 0x00, 0x80, 0x80}},
+        {KILN_DTYPE_FLOAT8E5M2,
+         {0x00, 0x80, 0x3c, 0x3d, 0x5f, 0x5f, 0x60, 0x7b, 0xfb, 0x7f, 0x14, 0x1a, 0x00, 0x80, 0x5c, 0x7b},
+         {0x00, 0x80, 0x3c, 0x3d, 0x5f, 0x5f, 0x60, 0x7c, 0xfc, 0x7f, 0x14, 0x1a, 0x00, 0x80, 0x5c, 0x7c}},
+        {KILN_DTYPE_FLOAT8E5M2FNUZ,
+         {0x00, 0x00, 0x40, 0x41, 0x63, 0x63, 0x64, 0x7f, 0xff, 0x80, 0x18, 0x1e, 0x00, 0x00, 0x60, 0x7f},
+         {0x00, 0x00, 0x40, 0x41, 0x63, 0x63, 0x64, 0x80, 0x80, 0x80, 0x18, 0x1e, 0x00, 0x00, 0x60, 0x80}},
+    };
+    float x[16];
+    for (int i = 0; i < 16; i++)
+        x[i] = xv[i] * 2.f;
+    const float two = 2.f;
+    for (int k = 0; k < 4; k++)
+        for (int sat = 0; sat < 2; sat++) {
+            kc k8;
+            kc_new(&k8);
+            kc_input(&k8, "X", KILN_DTYPE_FLOAT, 1, DIMS(16), x);
+            kc_const(&k8, "S", KILN_DTYPE_FLOAT, 0, DIMS(0), &two);
+            kc_node(&k8, "QuantizeLinear", "", 21, 2, NAMES("X", "S"), 1, NAMES("Y"));
+            KT_OK(kiln_network_set_attr_int(k8.net, k8.node, "output_dtype", want[k].t));
+            KT_OK(kiln_network_set_attr_int(k8.net, k8.node, "saturate", sat));
+            KT_OK(kc_run(&k8));
+            kn_tinfo ti;
+            const uint8_t *y = kc_out(&k8, 0, &ti);
+            const uint8_t *w = sat ? want[k].sat : want[k].nosat;
+            bool same = y && ti.dtype == want[k].t;
+            for (int i = 0; same && i < 16; i++) {
+                same = y[i] == w[i];
+                if (!same)
+                    fprintf(stderr, "%s saturate %d: x %g gives 0x%02x, want 0x%02x\n",
+                            kiln_dtype_name(want[k].t), sat, (double)xv[i], y[i], w[i]);
+            }
+            KT_CHECK(same);
+            kc_free(&k8);
+        }
+    /* back: (code as float) * 2, per type: zeros, the smallest subnormal,
+       the largest value, NaN, and E5M2's infinities */
+    static const struct {
+        kiln_dtype t;
+        uint8_t code[6];
+        float want[6];
+    } dq[4] = {
+        {KILN_DTYPE_FLOAT8E4M3FN, {0x00, 0x80, 0x01, 0x7e, 0xfe, 0x7f}, {0.f, -0.f, 0x1p-8f, 896.f, -896.f, NAN}},
+        {KILN_DTYPE_FLOAT8E4M3FNUZ, {0x00, 0x80, 0x01, 0x7f, 0xff, 0x08}, {0.f, NAN, 0x1p-9f, 480.f, -480.f, 0x1p-6f}},
+        {KILN_DTYPE_FLOAT8E5M2, {0x80, 0x7c, 0xfc, 0x7d, 0x01, 0x7b},
+         {-0.f, INFINITY, -INFINITY, NAN, 0x1p-15f, 114688.f}},
+        {KILN_DTYPE_FLOAT8E5M2FNUZ, {0x00, 0x80, 0x01, 0x7f, 0xff, 0x04},
+         {0.f, NAN, 0x1p-16f, 114688.f, -114688.f, 0x1p-14f}},
+    };
+    for (int k = 0; k < 4; k++) {
+        kc k8;
+        kc_new(&k8);
+        kc_input(&k8, "X", dq[k].t, 1, DIMS(6), dq[k].code);
+        kc_const(&k8, "S", KILN_DTYPE_FLOAT, 0, DIMS(0), &two);
+        kc_node(&k8, "DequantizeLinear", "", 21, 2, NAMES("X", "S"), 1, NAMES("Y"));
+        KT_OK(kc_run(&k8));
+        kn_tinfo ti;
+        const float *y = kc_out(&k8, 0, &ti);
+        bool same = y && ti.dtype == KILN_DTYPE_FLOAT;
+        for (int i = 0; same && i < 6; i++) {
+            float w = dq[k].want[i];
+            same = isnan(w) ? isnan(y[i]) != 0 : y[i] == w && signbit(y[i]) == signbit(w);
+            if (!same)
+                fprintf(stderr, "%s code 0x%02x gives %g, want %g\n", kiln_dtype_name(dq[k].t), dq[k].code[i],
+                        (double)y[i], (double)w);
+        }
+        KT_CHECK(same);
+        kc_free(&k8);
+    }
+}
+
 static void test_errors(void) {
     static const float x[24] = {0};
     kc k;
@@ -2105,7 +2194,8 @@ static void test_errors(void) {
     kc_free(&k);
 
     /* QuantizeLinear / DequantizeLinear: blocked scales of the wrong shape,
-       a float8 target, a scale per index that does not match the axis */
+       an int32 target, a float8 zero point that is not 0, a scale per index
+       that does not match the axis */
     kc_new(&k);
     kc_input(&k, "X", KILN_DTYPE_FLOAT, 2, DIMS(4, 6), x);
     kc_const(&k, "S", KILN_DTYPE_FLOAT, 2, DIMS(4, 2), x);
@@ -2117,8 +2207,28 @@ static void test_errors(void) {
     kc_input(&k, "X", KILN_DTYPE_FLOAT, 2, DIMS(4, 6), x);
     kc_const(&k, "S", KILN_DTYPE_FLOAT, 0, DIMS(0), x);
     kc_node(&k, "QuantizeLinear", "", 21, 2, NAMES("X", "S"), 1, NAMES("Y"));
-    KT_OK(kiln_network_set_attr_int(k.net, k.node, "output_dtype", KILN_DTYPE_FLOAT8E4M3FN));
-    KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED, "is not supported (int8, uint8, int16, uint16)");
+    KT_OK(kiln_network_set_attr_int(k.net, k.node, "output_dtype", KILN_DTYPE_INT32));
+    KT_FAILS(kc_run(&k), KILN_ERR_UNSUPPORTED,
+             "quantized type int32 is not supported (int8, uint8, int16, uint16, float8)");
+    kc_free(&k);
+    static const uint8_t f8zp[3] = {0x80, 0x30, 0x00}; /* -0 is a zero; 0x30 is 0.5 in float8e4m3fn */
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT, 2, DIMS(4, 3), x);
+    kc_const(&k, "S", KILN_DTYPE_FLOAT, 1, DIMS(3), x);
+    kc_const(&k, "Z", KILN_DTYPE_FLOAT8E4M3FN, 1, DIMS(3), f8zp);
+    kc_node(&k, "QuantizeLinear", "", 21, 3, NAMES("X", "S", "Z"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_INVALID_ARGUMENT,
+             "node 'n0' (QuantizeLinear): the zero point of a float8e4m3fn quantization must be 0; "
+             "element 1 is 0.5");
+    kc_free(&k);
+    kc_new(&k);
+    kc_input(&k, "X", KILN_DTYPE_FLOAT8E5M2FNUZ, 2, DIMS(1, 3), f8zp);
+    kc_const(&k, "S", KILN_DTYPE_FLOAT, 1, DIMS(3), x);
+    kc_const(&k, "Z", KILN_DTYPE_FLOAT8E5M2FNUZ, 1, DIMS(3), f8zp);
+    kc_node(&k, "DequantizeLinear", "", 21, 3, NAMES("X", "S", "Z"), 1, NAMES("Y"));
+    KT_FAILS(kc_run(&k), KILN_ERR_INVALID_ARGUMENT,
+             "node 'n0' (DequantizeLinear): the zero point of a float8e5m2fnuz quantization must be 0; "
+             "element 0 is nan");
     kc_free(&k);
     kc_new(&k);
     kc_input(&k, "X", KILN_DTYPE_INT8, 2, DIMS(4, 6), x);
@@ -2277,6 +2387,7 @@ int main(void) {
     test_gemm_random();
     test_layernorm_random();
     test_empty();
+    test_quant_f8();
     test_errors();
     /* again with several threads: the parallel paths must agree */
     kc_threads = 2;

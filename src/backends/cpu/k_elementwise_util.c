@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/fp8.h"
 #include "k_elementwise.h"
 
 int kb_ew_ctype(kiln_dtype dt) {
@@ -27,37 +28,10 @@ bool kb_ew_native(kiln_dtype dt, kb_ctype ct) {
 }
 
 /* ---- float8 "fnuz" formats (no infinities, no negative zero; 0x80 is NaN),
- * which core.h does not cover ---- */
-static float fnuz_decode(uint8_t v, int e, int m, int bias) {
-    if (v == 0x80u)
-        return NAN;
-    uint32_t exp = (uint32_t)(v >> m) & ((1u << e) - 1u), man = v & ((1u << m) - 1u);
-    float r = exp == 0 ? ldexpf((float)man, 1 - bias - m)
-                       : ldexpf((float)((1u << m) | man), (int)exp - bias - m);
-    return (v & 0x80u) ? -r : r;
-}
-static float e4m3fnuz_to_float(uint8_t v) { return fnuz_decode(v, 4, 3, 8); }
-static float e5m2fnuz_to_float(uint8_t v) { return fnuz_decode(v, 5, 2, 16); }
-
-/* Nearest code by search (ties to the even code), saturating at the largest
- * finite value: slow but exact, and only used by casts. */
-static uint8_t fnuz_encode(float f, float (*dec)(uint8_t)) {
-    if (isnan(f))
-        return 0x80u;
-    float a = fabsf(f);
-    if (a > dec(0x7fu)) /* saturate, infinities included */
-        a = dec(0x7fu);
-    uint8_t best = 0;
-    float bestd = INFINITY;
-    for (unsigned c = 0; c <= 0x7fu; c++) {
-        float d = fabsf(dec((uint8_t)c) - a);
-        if (d < bestd || (d == bestd && (c & 1u) == 0)) {
-            bestd = d;
-            best = (uint8_t)c;
-        }
-    }
-    return (signbit(f) && best) ? (uint8_t)(best | 0x80u) : best;
-}
+ * which core.h does not export: core/fp8.h, saturating as ONNX's Cast does
+ * by default ---- */
+static float e4m3fnuz_to_float(uint8_t v) { return kn_f8_to_float(v, KN_F8_E4M3FNUZ); }
+static float e5m2fnuz_to_float(uint8_t v) { return kn_f8_to_float(v, KN_F8_E5M2FNUZ); }
 
 /* ---- inline half conversions: the same results as core's kn_half_to_float
  * and friends (exact, round to nearest even), written as selects so that the
@@ -172,8 +146,8 @@ void kb_ew_load(kiln_dtype dt, const void *src, int64_t n, kb_ctype ct, void *ds
         case KILN_DTYPE_BFLOAT16: { uint16_t *d = dst;_Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = f2bf((float)s[i]); } break; \
         case KILN_DTYPE_FLOAT8E4M3FN: { uint8_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = kn_float_to_fp8e4m3((float)s[i]); } break; \
         case KILN_DTYPE_FLOAT8E5M2: { uint8_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = kn_float_to_fp8e5m2((float)s[i]); } break; \
-        case KILN_DTYPE_FLOAT8E4M3FNUZ: { uint8_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = fnuz_encode((float)s[i], e4m3fnuz_to_float); } break; \
-        case KILN_DTYPE_FLOAT8E5M2FNUZ: { uint8_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = fnuz_encode((float)s[i], e5m2fnuz_to_float); } break; \
+        case KILN_DTYPE_FLOAT8E4M3FNUZ: { uint8_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = kn_f8_from_float((float)s[i], KN_F8_E4M3FNUZ, 1); } break; \
+        case KILN_DTYPE_FLOAT8E5M2FNUZ: { uint8_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = kn_f8_from_float((float)s[i], KN_F8_E5M2FNUZ, 1); } break; \
         case KILN_DTYPE_INT8: { int8_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = (int8_t)TOI(s[i]); } break; \
         case KILN_DTYPE_INT16: { int16_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = (int16_t)TOI(s[i]); } break; \
         case KILN_DTYPE_INT32: { int32_t *d = dst; for (int64_t i = 0; i < n; i++) d[i] = (int32_t)TOI(s[i]); } break; \

@@ -1,6 +1,6 @@
 /* k_quant.c - reference CPU kernels of QuantizeLinear, DequantizeLinear and
- * DynamicQuantizeLinear: per tensor or per axis, the arithmetic of
- * graph/quant.h. */
+ * DynamicQuantizeLinear: per tensor, per axis or blocked, integer or float8,
+ * the arithmetic of graph/quant.h. */
 #include "graph/quant.h"
 #include "k_nn.h"
 
@@ -16,9 +16,26 @@ static inline size_t quant_channel(const kn_quant *q, int64_t i) {
     return q->axis < 0 ? 0 : (size_t)kn_q_param_index(i, q->channels, q->inner, q->block);
 }
 
+/* To float8: the zero point is 0 (kn_quant_geom refuses another constant
+ * one) and is not added. */
+static void quantize_f8(const kb_run *r, const kn_quant *q) {
+    const kb_tensor *x = &r->in[0], *s = &r->in[1];
+    uint8_t *y = r->out[0].data;
+    int64_t n = kb_numel(x);
+    for (int64_t i = 0; i < n; i++) {
+        size_t ch = quant_channel(q, i);
+        y[i] = kn_q_quantize_f8((float)kb_ld(x->data, x->dtype, (size_t)i), (float)kb_ld(s->data, s->dtype, ch),
+                                (int)q->qtype, q->saturate);
+    }
+}
+
 kiln_status kb_quantize_run(const kb_run *r) {
     kn_quant q;
     KN_TRY(quant_setup(r, true, &q));
+    if (kn_f8_is((int)q.qtype)) {
+        quantize_f8(r, &q);
+        return KILN_OK;
+    }
     const kb_tensor *x = &r->in[0], *s = &r->in[1];
     const kb_tensor *zp = r->n_in > 2 && r->in[2].data ? &r->in[2] : NULL;
     double lo = 0, hi = 0;
@@ -40,6 +57,13 @@ kiln_status kb_dequantize_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0], *s = &r->in[1];
     const kb_tensor *zp = r->n_in > 2 && r->in[2].data ? &r->in[2] : NULL;
     int64_t n = kb_numel(x);
+    if (kn_f8_is((int)q.qtype)) { /* the zero point is 0, as above */
+        const uint8_t *xv = x->data;
+        for (int64_t i = 0; i < n; i++)
+            kb_st(r->out[0].data, q.ftype, (size_t)i,
+                  kn_q_dequantize_f8(xv[i], (int)q.qtype, (float)kb_ld(s->data, s->dtype, quant_channel(&q, i))));
+        return KILN_OK;
+    }
     for (int64_t i = 0; i < n; i++) {
         size_t ch = quant_channel(&q, i);
         double z = zp ? kb_ld(zp->data, zp->dtype, ch) : 0.0;

@@ -350,7 +350,7 @@ static kiln_status quant_run(const kb_run *r) {
     kn_quant g;
     KN_TRY(kn_quant_geom(r->node, ti, n, quantize, &g));
     kc_quant p = {quantize, g.qtype, g.ftype, r->in[1].dtype, kc_numel(&r->in[0]),
-                  g.axis < 0 ? 1 : g.channels, g.axis < 0 ? 1 : g.inner, g.block};
+                  g.axis < 0 ? 1 : g.channels, g.axis < 0 ? 1 : g.inner, g.block, g.saturate};
     const void *zp = n > 2 && r->in[2].data ? r->in[2].data : NULL;
     KC_CUDA(r->node, kc_quant_run(r->in[0].data, r->in[1].data, zp, r->out[0].data, &p, kc_stream(r)));
     return KILN_OK;

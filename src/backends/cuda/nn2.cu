@@ -229,16 +229,32 @@ __global__ void quant_kernel(const void *x, const void *scale, const void *zp, v
     }
 }
 
+/* Float8 (core/fp8.h through quant.h): the zero point is 0 and not read. */
+__global__ void quant_f8_kernel(const void *x, const void *scale, void *y, const kc_quant p) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float s = kc_ld_f(scale, p.st, kn_q_param_index(i, p.channels, p.inner, p.block));
+        if (p.quantize)
+            ((uint8_t *)y)[i] = kn_q_quantize_f8(kc_ld_f(x, p.ft, i), s, (int)p.qt, p.saturate);
+        else
+            kc_st_f(y, p.ft, i, kn_q_dequantize_f8(((const uint8_t *)x)[i], (int)p.qt, s));
+    }
+}
+
 extern "C" cudaError_t kc_quant_run(const void *x, const void *scale, const void *zp, void *y, const kc_quant *p,
                                     cudaStream_t stream) {
     if (!p)
         return cudaErrorInvalidValue;
     if (p->n <= 0)
         return cudaSuccess;
+    const bool f8 = kn_f8_is((int)p->qt);
     double lo = 0, hi = 0;
-    if (!x || !scale || !y || (p->quantize && !kn_q_range((int)p->qt, &lo, &hi)) || p->inner <= 0)
+    if (!x || !scale || !y || (p->quantize && !f8 && !kn_q_range((int)p->qt, &lo, &hi)) || p->inner <= 0)
         return cudaErrorInvalidValue;
-    quant_kernel<<<kc_blocks(p->n, KC_THREADS), KC_THREADS, 0, stream>>>(x, scale, zp, y, *p, lo, hi);
+    if (f8)
+        quant_f8_kernel<<<kc_blocks(p->n, KC_THREADS), KC_THREADS, 0, stream>>>(x, scale, y, *p);
+    else
+        quant_kernel<<<kc_blocks(p->n, KC_THREADS), KC_THREADS, 0, stream>>>(x, scale, zp, y, *p, lo, hi);
     return cudaGetLastError();
 }
 

@@ -82,11 +82,13 @@ cudaError_t kc_roi_align_run(const void *x, const void *rois, const int64_t *bat
 
 /* QuantizeLinear (quantize 1: x of ft into y of qt) and DequantizeLinear
  * (0: x of qt into y of ft), per tensor (channels 1) or per axis (`inner`
- * elements per scale index); zp may be NULL; graph/quant.h's arithmetic. */
+ * elements per scale index); zp may be NULL, and is not read for a float8
+ * qt; graph/quant.h's arithmetic. */
 typedef struct kc_quant {
     int quantize;
     kiln_dtype qt, ft, st; /* quantized, float side, scale */
     int64_t n, channels, inner, block; /* graph/quant.h's kn_q_param_index */
+    int saturate;          /* float8 qt: clamp overflow to the largest finite value */
 } kc_quant;
 cudaError_t kc_quant_run(const void *x, const void *scale, const void *zp, void *y, const kc_quant *p,
                          cudaStream_t stream);
