@@ -721,6 +721,52 @@ static void test_where_cast(void) {
         a_int("to", pairs[i][1]);
         tc_run();
     }
+    /* float8 both ways: every code of each format decoded to float, float16
+     * and int32, and floats past each format's range encoded, saturating and
+     * not (codes compared bit for bit) */
+    static const kiln_dtype f8[] = {KILN_DTYPE_FLOAT8E4M3FN, KILN_DTYPE_FLOAT8E4M3FNUZ,
+                                    KILN_DTYPE_FLOAT8E5M2, KILN_DTYPE_FLOAT8E5M2FNUZ};
+    uint8_t codes[256];
+    for (int c = 0; c < 256; c++)
+        codes[c] = (uint8_t)c;
+    static const kiln_dtype from8[] = {KILN_DTYPE_FLOAT, KILN_DTYPE_FLOAT16, KILN_DTYPE_INT32};
+    float edges[12] = {464.f, -464.5f, 61440.f, -65536.f, 240.f, 248.f,
+                       1e-9f, -1e-3f, 0.f, INFINITY, -INFINITY, NAN};
+    for (size_t k = 0; k < KN_ARRAY_LEN(f8); k++) {
+        for (size_t j = 0; j < KN_ARRAY_LEN(from8); j++) {
+            char label[64];
+            snprintf(label, sizeof label, "%s to %s", kiln_dtype_name(f8[k]), kiln_dtype_name(from8[j]));
+            tc_begin("Cast", "", 19, 0, label);
+            tc_vals(f8[k], 1, D(256), codes, false);
+            tc_node(1);
+            a_int("to", from8[j]);
+            tc_run();
+        }
+        for (int sat = 0; sat < 2; sat++) {
+            char label[64];
+            snprintf(label, sizeof label, "float to %s, saturate %d", kiln_dtype_name(f8[k]), sat);
+            tc_begin("Cast", "", 19, 0, label);
+            tc_rand(KILN_DTYPE_FLOAT, 2, D(9, 64), -70000, 70000);
+            tc_node(1);
+            a_int("to", f8[k]);
+            a_int("saturate", sat);
+            tc_run();
+            snprintf(label, sizeof label, "float edges to %s, saturate %d", kiln_dtype_name(f8[k]), sat);
+            tc_begin("Cast", "", 19, 0, label);
+            tc_vals(KILN_DTYPE_FLOAT, 1, D(12), edges, false);
+            tc_node(1);
+            a_int("to", f8[k]);
+            a_int("saturate", sat);
+            tc_run();
+            snprintf(label, sizeof label, "float16 to %s, saturate %d", kiln_dtype_name(f8[k]), sat);
+            tc_begin("Cast", "", 19, 0, label);
+            tc_rand(KILN_DTYPE_FLOAT16, 2, D(9, 64), -600, 600);
+            tc_node(1);
+            a_int("to", f8[k]);
+            a_int("saturate", sat);
+            tc_run();
+        }
+    }
 }
 
 /* ---------------- cases: tensor layout ---------------- */

@@ -7,6 +7,7 @@
 #include <tgmath.h>
 #undef I /* complex.h's imaginary unit; not used here */
 
+#include "core/fp8.h"
 #include "k_elementwise.h"
 
 /* ---------------- per-element loops ----------------
@@ -652,17 +653,10 @@ kiln_status kb_ew_run_cast(const kb_run *r) {
             memcpy(y->data, x->data, (size_t)n * xs);
         return KILN_OK;
     }
-    /* float8 without saturation: values past the largest finite one become
-     * NaN (or infinity for float8e5m2) instead of clamping */
-    float limit = 0;
-    if (kn_attr_int(r->node, "saturate", 1) == 0) {
-        switch (y->dtype) {
-        case KILN_DTYPE_FLOAT8E4M3FN: limit = 464.f; break;
-        case KILN_DTYPE_FLOAT8E4M3FNUZ: limit = 248.f; break;
-        case KILN_DTYPE_FLOAT8E5M2: case KILN_DTYPE_FLOAT8E5M2FNUZ: limit = 61440.f; break;
-        default: break;
-        }
-    }
+    /* float8 without saturation: values that round past the largest finite
+     * one become NaN (or infinity for float8e5m2) instead of clamping; the
+     * rounding of core/fp8.h, as QuantizeLinear's */
+    bool f8_nosat = kn_f8_is((int)y->dtype) && kn_attr_int(r->node, "saturate", 1) == 0;
     int64_t nchunks = (n + KB_EW_CHUNK - 1) / KB_EW_CHUNK;
 #pragma omp parallel for num_threads(r->threads) if (n >= KB_EW_PAR_MIN) schedule(static)
     for (int64_t c = 0; c < nchunks; c++) {
@@ -672,19 +666,11 @@ kiln_status kb_ew_run_cast(const kb_run *r) {
         uint8_t *dst = (uint8_t *)y->data + (size_t)i0 * ys;
         kb_ew_load(x->dtype, src, m, (kb_ctype)ct, buf);
         kb_ew_store(y->dtype, dst, m, (kb_ctype)ct, buf);
-        if (limit > 0) {
+        if (f8_nosat) {
             float *f = (float *)buf;
             kb_ew_load(x->dtype, src, m, KB_F32, f);
-            for (int64_t i = 0; i < m; i++) {
-                if (!(fabs(f[i]) >= limit))
-                    continue;
-                bool neg = f[i] < 0;
-                switch (y->dtype) {
-                case KILN_DTYPE_FLOAT8E4M3FN: dst[i] = neg ? 0xff : 0x7f; break;
-                case KILN_DTYPE_FLOAT8E5M2: dst[i] = neg ? 0xfc : 0x7c; break;
-                default: dst[i] = 0x80; break; /* the fnuz NaN */
-                }
-            }
+            for (int64_t i = 0; i < m; i++)
+                dst[i] = kn_f8_from_float(f[i], (int)y->dtype, 0);
         }
     }
     return KILN_OK;

@@ -5,6 +5,7 @@
  * backends/cpu/k_elementwise.c expression for expression, in the CPU's
  * compute type: float (float32/16, bfloat16), int64 (signed integers, bool),
  * uint64 (unsigned integers) or double (float64). */
+#include "core/fp8.h"
 #include "elementwise.cuh"
 #include "kc_dev.cuh"
 
@@ -604,11 +605,37 @@ __device__ __forceinline__ long long sat_i64(double v) {
     return (long long)v;
 }
 
-__global__ void cast_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype yt, int64_t n) {
+/* Any source element as the float the CPU's Cast converts to a float type
+ * (int64 and double through double, as below). */
+__device__ __forceinline__ float cast_ld_f(const void *x, kiln_dtype xt, int64_t i) {
+    if (kn_f8_is((int)xt))
+        return kn_f8_to_float(((const uint8_t *)x)[i], (int)xt);
+    if (xt == KILN_DTYPE_INT64 || xt == KILN_DTYPE_DOUBLE)
+        return (float)cast_ld_d(x, xt, i);
+    return is_int_type(xt) ? (float)kc_ld_i(x, xt, i) : kc_ld_f(x, xt, i);
+}
+
+/* saturate: float8 outputs clamp to their largest finite value (ONNX's
+ * default), else overflow to NaN or infinity; core/fp8.h's rounding, the
+ * CPU's. */
+__global__ void cast_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype yt, int64_t n, int saturate) {
     const bool xi = is_int_type(xt), yi = is_int_type(yt) && yt != KILN_DTYPE_BOOL;
+    const bool x8 = kn_f8_is((int)xt), y8 = kn_f8_is((int)yt);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        if (xi && (yi || yt == KILN_DTYPE_BOOL)) {
+        if (y8) {
+            ((uint8_t *)y)[i] = kn_f8_from_float(cast_ld_f(x, xt, i), (int)yt, saturate);
+        } else if (x8) {
+            const float v = cast_ld_f(x, xt, i);
+            if (yt == KILN_DTYPE_BOOL)
+                ((uint8_t *)y)[i] = v != 0.f;
+            else if (yi)
+                kc_st_i(y, yt, i, sat_i64((double)v));
+            else if (yt == KILN_DTYPE_DOUBLE)
+                ((double *)y)[i] = v;
+            else
+                kc_st_f(y, yt, i, v);
+        } else if (xi && (yi || yt == KILN_DTYPE_BOOL)) {
             kc_st_i(y, yt, i, kc_ld_i(x, xt, i));
         } else if (yt == KILN_DTYPE_BOOL) {
             ((uint8_t *)y)[i] = cast_ld_d(x, xt, i) != 0.0;
@@ -625,12 +652,12 @@ __global__ void cast_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype yt
 }
 
 extern "C" cudaError_t kc_cast(const void *x, kiln_dtype xt, void *y, kiln_dtype yt, int64_t n,
-                               cudaStream_t stream) {
+                               int saturate, cudaStream_t stream) {
     if (n <= 0)
         return cudaSuccess;
     if (!x || !y)
         return cudaErrorInvalidValue;
-    cast_kernel<<<kc_blocks(n, KC_THREADS), KC_THREADS, 0, stream>>>(x, xt, y, yt, n);
+    cast_kernel<<<kc_blocks(n, KC_THREADS), KC_THREADS, 0, stream>>>(x, xt, y, yt, n, saturate);
     return cudaGetLastError();
 }
 

@@ -28,8 +28,9 @@ cudaError_t kc_ew_run(const kc_program *p, cudaStream_t stream);
 cudaError_t kc_where(const void *cond, const void *x, const void *y, void *out, size_t esize,
                      const kc_bcast *bc, cudaStream_t stream);
 /* y = (yt)x over n elements. Float to integer truncates toward zero and
- * saturates (NaN gives 0); to bool is "not zero". */
-cudaError_t kc_cast(const void *x, kiln_dtype xt, void *y, kiln_dtype yt, int64_t n,
+ * saturates (NaN gives 0); to bool is "not zero"; to float8 rounds to
+ * nearest even and, with saturate, clamps to the largest finite value. */
+cudaError_t kc_cast(const void *x, kiln_dtype xt, void *y, kiln_dtype yt, int64_t n, int saturate,
                     cudaStream_t stream);
 /* In place over n elements of y (float, float16 or bfloat16):
  * y = act(y + bias[(i / inner) % channels] + z[i]); bias and z may be NULL. */

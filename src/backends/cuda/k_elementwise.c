@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backends/cpu/k_elementwise.h"
+#include "core/fp8.h"
 #include "elementwise.cuh"
 #include "graph/fused.h"
 #include "kc_common.h"
@@ -350,7 +351,7 @@ static kiln_status where_run(const kb_run *r) {
 /* ---------------- Cast ---------------- */
 
 static bool cast_type(kiln_dtype t) {
-    return kc_is_float(t) || is_int_type(t) || t == KILN_DTYPE_DOUBLE;
+    return kc_is_float(t) || is_int_type(t) || t == KILN_DTYPE_DOUBLE || kn_f8_is((int)t);
 }
 
 static bool cast_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
@@ -373,7 +374,8 @@ static kiln_status cast_run(const kb_run *r) {
                                              cudaMemcpyDeviceToDevice, kc_stream(r)));
         return KILN_OK;
     }
-    KC_CUDA(r->node, kc_cast(x->data, x->dtype, y->data, y->dtype, n, kc_stream(r)));
+    KC_CUDA(r->node, kc_cast(x->data, x->dtype, y->data, y->dtype, n,
+                             (int)kn_attr_int(r->node, "saturate", 1), kc_stream(r)));
     return KILN_OK;
 }
 
