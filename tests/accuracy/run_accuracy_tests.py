@@ -475,7 +475,7 @@ F8_PROBES = [0.0, -0.0, float("nan"), float("inf"), float("-inf"), 1e-40, -1e-40
 F8_TYPES = ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
 
 
-def float8_models(w, with_cast):
+def float8_models(w):
     """For each float8 type and saturate 1 / 0: one model quantizing three
     inputs (per tensor, per axis 1 with a zero point of zeros, blocks of 4
     along axis 1) and dequantizing them back to float, and casting the per
@@ -504,10 +504,8 @@ def float8_models(w, with_cast):
                      helper.make_node("QuantizeLinear", ["X2", "s2"], ["q2"], axis=1, block_size=4,
                                       output_dtype=qt, saturate=sat),
                      helper.make_node("DequantizeLinear", ["q2", "s2"], ["Y2"], axis=1, block_size=4)]
-            outs = ["Y0", "Y1", "Y2"]
-            if with_cast:
-                nodes.append(helper.make_node("Cast", ["q0"], ["C0"], to=TensorProto.FLOAT))
-                outs.append("C0")
+            nodes.append(helper.make_node("Cast", ["q0"], ["C0"], to=TensorProto.FLOAT))
+            outs = ["Y0", "Y1", "Y2", "C0"]
             shapes = {"X0": list(x0.shape), "X1": list(x1.shape), "X2": list(x2.shape)}
             g = helper.make_graph(
                 nodes, "qdq_f8",
@@ -549,14 +547,13 @@ def test_float8_quant(k, w):
     tensor to float) through kiln, ONNX Runtime and the ONNX reference
     (onnx.reference, ml_dtypes' conversions) on the same inputs: the float
     outputs must be the same bits, NaN for NaN. Where ONNX Runtime leaves the
-    spec (ort_float8_deviates) the reference alone decides. The CUDA backend
-    has no float8 Cast, so the Cast is left out there."""
+    spec (ort_float8_deviates) the reference alone decides."""
     import onnxruntime as ort
     from onnx.reference import ReferenceEvaluator
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.log_severity_level = 3
-    for path, inputs, tname, sat in float8_models(w, with_cast=not BACKEND_ARGS):
+    for path, inputs, tname, sat in float8_models(w):
         name = os.path.basename(path)
         files = []
         for n, v in inputs.items():
