@@ -141,20 +141,25 @@ kiln_status kn_tfidf_attrs(const kn_node *node, kn_tfidf *g) {
 
 kiln_status kn_tfidf_setup(const kn_node *node, const kn_tinfo *x, kn_tfidf *g) {
     KN_TRY(kn_tfidf_attrs(node, g));
-    if (x->dtype == KILN_DTYPE_UNDEFINED)
+    return kn_tfidf_bind(node, x->dtype, x->rank, x->dims, g);
+}
+
+kiln_status kn_tfidf_bind(const kn_node *node, kiln_dtype dtype, int rank, const int64_t *dims,
+                          kn_tfidf *g) {
+    if (dtype == KILN_DTYPE_UNDEFINED)
         return kn_node_error(node, KILN_ERR_SHAPE, "input 0 is required");
-    if (x->dtype == KILN_DTYPE_STRING)
+    if (dtype == KILN_DTYPE_STRING)
         return kn_node_error(node, KILN_ERR_UNSUPPORTED,
                              "string input is not supported (int32 or int64 items only)");
-    if (x->dtype != KILN_DTYPE_INT32 && x->dtype != KILN_DTYPE_INT64)
+    if (dtype != KILN_DTYPE_INT32 && dtype != KILN_DTYPE_INT64)
         return kn_node_error(node, KILN_ERR_UNSUPPORTED, "the input must be int32 or int64, not %s",
-                             kiln_dtype_name(x->dtype));
-    if (x->rank != 1 && x->rank != 2)
+                             kiln_dtype_name(dtype));
+    if (rank != 1 && rank != 2)
         return kn_node_error(node, KILN_ERR_SHAPE, "the input must be [C] or [N, C], got rank %d",
-                             x->rank);
-    g->x64 = x->dtype == KILN_DTYPE_INT64;
-    g->rows = x->rank == 2 ? x->dims[0] : 1;
-    g->len = x->dims[x->rank - 1];
+                             rank);
+    g->x64 = dtype == KILN_DTYPE_INT64;
+    g->rows = rank == 2 ? dims[0] : 1;
+    g->len = dims[rank - 1];
     /* the kernels count in uint32: a column takes at most one count per
      * start, skip distance and gram size of its row */
     double dists = g->max_skip < g->len ? (double)g->max_skip + 1.0 : (double)g->len;

@@ -184,6 +184,11 @@ KN_HIDDEN kiln_status kn_tfidf_attrs(const kn_node *node, kn_tfidf *g);
 /* kn_tfidf_attrs, then the input x: int32 or int64, [C] or [N, C] (a
  * string input is refused as unsupported). */
 KN_HIDDEN kiln_status kn_tfidf_setup(const kn_node *node, const kn_tinfo *x, kn_tfidf *g);
+/* The input part of kn_tfidf_setup on g's attributes: checks the input's
+ * type and rank and sets rows, len and x64 (the kernels' run calls it on
+ * a copy of their state's g). */
+KN_HIDDEN kiln_status kn_tfidf_bind(const kn_node *node, kiln_dtype dtype, int rank,
+                                    const int64_t *dims, kn_tfidf *g);
 /* Write the tables of g (from kn_tfidf_attrs) into block, kn_tfidf_bytes(g)
  * bytes, 8-byte aligned; fails naming the node and the grams when a size's
  * grams repeat one, or (modes IDF and TFIDF) when grams counted into one

@@ -42,12 +42,8 @@ static kiln_status tf_run(const kb_run *r) {
     if (!s || r->n_in != 1 || r->n_out != 1)
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "run without init, or not one input and output");
     const kb_tensor *x = &r->in[0];
-    if ((x->dtype != KILN_DTYPE_INT32 && x->dtype != KILN_DTYPE_INT64) || x->rank < 1 || x->rank > 2)
-        return kn_node_error(r->node, KILN_ERR_INTERNAL, "the input is not int32/int64 [C] or [N, C]");
     kn_tfidf g = s->g;
-    g.x64 = x->dtype == KILN_DTYPE_INT64;
-    g.rows = x->rank == 2 ? x->dims[0] : 1;
-    g.len = x->dims[x->rank - 1];
+    KN_TRY(kn_tfidf_bind(r->node, x->dtype, x->rank, x->dims, &g));
     const kn_tfidf_tab t = kn_tfidf_tab_at(&g, s->tables);
     uint32_t *y = r->out[0].data;
     const int64_t rows = g.rows;
