@@ -315,7 +315,7 @@ class Kiln:
         self.check(self.lib.kiln_context_create(e, ctypes.byref(c)), "context")
         return e, c
 
-    def bind(self, ctx, inputs, out_name, out_dtype):
+    def bind(self, ctx, inputs, out_name, out_dtype, device="cuda"):
         for k, t in inputs.items():
             dims = (ctypes.c_int64 * t.dim())(*t.shape)
             self.check(self.lib.kiln_context_set_input_shape(ctx, k.encode(), t.dim(), dims),
@@ -327,7 +327,7 @@ class Kiln:
         r = self.lib.kiln_context_tensor_shape(ctx, out_name.encode(), dims)
         if r < 0:
             raise RuntimeError("output shape: " + self.lib.kiln_last_error().decode())
-        out = torch.empty(tuple(dims[:r]), dtype=out_dtype, device="cuda")
+        out = torch.empty(tuple(dims[:r]), dtype=out_dtype, device=device)
         self.check(self.lib.kiln_context_set_tensor_address(ctx, out_name.encode(),
                                                             ctypes.c_void_p(out.data_ptr())),
                    "address out")
@@ -347,19 +347,26 @@ def shape_spec(name, batch):
         f"input_ids:{batch}x128,attention_mask:{batch}x128"
 
 
-def build_plan(cli, onnx_path, plan, name, precision, cache, opt):
-    """One dynamic-batch plan (1..64) tuned at batch `opt`, as a TensorRT user
+def build_plan(cli, onnx_path, plan, spec, precision, cache, opt, lo=1, hi=64):
+    """One dynamic-batch plan (lo..hi) tuned at batch `opt`, as a TensorRT user
     builds a latency plan (opt 1) and a throughput plan (opt 64): tactics are
-    timed at the opt shape."""
+    timed at the opt shape. spec(batch) gives the --shapes string."""
     cmd = [cli, "exec", f"--onnx={onnx_path}", f"--saveEngine={plan}", "--skipInference",
-           f"--minShapes={shape_spec(name, 1)}", f"--optShapes={shape_spec(name, opt)}",
-           f"--maxShapes={shape_spec(name, 64)}", "--backend=cuda", f"--timingCacheFile={cache}"]
+           f"--minShapes={spec(lo)}", f"--optShapes={spec(opt)}",
+           f"--maxShapes={spec(hi)}", "--backend=cuda", f"--timingCacheFile={cache}"]
     if precision == "fp16":
         # as the FP16 PyTorch models: float16 in and out (trtexec's I/O
         # formats), so no conversion from and back to float32 is timed
         cmd += ["--fp16", "--inputIOFormats=fp16:chw", "--outputIOFormats=fp16:chw"]
+    return run_build(cmd)
+
+
+def run_build(cmd):
+    """Runs a kiln CLI build (KILN_CLI_LIBS: library folders for the CLI
+    process only); its wall time in seconds, or RuntimeError with the log's
+    tail."""
     env = dict(os.environ)
-    extra = os.environ.get("KILN_CLI_LIBS")  # library folders for the CLI process only
+    extra = os.environ.get("KILN_CLI_LIBS")
     if extra:
         env["LD_LIBRARY_PATH"] = extra + ":" + env.get("LD_LIBRARY_PATH", "")
     t0 = time.time()
@@ -427,10 +434,11 @@ def main():
         if os.path.exists(cache):
             os.remove(cache)
         row = {"model": name, "export_err": row_fid}
+        spec = lambda b, name=name: shape_spec(name, b)  # noqa: E731
         try:  # the throughput plan cold, again with the cache; then the latency plan
-            row["build_cold_s"] = build_plan(a.cli, onnx_path, plan, name, a.precision, cache, 64)
-            row["build_cached_s"] = build_plan(a.cli, onnx_path, plan, name, a.precision, cache, 64)
-            row["build_b1_s"] = build_plan(a.cli, onnx_path, plans[1], name, a.precision, cache, 1)
+            row["build_cold_s"] = build_plan(a.cli, onnx_path, plan, spec, a.precision, cache, 64)
+            row["build_cached_s"] = build_plan(a.cli, onnx_path, plan, spec, a.precision, cache, 64)
+            row["build_b1_s"] = build_plan(a.cli, onnx_path, plans[1], spec, a.precision, cache, 1)
         except RuntimeError as ex:
             log(str(ex))
             row["error"] = str(ex).splitlines()[-1][:200]

@@ -5,7 +5,7 @@
 # per-layer profiles, and the model zoo on the GPU (SKIP_TESTS=1 /
 # SKIP_CONFORMANCE=1 / SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out; MICRO lists the kernel
 # micro-benchmarks, default attn; WGMMA=1 runs bench/gpu/wgmma_probe.cu; BENCH_ARGS
-# go to bench_models.py; EXEC=1 times the benchmark's plans with kiln exec; TRACE=1 traces BERT b64 batches under load (trace_probe.py); ENERGY=1 measures energy a batch (energy_probe.py); TACTIC_LOG=1 rebuilds the BERT b64 plan with every tactic's time logged).
+# go to bench_models.py; EXEC=1 times the benchmark's plans with kiln exec; TRACE=1 traces BERT b64 batches under load (trace_probe.py); ENERGY=1 measures energy a batch (energy_probe.py); TACTIC_LOG=1 rebuilds the BERT b64 plan with every tactic's time logged; ZOO=all or ZOO=model,... runs bench/gpu/zoo.py, more real models against PyTorch).
 # Prepare on the build machine (scripts/device_pack.sh
 # fills .device/), carry .device, run from the repository root; logs and
 # results land in $OUT.
@@ -144,6 +144,14 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
         echo "ncu rc=$?"; grep -E "^  [a-z_]+.*\(|Duration" $OUT/prof/ncu_plan.txt | cut -c1-150 | head -16
     fi
     [ -d $OUT/prof ] && tar czf $OUT/prof.tgz -C $OUT prof && rm -rf $OUT/prof
+fi
+if [ -n "${ZOO:-}" ]; then
+    # more real models against PyTorch (bench/gpu/zoo.py): ZOO=all or a list
+    echo "== model survey against PyTorch: $ZOO"
+    [ "$ZOO" = all ] && ZOO=mobilenet_v3_large,efficientnet_b0,convnext_tiny,vit_b_16,swin_t,gpt2
+    KILN_CLI_LIBS=$LIBS LD_LIBRARY_PATH=$PWD/$D timeout ${ZOO_TIMEOUT:-540} python3 bench/gpu/zoo.py \
+        --kiln $D/libkiln.so --cli $D/kiln --models $ZOO --out $OUT/zoo.md ${ZOO_ARGS:-} > $OUT/zoo.log 2>&1
+    echo "zoo rc=$?"; grep -E "^\||rror" $OUT/zoo.log | tail -12
 fi
 kill $SMI 2>/dev/null
 # few files back: the device tool returns a limited count
