@@ -347,13 +347,13 @@ def shape_spec(name, batch):
         f"input_ids:{batch}x128,attention_mask:{batch}x128"
 
 
-def build_plan(cli, onnx_path, plan, spec, precision, cache, opt, lo=1, hi=64):
-    """One dynamic-batch plan (lo..hi) tuned at batch `opt`, as a TensorRT user
+def build_plan(cli, onnx_path, plan, spec, precision, cache, opt):
+    """One dynamic-batch plan (1..64) tuned at batch `opt`, as a TensorRT user
     builds a latency plan (opt 1) and a throughput plan (opt 64): tactics are
     timed at the opt shape. spec(batch) gives the --shapes string."""
     cmd = [cli, "exec", f"--onnx={onnx_path}", f"--saveEngine={plan}", "--skipInference",
-           f"--minShapes={spec(lo)}", f"--optShapes={spec(opt)}",
-           f"--maxShapes={spec(hi)}", "--backend=cuda", f"--timingCacheFile={cache}"]
+           f"--minShapes={spec(1)}", f"--optShapes={spec(opt)}",
+           f"--maxShapes={spec(64)}", "--backend=cuda", f"--timingCacheFile={cache}"]
     if precision == "fp16":
         # as the FP16 PyTorch models: float16 in and out (trtexec's I/O
         # formats), so no conversion from and back to float32 is timed

@@ -148,9 +148,9 @@ fi
 if [ -n "${ZOO:-}" ]; then
     # more real models against PyTorch (bench/gpu/zoo.py): ZOO=all or a list
     echo "== model survey against PyTorch: $ZOO"
-    [ "$ZOO" = all ] && ZOO=mobilenet_v3_large,efficientnet_b0,convnext_tiny,vit_b_16,swin_t,gpt2
+    ZM=""; [ "$ZOO" != all ] && ZM="--models $ZOO"  # all: zoo.py's own list
     KILN_CLI_LIBS=$LIBS LD_LIBRARY_PATH=$PWD/$D timeout ${ZOO_TIMEOUT:-540} python3 bench/gpu/zoo.py \
-        --kiln $D/libkiln.so --cli $D/kiln --models $ZOO --out $OUT/zoo.md ${ZOO_ARGS:-} > $OUT/zoo.log 2>&1
+        --kiln $D/libkiln.so --cli $D/kiln $ZM --out $OUT/zoo.md ${ZOO_ARGS:-} > $OUT/zoo.log 2>&1
     echo "zoo rc=$?"; grep -E "^\||rror" $OUT/zoo.log | tail -12
 fi
 kill $SMI 2>/dev/null
