@@ -347,6 +347,24 @@ def shape_spec(name, batch):
         f"input_ids:{batch}x128,attention_mask:{batch}x128"
 
 
+def profile_plan(cli, name, plan, shapes, folder):
+    """kiln exec's per-layer profile of `plan` at `shapes` (batch 64) and kiln
+    inspect's listing of it, into folder/<name>_b64_profile.txt and
+    folder/<name>_inspect.txt."""
+    os.makedirs(folder, exist_ok=True)
+    env = dict(os.environ)
+    if os.environ.get("KILN_CLI_LIBS"):
+        env["LD_LIBRARY_PATH"] = os.environ["KILN_CLI_LIBS"] + ":" + env.get("LD_LIBRARY_PATH", "")
+    runs = {"b64_profile": [cli, "exec", f"--loadEngine={plan}", f"--shapes={shapes}", "--backend=cuda",
+                            "--dumpProfile", "--separateProfileRun", "--iterations=20", "--duration=0"],
+            "inspect": [cli, "inspect", plan]}
+    for tag, cmd in runs.items():
+        with open(os.path.join(folder, f"{name}_{tag}.txt"), "w") as f:
+            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+        if rc != 0:
+            log(f"{name}: {tag} exited with {rc}")
+
+
 def build_plan(cli, onnx_path, plan, spec, precision, cache, opt):
     """One dynamic-batch plan (1..64) tuned at batch `opt`, as a TensorRT user
     builds a latency plan (opt 1) and a throughput plan (opt 64): tactics are
@@ -445,18 +463,7 @@ def main():
             rows.append(row)
             continue
         if a.profile:
-            os.makedirs(a.profile, exist_ok=True)
-            b64 = shape_spec(name, 64)
-            env = dict(os.environ)
-            if os.environ.get("KILN_CLI_LIBS"):
-                env["LD_LIBRARY_PATH"] = os.environ["KILN_CLI_LIBS"] + ":" + env.get("LD_LIBRARY_PATH", "")
-            with open(os.path.join(a.profile, f"{name}_b64_profile.txt"), "w") as f:
-                subprocess.run([a.cli, "exec", f"--loadEngine={plan}", f"--shapes={b64}",
-                                "--backend=cuda", "--dumpProfile", "--separateProfileRun",
-                                "--iterations=20", "--duration=0"], stdout=f, stderr=subprocess.STDOUT,
-                               env=env)
-            with open(os.path.join(a.profile, f"{name}_inspect.txt"), "w") as f:
-                subprocess.run([a.cli, "inspect", plan], stdout=f, stderr=subprocess.STDOUT, env=env)
+            profile_plan(a.cli, name, plan, shape_spec(name, 64), a.profile)
         m32 = model.cuda().float()
         mh = copy.deepcopy(m32).half()
         if name == "resnet50":  # PyTorch's fastest convolution layout

@@ -152,6 +152,14 @@ if [ -n "${ZOO:-}" ]; then
     KILN_CLI_LIBS=$LIBS LD_LIBRARY_PATH=$PWD/$D timeout ${ZOO_TIMEOUT:-540} python3 bench/gpu/zoo.py \
         --kiln $D/libkiln.so --cli $D/kiln $ZM --out $OUT/zoo.md ${ZOO_ARGS:-} > $OUT/zoo.log 2>&1
     echo "zoo rc=$?"; grep -E "^\||rror" $OUT/zoo.log | tail -12
+    if [ "${ZOO_PROFILE:-0}" = 1 ] && [ "$ZOO" != all ]; then
+        # PyTorch eager's kernels for the same models at batch 64, the reference
+        # a slow kiln layer is compared with (zoo.py's --profile gives kiln's)
+        mkdir -p $OUT/prof
+        timeout 300 python3 bench/gpu/torch_profile.py --models $ZOO > $OUT/prof/torch_profile.txt 2>&1
+        echo "torch profile rc=$?"
+    fi
+    [ -d $OUT/prof ] && tar czf $OUT/zoo_prof.tgz -C $OUT prof && rm -rf $OUT/prof
 fi
 kill $SMI 2>/dev/null
 # few files back: the device tool returns a limited count

@@ -25,6 +25,7 @@ gets a row with the error, and the next model goes on.
 
 Usage: python3 bench/gpu/zoo.py --kiln build/libkiln.so --cli build/kiln
            [--models mobilenet_v3_large,...] [--backend cuda|cpu] [--out zoo.md]
+           [--profile DIR] [--no-compile]
 """
 import argparse
 import copy
@@ -37,8 +38,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_models import (KILN_DTYPES, Kiln, build_plan, log, rel_err,  # noqa: E402
-                          run_build, time_interleaved)
+from bench_models import (KILN_DTYPES, Kiln, build_plan, log, profile_plan,  # noqa: E402
+                          rel_err, run_build, time_interleaved)
 
 IMAGE_MODELS = ("mobilenet_v3_large", "efficientnet_b0", "convnext_tiny", "vit_b_16", "swin_t")
 ALL_MODELS = IMAGE_MODELS + ("gpt2",)
@@ -201,6 +202,8 @@ def survey(name, a, kiln, kstream):
     plans = {b: os.path.join(a.work, f"{name}_fp16_opt{b}.plan") for b in (1, 64)}
     row["build_b64_s"] = build_plan(a.cli, onnx_path, plans[64], spec, "fp16", cache, 64)
     row["build_b1_s"] = build_plan(a.cli, onnx_path, plans[1], spec, "fp16", cache, 1)
+    if a.profile:
+        profile_plan(a.cli, name, plans[64], shape_spec(name, 64), a.profile)
     mh = copy.deepcopy(m32).half()
     if name in CHANNELS_LAST:  # PyTorch's fastest convolution layout
         mh = mh.to(memory_format=torch.channels_last)
@@ -267,6 +270,8 @@ def main():
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--work", default="/tmp/kiln_zoo")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--profile", default=None,
+                    help="folder for each model's per-layer profile of its opt-64 plan at batch 64 (cuda only)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = False  # FP32 means FP32 on both sides
