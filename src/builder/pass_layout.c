@@ -17,6 +17,13 @@
  * NCHW shape, so graph outputs and other readers see no change. Reformats
  * nobody reads are removed by dead-code elimination.
  *
+ * The model's own layout changes meet the region's (ConvNeXt permutes to
+ * channels-last around each LayerNorm and back before the residual Add):
+ *   Transpose perm [0,2,3,1] of a tensor with an NHWC twin is that twin, so
+ *     its readers read the twin and the Transpose goes;
+ *   Transpose perm [0,3,1,2] of any 4-D tensor s makes an NCHW tensor whose
+ *     NHWC twin is s itself, so the region goes on through its readers.
+ *
  * Runs late (after the precision pass, which decides the types): on the CUDA
  * backend for float16/bfloat16 convolutions unless fusion is off, and on any
  * backend for every float convolution with KILN_BUILDER_FLAG_CHANNELS_LAST. */
@@ -96,6 +103,8 @@ static bool conv_eligible(const layout *l, const kn_node *n) {
     return l->force && t == KILN_DTYPE_FLOAT;
 }
 
+static const int64_t PERM_LAST[4] = {0, 2, 3, 1}, PERM_FIRST[4] = {0, 3, 1, 2};
+
 /* A reformat of tensor `from` into tensor `to`: NCHW -> NHWC (to_last) or
  * back, as a Transpose or, for unit spatial dims, a Reshape. `orig` is the
  * NCHW tensor of the pair (whose shapes the pass knows). */
@@ -118,8 +127,7 @@ static kiln_status add_reformat(layout *l, int from, int to, int orig, bool to_l
         return kn_net_add_node(net, name, "Reshape", "", 14, 2, in, 1, &to, NULL);
     }
     KN_TRY(kn_net_add_node(net, name, "Transpose", "", 13, 1, &from, 1, &to, &idx));
-    static const int64_t perm_last[4] = {0, 2, 3, 1}, perm_first[4] = {0, 3, 1, 2};
-    return kn_node_set_ints(&net->nodes[idx], "perm", to_last ? perm_last : perm_first, 4);
+    return kn_node_set_ints(&net->nodes[idx], "perm", to_last ? PERM_LAST : PERM_FIRST, 4);
 }
 
 /* The NHWC twin of original tensor t, made on first use. */
@@ -181,8 +189,104 @@ static kiln_status convert_conv(layout *l, int i) {
     return redirect_output(l, i);
 }
 
+/* The NHWC twin of tensor t, or -1 (tensors the pass made have none). */
+static int twin(const layout *l, int t) { return t >= 0 && t < l->p->n_tensors ? l->nh[t] : -1; }
+
+static bool is_perm(const kn_node *n, const int64_t want[4]) {
+    size_t k = 0;
+    const int64_t *perm = kpass_is(n, "Transpose") && n->n_in == 1 && n->n_out == 1
+                              ? kn_attr_ints(n, "perm", &k)
+                              : NULL;
+    return perm && k == 4 && memcmp(perm, want, sizeof(int64_t) * 4) == 0;
+}
+
+/* The model's own Transposes to and from channels-last (see the top). */
+static bool transpose_meets_region(layout *l, int i, kiln_status *st) {
+    kpass *p = l->p;
+    const kn_node *n = &p->net->nodes[i];
+    int x = n->in[0], y = n->out[0];
+    if (x < 0 || y < 0 || y >= p->n_tensors || !is_4d(p, x))
+        return false;
+    if (is_perm(n, PERM_LAST) && twin(l, x) >= 0) {
+        int u = twin(l, x);
+        kpass_kill(p, i);
+        if (!p->is_output[y]) {
+            kpass_replace_reads(p->net, y, u);
+            return true;
+        }
+        /* a graph output gets its own copy of the twin */
+        char name[512];
+        snprintf(name, sizeof name, "%s (channels-last already)", p->net->nodes[i].name);
+        *st = kn_net_add_node(p->net, name, "Identity", "", 13, 1, &u, 1, &y, NULL);
+        return true;
+    }
+    if (is_perm(n, PERM_FIRST) && twin(l, y) < 0) {
+        l->nh[y] = x;
+        return true;
+    }
+    return false;
+}
+
+/* Whether 4-D tensor t broadcasts to 4-D tensor y at every profile point
+ * (each dim 1 or y's): then t's NHWC twin broadcasts to y's the same way. */
+static bool broadcasts_4d(const kpass *p, int t, int y) {
+    for (int k = 0; k < p->n_points; k++) {
+        const kn_tinfo *a = kpass_shape(p, k, t), *b = kpass_shape(p, k, y);
+        if (!a || !b || a->rank != 4 || b->rank != 4)
+            return false;
+        for (int d = 0; d < 4; d++)
+            if (a->dims[d] != 1 && a->dims[d] != b->dims[d])
+                return false;
+    }
+    return p->n_points > 0;
+}
+
+/* A constant of rank 1 to 4 that an elementwise op broadcasts against a 4-D
+ * tensor (a per-channel scale [C, 1, 1], say): its NHWC form is its dims
+ * padded to rank 4 with leading 1s, then permuted to [0, 2, 3, 1]. */
+static bool const_follows(const kn_net *net, int t) {
+    if (!kpass_is_const(net, t))
+        return false;
+    const kn_tdata *v = &net->tensors[t].value;
+    return v->rank >= 1 && v->rank <= 4 && v->data && kiln_dtype_size(v->dtype) > 0;
+}
+
+static kiln_status const_nhwc(layout *l, int t, int *out) {
+    if (l->nh[t] >= 0) {
+        *out = l->nh[t];
+        return KILN_OK;
+    }
+    kn_net *net = l->p->net;
+    const kn_tdata *v = &net->tensors[t].value;
+    int64_t d[4] = {1, 1, 1, 1};
+    for (int k = 0; k < v->rank; k++)
+        d[4 - v->rank + k] = v->dims[k];
+    int64_t nd[4] = {d[0], d[2], d[3], d[1]};
+    kn_tdata w;
+    KN_TRY(kn_tdata_alloc(&w, v->dtype, 4, nd));
+    size_t es = kiln_dtype_size(v->dtype);
+    const uint8_t *src = v->data;
+    uint8_t *dst = w.data;
+    for (int64_t a = 0; a < d[0]; a++)
+        for (int64_t h = 0; h < d[2]; h++)
+            for (int64_t x = 0; x < d[3]; x++)
+                for (int64_t c = 0; c < d[1]; c++) {
+                    int64_t from = ((a * d[1] + c) * d[2] + h) * d[3] + x;
+                    int64_t to = ((a * d[2] + h) * d[3] + x) * d[1] + c;
+                    memcpy(dst + (size_t)to * es, src + (size_t)from * es, es);
+                }
+    char hint[512];
+    snprintf(hint, sizeof hint, "%s_nhwc", net->tensors[t].name);
+    int u;
+    KN_TRY(kpass_add_const(net, hint, &w, &u));
+    l->nh[t] = u;
+    *out = u;
+    return KILN_OK;
+}
+
 /* Whether every 4-D input of node i has an NHWC twin (at least one does)
- * and every other input is a single value. */
+ * and every other input is a single value or, for binary ops, a constant
+ * that broadcasts against the rest. */
 static bool inputs_follow(const layout *l, const kn_node *n, bool binary) {
     const kpass *p = l->p;
     int y = n->out[0];
@@ -191,11 +295,11 @@ static bool inputs_follow(const layout *l, const kn_node *n, bool binary) {
         int t = n->in[j];
         if (t < 0)
             continue;
-        if (is_4d(p, t) && l->nh[t] >= 0) {
-            if (binary && !kpass_same_shape(p, t, y))
+        if (is_4d(p, t) && twin(l, t) >= 0) {
+            if (binary && !kpass_same_shape(p, t, y) && !broadcasts_4d(p, t, y))
                 return false;
             any = true;
-        } else if (!is_single(p, t)) {
+        } else if (!is_single(p, t) && !(binary && t < p->n_tensors && const_follows(p->net, t))) {
             return false;
         }
     }
@@ -205,9 +309,17 @@ static bool inputs_follow(const layout *l, const kn_node *n, bool binary) {
 static kiln_status convert_follower(layout *l, int i) {
     kn_net *net = l->p->net;
     kn_node *n = &net->nodes[i];
-    for (int j = 0; j < n->n_in; j++)
-        if (n->in[j] >= 0 && l->nh[n->in[j]] >= 0)
-            n->in[j] = l->nh[n->in[j]];
+    for (int j = 0; j < n->n_in; j++) {
+        int t = n->in[j];
+        if (twin(l, t) >= 0 && !kpass_is_const(net, t)) {
+            n->in[j] = twin(l, t);
+        } else if (t >= 0 && t < l->p->n_tensors && !is_single(l->p, t) && const_follows(net, t)) {
+            int u;
+            KN_TRY(const_nhwc(l, t, &u));
+            n = &net->nodes[i];
+            n->in[j] = u;
+        }
+    }
     if (kpass_is(n, "MaxPool") || kpass_is(n, "AveragePool")) {
         KN_TRY(kpass_retype(n, n->op_type, KN_DOMAIN_KILN, 1));
         KN_TRY(kn_node_set_int(&net->nodes[i], "channels_last", 1));
@@ -230,7 +342,7 @@ static bool follower_kind(const layout *l, const kn_node *n) {
             return false; /* MaxPool Indices and other second outputs */
     if (kpass_is(n, "MaxPool") || kpass_is(n, "AveragePool") || kpass_is(n, "GlobalAveragePool") ||
         kpass_is(n, "GlobalMaxPool"))
-        return n->n_in == 1 && is_4d(p, n->in[0]) && l->nh[n->in[0]] >= 0;
+        return n->n_in == 1 && is_4d(p, n->in[0]) && twin(l, n->in[0]) >= 0;
     if (is_unary(n))
         return inputs_follow(l, n, false);
     if (is_binary(n))
@@ -270,6 +382,8 @@ kiln_status kpass_layout(kpass *p, int *changed) {
         if (conv_eligible(&l, n)) {
             st = convert_conv(&l, i);
             convs++;
+        } else if (transpose_meets_region(&l, i, &st)) {
+            others++;
         } else if (follower_kind(&l, n)) {
             st = convert_follower(&l, i);
             others++;

@@ -1187,6 +1187,28 @@ static void test_reduce(void) {
             a_ints("axes", D(1, 2), 2);
             tc_run();
         }
+    /* the squeeze-excitation pool: the last dim kept, few outputs over many
+     * elements (the strip kernel), one merged reduced dim and two apart */
+    static const char *const strip_ops[] = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
+                                            "ReduceL1", "ReduceL2", "ReduceSumSquare",
+                                            "ReduceLogSum", "ReduceProd"};
+    for (size_t i = 0; i < KN_ARRAY_LEN(strip_ops); i++)
+        for (int t = 0; t < 3; t++) {
+            kiln_dtype dt = real_types[t];
+            bool pos = strcmp(strip_ops[i], "ReduceLogSum") == 0 || strcmp(strip_ops[i], "ReduceProd") == 0;
+            double lo = pos ? 0.995 : -3, hi = pos ? 1.005 : 3;
+            tc_begin(strip_ops[i], "", 13, tol_for(dt, 1e-4), "channels-last [3,19,21,40] axes [1,2]");
+            tc_rand(dt, 4, D(3, 19, 21, 40), lo, hi);
+            tc_node(1);
+            a_ints("axes", D(1, 2), 2);
+            tc_run();
+            tc_begin(strip_ops[i], "", 13, tol_for(dt, 1e-4), "[5,4,70,24] axes [0,2], keepdims 0");
+            tc_rand(dt, 4, D(5, 4, 70, 24), lo, hi);
+            tc_node(1);
+            a_ints("axes", D(0, 2), 2);
+            a_int("keepdims", 0);
+            tc_run();
+        }
 }
 
 static void test_pool(void) {
@@ -1419,6 +1441,16 @@ static void test_conv(void) {
               D(2, 2, 2, 2), NULL, D(2, 2), 4, false, NULL, false);
     conv_case(KILN_DTYPE_FLOAT, "depthwise", D(2, 16, 9, 9), D(16, 1, 3, 3), 4, false, D(1, 1, 1, 1),
               NULL, NULL, 16, false, NULL, false);
+    for (int t = 0; t < 3; t++) { /* depthwise channels-first (the "dw" tactic's strided form) */
+        kiln_dtype dt = real_types[t];
+        char l[96];
+        snprintf(l, sizeof l, "%s depthwise 7x7 p3 + bias + Z + Gelu", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 12, 11, 13), D(12, 1, 7, 7), 4, true, D(3, 3, 3, 3), NULL, NULL, 12, true,
+                  "Gelu", true);
+        snprintf(l, sizeof l, "%s depthwise 3x3 s2 p1", kiln_dtype_name(dt));
+        conv_case(dt, l, D(1, 6, 9, 8), D(6, 1, 3, 3), 4, false, D(1, 1, 1, 1), D(2, 2), NULL, 6, false,
+                  NULL, false);
+    }
     conv_case(KILN_DTYPE_FLOAT, "1-D", D(2, 8, 20), D(4, 8, 3), 3, true, D(1, 1), D(2), NULL, 1, false,
               NULL, false);
     conv_case(KILN_DTYPE_FLOAT, "kiln::Conv bias + Silu", D(2, 8, 9, 9), D(8, 8, 3, 3), 4, true,
@@ -1584,6 +1616,27 @@ static void test_channels_last(void) {
         snprintf(l, sizeof l, "NHWC %s 3x3 group 2 + Z", kiln_dtype_name(dt));
         conv_case(dt, l, D(2, 16, 9, 9), D(16, 8, 3, 3), 4, true, D(1, 1, 1, 1), NULL, NULL, 2, true,
                   "Relu", true);
+        /* depthwise (the "dw" tactic's kernel and cuDNN's): ConvNeXt's 7x7
+         * over two channel chunks, EfficientNet's strided 3x3 and 5x5, a
+         * dilated window (the generic kernel) and an odd channel count */
+        snprintf(l, sizeof l, "NHWC %s depthwise 7x7 p3 bias, 160 channels", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 160, 13, 11), D(160, 1, 7, 7), 4, true, D(3, 3, 3, 3), NULL, NULL, 160,
+                  true, "", false);
+        snprintf(l, sizeof l, "NHWC %s depthwise 3x3 s2 p1 + Silu", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 32, 15, 17), D(32, 1, 3, 3), 4, true, D(1, 1, 1, 1), D(2, 2), NULL, 32,
+                  true, "Silu", false);
+        snprintf(l, sizeof l, "NHWC %s depthwise 5x5 s2 p2 + Z + HardSwish", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 40, 14, 14), D(40, 1, 5, 5), 4, true, D(2, 2, 2, 2), D(2, 2), NULL, 40,
+                  true, "HardSwish", true);
+        snprintf(l, sizeof l, "NHWC %s depthwise 3x3 dilation 2 p2, no bias", kiln_dtype_name(dt));
+        conv_case(dt, l, D(1, 24, 12, 10), D(24, 1, 3, 3), 4, false, D(2, 2, 2, 2), NULL, D(2, 2), 24,
+                  true, "", false);
+        snprintf(l, sizeof l, "NHWC %s depthwise 3x3 p1, 15 channels + Relu", kiln_dtype_name(dt));
+        conv_case(dt, l, D(3, 15, 9, 9), D(15, 1, 3, 3), 4, true, D(1, 1, 1, 1), NULL, NULL, 15, true,
+                  "Relu", false);
+        snprintf(l, sizeof l, "NHWC %s depthwise 5x1 s(1,2) p(2,0)", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 8, 10, 9), D(8, 1, 5, 1), 4, true, D(2, 0, 2, 0), D(1, 2), NULL, 8,
+                  true, "", false);
         tc_begin("MaxPool", KN_DOMAIN_KILN, 1, tol_for(dt, 1e-5), "NHWC 3x3 s2 p1");
         tc_rand(dt, 4, D(2, 28, 28, 8), -3, 3);
         tc_node(1);

@@ -692,6 +692,62 @@ static void test_channels_last(void) {
     kiln_network_destroy(net);
 }
 
+/* The model's own permutes meet the region (a ConvNeXt block: depthwise
+ * conv, permute to channels-last, LayerNorm, MatMul, permute back, a
+ * per-channel scale [C, 1, 1] and the residual Add), and a squeeze-excitation
+ * gate (global pool, two 1x1 convs, x * s with s [N, C, 1, 1]): everything
+ * stays channels-last, with reformats only at the graph's edges. */
+static void test_channels_last_permutes(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 6, 5, 7), NULL));
+    add_conv(net, "stem", "x", "x1", 6, 6, 1, true);
+    fconst(net, "dw_W", 4, DIMS(6, 1, 3, 3), -0.5f, 1.f);
+    int dw = node(net, "dw", "Conv", 2, IN("x1", "dw_W"), "d");
+    KT_OK(kiln_network_set_attr_ints(net, dw, "pads", (const int64_t[]){1, 1, 1, 1}, 4));
+    KT_OK(kiln_network_set_attr_int(net, dw, "group", 6));
+    int t1 = node(net, "to_last", "Transpose", 1, IN("d"), "dl");
+    KT_OK(kiln_network_set_attr_ints(net, t1, "perm", (const int64_t[]){0, 2, 3, 1}, 4));
+    fconst(net, "ln_s", 1, DIMS(6), 0.5f, 1.f);
+    fconst(net, "ln_b", 1, DIMS(6), -0.5f, 1.f);
+    node(net, "ln", "LayerNormalization", 3, IN("dl", "ln_s", "ln_b"), "n");
+    fconst(net, "mmW", 2, DIMS(6, 6), -0.5f, 1.f);
+    node(net, "mm", "MatMul", 2, IN("n", "mmW"), "m");
+    int t2 = node(net, "to_first", "Transpose", 1, IN("m"), "mf");
+    KT_OK(kiln_network_set_attr_ints(net, t2, "perm", (const int64_t[]){0, 3, 1, 2}, 4));
+    fconst(net, "gamma", 3, DIMS(6, 1, 1), 0.5f, 1.f);
+    node(net, "scale", "Mul", 2, IN("gamma", "mf"), "sc");
+    node(net, "res", "Add", 2, IN("sc", "x1"), "r");
+    /* squeeze-excitation on r */
+    node(net, "gap", "GlobalAveragePool", 1, IN("r"), "g");
+    add_conv(net, "fc1", "g", "f1", 6, 3, 1, true);
+    node(net, "relu", "Relu", 1, IN("f1"), "f1r");
+    add_conv(net, "fc2", "f1r", "f2", 3, 6, 1, true);
+    node(net, "sig", "Sigmoid", 1, IN("f2"), "s");
+    node(net, "gate", "Mul", 2, IN("r", "s"), "e");
+    add_conv(net, "head", "e", "y", 6, 4, 3, true);
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, KILN_BUILDER_FLAG_CHANNELS_LAST, 1, 2, 3);
+    if (o) {
+        CHECK_OR_DUMP(count_cl(o, "Conv") == 5, o);
+        /* x in and y out; the model's two permutes and the gate's and scale's
+         * reformats are gone */
+        CHECK_OR_DUMP(count_op(o, "", "Transpose") == 2, o);
+        compare(net, o, "channels-last permutes", 2);
+        compare(net, o, "channels-last permutes batch 3", 3);
+        kn_net_free(o);
+    }
+    /* the permute's output is a graph output: a copy of the twin */
+    KT_OK(kiln_network_mark_output(net, "dl"));
+    o = optimized(net, KILN_BUILDER_FLAG_CHANNELS_LAST, 1, 2, 3);
+    if (o) {
+        CHECK_OR_DUMP(count_op(o, "", "Transpose") == 2 && count_op(o, "", "Identity") == 1, o);
+        compare(net, o, "channels-last permutes, permute tapped", 2);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* Default token-type ids (a constant row expanded to the batch, then looked
  * up in an embedding table) added to the word embeddings: the Add reads the
  * lookup of the constant row, which folds to a constant; no Expand or
@@ -1709,6 +1765,7 @@ int main(int argc, char **argv) {
     test_residual_dynamic();
     test_matmul_residual_no_bias();
     test_channels_last();
+    test_channels_last_permutes();
     test_precision_follow();
     test_cast_pairs();
     test_gather_of_expanded_constant();

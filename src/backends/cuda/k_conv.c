@@ -21,6 +21,9 @@
  *                 cuBLASLt's epilogue
  *   "lt_1x1_2", "lt_1x1_3"  channels-last only: the same GEMM with
  *                 cuBLASLt's second and third heuristic
+ *   "dw"          2-D depthwise convolutions (group = C = K): kiln's own
+ *                 kernel (dwconv.cu), float sums, bias, Z and any
+ *                 activation in the same pass; channels-last or not
  *
  * Channels-last nodes (kiln::Conv with channels_last = 1, made by the
  * builder's layout pass; 2-D only) run every tactic but "cudnn_nhwc" on NHWC
@@ -29,12 +32,13 @@
 #include <string.h>
 
 #include "backends/cpu/act.h"
+#include "dwconv.cuh"
 #include "elementwise.cuh"
 #include "graph/fused.h"
 #include "graph/ops_nn.h"
 #include "kc_common.h"
 
-enum { CONV_HEUR = 0, CONV_FIND = 1, CONV_FUSED = 2, CONV_NHWC = 3, CONV_GEMM = 4 };
+enum { CONV_HEUR = 0, CONV_FIND = 1, CONV_FUSED = 2, CONV_NHWC = 3, CONV_DW = 4, CONV_GEMM = 5 };
 
 typedef struct conv_inst {
     int mode;
@@ -54,6 +58,7 @@ typedef struct conv_inst {
     size_t x_off, w_off, y_off;  /* CONV_NHWC: channels-last copies in the workspace */
     int64_t n, c, h, w, k, cg, r, sx, p, q;
     bool cl;                     /* channels-last node */
+    kc_dwconv dwg;               /* CONV_DW */
 } conv_inst;
 
 static bool is_cl(const kn_node *n) { return kn_attr_int(n, "channels_last", 0) != 0; }
@@ -96,6 +101,28 @@ static bool node_act(const kn_node *node, kb_act *act, float *a, float *b) {
     *a = kn_attr_float(node, "alpha", da);
     *b = kn_attr_float(node, "beta", db);
     return true;
+}
+
+/* The depthwise kernel's geometry from channels-first dims; false when the
+ * convolution is not depthwise (group = C = K, one input channel a filter). */
+static bool dw_geometry(const kn_node *node, bool cl, int rank, const int64_t *xf, const int64_t *wf,
+                        const int64_t *yf, const kn_window *win, kc_dwconv *g) {
+    int64_t group = kn_attr_int(node, "group", 1);
+    if (rank != 4 || win->nsp != 2 || group < 2 || xf[1] != group || wf[0] != group || wf[1] != 1)
+        return false;
+    kb_act act;
+    float a, b;
+    if (!node_act(node, &act, &a, &b))
+        return false;
+    memset(g, 0, sizeof *g);
+    g->n = xf[0], g->c = xf[1], g->h = xf[2], g->w = xf[3], g->p = yf[2], g->q = yf[3];
+    g->r = (int)wf[2], g->s = (int)wf[3];
+    g->sh = (int)win->stride[0], g->sw = (int)win->stride[1];
+    g->ph = (int)win->pad0[0], g->pw = (int)win->pad0[1];
+    g->dh = (int)win->dil[0], g->dw = (int)win->dil[1];
+    g->channels_last = cl;
+    g->act = (int)act, g->alpha = a, g->beta = b;
+    return kc_dwconv_supported(g) != 0;
 }
 
 kiln_status kc_conv_window(const kn_node *node, int rank, const int64_t *xd, const int64_t *wd,
@@ -144,6 +171,12 @@ static bool conv_supports_mode(const kn_node *node, const kn_tinfo *in, int n_in
         kn_error_clear();
         return false;
     }
+    if (mode == CONV_DW) {
+        int64_t yf[KILN_MAX_DIMS];
+        kc_dwconv g;
+        cf_dims(cl, out[0].rank, out[0].dims, yf);
+        return out[0].rank == 4 && dw_geometry(node, cl, in[0].rank, xf, wf, yf, &w, &g);
+    }
     if (mode == CONV_GEMM) {
         if (kn_attr_int(node, "group", 1) != 1)
             return false;
@@ -163,6 +196,9 @@ bool kc_conv_supports_relu(const kn_node *node, const kn_tinfo *in, int n_in, co
 }
 static bool sup_nhwc(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
     return conv_supports_mode(node, in, n_in, out, n_out, CONV_NHWC);
+}
+static bool sup_dw(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
+    return conv_supports_mode(node, in, n_in, out, n_out, CONV_DW);
 }
 static bool sup_gemm(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
     return conv_supports_mode(node, in, n_in, out, n_out, CONV_GEMM);
@@ -258,6 +294,13 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
     if (s->mode == CONV_FUSED && s->act != KB_ACT_NONE && s->act != KB_ACT_RELU)
         return kn_node_error(node, KILN_ERR_UNSUPPORTED, "cudnn_fused takes Relu or no activation");
 
+    if (s->mode == CONV_DW) {
+        if (!dw_geometry(node, s->cl, x->rank, xf, wf, yf, &win, &s->dwg))
+            return kn_node_error(node, KILN_ERR_UNSUPPORTED,
+                                 "dw takes 2-D depthwise convolutions (group = C = K) whose taps fit");
+        s->ws = 0;
+        return KILN_OK;
+    }
     if (s->mode == CONV_GEMM) {
         int64_t hw = kn_numel(x->rank - 2, xf + 2);
         if (group != 1 || kn_numel(w->rank - 2, wf + 2) != 1 || kn_numel(y->rank - 2, yf + 2) != hw)
@@ -427,6 +470,10 @@ static kiln_status prep_nhwc(const void *state, const kn_node *node, const kb_te
                              const kb_tensor *out, int n_out, void **inst, size_t *ws) {
     return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_NHWC);
 }
+static kiln_status prep_dw(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                           const kb_tensor *out, int n_out, void **inst, size_t *ws) {
+    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_DW);
+}
 static kiln_status prep_gemm(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
                              const kb_tensor *out, int n_out, void **inst, size_t *ws) {
     return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_GEMM);
@@ -450,6 +497,11 @@ static kiln_status conv_run(const kb_run *r) {
     kb_tensor *y = &r->out[0];
     const void *bias = s->bias_input >= 0 ? r->in[s->bias_input].data : NULL;
     const void *z = s->z_input >= 0 ? r->in[s->z_input].data : NULL;
+    if (s->mode == CONV_DW) {
+        KC_CUDA(r->node, kc_dwconv_run(&s->dwg, y->dtype, r->in[0].data, r->in[1].data, bias, z,
+                                       y->data, kc_stream(r)));
+        return KILN_OK;
+    }
     if (s->mode == CONV_GEMM && s->cl) {
         KN_TRY(kc_gemm_run_ex(r->node, s->gemm, r->in[0].data, r->in[1].data, y->data, bias, z,
                               r->workspace, r->workspace_size, kc_stream(r)));
@@ -513,6 +565,7 @@ static kiln_status conv_run(const kb_run *r) {
     {op, dom, "cudnn_find", sup_heur, NULL, NULL, prep_find, conv_release, conv_run}, \
     {op, dom, "cudnn_fused", kc_conv_supports_relu, NULL, NULL, prep_fused, conv_release, conv_run}, \
     {op, dom, "cudnn_nhwc", sup_nhwc, NULL, NULL, prep_nhwc, conv_release, conv_run}, \
+    {op, dom, "dw", sup_dw, NULL, NULL, prep_dw, conv_release, conv_run}, \
     {op, dom, "lt_1x1", sup_gemm, NULL, NULL, prep_gemm, conv_release, conv_run}, \
     {op, dom, "lt_1x1_2", sup_gemm_cl, NULL, NULL, prep_gemm2, conv_release, conv_run}, \
     {op, dom, "lt_1x1_3", sup_gemm_cl, NULL, NULL, prep_gemm3, conv_release, conv_run}

@@ -783,6 +783,53 @@ __global__ void reduce_cols_kernel(const void *x, kiln_dtype xt, void *y, kiln_d
     R::st(y, yt, o, red_finish<A>(p, acc, m));
 }
 
+/* Two partial accumulators of a real reduction into one. */
+template <typename A> __device__ __forceinline__ A red_join(int op, A a, A b) {
+    switch (op) {
+    case KC_RED_MAX: return (b > a || b != b) ? b : a;
+    case KC_RED_MIN: return (b < a || b != b) ? b : a;
+    case KC_RED_PROD: return a * b;
+    default: return a + b;
+    }
+}
+
+/* When the last kept dim is contiguous but the outputs are too few for a
+ * thread each to fill the chip (the squeeze-excitation pool over H, W of a
+ * channels-last [N, H, W, C]: a few thousand outputs, each over thousands
+ * of elements): a block takes 32 consecutive outputs, its 16 warps split
+ * the reduced elements between them and lanes read neighbouring outputs,
+ * then the 16 partials are joined. Not for LogSumExp (its maximum first). */
+template <typename A>
+__global__ void __launch_bounds__(512)
+    reduce_strip_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype yt, const kc_reduce p) {
+    typedef red_real<A> R;
+    __shared__ A part[16][33];
+    const int lane = threadIdx.x, wy = threadIdx.y;
+    const int64_t o = blockIdx.x * (int64_t)32 + lane;
+    const bool live = o < p.n_out;
+    A acc = p.op == KC_RED_MAX ? -INFINITY
+            : p.op == KC_RED_MIN ? INFINITY
+            : p.op == KC_RED_PROD ? 1 : 0;
+    if (live) {
+        const int64_t base = red_base(p, o);
+        if (p.n_red == 1) {
+            const int64_t st = p.red_stride[0];
+            for (int64_t j = wy; j < p.n_red_total; j += 16)
+                acc = red_fold<A>(p.op, acc, R::ld(x, xt, base + j * st), 0);
+        } else {
+            for (int64_t j = wy; j < p.n_red_total; j += 16)
+                acc = red_fold<A>(p.op, acc, R::ld(x, xt, base + red_off(p, j)), 0);
+        }
+    }
+    part[wy][lane] = acc;
+    __syncthreads();
+    if (wy != 0 || !live)
+        return;
+    for (int k = 1; k < 16; k++)
+        acc = red_join<A>(p.op, acc, part[k][lane]);
+    R::st(y, yt, o, red_finish<A>(p, acc, (A)0));
+}
+
 __device__ __forceinline__ long long red_fold_i(int op, long long a, long long v) {
     typedef unsigned long long u;
     switch (op) {
@@ -839,7 +886,16 @@ extern "C" cudaError_t kc_reduce_run(const void *x, kiln_dtype xt, void *y, kiln
      * an output reads coalesced */
     bool cols = p->n_keep > 0 && p->keep_stride[p->n_keep - 1] == 1 &&
                 p->keep_dims[p->n_keep - 1] >= 16 && p->n_out >= 132 * 256 && kc_fast_paths();
-    if (cols && !(int_in && exact)) {
+    bool strip = p->n_keep > 0 && p->keep_stride[p->n_keep - 1] == 1 &&
+                 p->keep_dims[p->n_keep - 1] >= 16 && !cols && p->n_red_total >= 256 &&
+                 p->op != KC_RED_LOG_SUM_EXP && kc_fast_paths();
+    if (strip && !(int_in && exact)) {
+        unsigned b = (unsigned)((p->n_out + 31) / 32);
+        if (xt == KILN_DTYPE_DOUBLE)
+            reduce_strip_kernel<double><<<b, dim3(32, 16), 0, stream>>>(x, xt, y, yt, *p);
+        else
+            reduce_strip_kernel<float><<<b, dim3(32, 16), 0, stream>>>(x, xt, y, yt, *p);
+    } else if (cols && !(int_in && exact)) {
         unsigned b = (unsigned)((p->n_out + 255) / 256);
         if (xt == KILN_DTYPE_DOUBLE)
             reduce_cols_kernel<double><<<b, 256, 0, stream>>>(x, xt, y, yt, *p);
