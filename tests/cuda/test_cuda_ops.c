@@ -1188,7 +1188,9 @@ static void test_reduce(void) {
             tc_run();
         }
     /* the squeeze-excitation pool: the last dim kept, few outputs over many
-     * elements (the strip kernel), one merged reduced dim and two apart */
+     * elements (the row kernel, split over the rows with float partials in
+     * the workspace, 16-byte loads or single elements; the strip kernel for
+     * two reduced dims apart) */
     static const char *const strip_ops[] = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
                                             "ReduceL1", "ReduceL2", "ReduceSumSquare",
                                             "ReduceLogSum", "ReduceProd"};
@@ -1201,6 +1203,17 @@ static void test_reduce(void) {
             tc_rand(dt, 4, D(3, 19, 21, 40), lo, hi);
             tc_node(1);
             a_ints("axes", D(1, 2), 2);
+            tc_run();
+            tc_begin(strip_ops[i], "", 13, tol_for(dt, 1e-4), "[2,64,64,16] axes [1,2] (split rows)");
+            tc_rand(dt, 4, D(2, 64, 64, 16), lo, hi);
+            tc_node(1);
+            a_ints("axes", D(1, 2), 2);
+            tc_run();
+            tc_begin(strip_ops[i], "", 13, tol_for(dt, 1e-4), "[2,40,40,13] axes [1,2], keepdims 0");
+            tc_rand(dt, 4, D(2, 40, 40, 13), lo, hi);
+            tc_node(1);
+            a_ints("axes", D(1, 2), 2);
+            a_int("keepdims", 0);
             tc_run();
             tc_begin(strip_ops[i], "", 13, tol_for(dt, 1e-4), "[5,4,70,24] axes [0,2], keepdims 0");
             tc_rand(dt, 4, D(5, 4, 70, 24), lo, hi);

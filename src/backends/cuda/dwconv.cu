@@ -6,10 +6,12 @@
  * row for V channels (V = 2 when the tensors are channels-last with an even
  * channel count: two channels a load, consecutive threads on consecutive
  * channel pairs, so a warp reads whole pixels). For the common windows
- * (S = 3, 5, 7 with column stride 1 or 2 and no column dilation) each
- * filter row's input span, (QT - 1) * stride + S columns, is loaded into
- * registers once and every tap reads it there; other windows load each tap
- * from the cache. Sums are float; bias, Z and the activation are applied
+ * (S = 3, 5, 7 with column stride 1 or 2 and no dilation) each input row's
+ * span, (QT - 1) * stride + S columns, is loaded into registers once and
+ * every tap reads it there, for PT output rows at a time (kc_dwconv.rows:
+ * 2 halves the input rows a thread loads); other windows, odd channel
+ * counts and channels-first tensors load each tap from the cache, one
+ * output row a thread. Sums are float; bias, Z and the activation are applied
  * before the one rounding to the output type. */
 #include "dwconv.cuh"
 #include "kc_dev.cuh"
@@ -25,8 +27,9 @@ struct dw_args {
     int64_t xsn, ysn;             /* per-image strides (elements) */
     int xsc, xsh, xsw, ysc, ysh, ysw;
     int cbv;                      /* channel vectors a block takes */
-    int groups;                   /* (row, column group) items a block takes */
+    int groups;                   /* (row group, column group) items a block takes */
     int qg;                       /* column groups an output row has */
+    int pg;                       /* row groups (PT output rows each) */
     int act;
     float alpha, beta;
 };
@@ -95,47 +98,38 @@ template <int V> __device__ __forceinline__ void ld_taps(const float *t, float (
     }
 }
 
-/* S > 0: a window of S columns with column stride SW and no column
- * dilation, the row's span held in registers; S = 0: any window. */
-template <typename T, int V, int S, int SW, int QT>
-__global__ void __launch_bounds__(DW_THREADS)
-    dw_kernel(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ bias,
-              const T *__restrict__ z, T *__restrict__ y, dw_args a) {
-    extern __shared__ float taps[]; /* [R * S][cb] */
+/* One item: PT output rows from p0 = (item / qg) * PT and QT columns from
+ * (item % qg) * QT, for channels c .. c + V - 1. */
+template <typename T, int V, int S, int SW, int QT, int PT>
+__device__ __forceinline__ void dw_item(const T *__restrict__ x, const T *__restrict__ bias,
+                                        const T *__restrict__ z, T *__restrict__ y,
+                                        const dw_args &a, const float *taps, int cb, int cv, int c,
+                                        int item) {
     const int ns = S > 0 ? S : a.s;
-    const int rs = a.r * ns;
-    const int cb = a.cbv * V;
-    const int c0 = blockIdx.y * cb;
-    const int cn = min(cb, a.c - c0);
-    for (int i = threadIdx.x; i < cn * rs; i += DW_THREADS) {
-        const int cl = i / rs, k = i - cl * rs;
-        taps[k * cb + cl] = ld1<T>(w + (int64_t)(c0 + cl) * rs + k);
-    }
-    __syncthreads();
-    const int cv = threadIdx.x % a.cbv, gi = threadIdx.x / a.cbv;
-    const int c = c0 + cv * V;
-    const int item = blockIdx.z * a.groups + gi;
-    if (gi >= a.groups || c >= a.c || item >= a.p * a.qg)
-        return;
-    const int p = item / a.qg, q0 = (item - p * a.qg) * QT;
+    const int pg = item / a.qg, q0 = (item - pg * a.qg) * QT;
+    const int p0 = pg * PT;
     const int n = blockIdx.x;
     const int sw = SW > 0 ? SW : a.sw;
-    float acc[QT][V];
+    float acc[PT][QT][V];
 #pragma unroll
-    for (int qi = 0; qi < QT; qi++)
+    for (int pi = 0; pi < PT; pi++)
 #pragma unroll
-        for (int v = 0; v < V; v++)
-            acc[qi][v] = 0.f;
+        for (int qi = 0; qi < QT; qi++)
+#pragma unroll
+            for (int v = 0; v < V; v++)
+                acc[pi][qi][v] = 0.f;
     const T *xn = x + (int64_t)n * a.xsn + (int64_t)c * a.xsc;
     const int wc0 = q0 * sw - a.pw;
-    for (int r = 0; r < a.r; r++) {
-        const int hh = p * a.sh - a.ph + r * a.dh;
-        if ((unsigned)hh >= (unsigned)a.h)
-            continue;
-        const T *row = xn + (int64_t)hh * a.xsh;
-        const float *tr = taps + r * ns * cb + cv * V;
-        if constexpr (S > 0) {
-            constexpr int L = (QT - 1) * SW + S;
+    if constexpr (S > 0) {
+        /* input row k feeds output row p0 + pi through filter row
+         * k - pi * stride (no row dilation here) */
+        constexpr int L = (QT - 1) * SW + S;
+        const int rows = (PT - 1) * a.sh + a.r;
+        for (int k = 0; k < rows; k++) {
+            const int hh = p0 * a.sh - a.ph + k;
+            if ((unsigned)hh >= (unsigned)a.h)
+                continue;
+            const T *row = xn + (int64_t)hh * a.xsh;
             float xin[L][V];
 #pragma unroll
             for (int j = 0; j < L; j++) {
@@ -149,16 +143,31 @@ __global__ void __launch_bounds__(DW_THREADS)
                 }
             }
 #pragma unroll
-            for (int s = 0; s < S; s++) {
-                float wv[V];
-                ld_taps<V>(tr + s * cb, wv);
+            for (int pi = 0; pi < PT; pi++) {
+                const int r = k - pi * a.sh;
+                if (r < 0 || r >= a.r)
+                    continue;
+                const float *tr = taps + r * S * cb + cv * V;
 #pragma unroll
-                for (int qi = 0; qi < QT; qi++)
+                for (int s = 0; s < S; s++) {
+                    float wv[V];
+                    ld_taps<V>(tr + s * cb, wv);
 #pragma unroll
-                    for (int v = 0; v < V; v++)
-                        acc[qi][v] = fmaf(xin[qi * SW + s][v], wv[v], acc[qi][v]);
+                    for (int qi = 0; qi < QT; qi++)
+#pragma unroll
+                        for (int v = 0; v < V; v++)
+                            acc[pi][qi][v] = fmaf(xin[qi * SW + s][v], wv[v], acc[pi][qi][v]);
+                }
             }
-        } else {
+        }
+    } else {
+        static_assert(S > 0 || PT == 1, "the generic window takes one output row a thread");
+        for (int r = 0; r < a.r; r++) {
+            const int hh = p0 * a.sh - a.ph + r * a.dh;
+            if ((unsigned)hh >= (unsigned)a.h)
+                continue;
+            const T *row = xn + (int64_t)hh * a.xsh;
+            const float *tr = taps + r * ns * cb + cv * V;
             for (int s = 0; s < ns; s++) {
                 float wv[V];
                 ld_taps<V>(tr + s * cb, wv);
@@ -171,7 +180,7 @@ __global__ void __launch_bounds__(DW_THREADS)
                         ldv<T, V>(row + (int64_t)wc * a.xsw, xv);
 #pragma unroll
                         for (int v = 0; v < V; v++)
-                            acc[qi][v] = fmaf(xv[v], wv[v], acc[qi][v]);
+                            acc[0][qi][v] = fmaf(xv[v], wv[v], acc[0][qi][v]);
                     }
                 }
             }
@@ -183,34 +192,66 @@ __global__ void __launch_bounds__(DW_THREADS)
         b[v] = 0.f;
     if (bias)
         ldv<T, V>(bias + c, b);
-    const int64_t yo = (int64_t)n * a.ysn + (int64_t)c * a.ysc + (int64_t)p * a.ysh;
 #pragma unroll
-    for (int qi = 0; qi < QT; qi++) {
-        const int q = q0 + qi;
-        if (q >= a.q)
+    for (int pi = 0; pi < PT; pi++) {
+        const int p = p0 + pi;
+        if (p >= a.p)
             break;
-        const int64_t o = yo + (int64_t)q * a.ysw;
-        float out[V];
+        const int64_t yo = (int64_t)n * a.ysn + (int64_t)c * a.ysc + (int64_t)p * a.ysh;
 #pragma unroll
-        for (int v = 0; v < V; v++)
-            out[v] = acc[qi][v] + b[v];
-        if (z) {
-            float zv[V];
-            ldv<T, V>(z + o, zv);
+        for (int qi = 0; qi < QT; qi++) {
+            const int q = q0 + qi;
+            if (q >= a.q)
+                break;
+            const int64_t o = yo + (int64_t)q * a.ysw;
+            float out[V];
 #pragma unroll
             for (int v = 0; v < V; v++)
-                out[v] += zv[v];
-        }
+                out[v] = acc[pi][qi][v] + b[v];
+            if (z) {
+                float zv[V];
+                ldv<T, V>(z + o, zv);
 #pragma unroll
-        for (int v = 0; v < V; v++)
-            out[v] = kc_act_apply(a.act, out[v], a.alpha, a.beta);
-        stv<T, V>(y + o, out);
+                for (int v = 0; v < V; v++)
+                    out[v] += zv[v];
+            }
+#pragma unroll
+            for (int v = 0; v < V; v++)
+                out[v] = kc_act_apply(a.act, out[v], a.alpha, a.beta);
+            stv<T, V>(y + o, out);
+        }
     }
+}
+
+/* S > 0: a window of S columns with column stride SW and no column
+ * dilation, the row's span held in registers; S = 0: any window. */
+template <typename T, int V, int S, int SW, int QT, int PT>
+__global__ void __launch_bounds__(DW_THREADS)
+    dw_kernel(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ bias,
+              const T *__restrict__ z, T *__restrict__ y, dw_args a) {
+    extern __shared__ float taps[]; /* [R * S][cb] */
+    const int rs = a.r * (S > 0 ? S : a.s);
+    const int cb = a.cbv * V;
+    const int c0 = blockIdx.y * cb;
+    const int cn = min(cb, a.c - c0);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < cn * rs; i += DW_THREADS) {
+        const int cl = i / rs, k = i - cl * rs;
+        taps[k * cb + cl] = ld1<T>(w + (int64_t)(c0 + cl) * rs + k);
+    }
+    __syncthreads();
+    const int cv = threadIdx.x % a.cbv, gi = threadIdx.x / a.cbv;
+    const int c = c0 + cv * V;
+    if (gi >= a.groups || c >= a.c)
+        return;
+    /* the block's taps serve several runs of items */
+    for (int item = blockIdx.z * a.groups + gi; item < a.pg * a.qg; item += gridDim.z * a.groups)
+        dw_item<T, V, S, SW, QT, PT>(x, bias, z, y, a, taps, cb, cv, c, item);
 }
 
 /* The plan of a launch: vector width, columns a thread, the grid. */
 struct dw_plan {
-    int v, qt, fixed_s, fixed_sw;
+    int v, qt, pt, fixed_s, fixed_sw;
     dim3 grid;
     size_t smem;
     dw_args a;
@@ -218,7 +259,8 @@ struct dw_plan {
 
 bool aligned(const void *p, size_t a) { return !p || (uintptr_t)p % a == 0; }
 
-/* es: element size; ptrs: the tensors (NULL to plan for the widest). */
+/* es: element size; ptrs: the tensors (NULL: whether the geometry is
+ * taken, planned for the widest vectors). */
 bool dw_make_plan(const kc_dwconv *g, size_t es, const void *const *ptrs, int n_ptrs, dw_plan *pl) {
     if (g->n < 1 || g->c < 1 || g->h < 1 || g->w < 1 || g->p < 1 || g->q < 1 || g->r < 1 ||
         g->s < 1 || g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->ph < 0 || g->pw < 0)
@@ -245,12 +287,23 @@ bool dw_make_plan(const kc_dwconv *g, size_t es, const void *const *ptrs, int n_
     int64_t chunks = (cvec + maxv - 1) / maxv;
     int64_t cbv = (cvec + chunks - 1) / chunks;
     int fs = 0, fsw = 0;
-    if ((g->s == 3 || g->s == 5 || g->s == 7) && g->dw == 1 && (g->sw == 1 || g->sw == 2))
+    if (v == 2 && (g->s == 3 || g->s == 5 || g->s == 7) && g->dw == 1 && g->dh == 1 &&
+        (g->sw == 1 || g->sw == 2))
         fs = g->s, fsw = g->sw;
     int qt = fs && fsw == 1 ? 8 : 4;
-    int64_t qg = (g->q + qt - 1) / qt;
+    /* two rows a thread: the register-held windows only; a launch whose
+     * pointers force single elements runs one row */
+    if (g->rows == 2 && !fs && !ptrs)
+        return false;
+    int pt = g->rows == 2 && fs ? 2 : 1;
+    int64_t qg = (g->q + qt - 1) / qt, pg = (g->p + pt - 1) / pt;
     int64_t groups = DW_THREADS / cbv;
-    int64_t zb = (g->p * qg + groups - 1) / groups;
+    int64_t zb = (pg * qg + groups - 1) / groups;
+    /* about eight blocks an SM of the H200 in all; each block loads its taps
+     * once and loops over the runs of items the rest of the grid leaves */
+    int64_t zmax = (132 * 8 + g->n * chunks - 1) / (g->n * chunks);
+    if (zb > zmax)
+        zb = zmax;
     if (chunks > 65535 || zb > 65535)
         return false;
     dw_args &a = pl->a;
@@ -267,29 +320,41 @@ bool dw_make_plan(const kc_dwconv *g, size_t es, const void *const *ptrs, int n_
     }
     a.xsn = (int64_t)a.c * a.h * a.w;
     a.ysn = (int64_t)a.c * a.p * a.q;
-    a.cbv = (int)cbv, a.groups = (int)groups, a.qg = (int)qg;
+    a.cbv = (int)cbv, a.groups = (int)groups, a.qg = (int)qg, a.pg = (int)pg;
     a.act = g->act, a.alpha = g->alpha, a.beta = g->beta;
-    pl->v = v, pl->qt = qt, pl->fixed_s = fs, pl->fixed_sw = fsw;
+    pl->v = v, pl->qt = qt, pl->pt = pt, pl->fixed_s = fs, pl->fixed_sw = fsw;
     pl->grid = dim3((unsigned)g->n, (unsigned)chunks, (unsigned)zb);
     pl->smem = (size_t)rs * (size_t)(cbv * v) * sizeof(float);
     return true;
 }
 
-template <typename T, int V, int S, int SW, int QT>
+template <typename T, int V, int S, int SW, int QT, int PT>
 void dw_go(const dw_plan &pl, const T *x, const T *w, const T *b, const T *z, T *y, cudaStream_t st) {
-    dw_kernel<T, V, S, SW, QT><<<pl.grid, DW_THREADS, pl.smem, st>>>(x, w, b, z, y, pl.a);
+    dw_kernel<T, V, S, SW, QT, PT><<<pl.grid, DW_THREADS, pl.smem, st>>>(x, w, b, z, y, pl.a);
+}
+
+template <typename T, int V, int S, int SW, int QT>
+void dw_rows(const dw_plan &pl, const T *x, const T *w, const T *b, const T *z, T *y, cudaStream_t st) {
+    if (pl.pt == 2)
+        dw_go<T, V, S, SW, QT, 2>(pl, x, w, b, z, y, st);
+    else
+        dw_go<T, V, S, SW, QT, 1>(pl, x, w, b, z, y, st);
 }
 
 template <typename T, int V>
 void dw_pick(const dw_plan &pl, const T *x, const T *w, const T *b, const T *z, T *y, cudaStream_t st) {
-    switch (pl.fixed_s * 10 + pl.fixed_sw) {
-    case 31: dw_go<T, V, 3, 1, 8>(pl, x, w, b, z, y, st); break;
-    case 51: dw_go<T, V, 5, 1, 8>(pl, x, w, b, z, y, st); break;
-    case 71: dw_go<T, V, 7, 1, 8>(pl, x, w, b, z, y, st); break;
-    case 32: dw_go<T, V, 3, 2, 4>(pl, x, w, b, z, y, st); break;
-    case 52: dw_go<T, V, 5, 2, 4>(pl, x, w, b, z, y, st); break;
-    case 72: dw_go<T, V, 7, 2, 4>(pl, x, w, b, z, y, st); break;
-    default: dw_go<T, V, 0, 0, 4>(pl, x, w, b, z, y, st); break;
+    if constexpr (V == 1) { /* odd channel counts and channels-first: the generic window */
+        dw_go<T, 1, 0, 0, 4, 1>(pl, x, w, b, z, y, st);
+    } else {
+        switch (pl.fixed_s * 10 + pl.fixed_sw) {
+        case 31: dw_rows<T, V, 3, 1, 8>(pl, x, w, b, z, y, st); break;
+        case 51: dw_rows<T, V, 5, 1, 8>(pl, x, w, b, z, y, st); break;
+        case 71: dw_rows<T, V, 7, 1, 8>(pl, x, w, b, z, y, st); break;
+        case 32: dw_rows<T, V, 3, 2, 4>(pl, x, w, b, z, y, st); break;
+        case 52: dw_rows<T, V, 5, 2, 4>(pl, x, w, b, z, y, st); break;
+        case 72: dw_rows<T, V, 7, 2, 4>(pl, x, w, b, z, y, st); break;
+        default: dw_go<T, V, 0, 0, 4, 1>(pl, x, w, b, z, y, st); break;
+        }
     }
 }
 

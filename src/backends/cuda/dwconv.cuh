@@ -20,6 +20,7 @@ typedef struct kc_dwconv {
     int64_t n, c, h, w, p, q;
     int r, s, sh, sw, ph, pw, dh, dw;
     int channels_last;
+    int rows; /* output rows a thread computes: 1, or 2 for 3/5/7-wide windows */
     int act;
     float alpha, beta;
 } kc_dwconv;

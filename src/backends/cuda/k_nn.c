@@ -279,7 +279,24 @@ static kiln_status reduce_run(const kb_run *r) {
                              kiln_dtype_name(x->dtype));
     if (r->out[0].dtype != x->dtype || kc_numel(&r->out[0]) != p.n_out)
         return kn_node_error(n, KILN_ERR_SHAPE, "the output does not match the reduced input");
-    KC_CUDA(n, kc_reduce_run(x->data, x->dtype, r->out[0].data, r->out[0].dtype, &p, kc_stream(r)));
+    KC_CUDA(n, kc_reduce_run(x->data, x->dtype, r->out[0].data, r->out[0].dtype, &p, r->workspace,
+                             r->workspace_size, kc_stream(r)));
+    return KILN_OK;
+}
+
+/* Workspace for the split row reduction (nn.cu): few outputs that keep the
+ * last dim, each over many elements of a float input. */
+static kiln_status reduce_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                  int n_in, const kb_tensor *out, int n_out, void **inst,
+                                  size_t *workspace) {
+    (void)state, (void)n_in, (void)n_out;
+    *inst = NULL;
+    *workspace = 0;
+    const kb_tensor *x = &in[0], *y = &out[0];
+    int64_t nx = kc_numel(x), ny = kc_numel(y);
+    if (kc_is_float(x->dtype) && x->rank >= 2 && y->rank >= 1 && ny > 0 && nx / ny >= 64 &&
+        y->dims[y->rank - 1] == x->dims[x->rank - 1] && strcmp(node->op_type, "ReduceLogSumExp") != 0)
+        *workspace = kc_reduce_workspace(ny);
     return KILN_OK;
 }
 
@@ -488,7 +505,7 @@ static kiln_status attention_go(const kb_run *r, int kernel) {
     return KILN_OK;
 }
 
-#define K_RED(name) {name, "", "cuda", reduce_supports, NULL, NULL, NULL, NULL, reduce_run}
+#define K_RED(name) {name, "", "cuda", reduce_supports, NULL, NULL, reduce_prepare, NULL, reduce_run}
 
 const kb_kernel kb_cuda_nn[] = {
     {"Softmax", "", "cuda", float_io, NULL, NULL, NULL, NULL, softmax_run},

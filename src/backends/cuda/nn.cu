@@ -830,6 +830,142 @@ __global__ void __launch_bounds__(512)
     R::st(y, yt, o, red_finish<A>(p, acc, (A)0));
 }
 
+/* x as [outer][R][C]: C kept and contiguous, R reduced with stride C (the
+ * squeeze-excitation pool over H, W of a channels-last [N, H, W, C]).
+ * Lanes take VEC channels (16 bytes) a load, the block's rows of lanes
+ * split R; with more than one split (gridDim.y) each writes float partials
+ * to ws and reduce_rows_join finishes. */
+constexpr int RED_SPLIT_MAX = 32;
+constexpr int RED_ROWS_THREADS = 256;
+
+struct red_rows {
+    int64_t outer, r, c;
+    int lanes, chunks, rows_per_split;
+};
+
+template <typename T> __device__ __forceinline__ float red_cvt(T v);
+template <> __device__ __forceinline__ float red_cvt<float>(float v) { return v; }
+template <> __device__ __forceinline__ float red_cvt<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float red_cvt<__nv_bfloat16>(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+}
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(RED_ROWS_THREADS)
+    reduce_rows_kernel(const T *__restrict__ x, void *y, kiln_dtype yt, float *ws, const kc_reduce p,
+                       const red_rows g) {
+    struct alignas(VEC * sizeof(T)) pack { T v[VEC]; };
+    __shared__ float part[RED_ROWS_THREADS][VEC + 1];
+    const int tx = threadIdx.x % g.lanes, ty = threadIdx.x / g.lanes;
+    const int nr = RED_ROWS_THREADS / g.lanes;
+    const int64_t outer = blockIdx.x / g.chunks;
+    const int64_t c = ((int64_t)(blockIdx.x % g.chunks) * g.lanes + tx) * VEC;
+    const bool live = c < g.c && ty < nr;
+    const float init = p.op == KC_RED_MAX ? -INFINITY
+                       : p.op == KC_RED_MIN ? INFINITY
+                       : p.op == KC_RED_PROD ? 1.f : 0.f;
+    float acc[VEC];
+#pragma unroll
+    for (int v = 0; v < VEC; v++)
+        acc[v] = init;
+    if (live) {
+        const int64_t r0 = (int64_t)blockIdx.y * g.rows_per_split;
+        const int64_t r1 = min(g.r, r0 + g.rows_per_split);
+        const T *base = x + outer * g.r * g.c + c;
+#pragma unroll 4
+        for (int64_t r = r0 + ty; r < r1; r += nr) {
+            pack pk = *reinterpret_cast<const pack *>(base + r * g.c);
+#pragma unroll
+            for (int v = 0; v < VEC; v++)
+                acc[v] = red_fold<float>(p.op, acc[v], red_cvt<T>(pk.v[v]), 0.f);
+        }
+    }
+#pragma unroll
+    for (int v = 0; v < VEC; v++)
+        part[threadIdx.x][v] = acc[v];
+    __syncthreads();
+    if (ty != 0 || !live)
+        return;
+    for (int k = 1; k < nr; k++)
+#pragma unroll
+        for (int v = 0; v < VEC; v++)
+            acc[v] = red_join<float>(p.op, acc[v], part[k * g.lanes + tx][v]);
+    const int64_t o = outer * g.c + c;
+#pragma unroll
+    for (int v = 0; v < VEC; v++) {
+        if (c + v >= g.c)
+            break;
+        if (gridDim.y == 1)
+            red_st_f(y, yt, o + v, red_finish<float>(p, acc[v], 0.f));
+        else
+            ws[(int64_t)blockIdx.y * p.n_out + o + v] = acc[v];
+    }
+}
+
+__global__ void reduce_rows_join(const float *__restrict__ ws, int splits, void *y, kiln_dtype yt,
+                                 const kc_reduce p) {
+    const int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (o >= p.n_out)
+        return;
+    float acc = ws[o];
+    for (int k = 1; k < splits; k++)
+        acc = red_join<float>(p.op, acc, ws[(int64_t)k * p.n_out + o]);
+    red_st_f(y, yt, o, red_finish<float>(p, acc, 0.f));
+}
+
+/* Whether the reduction is the [outer][R][C] form; fills g's dims. */
+static bool red_rows_form(const kc_reduce *p, red_rows *g) {
+    if (p->n_red != 1 || p->n_keep < 1 || p->n_keep > 2 || p->keep_stride[p->n_keep - 1] != 1 ||
+        p->op == KC_RED_LOG_SUM_EXP)
+        return false;
+    g->c = p->keep_dims[p->n_keep - 1];
+    g->r = p->red_dims[0];
+    g->outer = p->n_keep == 2 ? p->keep_dims[0] : 1;
+    if (p->red_stride[0] != g->c || (p->n_keep == 2 && p->keep_stride[0] != g->r * g->c))
+        return false;
+    return g->c >= 8 && g->r >= 64 && p->n_out < 132 * 256;
+}
+
+template <typename T>
+static cudaError_t red_rows_launch(const void *x, void *y, kiln_dtype yt, const kc_reduce *p,
+                                   red_rows g, void *ws, size_t ws_size, cudaStream_t stream) {
+    constexpr int VEC = 16 / sizeof(T);
+    bool wide = g.c % VEC == 0 && (uintptr_t)x % 16 == 0;
+    int64_t cv = wide ? g.c / VEC : g.c;
+    g.lanes = (int)(cv < 32 ? cv : 32);
+    g.chunks = (int)((cv + g.lanes - 1) / g.lanes);
+    int nr = RED_ROWS_THREADS / g.lanes;
+    int64_t blocks = g.outer * g.chunks;
+    if (blocks > 0x7fffffffLL)
+        return cudaErrorInvalidValue;
+    /* splits of R to fill the chip four times over, each of at least four
+     * rounds of the block's rows, as the workspace allows */
+    int64_t splits = (132 * 4 + blocks - 1) / blocks;
+    int64_t most = g.r / ((int64_t)nr * 4);
+    if (splits > most)
+        splits = most;
+    if (splits > RED_SPLIT_MAX)
+        splits = RED_SPLIT_MAX;
+    if (splits < 1 || !ws || ws_size < (size_t)splits * (size_t)p->n_out * sizeof(float))
+        splits = 1;
+    g.rows_per_split = (int)((g.r + splits - 1) / splits);
+    dim3 grid((unsigned)blocks, (unsigned)splits);
+    if (wide)
+        reduce_rows_kernel<T, VEC><<<grid, RED_ROWS_THREADS, 0, stream>>>((const T *)x, y, yt, (float *)ws, *p, g);
+    else
+        reduce_rows_kernel<T, 1><<<grid, RED_ROWS_THREADS, 0, stream>>>((const T *)x, y, yt, (float *)ws, *p, g);
+    if (splits > 1)
+        reduce_rows_join<<<(unsigned)((p->n_out + 255) / 256), 256, 0, stream>>>((const float *)ws, (int)splits,
+                                                                                y, yt, *p);
+    return cudaGetLastError();
+}
+
+extern "C" size_t kc_reduce_workspace(int64_t n_out) {
+    if (n_out <= 0 || n_out >= 132 * 256)
+        return 0;
+    return (size_t)RED_SPLIT_MAX * (size_t)n_out * sizeof(float);
+}
+
 __device__ __forceinline__ long long red_fold_i(int op, long long a, long long v) {
     typedef unsigned long long u;
     switch (op) {
@@ -867,7 +1003,8 @@ __global__ void reduce_int_kernel(const void *x, kiln_dtype xt, void *y, kiln_dt
 }
 
 extern "C" cudaError_t kc_reduce_run(const void *x, kiln_dtype xt, void *y, kiln_dtype yt,
-                                     const kc_reduce *p, cudaStream_t stream) {
+                                     const kc_reduce *p, void *ws, size_t ws_size,
+                                     cudaStream_t stream) {
     if (!p || p->n_keep < 0 || p->n_keep > KC_MAX_DIMS || p->n_red < 0 || p->n_red > KC_MAX_DIMS)
         return cudaErrorInvalidValue;
     if (p->n_out <= 0)
@@ -886,6 +1023,16 @@ extern "C" cudaError_t kc_reduce_run(const void *x, kiln_dtype xt, void *y, kiln
      * an output reads coalesced */
     bool cols = p->n_keep > 0 && p->keep_stride[p->n_keep - 1] == 1 &&
                 p->keep_dims[p->n_keep - 1] >= 16 && p->n_out >= 132 * 256 && kc_fast_paths();
+    red_rows g;
+    if (kc_fast_paths() && red_rows_form(p, &g)) {
+        switch (xt) {
+        case KILN_DTYPE_FLOAT: return red_rows_launch<float>(x, y, yt, p, g, ws, ws_size, stream);
+        case KILN_DTYPE_FLOAT16: return red_rows_launch<__half>(x, y, yt, p, g, ws, ws_size, stream);
+        case KILN_DTYPE_BFLOAT16:
+            return red_rows_launch<__nv_bfloat16>(x, y, yt, p, g, ws, ws_size, stream);
+        default: break;
+        }
+    }
     bool strip = p->n_keep > 0 && p->keep_stride[p->n_keep - 1] == 1 &&
                  p->keep_dims[p->n_keep - 1] >= 16 && !cols && p->n_red_total >= 256 &&
                  p->op != KC_RED_LOG_SUM_EXP && kc_fast_paths();

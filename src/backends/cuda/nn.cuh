@@ -59,8 +59,13 @@ typedef struct kc_reduce {
     int64_t n_out, n_red_total;
     int64_t ilo, ihi;
 } kc_reduce;
+/* ws (may be NULL): float partials for the split row reduction, at least
+ * kc_reduce_workspace(n_out) bytes to split; with less it runs unsplit. */
 cudaError_t kc_reduce_run(const void *x, kiln_dtype xt, void *y, kiln_dtype yt,
-                          const kc_reduce *p, cudaStream_t stream);
+                          const kc_reduce *p, void *ws, size_t ws_size, cudaStream_t stream);
+/* The workspace a reduction to n_out outputs may split into (0 when it
+ * would not: outputs enough to fill the chip without splitting). */
+size_t kc_reduce_workspace(int64_t n_out);
 
 /* Pooling over planes of [N*C] spatial blocks, or channels-last
  * [N][spatial][C] when channels > 1; spatial dims padded to 3. */
