@@ -1641,6 +1641,12 @@ static void test_channels_last(void) {
         snprintf(l, sizeof l, "NHWC %s depthwise 5x5 s2 p2 + Z + HardSwish", kiln_dtype_name(dt));
         conv_case(dt, l, D(2, 40, 14, 14), D(40, 1, 5, 5), 4, true, D(2, 2, 2, 2), D(2, 2), NULL, 40,
                   true, "HardSwish", true);
+        snprintf(l, sizeof l, "NHWC %s depthwise 3x3 p1 + Relu, 48 channels", kiln_dtype_name(dt));
+        conv_case(dt, l, D(2, 48, 17, 19), D(48, 1, 3, 3), 4, true, D(1, 1, 1, 1), NULL, NULL, 48,
+                  true, "Relu", false);
+        snprintf(l, sizeof l, "NHWC %s depthwise 5x5 p2 + Z", kiln_dtype_name(dt));
+        conv_case(dt, l, D(3, 24, 10, 12), D(24, 1, 5, 5), 4, true, D(2, 2, 2, 2), NULL, NULL, 24,
+                  true, "", true);
         snprintf(l, sizeof l, "NHWC %s depthwise 3x3 dilation 2 p2, no bias", kiln_dtype_name(dt));
         conv_case(dt, l, D(1, 24, 12, 10), D(24, 1, 3, 3), 4, false, D(2, 2, 2, 2), NULL, D(2, 2), 24,
                   true, "", false);

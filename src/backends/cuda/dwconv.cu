@@ -9,7 +9,9 @@
  * (S = 3, 5, 7 with column stride 1 or 2 and no dilation) each input row's
  * span, (QT - 1) * stride + S columns, is loaded into registers once and
  * every tap reads it there, for PT output rows at a time (kc_dwconv.rows:
- * 2 halves the input rows a thread loads); other windows, odd channel
+ * 2 halves the input rows a thread loads; -1 unrolls the R = S filter rows
+ * of 3 and 5 wide windows, so that every row's loads can be in flight at
+ * once); other windows, odd channel
  * counts and channels-first tensors load each tap from the cache, one
  * output row a thread. Sums are float; bias, Z and the activation are applied
  * before the one rounding to the output type. */
@@ -100,7 +102,7 @@ template <int V> __device__ __forceinline__ void ld_taps(const float *t, float (
 
 /* One item: PT output rows from p0 = (item / qg) * PT and QT columns from
  * (item % qg) * QT, for channels c .. c + V - 1. */
-template <typename T, int V, int S, int SW, int QT, int PT>
+template <typename T, int V, int S, int SW, int QT, int PT, bool UR>
 __device__ __forceinline__ void dw_item(const T *__restrict__ x, const T *__restrict__ bias,
                                         const T *__restrict__ z, T *__restrict__ y,
                                         const dw_args &a, const float *taps, int cb, int cv, int c,
@@ -124,11 +126,10 @@ __device__ __forceinline__ void dw_item(const T *__restrict__ x, const T *__rest
         /* input row k feeds output row p0 + pi through filter row
          * k - pi * stride (no row dilation here) */
         constexpr int L = (QT - 1) * SW + S;
-        const int rows = (PT - 1) * a.sh + a.r;
-        for (int k = 0; k < rows; k++) {
+        auto input_row = [&](int k) {
             const int hh = p0 * a.sh - a.ph + k;
             if ((unsigned)hh >= (unsigned)a.h)
-                continue;
+                return;
             const T *row = xn + (int64_t)hh * a.xsh;
             float xin[L][V];
 #pragma unroll
@@ -145,7 +146,7 @@ __device__ __forceinline__ void dw_item(const T *__restrict__ x, const T *__rest
 #pragma unroll
             for (int pi = 0; pi < PT; pi++) {
                 const int r = k - pi * a.sh;
-                if (r < 0 || r >= a.r)
+                if (!UR && (r < 0 || r >= a.r))
                     continue;
                 const float *tr = taps + r * S * cb + cv * V;
 #pragma unroll
@@ -159,6 +160,15 @@ __device__ __forceinline__ void dw_item(const T *__restrict__ x, const T *__rest
                             acc[pi][qi][v] = fmaf(xin[qi * SW + s][v], wv[v], acc[pi][qi][v]);
                 }
             }
+        };
+        if constexpr (UR) { /* R = S rows, unrolled: every row's loads can go first */
+#pragma unroll
+            for (int k = 0; k < S; k++)
+                input_row(k);
+        } else {
+            const int rows = (PT - 1) * a.sh + a.r;
+            for (int k = 0; k < rows; k++)
+                input_row(k);
         }
     } else {
         static_assert(S > 0 || PT == 1, "the generic window takes one output row a thread");
@@ -225,7 +235,7 @@ __device__ __forceinline__ void dw_item(const T *__restrict__ x, const T *__rest
 
 /* S > 0: a window of S columns with column stride SW and no column
  * dilation, the row's span held in registers; S = 0: any window. */
-template <typename T, int V, int S, int SW, int QT, int PT>
+template <typename T, int V, int S, int SW, int QT, int PT, bool UR>
 __global__ void __launch_bounds__(DW_THREADS)
     dw_kernel(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ bias,
               const T *__restrict__ z, T *__restrict__ y, dw_args a) {
@@ -244,14 +254,15 @@ __global__ void __launch_bounds__(DW_THREADS)
     const int c = c0 + cv * V;
     if (gi >= a.groups || c >= a.c)
         return;
-    /* the block's taps serve several runs of items */
+    /* a grid-stride loop: the grid covers every item unless there are more
+     * than 65535 runs of them */
     for (int item = blockIdx.z * a.groups + gi; item < a.pg * a.qg; item += gridDim.z * a.groups)
-        dw_item<T, V, S, SW, QT, PT>(x, bias, z, y, a, taps, cb, cv, c, item);
+        dw_item<T, V, S, SW, QT, PT, UR>(x, bias, z, y, a, taps, cb, cv, c, item);
 }
 
 /* The plan of a launch: vector width, columns a thread, the grid. */
 struct dw_plan {
-    int v, qt, pt, fixed_s, fixed_sw;
+    int v, qt, pt, unrolled, fixed_s, fixed_sw;
     dim3 grid;
     size_t smem;
     dw_args a;
@@ -291,20 +302,20 @@ bool dw_make_plan(const kc_dwconv *g, size_t es, const void *const *ptrs, int n_
         (g->sw == 1 || g->sw == 2))
         fs = g->s, fsw = g->sw;
     int qt = fs && fsw == 1 ? 8 : 4;
-    /* two rows a thread: the register-held windows only; a launch whose
-     * pointers force single elements runs one row */
-    if (g->rows == 2 && !fs && !ptrs)
+    /* two rows a thread, or one with its R = S filter rows unrolled (3 and
+     * 5 wide): the register-held windows only; a launch whose pointers
+     * force single elements runs the generic kernel */
+    bool unroll = g->rows == -1;
+    if ((g->rows == 2 || unroll) && (!fs || (unroll && (g->r != g->s || g->s == 7))) && !ptrs)
         return false;
     int pt = g->rows == 2 && fs ? 2 : 1;
+    pl->unrolled = unroll && fs && g->r == g->s;
     int64_t qg = (g->q + qt - 1) / qt, pg = (g->p + pt - 1) / pt;
     int64_t groups = DW_THREADS / cbv;
     int64_t zb = (pg * qg + groups - 1) / groups;
-    /* about eight blocks an SM of the H200 in all; each block loads its taps
-     * once and loops over the runs of items the rest of the grid leaves */
-    int64_t zmax = (132 * 8 + g->n * chunks - 1) / (g->n * chunks);
-    if (zb > zmax)
-        zb = zmax;
-    if (chunks > 65535 || zb > 65535)
+    if (zb > 65535)
+        zb = 65535;
+    if (chunks > 65535)
         return false;
     dw_args &a = pl->a;
     a.n = (int)g->n, a.c = (int)g->c, a.h = (int)g->h, a.w = (int)g->w, a.p = (int)g->p,
@@ -328,15 +339,17 @@ bool dw_make_plan(const kc_dwconv *g, size_t es, const void *const *ptrs, int n_
     return true;
 }
 
-template <typename T, int V, int S, int SW, int QT, int PT>
+template <typename T, int V, int S, int SW, int QT, int PT, bool UR = false>
 void dw_go(const dw_plan &pl, const T *x, const T *w, const T *b, const T *z, T *y, cudaStream_t st) {
-    dw_kernel<T, V, S, SW, QT, PT><<<pl.grid, DW_THREADS, pl.smem, st>>>(x, w, b, z, y, pl.a);
+    dw_kernel<T, V, S, SW, QT, PT, UR><<<pl.grid, DW_THREADS, pl.smem, st>>>(x, w, b, z, y, pl.a);
 }
 
 template <typename T, int V, int S, int SW, int QT>
 void dw_rows(const dw_plan &pl, const T *x, const T *w, const T *b, const T *z, T *y, cudaStream_t st) {
     if (pl.pt == 2)
         dw_go<T, V, S, SW, QT, 2>(pl, x, w, b, z, y, st);
+    else if (pl.unrolled && S < 7) /* 7 rows of 14 loads would not stay in registers */
+        dw_go<T, V, S, SW, QT, 1, S < 7>(pl, x, w, b, z, y, st);
     else
         dw_go<T, V, S, SW, QT, 1>(pl, x, w, b, z, y, st);
 }

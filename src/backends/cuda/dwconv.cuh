@@ -20,7 +20,8 @@ typedef struct kc_dwconv {
     int64_t n, c, h, w, p, q;
     int r, s, sh, sw, ph, pw, dh, dw;
     int channels_last;
-    int rows; /* output rows a thread computes: 1, or 2 for 3/5/7-wide windows */
+    int rows; /* 1: one output row a thread; 2: two (3/5/7-wide windows);
+                 -1: one, its filter rows unrolled (square 3x3 and 5x5) */
     int act;
     float alpha, beta;
 } kc_dwconv;

@@ -27,6 +27,9 @@
  *   "dw_r2"       the same with two output rows a thread (3, 5 and 7 wide
  *                 windows, no dilation): half the input rows loaded, more
  *                 registers
+ *   "dw_u"        one output row a thread, the filter rows of a square 3x3
+ *                 or 5x5 window unrolled so every row's loads are in flight
+ *                 together
  *
  * Channels-last nodes (kiln::Conv with channels_last = 1, made by the
  * builder's layout pass; 2-D only) run every tactic but "cudnn_nhwc" on NHWC
@@ -42,7 +45,7 @@
 #include "kc_common.h"
 
 enum { CONV_HEUR = 0, CONV_FIND = 1, CONV_FUSED = 2, CONV_NHWC = 3, CONV_DW = 4, CONV_DW2 = 5,
-       CONV_GEMM = 6 };
+       CONV_DWU = 6, CONV_GEMM = 7 };
 
 typedef struct conv_inst {
     int mode;
@@ -106,6 +109,9 @@ static bool node_act(const kn_node *node, kb_act *act, float *a, float *b) {
     *b = kn_attr_float(node, "beta", db);
     return true;
 }
+
+/* kc_dwconv.rows of each depthwise tactic. */
+static int dw_rows(int mode) { return mode == CONV_DW2 ? 2 : mode == CONV_DWU ? -1 : 1; }
 
 /* The depthwise kernel's geometry from channels-first dims; false when the
  * convolution is not depthwise (group = C = K, one input channel a filter). */
@@ -176,12 +182,12 @@ static bool conv_supports_mode(const kn_node *node, const kn_tinfo *in, int n_in
         kn_error_clear();
         return false;
     }
-    if (mode == CONV_DW || mode == CONV_DW2) {
+    if (mode == CONV_DW || mode == CONV_DW2 || mode == CONV_DWU) {
         int64_t yf[KILN_MAX_DIMS];
         kc_dwconv g;
         cf_dims(cl, out[0].rank, out[0].dims, yf);
         return out[0].rank == 4 &&
-               dw_geometry(node, cl, in[0].rank, xf, wf, yf, &w, mode == CONV_DW2 ? 2 : 1, &g);
+               dw_geometry(node, cl, in[0].rank, xf, wf, yf, &w, dw_rows(mode), &g);
     }
     if (mode == CONV_GEMM) {
         if (kn_attr_int(node, "group", 1) != 1)
@@ -208,6 +214,9 @@ static bool sup_dw(const kn_node *node, const kn_tinfo *in, int n_in, const kn_t
 }
 static bool sup_dw2(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
     return conv_supports_mode(node, in, n_in, out, n_out, CONV_DW2);
+}
+static bool sup_dwu(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
+    return conv_supports_mode(node, in, n_in, out, n_out, CONV_DWU);
 }
 static bool sup_gemm(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
     return conv_supports_mode(node, in, n_in, out, n_out, CONV_GEMM);
@@ -303,9 +312,8 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
     if (s->mode == CONV_FUSED && s->act != KB_ACT_NONE && s->act != KB_ACT_RELU)
         return kn_node_error(node, KILN_ERR_UNSUPPORTED, "cudnn_fused takes Relu or no activation");
 
-    if (s->mode == CONV_DW || s->mode == CONV_DW2) {
-        if (!dw_geometry(node, s->cl, x->rank, xf, wf, yf, &win, s->mode == CONV_DW2 ? 2 : 1,
-                         &s->dwg))
+    if (s->mode == CONV_DW || s->mode == CONV_DW2 || s->mode == CONV_DWU) {
+        if (!dw_geometry(node, s->cl, x->rank, xf, wf, yf, &win, dw_rows(s->mode), &s->dwg))
             return kn_node_error(node, KILN_ERR_UNSUPPORTED,
                                  "dw takes 2-D depthwise convolutions (group = C = K) whose taps fit");
         s->ws = 0;
@@ -488,6 +496,10 @@ static kiln_status prep_dw2(const void *state, const kn_node *node, const kb_ten
                             const kb_tensor *out, int n_out, void **inst, size_t *ws) {
     return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_DW2);
 }
+static kiln_status prep_dwu(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                            const kb_tensor *out, int n_out, void **inst, size_t *ws) {
+    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_DWU);
+}
 static kiln_status prep_gemm(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
                              const kb_tensor *out, int n_out, void **inst, size_t *ws) {
     return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_GEMM);
@@ -511,7 +523,7 @@ static kiln_status conv_run(const kb_run *r) {
     kb_tensor *y = &r->out[0];
     const void *bias = s->bias_input >= 0 ? r->in[s->bias_input].data : NULL;
     const void *z = s->z_input >= 0 ? r->in[s->z_input].data : NULL;
-    if (s->mode == CONV_DW || s->mode == CONV_DW2) {
+    if (s->mode == CONV_DW || s->mode == CONV_DW2 || s->mode == CONV_DWU) {
         KC_CUDA(r->node, kc_dwconv_run(&s->dwg, y->dtype, r->in[0].data, r->in[1].data, bias, z,
                                        y->data, kc_stream(r)));
         return KILN_OK;
@@ -581,6 +593,7 @@ static kiln_status conv_run(const kb_run *r) {
     {op, dom, "cudnn_nhwc", sup_nhwc, NULL, NULL, prep_nhwc, conv_release, conv_run}, \
     {op, dom, "dw", sup_dw, NULL, NULL, prep_dw, conv_release, conv_run}, \
     {op, dom, "dw_r2", sup_dw2, NULL, NULL, prep_dw2, conv_release, conv_run}, \
+    {op, dom, "dw_u", sup_dwu, NULL, NULL, prep_dwu, conv_release, conv_run}, \
     {op, dom, "lt_1x1", sup_gemm, NULL, NULL, prep_gemm, conv_release, conv_run}, \
     {op, dom, "lt_1x1_2", sup_gemm_cl, NULL, NULL, prep_gemm2, conv_release, conv_run}, \
     {op, dom, "lt_1x1_3", sup_gemm_cl, NULL, NULL, prep_gemm3, conv_release, conv_run}
