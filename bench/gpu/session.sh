@@ -5,7 +5,7 @@
 # per-layer profiles, and the model zoo on the GPU (SKIP_TESTS=1 /
 # SKIP_CONFORMANCE=1 / SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out; MICRO lists the kernel
 # micro-benchmarks, default attn; WGMMA=1 runs bench/gpu/wgmma_probe.cu; BENCH_ARGS
-# go to bench_models.py; EXEC=1 times the benchmark's plans with kiln exec; TRACE=1 traces BERT b64 batches under load (trace_probe.py); ENERGY=1 measures energy a batch (energy_probe.py); TACTIC_LOG=1 rebuilds the BERT b64 plan with every tactic's time logged; ZOO=all or ZOO=model,... runs bench/gpu/zoo.py, more real models against PyTorch).
+# go to bench_models.py; EXEC=1 times the benchmark's plans with kiln exec; TRACE=1 traces BERT b64 batches under load (trace_probe.py); ENERGY=1 measures energy a batch (energy_probe.py); TACTIC_LOG=1 rebuilds the BERT b64 plan with every tactic's time logged; ZOO=all or ZOO=model,... runs bench/gpu/zoo.py, more real models against PyTorch; with a list, ZOO_PROFILE=1 adds PyTorch eager's kernels for them, bench/gpu/torch_profile.py).
 # Prepare on the build machine (scripts/device_pack.sh
 # fills .device/), carry .device, run from the repository root; logs and
 # results land in $OUT.
