@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """gen_models.py - build kiln's test and benchmark ONNX models with onnx.helper
-and numpy: ResNet-50, MobileNetV2, BERT-base and ViT-B/16 shaped networks
-(random weights, fixed seeds, opset 17, dynamic batch "batch"), plus the tiny
-example CNN bundled as examples/tiny_cnn.onnx.
+and numpy: ResNet-50, MobileNetV2, BERT-base, ViT-B/16, ConvNeXt-T and
+EfficientNet-B0 shaped networks (random weights, fixed seeds, opset 17,
+dynamic batch "batch"), plus the tiny example CNN bundled as
+examples/tiny_cnn.onnx.
 
 BatchNorm statistics are measured on random batches (with ONNX Runtime) so
 that activations stay O(1), as a trained network's would.
 
 Usage:
-  gen_models.py [--small] [--out DIR] [--models resnet50,mobilenetv2,bert,vit]
+  gen_models.py [--small] [--out DIR] [--models resnet50,mobilenetv2,bert,vit,convnext,efficientnet]
   gen_models.py --tiny-example examples/tiny_cnn.onnx
 """
 
@@ -22,7 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17
-ALL_MODELS = ("resnet50", "mobilenetv2", "bert", "vit")
+ALL_MODELS = ("resnet50", "mobilenetv2", "bert", "vit", "convnext", "efficientnet")
 
 
 class Graph:
@@ -286,14 +287,126 @@ def mobilenetv2(small):
     last = make_divisible(1280 * max(1.0, mult))
     if small:
         last = 64
-    y = relu6(g.bn(g.conv(y, cin, last, 1, base="features.%d.0" % idx), last,
-                   "features.%d.1" % idx), "features.%d.2" % idx)
+    return mobile_head(g, y, cin, last, classes, idx, relu6, size)
+
+
+def mobile_head(g, y, cin, last, classes, idx, act, size):
+    """The mobile networks' end: a 1x1 convolution to `last` channels with
+    BatchNorm and act, the global pool and the classifier; BatchNorm
+    calibrated on random images of `size`."""
+    y = act(g.bn(g.conv(y, cin, last, 1, base="features.%d.0" % idx), last,
+                 "features.%d.1" % idx), "features.%d.2" % idx)
     y = g.node("GlobalAveragePool", [y], "avgpool")
     y = g.node("Flatten", [y], "flatten", axis=1)
     y = g.gemm(y, last, classes, "classifier")
     g.add_output(y, "output", TensorProto.FLOAT, ["batch", classes])
-    m = g.model()
-    return calibrate_bn(g, m, image_feeds((2, 3, size, size)))
+    return calibrate_bn(g, g.model(), image_feeds((2, 3, size, size)))
+
+
+# ---------------------------------------------------------------- ConvNeXt
+
+def permute(g, x, perm, base):
+    return g.node("Transpose", [x], base, perm=perm)
+
+
+def layer_norm_2d(g, x, c, base):
+    """torchvision's LayerNorm2d: permute to channels-last, LayerNorm over
+    the channels, permute back."""
+    y = permute(g, x, [0, 2, 3, 1], base + ".to_last")
+    y = g.layer_norm(y, c, base)
+    return permute(g, y, [0, 3, 1, 2], base + ".to_first")
+
+
+def convnext(small):
+    """ConvNeXt as torchvision builds it and torch.onnx exports it: a 4x4
+    stride-4 stem, blocks of depthwise 7x7 -> permute -> LayerNorm -> Linear
+    -> GELU -> Linear -> permute back -> a per-channel layer scale [C, 1, 1]
+    -> the residual Add, LayerNorm2d + 2x2 stride-2 downsampling between
+    stages."""
+    g = Graph("convnext", seed=17)
+    size = 64 if small else 224
+    dims = (16, 32, 48, 64) if small else (96, 192, 384, 768)
+    depths = (1, 1, 2, 1) if small else (3, 3, 9, 3)
+    classes = 10 if small else 1000
+    x = g.add_input("input", TensorProto.FLOAT, ["batch", 3, size, size])
+    y = g.conv(x, 3, dims[0], 4, stride=4, pad=0, bias=True, base="features.0.0")
+    y = layer_norm_2d(g, y, dims[0], "features.0.1")
+    for s, (c, n) in enumerate(zip(dims, depths)):
+        if s > 0:
+            p = "features.%d" % (2 * s)
+            y = layer_norm_2d(g, y, dims[s - 1], p + ".0")
+            y = g.conv(y, dims[s - 1], c, 2, stride=2, pad=0, bias=True, base=p + ".1")
+        for b in range(n):
+            p = "features.%d.%d.block" % (2 * s + 1, b)
+            h = g.conv(y, c, c, 7, pad=3, group=c, bias=True, base=p + ".0")
+            h = permute(g, h, [0, 2, 3, 1], p + ".1")
+            h = g.layer_norm(h, c, p + ".2")
+            h = g.linear(h, c, 4 * c, p + ".3")
+            h = g.gelu_erf(h, p + ".4")
+            h = g.linear(h, 4 * c, c, p + ".5")
+            h = permute(g, h, [0, 3, 1, 2], p + ".6")
+            scale = g.const(p + ".layer_scale",
+                            g.rng.uniform(0.2, 0.6, (c, 1, 1)).astype(np.float32))
+            h = g.node("Mul", [scale, h], p + ".scale")
+            y = g.node("Add", [h, y], p + ".add")
+    y = g.node("GlobalAveragePool", [y], "avgpool")
+    y = layer_norm_2d(g, y, dims[-1], "classifier.0")
+    y = g.node("Flatten", [y], "classifier.1", axis=1)
+    y = g.gemm(y, dims[-1], classes, "classifier.2")
+    g.add_output(y, "output", TensorProto.FLOAT, ["batch", classes])
+    return g.model()
+
+
+# ---------------------------------------------------------------- EfficientNet
+
+def efficientnet(small):
+    """EfficientNet-B0's structure: MBConv blocks (1x1 expansion, depthwise
+    3x3 or 5x5 with stride, squeeze-excitation: global pool -> 1x1 -> SiLU ->
+    1x1 -> Sigmoid -> x * s, 1x1 projection), SiLU as x * sigmoid(x) the way
+    torch.onnx exports it, BatchNorm after every convolution."""
+    g = Graph("efficientnet", seed=21)
+    size = 64 if small else 224
+    classes = 10 if small else 1000
+    # expand ratio, kernel, stride, out channels, repeats
+    cfg = [(1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3),
+           (6, 5, 1, 112, 3), (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)]
+    if small:
+        cfg = [(1, 3, 1, 8, 1), (4, 3, 2, 12, 2), (4, 5, 2, 16, 1), (4, 3, 2, 24, 1),
+               (4, 5, 1, 32, 1)]
+
+    def silu(t, base):
+        return g.node("Mul", [t, g.node("Sigmoid", [t], base + ".sigmoid")], base)
+
+    x = g.add_input("input", TensorProto.FLOAT, ["batch", 3, size, size])
+    cin = 8 if small else 32
+    y = silu(g.bn(g.conv(x, 3, cin, 3, stride=2, base="features.0.0"), cin, "features.0.1"),
+             "features.0.2")
+    idx = 1
+    for t, k, s, c, n in cfg:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            p = "features.%d.%d.block" % (idx, i)
+            hidden = cin * t
+            h = y
+            if t != 1:
+                h = silu(g.bn(g.conv(h, cin, hidden, 1, base=p + ".expand"), hidden,
+                              p + ".expand_bn"), p + ".expand_act")
+            h = silu(g.bn(g.conv(h, hidden, hidden, k, stride=stride, group=hidden,
+                                 base=p + ".dw"), hidden, p + ".dw_bn"), p + ".dw_act")
+            sq = max(1, cin // 4)
+            e = g.node("GlobalAveragePool", [h], p + ".se.avgpool")
+            e = silu(g.conv(e, hidden, sq, 1, bias=True, base=p + ".se.fc1"), p + ".se.act")
+            e = g.node("Sigmoid", [g.conv(e, sq, hidden, 1, bias=True, base=p + ".se.fc2")],
+                       p + ".se.gate")
+            h = g.node("Mul", [h, e], p + ".se.mul")
+            h = g.bn(g.conv(h, hidden, c, 1, base=p + ".project"), c, p + ".project_bn",
+                     gamma=(0.3, 0.6))
+            if stride == 1 and cin == c:
+                h = g.node("Add", [h, y], p + ".add")
+            y = h
+            cin = c
+        idx += 1
+    return mobile_head(g, y, cin, 64 if small else 1280, classes, idx, silu, size)
 
 
 # ---------------------------------------------------------------- attention
@@ -451,7 +564,8 @@ def shape_tensor_model():
     return g.model()
 
 
-BUILDERS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2, "bert": bert, "vit": vit}
+BUILDERS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2, "bert": bert, "vit": vit,
+            "convnext": convnext, "efficientnet": efficientnet}
 
 
 def build(name, small):

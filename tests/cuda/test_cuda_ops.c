@@ -1194,34 +1194,29 @@ static void test_reduce(void) {
     static const char *const strip_ops[] = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum",
                                             "ReduceL1", "ReduceL2", "ReduceSumSquare",
                                             "ReduceLogSum", "ReduceProd"};
+    static const struct {
+        const char *label;
+        int64_t dims[4], axes[2];
+        int keepdims;
+    } strip_cases[] = {
+        {"channels-last [3,19,21,40] axes [1,2]", {3, 19, 21, 40}, {1, 2}, 1},
+        {"[2,64,64,16] axes [1,2] (split rows)", {2, 64, 64, 16}, {1, 2}, 1},
+        {"[2,40,40,13] axes [1,2], keepdims 0", {2, 40, 40, 13}, {1, 2}, 0},
+        {"[5,4,70,24] axes [0,2], keepdims 0", {5, 4, 70, 24}, {0, 2}, 0},
+    };
     for (size_t i = 0; i < KN_ARRAY_LEN(strip_ops); i++)
-        for (int t = 0; t < 3; t++) {
-            kiln_dtype dt = real_types[t];
-            bool pos = strcmp(strip_ops[i], "ReduceLogSum") == 0 || strcmp(strip_ops[i], "ReduceProd") == 0;
-            double lo = pos ? 0.995 : -3, hi = pos ? 1.005 : 3;
-            tc_begin(strip_ops[i], "", 13, tol_for(dt, 1e-4), "channels-last [3,19,21,40] axes [1,2]");
-            tc_rand(dt, 4, D(3, 19, 21, 40), lo, hi);
-            tc_node(1);
-            a_ints("axes", D(1, 2), 2);
-            tc_run();
-            tc_begin(strip_ops[i], "", 13, tol_for(dt, 1e-4), "[2,64,64,16] axes [1,2] (split rows)");
-            tc_rand(dt, 4, D(2, 64, 64, 16), lo, hi);
-            tc_node(1);
-            a_ints("axes", D(1, 2), 2);
-            tc_run();
-            tc_begin(strip_ops[i], "", 13, tol_for(dt, 1e-4), "[2,40,40,13] axes [1,2], keepdims 0");
-            tc_rand(dt, 4, D(2, 40, 40, 13), lo, hi);
-            tc_node(1);
-            a_ints("axes", D(1, 2), 2);
-            a_int("keepdims", 0);
-            tc_run();
-            tc_begin(strip_ops[i], "", 13, tol_for(dt, 1e-4), "[5,4,70,24] axes [0,2], keepdims 0");
-            tc_rand(dt, 4, D(5, 4, 70, 24), lo, hi);
-            tc_node(1);
-            a_ints("axes", D(0, 2), 2);
-            a_int("keepdims", 0);
-            tc_run();
-        }
+        for (int t = 0; t < 3; t++)
+            for (size_t k = 0; k < KN_ARRAY_LEN(strip_cases); k++) {
+                kiln_dtype dt = real_types[t];
+                bool pos = strcmp(strip_ops[i], "ReduceLogSum") == 0 ||
+                           strcmp(strip_ops[i], "ReduceProd") == 0;
+                tc_begin(strip_ops[i], "", 13, tol_for(dt, 1e-4), strip_cases[k].label);
+                tc_rand(dt, 4, strip_cases[k].dims, pos ? 0.995 : -3, pos ? 1.005 : 3);
+                tc_node(1);
+                a_ints("axes", strip_cases[k].axes, 2);
+                a_int("keepdims", strip_cases[k].keepdims);
+                tc_run();
+            }
 }
 
 static void test_pool(void) {
