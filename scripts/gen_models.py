@@ -277,17 +277,21 @@ def mobilenetv2(small):
                                p + ".expand_bn"), p + ".expand_relu6")
             h = relu6(g.bn(g.conv(h, hidden, hidden, 3, stride=stride, group=hidden,
                                   base=p + ".dw"), hidden, p + ".dw_bn"), p + ".dw_relu6")
-            h = g.bn(g.conv(h, hidden, cout, 1, base=p + ".project"), cout, p + ".project_bn",
-                     gamma=(0.3, 0.6))
-            if stride == 1 and cin == cout:
-                h = g.node("Add", [y, h], p + ".add")
-            y = h
+            y = project(g, h, y, hidden, cin, cout, stride, p)
             cin = cout
             idx += 1
     last = make_divisible(1280 * max(1.0, mult))
     if small:
         last = 64
     return mobile_head(g, y, cin, last, classes, idx, relu6, size)
+
+
+def project(g, h, y, hidden, cin, cout, stride, p):
+    """An inverted residual block's end: the 1x1 projection with BatchNorm,
+    and the skip from the block's input y when the shapes allow."""
+    h = g.bn(g.conv(h, hidden, cout, 1, base=p + ".project"), cout, p + ".project_bn",
+             gamma=(0.3, 0.6))
+    return g.node("Add", [y, h], p + ".add") if stride == 1 and cin == cout else h
 
 
 def mobile_head(g, y, cin, last, classes, idx, act, size):
@@ -399,11 +403,7 @@ def efficientnet(small):
             e = g.node("Sigmoid", [g.conv(e, sq, hidden, 1, bias=True, base=p + ".se.fc2")],
                        p + ".se.gate")
             h = g.node("Mul", [h, e], p + ".se.mul")
-            h = g.bn(g.conv(h, hidden, c, 1, base=p + ".project"), c, p + ".project_bn",
-                     gamma=(0.3, 0.6))
-            if stride == 1 and cin == c:
-                h = g.node("Add", [h, y], p + ".add")
-            y = h
+            y = project(g, h, y, hidden, cin, c, stride, p)
             cin = c
         idx += 1
     return mobile_head(g, y, cin, 64 if small else 1280, classes, idx, silu, size)

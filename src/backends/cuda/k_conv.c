@@ -471,47 +471,23 @@ static kiln_status conv_prepare_mode(const kn_node *node, const kb_tensor *in, i
     return KILN_OK;
 }
 
-static kiln_status prep_heur(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
-                             const kb_tensor *out, int n_out, void **inst, size_t *ws) {
-    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_HEUR);
-}
-static kiln_status prep_find(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
-                             const kb_tensor *out, int n_out, void **inst, size_t *ws) {
-    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_FIND);
-}
-static kiln_status prep_fused(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
-                              const kb_tensor *out, int n_out, void **inst, size_t *ws) {
-    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_FUSED);
-}
-
-static kiln_status prep_nhwc(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
-                             const kb_tensor *out, int n_out, void **inst, size_t *ws) {
-    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_NHWC);
-}
-static kiln_status prep_dw(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
-                           const kb_tensor *out, int n_out, void **inst, size_t *ws) {
-    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_DW);
-}
-static kiln_status prep_dw2(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
-                            const kb_tensor *out, int n_out, void **inst, size_t *ws) {
-    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_DW2);
-}
-static kiln_status prep_dwu(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
-                            const kb_tensor *out, int n_out, void **inst, size_t *ws) {
-    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_DWU);
-}
-static kiln_status prep_gemm(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
-                             const kb_tensor *out, int n_out, void **inst, size_t *ws) {
-    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_GEMM);
-}
-static kiln_status prep_gemm2(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
-                              const kb_tensor *out, int n_out, void **inst, size_t *ws) {
-    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_GEMM + 1);
-}
-static kiln_status prep_gemm3(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
-                              const kb_tensor *out, int n_out, void **inst, size_t *ws) {
-    return conv_prepare_mode(node, in, n_in, out, inst, ws, CONV_GEMM + 2);
-}
+/* One prepare a tactic: each builds the instance in its own mode. */
+#define CONV_PREP(fn, mode)                                                                      \
+    static kiln_status fn(const void *state, const kn_node *node, const kb_tensor *in, int n_in, \
+                          const kb_tensor *out, int n_out, void **inst, size_t *ws) {            \
+        (void)state, (void)n_out;                                                                \
+        return conv_prepare_mode(node, in, n_in, out, inst, ws, mode);                           \
+    }
+CONV_PREP(prep_heur, CONV_HEUR)
+CONV_PREP(prep_find, CONV_FIND)
+CONV_PREP(prep_fused, CONV_FUSED)
+CONV_PREP(prep_nhwc, CONV_NHWC)
+CONV_PREP(prep_dw, CONV_DW)
+CONV_PREP(prep_dw2, CONV_DW2)
+CONV_PREP(prep_dwu, CONV_DWU)
+CONV_PREP(prep_gemm, CONV_GEMM)
+CONV_PREP(prep_gemm2, CONV_GEMM + 1)
+CONV_PREP(prep_gemm3, CONV_GEMM + 2)
 
 static kiln_status conv_run(const kb_run *r) {
     const conv_inst *s = r->inst;
