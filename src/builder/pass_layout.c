@@ -22,7 +22,9 @@
  *   Transpose perm [0,2,3,1] of a tensor with an NHWC twin is that twin, so
  *     its readers read the twin and the Transpose goes;
  *   Transpose perm [0,3,1,2] of any 4-D tensor s makes an NCHW tensor whose
- *     NHWC twin is s itself, so the region goes on through its readers.
+ *     NHWC twin is s itself, so the region goes on through its readers (the
+ *     Transpose becomes the pass's own reformat, removed when nothing
+ *     outside the region reads it).
  *
  * Runs late (after the precision pass, which decides the types): on the CUDA
  * backend for float16/bfloat16 convolutions unless fusion is off, and on any
@@ -221,7 +223,10 @@ static bool transpose_meets_region(layout *l, int i, kiln_status *st) {
         return true;
     }
     if (is_perm(n, PERM_FIRST) && twin(l, y) < 0) {
+        /* the same reformat the pass would add (a Reshape when H = W = 1) */
         l->nh[y] = x;
+        kpass_kill(p, i);
+        *st = add_reformat(l, x, y, y, false);
         return true;
     }
     return false;

@@ -726,13 +726,24 @@ static void test_channels_last_permutes(void) {
     node(net, "sig", "Sigmoid", 1, IN("f2"), "s");
     node(net, "gate", "Mul", 2, IN("r", "s"), "e");
     add_conv(net, "head", "e", "y", 6, 4, 3, true);
+    /* ConvNeXt's classifier: pool, LayerNorm2d (permute, LayerNorm, permute
+     * back) on [N, C, 1, 1], Flatten */
+    node(net, "pool2", "GlobalAveragePool", 1, IN("e"), "g2");
+    int t3 = node(net, "cls_last", "Transpose", 1, IN("g2"), "g2l");
+    KT_OK(kiln_network_set_attr_ints(net, t3, "perm", (const int64_t[]){0, 2, 3, 1}, 4));
+    node(net, "cls_ln", "LayerNormalization", 3, IN("g2l", "ln_s", "ln_b"), "g2n");
+    int t4 = node(net, "cls_first", "Transpose", 1, IN("g2n"), "g2f");
+    KT_OK(kiln_network_set_attr_ints(net, t4, "perm", (const int64_t[]){0, 3, 1, 2}, 4));
+    node(net, "cls_flat", "Flatten", 1, IN("g2f"), "logits");
     KT_OK(kiln_network_mark_output(net, "y"));
+    KT_OK(kiln_network_mark_output(net, "logits"));
     kn_net *o = optimized(net, KILN_BUILDER_FLAG_CHANNELS_LAST, 1, 2, 3);
     if (o) {
         CHECK_OR_DUMP(count_cl(o, "Conv") == 5, o);
-        /* x in and y out; the model's two permutes and the gate's and scale's
-         * reformats are gone */
-        CHECK_OR_DUMP(count_op(o, "", "Transpose") == 2, o);
+        /* x in and y out; the model's permutes and the gate's and scale's
+         * reformats are gone; the classifier's permute back of [N, 1, 1, C]
+         * is a Reshape */
+        CHECK_OR_DUMP(count_op(o, "", "Transpose") == 2 && count_op(o, "", "Reshape") == 1, o);
         compare(net, o, "channels-last permutes", 2);
         compare(net, o, "channels-last permutes batch 3", 3);
         kn_net_free(o);
