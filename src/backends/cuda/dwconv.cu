@@ -11,10 +11,10 @@
  * every tap reads it there, for PT output rows at a time (kc_dwconv.rows:
  * 2 halves the input rows a thread loads; -1 unrolls the R = S filter rows
  * of 3 and 5 wide windows, so that every row's loads can be in flight at
- * once); other windows, odd channel
- * counts and channels-first tensors load each tap from the cache, one
- * output row a thread. Sums are float; bias, Z and the activation are applied
- * before the one rounding to the output type. */
+ * once). Other windows, odd channel counts and channels-first tensors load
+ * each tap from the cache, one output row a thread. Sums are float; bias,
+ * Z and the activation are applied before the one rounding to the output
+ * type. */
 #include "dwconv.cuh"
 #include "kc_dev.cuh"
 
