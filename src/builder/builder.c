@@ -849,7 +849,11 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit, kbld_tcache *cache
         double best_ms = -1;
         bool no_timing = (b->flags & KILN_BUILDER_FLAG_NO_TIMING) || (b->cfg && b->cfg->opt_level == 0);
         if (ok > 1 && !no_timing) {
+            /* the candidates are part of the key: a cache written before a
+             * tactic existed (or where one declined) times the layer again */
             uint64_t sig = node_signature(net, n, ti);
+            for (int c = 0; c < ok; c++)
+                sig = kn_hash64(cand[c]->tactic, strlen(cand[c]->tactic) + 1, sig);
             const char *hit = kbld_tcache_get(cache, sig, &best_ms);
             const kb_kernel *hk = NULL;
             for (int c = 0; hit && c < ok; c++)
