@@ -542,7 +542,10 @@ bool npz_decode(const void *buf, size_t size, const char *file, npy_list *out, c
                         "supported (stored and deflate are)", file, (unsigned long long)loff,
                         name, method);
         }
-        if (usize > (uint64_t)1 << 40 || (method == 0 && usize != csize)) {
+        /* deflate expands at most 1032 to 1: a member claiming more is damaged
+         * (and would have us allocate what the file cannot fill) */
+        if (usize > (uint64_t)1 << 40 || (method == 0 && usize != csize) ||
+            (method == 8 && usize > csize * 1032 + 1024)) {
             npy_list_free(&l);
             return fail(err, "%s: byte %llu: member '%s': implausible size %llu", file,
                         (unsigned long long)loff, name, (unsigned long long)usize);

@@ -119,6 +119,27 @@ static void test_npz(void) {
             npy_list_free(&t);
     }
     free(copy);
+    /* a deflated member claiming more than deflate can expand to (what the
+     * fuzzer found: 4 GiB asked of a few bytes) is refused before any
+     * allocation */
+    copy = malloc(size);
+    memcpy(copy, buf, size);
+    int patched = 0;
+    for (size_t p = 0; p + 46 <= size; p++)
+        if (memcmp(copy + p, "PK\001\002", 4) == 0) {
+            copy[p + 10] = 8, copy[p + 11] = 0;                       /* method: deflate */
+            memcpy(copy + p + 24, "\000\000\000\377", 4);           /* usize: 4 GiB */
+            patched++;
+            break;
+        }
+    npy_list t;
+    err[0] = '\0';
+    ok = patched && npz_decode(copy, size, "claim.npz", &t, err);
+    if (ok)
+        npy_list_free(&t);
+    CHECK(patched && !ok && strstr(err, "implausible size") != NULL,
+          "a 4 GiB deflate claim was not refused: %s", err);
+    free(copy);
     free(buf);
     npy_list_free(&l);
 }
