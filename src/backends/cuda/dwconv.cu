@@ -36,20 +36,6 @@ struct dw_args {
     float alpha, beta;
 };
 
-template <typename T> __device__ __forceinline__ float ld1(const T *p);
-template <> __device__ __forceinline__ float ld1<float>(const float *p) { return *p; }
-template <> __device__ __forceinline__ float ld1<__half>(const __half *p) { return __half2float(*p); }
-template <> __device__ __forceinline__ float ld1<__nv_bfloat16>(const __nv_bfloat16 *p) {
-    return __bfloat162float(*p);
-}
-
-template <typename T> __device__ __forceinline__ void st1(T *p, float v);
-template <> __device__ __forceinline__ void st1<float>(float *p, float v) { *p = v; }
-template <> __device__ __forceinline__ void st1<__half>(__half *p, float v) { *p = __float2half_rn(v); }
-template <> __device__ __forceinline__ void st1<__nv_bfloat16>(__nv_bfloat16 *p, float v) {
-    *p = __float2bfloat16_rn(v);
-}
-
 /* Two consecutive elements (p aligned to two of them) as floats. */
 template <typename T> __device__ __forceinline__ float2 ld2(const T *p);
 template <> __device__ __forceinline__ float2 ld2<float>(const float *p) {
@@ -79,7 +65,7 @@ template <typename T, int V> __device__ __forceinline__ void ldv(const T *p, flo
         o[0] = f.x;
         o[1] = f.y;
     } else {
-        o[0] = ld1<T>(p);
+        o[0] = kc_io<T>::ld(p, 0);
     }
 }
 
@@ -87,7 +73,7 @@ template <typename T, int V> __device__ __forceinline__ void stv(T *p, const flo
     if constexpr (V == 2)
         st2<T>(p, v[0], v[1]);
     else
-        st1<T>(p, v[0]);
+        kc_io<T>::st(p, 0, v[0]);
 }
 
 template <int V> __device__ __forceinline__ void ld_taps(const float *t, float (&o)[V]) {
@@ -247,7 +233,7 @@ __global__ void __launch_bounds__(DW_THREADS)
 #pragma unroll 4
     for (int i = threadIdx.x; i < cn * rs; i += DW_THREADS) {
         const int cl = i / rs, k = i - cl * rs;
-        taps[k * cb + cl] = ld1<T>(w + (int64_t)(c0 + cl) * rs + k);
+        taps[k * cb + cl] = kc_io<T>::ld(w, (int64_t)(c0 + cl) * rs + k);
     }
     __syncthreads();
     const int cv = threadIdx.x % a.cbv, gi = threadIdx.x / a.cbv;

@@ -663,20 +663,6 @@ extern "C" cudaError_t kc_cast(const void *x, kiln_dtype xt, void *y, kiln_dtype
 
 /* ---------------- epilogue and BatchNormalization ---------------- */
 
-template <typename T> struct kc_io;
-template <> struct kc_io<float> {
-    static __device__ __forceinline__ float ld(const float *p, int64_t i) { return p[i]; }
-    static __device__ __forceinline__ void st(float *p, int64_t i, float v) { p[i] = v; }
-};
-template <> struct kc_io<__half> {
-    static __device__ __forceinline__ float ld(const __half *p, int64_t i) { return __half2float(p[i]); }
-    static __device__ __forceinline__ void st(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
-};
-template <> struct kc_io<__nv_bfloat16> {
-    static __device__ __forceinline__ float ld(const __nv_bfloat16 *p, int64_t i) { return __bfloat162float(p[i]); }
-    static __device__ __forceinline__ void st(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
-};
-
 /* I: the index type, 32-bit whenever the tensor allows (cheaper division). */
 template <typename T, typename I>
 __global__ void epilogue_kernel(T *y, I n, const T *bias, I channels, I inner, const T *z, int act,

@@ -110,6 +110,8 @@ static bool node_act(const kn_node *node, kb_act *act, float *a, float *b) {
     return true;
 }
 
+static bool is_dw(int mode) { return mode == CONV_DW || mode == CONV_DW2 || mode == CONV_DWU; }
+
 /* kc_dwconv.rows of each depthwise tactic. */
 static int dw_rows(int mode) { return mode == CONV_DW2 ? 2 : mode == CONV_DWU ? -1 : 1; }
 
@@ -182,7 +184,7 @@ static bool conv_supports_mode(const kn_node *node, const kn_tinfo *in, int n_in
         kn_error_clear();
         return false;
     }
-    if (mode == CONV_DW || mode == CONV_DW2 || mode == CONV_DWU) {
+    if (is_dw(mode)) {
         int64_t yf[KILN_MAX_DIMS];
         kc_dwconv g;
         cf_dims(cl, out[0].rank, out[0].dims, yf);
@@ -199,27 +201,22 @@ static bool conv_supports_mode(const kn_node *node, const kn_tinfo *in, int n_in
     return true;
 }
 
-static bool sup_heur(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
-    return conv_supports_mode(node, in, n_in, out, n_out, CONV_HEUR);
-}
+/* One supports() a tactic: each asks in its own mode. */
+#define CONV_SUP(fn, mode)                                                                  \
+    static bool fn(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, \
+                   int n_out) {                                                             \
+        return conv_supports_mode(node, in, n_in, out, n_out, mode);                        \
+    }
+CONV_SUP(sup_heur, CONV_HEUR)
+CONV_SUP(sup_nhwc, CONV_NHWC)
+CONV_SUP(sup_dw, CONV_DW)
+CONV_SUP(sup_dw2, CONV_DW2)
+CONV_SUP(sup_dwu, CONV_DWU)
+CONV_SUP(sup_gemm, CONV_GEMM)
+
 bool kc_conv_supports_relu(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                            int n_out) {
     return conv_supports_mode(node, in, n_in, out, n_out, CONV_FUSED);
-}
-static bool sup_nhwc(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
-    return conv_supports_mode(node, in, n_in, out, n_out, CONV_NHWC);
-}
-static bool sup_dw(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
-    return conv_supports_mode(node, in, n_in, out, n_out, CONV_DW);
-}
-static bool sup_dw2(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
-    return conv_supports_mode(node, in, n_in, out, n_out, CONV_DW2);
-}
-static bool sup_dwu(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
-    return conv_supports_mode(node, in, n_in, out, n_out, CONV_DWU);
-}
-static bool sup_gemm(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out, int n_out) {
-    return conv_supports_mode(node, in, n_in, out, n_out, CONV_GEMM);
 }
 
 /* The other cuBLASLt heuristics for channels-last 1x1 convolutions (one
@@ -312,7 +309,7 @@ static kiln_status conv_build(const kn_node *node, const kb_tensor *in, int n_in
     if (s->mode == CONV_FUSED && s->act != KB_ACT_NONE && s->act != KB_ACT_RELU)
         return kn_node_error(node, KILN_ERR_UNSUPPORTED, "cudnn_fused takes Relu or no activation");
 
-    if (s->mode == CONV_DW || s->mode == CONV_DW2 || s->mode == CONV_DWU) {
+    if (is_dw(s->mode)) {
         if (!dw_geometry(node, s->cl, x->rank, xf, wf, yf, &win, dw_rows(s->mode), &s->dwg))
             return kn_node_error(node, KILN_ERR_UNSUPPORTED,
                                  "dw takes 2-D depthwise convolutions (group = C = K) whose taps fit");
@@ -499,7 +496,7 @@ static kiln_status conv_run(const kb_run *r) {
     kb_tensor *y = &r->out[0];
     const void *bias = s->bias_input >= 0 ? r->in[s->bias_input].data : NULL;
     const void *z = s->z_input >= 0 ? r->in[s->z_input].data : NULL;
-    if (s->mode == CONV_DW || s->mode == CONV_DW2 || s->mode == CONV_DWU) {
+    if (is_dw(s->mode)) {
         KC_CUDA(r->node, kc_dwconv_run(&s->dwg, y->dtype, r->in[0].data, r->in[1].data, bias, z,
                                        y->data, kc_stream(r)));
         return KILN_OK;

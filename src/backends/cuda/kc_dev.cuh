@@ -121,6 +121,22 @@ __device__ __forceinline__ void kc_st_d(void *p, kiln_dtype t, int64_t i, double
     }
 }
 
+/* Element i of a float, float16 or bfloat16 array as float, and a float
+ * stored as one, rounded to nearest (the type known at compile time). */
+template <typename T> struct kc_io;
+template <> struct kc_io<float> {
+    static __device__ __forceinline__ float ld(const float *p, int64_t i) { return p[i]; }
+    static __device__ __forceinline__ void st(float *p, int64_t i, float v) { p[i] = v; }
+};
+template <> struct kc_io<__half> {
+    static __device__ __forceinline__ float ld(const __half *p, int64_t i) { return __half2float(p[i]); }
+    static __device__ __forceinline__ void st(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+};
+template <> struct kc_io<__nv_bfloat16> {
+    static __device__ __forceinline__ float ld(const __nv_bfloat16 *p, int64_t i) { return __bfloat162float(p[i]); }
+    static __device__ __forceinline__ void st(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+};
+
 /* The CPU's kb_act_apply, term for term. */
 __device__ __forceinline__ float kc_act_apply(int a, float x, float alpha, float beta) {
     switch (a) {

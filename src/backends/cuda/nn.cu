@@ -713,6 +713,24 @@ template <typename A> __device__ __forceinline__ A red_finish(const kc_reduce &p
     return acc;
 }
 
+/* Two partial accumulators of a real reduction into one. */
+template <typename A> __device__ __forceinline__ A red_join(int op, A a, A b) {
+    switch (op) {
+    case KC_RED_MAX: return (b > a || b != b) ? b : a;
+    case KC_RED_MIN: return (b < a || b != b) ? b : a;
+    case KC_RED_PROD: return a * b;
+    default: return a + b;
+    }
+}
+
+/* A real reduction's accumulator before any element. */
+template <typename A> __device__ __forceinline__ A red_init(int op) {
+    return op == KC_RED_MAX    ? (A)-INFINITY
+           : op == KC_RED_MIN  ? (A)INFINITY
+           : op == KC_RED_PROD ? (A)1
+                               : (A)0;
+}
+
 template <typename A>
 __global__ void reduce_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype yt,
                               const kc_reduce p) {
@@ -722,8 +740,6 @@ __global__ void reduce_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype 
     if (warp >= p.n_out)
         return;
     const int64_t base = red_base(p, warp);
-    const bool is_max = p.op == KC_RED_MAX, is_min = p.op == KC_RED_MIN,
-               is_prod = p.op == KC_RED_PROD;
     /* ReduceLogSumExp: the maximum first (all -inf, or nothing: 0) */
     A m = 0;
     if (p.op == KC_RED_LOG_SUM_EXP) {
@@ -738,18 +754,11 @@ __global__ void reduce_kernel(const void *x, kiln_dtype xt, void *y, kiln_dtype 
         }
         m = mx == -INFINITY ? 0 : mx;
     }
-    A acc = is_max ? -INFINITY : (is_min ? INFINITY : (is_prod ? 1 : 0));
+    A acc = red_init<A>(p.op);
     for (int64_t j = lane; j < p.n_red_total; j += 32)
         acc = red_fold<A>(p.op, acc, R::ld(x, xt, base + red_off(p, j)), m);
-    for (int o = 16; o > 0; o >>= 1) {
-        A w = __shfl_xor_sync(0xffffffffu, acc, o);
-        switch (p.op) {
-        case KC_RED_MAX: acc = (w > acc || w != w) ? w : acc; break;
-        case KC_RED_MIN: acc = (w < acc || w != w) ? w : acc; break;
-        case KC_RED_PROD: acc *= w; break;
-        default: acc += w; break;
-        }
-    }
+    for (int o = 16; o > 0; o >>= 1)
+        acc = red_join<A>(p.op, acc, __shfl_xor_sync(0xffffffffu, acc, o));
     if (lane == 0)
         R::st(y, yt, warp, red_finish<A>(p, acc, m));
 }
@@ -775,22 +784,10 @@ __global__ void reduce_cols_kernel(const void *x, kiln_dtype xt, void *y, kiln_d
         }
         m = mx == -INFINITY ? 0 : mx;
     }
-    A acc = p.op == KC_RED_MAX ? -INFINITY
-            : p.op == KC_RED_MIN ? INFINITY
-            : p.op == KC_RED_PROD ? 1 : 0;
+    A acc = red_init<A>(p.op);
     for (int64_t j = 0; j < p.n_red_total; j++)
         acc = red_fold<A>(p.op, acc, R::ld(x, xt, base + red_off(p, j)), m);
     R::st(y, yt, o, red_finish<A>(p, acc, m));
-}
-
-/* Two partial accumulators of a real reduction into one. */
-template <typename A> __device__ __forceinline__ A red_join(int op, A a, A b) {
-    switch (op) {
-    case KC_RED_MAX: return (b > a || b != b) ? b : a;
-    case KC_RED_MIN: return (b < a || b != b) ? b : a;
-    case KC_RED_PROD: return a * b;
-    default: return a + b;
-    }
 }
 
 /* When the last kept dim is contiguous but the outputs are too few for a
@@ -807,9 +804,7 @@ __global__ void __launch_bounds__(512)
     const int lane = threadIdx.x, wy = threadIdx.y;
     const int64_t o = blockIdx.x * (int64_t)32 + lane;
     const bool live = o < p.n_out;
-    A acc = p.op == KC_RED_MAX ? -INFINITY
-            : p.op == KC_RED_MIN ? INFINITY
-            : p.op == KC_RED_PROD ? 1 : 0;
+    A acc = red_init<A>(p.op);
     if (live) {
         const int64_t base = red_base(p, o);
         if (p.n_red == 1) {
@@ -843,13 +838,6 @@ struct red_rows {
     int lanes, chunks, rows_per_split;
 };
 
-template <typename T> __device__ __forceinline__ float red_cvt(T v);
-template <> __device__ __forceinline__ float red_cvt<float>(float v) { return v; }
-template <> __device__ __forceinline__ float red_cvt<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float red_cvt<__nv_bfloat16>(__nv_bfloat16 v) {
-    return __bfloat162float(v);
-}
-
 template <typename T, int VEC>
 __global__ void __launch_bounds__(RED_ROWS_THREADS)
     reduce_rows_kernel(const T *__restrict__ x, void *y, kiln_dtype yt, float *ws, const kc_reduce p,
@@ -861,13 +849,10 @@ __global__ void __launch_bounds__(RED_ROWS_THREADS)
     const int64_t outer = blockIdx.x / g.chunks;
     const int64_t c = ((int64_t)(blockIdx.x % g.chunks) * g.lanes + tx) * VEC;
     const bool live = c < g.c && ty < nr;
-    const float init = p.op == KC_RED_MAX ? -INFINITY
-                       : p.op == KC_RED_MIN ? INFINITY
-                       : p.op == KC_RED_PROD ? 1.f : 0.f;
     float acc[VEC];
 #pragma unroll
     for (int v = 0; v < VEC; v++)
-        acc[v] = init;
+        acc[v] = red_init<float>(p.op);
     if (live) {
         const int64_t r0 = (int64_t)blockIdx.y * g.rows_per_split;
         const int64_t r1 = min(g.r, r0 + g.rows_per_split);
@@ -877,7 +862,7 @@ __global__ void __launch_bounds__(RED_ROWS_THREADS)
             pack pk = *reinterpret_cast<const pack *>(base + r * g.c);
 #pragma unroll
             for (int v = 0; v < VEC; v++)
-                acc[v] = red_fold<float>(p.op, acc[v], red_cvt<T>(pk.v[v]), 0.f);
+                acc[v] = red_fold<float>(p.op, acc[v], kc_io<T>::ld(pk.v, v), 0.f);
         }
     }
 #pragma unroll
