@@ -248,7 +248,7 @@ static bool broadcasts_4d(const kpass *p, int t, int y) {
 
 /* A constant of rank 1 to 4 that an elementwise op broadcasts against a 4-D
  * tensor (a per-channel scale [C, 1, 1], say): its NHWC form is its dims
- * padded to rank 4 with leading 1s, then permuted to [0, 2, 3, 1]. */
+ * padded to rank 4 with leading 1s, then reformatted like any tensor. */
 static bool const_follows(const kn_net *net, int t) {
     if (!kpass_is_const(net, t))
         return false;
@@ -257,35 +257,30 @@ static bool const_follows(const kn_net *net, int t) {
 }
 
 static kiln_status const_nhwc(layout *l, int t, int *out) {
-    if (l->nh[t] >= 0) {
-        *out = l->nh[t];
-        return KILN_OK;
+    if (l->nh[t] < 0) {
+        kn_net *net = l->p->net;
+        const kn_tdata *v = &net->tensors[t].value;
+        int src = t;
+        if (v->rank < 4) { /* the same values under rank-4 dims */
+            kn_tdata w;
+            int64_t d[4] = {1, 1, 1, 1};
+            for (int k = 0; k < v->rank; k++)
+                d[4 - v->rank + k] = v->dims[k];
+            KN_TRY(kn_tdata_alloc(&w, v->dtype, 4, d));
+            memcpy(w.data, v->data, w.nbytes);
+            char hint[512];
+            snprintf(hint, sizeof hint, "%s_4d", net->tensors[t].name);
+            KN_TRY(kpass_add_const(net, hint, &w, &src));
+        }
+        /* the region's own reformat, which folding turns into a constant */
+        char hint[512];
+        snprintf(hint, sizeof hint, "%s_nhwc", net->tensors[t].name);
+        int u;
+        KN_TRY(kn_net_new_tensor(net, hint, &u));
+        KN_TRY(add_reformat(l, src, u, t, true));
+        l->nh[t] = u;
     }
-    kn_net *net = l->p->net;
-    const kn_tdata *v = &net->tensors[t].value;
-    int64_t d[4] = {1, 1, 1, 1};
-    for (int k = 0; k < v->rank; k++)
-        d[4 - v->rank + k] = v->dims[k];
-    int64_t nd[4] = {d[0], d[2], d[3], d[1]};
-    kn_tdata w;
-    KN_TRY(kn_tdata_alloc(&w, v->dtype, 4, nd));
-    size_t es = kiln_dtype_size(v->dtype);
-    const uint8_t *src = v->data;
-    uint8_t *dst = w.data;
-    for (int64_t a = 0; a < d[0]; a++)
-        for (int64_t h = 0; h < d[2]; h++)
-            for (int64_t x = 0; x < d[3]; x++)
-                for (int64_t c = 0; c < d[1]; c++) {
-                    int64_t from = ((a * d[1] + c) * d[2] + h) * d[3] + x;
-                    int64_t to = ((a * d[2] + h) * d[3] + x) * d[1] + c;
-                    memcpy(dst + (size_t)to * es, src + (size_t)from * es, es);
-                }
-    char hint[512];
-    snprintf(hint, sizeof hint, "%s_nhwc", net->tensors[t].name);
-    int u;
-    KN_TRY(kpass_add_const(net, hint, &w, &u));
-    l->nh[t] = u;
-    *out = u;
+    *out = l->nh[t];
     return KILN_OK;
 }
 
