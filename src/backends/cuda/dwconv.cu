@@ -48,15 +48,13 @@ template <> __device__ __forceinline__ float2 ld2<__nv_bfloat16>(const __nv_bflo
     return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
 }
 
-template <typename T> __device__ __forceinline__ void st2(T *p, float a, float b);
+/* Two floats into two consecutive elements (float16 and bfloat16 through
+ * kc_pack2, rounded to nearest). */
+template <typename T> __device__ __forceinline__ void st2(T *p, float a, float b) {
+    *reinterpret_cast<uint32_t *>(p) = kc_pack2<T>(a, b);
+}
 template <> __device__ __forceinline__ void st2<float>(float *p, float a, float b) {
     *reinterpret_cast<float2 *>(p) = make_float2(a, b);
-}
-template <> __device__ __forceinline__ void st2<__half>(__half *p, float a, float b) {
-    *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(a, b);
-}
-template <> __device__ __forceinline__ void st2<__nv_bfloat16>(__nv_bfloat16 *p, float a, float b) {
-    *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(a, b);
 }
 
 template <typename T, int V> __device__ __forceinline__ void ldv(const T *p, float (&o)[V]) {
