@@ -9,7 +9,9 @@
  * keeps it in registers: each lane loads NV packs of 16 bytes (V elements),
  * so the row is read from memory once and written once. Taken when the row
  * length is a multiple of V, fits in NV * LPR packs, and every pointer is
- * aligned to its pack; otherwise the generic kernels above run. */
+ * aligned to its pack; otherwise Softmax keeps the row in registers one
+ * element at a time (kc_softmax_row) and the rest runs the generic kernels
+ * below. */
 
 template <typename T, int N> struct alignas(sizeof(T) * N) kc_pack {
     T v[N];
@@ -362,6 +364,150 @@ static int kc_softmax_fast(const void *x, void *y, kiln_dtype dt, int64_t rows, 
     return 1;
 }
 
+/* Rows of any length up to KC_SM_MAX_LEN (no pack multiple, no alignment
+ * beyond the element's): a group of `width` lanes owns a row, each lane
+ * NE elements of it at lane, lane + width, ... , as float in registers, so
+ * every load and store of a group is one contiguous run and the row is
+ * read once and written once. The arithmetic is softmax_rows_kernel's:
+ * v = x - max, s = sum of expf(v), y = expf(v) * (1 / s) or v - logf(s);
+ * expf(v) is kept from the sum instead of computed again (the same value).
+ * gmax / gsum reduce over the group; every thread of the block calls them,
+ * dead groups included. */
+template <typename T, int NE, typename GMax, typename GSum>
+__device__ __forceinline__ void kc_softmax_row(const T *__restrict__ x, T *__restrict__ y, int64_t row,
+                                               bool live, int lane, int width, int n, int log,
+                                               const GMax &gmax, const GSum &gsum) {
+    const T *xr = x + (live ? row : 0) * (int64_t)n;
+    /* Every load first, none behind a branch that waits on it. Whether a
+     * step is wholly inside the row, partly, or wholly past it is the same
+     * for every lane: whole steps load at fixed offsets from the lane's
+     * first element, the partial one reads the row's last element for
+     * slots past the end (they count as -inf), and the rest is skipped. */
+    const T *xl = xr + lane;
+    T raw[NE];
+#pragma unroll
+    for (int j = 0; j < NE; j++) {
+        if ((j + 1) * width <= n)
+            raw[j] = xl[j * width];
+        else if (j * width < n)
+            raw[j] = xr[min(lane + j * width, n - 1)];
+    }
+    float v[NE];
+    float m = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < NE; j++) {
+        v[j] = live && lane + j * width < n ? kc_tof(raw[j]) : -INFINITY;
+        m = fmaxf(m, v[j]);
+    }
+    m = gmax(m);
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < NE; j++) {
+        if (j * width < n) { /* slots past the end add expf(-inf) = 0 */
+            const float d = v[j] - m, e = expf(d);
+            s += e;
+            v[j] = log ? d : e;
+        }
+    }
+    s = gsum(s);
+    if (!live)
+        return;
+    const float ls = logf(s), inv = 1.f / s;
+    T *yr = y + row * (int64_t)n;
+#pragma unroll
+    for (int j = 0; j < NE; j++) {
+        int c = lane + j * width;
+        if (c < n)
+            yr[c] = kc_fromf<T>(log ? v[j] - ls : v[j] * inv);
+    }
+}
+
+/* LPR lanes (4..32) a row, KC_ROW_THREADS / LPR rows a block. */
+template <typename T, int NE, int LPR>
+__global__ void __launch_bounds__(KC_ROW_THREADS)
+    softmax_lanes_kernel(const T *__restrict__ x, T *__restrict__ y, int64_t rows, int n, int log) {
+    const int64_t row = (int64_t)blockIdx.x * (KC_ROW_THREADS / LPR) + threadIdx.x / LPR;
+    kc_softmax_row<T, NE>(
+        x, y, row, row < rows, threadIdx.x % LPR, LPR, n, log,
+        [](float v) { return kc_group_max<LPR>(v); }, [](float v) { return kc_group_sum<LPR>(v); });
+}
+
+/* A block (a multiple of 32 threads, at most 1024) a row, for rows longer
+ * than a warp holds. */
+template <typename T, int NE>
+__global__ void __launch_bounds__(1024)
+    softmax_block_kernel(const T *__restrict__ x, T *__restrict__ y, int n, int log) {
+    __shared__ float sh[32];
+    kc_softmax_row<T, NE>(
+        x, y, blockIdx.x, true, threadIdx.x, blockDim.x, n, log,
+        [&](float v) { return kc_block_max(v, sh); }, [&](float v) { return kc_block_sum(v, sh); });
+}
+
+/* Elements a lane of a warp row, and of a block row (blocks of up to 1024
+ * threads): rows up to 32 * 32 = 1024 elements take a group of lanes, up to
+ * 1024 * 8 = 8192 a block; longer ones the generic kernel. */
+#define KC_SM_BLOCK_NE 8
+#define KC_SM_MAX_LEN (1024 * KC_SM_BLOCK_NE)
+
+template <typename T, int NE, int LPR>
+static cudaError_t sm_lanes_launch(const void *x, void *y, int64_t rows, int64_t n, int log,
+                                   cudaStream_t stream) {
+    const int per_block = KC_ROW_THREADS / LPR;
+    const int64_t blocks = (rows + per_block - 1) / per_block;
+    softmax_lanes_kernel<T, NE, LPR><<<(unsigned)blocks, KC_ROW_THREADS, 0, stream>>>(
+        (const T *)x, (T *)y, rows, (int)n, log);
+    return cudaGetLastError();
+}
+
+/* The row's shape: the smallest group of 4..32 lanes that holds the row at
+ * 4 elements a lane (short rows: more rows a warp, fewer shuffles), then a
+ * warp with 8, 16 or 32 elements a lane, then a block of 256..1024 threads
+ * with 8 each. Slots past the row end are the same for every group of a
+ * warp, so their loop steps are skipped whole. */
+template <typename T>
+static cudaError_t sm_scalar_pick(const void *x, void *y, int64_t rows, int64_t n, int log,
+                                  cudaStream_t s) {
+    if (n <= 16)
+        return sm_lanes_launch<T, 4, 4>(x, y, rows, n, log, s);
+    if (n <= 32)
+        return sm_lanes_launch<T, 4, 8>(x, y, rows, n, log, s);
+    if (n <= 64)
+        return sm_lanes_launch<T, 4, 16>(x, y, rows, n, log, s);
+    if (n <= 128)
+        return sm_lanes_launch<T, 4, 32>(x, y, rows, n, log, s);
+    if (n <= 256)
+        return sm_lanes_launch<T, 8, 32>(x, y, rows, n, log, s);
+    if (n <= 512)
+        return sm_lanes_launch<T, 16, 32>(x, y, rows, n, log, s);
+    if (n <= 1024)
+        return sm_lanes_launch<T, 32, 32>(x, y, rows, n, log, s);
+    int threads = 256;
+    while (threads * KC_SM_BLOCK_NE < n)
+        threads *= 2;
+    softmax_block_kernel<T, KC_SM_BLOCK_NE><<<(unsigned)rows, threads, 0, s>>>((const T *)x, (T *)y,
+                                                                             (int)n, log);
+    return cudaGetLastError();
+}
+
+/* Rows of float, float16 or bfloat16 up to KC_SM_MAX_LEN that the pack
+ * kernel does not take (a length off the 16-byte packs, a pointer off
+ * their alignment, or longer than 16 packs a lane). 1: launched (status in
+ * *err); 0: not covered. */
+static int kc_softmax_scalar(const void *x, void *y, kiln_dtype dt, int64_t rows, int64_t n, int log,
+                             cudaStream_t stream, cudaError_t *err) {
+    if (n > KC_SM_MAX_LEN)
+        return 0;
+    if (dt == KILN_DTYPE_FLOAT)
+        *err = sm_scalar_pick<float>(x, y, rows, n, log, stream);
+    else if (dt == KILN_DTYPE_FLOAT16)
+        *err = sm_scalar_pick<__half>(x, y, rows, n, log, stream);
+    else if (dt == KILN_DTYPE_BFLOAT16)
+        *err = sm_scalar_pick<__nv_bfloat16>(x, y, rows, n, log, stream);
+    else
+        return 0;
+    return 1;
+}
+
 /* ---------------- Softmax ---------------- */
 
 __global__ void softmax_kernel(const void *x, void *y, kiln_dtype dt, int64_t n, int64_t inner,
@@ -393,7 +539,9 @@ extern "C" cudaError_t kc_softmax(const void *x, void *y, kiln_dtype dt, int64_t
     if (!x || !y || rows > 0x7fffffffLL)
         return cudaErrorInvalidValue;
     cudaError_t err = cudaSuccess;
-    if (inner == 1 && kc_fast_paths() && kc_softmax_fast(x, y, dt, rows, n, log, stream, &err))
+    if (inner == 1 && kc_fast_paths() &&
+        (kc_softmax_fast(x, y, dt, rows, n, log, stream, &err) ||
+         kc_softmax_scalar(x, y, dt, rows, n, log, stream, &err)))
         return err;
     int threads = n >= 1024 ? 512 : (n >= 256 ? 256 : (n > 64 ? 128 : 32));
     softmax_kernel<<<(unsigned)rows, threads, 0, stream>>>(x, y, dt, n, inner, log);
