@@ -5,6 +5,8 @@
  * backends/cpu/k_elementwise.c expression for expression, in the CPU's
  * compute type: float (float32/16, bfloat16), int64 (signed integers, bool),
  * uint64 (unsigned integers) or double (float64). */
+#include <string.h>
+
 #include "core/fp8.h"
 #include "elementwise.cuh"
 #include "kc_dev.cuh"
@@ -478,48 +480,238 @@ static void ew_vec_launch(const kc_program *p, unsigned blocks, unsigned bmask, 
         ew_vec_kernel<T, int64_t><<<blocks, KC_THREADS, 0, stream>>>(*p, bmask);
 }
 
-/* 1: launched (status in *err); 0: not covered. */
+/* The scalar fast path, for the typed programs the pack kernel does not
+ * take (an innermost dim off the packs, an input strided along it, a
+ * pointer off 16 bytes): the same program on one element at a time, typed
+ * (no dtype switch), each thread U elements a block width apart (so a
+ * warp's accesses are contiguous) whose loads of every input are all in
+ * flight before the arithmetic, the op's switch taken once for the U. The
+ * element's index splits into coordinates once for all its inputs; with
+ * 32-bit indices each split is a multiply-high and a shift (ew_divs), not
+ * a division. At most NIN inputs, held in registers and picked for a step
+ * by NIN - 1 selects (ew_select), so nothing goes to local memory but the
+ * trigonometric functions' reduction of huge arguments. In place is safe:
+ * an input of the output's shape is read only at the element written. */
+
+/* q = n / dim as (umulhi(n, m) + n) >> s, with s = ceil(log2(dim)) and
+ * m = 2^32 (2^s - dim) / dim + 1 (Granlund and Montgomery; exact for n and
+ * dim below 2^31, which the 32-bit path guarantees). */
+typedef struct ew_divs {
+    unsigned m[KC_MAX_DIMS], s[KC_MAX_DIMS];
+} ew_divs;
+
+/* One kernel parameter for both: a separate small one would be copied to
+ * local memory to be indexed by dim. */
+typedef struct ew_scalar_args {
+    kc_program p;
+    ew_divs dv;
+} ew_scalar_args;
+
+static void ew_divs_init(ew_divs *dv, const kc_bcast *bc) {
+    memset(dv, 0, sizeof *dv);
+    for (int d = 0; d < bc->rank; d++) {
+        const uint64_t dim = (uint64_t)bc->dims[d];
+        unsigned s = 0;
+        while (s < 31 && (1ull << s) < dim)
+            s++;
+        dv->s[d] = s;
+        dv->m[d] = (unsigned)(((1ull << 32) * ((1ull << s) - dim)) / dim + 1);
+    }
+}
+
+template <typename I> struct ew_idx;
+template <> struct ew_idx<unsigned> {
+    static __device__ __forceinline__ unsigned div(unsigned n, const kc_program &p, const ew_divs &dv, int d) {
+        return (__umulhi(n, dv.m[d]) + n) >> dv.s[d];
+    }
+};
+template <> struct ew_idx<int64_t> {
+    static __device__ __forceinline__ int64_t div(int64_t n, const kc_program &p, const ew_divs &dv, int d) {
+        return n / p.bc.dims[d];
+    }
+};
+
+/* c ? a : b, opaque to the compiler: as plain selects, a chain of them
+ * over x[k] with k == operand is turned back into x[operand], an array
+ * in local memory. */
+__device__ __forceinline__ float ew_select(bool c, float a, float b) {
+    float r;
+    asm("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %1, 0;\n\tselp.f32 %0, %2, %3, p;\n\t}"
+        : "=f"(r)
+        : "r"((unsigned)c), "f"(a), "f"(b));
+    return r;
+}
+
+template <typename T, typename I, int NIN, int U>
+__global__ void __launch_bounds__(KC_THREADS) ew_scalar_kernel(const ew_scalar_args a) {
+    const kc_program &p = a.p;
+    const ew_divs &dv = a.dv;
+    const int rank = p.bc.rank, n_in = p.bc.n_in;
+    const I total = (I)p.bc.total, width = (I)blockDim.x;
+    for (I i0 = (I)blockIdx.x * width * U + threadIdx.x; i0 < total; i0 += (I)gridDim.x * width * U) {
+        /* coordinates, innermost first; elements past the end reread the
+         * last one (nothing waits on a branch) and are not stored */
+        I rem[U], off[NIN][U];
+#pragma unroll
+        for (int e = 0; e < U; e++) {
+            const I i = i0 + (I)e * width;
+            rem[e] = i < total ? i : total - 1;
+#pragma unroll
+            for (int k = 0; k < NIN; k++)
+                off[k][e] = 0;
+        }
+        for (int d = rank - 1; d > 0; d--) {
+            const I dim = (I)p.bc.dims[d];
+            I st[NIN];
+#pragma unroll
+            for (int k = 0; k < NIN; k++)
+                st[k] = k < n_in ? (I)p.bc.stride[k][d] : 0;
+#pragma unroll
+            for (int e = 0; e < U; e++) {
+                const I q = ew_idx<I>::div(rem[e], p, dv, d), c = rem[e] - q * dim;
+                rem[e] = q;
+#pragma unroll
+                for (int k = 0; k < NIN; k++)
+                    off[k][e] += c * st[k];
+            }
+        }
+        T raw[NIN][U];
+#pragma unroll
+        for (int k = 0; k < NIN; k++) {
+            if (k < n_in) { /* the same for every thread: no divergence */
+                const I s0 = (I)p.bc.stride[k][0];
+                const T *src = (const T *)p.in[k];
+#pragma unroll
+                for (int e = 0; e < U; e++)
+                    raw[k][e] = src[off[k][e] + rem[e] * s0];
+            }
+        }
+        float x[NIN][U];
+#pragma unroll
+        for (int k = 0; k < NIN; k++)
+#pragma unroll
+            for (int e = 0; e < U; e++)
+                x[k][e] = k < n_in ? ew_tof(raw[k][e]) : 0.f;
+        float acc[U];
+#pragma unroll
+        for (int e = 0; e < U; e++)
+            acc[e] = x[0][e];
+        for (int s = 0; s < p.n_steps; s++) {
+            const kc_step &st = p.steps[s];
+            if (st.op < KC_ADD) {
+                ew_un_pack<U>(st, acc);
+            } else {
+                float v[U];
+#pragma unroll
+                for (int e = 0; e < U; e++) {
+                    v[e] = x[0][e];
+#pragma unroll
+                    for (int k = 1; k < NIN; k++)
+                        v[e] = ew_select(k == st.operand, x[k][e], v[e]);
+                }
+                ew_bin_pack<U>(st.op, st.swap != 0, acc, v);
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < U; e++) {
+            const I i = i0 + (I)e * width;
+            if (i < total)
+                ew_fromf(((T *)p.out)[i], acc[e]);
+        }
+    }
+}
+
+/* Elements a thread: NIN * U values stay at 8 registers. */
+template <typename T>
+static void ew_scalar_launch(const ew_scalar_args *a, bool narrow, cudaStream_t stream) {
+    const int n_in = a->p.bc.n_in, u = !narrow ? 1 : n_in <= 2 ? 4 : n_in <= 4 ? 2 : 1;
+    const unsigned blocks = kc_blocks((a->p.bc.total + u - 1) / u, KC_THREADS);
+    if (!narrow)
+        ew_scalar_kernel<T, int64_t, KC_EW_MAX_IN, 1><<<blocks, KC_THREADS, 0, stream>>>(*a);
+    else if (n_in <= 2)
+        ew_scalar_kernel<T, unsigned, 2, 4><<<blocks, KC_THREADS, 0, stream>>>(*a);
+    else if (n_in <= 4)
+        ew_scalar_kernel<T, unsigned, 4, 2><<<blocks, KC_THREADS, 0, stream>>>(*a);
+    else
+        ew_scalar_kernel<T, unsigned, KC_EW_MAX_IN, 1><<<blocks, KC_THREADS, 0, stream>>>(*a);
+}
+
+/* The pack kernel's condition: along the innermost dim every input is
+ * contiguous (16-byte aligned, its outer strides pack multiples) or
+ * broadcast (bit k of *bmask). */
+static bool ew_vec_fits(const kc_program *p, int V, unsigned *bmask) {
+    const int r = p->bc.rank;
+    if (((uintptr_t)p->out & 15) || p->bc.dims[r - 1] % V)
+        return false;
+    *bmask = 0;
+    for (int k = 0; k < p->bc.n_in; k++) {
+        int64_t si = p->bc.stride[k][r - 1];
+        if (si == 0) {
+            *bmask |= 1u << k;
+        } else if (si == 1) {
+            if ((uintptr_t)p->in[k] & 15)
+                return false;
+            for (int d = 0; d < r - 1; d++)
+                if (p->bc.stride[k][d] % V)
+                    return false;
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Whether 32-bit indices serve a launch of `blocks` blocks that each step
+ * over KC_THREADS * per elements: the index runs in range (the grid-stride
+ * step included) and every input's largest offset fits. */
+static bool ew_narrow(const kc_program *p, unsigned blocks, int per) {
+    if (p->bc.total + (int64_t)blocks * KC_THREADS * per >= INT32_MAX)
+        return false;
+    for (int k = 0; k < p->bc.n_in; k++) {
+        int64_t last = 0;
+        for (int d = 0; d < p->bc.rank; d++)
+            last += (p->bc.dims[d] - 1) * p->bc.stride[k][d];
+        if (last + per >= INT32_MAX)
+            return false;
+    }
+    return true;
+}
+
+/* A float program whose inputs and output share one real type T runs
+ * typed: on 16-byte packs when ew_vec_fits, else an element at a time.
+ * 1: launched (status in *err); 0: not covered. */
 static int kc_ew_fast(const kc_program *p, cudaStream_t stream, cudaError_t *err) {
     const kiln_dtype t = p->out_dt;
     const int es = t == KILN_DTYPE_FLOAT ? 4 : (t == KILN_DTYPE_FLOAT16 || t == KILN_DTYPE_BFLOAT16) ? 2 : 0;
-    if (p->integer || !es || ((uintptr_t)p->out & 15))
+    if (p->integer || !es || !p->out)
         return 0;
-    const int V = 16 / es, r = p->bc.rank;
-    if (p->bc.dims[r - 1] % V)
-        return 0;
-    unsigned bmask = 0;
-    for (int k = 0; k < p->bc.n_in; k++) {
+    for (int k = 0; k < p->bc.n_in; k++)
         if (p->in_dt[k] != t || !p->in[k])
             return 0;
-        int64_t si = p->bc.stride[k][r - 1];
-        if (si == 0) {
-            bmask |= 1u << k;
-        } else if (si == 1) {
-            if ((uintptr_t)p->in[k] & 15)
-                return 0;
-            for (int d = 0; d < r - 1; d++)
-                if (p->bc.stride[k][d] % V)
-                    return 0;
-        } else {
-            return 0;
-        }
+    const int V = 16 / es;
+    unsigned bmask = 0;
+    if (ew_vec_fits(p, V, &bmask)) {
+        unsigned blocks = kc_blocks(p->bc.total / V, KC_THREADS);
+        bool narrow = ew_narrow(p, blocks, V);
+        if (t == KILN_DTYPE_FLOAT)
+            ew_vec_launch<float>(p, blocks, bmask, narrow, stream);
+        else if (t == KILN_DTYPE_FLOAT16)
+            ew_vec_launch<__half>(p, blocks, bmask, narrow, stream);
+        else
+            ew_vec_launch<__nv_bfloat16>(p, blocks, bmask, narrow, stream);
+    } else {
+        /* ew_scalar_launch's elements a thread (4 at most) */
+        bool narrow = ew_narrow(p, kc_blocks(p->bc.total, KC_THREADS), 4);
+        ew_scalar_args a;
+        a.p = *p;
+        ew_divs_init(&a.dv, &p->bc);
+        if (t == KILN_DTYPE_FLOAT)
+            ew_scalar_launch<float>(&a, narrow, stream);
+        else if (t == KILN_DTYPE_FLOAT16)
+            ew_scalar_launch<__half>(&a, narrow, stream);
+        else
+            ew_scalar_launch<__nv_bfloat16>(&a, narrow, stream);
     }
-    /* 32-bit indices when the pack index runs in range (the grid-stride
-     * step included) and every input's largest offset fits */
-    unsigned blocks = kc_blocks(p->bc.total / V, KC_THREADS);
-    bool narrow = p->bc.total + (int64_t)blocks * KC_THREADS * V < INT32_MAX;
-    for (int k = 0; k < p->bc.n_in && narrow; k++) {
-        int64_t last = 0;
-        for (int d = 0; d < r; d++)
-            last += (p->bc.dims[d] - 1) * p->bc.stride[k][d];
-        narrow = last + V < INT32_MAX;
-    }
-    if (t == KILN_DTYPE_FLOAT)
-        ew_vec_launch<float>(p, blocks, bmask, narrow, stream);
-    else if (t == KILN_DTYPE_FLOAT16)
-        ew_vec_launch<__half>(p, blocks, bmask, narrow, stream);
-    else
-        ew_vec_launch<__nv_bfloat16>(p, blocks, bmask, narrow, stream);
     *err = cudaGetLastError();
     return 1;
 }
