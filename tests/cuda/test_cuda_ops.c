@@ -1141,6 +1141,105 @@ static void test_fast_paths(void) {
     }
 }
 
+/* Rows and programs off the 16-byte packs: Softmax / LogSoftmax over last
+ * axes of any length in registers (4..32 lanes a row, or a block a row for
+ * rows over 1024; 9000 is past them and takes the generic kernel), and
+ * typed elementwise programs an element at a time (Swin's window scores
+ * and their bias and mask, channel biases over 7x7 maps, scalars, chains
+ * of 3 and variadic ops of 5 inputs). */
+static void test_scalar_paths(void) {
+    static const int64_t rows_n[] = {1, 3, 20, 49, 50, 77, 197, 257, 577, 1000, 1001, 2049, 9000};
+    static const struct {
+        const char *op;
+        int ra, rb;
+        int64_t a[5], b[5];
+        const char *label;
+    } bin_cases[] = {
+        {"Add", 4, 4, {4, 3, 49, 49}, {1, 3, 49, 49}, "Swin bias [4,3,49,49] + [1,3,49,49]"},
+        {"Add", 5, 5, {2, 4, 3, 7, 7}, {1, 4, 1, 7, 7}, "Swin mask [2,4,3,7,7] + [1,4,1,7,7]"},
+        {"Mul", 4, 0, {2, 3, 7, 7}, {0}, "[2,3,7,7] * scalar"},
+        {"Sub", 0, 3, {0}, {3, 5, 7}, "scalar - [3,5,7]"},
+        {"Div", 4, 3, {2, 16, 7, 7}, {16, 1, 1}, "[2,16,7,7] / [16,1,1]"},
+        {"Max", 3, 2, {5, 1, 33}, {7, 1}, "[5,1,33] max [7,1], both broadcast"},
+        {"Add", 2, 2, {3, 197}, {3, 197}, "same shape [3,197]"},
+        {"PRelu", 4, 3, {2, 3, 5, 5}, {3, 1, 1}, "[2,3,5,5] slope [3,1,1]"},
+    };
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        for (size_t i = 0; i < KN_ARRAY_LEN(rows_n); i++)
+            for (int lg = 0; lg < 2; lg++) {
+                char label[64];
+                snprintf(label, sizeof label, "rows of %lld, %s", (long long)rows_n[i],
+                         kiln_dtype_name(dt));
+                tc_begin(lg ? "LogSoftmax" : "Softmax", "", 13, tol_for(dt, 1e-4), label);
+                tc_rand(dt, 3, D(3, 13, rows_n[i]), -8, 8);
+                tc_node(1);
+                tc_run();
+            }
+        tc_begin("Softmax", "", 13, tol_for(dt, 1e-4), "ViT-B/16 scores [1,12,197,197]");
+        tc_rand(dt, 4, D(1, 12, 197, 197), -8, 8);
+        tc_node(1);
+        tc_run();
+        tc_begin("Softmax", "", 13, tol_for(dt, 1e-4), "Swin windows [64,3,49,49], -inf masked");
+        tc_rand(dt, 4, D(64, 3, 49, 49), -8, 8);
+        for (int64_t k = 0; k < 64 * 3 * 49 * 49; k += 5)
+            store_real(dt, T.in[0].host, k, -INFINITY);
+        tc_node(1);
+        tc_run();
+        tc_begin("LogSoftmax", "", 13, tol_for(dt, 1e-4), "axis 1 of [3,49,5] (generic)");
+        tc_rand(dt, 3, D(3, 49, 5), -8, 8);
+        tc_node(1);
+        a_int("axis", 1);
+        tc_run();
+        tc_begin("Softmax", "", 13, tol_for(dt, 1e-4), "axis -2 of [2,197,3] (generic)");
+        tc_rand(dt, 3, D(2, 197, 3), -8, 8);
+        tc_node(1);
+        a_int("axis", -2);
+        tc_run();
+        tc_begin("Softmax", "", 11, tol_for(dt, 1e-4), "opset 11, [3,7,7] axis 1: rows of 49");
+        tc_rand(dt, 3, D(3, 7, 7), -8, 8);
+        tc_node(1);
+        a_int("axis", 1);
+        tc_run();
+        for (size_t i = 0; i < KN_ARRAY_LEN(bin_cases); i++) {
+            char label[160];
+            snprintf(label, sizeof label, "%s, %s", bin_cases[i].label, kiln_dtype_name(dt));
+            tc_begin(bin_cases[i].op, "", 14, tol_for(dt, 1e-5), label);
+            tc_rand(dt, bin_cases[i].ra, bin_cases[i].a, -3, 3);
+            tc_rand(dt, bin_cases[i].rb, bin_cases[i].b, -3, 3);
+            tc_node(1);
+            tc_run();
+        }
+        tc_begin("ElementwiseChain", KN_DOMAIN_KILN, 1, tol_for(dt, 1e-5),
+                 "3 inputs [2,4,3,7,7], [1,4,1,7,7], [3,7,1]");
+        tc_rand(dt, 5, D(2, 4, 3, 7, 7), -2, 2);
+        tc_rand(dt, 5, D(1, 4, 1, 7, 7), -2, 2);
+        tc_rand(dt, 3, D(3, 7, 1), 0.5, 2);
+        tc_node(1);
+        a_strs("ops", S("Add", "Mul", "Tanh", "Sub", "Max"), 5);
+        a_ints("operand", D(1, 2, -1, 1, 2), 5);
+        a_ints("swap", D(0, 1, 0, 1, 0), 5);
+        a_floats("alphas", (const float[]){0, 0, 0, 0, 0}, 5);
+        a_floats("betas", (const float[]){0, 0, 0, 0, 0}, 5);
+        tc_run();
+        tc_begin("Sum", "", 13, tol_for(dt, 1e-5), "5 inputs broadcast, inner 7");
+        tc_rand(dt, 3, D(3, 5, 7), -3, 3);
+        tc_rand(dt, 1, D(7), -3, 3);
+        tc_rand(dt, 2, D(5, 1), -3, 3);
+        tc_rand(dt, 3, D(3, 1, 7), -3, 3);
+        tc_rand(dt, 0, NULL, -3, 3);
+        tc_node(1);
+        tc_run();
+    }
+    /* past one grid's elements (4224 blocks of 256 threads, 4 each): the
+     * grid-stride step */
+    tc_begin("Add", "", 14, 1e-2, "Swin mask [16,64,3,49,49] + [1,64,1,49,49], float16");
+    tc_rand(KILN_DTYPE_FLOAT16, 5, D(16, 64, 3, 49, 49), -3, 3);
+    tc_rand(KILN_DTYPE_FLOAT16, 5, D(1, 64, 1, 49, 49), -3, 3);
+    tc_node(1);
+    tc_run();
+}
+
 static void test_reduce(void) {
     static const char *const ops[] = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                                       "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",
@@ -2161,6 +2260,7 @@ int main(void) {
     test_norm();
     test_layernorm_fused();
     test_fast_paths();
+    test_scalar_paths();
     test_reduce();
     test_pool();
     test_gemm();
