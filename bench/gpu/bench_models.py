@@ -365,17 +365,22 @@ def profile_plan(cli, name, plan, shapes, folder):
             log(f"{name}: {tag} exited with {rc}")
 
 
-def build_plan(cli, onnx_path, plan, spec, precision, cache, opt):
+def build_plan(cli, onnx_path, plan, spec, precision, cache, opt, float_inputs=True):
     """One dynamic-batch plan (1..64) tuned at batch `opt`, as a TensorRT user
     builds a latency plan (opt 1) and a throughput plan (opt 64): tactics are
-    timed at the opt shape. spec(batch) gives the --shapes string."""
+    timed at the opt shape. spec(batch) gives the --shapes string;
+    float_inputs=False for models whose inputs are token ids (no input type
+    is asked for then: trtexec's one format for a single input names its
+    type, and an int64 input cannot be bound as float16)."""
     cmd = [cli, "exec", f"--onnx={onnx_path}", f"--saveEngine={plan}", "--skipInference",
            f"--minShapes={spec(1)}", f"--optShapes={spec(opt)}",
            f"--maxShapes={spec(64)}", "--backend=cuda", f"--timingCacheFile={cache}"]
     if precision == "fp16":
         # as the FP16 PyTorch models: float16 in and out (trtexec's I/O
         # formats), so no conversion from and back to float32 is timed
-        cmd += ["--fp16", "--inputIOFormats=fp16:chw", "--outputIOFormats=fp16:chw"]
+        cmd += ["--fp16", "--outputIOFormats=fp16:chw"]
+        if float_inputs:
+            cmd += ["--inputIOFormats=fp16:chw"]
     return run_build(cmd)
 
 

@@ -200,8 +200,9 @@ def survey(name, a, kiln, kstream):
     if os.path.exists(cache):
         os.remove(cache)
     plans = {b: os.path.join(a.work, f"{name}_fp16_opt{b}.plan") for b in (1, 64)}
-    row["build_b64_s"] = build_plan(a.cli, onnx_path, plans[64], spec, "fp16", cache, 64)
-    row["build_b1_s"] = build_plan(a.cli, onnx_path, plans[1], spec, "fp16", cache, 1)
+    fin = name != "gpt2"  # GPT-2 reads int64 token ids
+    row["build_b64_s"] = build_plan(a.cli, onnx_path, plans[64], spec, "fp16", cache, 64, fin)
+    row["build_b1_s"] = build_plan(a.cli, onnx_path, plans[1], spec, "fp16", cache, 1, fin)
     if a.profile:
         profile_plan(a.cli, name, plans[64], shape_spec(name, 64), a.profile)
     mh = copy.deepcopy(m32).half()
