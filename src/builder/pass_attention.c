@@ -71,17 +71,16 @@ typedef struct attn_match {
     int scores;   /* S = Qt Kt: its name leads the fused layer's */
 } attn_match;
 
-static bool match(const kpass *p, int si, attn_match *m) {
-    static const int64_t p0213[4] = {0, 2, 1, 3}, p0231[4] = {0, 2, 3, 1};
+bool kpass_attn_scores(const kpass *p, int si, kpass_scores *s) {
     const kn_net *net = p->net;
     const kn_node *sm = &net->nodes[si];
-    memset(m, 0, sizeof *m);
-    m->mask = -1;
-    m->scale = 1.f;
+    memset(s, 0, sizeof *s);
+    s->softmax = si;
+    s->add = s->scale_node = s->scores = s->mask = -1;
+    s->scale = 1.f;
     if (!kpass_is(sm, "Softmax") || !softmax_last_axis(p, sm) || !kpass_free(p, si))
         return false;
     int t = sm->in[0], reader = si;
-    m->nodes[m->n_nodes++] = si;
     /* S + M, right below the Softmax */
     int pr = kpass_producer(p, t);
     if (pr >= 0 && kpass_is(&net->nodes[pr], "Add") && kpass_sole_reader(p, t) == reader) {
@@ -97,11 +96,11 @@ static bool match(const kpass *p, int si, attn_match *m) {
         }
         if (side < 0 || !kpass_same_shape(p, add->out[0], add->in[side]))
             return false;
-        m->mask = add->in[1 - side];
-        int mr = kpass_rank(p, m->mask);
+        s->mask = add->in[1 - side];
+        int mr = kpass_rank(p, s->mask);
         if (mr < 0 || mr > 4)
             return false;
-        m->nodes[m->n_nodes++] = pr;
+        s->add = pr;
         reader = pr;
         t = add->in[side];
         pr = kpass_producer(p, t);
@@ -119,17 +118,36 @@ static bool match(const kpass *p, int si, attn_match *m) {
             other = mul->in[1];
         if (other < 0 || c == 0.0)
             return false;
-        m->scale = (float)(div ? 1.0 / c : c);
-        m->nodes[m->n_nodes++] = pr;
+        s->scale = (float)(div ? 1.0 / c : c);
+        s->scale_node = pr;
         reader = pr;
         t = other;
         pr = kpass_producer(p, t);
     }
-    /* S = Qt Kt */
     if (pr < 0 || !kpass_is(&net->nodes[pr], "MatMul") || kpass_sole_reader(p, t) != reader)
         return false;
-    const kn_node *mm = &net->nodes[pr];
-    int mmi = pr, tn;
+    s->scores = pr;
+    return true;
+}
+
+static bool match(const kpass *p, int si, attn_match *m) {
+    static const int64_t p0213[4] = {0, 2, 1, 3}, p0231[4] = {0, 2, 3, 1};
+    const kn_net *net = p->net;
+    const kn_node *sm = &net->nodes[si];
+    memset(m, 0, sizeof *m);
+    kpass_scores sc;
+    if (!kpass_attn_scores(p, si, &sc))
+        return false;
+    m->mask = sc.mask;
+    m->scale = sc.scale;
+    m->nodes[m->n_nodes++] = si;
+    if (sc.add >= 0)
+        m->nodes[m->n_nodes++] = sc.add;
+    if (sc.scale_node >= 0)
+        m->nodes[m->n_nodes++] = sc.scale_node;
+    /* S = Qt Kt */
+    const kn_node *mm = &net->nodes[sc.scores];
+    int mmi = sc.scores, tn;
     m->scores = mmi;
     m->nodes[m->n_nodes++] = mmi;
     if ((m->qr = through_transpose(p, mm->in[0], mmi, p0213, &tn)) < 0)

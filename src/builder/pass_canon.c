@@ -1,9 +1,10 @@
-/* pass_canon.c - canonicalization: Identity, inference-mode Dropout and
- * Transpose by the identity permutation are removed, their readers rewired
- * to the input. Graph output names survive: when the removed node writes a
- * graph output, the input's producer is made to write that output instead.
- * Unless fusion is off, two Transposes in a row become one, and Reshape of a
- * Reshape reshapes the original (layout ops that traced exports chain). */
+/* pass_canon.c - canonicalization: Identity, inference-mode Dropout,
+ * Transpose by the identity permutation and Cast to the type its input
+ * already has are removed, their readers rewired to the input. Graph output
+ * names survive: when the removed node writes a graph output, the input's
+ * producer is made to write that output instead. Unless fusion is off, two
+ * Transposes in a row become one, and Reshape of a Reshape reshapes the
+ * original (layout ops that traced exports chain). */
 #include <stdio.h>
 #include <string.h>
 
@@ -204,8 +205,18 @@ kiln_status kpass_canonicalize(kpass *p, int *changed) {
             continue;
         }
         n = &net->nodes[i];
+        bool same_cast = false;
+        if (kpass_is(n, "Cast") && n->n_in == 1 && n->in[0] >= 0) {
+            /* a Cast to the type its input already has (GPT-2's export casts
+             * the float softmax to float) */
+            if (kpass_dtype(p, n->in[0]) == KILN_DTYPE_UNDEFINED && p->shapes_state == 0)
+                KN_TRY(kpass_need_shapes(p));
+            n = &net->nodes[i];
+            kiln_dtype from = kpass_dtype(p, n->in[0]);
+            same_cast = from != KILN_DTYPE_UNDEFINED && kn_attr_int(n, "to", 0) == (int64_t)from;
+        }
         bool ident = kpass_is(n, "Identity") || (kpass_is(n, "Dropout") && dropout_is_identity(p, n)) ||
-                     (kpass_is(n, "Transpose") && transpose_is_identity(n));
+                     (kpass_is(n, "Transpose") && transpose_is_identity(n)) || same_cast;
         if (!ident || n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0)
             continue;
         int x = n->in[0], y = n->out[0];

@@ -43,6 +43,22 @@ KN_HIDDEN kiln_status kpass_bias_act(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_attention(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_qkv(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_gather_transpose(kpass *p, int *changed);
+/* The score side of an attention pattern at Softmax node si (last axis,
+ * rank 4): Softmax(S * c + M) or without the scale or the mask, where S is
+ * a MatMul's output; every intermediate read once (pass_attention.c). */
+typedef struct kpass_scores {
+    int softmax, add, scale_node, scores; /* nodes; -1 when absent */
+    int mask;                             /* M, or -1 */
+    float scale;                          /* c (1 / c for a Div), else 1 */
+} kpass_scores;
+KN_HIDDEN bool kpass_attn_scores(const kpass *p, int si, kpass_scores *s);
+/* Attention behind layout views (pass_mha.c): after kpass_attention. */
+KN_HIDDEN kiln_status kpass_mha(kpass *p, int *changed);
+/* A row-wise projection between layout ops whose row orders cancel reads
+ * its rows in place (pass_mha.c). */
+KN_HIDDEN kiln_status kpass_row_permutes(kpass *p, int *changed);
+/* Shape(t) reads the earliest tensor deciding its answer (pass_shape.c). */
+KN_HIDDEN kiln_status kpass_shape_sink(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_chain(kpass *p, int *changed);
 /* Sums (and a row gather) feeding a LayerNormalization (pass_layernorm.c):
  * after the chains are made. */

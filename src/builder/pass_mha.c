@@ -1,0 +1,986 @@
+/* pass_mha.c - multi-head attention whose heads reach the score MatMul
+ * through any chain of layout ops.
+ *
+ * kpass_attention takes the export pattern with one Transpose on each of
+ * Q, K and V. Other exporters reach the heads in longer ways: torch's
+ * MultiheadAttention (ViT) transposes its input to sequence-first, packs
+ * the projections, then unsqueezes, transposes, squeezes and gathers Q, K
+ * and V, reshapes each to [S, B*H, D], transposes and reshapes again to
+ * [B, H, S, D], and scales Q and K by sqrt(scale) each. Whatever the chain,
+ * Q, K and V are strided views of some tensor, and that is all this pass
+ * looks at: it walks back from the score MatMul's operands through
+ * Transpose, Reshape, Unsqueeze, Squeeze, Flatten, Gather of one constant
+ * index, Split and scalar Mul/Div, computes each operand's strides over the
+ * tensor it started from (at every profile point, from the inferred
+ * shapes), and fuses when those strides are what kiln::Attention reads:
+ *   - packed: Q, K, V are the three [H, D] slices of one [B, S, 3, H, D]
+ *     tensor (qkv_packed), or
+ *   - separate: each is a whole [B, S, H, D] tensor.
+ * When the walk ends at a row-wise projection (MatMul by a constant matrix,
+ * with or without a constant bias Add, or a kiln::MatMul without a
+ * residual) whose input is a Transpose that keeps the last axis (the
+ * sequence-first transpose), the projection reads the Transpose's input
+ * instead: rows are independent, so only the view changes, and the
+ * transposed copy goes.
+ *
+ * The attention writes Y [B, S, H, Dv]; a Transpose gives the MatMul's
+ * [B, H, S, Dv] result to its readers as before, and canonicalization
+ * merges it with theirs (BERT's [0, 2, 1, 3] then vanishes). Every node on
+ * the way must be read only inside the pattern, so nothing else loses a
+ * tensor. */
+#include <stdio.h>
+#include <string.h>
+
+#include "passes.h"
+
+#define MV_STEPS 24
+
+/* A strided view of a contiguous tensor: element (i0, .., ir) is at
+ * offset + sum(i_k * strides[k]) of it. */
+typedef struct mv_view {
+    int rank;
+    int64_t dims[KILN_MAX_DIMS], strides[KILN_MAX_DIMS], offset;
+} mv_view;
+
+/* The layout ops from tensor t back to the tensor it views. */
+typedef struct mv_path {
+    int t, base;
+    int n;
+    int node[MV_STEPS]; /* node[0] produces t */
+    int out[MV_STEPS];  /* the tensor node[i] writes on the way */
+    double scale;       /* scalar Mul/Div met on the way */
+} mv_path;
+
+/* A projection that can read the input of the Transpose before it. */
+typedef struct mv_sink {
+    int top;       /* produces the viewed tensor: the bias Add or the MatMul */
+    int mm;        /* the MatMul (plain or kiln::) */
+    int tr;        /* the Transpose feeding it */
+    int x;         /* the Transpose's input */
+} mv_sink;
+
+static bool const_index(const kn_net *net, int t, int64_t *v) {
+    if (!kpass_is_const(net, t))
+        return false;
+    const kn_tdata *d = &net->tensors[t].value;
+    if (d->rank != 0 || (d->dtype != KILN_DTYPE_INT64 && d->dtype != KILN_DTYPE_INT32))
+        return false;
+    *v = kpass_value_int(d, 0);
+    return true;
+}
+
+static bool is_view_op(const kn_node *n) {
+    return (kpass_is(n, "Transpose") || kpass_is(n, "Reshape") || kpass_is(n, "Unsqueeze") ||
+            kpass_is(n, "Squeeze") || kpass_is(n, "Flatten") || kpass_is(n, "Split")) &&
+           n->n_in >= 1;
+}
+
+/* Walk back from t; scalar Mul/Div are taken when scale_ok. */
+static void walk(const kpass *p, int t, bool scale_ok, mv_path *w) {
+    const kn_net *net = p->net;
+    memset(w, 0, sizeof *w);
+    w->t = t;
+    w->scale = 1.0;
+    int cur = t;
+    while (w->n < MV_STEPS) {
+        int pr = kpass_producer(p, cur);
+        if (pr < 0)
+            break;
+        const kn_node *n = &net->nodes[pr];
+        int next = -1;
+        int64_t idx;
+        double c;
+        if (is_view_op(n)) {
+            next = n->in[0];
+        } else if (kpass_is(n, "Gather") && n->n_in == 2 && const_index(net, n->in[1], &idx)) {
+            next = n->in[0];
+        } else if (scale_ok && (kpass_is(n, "Mul") || kpass_is(n, "Div")) && n->n_in == 2) {
+            bool div = kpass_is(n, "Div");
+            if (kpass_const_scalar(net, n->in[1], &c) && c != 0.0) {
+                next = n->in[0];
+                w->scale *= div ? 1.0 / c : c;
+            } else if (!div && kpass_const_scalar(net, n->in[0], &c)) {
+                next = n->in[1];
+                w->scale *= c;
+            }
+        }
+        if (next < 0 || kpass_is_const(net, next))
+            break;
+        w->node[w->n] = pr;
+        w->out[w->n++] = cur;
+        cur = next;
+    }
+    w->base = cur;
+}
+
+/* Whether the tensor `base` comes from a row-wise projection of a
+ * Transpose that keeps the last axis, read by nothing else. */
+static bool sinkable(const kpass *p, int base, mv_sink *s) {
+    const kn_net *net = p->net;
+    int top = kpass_producer(p, base);
+    if (top < 0)
+        return false;
+    const kn_node *n = &net->nodes[top];
+    int mm = -1;
+    if (kpass_is(n, "Add") && n->n_in == 2) {
+        for (int j = 0; j < 2 && mm < 0; j++) {
+            int c = n->in[1 - j], a = n->in[j];
+            if (!kpass_is_const(net, c))
+                continue;
+            const kn_tdata *cv = &net->tensors[c].value;
+            bool rowvec = true;
+            for (int d = 0; d + 1 < cv->rank; d++)
+                rowvec &= cv->dims[d] == 1;
+            int pa = kpass_producer(p, a);
+            if (rowvec && pa >= 0 && kpass_sole_reader(p, a) == top &&
+                kpass_is(&net->nodes[pa], "MatMul"))
+                mm = pa;
+        }
+    } else if (kpass_is(n, "MatMul")) {
+        mm = top;
+    } else if (kpass_is_kiln(n, "MatMul") && !(n->n_in > 3 && n->in[3] >= 0)) {
+        mm = top;
+    }
+    if (mm < 0)
+        return false;
+    const kn_node *m = &net->nodes[mm];
+    if (m->n_in < 2 || m->in[0] < 0 || !kpass_is_const(net, m->in[1]) ||
+        net->tensors[m->in[1]].value.rank != 2 || !kpass_free(p, mm) || !kpass_free(p, top))
+        return false;
+    int tt = m->in[0], tr = kpass_producer(p, tt);
+    if (tr < 0 || kpass_sole_reader(p, tt) != mm || !kpass_free(p, tr))
+        return false;
+    const kn_node *t = &net->nodes[tr];
+    size_t np = 0;
+    const int64_t *perm = kn_attr_ints(t, "perm", &np);
+    int r = kpass_rank(p, tt);
+    if (!kpass_is(t, "Transpose") || t->n_in != 1 || !perm || r < 2 || np != (size_t)r ||
+        perm[r - 1] != r - 1)
+        return false;
+    s->top = top;
+    s->mm = mm;
+    s->tr = tr;
+    s->x = t->in[0];
+    return true;
+}
+
+/* ---------------- strides ----------------
+ * Between the projection and the score MatMul a dim may be the merge of
+ * dims that are not adjacent in memory ([S, B*H, D] in torch's
+ * MultiheadAttention, where B and H are far apart): no single stride
+ * describes it, though the chain as a whole is a permutation. So a dim is
+ * kept as a list of atoms, each a size and a stride, outermost first; a
+ * Reshape regroups the atoms (splitting one where a new dim boundary falls
+ * inside it), and only the final views must have one atom a dim. */
+
+#define MV_ATOMS 24
+
+typedef struct mv_atoms {
+    int rank, n;
+    int first[KILN_MAX_DIMS + 1]; /* dim d is atoms [first[d], first[d + 1]) */
+    int64_t size[MV_ATOMS], stride[MV_ATOMS];
+    int64_t offset;
+} mv_atoms;
+
+static int64_t dim_of(const mv_atoms *v, int d) {
+    int64_t n = 1;
+    for (int a = v->first[d]; a < v->first[d + 1]; a++)
+        n *= v->size[a];
+    return n;
+}
+
+static void contiguous(mv_atoms *v, int rank, const int64_t *dims) {
+    memset(v, 0, sizeof *v);
+    v->rank = rank;
+    int64_t st = 1;
+    for (int d = rank - 1; d >= 0; d--)
+        st *= dims[d];
+    for (int d = 0; d < rank; d++) {
+        v->first[d] = v->n;
+        st /= dims[d] ? dims[d] : 1;
+        if (dims[d] != 1) {
+            v->size[v->n] = dims[d];
+            v->stride[v->n++] = st;
+        }
+    }
+    v->first[rank] = v->n;
+}
+
+static void permute(mv_atoms *v, const int64_t *perm) {
+    mv_atoms o = *v;
+    o.n = 0;
+    for (int d = 0; d < v->rank; d++) {
+        o.first[d] = o.n;
+        for (int a = v->first[perm[d]]; a < v->first[perm[d] + 1]; a++) {
+            o.size[o.n] = v->size[a];
+            o.stride[o.n++] = v->stride[a];
+        }
+    }
+    o.first[v->rank] = o.n;
+    *v = o;
+}
+
+/* The atoms regrouped into `dims` (row-major order kept); false when a
+ * boundary would cut an atom unevenly. */
+static bool regroup(mv_atoms *v, int rank, const int64_t *dims) {
+    if (rank > KILN_MAX_DIMS || kn_numel(rank, dims) <= 0)
+        return false;
+    int64_t size[MV_ATOMS], stride[MV_ATOMS];
+    int n = v->n, last[KILN_MAX_DIMS];
+    memcpy(size, v->size, sizeof size);
+    memcpy(stride, v->stride, sizeof stride);
+    /* from the innermost dim: take atoms from the end, splitting one when
+     * the dim ends inside it */
+    int64_t osize[MV_ATOMS], ostride[MV_ATOMS];
+    int on = 0;
+    for (int d = rank - 1; d >= 0; d--) {
+        int64_t need = dims[d];
+        last[d] = on;
+        while (need > 1) {
+            if (n == 0 || on == MV_ATOMS)
+                return false;
+            int64_t sz = size[n - 1], st = stride[n - 1];
+            if (need % sz == 0) {
+                osize[on] = sz;
+                ostride[on++] = st;
+                need /= sz;
+                n--;
+            } else if (sz % need == 0) {
+                osize[on] = need;
+                ostride[on++] = st;
+                size[n - 1] = sz / need;
+                stride[n - 1] = st * need;
+                need = 1;
+            } else {
+                return false;
+            }
+        }
+    }
+    if (n != 0)
+        return false;
+    /* osize holds the atoms innermost first; dim d took those from last[d]
+     * up to where dim d - 1 began (last[d - 1]; the end for dim 0) */
+    v->rank = rank;
+    v->n = on;
+    for (int a = 0; a < on; a++) {
+        v->size[a] = osize[on - 1 - a];
+        v->stride[a] = ostride[on - 1 - a];
+    }
+    for (int d = 0; d < rank; d++)
+        v->first[d] = d == 0 ? 0 : on - last[d - 1];
+    v->first[rank] = on;
+    return true;
+}
+
+static void remove_atom(mv_atoms *v, int at) {
+    for (int a = at; a + 1 < v->n; a++) {
+        v->size[a] = v->size[a + 1];
+        v->stride[a] = v->stride[a + 1];
+    }
+    v->n--;
+    for (int d = 0; d <= v->rank; d++)
+        if (v->first[d] > at)
+            v->first[d]--;
+}
+
+static void drop_dim(mv_atoms *v, int d) {
+    int a0 = v->first[d], a1 = v->first[d + 1], k = a1 - a0;
+    for (int a = a0; a + k < v->n; a++) {
+        v->size[a] = v->size[a + k];
+        v->stride[a] = v->stride[a + k];
+    }
+    v->n -= k;
+    for (int e = d; e < v->rank; e++)
+        v->first[e] = v->first[e + 1] - k;
+    v->rank--;
+}
+
+/* Apply path node n (which produces `out`) to v at profile point k. */
+static bool apply(const kpass *p, int k, const kn_node *n, int out, mv_atoms *v) {
+    const kn_tinfo *o = kpass_shape(p, k, out);
+    if (!o)
+        return false;
+    if (kpass_is(n, "Transpose")) {
+        size_t np = 0;
+        const int64_t *perm = kn_attr_ints(n, "perm", &np);
+        int64_t rev[KILN_MAX_DIMS];
+        if (!perm) {
+            for (int d = 0; d < v->rank; d++)
+                rev[d] = v->rank - 1 - d;
+            perm = rev;
+        } else if (np != (size_t)v->rank) {
+            return false;
+        }
+        for (int d = 0; d < v->rank; d++)
+            if (perm[d] < 0 || perm[d] >= v->rank)
+                return false;
+        permute(v, perm);
+    } else if (kpass_is(n, "Gather")) {
+        int64_t a = kn_attr_int(n, "axis", 0), idx;
+        if (a < 0)
+            a += v->rank;
+        if (a < 0 || a >= v->rank || !const_index(p->net, n->in[1], &idx))
+            return false;
+        if (idx < 0)
+            idx += dim_of(v, (int)a);
+        if (idx < 0 || idx >= dim_of(v, (int)a))
+            return false;
+        for (int at = v->first[a + 1] - 1; at >= v->first[a]; at--) {
+            v->offset += (idx % v->size[at]) * v->stride[at];
+            idx /= v->size[at];
+        }
+        drop_dim(v, (int)a);
+    } else if (kpass_is(n, "Split")) {
+        int64_t a = kn_attr_int(n, "axis", 0), start = 0;
+        if (a < 0)
+            a += v->rank;
+        if (a < 0 || a >= v->rank || o->rank != v->rank)
+            return false;
+        int j = 0;
+        while (j < n->n_out && n->out[j] != out) {
+            const kn_tinfo *prev = n->out[j] >= 0 ? kpass_shape(p, k, n->out[j]) : NULL;
+            if (!prev || prev->rank != v->rank)
+                return false;
+            start += prev->dims[a];
+            j++;
+        }
+        int64_t len = o->dims[a];
+        if (j == n->n_out || v->first[a + 1] == v->first[a])
+            return false;
+        /* a slice of the dim's outermost atom */
+        int at = v->first[a];
+        int64_t inner = dim_of(v, (int)a) / v->size[at];
+        if (start % inner || len % inner)
+            return false;
+        v->offset += start / inner * v->stride[at];
+        v->size[at] = len / inner;
+        if (v->size[at] == 1)
+            remove_atom(v, at);
+    } else if (kpass_is(n, "Mul") || kpass_is(n, "Div")) {
+        /* a scalar factor: the view is unchanged */
+    } else if (!regroup(v, o->rank, o->dims)) { /* Reshape, Unsqueeze, Squeeze, Flatten */
+        return false;
+    }
+    if (v->rank != o->rank)
+        return false;
+    for (int d = 0; d < v->rank; d++)
+        if (dim_of(v, d) != o->dims[d])
+            return false;
+    return true;
+}
+
+/* The strided view: each dim one atom once adjacent atoms that are
+ * contiguous with each other are merged. */
+static bool to_view(const mv_atoms *v, mv_view *out) {
+    out->rank = v->rank;
+    out->offset = v->offset;
+    for (int d = 0; d < v->rank; d++) {
+        int a0 = v->first[d], a1 = v->first[d + 1];
+        out->dims[d] = dim_of(v, d);
+        out->strides[d] = a1 > a0 ? v->stride[a1 - 1] : 0;
+        for (int a = a1 - 1; a > a0; a--)
+            if (v->stride[a - 1] != v->stride[a] * v->size[a])
+                return false;
+    }
+    return true;
+}
+
+/* The view path w gives at profile point k over its base (over the sunk
+ * projection's rows when s is given). */
+static bool view_at(const kpass *p, int k, const mv_path *w, const mv_sink *s, mv_view *out) {
+    const kn_tinfo *b = kpass_shape(p, k, w->base);
+    mv_atoms v;
+    if (!b || b->rank < 1)
+        return false;
+    if (s) {
+        /* the projection of x: x's rows, the projection's columns */
+        const kn_tinfo *x = kpass_shape(p, k, s->x);
+        if (!x || x->rank != b->rank)
+            return false;
+        int64_t dims[KILN_MAX_DIMS];
+        memcpy(dims, x->dims, sizeof dims);
+        dims[x->rank - 1] = b->dims[b->rank - 1];
+        contiguous(&v, x->rank, dims);
+        size_t np = 0;
+        permute(&v, kn_attr_ints(&p->net->nodes[s->tr], "perm", &np));
+        for (int d = 0; d < b->rank; d++)
+            if (dim_of(&v, d) != b->dims[d])
+                return false;
+    } else {
+        contiguous(&v, b->rank, b->dims);
+    }
+    for (int i = w->n - 1; i >= 0; i--)
+        if (!apply(p, k, &p->net->nodes[w->node[i]], w->out[i], &v))
+            return false;
+    return to_view(&v, out);
+}
+
+/* ---------------- the match ---------------- */
+
+typedef struct mha {
+    kpass_scores sc;
+    int ctx;               /* O = P V */
+    mv_path q, k, v;
+    mv_sink sink;
+    bool sunk, packed;
+    int64_t h, d, dv, s, sk; /* heads, head dims, query and key lengths (-1: not static) */
+    bool lead;             /* the base's dims 0 and 1 are [B, S] everywhere */
+} mha;
+
+/* Q [B, H, Sq, D], K [B, H, D, Sk], V [B, H, Sk, Dv] views at point k. */
+typedef struct qkv_views {
+    mv_view q, k, v;
+} qkv_views;
+
+static bool fits(int64_t dim, int64_t stride, int64_t want) { return dim == 1 || stride == want; }
+
+/* Q, K, V as the three slices of one [B, S, 3, H, D] tensor. */
+static bool packed_at(const qkv_views *x, int64_t numel) {
+    const mv_view *q = &x->q, *k = &x->k, *v = &x->v;
+    int64_t b = q->dims[0], h = q->dims[1], s = q->dims[2], d = q->dims[3], e = h * d;
+    if (k->dims[3] != s || v->dims[2] != s || v->dims[3] != d || numel != b * s * 3 * e)
+        return false;
+    return fits(b, q->strides[0], s * 3 * e) && fits(h, q->strides[1], d) &&
+           fits(s, q->strides[2], 3 * e) && fits(d, q->strides[3], 1) && q->offset == 0 &&
+           fits(b, k->strides[0], s * 3 * e) && fits(h, k->strides[1], d) &&
+           fits(d, k->strides[2], 1) && fits(s, k->strides[3], 3 * e) && k->offset == e &&
+           fits(b, v->strides[0], s * 3 * e) && fits(h, v->strides[1], d) &&
+           fits(s, v->strides[2], 3 * e) && fits(d, v->strides[3], 1) && v->offset == 2 * e;
+}
+
+/* One view [B, H, S, D] (K: [B, H, D, S] when kt) of a whole [B, S, H, D]. */
+static bool whole_at(const mv_view *x, bool kt, int64_t numel) {
+    int64_t b = x->dims[0], h = x->dims[1], s = x->dims[kt ? 3 : 2], d = x->dims[kt ? 2 : 3];
+    return numel == b * s * h * d && x->offset == 0 && fits(b, x->strides[0], s * h * d) &&
+           fits(h, x->strides[1], d) && fits(s, x->strides[kt ? 3 : 2], h * d) &&
+           fits(d, x->strides[kt ? 2 : 3], 1);
+}
+
+static int64_t base_numel(const kpass *p, int k, int base) {
+    const kn_tinfo *b = kpass_shape(p, k, base);
+    return b ? kn_numel(b->rank, b->dims) : -1;
+}
+
+/* Every reader of every output of the nodes in set[] is in set[] or is
+ * `extra`, and none of those outputs is a graph output. */
+static bool closed(const kpass *p, const int *set, int n, int extra) {
+    const kn_net *net = p->net;
+    for (int i = 0; i < n; i++) {
+        const kn_node *nd = &net->nodes[set[i]];
+        if (!kpass_free(p, set[i]))
+            return false;
+        for (int j = 0; j < nd->n_out; j++) {
+            int t = nd->out[j];
+            if (t < 0)
+                continue;
+            if (t >= p->n_tensors || p->is_output[t])
+                return false;
+            for (int r = p->rd_start[t]; r < p->rd_start[t + 1]; r++) {
+                int rd = p->rd_node[r];
+                bool in = rd == extra;
+                for (int q = 0; q < n && !in; q++)
+                    in = set[q] == rd;
+                if (!in)
+                    return false;
+            }
+        }
+    }
+    return true;
+}
+
+static bool add_unique(int *set, int *n, int cap, int v) {
+    for (int i = 0; i < *n; i++)
+        if (set[i] == v)
+            return true;
+    if (*n >= cap)
+        return false;
+    set[(*n)++] = v;
+    return true;
+}
+
+#define MHA_SET (3 * MV_STEPS + 8)
+
+static bool match(const kpass *p, int si, mha *m, int *set, int *n_set) {
+    const kn_net *net = p->net;
+    memset(m, 0, sizeof *m);
+    if (!kpass_attn_scores(p, si, &m->sc))
+        return false;
+    const kn_node *sm = &net->nodes[si];
+    m->ctx = kpass_sole_reader(p, sm->out[0]);
+    if (m->ctx < 0 || !kpass_is(&net->nodes[m->ctx], "MatMul") ||
+        net->nodes[m->ctx].in[0] != sm->out[0] || !kpass_free(p, m->ctx))
+        return false;
+    const kn_node *sc = &net->nodes[m->sc.scores];
+    int a = sc->in[0], bk = sc->in[1], vt = net->nodes[m->ctx].in[1];
+    if (kpass_rank(p, a) != 4 || kpass_rank(p, bk) != 4 || kpass_rank(p, vt) != 4)
+        return false;
+    walk(p, a, true, &m->q);
+    walk(p, bk, true, &m->k);
+    walk(p, vt, false, &m->v);
+    if (!m->q.n || !m->k.n || !m->v.n)
+        return false;
+    m->packed = m->q.base == m->k.base && m->k.base == m->v.base;
+    if (!m->packed && (m->q.base == m->k.base || m->k.base == m->v.base || m->q.base == m->v.base))
+        return false;
+    m->sunk = m->packed && sinkable(p, m->q.base, &m->sink);
+    const mv_sink *sk = m->sunk ? &m->sink : NULL;
+    /* the strides at every profile point; H, D and S the same at each */
+    m->lead = true;
+    for (int k = 0; k < p->n_points; k++) {
+        qkv_views x;
+        if (!view_at(p, k, &m->q, sk, &x.q) || !view_at(p, k, &m->k, sk, &x.k) ||
+            !view_at(p, k, &m->v, sk, &x.v))
+            return false;
+        int64_t h = x.q.dims[1], d = x.q.dims[3], s = x.q.dims[2];
+        if (x.k.dims[0] != x.q.dims[0] || x.v.dims[0] != x.q.dims[0] || x.k.dims[1] != h ||
+            x.v.dims[1] != h || x.k.dims[2] != d)
+            return false;
+        if (k == 0) {
+            m->h = h, m->d = d, m->dv = x.v.dims[3], m->s = s, m->sk = x.k.dims[3];
+        } else if (m->h != h || m->d != d || m->dv != x.v.dims[3]) {
+            return false;
+        } else {
+            m->s = m->s == s ? s : -1;
+            m->sk = m->sk == x.k.dims[3] ? m->sk : -1;
+        }
+        bool ok;
+        if (m->packed) {
+            ok = packed_at(&x, base_numel(p, k, m->q.base));
+        } else {
+            ok = whole_at(&x.q, false, base_numel(p, k, m->q.base)) &&
+                 whole_at(&x.k, true, base_numel(p, k, m->k.base)) &&
+                 whole_at(&x.v, false, base_numel(p, k, m->v.base)) && x.k.dims[3] == x.v.dims[2];
+        }
+        if (!ok)
+            return false;
+        /* the base's leading dims: [B, S] (after the sink: x's) */
+        const kn_tinfo *bt = kpass_shape(p, k, sk ? sk->x : m->q.base);
+        if (!m->packed) {
+            for (int j = 0; j < 3 && m->lead; j++) {
+                const kn_tinfo *bj = kpass_shape(p, k, j == 0 ? m->q.base : j == 1 ? m->k.base : m->v.base);
+                int64_t sj = j == 0 ? s : j == 1 ? x.k.dims[3] : x.v.dims[2];
+                m->lead = m->lead && bj && bj->rank >= 3 && bj->dims[0] == x.q.dims[0] &&
+                          bj->dims[1] == sj;
+            }
+        } else {
+            m->lead &= bt && bt->rank >= 3 && bt->dims[0] == x.q.dims[0] && bt->dims[1] == s;
+        }
+    }
+    if (!m->lead && (m->s < 0 || m->sk < 0))
+        return false; /* no reshape shape would say [B, S, ...] everywhere */
+    /* the nodes to remove, each read only inside the pattern */
+    int n = 0;
+    bool ok = add_unique(set, &n, MHA_SET, si) && add_unique(set, &n, MHA_SET, m->sc.scores);
+    if (m->sc.add >= 0)
+        ok = ok && add_unique(set, &n, MHA_SET, m->sc.add);
+    if (m->sc.scale_node >= 0)
+        ok = ok && add_unique(set, &n, MHA_SET, m->sc.scale_node);
+    const mv_path *paths[3] = {&m->q, &m->k, &m->v};
+    for (int j = 0; j < 3 && ok; j++)
+        for (int i = 0; i < paths[j]->n && ok; i++)
+            ok = add_unique(set, &n, MHA_SET, paths[j]->node[i]);
+    if (!ok || !closed(p, set, n, m->ctx))
+        return false;
+    if (m->sunk) {
+        /* the projection's output is read only by the pattern's views */
+        int base = m->q.base;
+        for (int r = p->rd_start[base]; r < p->rd_start[base + 1]; r++) {
+            bool in = false;
+            for (int q = 0; q < n && !in; q++)
+                in = set[q] == p->rd_node[r];
+            if (!in)
+                m->sunk = false;
+        }
+        if (!m->sunk || p->is_output[base])
+            return false; /* the views were checked through the sink */
+    }
+    *n_set = n;
+    return true;
+}
+
+/* A Reshape of `from` to [B, S, (3,) H, D] written to a fresh tensor. */
+static kiln_status heads_view(kpass *p, const mha *m, int from, int64_t seq, int64_t hd,
+                              bool packed, const char *name, int *out) {
+    kn_net *net = p->net;
+    int64_t shape[5], n = 0;
+    shape[n++] = m->lead ? 0 : -1;
+    shape[n++] = m->lead ? 0 : seq;
+    if (packed)
+        shape[n++] = 3;
+    shape[n++] = m->h;
+    shape[n++] = hd;
+    kn_tdata sv;
+    KN_TRY(kn_tdata_alloc(&sv, KILN_DTYPE_INT64, 1, &n));
+    memcpy(sv.data, shape, sizeof(int64_t) * (size_t)n);
+    int sh, node;
+    KN_TRY(kpass_add_const(net, "heads_shape", &sv, &sh));
+    KN_TRY(kn_net_new_tensor(net, "heads", out));
+    int in2[2] = {from, sh};
+    KN_TRY(kn_net_add_node(net, name, "Reshape", "", 14, 2, in2, 1, out, &node));
+    return KILN_OK;
+}
+
+kiln_status kpass_mha(kpass *p, int *changed) {
+    kn_net *net = p->net;
+    bool any = false;
+    for (int i = 0; i < p->n_nodes && !any; i++)
+        any = !net->nodes[i].dead && kpass_is(&net->nodes[i], "Softmax");
+    if (!any)
+        return KILN_OK;
+    KN_TRY(kpass_need_shapes(p));
+    if (p->shapes_state != 1)
+        return KILN_OK;
+    for (int i = 0; i < p->n_nodes; i++) {
+        mha m;
+        int set[MHA_SET], n_set = 0;
+        if (net->nodes[i].dead || !match(p, i, &m, set, &n_set))
+            continue;
+        if (m.sunk) {
+            /* the projection reads the rows in their own order */
+            kn_node *mm = &net->nodes[m.sink.mm];
+            mm->in[0] = m.sink.x;
+            kpass_touch(p, m.sink.mm);
+            kpass_touch(p, m.sink.top);
+            kpass_kill(p, m.sink.tr);
+        }
+        char name[512];
+        int ins[3] = {-1, -1, -1};
+        snprintf(name, sizeof name, "%s heads", net->nodes[m.sc.scores].name);
+        if (m.packed) {
+            KN_TRY(heads_view(p, &m, m.q.base, m.s, m.d, true, name, &ins[0]));
+        } else {
+            KN_TRY(heads_view(p, &m, m.q.base, m.s, m.d, false, name, &ins[0]));
+            KN_TRY(heads_view(p, &m, m.k.base, m.sk, m.d, false, name, &ins[1]));
+            KN_TRY(heads_view(p, &m, m.v.base, m.sk, m.dv, false, name, &ins[2]));
+        }
+        /* the context MatMul becomes the attention, writing [B, S, H, Dv] */
+        kn_node *y = &net->nodes[m.ctx];
+        int o = y->out[0], yt, tn;
+        char *nm = kn_strdup(net->nodes[m.sc.scores].name);
+        if (!nm)
+            return KILN_ERR_OUT_OF_MEMORY;
+        kn_free(y->name);
+        y->name = nm;
+        KN_TRY(kpass_join_name(y, net->nodes[i].name));
+        KN_TRY(kpass_retype(y, "Attention", KN_DOMAIN_KILN, 1));
+        y->in[0] = ins[0];
+        KN_TRY(kpass_set_input(y, 1, ins[1]));
+        KN_TRY(kpass_set_input(&net->nodes[m.ctx], 2, ins[2]));
+        if (m.sc.mask >= 0)
+            KN_TRY(kpass_set_input(&net->nodes[m.ctx], 3, m.sc.mask));
+        y = &net->nodes[m.ctx];
+        KN_TRY(kn_node_set_float(y, "scale", (float)(m.sc.scale * m.q.scale * m.k.scale)));
+        if (m.packed)
+            KN_TRY(kn_node_set_int(y, "qkv_packed", 1));
+        snprintf(name, sizeof name, "%s_bshd", net->tensors[o].name);
+        KN_TRY(kn_net_new_tensor(net, name, &yt));
+        kpass_set_output(net, m.ctx, 0, yt);
+        snprintf(name, sizeof name, "%s (heads first)", net->nodes[m.ctx].name);
+        KN_TRY(kn_net_add_node(net, name, "Transpose", "", 13, 1, &yt, 1, &o, &tn));
+        KN_TRY(kn_node_set_ints(&net->nodes[tn], "perm", (const int64_t[]){0, 2, 1, 3}, 4));
+        for (int k = 0; k < n_set; k++)
+            kpass_kill(p, set[k]);
+        kpass_touch(p, m.ctx);
+        kn_log(KILN_LOG_VERBOSE,
+               "attention-views: '%s' is one layer (scale %g, %s, %s mask%s)",
+               net->nodes[m.ctx].name, (double)kn_attr_float(&net->nodes[m.ctx], "scale", 1.f),
+               m.packed ? "packed Q, K, V" : "separate Q, K, V", m.sc.mask >= 0 ? "with" : "no",
+               m.sunk ? ", projection reads its input untransposed" : "");
+        (*changed)++;
+    }
+    return KILN_OK;
+}
+
+/* ---------------- row-wise ops between permutes ----------------
+ * After the attention, torch's MultiheadAttention permutes the heads back
+ * to sequence-first ([S, B, H, D]), reshapes to [S*B, E], applies its
+ * output projection and permutes the result back to [B, S, E]: two
+ * transposed copies around a projection that treats every row alone.
+ * When the row order the projection sees, followed by the reordering after
+ * it, is the identity (checked row by row at every profile point), the
+ * projection reads the rows in their first order and the copies go:
+ *   Z = after(G(before(Y)))  ->  Z = Reshape(G(Reshape(Y, [-1, E])),
+ *                                            Y's leading dims + [E']). */
+
+/* Whether node g maps each row of its input 0 to the same row of its
+ * output, independently of the other rows. */
+static bool row_op(const kn_net *net, const kn_node *g) {
+    if (g->n_in < 2 || g->in[0] < 0 || !kpass_is_const(net, g->in[1]) ||
+        net->tensors[g->in[1]].value.rank != 2)
+        return false;
+    bool gemm = kpass_is(g, "Gemm") || kpass_is_kiln(g, "Gemm");
+    bool mm = kpass_is(g, "MatMul") || kpass_is_kiln(g, "MatMul");
+    if (!gemm && !mm)
+        return false;
+    if (g->n_in > 3 && g->in[3] >= 0)
+        return false; /* a residual read by row index */
+    if (gemm) {
+        if (kn_attr_int(g, "transA", 0))
+            return false;
+        if (g->n_in > 2 && g->in[2] >= 0) {
+            if (!kpass_is_const(net, g->in[2]))
+                return false;
+            const kn_tdata *c = &net->tensors[g->in[2]].value;
+            if (c->rank > 2 || (c->rank == 2 && c->dims[0] != 1))
+                return false;
+        }
+    } else if (g->n_in > 2 && g->in[2] >= 0 && !kpass_is_const(net, g->in[2])) {
+        return false;
+    }
+    return true;
+}
+
+/* Offset of row r of a view whose last dim is one atom: the leading atoms
+ * are the row number's mixed-radix digits. */
+static int64_t row_offset(const mv_atoms *v, int64_t r) {
+    int64_t off = v->offset;
+    for (int a = v->first[v->rank - 1] - 1; a >= 0; a--) {
+        off += (r % v->size[a]) * v->stride[a];
+        r /= v->size[a];
+    }
+    return off;
+}
+
+/* The atoms of path w's view over its base at point k. */
+static bool atoms_at(const kpass *p, int k, const mv_path *w, mv_atoms *v) {
+    const kn_tinfo *b = kpass_shape(p, k, w->base);
+    if (!b || b->rank < 1)
+        return false;
+    contiguous(v, b->rank, b->dims);
+    for (int i = w->n - 1; i >= 0; i--)
+        if (!apply(p, k, &p->net->nodes[w->node[i]], w->out[i], v))
+            return false;
+    return true;
+}
+
+/* A view whose last dim is exactly the base's rows of `cols` elements
+ * (its atoms merged into one); the last dim becomes that one atom. */
+static bool whole_rows(mv_atoms *v, int64_t cols) {
+    int r = v->rank;
+    if (r < 1 || v->offset % cols)
+        return false;
+    int a0 = v->first[r - 1], a1 = v->first[r];
+    for (int a = a1 - 1; a > a0; a--)
+        if (v->stride[a - 1] != v->stride[a] * v->size[a])
+            return false;
+    if (a1 == a0 || dim_of(v, r - 1) != cols || v->stride[a1 - 1] != 1)
+        return false;
+    v->size[a0] = cols;
+    v->stride[a0] = 1;
+    v->n = a0 + 1;
+    v->first[r] = v->n;
+    return true;
+}
+
+#define ROWS_MAX (1 << 24)
+
+static bool rows_identity(const kpass *p, const mv_path *before, const mv_path *after,
+                          int64_t e, int64_t e2) {
+    for (int k = 0; k < p->n_points; k++) {
+        mv_atoms va, vz;
+        if (!atoms_at(p, k, before, &va) || !atoms_at(p, k, after, &vz) || !whole_rows(&va, e) ||
+            !whole_rows(&vz, e2))
+            return false;
+        const kn_tinfo *z = kpass_shape(p, k, after->t);
+        int64_t rows = kn_numel(z->rank, z->dims) / e2;
+        if (rows <= 0 || rows > ROWS_MAX)
+            return false;
+        for (int64_t i = 0; i < rows; i++) {
+            int64_t oz = row_offset(&vz, i);
+            if (oz % e2 || row_offset(&va, oz / e2) != i * e)
+                return false;
+        }
+    }
+    return true;
+}
+
+/* A constant [2] or [1]-long int64 vector. */
+static kiln_status ivec(kn_net *net, const char *hint, const int64_t *v, int64_t n, int *out) {
+    kn_tdata d;
+    KN_TRY(kn_tdata_alloc(&d, KILN_DTYPE_INT64, 1, &n));
+    memcpy(d.data, v, sizeof(int64_t) * (size_t)n);
+    return kpass_add_const(net, hint, &d, out);
+}
+
+/* Shape(y) without its last `tail` dims, then `cols`: a fresh tensor. */
+static kiln_status lead_shape(kpass *p, int y, int tail, int64_t cols, const char *what,
+                              int *out) {
+    kn_net *net = p->net;
+    char name[600];
+    int sy, c, node, yr = kpass_rank(p, y);
+    KN_TRY(kn_net_new_tensor(net, "lead_shape", &sy));
+    snprintf(name, sizeof name, "%s leading dims", what);
+    KN_TRY(kn_net_add_node(net, name, "Shape", "", 15, 1, &y, 1, &sy, &node));
+    KN_TRY(kn_node_set_int(&net->nodes[node], "end", yr - tail));
+    KN_TRY(ivec(net, "cols", &cols, 1, &c));
+    KN_TRY(kn_net_new_tensor(net, "rows_shape", out));
+    int in2[2] = {sy, c};
+    snprintf(name, sizeof name, "%s shape", what);
+    KN_TRY(kn_net_add_node(net, name, "Concat", "", 13, 2, in2, 1, out, &node));
+    return kn_node_set_int(&net->nodes[node], "axis", 0);
+}
+
+/* W transposed, a new constant (any element size). */
+static kiln_status transposed(kn_net *net, int w, int *out) {
+    const kn_tdata *v = &net->tensors[w].value;
+    int64_t dims[2] = {v->dims[1], v->dims[0]};
+    size_t es = kiln_dtype_size(v->dtype);
+    kn_tdata t;
+    KN_TRY(kn_tdata_alloc(&t, v->dtype, 2, dims));
+    void *tmp = NULL;
+    const uint8_t *src = kn_tdata_aligned(v, &tmp);
+    if (!src) {
+        kn_tdata_free(&t);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    uint8_t *dst = t.data;
+    for (int64_t r = 0; r < v->dims[0]; r++)
+        for (int64_t c = 0; c < v->dims[1]; c++)
+            memcpy(dst + (size_t)(c * v->dims[0] + r) * es, src + (size_t)(r * v->dims[1] + c) * es, es);
+    kn_aligned_free(tmp);
+    return kpass_add_const(net, "weight_t", &t, out);
+}
+
+/* Rewire row op gi to read Y's rows (Y's last `tail` dims hold a row of e)
+ * and write Z (Y's leading dims, then e2): a MatMul reads Y viewed as
+ * [lead.., e] and writes Z; a plain Gemm (alpha 1, beta 1) becomes that
+ * MatMul and a bias Add, which the epilogue passes take back; another Gemm
+ * reads [rows, e] and a Reshape gives Z. */
+static kiln_status rows_in_place(kpass *p, int gi, int y, int z, int tail, int64_t e, int64_t e2) {
+    kn_net *net = p->net;
+    kn_node *g = &net->nodes[gi];
+    char what[512];
+    snprintf(what, sizeof what, "%s rows", g->name);
+    bool mm = kpass_is(g, "MatMul") || kpass_is_kiln(g, "MatMul");
+    bool plain_gemm = kpass_is(g, "Gemm") && kn_attr_float(g, "alpha", 1.f) == 1.f &&
+                      (g->n_in < 3 || g->in[2] < 0 || kn_attr_float(g, "beta", 1.f) == 1.f);
+    int yv = y, node, sh;
+    if (mm || plain_gemm) {
+        if (tail != 1) {
+            KN_TRY(lead_shape(p, y, tail, e, what, &sh));
+            KN_TRY(kn_net_new_tensor(net, "rows", &yv));
+            int in2[2] = {y, sh};
+            KN_TRY(kn_net_add_node(net, what, "Reshape", "", 14, 2, in2, 1, &yv, &node));
+        }
+        g = &net->nodes[gi];
+        if (mm) {
+            g->in[0] = yv;
+            kpass_set_output(net, gi, 0, z);
+            kpass_touch(p, gi);
+            return KILN_OK;
+        }
+        int w = g->in[1], bias = g->n_in > 2 ? g->in[2] : -1;
+        if (kn_attr_int(g, "transB", 0))
+            KN_TRY(transposed(net, w, &w));
+        g = &net->nodes[gi];
+        int mo = z;
+        if (bias >= 0)
+            KN_TRY(kn_net_new_tensor(net, "rows_mm", &mo));
+        int in2[2] = {yv, w};
+        KN_TRY(kn_net_add_node(net, net->nodes[gi].name, "MatMul", "", 13, 2, in2, 1, &mo, &node));
+        if (bias >= 0) {
+            int ab[2] = {mo, bias};
+            snprintf(what, sizeof what, "%s bias", net->nodes[gi].name);
+            KN_TRY(kn_net_add_node(net, what, "Add", "", 14, 2, ab, 1, &z, &node));
+        }
+        kpass_kill(p, gi);
+        return KILN_OK;
+    }
+    int64_t rs[2] = {-1, e};
+    int rows_in, gout, zshape;
+    KN_TRY(ivec(net, "rows_shape", rs, 2, &sh));
+    KN_TRY(kn_net_new_tensor(net, "rows", &rows_in));
+    int in2[2] = {y, sh};
+    KN_TRY(kn_net_add_node(net, what, "Reshape", "", 14, 2, in2, 1, &rows_in, &node));
+    KN_TRY(lead_shape(p, y, tail, e2, what, &zshape));
+    KN_TRY(kn_net_new_tensor(net, "rows_out", &gout));
+    net->nodes[gi].in[0] = rows_in;
+    kpass_set_output(net, gi, 0, gout);
+    int zin[2] = {gout, zshape};
+    snprintf(what, sizeof what, "%s back to rows", net->nodes[gi].name);
+    KN_TRY(kn_net_add_node(net, what, "Reshape", "", 14, 2, zin, 1, &z, &node));
+    kpass_touch(p, gi);
+    return KILN_OK;
+}
+
+kiln_status kpass_row_permutes(kpass *p, int *changed) {
+    kn_net *net = p->net;
+    bool any = false;
+    for (int i = 0; i < p->n_nodes && !any; i++)
+        any = !net->nodes[i].dead && kpass_is(&net->nodes[i], "Transpose");
+    if (!any)
+        return KILN_OK;
+    KN_TRY(kpass_need_shapes(p));
+    if (p->shapes_state != 1)
+        return KILN_OK;
+    for (int gi = 0; gi < p->n_nodes; gi++) {
+        const kn_node *g = &net->nodes[gi];
+        if (!kpass_free(p, gi) || !row_op(net, g))
+            continue;
+        /* before: G's input back to a tensor Y through layout ops */
+        mv_path before, after;
+        walk(p, g->in[0], false, &before);
+        if (before.n == 0)
+            continue;
+        /* after: G's output forward through sole-reader layout ops to Z */
+        int z = g->out[0], steps = 0;
+        for (;;) {
+            int r = kpass_sole_reader(p, z);
+            if (r < 0 || steps >= MV_STEPS || !is_view_op(&net->nodes[r]) ||
+                kpass_is(&net->nodes[r], "Split") || net->nodes[r].in[0] != z)
+                break;
+            z = net->nodes[r].out[0];
+            steps++;
+        }
+        if (steps == 0)
+            continue;
+        walk(p, z, false, &after);
+        int y = before.base;
+        if (after.base != g->out[0] || after.n != steps || kpass_rank(p, y) < 2)
+            continue;
+        bool ok = true, transposes = false;
+        for (int i = 0; i < before.n && ok; i++) {
+            ok = kpass_free(p, before.node[i]) && kpass_sole_reader(p, before.out[i]) ==
+                 (i == 0 ? gi : before.node[i - 1]) && !kpass_is(&net->nodes[before.node[i]], "Split");
+            transposes |= kpass_is(&net->nodes[before.node[i]], "Transpose");
+        }
+        for (int i = 0; i < after.n && ok; i++) {
+            ok = kpass_free(p, after.node[i]);
+            transposes |= kpass_is(&net->nodes[after.node[i]], "Transpose");
+        }
+        if (!ok || !transposes)
+            continue;
+        const kn_tinfo *a0 = kpass_shape(p, 0, g->in[0]), *g0 = kpass_shape(p, 0, g->out[0]);
+        if (!a0 || !g0)
+            continue;
+        /* G's rows are E = A's columns: Y's last `tail` dims */
+        int64_t e = a0->dims[a0->rank - 1], e2 = g0->dims[g0->rank - 1];
+        int tail = -1;
+        bool same_cols = true;
+        for (int k = 0; k < p->n_points && same_cols; k++) {
+            const kn_tinfo *ak = kpass_shape(p, k, g->in[0]), *gk = kpass_shape(p, k, g->out[0]);
+            const kn_tinfo *yk = kpass_shape(p, k, y), *zk = kpass_shape(p, k, z);
+            same_cols = ak && gk && yk && zk && ak->dims[ak->rank - 1] == e &&
+                        gk->dims[gk->rank - 1] == e2;
+            int64_t prod = 1;
+            int t = 0;
+            while (same_cols && t < yk->rank && prod < e)
+                prod *= yk->dims[yk->rank - 1 - t++];
+            same_cols = same_cols && prod == e && (tail < 0 || tail == t) &&
+                        zk->rank == yk->rank - t + 1 && zk->dims[zk->rank - 1] == e2 &&
+                        memcmp(zk->dims, yk->dims, sizeof(int64_t) * (size_t)(zk->rank - 1)) == 0;
+            tail = t;
+        }
+        if (!same_cols || !rows_identity(p, &before, &after, e, e2))
+            continue;
+        KN_TRY(rows_in_place(p, gi, y, z, tail, e, e2));
+        for (int i = 0; i < before.n; i++)
+            kpass_kill(p, before.node[i]);
+        for (int i = 0; i < after.n; i++)
+            kpass_kill(p, after.node[i]);
+        kn_log(KILN_LOG_VERBOSE, "row-permutes: '%s' reads its rows in place (%d layout op(s) "
+               "before, %d after)", net->nodes[gi].name, before.n, after.n);
+        (*changed)++;
+    }
+    return KILN_OK;
+}

@@ -1,0 +1,179 @@
+/* pass_shape.c - Shape nodes read the earliest tensor that decides their
+ * answer. Traced exports compute reshape targets from Shape(t) of tensors
+ * deep inside a layout chain (torch's MultiheadAttention reads the shape of
+ * its transposed input and of its packed projection). A Shape reader keeps
+ * t's producer alive even when every other reader is fused away, and a
+ * fusion that needs the chain to itself (pass_mha.c) cannot take it. So
+ * Shape(t) moves up, as long as t's dims are a known function of an earlier
+ * tensor x's:
+ *   - Transpose(x, perm):          Gather(Shape(x), perm[start:end])
+ *   - an op whose output has its one non-constant input x's shape (Cast,
+ *     unary and elementwise ops with constant operands, Softmax,
+ *     LayerNormalization) at every profile point: Shape(x)
+ *   - MatMul or Gemm of x by a constant matrix W: Shape(x) for dims before
+ *     the last, with W's column count appended when the range covers it.
+ * The results are shape-time values (host arithmetic on Shape), so no step
+ * of the plan runs them on the device. */
+#include <stdio.h>
+#include <string.h>
+
+#include "passes.h"
+
+/* The [start, end) range of dims a Shape node reports. */
+static void range_of(const kn_node *n, int rank, int *start, int *end) {
+    int64_t s = kn_attr_int(n, "start", 0), e = kn_attr_int(n, "end", rank);
+    if (s < 0)
+        s += rank;
+    if (e < 0)
+        e += rank;
+    s = s < 0 ? 0 : (s > rank ? rank : s);
+    e = e < 0 ? 0 : (e > rank ? rank : e);
+    *start = (int)s;
+    *end = (int)(e < s ? s : e);
+}
+
+/* Ops whose output always has their first input's shape. */
+static bool keeps_shape(const kn_node *n) {
+    static const char *const ops[] = {"Cast", "Softmax", "LogSoftmax", "LayerNormalization",
+                                      "Identity", "Dropout"};
+    for (size_t k = 0; k < KN_ARRAY_LEN(ops); k++)
+        if (kpass_is(n, ops[k]))
+            return true;
+    return !n->domain[0] && kpass_chain_op_arity(n->op_type) > 0;
+}
+
+/* The one input of n that is not a constant, or -1. */
+static int sole_variable_input(const kn_net *net, const kn_node *n) {
+    int x = -1;
+    for (int j = 0; j < n->n_in; j++) {
+        if (n->in[j] < 0 || kpass_is_const(net, n->in[j]))
+            continue;
+        if (x >= 0)
+            return -1;
+        x = n->in[j];
+    }
+    return x;
+}
+
+/* MatMul or Gemm (plain or kiln::) by a constant matrix whose output rows
+ * are its input's: output dims = input dims but the last. */
+static bool matrix_rows(const kn_net *net, const kn_node *n) {
+    bool gemm = kpass_is(n, "Gemm") || kpass_is_kiln(n, "Gemm");
+    if (!gemm && !kpass_is(n, "MatMul") && !kpass_is_kiln(n, "MatMul"))
+        return false;
+    return n->n_in >= 2 && n->in[0] >= 0 && kpass_is_const(net, n->in[1]) &&
+           net->tensors[n->in[1]].value.rank == 2 && !(gemm && kn_attr_int(n, "transA", 0));
+}
+
+static kiln_status int64_const(kn_net *net, const char *hint, const int64_t *v, int64_t n,
+                               int *out) {
+    kn_tdata d;
+    KN_TRY(kn_tdata_alloc(&d, KILN_DTYPE_INT64, 1, &n));
+    memcpy(d.data, v, sizeof(int64_t) * (size_t)n);
+    return kpass_add_const(net, hint, &d, out);
+}
+
+/* A Shape node on x reporting [start, end), written to tensor `out` (-1: a
+ * fresh one); *t gets the tensor. */
+static kiln_status add_shape(kn_net *net, const char *name, int x, int start, int end, int rank,
+                             int out, int *t) {
+    if (out < 0)
+        KN_TRY(kn_net_new_tensor(net, "shape_part", &out));
+    int node;
+    KN_TRY(kn_net_add_node(net, name, "Shape", "", 15, 1, &x, 1, &out, &node));
+    if (start != 0)
+        KN_TRY(kn_node_set_int(&net->nodes[node], "start", start));
+    if (end != rank)
+        KN_TRY(kn_node_set_int(&net->nodes[node], "end", end));
+    *t = out;
+    return KILN_OK;
+}
+
+static kiln_status sink(kpass *p, int si, bool *done) {
+    kn_net *net = p->net;
+    *done = false;
+    const kn_node *s = &net->nodes[si];
+    int t = s->in[0], y = s->out[0];
+    if (t < 0 || y < 0 || kpass_is_const(net, t) || kpass_graph_io(net, t))
+        return KILN_OK;
+    int pr = kpass_producer(p, t);
+    int rank = kpass_rank(p, t);
+    if (pr < 0 || rank < 1)
+        return KILN_OK;
+    const kn_node *n = &net->nodes[pr];
+    int a, e;
+    range_of(s, rank, &a, &e);
+    char name[512];
+    snprintf(name, sizeof name, "%s (moved up)", s->name);
+    if (kpass_is(n, "Transpose") && n->n_in == 1 && n->in[0] >= 0) {
+        size_t np = 0;
+        const int64_t *perm = kn_attr_ints(n, "perm", &np);
+        int64_t idx[KILN_MAX_DIMS];
+        if (e <= a || (perm && np != (size_t)rank) || rank > KILN_MAX_DIMS)
+            return KILN_OK;
+        for (int k = a; k < e; k++)
+            idx[k - a] = perm ? perm[k] : rank - 1 - k;
+        int x = n->in[0], sx, it, g;
+        KN_TRY(add_shape(net, name, x, 0, rank, rank, -1, &sx));
+        KN_TRY(int64_const(net, "shape_perm", idx, e - a, &it));
+        int in2[2] = {sx, it};
+        char gname[600];
+        snprintf(gname, sizeof gname, "%s (permuted)", name);
+        KN_TRY(kn_net_add_node(net, gname, "Gather", "", 13, 2, in2, 1, &y, &g));
+        KN_TRY(kn_node_set_int(&net->nodes[g], "axis", 0));
+    } else if (keeps_shape(n)) {
+        int x = sole_variable_input(net, n);
+        if (x < 0 || kpass_rank(p, x) != rank || !kpass_same_shape(p, x, t))
+            return KILN_OK;
+        int ty;
+        KN_TRY(add_shape(net, name, x, a, e, rank, y, &ty));
+    } else if (matrix_rows(net, n) && kpass_rank(p, n->in[0]) == rank && rank >= 2) {
+        int x = n->in[0], ty;
+        if (e <= rank - 1) {
+            KN_TRY(add_shape(net, name, x, a, e, rank, y, &ty));
+        } else {
+            /* the leading dims of x, then W's column count */
+            int lead = -1, cols, c;
+            const kn_tdata *w = &net->tensors[n->in[1]].value;
+            int64_t ncol = kn_attr_int(n, "transB", 0) ? w->dims[0] : w->dims[1];
+            if (a < rank - 1)
+                KN_TRY(add_shape(net, name, x, a, rank - 1, rank, -1, &lead));
+            KN_TRY(int64_const(net, "shape_cols", &ncol, 1, &cols));
+            int in2[2] = {lead, cols};
+            char cname[600];
+            snprintf(cname, sizeof cname, "%s (columns)", name);
+            if (lead >= 0) {
+                KN_TRY(kn_net_add_node(net, cname, "Concat", "", 13, 2, in2, 1, &y, &c));
+                KN_TRY(kn_node_set_int(&net->nodes[c], "axis", 0));
+            } else {
+                KN_TRY(kn_net_add_node(net, cname, "Identity", "", 13, 1, &cols, 1, &y, &c));
+            }
+        }
+    } else {
+        return KILN_OK;
+    }
+    kn_log(KILN_LOG_VERBOSE, "shape-sink: '%s' reads the shape before %s '%s'", s->name,
+           n->op_type, n->name);
+    kpass_kill(p, si);
+    *done = true;
+    return KILN_OK;
+}
+
+static bool is_shape(const kn_node *n) { return kpass_is(n, "Shape"); }
+
+kiln_status kpass_shape_sink(kpass *p, int *changed) {
+    bool ready;
+    KN_TRY(kpass_shapes_if(p, is_shape, &ready));
+    if (!ready)
+        return KILN_OK;
+    for (int i = 0; i < p->n_nodes; i++) {
+        if (!kpass_free(p, i) || !is_shape(&p->net->nodes[i]) || p->net->nodes[i].n_in < 1 ||
+            p->net->nodes[i].n_out < 1)
+            continue;
+        bool done;
+        KN_TRY(sink(p, i, &done));
+        if (done)
+            (*changed)++;
+    }
+    return KILN_OK;
+}
