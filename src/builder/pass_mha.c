@@ -698,7 +698,10 @@ kiln_status kpass_mha(kpass *p, int *changed) {
  * transposed copies around a projection that treats every row alone.
  * When the row order the projection sees, followed by the reordering after
  * it, is the identity (checked row by row at every profile point), the
- * projection reads the rows in their first order and the copies go:
+ * projection reads the rows in their first order and the copies go. The
+ * same rewrite takes a Gemm between a Reshape to rows and one back (GPT-2's
+ * Conv1D layers): as a MatMul on the whole tensor its bias, activation and
+ * residual join its epilogue.
  *   Z = after(G(before(Y)))  ->  Z = Reshape(G(Reshape(Y, [-1, E])),
  *                                            Y's leading dims + [E']). */
 
@@ -938,17 +941,13 @@ kiln_status kpass_row_permutes(kpass *p, int *changed) {
         int y = before.base;
         if (after.base != g->out[0] || after.n != steps || kpass_rank(p, y) < 2)
             continue;
-        bool ok = true, transposes = false;
-        for (int i = 0; i < before.n && ok; i++) {
+        bool ok = true;
+        for (int i = 0; i < before.n && ok; i++)
             ok = kpass_free(p, before.node[i]) && kpass_sole_reader(p, before.out[i]) ==
                  (i == 0 ? gi : before.node[i - 1]) && !kpass_is(&net->nodes[before.node[i]], "Split");
-            transposes |= kpass_is(&net->nodes[before.node[i]], "Transpose");
-        }
-        for (int i = 0; i < after.n && ok; i++) {
+        for (int i = 0; i < after.n && ok; i++)
             ok = kpass_free(p, after.node[i]);
-            transposes |= kpass_is(&net->nodes[after.node[i]], "Transpose");
-        }
-        if (!ok || !transposes)
+        if (!ok)
             continue;
         const kn_tinfo *a0 = kpass_shape(p, 0, g->in[0]), *g0 = kpass_shape(p, 0, g->out[0]);
         if (!a0 || !g0)

@@ -11,7 +11,12 @@
  *     unary and elementwise ops with constant operands, Softmax,
  *     LayerNormalization) at every profile point: Shape(x)
  *   - MatMul or Gemm of x by a constant matrix W: Shape(x) for dims before
- *     the last, with W's column count appended when the range covers it.
+ *     the last, with W's column count appended when the range covers it;
+ *   - a part of Split(x): Shape(x), with the part's (static) size on the
+ *     split axis;
+ *   - Reshape, Flatten, Squeeze, Unsqueeze of x: dim by dim, x's dim at the
+ *     same position where it is that dim at every profile point, else the
+ *     dim's static value.
  * The results are shape-time values (host arithmetic on Shape), so no step
  * of the plan runs them on the device. */
 #include <stdio.h>
@@ -63,6 +68,21 @@ static bool matrix_rows(const kn_net *net, const kn_node *n) {
         return false;
     return n->n_in >= 2 && n->in[0] >= 0 && kpass_is_const(net, n->in[1]) &&
            net->tensors[n->in[1]].value.rank == 2 && !(gemm && kn_attr_int(n, "transA", 0));
+}
+
+/* Whether dim `ax` of t is the same at every profile point (*st's dims[ax]
+ * gets it). */
+static bool part_static(const kpass *p, int t, int ax, kn_tinfo *st) {
+    const kn_tinfo *t0 = kpass_shape(p, 0, t);
+    if (!t0 || p->dd[t])
+        return false;
+    for (int k = 1; k < p->n_points; k++) {
+        const kn_tinfo *tk = kpass_shape(p, k, t);
+        if (!tk || tk->dims[ax] != t0->dims[ax])
+            return false;
+    }
+    *st = *t0;
+    return true;
 }
 
 static kiln_status int64_const(kn_net *net, const char *hint, const int64_t *v, int64_t n,
@@ -148,6 +168,78 @@ static kiln_status sink(kpass *p, int si, bool *done) {
             } else {
                 KN_TRY(kn_net_add_node(net, cname, "Identity", "", 13, 1, &cols, 1, &y, &c));
             }
+        }
+    } else if (kpass_is(n, "Split") && n->n_in >= 1 && n->in[0] >= 0 &&
+               kpass_rank(p, n->in[0]) == rank) {
+        /* a part of x: x's dims, the split axis's part size in between */
+        int x = n->in[0], ty;
+        int64_t ax = kn_attr_int(n, "axis", 0);
+        if (ax < 0)
+            ax += rank;
+        if (ax < 0 || ax >= rank)
+            return KILN_OK;
+        if (e <= ax || a > ax) {
+            KN_TRY(add_shape(net, name, x, a, e, rank, y, &ty));
+        } else {
+            kn_tinfo st;
+            if (!kpass_static_shape(p, t, &st) && !part_static(p, t, (int)ax, &st))
+                return KILN_OK;
+            int parts[3], np = 0, c;
+            if (a < ax)
+                KN_TRY(add_shape(net, name, x, a, (int)ax, rank, -1, &parts[np++]));
+            KN_TRY(int64_const(net, "shape_part", &st.dims[ax], 1, &parts[np++]));
+            if (ax + 1 < e)
+                KN_TRY(add_shape(net, name, x, (int)ax + 1, e, rank, -1, &parts[np++]));
+            char cname[600];
+            snprintf(cname, sizeof cname, "%s (split part)", name);
+            KN_TRY(kn_net_add_node(net, cname, "Concat", "", 13, np, parts, 1, &y, &c));
+            KN_TRY(kn_node_set_int(&net->nodes[c], "axis", 0));
+        }
+    } else if ((kpass_is(n, "Reshape") || kpass_is(n, "Flatten") || kpass_is(n, "Squeeze") ||
+                kpass_is(n, "Unsqueeze")) && n->n_in >= 1 && n->in[0] >= 0) {
+        /* dim by dim: x's dim at the same position where it is that one at
+         * every profile point, else a static value */
+        int x = n->in[0], parts[KILN_MAX_DIMS], np = 0, c;
+        int xr = kpass_rank(p, x);
+        if (xr < 1 || e <= a)
+            return KILN_OK;
+        int64_t vals[KILN_MAX_DIMS];
+        bool from_x[KILN_MAX_DIMS];
+        for (int d = a; d < e; d++) {
+            bool same = d < xr, fixed = true;
+            const kn_tinfo *t0 = kpass_shape(p, 0, t);
+            vals[d] = t0->dims[d];
+            for (int k = 0; k < p->n_points; k++) {
+                const kn_tinfo *tk = kpass_shape(p, k, t), *xk = kpass_shape(p, k, x);
+                same = same && xk && tk->dims[d] == xk->dims[d];
+                fixed = fixed && tk->dims[d] == vals[d];
+            }
+            if (p->dd[t] || p->dd[x] || (!same && !fixed))
+                return KILN_OK;
+            from_x[d] = !fixed;
+        }
+        bool any_x = false;
+        for (int d = a; d < e; d++)
+            any_x |= from_x[d];
+        if (!any_x)
+            return KILN_OK; /* constant folding's case */
+        for (int d = a; d < e;) {
+            int d1 = d + 1;
+            while (d1 < e && from_x[d1] == from_x[d])
+                d1++;
+            if (from_x[d])
+                KN_TRY(add_shape(net, name, x, d, d1, xr, -1, &parts[np++]));
+            else
+                KN_TRY(int64_const(net, "shape_part", &vals[d], d1 - d, &parts[np++]));
+            d = d1;
+        }
+        char cname[600];
+        snprintf(cname, sizeof cname, "%s (by dim)", name);
+        if (np == 1) {
+            KN_TRY(kn_net_add_node(net, cname, "Identity", "", 13, 1, parts, 1, &y, &c));
+        } else {
+            KN_TRY(kn_net_add_node(net, cname, "Concat", "", 13, np, parts, 1, &y, &c));
+            KN_TRY(kn_node_set_int(&net->nodes[c], "axis", 0));
         }
     } else {
         return KILN_OK;
