@@ -14,6 +14,7 @@
  *     the last, with W's column count appended when the range covers it;
  *   - a part of Split(x): Shape(x), with the part's (static) size on the
  *     split axis;
+ *   - Gather(data, x) with data's shape static: data's dims around x's;
  *   - Reshape, Flatten, Squeeze, Unsqueeze of x: dim by dim, x's dim at the
  *     same position where it is that dim at every profile point, else the
  *     dim's static value.
@@ -192,6 +193,39 @@ static kiln_status sink(kpass *p, int si, bool *done) {
                 KN_TRY(add_shape(net, name, x, (int)ax + 1, e, rank, -1, &parts[np++]));
             char cname[600];
             snprintf(cname, sizeof cname, "%s (split part)", name);
+            KN_TRY(kn_net_add_node(net, cname, "Concat", "", 13, np, parts, 1, &y, &c));
+            KN_TRY(kn_node_set_int(&net->nodes[c], "axis", 0));
+        }
+    } else if (kpass_is(n, "Gather") && n->n_in == 2 && n->in[0] >= 0 && n->in[1] >= 0 &&
+               !kpass_is_const(net, n->in[1])) {
+        /* data [.., axis, ..] at indices idx: data's dims before the axis,
+         * idx's dims, data's dims after it; data's must be static */
+        int data = n->in[0], idx = n->in[1], dr = kpass_rank(p, data), ir = kpass_rank(p, idx);
+        int64_t ax = kn_attr_int(n, "axis", 0);
+        kn_tinfo ds;
+        if (ax < 0)
+            ax += dr;
+        if (dr < 1 || ir < 0 || ax < 0 || ax >= dr || dr - 1 + ir != rank || e <= a ||
+            !(kpass_is_const(net, data) ? (ds.rank = net->tensors[data].value.rank,
+                                           memcpy(ds.dims, net->tensors[data].value.dims, sizeof ds.dims), true)
+                                        : kpass_static_shape(p, data, &ds)))
+            return KILN_OK;
+        int parts[3], np = 0, c;
+        int i0 = (int)ax, i1 = (int)ax + ir; /* idx's dims in the output */
+        if (a < i0)
+            KN_TRY(int64_const(net, "shape_part", ds.dims + a, (e < i0 ? e : i0) - a, &parts[np++]));
+        int b0 = a > i0 ? a : i0, b1 = e < i1 ? e : i1;
+        if (b1 > b0)
+            KN_TRY(add_shape(net, name, idx, b0 - i0, b1 - i0, ir, -1, &parts[np++]));
+        if (e > i1) {
+            int c0 = a > i1 ? a : i1;
+            KN_TRY(int64_const(net, "shape_part", ds.dims + (c0 - i1) + ax + 1, e - c0, &parts[np++]));
+        }
+        char cname[600];
+        snprintf(cname, sizeof cname, "%s (gathered)", name);
+        if (np == 1) {
+            KN_TRY(kn_net_add_node(net, cname, "Identity", "", 13, 1, parts, 1, &y, &c));
+        } else {
             KN_TRY(kn_net_add_node(net, cname, "Concat", "", 13, np, parts, 1, &y, &c));
             KN_TRY(kn_node_set_int(&net->nodes[c], "axis", 0));
         }
