@@ -983,3 +983,113 @@ kiln_status kpass_row_permutes(kpass *p, int *changed) {
     }
     return KILN_OK;
 }
+
+/* ---------------- layout chains that move nothing ----------------
+ * A chain of Transpose/Reshape/Flatten/Squeeze/Unsqueeze whose end, at
+ * every profile point, reads its start's elements in their own order is a
+ * Reshape (an alias, no copy): ViT's patch grid permuted to channels-first
+ * by the patch GEMM, then flattened and permuted back to tokens by the
+ * model, is one. */
+
+static bool plain_view_op(const kn_node *n) {
+    return is_view_op(n) && !kpass_is(n, "Split");
+}
+
+/* Whether v reads its base in order: offset 0, every atom contiguous with
+ * the next. */
+static bool in_order(const mv_atoms *v) {
+    if (v->offset != 0)
+        return false;
+    for (int a = 0; a < v->n; a++)
+        if (v->stride[a] != (a + 1 < v->n ? v->stride[a + 1] * v->size[a + 1] : 1))
+            return false;
+    return true;
+}
+
+kiln_status kpass_view_chains(kpass *p, int *changed) {
+    kn_net *net = p->net;
+    bool any = false;
+    for (int i = 0; i < p->n_nodes && !any; i++)
+        any = !net->nodes[i].dead && kpass_is(&net->nodes[i], "Transpose");
+    if (!any)
+        return KILN_OK;
+    KN_TRY(kpass_need_shapes(p));
+    if (p->shapes_state != 1)
+        return KILN_OK;
+    for (int i = 0; i < p->n_nodes; i++) {
+        const kn_node *n = &net->nodes[i];
+        if (!kpass_free(p, i) || !plain_view_op(n) || n->n_out < 1 || n->out[0] < 0)
+            continue;
+        /* the chain's end: a reader that is not a layout op continues it */
+        int rd = kpass_sole_reader(p, n->out[0]);
+        if (rd >= 0 && plain_view_op(&net->nodes[rd]) && net->nodes[rd].in[0] == n->out[0])
+            continue;
+        mv_path w;
+        memset(&w, 0, sizeof w);
+        w.t = n->out[0];
+        int cur = w.t;
+        bool transposes = false;
+        while (w.n < MV_STEPS) {
+            int pr = kpass_producer(p, cur);
+            if (pr < 0 || !plain_view_op(&net->nodes[pr]) || !kpass_free(p, pr) ||
+                (cur != w.t && kpass_sole_reader(p, cur) != w.node[w.n - 1]))
+                break;
+            transposes |= kpass_is(&net->nodes[pr], "Transpose");
+            w.node[w.n] = pr;
+            w.out[w.n++] = cur;
+            cur = net->nodes[pr].in[0];
+        }
+        w.base = cur;
+        if (!transposes || w.n < 1)
+            continue;
+        if (w.n == 1) { /* a Transpose alone: only one that moves size-1 dims (canonicalize
+                         * takes the identity) */
+            size_t np = 0;
+            const int64_t *pm = kn_attr_ints(&net->nodes[w.node[0]], "perm", &np);
+            bool ident = pm != NULL;
+            for (size_t k = 0; pm && k < np; k++)
+                ident &= pm[k] == (int64_t)k;
+            if (ident)
+                continue;
+        }
+        const kn_tinfo *t0 = kpass_shape(p, 0, w.t), *b0 = kpass_shape(p, 0, w.base);
+        if (!t0 || !b0 || t0->rank < 1)
+            continue;
+        bool ok = true;
+        for (int k = 0; k < p->n_points && ok; k++) {
+            mv_atoms v;
+            ok = atoms_at(p, k, &w, &v) && in_order(&v);
+        }
+        if (!ok)
+            continue;
+        /* the shape: static dims as they are, the base's dim at the same
+         * position as 0, one other as -1 */
+        int64_t shape[KILN_MAX_DIMS];
+        int free_dims = 0;
+        for (int d = 0; d < t0->rank && ok; d++) {
+            bool fixed = true, same = d < b0->rank;
+            for (int k = 0; k < p->n_points; k++) {
+                const kn_tinfo *tk = kpass_shape(p, k, w.t), *bk = kpass_shape(p, k, w.base);
+                fixed = fixed && tk->dims[d] == t0->dims[d];
+                same = same && bk && d < bk->rank && bk->dims[d] == tk->dims[d];
+            }
+            shape[d] = fixed ? t0->dims[d] : same ? 0 : -1;
+            free_dims += !fixed && !same;
+            ok = free_dims <= 1 && !(fixed && t0->dims[d] == 0);
+        }
+        if (!ok)
+            continue;
+        int sh, node, out = w.t;
+        KN_TRY(ivec(net, "view_shape", shape, t0->rank, &sh));
+        char name[600];
+        snprintf(name, sizeof name, "%s (in order)", net->nodes[i].name);
+        int in2[2] = {w.base, sh};
+        for (int k = 0; k < w.n; k++)
+            kpass_kill(p, w.node[k]);
+        KN_TRY(kn_net_add_node(net, name, "Reshape", "", 14, 2, in2, 1, &out, &node));
+        kn_log(KILN_LOG_VERBOSE, "view-chains: %d layout op(s) ending at '%s' are one Reshape",
+               w.n, name);
+        (*changed)++;
+    }
+    return KILN_OK;
+}

@@ -125,7 +125,9 @@ static kiln_status sink(kpass *p, int si, bool *done) {
     int a, e;
     range_of(s, rank, &a, &e);
     char name[512];
-    snprintf(name, sizeof name, "%s (moved up)", s->name);
+    size_t nl = strlen(s->name), sl = strlen(" (moved up)");
+    bool moved = nl >= sl && strcmp(s->name + nl - sl, " (moved up)") == 0;
+    snprintf(name, sizeof name, moved ? "%s" : "%s (moved up)", s->name);
     if (kpass_is(n, "Transpose") && n->n_in == 1 && n->in[0] >= 0) {
         size_t np = 0;
         const int64_t *perm = kn_attr_ints(n, "perm", &np);

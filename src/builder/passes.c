@@ -586,12 +586,14 @@ static const pass_entry kpass_rounds[] = {
     {"constant-fold", kpass_fold, false},
     {"shape-sink", kpass_shape_sink, true}, /* frees layout chains from Shape readers */
     {"pad-conv", kpass_pad_conv, true},
+    {"patchify", kpass_patchify, true}, /* before conv-bn: a patch conv has no BN */
     {"conv-bn", kpass_conv_bn, true},
     {"gelu", kpass_gelu, true},
     {"gather-transpose", kpass_gather_transpose, true}, /* exposes packed-QKV heads */
     {"attention", kpass_attention, true}, /* before a mask Add becomes a MatMul bias */
     {"attention-views", kpass_mha, true},  /* the patterns the first one leaves */
     {"row-permutes", kpass_row_permutes, true},
+    {"view-chains", kpass_view_chains, true},
     {"bias-activation", kpass_bias_act, true},
     {"qkv", kpass_qkv, true}, /* after the projections took their biases */
 };

@@ -57,6 +57,12 @@ KN_HIDDEN kiln_status kpass_mha(kpass *p, int *changed);
 /* A row-wise projection between layout ops whose row orders cancel reads
  * its rows in place (pass_mha.c). */
 KN_HIDDEN kiln_status kpass_row_permutes(kpass *p, int *changed);
+/* A chain of layout ops that keeps its input's element order is one
+ * Reshape (pass_mha.c). */
+KN_HIDDEN kiln_status kpass_view_chains(kpass *p, int *changed);
+/* A patch-embedding Conv (kernel = stride) as a GEMM over the patches
+ * (pass_patchify.c). */
+KN_HIDDEN kiln_status kpass_patchify(kpass *p, int *changed);
 /* Shape(t) reads the earliest tensor deciding its answer (pass_shape.c). */
 KN_HIDDEN kiln_status kpass_shape_sink(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_chain(kpass *p, int *changed);
