@@ -1093,3 +1093,59 @@ kiln_status kpass_view_chains(kpass *p, int *changed) {
     }
     return KILN_OK;
 }
+
+/* ---------------- causal masks ----------------
+ * A kiln::Attention whose mask is a constant [.., S, S] of 0 on and below
+ * the diagonal and at most -1e4 above it (GPT-2's export, decoder blocks),
+ * with S both the query and the key count everywhere, is marked causal=1.
+ * The mask stays an input, so every kernel computes the same thing; the
+ * ones that know the attribute apply it by position instead of reading it
+ * (the wgmma kernels, which take only masks of one row per batch else). */
+
+static bool causal_mask(const kn_tdata *m, int64_t s) {
+    if (m->rank < 2 || m->rank > 4 || m->dims[m->rank - 1] != s || m->dims[m->rank - 2] != s)
+        return false;
+    for (int d = 0; d + 2 < m->rank; d++)
+        if (m->dims[d] != 1)
+            return false;
+    for (int64_t i = 0; i < s; i++)
+        for (int64_t j = 0; j < s; j++) {
+            double v = kpass_value_at(m, i * s + j);
+            if (j <= i ? v != 0.0 : !(v <= -1e4))
+                return false;
+        }
+    return true;
+}
+
+kiln_status kpass_attn_causal(kpass *p, int *changed) {
+    kn_net *net = p->net;
+    for (int i = 0; i < p->n_nodes; i++) {
+        kn_node *a = &net->nodes[i];
+        if (!kpass_free(p, i) || !kpass_is_kiln(a, "Attention") || a->n_in < 4 || a->in[3] < 0 ||
+            !kpass_is_const(net, a->in[3]) || kn_attr_int(a, "causal", 0))
+            continue;
+        KN_TRY(kpass_need_shapes(p));
+        if (p->shapes_state != 1)
+            return KILN_OK;
+        a = &net->nodes[i];
+        bool packed = kn_attr_int(a, "qkv_packed", 0) != 0;
+        int64_t s = -1;
+        bool ok = true;
+        for (int k = 0; k < p->n_points && ok; k++) {
+            const kn_tinfo *q = kpass_shape(p, k, a->in[0]);
+            const kn_tinfo *kt = packed ? q : (a->in[1] >= 0 ? kpass_shape(p, k, a->in[1]) : NULL);
+            ok = q && kt && q->rank >= 2 && kt->rank >= 2 && q->dims[1] == kt->dims[1] &&
+                 (s < 0 || q->dims[1] == s);
+            if (ok)
+                s = q->dims[1];
+        }
+        if (!ok || s < 1 || s > 4096 || !causal_mask(&net->tensors[a->in[3]].value, s))
+            continue;
+        KN_TRY(kn_node_set_int(a, "causal", 1));
+        kpass_touch(p, i);
+        kn_log(KILN_LOG_VERBOSE, "attention-causal: '%s' has a causal mask over %lld tokens", a->name,
+               (long long)s);
+        (*changed)++;
+    }
+    return KILN_OK;
+}

@@ -601,6 +601,7 @@ static const pass_entry kpass_rounds[] = {
 /* Elementwise chains run once everything else is settled, so they do not
  * swallow a bias or activation that a matrix op's epilogue could take. */
 static const pass_entry kpass_final[] = {
+    {"attention-causal", kpass_attn_causal, true},
     {"elementwise-chain", kpass_chain, true},
     {"layernorm", kpass_layernorm, true},
     {"dead-code", kpass_dead_code, false},

@@ -60,6 +60,8 @@ KN_HIDDEN kiln_status kpass_row_permutes(kpass *p, int *changed);
 /* A chain of layout ops that keeps its input's element order is one
  * Reshape (pass_mha.c). */
 KN_HIDDEN kiln_status kpass_view_chains(kpass *p, int *changed);
+/* kiln::Attention with a constant causal mask gets causal=1 (pass_mha.c). */
+KN_HIDDEN kiln_status kpass_attn_causal(kpass *p, int *changed);
 /* A patch-embedding Conv (kernel = stride) as a GEMM over the patches
  * (pass_patchify.c). */
 KN_HIDDEN kiln_status kpass_patchify(kpass *p, int *changed);

@@ -1790,7 +1790,46 @@ static void attention_case(kiln_dtype dt, const char *label, int64_t b, int64_t 
     tc_run();
 }
 
+/* A causal mask [1, 1, S, S] (float: 0 on and below the diagonal, -1e30
+ * above) with causal=1: the wgmma kernels apply it by position, the others
+ * read it; both against the CPU reference, which reads it. */
+static void attention_causal_case(kiln_dtype dt, const char *label, int64_t b, int64_t s, int64_t h,
+                                  bool packed) {
+    tc_begin("Attention", KN_DOMAIN_KILN, 1, dt == KILN_DTYPE_FLOAT ? 1e-4 : 2e-2, label);
+    if (packed) {
+        tc_rand(dt, 5, D(b, s, 3, h, 64), -1, 1);
+        tc_absent();
+        tc_absent();
+    } else {
+        tc_rand(dt, 4, D(b, s, h, 64), -1, 1);
+        tc_rand(dt, 4, D(b, s, h, 64), -1, 1);
+        tc_rand(dt, 4, D(b, s, h, 64), -1, 1);
+    }
+    float *m = malloc(sizeof(float) * (size_t)(s * s));
+    for (int64_t i = 0; i < s; i++)
+        for (int64_t j = 0; j < s; j++)
+            m[i * s + j] = j <= i ? 0.f : -1e30f;
+    tc_vals(KILN_DTYPE_FLOAT, 4, D(1, 1, s, s), m, true);
+    free(m);
+    tc_node(1);
+    a_float("scale", 0.125f);
+    a_int("causal", 1);
+    if (packed)
+        a_int("qkv_packed", 1);
+    tc_run();
+}
+
 static void test_attention(void) {
+    for (int t = 1; t < 3; t++) { /* the causal mask by position: float16, bfloat16 */
+        kiln_dtype dt = real_types[t];
+        char l[128];
+        static const int64_t lens[] = {1, 9, 64, 100, 128};
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+            snprintf(l, sizeof l, "%s causal mask, S %lld%s", kiln_dtype_name(dt), (long long)lens[k],
+                     k % 2 ? ", packed QKV" : "");
+            attention_causal_case(dt, l, k == 3 ? 24 : 2, lens[k], k == 3 ? 12 : 3, k % 2);
+        }
+    }
     for (int t = 0; t < 3; t++) {
         kiln_dtype dt = real_types[t];
         char l[128];

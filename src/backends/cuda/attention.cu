@@ -964,10 +964,13 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
     bool general = simt || a->kernel == KC_ATT_GENERAL;
     if (!general && !staged &&
         (a->kernel == KC_ATT_WGMMA || a->kernel == KC_ATT_WGMMA_WIDE || a->kernel == KC_ATT_WGMMA_PIPE)) {
-        const bool rowmask = !mask || (a->mstride[1] == 0 && a->mstride[2] == 0);
+        const bool causal = a->causal && a->sq == a->sk;
+        const bool rowmask = !mask || causal || (a->mstride[1] == 0 && a->mstride[2] == 0);
         if (rowmask && mma_ok(q, k, v, y, a) && kc_attn_wgmma_shapes(a) && kc_attn_wgmma_device()) {
             const int kind = a->kernel == KC_ATT_WGMMA_PIPE ? 2 : a->kernel == KC_ATT_WGMMA_WIDE ? 1 : 0;
-            cudaError_t e = kc_attention_wgmma(q, k, v, mask, y, a, kind, stream);
+            kc_attn ca = *a; /* causal: by position, the mask unread */
+            ca.causal = causal;
+            cudaError_t e = kc_attention_wgmma(q, k, v, causal ? NULL : mask, y, &ca, kind, stream);
             if (e != cudaErrorNotSupported)
                 return e;
         }

@@ -20,6 +20,9 @@ typedef struct kc_attn {
     int64_t mstride[4];     /* mask element strides over [B, H, Sq, Sk], 0 = broadcast */
     int64_t qrow, krow, vrow; /* elements between tokens: H*D, or 3*H*D when packed */
     int kernel;             /* KC_ATT_*: which kernel (falls back when shapes refuse) */
+    int causal;             /* 1: the mask is the causal one (0 where key <= query, very
+                               negative after; Sq == Sk), which the wgmma kernels apply by
+                               position instead of reading it; the others read the mask */
 } kc_attn;
 
 enum {

@@ -21,8 +21,10 @@
  *     the other kernels add on the lanes;
  *   O / row sum staged through the warp's own Q rows and stored 16 bytes a
  *     lane.
- * Only the mask that is one row per batch (or none) is taken; kc_attention
- * sends other masks to the mma.sync kernel.
+ * Only the mask that is one row per batch (or none) is taken, and the
+ * causal mask (kc_attn.causal), applied by position: key j of query row i
+ * is masked when j > i; kc_attention sends other masks to the mma.sync
+ * kernel.
  *
  * wgmma exists only in the architecture-specific target sm_90a, so this
  * file is compiled for it alone (cmake/cuda.cmake); kc_attention launches
@@ -227,12 +229,16 @@ __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char 
      * s[4j + 3]), keys 8j + 2t and 8j + 2t + 1 */
     const float sl2 = a.scale * WGA_LOG2E;
     float mx[2] = {-INFINITY, -INFINITY};
+    /* the lane's two query rows, for the causal mask (past any key when not) */
+    const int qr = a.causal ? q0 + wg * 64 + warp * 16 + g : WGA_KEYS;
 #pragma unroll
     for (int j = 0; j < 16; j++) {
         const float2 m2 = *reinterpret_cast<const float2 *>(Ms + 8 * j + 2 * t);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const float x = fmaf(s[4 * j + e], sl2, (e & 1) ? m2.y : m2.x);
+            float x = fmaf(s[4 * j + e], sl2, (e & 1) ? m2.y : m2.x);
+            if (8 * j + 2 * t + (e & 1) > qr + (e >> 1) * 8)
+                x = -INFINITY;
             s[4 * j + e] = x;
             mx[e >> 1] = fmaxf(mx[e >> 1], x);
         }
