@@ -23,7 +23,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17
-ALL_MODELS = ("resnet50", "mobilenetv2", "bert", "vit", "convnext", "efficientnet")
+ALL_MODELS = ("resnet50", "mobilenetv2", "bert", "vit", "convnext", "efficientnet", "vit_torch",
+              "gpt2")
 
 
 class Graph:
@@ -534,6 +535,187 @@ def vit(small):
     return g.model()
 
 
+# ---------------------------------------------------------------- torchvision ViT
+
+def dim_of(g, x, idx, base):
+    """x.size(idx) as torch exports it: Shape -> Gather (a scalar)."""
+    s = g.node("Shape", [x], base + ".shape")
+    return g.node("Gather", [s, g.const(base + ".idx", np.array(idx, np.int64))],
+                  base + ".gather", axis=0)
+
+
+def unsq(g, t, base):
+    return g.node("Unsqueeze", [t, g.const(base + ".axes", np.array([0], np.int64))], base)
+
+
+def concat_dims(g, parts, base):
+    """Concat of 1-D int64 pieces: a tensor name, or a constant list."""
+    ins = [p if isinstance(p, str) else g.const(base + ".c", np.array(p, np.int64)) for p in parts]
+    return g.node("Concat", ins, base, axis=0)
+
+
+def torch_mha(g, x, seq, hidden, heads, base):
+    """nn.MultiheadAttention(batch_first=True)(x, x, x, need_weights=False)
+    as the TorchScript exporter writes it (torchvision's ViT): to
+    sequence-first, one packed projection, Unsqueeze / Transpose / Squeeze /
+    Gather into Q, K, V, each reshaped to [S, B*H, D] from Shape-derived
+    sizes, transposed and reshaped to [B, H, S, D], Q and K each scaled by
+    sqrt(1/sqrt(D)); the context permuted back to [S, B, H, D], reshaped to
+    rows, the output projection as a Gemm, and back to [B, S, E]."""
+    dh = hidden // heads
+    xt = g.node("Transpose", [x], base + ".to_seq", perm=[1, 0, 2])
+    nb = dim_of(g, xt, 1, base + ".batch")
+    w = g.weight(base + ".in_proj_weight_t", (hidden, 3 * hidden), 0.02)
+    b = g.const(base + ".in_proj_bias", (g.rng.standard_normal(3 * hidden) * 0.02).astype(np.float32))
+    pr = g.node("Add", [b, g.node("MatMul", [xt, w], base + ".in_proj")], base + ".in_proj_bias_add")
+    lead = g.node("Slice", [g.node("Shape", [pr], base + ".proj_shape"),
+                            g.const(base + ".s0", np.array([0], np.int64)),
+                            g.const(base + ".s2", np.array([2], np.int64))], base + ".proj_lead")
+    pr = g.node("Reshape", [pr, concat_dims(g, [lead, [3, hidden]], base + ".packed_shape")],
+                base + ".packed")
+    pr = g.node("Unsqueeze", [pr, g.const(base + ".ax0", np.array([0], np.int64))], base + ".unsq")
+    pr = g.node("Transpose", [pr], base + ".qkv_first", perm=[3, 1, 2, 0, 4])
+    pr = g.node("Squeeze", [pr, g.const(base + ".ax3", np.array([3], np.int64))], base + ".sq")
+    bh = g.node("Mul", [nb, g.const(base + ".heads", np.array(heads, np.int64))], base + ".bh")
+    s_lbd = concat_dims(g, [[seq], unsq(g, bh, base + ".bh1"), [dh]], base + ".lbd")
+    s_bhld = concat_dims(g, [unsq(g, nb, base + ".nb1"), [heads, seq, dh]], base + ".bhld")
+    root = g.const(base + ".root_scale", np.array(dh ** -0.25, np.float32))
+    hv = []
+    for i, name in enumerate("qkv"):
+        t = g.node("Gather", [pr, g.const(base + ".i%d" % i, np.array(i, np.int64))],
+                   base + "." + name, axis=0)
+        t = g.node("Reshape", [t, s_lbd], base + "." + name + "_lbd")
+        t = g.node("Transpose", [t], base + "." + name + "_bld", perm=[1, 0, 2])
+        hv.append(g.node("Reshape", [t, s_bhld], base + "." + name + "4"))
+    q = g.node("Mul", [hv[0], root], base + ".q_scale")
+    k = g.node("Mul", [g.node("Transpose", [hv[1]], base + ".k_t", perm=[0, 1, 3, 2]), root],
+               base + ".k_scale")
+    pr = g.node("Softmax", [g.node("MatMul", [q, k], base + ".scores")], base + ".softmax", axis=-1)
+    ctx = g.node("MatMul", [pr, hv[2]], base + ".context")
+    ctx = g.node("Transpose", [ctx], base + ".context_seq", perm=[2, 0, 1, 3])
+    rows = g.node("Mul", [nb, g.const(base + ".seq", np.array(seq, np.int64))], base + ".rows")
+    ctx = g.node("Reshape", [ctx, concat_dims(g, [unsq(g, rows, base + ".rows1"), [hidden]],
+                                              base + ".rows_shape")], base + ".context_rows")
+    y = g.gemm(ctx, hidden, hidden, base + ".out_proj")
+    y = g.node("Reshape", [y, concat_dims(g, [[seq], unsq(g, nb, base + ".nb2"), [hidden]],
+                                          base + ".lbe")], base + ".out_lbe")
+    return g.node("Transpose", [y], base + ".to_batch", perm=[1, 0, 2])
+
+
+def vit_torch(small):
+    """torchvision's vit_b_16 as torch.onnx exports it: the 16x16 patch Conv,
+    flatten and permute to tokens, the class token, nn.MultiheadAttention
+    (torch_mha), an MLP with erf GELU, pre-norm blocks."""
+    g = Graph("vit_torch", seed=19)
+    if small:
+        size, patch, layers, hidden, heads, mlp, classes = 64, 16, 2, 64, 4, 128, 10
+    else:
+        size, patch, layers, hidden, heads, mlp, classes = 224, 16, 12, 768, 12, 3072, 1000
+    n_patch = (size // patch) ** 2
+    seq = n_patch + 1
+    x = g.add_input("input", TensorProto.FLOAT, ["batch", 3, size, size])
+    y = g.conv(x, 3, hidden, patch, stride=patch, pad=0, bias=True, base="conv_proj")
+    batch = g.batch_dim(x, "batch")
+    y = g.node("Reshape", [y, g.shape_with_batch(batch, [hidden, n_patch], "flatten.shape")],
+               "flatten")
+    y = g.node("Transpose", [y], "tokens", perm=[0, 2, 1])
+    cls = g.node("Expand", [g.weight("class_token", (1, 1, hidden), 0.02),
+                            g.shape_with_batch(batch, [1, hidden], "class_token.shape")],
+                 "class_token.expand")
+    y = g.node("Concat", [cls, y], "class_token.concat", axis=1)
+    y = g.node("Add", [y, g.weight("pos_embedding", (1, seq, hidden), 0.02)], "pos_add")
+    for i in range(layers):
+        p = "encoder.layers.%d" % i
+        a = torch_mha(g, g.layer_norm(y, hidden, p + ".ln_1"), seq, hidden, heads,
+                      p + ".self_attention")
+        y = g.node("Add", [a, y], p + ".residual1")
+        h = g.linear(g.layer_norm(y, hidden, p + ".ln_2"), hidden, mlp, p + ".mlp.0")
+        h = g.linear(g.gelu_erf(h, p + ".mlp.1"), mlp, hidden, p + ".mlp.3")
+        y = g.node("Add", [y, h], p + ".residual2")
+    y = g.layer_norm(y, hidden, "encoder.ln")
+    y = g.node("Gather", [y, g.const("cls_idx", np.array(0, np.int64))], "cls_select", axis=1)
+    y = g.gemm(y, hidden, classes, "heads.head")
+    g.add_output(y, "output", TensorProto.FLOAT, ["batch", classes])
+    return g.model()
+
+
+# ---------------------------------------------------------------- GPT-2
+
+def conv1d(g, x, cin, cout, lead, base):
+    """transformers' Conv1D as exported: x viewed as rows, a Gemm, the rows
+    viewed back with x's leading dims (Shape-derived)."""
+    r = g.node("Reshape", [x, g.const(base + ".rows", np.array([-1, cin], np.int64))],
+               base + ".view_rows")
+    w = g.weight(base + ".weight", (cin, cout), 0.02)
+    b = g.const(base + ".bias", (g.rng.standard_normal(cout) * 0.02).astype(np.float32))
+    y = g.node("Gemm", [r, w, b], base + ".gemm", alpha=1.0, beta=1.0)
+    return g.node("Reshape", [y, concat_dims(g, [lead, [cout]], base + ".out_shape")],
+                  base + ".view_back")
+
+
+def gelu_tanh(g, x, base):
+    """gelu_new: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    c = lambda n, v: g.const(base + "." + n, np.array(v, np.float32))  # noqa: E731
+    x3 = g.node("Pow", [x, c("three", 3.0)], base + ".pow")
+    t = g.node("Add", [x, g.node("Mul", [x3, c("k", 0.044715)], base + ".mul_k")], base + ".add")
+    t = g.node("Tanh", [g.node("Mul", [t, c("s", math.sqrt(2 / math.pi))], base + ".mul_s")],
+               base + ".tanh")
+    t = g.node("Add", [t, c("one", 1.0)], base + ".add_one")
+    return g.node("Mul", [g.node("Mul", [x, c("half", 0.5)], base + ".half"), t], base + ".mul")
+
+
+def gpt2(small):
+    """GPT-2 blocks as exported with eager attention: Conv1D projections
+    between row views, Q, K, V split from one, a constant causal mask added
+    to the scaled scores, the float softmax cast to float, tanh GELU."""
+    g = Graph("gpt2", seed=1024)
+    if small:
+        layers, hidden, heads, vocab, seq = 2, 64, 4, 500, 16
+    else:
+        layers, hidden, heads, vocab, seq = 12, 768, 12, 50257, 128
+    dh = hidden // heads
+    ids = g.add_input("input_ids", TensorProto.INT64, ["batch", seq])
+    x = g.node("Gather", [g.weight("wte", (vocab, hidden), 0.02), ids], "wte", axis=0)
+    x = g.node("Add", [x, g.weight("wpe", (1, seq, hidden), 0.01)], "wpe_add")
+    causal = np.triu(np.full((seq, seq), np.finfo(np.float32).min, np.float32), 1)[None, None]
+    mask = g.const("causal_mask", causal)
+    for i in range(layers):
+        p = "h.%d" % i
+        h = g.layer_norm(x, hidden, p + ".ln_1")
+        lead = g.node("Slice", [g.node("Shape", [h], p + ".shape"),
+                                g.const(p + ".s0", np.array([0], np.int64)),
+                                g.const(p + ".s2", np.array([2], np.int64))], p + ".lead")
+        qkv = conv1d(g, h, hidden, 3 * hidden, lead, p + ".attn.c_attn")
+        q, k, v = g.node("Split", [qkv, g.const(p + ".split", np.array([hidden] * 3, np.int64))],
+                         p + ".attn.split", n_out=3, axis=2)
+        heads_shape = concat_dims(g, [lead, [heads, dh]], p + ".attn.heads")
+        q = g.node("Transpose", [g.node("Reshape", [q, heads_shape], p + ".attn.q")],
+                   p + ".attn.q_t", perm=[0, 2, 1, 3])
+        k = g.node("Transpose", [g.node("Reshape", [k, heads_shape], p + ".attn.k")],
+                   p + ".attn.k_t", perm=[0, 2, 3, 1])
+        v = g.node("Transpose", [g.node("Reshape", [v, heads_shape], p + ".attn.v")],
+                   p + ".attn.v_t", perm=[0, 2, 1, 3])
+        s = g.node("Mul", [g.node("MatMul", [q, k], p + ".attn.scores"),
+                           g.const(p + ".attn.scale", np.array(dh ** -0.5, np.float32))],
+                   p + ".attn.scale_mul")
+        s = g.node("Softmax", [g.node("Add", [s, mask], p + ".attn.mask")], p + ".attn.softmax",
+                   axis=-1)
+        s = g.node("Cast", [s], p + ".attn.cast", to=TensorProto.FLOAT)
+        o = g.node("Transpose", [g.node("MatMul", [s, v], p + ".attn.context")],
+                   p + ".attn.context_t", perm=[0, 2, 1, 3])
+        o = g.node("Reshape", [o, concat_dims(g, [lead, [hidden]], p + ".attn.merge")],
+                   p + ".attn.merge_heads")
+        x = g.node("Add", [conv1d(g, o, hidden, hidden, lead, p + ".attn.c_proj"), x],
+                   p + ".residual1")
+        h = g.layer_norm(x, hidden, p + ".ln_2")
+        h = gelu_tanh(g, conv1d(g, h, hidden, 4 * hidden, lead, p + ".mlp.c_fc"), p + ".mlp.act")
+        x = g.node("Add", [conv1d(g, h, 4 * hidden, hidden, lead, p + ".mlp.c_proj"), x],
+                   p + ".residual2")
+    x = g.layer_norm(x, hidden, "ln_f")
+    g.add_output(x, "last_hidden_state", TensorProto.FLOAT, ["batch", seq, hidden])
+    return g.model()
+
+
 # ---------------------------------------------------------------- tiny example
 
 def tiny_cnn():
@@ -565,7 +747,8 @@ def shape_tensor_model():
 
 
 BUILDERS = {"resnet50": resnet50, "mobilenetv2": mobilenetv2, "bert": bert, "vit": vit,
-            "convnext": convnext, "efficientnet": efficientnet}
+            "convnext": convnext, "efficientnet": efficientnet, "vit_torch": vit_torch,
+            "gpt2": gpt2}
 
 
 def build(name, small):

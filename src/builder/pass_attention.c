@@ -299,6 +299,43 @@ static int gathered_qkv(const kpass *p, int att, int *g) {
     return x;
 }
 
+/* Q, K, V = Reshape(Split(X, last axis, three equal parts) part j) to
+ * [B, S, H, D], each read only by the attention node, X [B, S, 3*H*D]: X,
+ * or -1; the Reshapes in r[3], the Split in *sp. */
+static int split_qkv(const kpass *p, int att, int *r, int *sp) {
+    const kn_net *net = p->net;
+    const kn_node *a = &net->nodes[att];
+    int s = -1;
+    for (int j = 0; j < 3; j++) {
+        int rj = kpass_producer(p, a->in[j]);
+        if (rj < 0 || kpass_sole_reader(p, a->in[j]) != att || !kpass_is(&net->nodes[rj], "Reshape") ||
+            !kpass_free(p, rj))
+            return -1;
+        int part = net->nodes[rj].in[0], sj = kpass_producer(p, part);
+        if (sj < 0 || !kpass_is(&net->nodes[sj], "Split") || kpass_sole_reader(p, part) != rj ||
+            (s >= 0 && sj != s) || net->nodes[sj].n_out != 3 || net->nodes[sj].out[j] != part ||
+            !kpass_free(p, sj))
+            return -1;
+        s = sj;
+        r[j] = rj;
+    }
+    const kn_node *sn = &net->nodes[s];
+    int x = sn->in[0];
+    int64_t ax = kn_attr_int(sn, "axis", 0);
+    for (int k = 0; k < p->n_points; k++) {
+        const kn_tinfo *xt = kpass_shape(p, k, x), *q = kpass_shape(p, k, a->in[0]);
+        if (!xt || !q || xt->rank != 3 || q->rank != 4 || (ax != 2 && ax != -1) ||
+            xt->dims[0] != q->dims[0] || xt->dims[1] != q->dims[1] ||
+            xt->dims[2] != 3 * q->dims[2] * q->dims[3])
+            return -1;
+        for (int j = 0; j < 3; j++)
+            if (!kpass_same_shape(p, a->in[j], a->in[0]))
+                return -1;
+    }
+    *sp = s;
+    return x;
+}
+
 kiln_status kpass_qkv(kpass *p, int *changed) {
     kn_net *net = p->net;
     for (int i = 0; i < p->n_nodes; i++) {
@@ -321,6 +358,31 @@ kiln_status kpass_qkv(kpass *p, int *changed) {
             kpass_touch(p, i);
             kn_log(KILN_LOG_VERBOSE, "qkv: '%s' reads the exporter's packed projection in place",
                    an->name);
+            (*changed)++;
+            continue;
+        }
+        int rs3[3], sp;
+        x = split_qkv(p, i, rs3, &sp);
+        if (x >= 0) {
+            const kn_tinfo *q0 = kpass_shape(p, 0, a->in[0]);
+            int64_t five = 5, shape[5] = {0, 0, 3, q0->dims[2], q0->dims[3]};
+            kn_tdata sv;
+            KN_TRY(kn_tdata_alloc(&sv, KILN_DTYPE_INT64, 1, &five));
+            memcpy(sv.data, shape, sizeof shape);
+            int sh, view, ri;
+            KN_TRY(kpass_add_const(net, "qkv_shape", &sv, &sh));
+            KN_TRY(kn_net_new_tensor(net, "qkv_heads", &view));
+            int in2[2] = {x, sh};
+            KN_TRY(kn_net_add_node(net, "qkv heads", "Reshape", "", 14, 2, in2, 1, &view, &ri));
+            kn_node *an = &net->nodes[i];
+            an->in[0] = view;
+            an->in[1] = an->in[2] = -1;
+            KN_TRY(kn_node_set_int(an, "qkv_packed", 1));
+            for (int j = 0; j < 3; j++)
+                kpass_kill(p, rs3[j]);
+            kpass_kill(p, sp);
+            kpass_touch(p, i);
+            kn_log(KILN_LOG_VERBOSE, "qkv: '%s' reads the split projection in place", an->name);
             (*changed)++;
             continue;
         }

@@ -910,7 +910,7 @@ kiln_status kpass_row_permutes(kpass *p, int *changed) {
     kn_net *net = p->net;
     bool any = false;
     for (int i = 0; i < p->n_nodes && !any; i++)
-        any = !net->nodes[i].dead && kpass_is(&net->nodes[i], "Transpose");
+        any = !net->nodes[i].dead && row_op(net, &net->nodes[i]);
     if (!any)
         return KILN_OK;
     KN_TRY(kpass_need_shapes(p));
