@@ -500,21 +500,27 @@ def bert(small):
 
 # ---------------------------------------------------------------- ViT-B/16
 
+def vit_config(small):
+    """(size, patch, layers, hidden, heads, mlp, classes) of ViT-B/16 or the small one."""
+    return (64, 16, 2, 64, 4, 128, 10) if small else (224, 16, 12, 768, 12, 3072, 1000)
+
+
+def patch_tokens(g, size, patch, hidden, base):
+    """The image input, its patch Conv, flatten(2) as torch exports it for a
+    dynamic batch (a Reshape) and the permute to tokens: (tokens, batch)."""
+    x = g.add_input("input", TensorProto.FLOAT, ["batch", 3, size, size])
+    y = g.conv(x, 3, hidden, patch, stride=patch, pad=0, bias=True, base=base)
+    batch = g.batch_dim(x, "batch")
+    y = g.node("Reshape", [y, g.shape_with_batch(batch, [hidden, (size // patch) ** 2],
+                                                 base + ".flatten_shape")], base + ".flatten")
+    return g.node("Transpose", [y], base + ".tokens", perm=[0, 2, 1]), batch
+
+
 def vit(small):
     g = Graph("vit", seed=16)
-    if small:
-        size, patch, layers, hidden, heads, mlp, classes = 64, 16, 2, 64, 4, 128, 10
-    else:
-        size, patch, layers, hidden, heads, mlp, classes = 224, 16, 12, 768, 12, 3072, 1000
-    n_patch = (size // patch) ** 2
-    seq = n_patch + 1
-    x = g.add_input("input", TensorProto.FLOAT, ["batch", 3, size, size])
-    y = g.conv(x, 3, hidden, patch, stride=patch, pad=0, bias=True, base="patch_embed.proj")
-    batch = g.batch_dim(x, "batch")
-    # flatten(2) of (B, C, H, W) as torch exports it for a dynamic batch: a Reshape
-    y = g.node("Reshape", [y, g.shape_with_batch(batch, [hidden, n_patch], "patch_embed.shape")],
-               "patch_embed.reshape")
-    y = g.node("Transpose", [y], "patch_embed.transpose", perm=[0, 2, 1])
+    size, patch, layers, hidden, heads, mlp, classes = vit_config(small)
+    seq = (size // patch) ** 2 + 1
+    y, batch = patch_tokens(g, size, patch, hidden, "patch_embed.proj")
     cls = g.weight("cls_token", (1, 1, hidden), 0.02)
     cls_shape = g.shape_with_batch(batch, [1, hidden], "cls_token.shape")
     cls = g.node("Expand", [cls, cls_shape], "cls_token.expand")
@@ -607,18 +613,9 @@ def vit_torch(small):
     flatten and permute to tokens, the class token, nn.MultiheadAttention
     (torch_mha), an MLP with erf GELU, pre-norm blocks."""
     g = Graph("vit_torch", seed=19)
-    if small:
-        size, patch, layers, hidden, heads, mlp, classes = 64, 16, 2, 64, 4, 128, 10
-    else:
-        size, patch, layers, hidden, heads, mlp, classes = 224, 16, 12, 768, 12, 3072, 1000
-    n_patch = (size // patch) ** 2
-    seq = n_patch + 1
-    x = g.add_input("input", TensorProto.FLOAT, ["batch", 3, size, size])
-    y = g.conv(x, 3, hidden, patch, stride=patch, pad=0, bias=True, base="conv_proj")
-    batch = g.batch_dim(x, "batch")
-    y = g.node("Reshape", [y, g.shape_with_batch(batch, [hidden, n_patch], "flatten.shape")],
-               "flatten")
-    y = g.node("Transpose", [y], "tokens", perm=[0, 2, 1])
+    size, patch, layers, hidden, heads, mlp, classes = vit_config(small)
+    seq = (size // patch) ** 2 + 1
+    y, batch = patch_tokens(g, size, patch, hidden, "conv_proj")
     cls = g.node("Expand", [g.weight("class_token", (1, 1, hidden), 0.02),
                             g.shape_with_batch(batch, [1, hidden], "class_token.shape")],
                  "class_token.expand")

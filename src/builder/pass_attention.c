@@ -20,17 +20,6 @@
 
 #include "passes.h"
 
-/* A constant scalar integer (rank 0) in tensor t: *v gets it. */
-static bool const_index(const kn_net *net, int t, int64_t *v) {
-    if (!kpass_is_const(net, t))
-        return false;
-    const kn_tdata *d = &net->tensors[t].value;
-    if (d->rank != 0 || (d->dtype != KILN_DTYPE_INT64 && d->dtype != KILN_DTYPE_INT32))
-        return false;
-    *v = kpass_value_int(d, 0);
-    return true;
-}
-
 static bool perm_is(const kn_node *n, const int64_t *want) {
     size_t c = 0;
     const int64_t *perm = kn_attr_ints(n, "perm", &c);
@@ -282,7 +271,7 @@ static int gathered_qkv(const kpass *p, int att, int *g) {
         int gi = kpass_producer(p, a->in[j]);
         int64_t idx;
         if (gi < 0 || kpass_sole_reader(p, a->in[j]) != att || !kpass_is(&net->nodes[gi], "Gather") ||
-            net->nodes[gi].n_in != 2 || !const_index(net, net->nodes[gi].in[1], &idx) || idx != j)
+            net->nodes[gi].n_in != 2 || !kpass_const_index(net, net->nodes[gi].in[1], &idx) || idx != j)
             return -1;
         int64_t axis = kn_attr_int(&net->nodes[gi], "axis", 0);
         int src = net->nodes[gi].in[0];
@@ -297,6 +286,26 @@ static int gathered_qkv(const kpass *p, int att, int *g) {
             return -1;
     }
     return x;
+}
+
+/* Attention node att reads x viewed as [B, S, 3, H, D] (shape, 0s copying
+ * x's dims) through a new Reshape writing `view`, packed; the three
+ * reshapes that fed it (r[3]) go. */
+static kiln_status read_packed(kpass *p, int att, int x, const int64_t *shape, int view,
+                               const int *r) {
+    kn_net *net = p->net;
+    int sh, ri;
+    KN_TRY(kpass_add_i64(net, "qkv_shape", shape, 5, &sh));
+    int in2[2] = {x, sh};
+    KN_TRY(kn_net_add_node(net, "qkv heads", "Reshape", "", 14, 2, in2, 1, &view, &ri));
+    kn_node *an = &net->nodes[att];
+    an->in[0] = view;
+    an->in[1] = an->in[2] = -1;
+    KN_TRY(kn_node_set_int(an, "qkv_packed", 1));
+    for (int j = 0; j < 3; j++)
+        kpass_kill(p, r[j]);
+    kpass_touch(p, att);
+    return KILN_OK;
 }
 
 /* Q, K, V = Reshape(Split(X, last axis, three equal parts) part j) to
@@ -365,24 +374,13 @@ kiln_status kpass_qkv(kpass *p, int *changed) {
         x = split_qkv(p, i, rs3, &sp);
         if (x >= 0) {
             const kn_tinfo *q0 = kpass_shape(p, 0, a->in[0]);
-            int64_t five = 5, shape[5] = {0, 0, 3, q0->dims[2], q0->dims[3]};
-            kn_tdata sv;
-            KN_TRY(kn_tdata_alloc(&sv, KILN_DTYPE_INT64, 1, &five));
-            memcpy(sv.data, shape, sizeof shape);
-            int sh, view, ri;
-            KN_TRY(kpass_add_const(net, "qkv_shape", &sv, &sh));
+            const int64_t shape[5] = {0, 0, 3, q0->dims[2], q0->dims[3]};
+            int view;
             KN_TRY(kn_net_new_tensor(net, "qkv_heads", &view));
-            int in2[2] = {x, sh};
-            KN_TRY(kn_net_add_node(net, "qkv heads", "Reshape", "", 14, 2, in2, 1, &view, &ri));
-            kn_node *an = &net->nodes[i];
-            an->in[0] = view;
-            an->in[1] = an->in[2] = -1;
-            KN_TRY(kn_node_set_int(an, "qkv_packed", 1));
-            for (int j = 0; j < 3; j++)
-                kpass_kill(p, rs3[j]);
+            KN_TRY(read_packed(p, i, x, shape, view, rs3));
             kpass_kill(p, sp);
-            kpass_touch(p, i);
-            kn_log(KILN_LOG_VERBOSE, "qkv: '%s' reads the split projection in place", an->name);
+            kn_log(KILN_LOG_VERBOSE, "qkv: '%s' reads the split projection in place",
+                   net->nodes[i].name);
             (*changed)++;
             continue;
         }
@@ -434,13 +432,8 @@ kiln_status kpass_qkv(kpass *p, int *changed) {
         KN_TRY(concat_consts(net, wt, 3, "qkv_weight", &w));
         if (has_bias)
             KN_TRY(concat_consts(net, bt, 3, "qkv_bias", &bias));
-        kn_tdata sv;
-        int64_t five = 5;
-        KN_TRY(kn_tdata_alloc(&sv, KILN_DTYPE_INT64, 1, &five));
         const int64_t shape[5] = {0, 0, 3, H, D};
-        memcpy(sv.data, shape, sizeof shape);
-        int sh, packed, view;
-        KN_TRY(kpass_add_const(net, "qkv_shape", &sv, &sh));
+        int packed, view;
         KN_TRY(kn_net_new_tensor(net, "qkv", &packed));
         KN_TRY(kn_net_new_tensor(net, "qkv_heads", &view));
         /* the Q projection becomes the packed one */
@@ -451,19 +444,11 @@ kiln_status kpass_qkv(kpass *p, int *changed) {
         KN_TRY(kpass_join_name(qn, net->nodes[mm[1]].name));
         KN_TRY(kpass_join_name(&net->nodes[mm[0]], net->nodes[mm[2]].name));
         kpass_set_output(net, mm[0], 0, packed);
-        int in2[2] = {packed, sh}, ri;
-        KN_TRY(kn_net_add_node(net, "qkv heads", "Reshape", "", 14, 2, in2, 1, &view, &ri));
-        kn_node *an = &net->nodes[i];
-        an->in[0] = view;
-        an->in[1] = an->in[2] = -1;
-        KN_TRY(kn_node_set_int(an, "qkv_packed", 1));
-        for (int j = 0; j < 3; j++)
-            kpass_kill(p, rs[j]);
+        KN_TRY(read_packed(p, i, packed, shape, view, rs));
         kpass_kill(p, mm[1]);
         kpass_kill(p, mm[2]);
         kpass_touch(p, mm[0]);
-        kpass_touch(p, i);
-        kn_log(KILN_LOG_VERBOSE, "qkv: one GEMM for the projections of '%s'", an->name);
+        kn_log(KILN_LOG_VERBOSE, "qkv: one GEMM for the projections of '%s'", net->nodes[i].name);
         (*changed)++;
     }
     return KILN_OK;
@@ -485,7 +470,7 @@ kiln_status kpass_gather_transpose(kpass *p, int *changed) {
         const kn_node *g = &net->nodes[i];
         int64_t idx;
         if (!kpass_free(p, i) || !kpass_is(g, "Gather") || g->n_in != 2 || g->n_out != 1 ||
-            !const_index(net, g->in[1], &idx))
+            !kpass_const_index(net, g->in[1], &idx))
             continue;
         int ti = kpass_producer(p, g->in[0]);
         if (ti < 0 || !kpass_is(&net->nodes[ti], "Transpose") || net->nodes[ti].n_in != 1)

@@ -7,6 +7,7 @@
  * of traced exports. */
 #include <string.h>
 
+#include "graph/ops_tensor.h"
 #include "passes.h"
 
 /* Outputs larger than this stay computed at run time. */
@@ -69,15 +70,10 @@ static kiln_status set_int64(kn_net *net, int t, const int64_t *v, int64_t n, bo
 
 /* The [start, end) range of dimensions a Shape node reports (opset 15). */
 static void shape_range(const kn_node *n, int rank, int *start, int *end) {
-    int64_t s = kn_attr_int(n, "start", 0), e = kn_attr_int(n, "end", rank);
-    if (s < 0)
-        s += rank;
-    if (e < 0)
-        e += rank;
-    s = s < 0 ? 0 : (s > rank ? rank : s);
-    e = e < 0 ? 0 : (e > rank ? rank : e);
+    int64_t s, e;
+    kn_shape_window(n, rank, &s, &e);
     *start = (int)s;
-    *end = (int)(e < s ? s : e);
+    *end = (int)e;
 }
 
 /* Rank of x and whether its dimension d is the same everywhere (value in

@@ -59,16 +59,6 @@ typedef struct mv_sink {
     int x;         /* the Transpose's input */
 } mv_sink;
 
-static bool const_index(const kn_net *net, int t, int64_t *v) {
-    if (!kpass_is_const(net, t))
-        return false;
-    const kn_tdata *d = &net->tensors[t].value;
-    if (d->rank != 0 || (d->dtype != KILN_DTYPE_INT64 && d->dtype != KILN_DTYPE_INT32))
-        return false;
-    *v = kpass_value_int(d, 0);
-    return true;
-}
-
 static bool is_view_op(const kn_node *n) {
     return (kpass_is(n, "Transpose") || kpass_is(n, "Reshape") || kpass_is(n, "Unsqueeze") ||
             kpass_is(n, "Squeeze") || kpass_is(n, "Flatten") || kpass_is(n, "Split")) &&
@@ -92,7 +82,7 @@ static void walk(const kpass *p, int t, bool scale_ok, mv_path *w) {
         double c;
         if (is_view_op(n)) {
             next = n->in[0];
-        } else if (kpass_is(n, "Gather") && n->n_in == 2 && const_index(net, n->in[1], &idx)) {
+        } else if (kpass_is(n, "Gather") && n->n_in == 2 && kpass_const_index(net, n->in[1], &idx)) {
             next = n->in[0];
         } else if (scale_ok && (kpass_is(n, "Mul") || kpass_is(n, "Div")) && n->n_in == 2) {
             bool div = kpass_is(n, "Div");
@@ -319,7 +309,7 @@ static bool apply(const kpass *p, int k, const kn_node *n, int out, mv_atoms *v)
         int64_t a = kn_attr_int(n, "axis", 0), idx;
         if (a < 0)
             a += v->rank;
-        if (a < 0 || a >= v->rank || !const_index(p->net, n->in[1], &idx))
+        if (a < 0 || a >= v->rank || !kpass_const_index(p->net, n->in[1], &idx))
             return false;
         if (idx < 0)
             idx += dim_of(v, (int)a);
@@ -609,26 +599,21 @@ static kiln_status heads_view(kpass *p, const mha *m, int from, int64_t seq, int
         shape[n++] = 3;
     shape[n++] = m->h;
     shape[n++] = hd;
-    kn_tdata sv;
-    KN_TRY(kn_tdata_alloc(&sv, KILN_DTYPE_INT64, 1, &n));
-    memcpy(sv.data, shape, sizeof(int64_t) * (size_t)n);
     int sh, node;
-    KN_TRY(kpass_add_const(net, "heads_shape", &sv, &sh));
+    KN_TRY(kpass_add_i64(net, "heads_shape", shape, n, &sh));
     KN_TRY(kn_net_new_tensor(net, "heads", out));
     int in2[2] = {from, sh};
     KN_TRY(kn_net_add_node(net, name, "Reshape", "", 14, 2, in2, 1, out, &node));
     return KILN_OK;
 }
 
+static bool is_softmax(const kn_node *n) { return kpass_is(n, "Softmax"); }
+
 kiln_status kpass_mha(kpass *p, int *changed) {
     kn_net *net = p->net;
-    bool any = false;
-    for (int i = 0; i < p->n_nodes && !any; i++)
-        any = !net->nodes[i].dead && kpass_is(&net->nodes[i], "Softmax");
-    if (!any)
-        return KILN_OK;
-    KN_TRY(kpass_need_shapes(p));
-    if (p->shapes_state != 1)
+    bool ready;
+    KN_TRY(kpass_shapes_if(p, is_softmax, &ready));
+    if (!ready)
         return KILN_OK;
     for (int i = 0; i < p->n_nodes; i++) {
         mha m;
@@ -797,14 +782,6 @@ static bool rows_identity(const kpass *p, const mv_path *before, const mv_path *
     return true;
 }
 
-/* A constant [2] or [1]-long int64 vector. */
-static kiln_status ivec(kn_net *net, const char *hint, const int64_t *v, int64_t n, int *out) {
-    kn_tdata d;
-    KN_TRY(kn_tdata_alloc(&d, KILN_DTYPE_INT64, 1, &n));
-    memcpy(d.data, v, sizeof(int64_t) * (size_t)n);
-    return kpass_add_const(net, hint, &d, out);
-}
-
 /* Shape(y) without its last `tail` dims, then `cols`: a fresh tensor. */
 static kiln_status lead_shape(kpass *p, int y, int tail, int64_t cols, const char *what,
                               int *out) {
@@ -815,7 +792,7 @@ static kiln_status lead_shape(kpass *p, int y, int tail, int64_t cols, const cha
     snprintf(name, sizeof name, "%s leading dims", what);
     KN_TRY(kn_net_add_node(net, name, "Shape", "", 15, 1, &y, 1, &sy, &node));
     KN_TRY(kn_node_set_int(&net->nodes[node], "end", yr - tail));
-    KN_TRY(ivec(net, "cols", &cols, 1, &c));
+    KN_TRY(kpass_add_i64(net, "cols", &cols, 1, &c));
     KN_TRY(kn_net_new_tensor(net, "rows_shape", out));
     int in2[2] = {sy, c};
     snprintf(name, sizeof name, "%s shape", what);
@@ -891,7 +868,7 @@ static kiln_status rows_in_place(kpass *p, int gi, int y, int z, int tail, int64
     }
     int64_t rs[2] = {-1, e};
     int rows_in, gout, zshape;
-    KN_TRY(ivec(net, "rows_shape", rs, 2, &sh));
+    KN_TRY(kpass_add_i64(net, "rows_shape", rs, 2, &sh));
     KN_TRY(kn_net_new_tensor(net, "rows", &rows_in));
     int in2[2] = {y, sh};
     KN_TRY(kn_net_add_node(net, what, "Reshape", "", 14, 2, in2, 1, &rows_in, &node));
@@ -906,15 +883,17 @@ static kiln_status rows_in_place(kpass *p, int gi, int y, int z, int tail, int64
     return KILN_OK;
 }
 
+/* Whether n may be a row op (the constant-weight test needs the net). */
+static bool is_matrix_op(const kn_node *n) {
+    return kpass_is(n, "Gemm") || kpass_is_kiln(n, "Gemm") || kpass_is(n, "MatMul") ||
+           kpass_is_kiln(n, "MatMul");
+}
+
 kiln_status kpass_row_permutes(kpass *p, int *changed) {
     kn_net *net = p->net;
-    bool any = false;
-    for (int i = 0; i < p->n_nodes && !any; i++)
-        any = !net->nodes[i].dead && row_op(net, &net->nodes[i]);
-    if (!any)
-        return KILN_OK;
-    KN_TRY(kpass_need_shapes(p));
-    if (p->shapes_state != 1)
+    bool ready;
+    KN_TRY(kpass_shapes_if(p, is_matrix_op, &ready));
+    if (!ready)
         return KILN_OK;
     for (int gi = 0; gi < p->n_nodes; gi++) {
         const kn_node *g = &net->nodes[gi];
@@ -1006,15 +985,13 @@ static bool in_order(const mv_atoms *v) {
     return true;
 }
 
+static bool is_transpose(const kn_node *n) { return kpass_is(n, "Transpose"); }
+
 kiln_status kpass_view_chains(kpass *p, int *changed) {
     kn_net *net = p->net;
-    bool any = false;
-    for (int i = 0; i < p->n_nodes && !any; i++)
-        any = !net->nodes[i].dead && kpass_is(&net->nodes[i], "Transpose");
-    if (!any)
-        return KILN_OK;
-    KN_TRY(kpass_need_shapes(p));
-    if (p->shapes_state != 1)
+    bool ready;
+    KN_TRY(kpass_shapes_if(p, is_transpose, &ready));
+    if (!ready)
         return KILN_OK;
     for (int i = 0; i < p->n_nodes; i++) {
         const kn_node *n = &net->nodes[i];
@@ -1080,7 +1057,7 @@ kiln_status kpass_view_chains(kpass *p, int *changed) {
         if (!ok)
             continue;
         int sh, node, out = w.t;
-        KN_TRY(ivec(net, "view_shape", shape, t0->rank, &sh));
+        KN_TRY(kpass_add_i64(net, "view_shape", shape, t0->rank, &sh));
         char name[600];
         snprintf(name, sizeof name, "%s (in order)", net->nodes[i].name);
         int in2[2] = {w.base, sh};

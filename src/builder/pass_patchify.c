@@ -31,13 +31,6 @@ static bool ints_all(const kn_node *n, const char *name, size_t count, const int
     return true;
 }
 
-static kiln_status add_i64(kn_net *net, const char *hint, const int64_t *v, int64_t n, int *out) {
-    kn_tdata d;
-    KN_TRY(kn_tdata_alloc(&d, KILN_DTYPE_INT64, 1, &n));
-    memcpy(d.data, v, sizeof(int64_t) * (size_t)n);
-    return kpass_add_const(net, hint, &d, out);
-}
-
 static kiln_status add_node1(kn_net *net, const char *base, const char *what, const char *op,
                              int n_in, const int *in, int out, int *node) {
     char name[600];
@@ -45,15 +38,13 @@ static kiln_status add_node1(kn_net *net, const char *base, const char *what, co
     return kn_net_add_node(net, name, op, "", 14, n_in, in, 1, &out, node);
 }
 
+static bool is_conv(const kn_node *n) { return kpass_is(n, "Conv"); }
+
 kiln_status kpass_patchify(kpass *p, int *changed) {
     kn_net *net = p->net;
-    bool any = false;
-    for (int i = 0; i < p->n_nodes && !any; i++)
-        any = !net->nodes[i].dead && kpass_is(&net->nodes[i], "Conv");
-    if (!any)
-        return KILN_OK;
-    KN_TRY(kpass_need_shapes(p));
-    if (p->shapes_state != 1)
+    bool ready;
+    KN_TRY(kpass_shapes_if(p, is_conv, &ready));
+    if (!ready)
         return KILN_OK;
     for (int i = 0; i < p->n_nodes; i++) {
         const kn_node *cv = &net->nodes[i];
@@ -116,9 +107,9 @@ kiln_status kpass_patchify(kpass *p, int *changed) {
         const int64_t sh6[6] = {-1, c, oh, kh, ow, kw}, sh3[3] = {-1, oh * ow, kk},
                       sh4[4] = {-1, oh, ow, oc}, perm6[6] = {0, 2, 4, 1, 3, 5},
                       perm4[4] = {0, 3, 1, 2};
-        KN_TRY(add_i64(net, "patch_shape", sh6, 6, &s6));
-        KN_TRY(add_i64(net, "patch_rows", sh3, 3, &s3));
-        KN_TRY(add_i64(net, "patch_out", sh4, 4, &s4));
+        KN_TRY(kpass_add_i64(net, "patch_shape", sh6, 6, &s6));
+        KN_TRY(kpass_add_i64(net, "patch_rows", sh3, 3, &s3));
+        KN_TRY(kpass_add_i64(net, "patch_out", sh4, 4, &s4));
         KN_TRY(kn_net_new_tensor(net, "patches6", &x6));
         KN_TRY(kn_net_new_tensor(net, "patches_t", &xp));
         KN_TRY(kn_net_new_tensor(net, "patches", &xm));

@@ -23,20 +23,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/ops_tensor.h"
 #include "passes.h"
-
-/* The [start, end) range of dims a Shape node reports. */
-static void range_of(const kn_node *n, int rank, int *start, int *end) {
-    int64_t s = kn_attr_int(n, "start", 0), e = kn_attr_int(n, "end", rank);
-    if (s < 0)
-        s += rank;
-    if (e < 0)
-        e += rank;
-    s = s < 0 ? 0 : (s > rank ? rank : s);
-    e = e < 0 ? 0 : (e > rank ? rank : e);
-    *start = (int)s;
-    *end = (int)(e < s ? s : e);
-}
 
 /* Ops whose output always has their first input's shape. */
 static bool keeps_shape(const kn_node *n) {
@@ -86,12 +74,17 @@ static bool part_static(const kpass *p, int t, int ax, kn_tinfo *st) {
     return true;
 }
 
-static kiln_status int64_const(kn_net *net, const char *hint, const int64_t *v, int64_t n,
-                               int *out) {
-    kn_tdata d;
-    KN_TRY(kn_tdata_alloc(&d, KILN_DTYPE_INT64, 1, &n));
-    memcpy(d.data, v, sizeof(int64_t) * (size_t)n);
-    return kpass_add_const(net, hint, &d, out);
+/* y = the parts (1-D int64 tensors) one after another: Identity of one,
+ * Concat of more. */
+static kiln_status join_parts(kn_net *net, const char *name, const char *what, const int *parts,
+                              int np, int y) {
+    char cname[600];
+    int c;
+    snprintf(cname, sizeof cname, "%s (%s)", name, what);
+    if (np == 1)
+        return kn_net_add_node(net, cname, "Identity", "", 13, 1, parts, 1, &y, &c);
+    KN_TRY(kn_net_add_node(net, cname, "Concat", "", 13, np, parts, 1, &y, &c));
+    return kn_node_set_int(&net->nodes[c], "axis", 0);
 }
 
 /* A Shape node on x reporting [start, end), written to tensor `out` (-1: a
@@ -122,8 +115,9 @@ static kiln_status sink(kpass *p, int si, bool *done) {
     if (pr < 0 || rank < 1)
         return KILN_OK;
     const kn_node *n = &net->nodes[pr];
-    int a, e;
-    range_of(s, rank, &a, &e);
+    int64_t a64, e64;
+    kn_shape_window(s, rank, &a64, &e64);
+    int a = (int)a64, e = (int)e64;
     char name[512];
     size_t nl = strlen(s->name), sl = strlen(" (moved up)");
     bool moved = nl >= sl && strcmp(s->name + nl - sl, " (moved up)") == 0;
@@ -138,7 +132,7 @@ static kiln_status sink(kpass *p, int si, bool *done) {
             idx[k - a] = perm ? perm[k] : rank - 1 - k;
         int x = n->in[0], sx, it, g;
         KN_TRY(add_shape(net, name, x, 0, rank, rank, -1, &sx));
-        KN_TRY(int64_const(net, "shape_perm", idx, e - a, &it));
+        KN_TRY(kpass_add_i64(net, "shape_perm", idx, e - a, &it));
         int in2[2] = {sx, it};
         char gname[600];
         snprintf(gname, sizeof gname, "%s (permuted)", name);
@@ -156,21 +150,17 @@ static kiln_status sink(kpass *p, int si, bool *done) {
             KN_TRY(add_shape(net, name, x, a, e, rank, y, &ty));
         } else {
             /* the leading dims of x, then W's column count */
-            int lead = -1, cols, c;
+            int lead = -1, cols;
             const kn_tdata *w = &net->tensors[n->in[1]].value;
             int64_t ncol = kn_attr_int(n, "transB", 0) ? w->dims[0] : w->dims[1];
             if (a < rank - 1)
                 KN_TRY(add_shape(net, name, x, a, rank - 1, rank, -1, &lead));
-            KN_TRY(int64_const(net, "shape_cols", &ncol, 1, &cols));
+            KN_TRY(kpass_add_i64(net, "shape_cols", &ncol, 1, &cols));
             int in2[2] = {lead, cols};
-            char cname[600];
-            snprintf(cname, sizeof cname, "%s (columns)", name);
-            if (lead >= 0) {
-                KN_TRY(kn_net_add_node(net, cname, "Concat", "", 13, 2, in2, 1, &y, &c));
-                KN_TRY(kn_node_set_int(&net->nodes[c], "axis", 0));
-            } else {
-                KN_TRY(kn_net_add_node(net, cname, "Identity", "", 13, 1, &cols, 1, &y, &c));
-            }
+            if (lead >= 0)
+                KN_TRY(join_parts(net, name, "columns", in2, 2, y));
+            else
+                KN_TRY(join_parts(net, name, "columns", &cols, 1, y));
         }
     } else if (kpass_is(n, "Split") && n->n_in >= 1 && n->in[0] >= 0 &&
                kpass_rank(p, n->in[0]) == rank) {
@@ -187,16 +177,13 @@ static kiln_status sink(kpass *p, int si, bool *done) {
             kn_tinfo st;
             if (!kpass_static_shape(p, t, &st) && !part_static(p, t, (int)ax, &st))
                 return KILN_OK;
-            int parts[3], np = 0, c;
+            int parts[3], np = 0;
             if (a < ax)
                 KN_TRY(add_shape(net, name, x, a, (int)ax, rank, -1, &parts[np++]));
-            KN_TRY(int64_const(net, "shape_part", &st.dims[ax], 1, &parts[np++]));
+            KN_TRY(kpass_add_i64(net, "shape_part", &st.dims[ax], 1, &parts[np++]));
             if (ax + 1 < e)
                 KN_TRY(add_shape(net, name, x, (int)ax + 1, e, rank, -1, &parts[np++]));
-            char cname[600];
-            snprintf(cname, sizeof cname, "%s (split part)", name);
-            KN_TRY(kn_net_add_node(net, cname, "Concat", "", 13, np, parts, 1, &y, &c));
-            KN_TRY(kn_node_set_int(&net->nodes[c], "axis", 0));
+            KN_TRY(join_parts(net, name, "split part", parts, np, y));
         }
     } else if (kpass_is(n, "Gather") && n->n_in == 2 && n->in[0] >= 0 && n->in[1] >= 0 &&
                !kpass_is_const(net, n->in[1])) {
@@ -212,30 +199,23 @@ static kiln_status sink(kpass *p, int si, bool *done) {
                                            memcpy(ds.dims, net->tensors[data].value.dims, sizeof ds.dims), true)
                                         : kpass_static_shape(p, data, &ds)))
             return KILN_OK;
-        int parts[3], np = 0, c;
+        int parts[3], np = 0;
         int i0 = (int)ax, i1 = (int)ax + ir; /* idx's dims in the output */
         if (a < i0)
-            KN_TRY(int64_const(net, "shape_part", ds.dims + a, (e < i0 ? e : i0) - a, &parts[np++]));
+            KN_TRY(kpass_add_i64(net, "shape_part", ds.dims + a, (e < i0 ? e : i0) - a, &parts[np++]));
         int b0 = a > i0 ? a : i0, b1 = e < i1 ? e : i1;
         if (b1 > b0)
             KN_TRY(add_shape(net, name, idx, b0 - i0, b1 - i0, ir, -1, &parts[np++]));
         if (e > i1) {
             int c0 = a > i1 ? a : i1;
-            KN_TRY(int64_const(net, "shape_part", ds.dims + (c0 - i1) + ax + 1, e - c0, &parts[np++]));
+            KN_TRY(kpass_add_i64(net, "shape_part", ds.dims + (c0 - i1) + ax + 1, e - c0, &parts[np++]));
         }
-        char cname[600];
-        snprintf(cname, sizeof cname, "%s (gathered)", name);
-        if (np == 1) {
-            KN_TRY(kn_net_add_node(net, cname, "Identity", "", 13, 1, parts, 1, &y, &c));
-        } else {
-            KN_TRY(kn_net_add_node(net, cname, "Concat", "", 13, np, parts, 1, &y, &c));
-            KN_TRY(kn_node_set_int(&net->nodes[c], "axis", 0));
-        }
+        KN_TRY(join_parts(net, name, "gathered", parts, np, y));
     } else if ((kpass_is(n, "Reshape") || kpass_is(n, "Flatten") || kpass_is(n, "Squeeze") ||
                 kpass_is(n, "Unsqueeze")) && n->n_in >= 1 && n->in[0] >= 0) {
         /* dim by dim: x's dim at the same position where it is that one at
          * every profile point, else a static value */
-        int x = n->in[0], parts[KILN_MAX_DIMS], np = 0, c;
+        int x = n->in[0], parts[KILN_MAX_DIMS], np = 0;
         int xr = kpass_rank(p, x);
         if (xr < 1 || e <= a)
             return KILN_OK;
@@ -266,17 +246,10 @@ static kiln_status sink(kpass *p, int si, bool *done) {
             if (from_x[d])
                 KN_TRY(add_shape(net, name, x, d, d1, xr, -1, &parts[np++]));
             else
-                KN_TRY(int64_const(net, "shape_part", &vals[d], d1 - d, &parts[np++]));
+                KN_TRY(kpass_add_i64(net, "shape_part", &vals[d], d1 - d, &parts[np++]));
             d = d1;
         }
-        char cname[600];
-        snprintf(cname, sizeof cname, "%s (by dim)", name);
-        if (np == 1) {
-            KN_TRY(kn_net_add_node(net, cname, "Identity", "", 13, 1, parts, 1, &y, &c));
-        } else {
-            KN_TRY(kn_net_add_node(net, cname, "Concat", "", 13, np, parts, 1, &y, &c));
-            KN_TRY(kn_node_set_int(&net->nodes[c], "axis", 0));
-        }
+        KN_TRY(join_parts(net, name, "by dim", parts, np, y));
     } else {
         return KILN_OK;
     }

@@ -381,6 +381,24 @@ kiln_status kpass_add_const(kn_net *net, const char *hint, kn_tdata *v, int *ind
     return KILN_OK;
 }
 
+kiln_status kpass_add_i64(kn_net *net, const char *hint, const int64_t *v, int64_t n, int *index) {
+    kn_tdata d;
+    KN_TRY(kn_tdata_alloc(&d, KILN_DTYPE_INT64, 1, &n));
+    if (n)
+        memcpy(d.data, v, sizeof(int64_t) * (size_t)n);
+    return kpass_add_const(net, hint, &d, index);
+}
+
+bool kpass_const_index(const kn_net *net, int t, int64_t *v) {
+    if (!kpass_is_const(net, t))
+        return false;
+    const kn_tdata *d = &net->tensors[t].value;
+    if (d->rank != 0 || (d->dtype != KILN_DTYPE_INT64 && d->dtype != KILN_DTYPE_INT32))
+        return false;
+    *v = kpass_value_int(d, 0);
+    return true;
+}
+
 /* ---------------- node rewriting ---------------- */
 
 kiln_status kpass_retype(kn_node *n, const char *op_type, const char *domain, int opset) {

@@ -139,6 +139,12 @@ KN_HIDDEN bool kpass_const_scalar(const kn_net *net, int t, double *out);
 KN_HIDDEN kiln_status kpass_const_floats(const kn_net *net, int t, float **out);
 /* Make a new constant tensor named after hint; takes v's data. */
 KN_HIDDEN kiln_status kpass_add_const(kn_net *net, const char *hint, kn_tdata *v, int *index);
+/* A new constant int64 vector of n values (shapes, permutations, indices). */
+KN_HIDDEN kiln_status kpass_add_i64(kn_net *net, const char *hint, const int64_t *v, int64_t n,
+                                    int *index);
+/* Whether t is a constant int32/int64 scalar of rank 0 (a Gather index);
+ * *v gets it. */
+KN_HIDDEN bool kpass_const_index(const kn_net *net, int t, int64_t *v);
 
 /* ---- node rewriting ---- */
 /* Change a node's op (strings copied). */

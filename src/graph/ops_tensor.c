@@ -840,8 +840,7 @@ static kiln_status infer_pad(kn_infer *c) {
     return KILN_OK;
 }
 
-/* Shape's [start, end) window, clamped (opset 15). */
-static void shape_window(const kn_node *n, int rank, int64_t *s, int64_t *e) {
+void kn_shape_window(const kn_node *n, int rank, int64_t *s, int64_t *e) {
     int64_t a = kn_attr_int(n, "start", 0), b = kn_attr_int(n, "end", rank);
     if (a < 0)
         a += rank;
@@ -857,7 +856,7 @@ static kiln_status infer_shape(kn_infer *c) {
     if (!kn_has_in(c, 0))
         return kn_node_error(c->node, KILN_ERR_INVALID_ARGUMENT, "input 0 is missing");
     int64_t s, e;
-    shape_window(c->node, c->in[0].rank, &s, &e);
+    kn_shape_window(c->node, c->in[0].rank, &s, &e);
     c->out[0].dtype = KILN_DTYPE_INT64;
     c->out[0].rank = 1;
     c->out[0].dims[0] = e - s;

@@ -24,6 +24,10 @@ KN_HIDDEN kiln_status kn_random_decode(const kn_node *n, kn_random *p);
 /* The generator key: from the seed attribute, else a new one each call. */
 KN_HIDDEN uint64_t kn_random_key(const kn_random *p);
 
+/* Shape's [start, end) window over a rank-`rank` input, clamped (opset 15's
+ * start and end attributes; end never before start). */
+KN_HIDDEN void kn_shape_window(const kn_node *n, int rank, int64_t *start, int64_t *end);
+
 /* Per-axis window of Slice: output dim d reads input index start[d] + i*step[d]
  * for i in [0, count[d]). Axes not sliced get start 0, step 1, count dim. */
 typedef struct kn_slice_plan {

@@ -485,15 +485,7 @@ static kiln_status k_pad(const kb_run *r) {
 
 static kiln_status k_shape(const kb_run *r) {
     int64_t s, e;
-    int rank = r->in[0].rank;
-    s = kn_attr_int(r->node, "start", 0);
-    e = kn_attr_int(r->node, "end", rank);
-    if (s < 0)
-        s += rank;
-    if (e < 0)
-        e += rank;
-    s = s < 0 ? 0 : s > rank ? rank : s;
-    e = e < 0 ? 0 : e > rank ? rank : e;
+    kn_shape_window(r->node, r->in[0].rank, &s, &e);
     int64_t *o = r->out[0].data;
     for (int64_t i = s; i < e; i++)
         o[i - s] = r->in[0].dims[i];
