@@ -122,6 +122,9 @@ static kiln_status sink(kpass *p, int si, bool *done) {
     size_t nl = strlen(s->name), sl = strlen(" (moved up)");
     bool moved = nl >= sl && strcmp(s->name + nl - sl, " (moved up)") == 0;
     snprintf(name, sizeof name, moved ? "%s" : "%s (moved up)", s->name);
+    /* for the log: adding nodes below may move the node array */
+    char what[600];
+    snprintf(what, sizeof what, "'%s' reads the shape before %s '%s'", s->name, n->op_type, n->name);
     if (kpass_is(n, "Transpose") && n->n_in == 1 && n->in[0] >= 0) {
         size_t np = 0;
         const int64_t *perm = kn_attr_ints(n, "perm", &np);
@@ -253,8 +256,7 @@ static kiln_status sink(kpass *p, int si, bool *done) {
     } else {
         return KILN_OK;
     }
-    kn_log(KILN_LOG_VERBOSE, "shape-sink: '%s' reads the shape before %s '%s'", s->name,
-           n->op_type, n->name);
+    kn_log(KILN_LOG_VERBOSE, "shape-sink: %s", what);
     kpass_kill(p, si);
     *done = true;
     return KILN_OK;
