@@ -119,6 +119,30 @@ bool kpass_attn_scores(const kpass *p, int si, kpass_scores *s) {
     return true;
 }
 
+kiln_status kpass_to_attention(kpass *p, int node, int scores, int softmax, const int *qkv, int mask,
+                               float scale) {
+    kn_net *net = p->net;
+    kn_node *y = &net->nodes[node];
+    char *name = kn_strdup(net->nodes[scores].name);
+    if (!name)
+        return KILN_ERR_OUT_OF_MEMORY;
+    kn_free(y->name);
+    y->name = name;
+    KN_TRY(kpass_join_name(y, net->nodes[softmax].name));
+    KN_TRY(kpass_retype(y, "Attention", KN_DOMAIN_KILN, 1));
+    for (int a = 0; a < y->n_attr; a++) /* a Transpose's perm means nothing here */
+        kn_attr_free(&y->attrs[a]);
+    y->n_attr = 0;
+    y->in[0] = qkv[0];
+    KN_TRY(kpass_set_input(y, 1, qkv[1]));
+    KN_TRY(kpass_set_input(y, 2, qkv[2]));
+    if (mask >= 0)
+        KN_TRY(kpass_set_input(y, 3, mask));
+    KN_TRY(kn_node_set_float(y, "scale", scale));
+    kpass_touch(p, node);
+    return KILN_OK;
+}
+
 static bool match(const kpass *p, int si, attn_match *m) {
     static const int64_t p0213[4] = {0, 2, 1, 3}, p0231[4] = {0, 2, 3, 1};
     const kn_net *net = p->net;
@@ -172,33 +196,12 @@ kiln_status kpass_attention(kpass *p, int *changed) {
         attn_match m;
         if (net->nodes[i].dead || !match(p, i, &m))
             continue;
-        kn_node *y = &net->nodes[m.out_node];
-        /* the layer is named after its first op, then the softmax */
-        char *name = kn_strdup(net->nodes[m.scores].name);
-        if (!name)
-            return KILN_ERR_OUT_OF_MEMORY;
-        kn_free(y->name);
-        y->name = name;
-        KN_TRY(kpass_join_name(y, net->nodes[i].name));
-        KN_TRY(kpass_retype(y, "Attention", KN_DOMAIN_KILN, 1));
-        for (int a = 0; a < y->n_attr; a++) /* the Transpose's perm means nothing here */
-            if (strcmp(y->attrs[a].name, "perm") == 0) {
-                kn_attr_free(&y->attrs[a]);
-                memmove(&y->attrs[a], &y->attrs[a + 1], sizeof *y->attrs * (size_t)(y->n_attr - a - 1));
-                y->n_attr--;
-                break;
-            }
-        y->in[0] = m.qr;
-        KN_TRY(kpass_set_input(y, 1, m.kr));
-        KN_TRY(kpass_set_input(y, 2, m.vr));
-        if (m.mask >= 0)
-            KN_TRY(kpass_set_input(y, 3, m.mask));
-        KN_TRY(kn_node_set_float(y, "scale", m.scale));
+        const int qkv[3] = {m.qr, m.kr, m.vr};
+        KN_TRY(kpass_to_attention(p, m.out_node, m.scores, i, qkv, m.mask, m.scale));
         for (int k = 0; k < m.n_nodes; k++)
             kpass_kill(p, m.nodes[k]);
-        kpass_touch(p, m.out_node);
-        kn_log(KILN_LOG_VERBOSE, "attention: '%s' is one layer (scale %g, %s mask)", y->name,
-               (double)m.scale, m.mask >= 0 ? "with" : "no");
+        kn_log(KILN_LOG_VERBOSE, "attention: '%s' is one layer (scale %g, %s mask)",
+               net->nodes[m.out_node].name, (double)m.scale, m.mask >= 0 ? "with" : "no");
         (*changed)++;
     }
     return KILN_OK;

@@ -103,6 +103,25 @@ static void walk(const kpass *p, int t, bool scale_ok, mv_path *w) {
     w->base = cur;
 }
 
+/* Whether node g maps each row of its input 0 to the same row of its
+ * output, independently of the other rows. */
+static bool row_op(const kn_net *net, const kn_node *g) {
+    if (!kpass_matrix_rows(net, g) || (g->n_in > 3 && g->in[3] >= 0))
+        return false; /* no residual: it is read by row index */
+    if (kpass_is(g, "Gemm") || kpass_is_kiln(g, "Gemm")) {
+        if (g->n_in > 2 && g->in[2] >= 0) {
+            if (!kpass_is_const(net, g->in[2]))
+                return false;
+            const kn_tdata *c = &net->tensors[g->in[2]].value;
+            if (c->rank > 2 || (c->rank == 2 && c->dims[0] != 1))
+                return false;
+        }
+    } else if (g->n_in > 2 && g->in[2] >= 0 && !kpass_is_const(net, g->in[2])) {
+        return false;
+    }
+    return true;
+}
+
 /* Whether the tensor `base` comes from a row-wise projection of a
  * Transpose that keeps the last axis, read by nothing else. */
 static bool sinkable(const kpass *p, int base, mv_sink *s) {
@@ -126,16 +145,13 @@ static bool sinkable(const kpass *p, int base, mv_sink *s) {
                 kpass_is(&net->nodes[pa], "MatMul"))
                 mm = pa;
         }
-    } else if (kpass_is(n, "MatMul")) {
-        mm = top;
-    } else if (kpass_is_kiln(n, "MatMul") && !(n->n_in > 3 && n->in[3] >= 0)) {
+    } else if (kpass_is(n, "MatMul") || kpass_is_kiln(n, "MatMul")) {
         mm = top;
     }
     if (mm < 0)
         return false;
     const kn_node *m = &net->nodes[mm];
-    if (m->n_in < 2 || m->in[0] < 0 || !kpass_is_const(net, m->in[1]) ||
-        net->tensors[m->in[1]].value.rank != 2 || !kpass_free(p, mm) || !kpass_free(p, top))
+    if (!row_op(net, m) || !kpass_free(p, mm) || !kpass_free(p, top))
         return false;
     int tt = m->in[0], tr = kpass_producer(p, tt);
     if (tr < 0 || kpass_sole_reader(p, tt) != mm || !kpass_free(p, tr))
@@ -375,11 +391,10 @@ static bool to_view(const mv_atoms *v, mv_view *out) {
     return true;
 }
 
-/* The view path w gives at profile point k over its base (over the sunk
- * projection's rows when s is given). */
-static bool view_at(const kpass *p, int k, const mv_path *w, const mv_sink *s, mv_view *out) {
+/* The atoms of path w's view at profile point k over its base (over the
+ * sunk projection's rows when s is given). */
+static bool atoms_at(const kpass *p, int k, const mv_path *w, const mv_sink *s, mv_atoms *v) {
     const kn_tinfo *b = kpass_shape(p, k, w->base);
-    mv_atoms v;
     if (!b || b->rank < 1)
         return false;
     if (s) {
@@ -390,19 +405,25 @@ static bool view_at(const kpass *p, int k, const mv_path *w, const mv_sink *s, m
         int64_t dims[KILN_MAX_DIMS];
         memcpy(dims, x->dims, sizeof dims);
         dims[x->rank - 1] = b->dims[b->rank - 1];
-        contiguous(&v, x->rank, dims);
+        contiguous(v, x->rank, dims);
         size_t np = 0;
-        permute(&v, kn_attr_ints(&p->net->nodes[s->tr], "perm", &np));
+        permute(v, kn_attr_ints(&p->net->nodes[s->tr], "perm", &np));
         for (int d = 0; d < b->rank; d++)
-            if (dim_of(&v, d) != b->dims[d])
+            if (dim_of(v, d) != b->dims[d])
                 return false;
     } else {
-        contiguous(&v, b->rank, b->dims);
+        contiguous(v, b->rank, b->dims);
     }
     for (int i = w->n - 1; i >= 0; i--)
-        if (!apply(p, k, &p->net->nodes[w->node[i]], w->out[i], &v))
+        if (!apply(p, k, &p->net->nodes[w->node[i]], w->out[i], v))
             return false;
-    return to_view(&v, out);
+    return true;
+}
+
+/* The strided view path w gives at profile point k. */
+static bool view_at(const kpass *p, int k, const mv_path *w, const mv_sink *s, mv_view *out) {
+    mv_atoms v;
+    return atoms_at(p, k, w, s, &v) && to_view(&v, out);
 }
 
 /* ---------------- the match ---------------- */
@@ -451,29 +472,32 @@ static int64_t base_numel(const kpass *p, int k, int base) {
     return b ? kn_numel(b->rank, b->dims) : -1;
 }
 
-/* Every reader of every output of the nodes in set[] is in set[] or is
- * `extra`, and none of those outputs is a graph output. */
+/* Whether tensor t is no graph output and every reader of it is in set[]
+ * or is `extra`. */
+static bool read_within(const kpass *p, int t, const int *set, int n, int extra) {
+    if (t >= p->n_tensors || p->is_output[t])
+        return false;
+    for (int r = p->rd_start[t]; r < p->rd_start[t + 1]; r++) {
+        int rd = p->rd_node[r];
+        bool in = rd == extra;
+        for (int q = 0; q < n && !in; q++)
+            in = set[q] == rd;
+        if (!in)
+            return false;
+    }
+    return true;
+}
+
+/* The nodes in set[] are free and their outputs read only within set[]
+ * (or by `extra`). */
 static bool closed(const kpass *p, const int *set, int n, int extra) {
-    const kn_net *net = p->net;
     for (int i = 0; i < n; i++) {
-        const kn_node *nd = &net->nodes[set[i]];
+        const kn_node *nd = &p->net->nodes[set[i]];
         if (!kpass_free(p, set[i]))
             return false;
-        for (int j = 0; j < nd->n_out; j++) {
-            int t = nd->out[j];
-            if (t < 0)
-                continue;
-            if (t >= p->n_tensors || p->is_output[t])
+        for (int j = 0; j < nd->n_out; j++)
+            if (nd->out[j] >= 0 && !read_within(p, nd->out[j], set, n, extra))
                 return false;
-            for (int r = p->rd_start[t]; r < p->rd_start[t + 1]; r++) {
-                int rd = p->rd_node[r];
-                bool in = rd == extra;
-                for (int q = 0; q < n && !in; q++)
-                    in = set[q] == rd;
-                if (!in)
-                    return false;
-            }
-        }
     }
     return true;
 }
@@ -571,19 +595,10 @@ static bool match(const kpass *p, int si, mha *m, int *set, int *n_set) {
             ok = add_unique(set, &n, MHA_SET, paths[j]->node[i]);
     if (!ok || !closed(p, set, n, m->ctx))
         return false;
-    if (m->sunk) {
-        /* the projection's output is read only by the pattern's views */
-        int base = m->q.base;
-        for (int r = p->rd_start[base]; r < p->rd_start[base + 1]; r++) {
-            bool in = false;
-            for (int q = 0; q < n && !in; q++)
-                in = set[q] == p->rd_node[r];
-            if (!in)
-                m->sunk = false;
-        }
-        if (!m->sunk || p->is_output[base])
-            return false; /* the views were checked through the sink */
-    }
+    /* a sunk projection's output is read only by the pattern's views (the
+     * views were checked through the sink) */
+    if (m->sunk && !read_within(p, m->q.base, set, n, -1))
+        return false;
     *n_set = n;
     return true;
 }
@@ -639,24 +654,11 @@ kiln_status kpass_mha(kpass *p, int *changed) {
             KN_TRY(heads_view(p, &m, m.v.base, m.sk, m.dv, false, name, &ins[2]));
         }
         /* the context MatMul becomes the attention, writing [B, S, H, Dv] */
-        kn_node *y = &net->nodes[m.ctx];
-        int o = y->out[0], yt, tn;
-        char *nm = kn_strdup(net->nodes[m.sc.scores].name);
-        if (!nm)
-            return KILN_ERR_OUT_OF_MEMORY;
-        kn_free(y->name);
-        y->name = nm;
-        KN_TRY(kpass_join_name(y, net->nodes[i].name));
-        KN_TRY(kpass_retype(y, "Attention", KN_DOMAIN_KILN, 1));
-        y->in[0] = ins[0];
-        KN_TRY(kpass_set_input(y, 1, ins[1]));
-        KN_TRY(kpass_set_input(&net->nodes[m.ctx], 2, ins[2]));
-        if (m.sc.mask >= 0)
-            KN_TRY(kpass_set_input(&net->nodes[m.ctx], 3, m.sc.mask));
-        y = &net->nodes[m.ctx];
-        KN_TRY(kn_node_set_float(y, "scale", (float)(m.sc.scale * m.q.scale * m.k.scale)));
+        int o = net->nodes[m.ctx].out[0], yt, tn;
+        KN_TRY(kpass_to_attention(p, m.ctx, m.sc.scores, i, ins, m.sc.mask,
+                                  (float)(m.sc.scale * m.q.scale * m.k.scale)));
         if (m.packed)
-            KN_TRY(kn_node_set_int(y, "qkv_packed", 1));
+            KN_TRY(kn_node_set_int(&net->nodes[m.ctx], "qkv_packed", 1));
         snprintf(name, sizeof name, "%s_bshd", net->tensors[o].name);
         KN_TRY(kn_net_new_tensor(net, name, &yt));
         kpass_set_output(net, m.ctx, 0, yt);
@@ -665,7 +667,6 @@ kiln_status kpass_mha(kpass *p, int *changed) {
         KN_TRY(kn_node_set_ints(&net->nodes[tn], "perm", (const int64_t[]){0, 2, 1, 3}, 4));
         for (int k = 0; k < n_set; k++)
             kpass_kill(p, set[k]);
-        kpass_touch(p, m.ctx);
         kn_log(KILN_LOG_VERBOSE,
                "attention-views: '%s' is one layer (scale %g, %s, %s mask%s)",
                net->nodes[m.ctx].name, (double)kn_attr_float(&net->nodes[m.ctx], "scale", 1.f),
@@ -690,34 +691,6 @@ kiln_status kpass_mha(kpass *p, int *changed) {
  *   Z = after(G(before(Y)))  ->  Z = Reshape(G(Reshape(Y, [-1, E])),
  *                                            Y's leading dims + [E']). */
 
-/* Whether node g maps each row of its input 0 to the same row of its
- * output, independently of the other rows. */
-static bool row_op(const kn_net *net, const kn_node *g) {
-    if (g->n_in < 2 || g->in[0] < 0 || !kpass_is_const(net, g->in[1]) ||
-        net->tensors[g->in[1]].value.rank != 2)
-        return false;
-    bool gemm = kpass_is(g, "Gemm") || kpass_is_kiln(g, "Gemm");
-    bool mm = kpass_is(g, "MatMul") || kpass_is_kiln(g, "MatMul");
-    if (!gemm && !mm)
-        return false;
-    if (g->n_in > 3 && g->in[3] >= 0)
-        return false; /* a residual read by row index */
-    if (gemm) {
-        if (kn_attr_int(g, "transA", 0))
-            return false;
-        if (g->n_in > 2 && g->in[2] >= 0) {
-            if (!kpass_is_const(net, g->in[2]))
-                return false;
-            const kn_tdata *c = &net->tensors[g->in[2]].value;
-            if (c->rank > 2 || (c->rank == 2 && c->dims[0] != 1))
-                return false;
-        }
-    } else if (g->n_in > 2 && g->in[2] >= 0 && !kpass_is_const(net, g->in[2])) {
-        return false;
-    }
-    return true;
-}
-
 /* Offset of row r of a view whose last dim is one atom: the leading atoms
  * are the row number's mixed-radix digits. */
 static int64_t row_offset(const mv_atoms *v, int64_t r) {
@@ -727,18 +700,6 @@ static int64_t row_offset(const mv_atoms *v, int64_t r) {
         r /= v->size[a];
     }
     return off;
-}
-
-/* The atoms of path w's view over its base at point k. */
-static bool atoms_at(const kpass *p, int k, const mv_path *w, mv_atoms *v) {
-    const kn_tinfo *b = kpass_shape(p, k, w->base);
-    if (!b || b->rank < 1)
-        return false;
-    contiguous(v, b->rank, b->dims);
-    for (int i = w->n - 1; i >= 0; i--)
-        if (!apply(p, k, &p->net->nodes[w->node[i]], w->out[i], v))
-            return false;
-    return true;
 }
 
 /* A view whose last dim is exactly the base's rows of `cols` elements
@@ -766,7 +727,7 @@ static bool rows_identity(const kpass *p, const mv_path *before, const mv_path *
                           int64_t e, int64_t e2) {
     for (int k = 0; k < p->n_points; k++) {
         mv_atoms va, vz;
-        if (!atoms_at(p, k, before, &va) || !atoms_at(p, k, after, &vz) || !whole_rows(&va, e) ||
+        if (!atoms_at(p, k, before, NULL, &va) || !atoms_at(p, k, after, NULL, &vz) || !whole_rows(&va, e) ||
             !whole_rows(&vz, e2))
             return false;
         const kn_tinfo *z = kpass_shape(p, k, after->t);
@@ -1035,7 +996,7 @@ kiln_status kpass_view_chains(kpass *p, int *changed) {
         bool ok = true;
         for (int k = 0; k < p->n_points && ok; k++) {
             mv_atoms v;
-            ok = atoms_at(p, k, &w, &v) && in_order(&v);
+            ok = atoms_at(p, k, &w, NULL, &v) && in_order(&v);
         }
         if (!ok)
             continue;

@@ -15,21 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/ops_nn.h"
 #include "passes.h"
-
-static bool ints_all(const kn_node *n, const char *name, size_t count, const int64_t *want,
-                     int64_t dflt) {
-    size_t c = 0;
-    const int64_t *v = kn_attr_ints(n, name, &c);
-    if (!v)
-        return true; /* the default: want[] must be dflt then */
-    if (c != count)
-        return false;
-    for (size_t k = 0; k < count; k++)
-        if (v[k] != (want ? want[k] : dflt))
-            return false;
-    return true;
-}
 
 static kiln_status add_node1(kn_net *net, const char *base, const char *what, const char *op,
                              int n_in, const int *in, int out, int *node) {
@@ -57,10 +44,7 @@ kiln_status kpass_patchify(kpass *p, int *changed) {
             strcmp(kn_attr_string(cv, "auto_pad", "NOTSET"), "NOTSET") != 0)
             continue;
         int64_t kh = w->dims[2], kw = w->dims[3], oc = w->dims[0], c = w->dims[1];
-        const int64_t ks[2] = {kh, kw};
-        if ((kh < 2 && kw < 2) || !ints_all(cv, "strides", 2, ks, 1) ||
-            !kn_attr_ints(cv, "strides", &(size_t){0}) || !ints_all(cv, "pads", 4, NULL, 0) ||
-            !ints_all(cv, "dilations", 2, NULL, 1))
+        if (kh < 2 && kw < 2)
             continue;
         size_t nk = 0;
         const int64_t *kattr = kn_attr_ints(cv, "kernel_shape", &nk);
@@ -81,7 +65,17 @@ kiln_status kpass_patchify(kpass *p, int *changed) {
                 wd = x->dims[3];
             }
         }
-        if (!ok || h % kh || wd % kw)
+        /* the window: stride = kernel, no padding or dilation, whole patches */
+        const int64_t in[2] = {h, wd}, ks[2] = {kh, kw};
+        kn_window win;
+        if (!ok || kn_window_forward(cv, 2, in, ks, false, &win) != KILN_OK) {
+            kn_error_clear();
+            continue;
+        }
+        for (int d = 0; d < 2 && ok; d++)
+            ok = win.stride[d] == ks[d] && win.dil[d] == 1 && win.pad0[d] == 0 && win.pad1[d] == 0 &&
+                 win.out[d] * ks[d] == in[d];
+        if (!ok)
             continue;
         int64_t oh = h / kh, ow = wd / kw, kk = c * kh * kw;
         /* W [OC, C, kh, kw] as [C*kh*kw, OC] */

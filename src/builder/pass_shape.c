@@ -49,16 +49,6 @@ static int sole_variable_input(const kn_net *net, const kn_node *n) {
     return x;
 }
 
-/* MatMul or Gemm (plain or kiln::) by a constant matrix whose output rows
- * are its input's: output dims = input dims but the last. */
-static bool matrix_rows(const kn_net *net, const kn_node *n) {
-    bool gemm = kpass_is(n, "Gemm") || kpass_is_kiln(n, "Gemm");
-    if (!gemm && !kpass_is(n, "MatMul") && !kpass_is_kiln(n, "MatMul"))
-        return false;
-    return n->n_in >= 2 && n->in[0] >= 0 && kpass_is_const(net, n->in[1]) &&
-           net->tensors[n->in[1]].value.rank == 2 && !(gemm && kn_attr_int(n, "transA", 0));
-}
-
 /* Whether dim `ax` of t is the same at every profile point (*st's dims[ax]
  * gets it). */
 static bool part_static(const kpass *p, int t, int ax, kn_tinfo *st) {
@@ -147,7 +137,7 @@ static kiln_status sink(kpass *p, int si, bool *done) {
             return KILN_OK;
         int ty;
         KN_TRY(add_shape(net, name, x, a, e, rank, y, &ty));
-    } else if (matrix_rows(net, n) && kpass_rank(p, n->in[0]) == rank && rank >= 2) {
+    } else if (kpass_matrix_rows(net, n) && kpass_rank(p, n->in[0]) == rank && rank >= 2) {
         int x = n->in[0], ty;
         if (e <= rank - 1) {
             KN_TRY(add_shape(net, name, x, a, e, rank, y, &ty));

@@ -399,6 +399,14 @@ bool kpass_const_index(const kn_net *net, int t, int64_t *v) {
     return true;
 }
 
+bool kpass_matrix_rows(const kn_net *net, const kn_node *n) {
+    bool gemm = kpass_is(n, "Gemm") || kpass_is_kiln(n, "Gemm");
+    if (!gemm && !kpass_is(n, "MatMul") && !kpass_is_kiln(n, "MatMul"))
+        return false;
+    return n->n_in >= 2 && n->in[0] >= 0 && kpass_is_const(net, n->in[1]) &&
+           net->tensors[n->in[1]].value.rank == 2 && !(gemm && kn_attr_int(n, "transA", 0));
+}
+
 /* ---------------- node rewriting ---------------- */
 
 kiln_status kpass_retype(kn_node *n, const char *op_type, const char *domain, int opset) {

@@ -52,6 +52,11 @@ typedef struct kpass_scores {
     float scale;                          /* c (1 / c for a Div), else 1 */
 } kpass_scores;
 KN_HIDDEN bool kpass_attn_scores(const kpass *p, int si, kpass_scores *s);
+/* Node `node` becomes kiln::Attention(qkv[0], qkv[1], qkv[2], mask) with
+ * `scale` (its own attributes dropped), named after the score MatMul, then
+ * the Softmax; touched. */
+KN_HIDDEN kiln_status kpass_to_attention(kpass *p, int node, int scores, int softmax,
+                                         const int *qkv, int mask, float scale);
 /* Attention behind layout views (pass_mha.c): after kpass_attention. */
 KN_HIDDEN kiln_status kpass_mha(kpass *p, int *changed);
 /* A row-wise projection between layout ops whose row orders cancel reads
@@ -169,6 +174,9 @@ KN_HIDDEN bool kpass_graph_io(const kn_net *net, int t);
  * "<what> <from's name> -> <type>". */
 KN_HIDDEN kiln_status kpass_add_cast(kn_net *net, const char *what, int from, int to,
                                      kiln_dtype to_type);
+/* MatMul or Gemm (plain or kiln::) of input 0 by a constant matrix, not
+ * transposing input 0: output dims are input 0's but the last. */
+KN_HIDDEN bool kpass_matrix_rows(const kn_net *net, const kn_node *n);
 /* The activation that node n computes, when it is one an epilogue accepts:
  * name as kb_act_parse knows it, and its alpha/beta. */
 KN_HIDDEN bool kpass_activation(const kn_net *net, const kn_node *n, const char **name,
