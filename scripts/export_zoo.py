@@ -159,8 +159,8 @@ def make(name, small):
     if name in ("llama", "llama_past"):
         kw = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                   intermediate_size=64, vocab_size=256, max_position_embeddings=128) if small else \
-            dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
-                 intermediate_size=8192, vocab_size=32000)
+            dict(hidden_size=1024, num_hidden_layers=16, num_attention_heads=16, num_key_value_heads=4,
+                 intermediate_size=2816, vocab_size=32000)  # about 0.2 B parameters: under protobuf's 2 GB
         cfg = tf.LlamaConfig(**kw)
         m = tf.LlamaModel(cfg)
         if name == "llama":

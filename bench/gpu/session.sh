@@ -5,7 +5,7 @@
 # per-layer profiles, and the model zoo on the GPU (SKIP_TESTS=1 /
 # SKIP_CONFORMANCE=1 / SKIP_MODELS=1 / SKIP_BENCH=1 leave parts out; MICRO lists the kernel
 # micro-benchmarks, default attn; WGMMA=1 runs bench/gpu/wgmma_probe.cu; BENCH_ARGS
-# go to bench_models.py; EXEC=1 times the benchmark's plans with kiln exec; TRACE=1 traces BERT b64 batches under load (trace_probe.py); ENERGY=1 measures energy a batch (energy_probe.py); TACTIC_LOG=1 rebuilds the BERT b64 plan with every tactic's time logged; ZOO=all or ZOO=model,... runs bench/gpu/zoo.py, more real models against PyTorch; with a list, ZOO_PROFILE=1 adds PyTorch eager's kernels for them, bench/gpu/torch_profile.py).
+# go to bench_models.py; EXEC=1 times the benchmark's plans with kiln exec; TRACE=1 traces BERT b64 batches under load (trace_probe.py); ENERGY=1 measures energy a batch (energy_probe.py); TACTIC_LOG=1 rebuilds the BERT b64 plan with every tactic's time logged; ZOO=all or ZOO=model,... runs bench/gpu/zoo.py, more real models against PyTorch; ZOO_USERS=model,... runs bench/gpu/zoo_users.py, the zoo exported through the libraries' own forwards (ZOO_EXPORTERS); with a list, ZOO_PROFILE=1 adds PyTorch eager's kernels for them, bench/gpu/torch_profile.py).
 # Prepare on the build machine (scripts/device_pack.sh
 # fills .device/), carry .device, run from the repository root; logs and
 # results land in $OUT.
@@ -160,6 +160,16 @@ if [ -n "${ZOO:-}" ]; then
         echo "torch profile rc=$?"
     fi
     [ -d $OUT/prof ] && tar czf $OUT/zoo_prof.tgz -C $OUT prof && rm -rf $OUT/prof
+fi
+if [ -n "${ZOO_USERS:-}" ]; then
+    # the zoo made as users make it (bench/gpu/zoo_users.py: transformers'
+    # own forwards through both exporters): ZOO_USERS=model,... and
+    # ZOO_EXPORTERS=torchscript17,dynamo23
+    echo "== users' zoo against PyTorch: $ZOO_USERS (${ZOO_EXPORTERS:-torchscript17,dynamo23})"
+    KILN_CLI_LIBS=$LIBS LD_LIBRARY_PATH=$PWD/$D timeout ${ZOO_TIMEOUT:-540} python3 bench/gpu/zoo_users.py \
+        --kiln $D/libkiln.so --cli $D/kiln --models $ZOO_USERS --exporters ${ZOO_EXPORTERS:-torchscript17,dynamo23} \
+        --out $OUT/zoo_users.md ${ZOO_USERS_ARGS:-} > $OUT/zoo_users.log 2>&1
+    echo "zoo_users rc=$?"; grep -E "^\||^###|rror" $OUT/zoo_users.log | tail -24
 fi
 kill $SMI 2>/dev/null
 # few files back: the device tool returns a limited count
