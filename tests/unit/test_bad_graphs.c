@@ -1,6 +1,6 @@
 /* test_bad_graphs.c - the bad-input catalog for graphs: well-formed ONNX
  * files whose graphs are wrong (tests/bad/onnx/graph_*.onnx, made by
- * tests/bad/gen_graph_cases.py), each with the exact error it must give at
+ * tests/bad/gen_graph_cases.py; attr_*.onnx by gen_input_cases.py), each with the exact error it must give at
  * parse or build time. Damaged bytes are in test_onnx.c and test_plan.c;
  * misuse at run time (wrong shape, missing address, out of profile) is in
  * test_runtime.c. */
@@ -28,6 +28,11 @@ static const bad_case cases[] = {
      "graph output 'nowhere' is not produced by any node"},
     {"bad/onnx/graph_double_write.onnx", KILN_ERR_PARSE,
      "node 'second' (Neg): output 'y' is already produced by node 'first'"},
+    /* attribute values and types (tests/bad/gen_input_cases.py) */
+    {"bad/onnx/attr_transb_7.onnx", KILN_ERR_PARSE,
+     "node 'gemm' (Gemm): attribute 'transB' is 7; it is a flag and must be 0 or 1"},
+    {"bad/onnx/attr_softmax_string_axis.onnx", KILN_ERR_PARSE,
+     "node 'softmax' (Softmax): attribute 'axis' has type STRING; Softmax takes an INT"},
 };
 
 /* Parse and, when that works, build: the first failure is the answer. */
