@@ -602,6 +602,17 @@ int kpass_replace_reads(kpass *p, int from, int to) {
     return count;
 }
 
+/* Whether a live node writes t. */
+static bool live_producer(const kn_net *net, int t) {
+    int prod = net->tensors[t].producer;
+    if (prod < 0 || prod >= net->n_nodes || net->nodes[prod].dead)
+        return false;
+    for (int k = 0; k < net->nodes[prod].n_out; k++)
+        if (net->nodes[prod].out[k] == t)
+            return true;
+    return false;
+}
+
 void kpass_apply_aliases(kpass *p) {
     kn_net *net = p->net;
     if (!p->alias)
@@ -616,14 +627,7 @@ void kpass_apply_aliases(kpass *p) {
                 continue;
             /* a tensor that is produced again (or an input or constant) is
              * read on purpose */
-            int prod = net->tensors[t].producer;
-            bool produced = prod >= 0 && prod < net->n_nodes && !net->nodes[prod].dead;
-            for (int k = 0; produced && k < net->nodes[prod].n_out; k++)
-                if (net->nodes[prod].out[k] == t)
-                    break;
-                else if (k + 1 == net->nodes[prod].n_out)
-                    produced = false;
-            if (produced || kpass_graph_io(net, t))
+            if (live_producer(net, t) || kpass_graph_io(net, t))
                 continue;
             n->in[j] = alias_root(p, t);
         }

@@ -69,6 +69,54 @@ static void test_identity_chain(void) {
     kiln_engine_destroy(eng);
 }
 
+/* Identities that fan out and join again: a = I(x), b = I(a), c = I(a),
+ * d = I(b), y = d + c + b (the reads of b, c and d move to x in turn, some
+ * of them twice through one node). */
+static void test_identity_fan(void) {
+    kiln_network *net = NULL;
+    KT_OK(kiln_network_create(&net));
+    if (!net)
+        return;
+    int64_t d[1] = {3};
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 1, d, NULL));
+    const char *ids[4][2] = {{"x", "a"}, {"a", "b"}, {"a", "c"}, {"b", "d"}};
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "id%d", i);
+        KT_OK(kiln_network_add_node(net, name, "Identity", "", 17, 1, &ids[i][0], 1, &ids[i][1],
+                                    NULL));
+    }
+    const char *s1[2] = {"d", "c"}, *o1[1] = {"dc"}, *s2[2] = {"dc", "b"}, *o2[1] = {"y"};
+    KT_OK(kiln_network_add_node(net, "add1", "Add", "", 17, 2, s1, 1, o1, NULL));
+    KT_OK(kiln_network_add_node(net, "add2", "Add", "", 17, 2, s2, 1, o2, NULL));
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kiln_builder_config *cfg = NULL;
+    KT_OK(kiln_builder_config_create(&cfg));
+    void *plan = NULL;
+    size_t size = 0;
+    KT_OK(kiln_build_serialized(net, cfg, &plan, &size));
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+    kiln_engine *eng = NULL;
+    if (plan)
+        KT_OK(kiln_engine_load(plan, size, &eng));
+    kiln_free(plan);
+    if (!eng)
+        return;
+    kiln_context *ctx = NULL;
+    KT_OK(kiln_context_create(eng, &ctx));
+    float x[3] = {1.f, -2.f, 0.5f}, y[3] = {0};
+    if (ctx) {
+        KT_OK(kiln_context_set_tensor_address(ctx, "x", x));
+        KT_OK(kiln_context_set_tensor_address(ctx, "y", y));
+        KT_OK(kiln_context_enqueue(ctx, NULL));
+        for (int i = 0; i < 3; i++)
+            KT_CHECK(y[i] == 3.f * x[i]);
+    }
+    kiln_context_destroy(ctx);
+    kiln_engine_destroy(eng);
+}
+
 /* A timing cache file of CACHE_ENTRIES distinct signatures loads, and every
  * entry is found again with its tactic and time. */
 static void test_timing_cache(void) {
@@ -111,6 +159,7 @@ static void test_timing_cache(void) {
 }
 
 int main(void) {
+    test_identity_fan();
     test_identity_chain();
     test_timing_cache();
     return kt_finish();
