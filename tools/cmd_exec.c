@@ -483,7 +483,8 @@ static bool load_input(const char *spec, io_buf *b, bool *loaded) {
     }
     void *data;
     size_t size;
-    bool ok = cli_read_file(file, &data, &size);
+    /* a raw file must hold exactly the input's bytes: a larger one is not read */
+    bool ok = cli_read_file_max(file, b->bytes, &data, &size);
     if (ok && size != b->bytes) {
         char dims[128];
         cli_format_dims(dims, sizeof dims, b->rank, b->dims);

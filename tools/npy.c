@@ -807,7 +807,8 @@ bool npz_encode(const npy_list *l, void **buf, size_t *size, char *err) {
 /* ---------------- files ---------------- */
 
 /* The whole of a regular file (kn_open_regular: a FIFO or device is refused
- * without blocking), at most the size it had when opened. */
+ * without blocking), at most the size it had when opened and at most the
+ * input budget. */
 static bool read_all(const char *path, uint8_t **data, size_t *size, char *err) {
     int fd = -1;
     uint64_t n = 0;
@@ -817,6 +818,12 @@ static bool read_all(const char *path, uint8_t **data, size_t *size, char *err) 
                     path);
     if (e != 0)
         return fail(err, "cannot open '%s': %s", path, strerror(e));
+    size_t budget = npy_input_budget();
+    if (n > budget) {
+        close(fd);
+        return fail(err, "'%s' is %llu bytes, over the input memory budget of %zu bytes (set "
+                    "KILN_MAX_INPUT_BYTES to change it)", path, (unsigned long long)n, budget);
+    }
     uint8_t *b = n < SIZE_MAX ? malloc((size_t)n + 1) : NULL;
     if (!b) {
         close(fd);

@@ -121,10 +121,19 @@ static long read_up_to(int fd, const char *path, unsigned char *buf, size_t cap)
 }
 
 bool cli_read_file(const char *path, void **data, size_t *size) {
+    return cli_read_file_max(path, SIZE_MAX, data, size);
+}
+
+bool cli_read_file_max(const char *path, size_t max, void **data, size_t *size) {
     int fd = -1;
     size_t n = 0;
     if (!open_regular(path, &fd, &n))
         return false;
+    if (n > max) {
+        close(fd);
+        cli_error("'%s' has %zu bytes, more than the %zu expected", path, n, max);
+        return false;
+    }
     /* at most the size at open: what the file holds bounds what is allocated */
     unsigned char *buf = malloc(n + 1);
     long got = buf ? read_up_to(fd, path, buf, n) : -1;

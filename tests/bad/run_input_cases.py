@@ -109,6 +109,17 @@ def main():
         raw = os.path.join(work, "zeros.bin")
         with open(raw, "wb") as f:
             f.write(b"\0" * (3 * 64 * 64 * 4))
+        # a lone .npy over the budget is not read, nor a raw file larger than
+        # the input
+        expect_error(k, ".npy over budget",
+                     load + ["--loadInputs=input:" + os.path.join(INPUTS, "npz_budget.npz")],
+                     "is 16505 bytes, over the input memory budget of 1000 bytes",
+                     env={"KILN_MAX_INPUT_BYTES": "1000"})
+        big = os.path.join(work, "big.bin")
+        with open(big, "wb") as f:
+            f.write(b"\0" * (3 * 64 * 64 * 4 + 1))
+        expect_error(k, "raw input too large", load + ["--loadInputs=input:" + big],
+                     "has 49153 bytes, more than the 49152 expected")
         expect_error(k, "--loadInputs twice",
                      load + ["--loadInputs=input:%s,input:%s" % (raw, raw)],
                      "input 'input' is given twice")
