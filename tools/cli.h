@@ -115,8 +115,12 @@ void cli_build_opts_free(cli_build_opts *o);
 bool cli_build_plan(const cli_build_opts *o, void **plan, size_t *size, double *build_s);
 
 /* ---- files ---- */
-/* Read a whole file (malloc'd, caller frees). Prints an error naming the file. */
+/* Read a whole regular file (malloc'd, caller frees; one NUL byte after the
+ * data), at most the size it had when opened. A FIFO, device or directory
+ * is refused without blocking. Prints an error naming the file. */
 bool cli_read_file(const char *path, void **data, size_t *size);
+/* The same, refusing (before reading) a file of more than `max` bytes. */
+bool cli_read_file_max(const char *path, size_t max, void **data, size_t *size);
 /* Read at most `cap` bytes from the start of a file. Returns the count or -1. */
 long cli_read_head(const char *path, void *buf, size_t cap);
 bool cli_write_file(const char *path, const void *data, size_t size);

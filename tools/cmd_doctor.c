@@ -290,29 +290,37 @@ static double pctl(double *v, int n, double p) {
     return v[k < 0 ? 0 : k >= n ? n - 1 : k];
 }
 
+/* The dims of `name` in dir/shapes.txt, lines "name:AxBxC". */
 static bool golden_shape(const char *dir, const char *name, int rank, int64_t *dims) {
-    char path[1024], line[512];
+    char path[4096];
     snprintf(path, sizeof path, "%s/shapes.txt", dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    void *text = NULL;
+    size_t size = 0;
+    if (access(path, R_OK) != 0 || !cli_read_file(path, &text, &size))
         return false;
     bool found = false;
-    while (!found && fgets(line, sizeof line, f)) {
-        char *colon = strrchr(line, ':');
-        if (!colon || (size_t)(colon - line) != strlen(name) || strncmp(line, name, strlen(name)))
-            continue;
-        char *p = colon + 1;
-        int r = 0;
-        while (r < rank && *p) {
-            dims[r++] = strtoll(p, &p, 10);
-            if (*p == 'x')
-                p++;
-            else
-                break;
+    size_t nl = strlen(name);
+    for (char *line = text, *end = (char *)text + size; !found && line < end;) {
+        char *eol = memchr(line, '\n', (size_t)(end - line));
+        char *next = eol ? eol + 1 : end;
+        if (eol)
+            *eol = 0;
+        char *colon = strrchr(line, ':'); /* cli_read_file ends the text with a NUL */
+        if (colon && (size_t)(colon - line) == nl && strncmp(line, name, nl) == 0) {
+            char *p = colon + 1;
+            int r = 0;
+            while (r < rank && *p) {
+                dims[r++] = strtoll(p, &p, 10);
+                if (*p == 'x')
+                    p++;
+                else
+                    break;
+            }
+            found = r == rank;
         }
-        found = r == rank;
+        line = next;
     }
-    fclose(f);
+    free(text);
     return found;
 }
 

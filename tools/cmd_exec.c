@@ -372,6 +372,13 @@ static bool find_input_file(const char *spec, const char *name, char **file, boo
         const char *comma = strchr(f, ',');
         size_t flen = comma ? (size_t)(comma - f) : strlen(f);
         if ((size_t)(nm_end - nm) == strlen(name) && memcmp(nm, name, strlen(name)) == 0) {
+            if (*found) {
+                cli_error("--loadInputs: input '%s' is given twice", name);
+                free(*file);
+                *file = NULL;
+                *found = false;
+                return false;
+            }
             *file = malloc(flen + 1);
             if (!*file) {
                 cli_error("out of memory");
@@ -399,7 +406,6 @@ static bool check_input_names(const char *flag, const kiln_engine *eng, const ch
 }
 
 static bool check_load_inputs_names(const char *spec, const kiln_engine *eng) {
-    char buf[1024];
     const char *p = spec;
     while (*p) {
         const char *nm = p, *nm_end;
@@ -411,9 +417,14 @@ static bool check_load_inputs_names(const char *spec, const kiln_engine *eng) {
         }
         if (!nm_end)
             break; /* find_input_file reports the malformed spec */
-        snprintf(buf, sizeof buf, "%.*s", (int)(nm_end - nm), nm);
-        const char *one = buf;
-        if (!check_input_names("--loadInputs", eng, &one, 1))
+        char *one = strndup(nm, (size_t)(nm_end - nm));
+        if (!one) {
+            cli_error("out of memory");
+            return false;
+        }
+        bool known = check_input_names("--loadInputs", eng, (const char **)&one, 1);
+        free(one);
+        if (!known)
             return false;
         const char *comma = strchr(nm_end, ',');
         if (!comma)
@@ -472,7 +483,8 @@ static bool load_input(const char *spec, io_buf *b, bool *loaded) {
     }
     void *data;
     size_t size;
-    bool ok = cli_read_file(file, &data, &size);
+    /* a raw file must hold exactly the input's bytes: a larger one is not read */
+    bool ok = cli_read_file_max(file, b->bytes, &data, &size);
     if (ok && size != b->bytes) {
         char dims[128];
         cli_format_dims(dims, sizeof dims, b->rank, b->dims);

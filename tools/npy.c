@@ -4,11 +4,15 @@
 #include "npy.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "../src/core/file_open.h"
 
 #ifdef KILN_HAVE_ZLIB
 #include <zlib.h>
@@ -431,8 +435,8 @@ static bool inflate_member(const uint8_t *src, size_t csize, uint8_t *dst, size_
     }
     inflateEnd(&z);
     if (r != Z_STREAM_END || out_done != usize)
-        return fail(err, "%s: byte %zu: member '%s': deflate data is corrupt or its size is "
-                    "not the %zu bytes the directory says%s%s", file, off, member, usize,
+        return fail(err, "%s: byte %zu: deflate data is corrupt or its size is not the %zu "
+                    "bytes the directory says%s%s", member, off, usize,
                     z.msg ? ": " : "", z.msg ? z.msg : "");
     return true;
 #else
@@ -440,8 +444,9 @@ static bool inflate_member(const uint8_t *src, size_t csize, uint8_t *dst, size_
     (void)csize;
     (void)dst;
     (void)usize;
-    return fail(err, "%s: byte %zu: member '%s' is deflate-compressed and this kiln was built "
-                "without zlib (save with np.savez, not np.savez_compressed)", file, off, member);
+    (void)file;
+    return fail(err, "%s: byte %zu: deflate-compressed, and this kiln was built without zlib "
+                "(save with np.savez, not np.savez_compressed)", member, off);
 #endif
 }
 
@@ -470,6 +475,189 @@ static bool zip64_extra(const uint8_t *ex, size_t exlen, uint64_t *usize, uint64
     return true;
 }
 
+size_t npy_input_budget(void) {
+    const char *env = getenv("KILN_MAX_INPUT_BYTES");
+    if (env && *env) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (errno == 0 && end && *end == '\0' && v > 0)
+            return v > SIZE_MAX ? SIZE_MAX : (size_t)v;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && (unsigned long)pages <= SIZE_MAX / 2 / (unsigned long)page)
+        return (size_t)pages * (size_t)page / 2;
+    return (size_t)1 << 32;
+}
+
+/* One .npy member, as its central directory entry and local header give it. */
+typedef struct npz_member {
+    const char *name; /* in the file, not NUL-terminated; nlen bytes with ".npy" */
+    size_t nlen;
+    size_t dir;       /* offset of the directory entry */
+    size_t loff;      /* local header */
+    size_t data, end; /* the member's bytes in the file: [data, end) */
+    uint32_t method, crc;
+    uint64_t usize;
+} npz_member;
+
+/* Names in messages: at most 200 bytes of a member's name. */
+#define MNAME(m) (int)((m)->nlen > 200 ? 200 : (m)->nlen), (m)->name
+
+static int by_offset(const void *a, const void *b) {
+    const npz_member *x = *(npz_member *const *)a, *y = *(npz_member *const *)b;
+    return x->loff < y->loff ? -1 : x->loff > y->loff;
+}
+
+static int by_name(const void *a, const void *b) {
+    const npz_member *x = *(npz_member *const *)a, *y = *(npz_member *const *)b;
+    size_t n = x->nlen < y->nlen ? x->nlen : y->nlen;
+    int c = memcmp(x->name, y->name, n);
+    return c ? c : x->nlen < y->nlen ? -1 : x->nlen > y->nlen;
+}
+
+/* Read directory entry e at *p: fills *m for a .npy member (*is_npy), and
+ * moves *p past the entry. */
+static bool npz_entry(const uint8_t *b, size_t size, const char *file, uint64_t e, size_t *p,
+                      npz_member *m, bool *is_npy, char *err) {
+    size_t q = *p;
+    if (q > size || size - q < 46 || rd32(b + q) != 0x02014b50u)
+        return fail(err, "%s: byte %zu: central directory entry %llu is damaged", file, q,
+                    (unsigned long long)e);
+    uint32_t method = rd16(b + q + 10), crc = rd32(b + q + 16);
+    uint64_t csize = rd32(b + q + 20), usize = rd32(b + q + 24), loff = rd32(b + q + 42);
+    size_t nlen = rd16(b + q + 28), exlen = rd16(b + q + 30), clen = rd16(b + q + 32);
+    if (size - q - 46 < nlen + exlen + clen)
+        return fail(err, "%s: byte %zu: central directory entry %llu runs past the end", file,
+                    q, (unsigned long long)e);
+    memset(m, 0, sizeof *m);
+    m->name = (const char *)b + q + 46;
+    m->nlen = nlen;
+    m->dir = q;
+    if (!zip64_extra(b + q + 46 + nlen, exlen, &usize, &csize, &loff))
+        return fail(err, "%s: byte %zu: member '%.*s': damaged zip64 extra field", file,
+                    q + 46 + nlen, MNAME(m));
+    *p = q + 46 + nlen + exlen + clen;
+    *is_npy = nlen >= 4 && memcmp(m->name + nlen - 4, ".npy", 4) == 0;
+    if (!*is_npy)
+        return true; /* not an array: skipped */
+    if (memchr(m->name, 0, nlen))
+        return fail(err, "%s: byte %zu: member name holds a NUL byte", file, q + 46);
+    if (loff > size || size - loff < 30 || rd32(b + loff) != 0x04034b50u)
+        return fail(err, "%s: byte %llu: member '%.*s': bad local header", file,
+                    (unsigned long long)loff, MNAME(m));
+    size_t data = (size_t)loff + 30 + rd16(b + loff + 26) + rd16(b + loff + 28);
+    if (data > size || csize > size - data)
+        return fail(err, "%s: byte %llu: member '%.*s': %llu bytes of data run past the end "
+                    "of the file", file, (unsigned long long)loff, MNAME(m),
+                    (unsigned long long)csize);
+    if (method != 0 && method != 8)
+        return fail(err, "%s: byte %llu: member '%.*s': compression method %u is not "
+                    "supported (stored and deflate are)", file, (unsigned long long)loff,
+                    MNAME(m), method);
+    /* deflate expands at most 1032 to 1: a member claiming more is damaged
+     * (and would have us allocate what the file cannot fill) */
+    if (usize > (uint64_t)1 << 40 || (method == 0 && usize != csize) ||
+        (method == 8 && usize > csize * 1032 + 1024))
+        return fail(err, "%s: byte %llu: member '%.*s': implausible size %llu", file,
+                    (unsigned long long)loff, MNAME(m), (unsigned long long)usize);
+    m->loff = (size_t)loff;
+    m->data = data;
+    m->end = data + (size_t)csize;
+    m->method = method;
+    m->crc = crc;
+    m->usize = usize;
+    return true;
+}
+
+/* The directory's members may not share bytes (an archive whose entries all
+ * point at one deflate stream would expand without bound), may not repeat a
+ * name, and together may not expand past the input budget. */
+static bool npz_check_members(npz_member *m, size_t n, const char *file, char *err) {
+    npz_member **v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return fail(err, "%s: out of memory", file);
+    bool ok = true;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = &m[i];
+        total = total > UINT64_MAX - m[i].usize ? UINT64_MAX : total + m[i].usize;
+    }
+    qsort(v, n, sizeof *v, by_offset);
+    for (size_t i = 1; ok && i < n; i++)
+        if (v[i]->loff < v[i - 1]->end)
+            ok = fail(err, "%s: byte %zu: member '%.*s' overlaps member '%.*s' (bytes %zu to "
+                      "%zu): members of an archive may not share data", file, v[i]->loff,
+                      MNAME(v[i]), MNAME(v[i - 1]), v[i - 1]->loff, v[i - 1]->end);
+    if (ok) {
+        qsort(v, n, sizeof *v, by_name);
+        for (size_t i = 1; ok && i < n; i++)
+            if (by_name(&v[i - 1], &v[i]) == 0)
+                ok = fail(err, "%s: byte %zu: member '%.*s' appears twice in the archive",
+                          file, v[i]->dir, MNAME(v[i]));
+    }
+    size_t budget = npy_input_budget();
+    if (ok && total > budget)
+        ok = fail(err, "%s: its arrays expand to %llu bytes, over the input memory budget of "
+                  "%zu bytes (set KILN_MAX_INPUT_BYTES to change it)", file,
+                  (unsigned long long)total, budget);
+    free(v);
+    return ok;
+}
+
+/* Append a decoded array, taking its name and data. */
+static bool list_take(npy_list *l, npy_array *a) {
+    if (l->n == l->cap) {
+        if (l->cap > INT_MAX / 2)
+            return false;
+        int cap = l->cap ? l->cap * 2 : 8;
+        npy_array *ni = realloc(l->items, (size_t)cap * sizeof *ni);
+        if (!ni)
+            return false;
+        l->items = ni;
+        l->cap = cap;
+    }
+    l->items[l->n++] = *a;
+    memset(a, 0, sizeof *a);
+    return true;
+}
+
+/* Decode member m (checked by npz_entry) and append it to l. */
+static bool npz_member_decode(const uint8_t *b, const npz_member *m, const char *file,
+                              npy_list *l, char *err) {
+    uint8_t *mem = (uint8_t *)(uintptr_t)(b + m->data), *owned = NULL;
+    size_t usize = (size_t)m->usize;
+    char where[1200];
+    snprintf(where, sizeof where, "%s[%.*s]", file, MNAME(m));
+    if (m->method == 8) {
+        owned = malloc(usize + 1);
+        if (!owned)
+            return fail(err, "%s: out of memory (%zu bytes)", where, usize);
+        if (!inflate_member(b + m->data, m->end - m->data, owned, usize, file, where, m->data,
+                            err)) {
+            free(owned);
+            return false;
+        }
+        mem = owned;
+    }
+    if (crc32_update(0, mem, usize) != m->crc) {
+        free(owned);
+        return fail(err, "%s: byte %zu: member '%.*s': CRC-32 mismatch (the file is damaged)",
+                    file, m->data, MNAME(m));
+    }
+    npy_array a;
+    bool ok = npy_decode(mem, usize, where, &a, err);
+    free(owned);
+    if (!ok)
+        return false;
+    a.name = dupstr(m->name, m->nlen - 4);
+    if (!a.name || !list_take(l, &a)) {
+        npy_array_free(&a);
+        return fail(err, "%s: out of memory", file);
+    }
+    return true;
+}
+
 bool npz_decode(const void *buf, size_t size, const char *file, npy_list *out, char *err) {
     const uint8_t *b = buf;
     if (size < 22)
@@ -488,7 +676,7 @@ bool npz_decode(const void *buf, size_t size, const char *file, npy_list *out, c
     if ((count == 0xffff || cd_off == 0xffffffffu) && eocd >= 20 &&
         rd32(b + eocd - 20) == 0x07064b50u) {
         uint64_t z64 = rd64(b + eocd - 20 + 8);
-        if (z64 > size - 56 || size < 56 || rd32(b + z64) != 0x06064b50u)
+        if (size < 56 || z64 > size - 56 || rd32(b + z64) != 0x06064b50u)
             return fail(err, "%s: byte %zu: bad zip64 end-of-central-directory locator", file,
                         eocd - 20);
         count = rd64(b + z64 + 32);
@@ -497,96 +685,32 @@ bool npz_decode(const void *buf, size_t size, const char *file, npy_list *out, c
     if (cd_off > size)
         return fail(err, "%s: byte %zu: central directory offset %llu is past the end of the "
                     "file", file, eocd + 16, (unsigned long long)cd_off);
+    /* each directory entry takes at least 46 bytes */
+    if (count > (size - cd_off) / 46)
+        return fail(err, "%s: byte %zu: %llu directory entries cannot fit in the %llu bytes "
+                    "after the directory's offset", file, eocd + 10, (unsigned long long)count,
+                    (unsigned long long)(size - cd_off));
+    npz_member *m = malloc(((size_t)count + 1) * sizeof *m);
+    if (!m)
+        return fail(err, "%s: out of memory", file);
+    size_t n = 0, p = (size_t)cd_off;
+    bool ok = true;
+    for (uint64_t e = 0; ok && e < count; e++) {
+        bool is_npy = false;
+        ok = npz_entry(b, size, file, e, &p, &m[n], &is_npy, err);
+        if (ok && is_npy)
+            n++;
+    }
+    if (ok)
+        ok = npz_check_members(m, n, file, err);
     npy_list l;
     memset(&l, 0, sizeof l);
-    size_t p = (size_t)cd_off;
-    for (uint64_t e = 0; e < count; e++) {
-        if (p > size || size - p < 46 || rd32(b + p) != 0x02014b50u) {
-            npy_list_free(&l);
-            return fail(err, "%s: byte %zu: central directory entry %llu is damaged", file, p,
-                        (unsigned long long)e);
-        }
-        uint32_t method = rd16(b + p + 10), crc = rd32(b + p + 16);
-        uint64_t csize = rd32(b + p + 20), usize = rd32(b + p + 24), loff = rd32(b + p + 42);
-        size_t nlen = rd16(b + p + 28), exlen = rd16(b + p + 30), clen = rd16(b + p + 32);
-        if (size - p - 46 < nlen + exlen + clen) {
-            npy_list_free(&l);
-            return fail(err, "%s: byte %zu: central directory entry %llu runs past the end", file,
-                        p, (unsigned long long)e);
-        }
-        char name[1024];
-        snprintf(name, sizeof name, "%.*s", (int)nlen, (const char *)b + p + 46);
-        if (!zip64_extra(b + p + 46 + nlen, exlen, &usize, &csize, &loff)) {
-            npy_list_free(&l);
-            return fail(err, "%s: byte %zu: member '%s': damaged zip64 extra field", file,
-                        p + 46 + nlen, name);
-        }
-        p += 46 + nlen + exlen + clen;
-        if (nlen < 4 || strcmp(name + nlen - 4, ".npy") != 0)
-            continue; /* not an array */
-        if (loff > size || size - loff < 30 || rd32(b + loff) != 0x04034b50u) {
-            npy_list_free(&l);
-            return fail(err, "%s: byte %llu: member '%s': bad local header", file,
-                        (unsigned long long)loff, name);
-        }
-        size_t data = (size_t)loff + 30 + rd16(b + loff + 26) + rd16(b + loff + 28);
-        if (data > size || csize > size - data) {
-            npy_list_free(&l);
-            return fail(err, "%s: byte %llu: member '%s': %llu bytes of data run past the end of "
-                        "the file", file, (unsigned long long)loff, name,
-                        (unsigned long long)csize);
-        }
-        if (method != 0 && method != 8) {
-            npy_list_free(&l);
-            return fail(err, "%s: byte %llu: member '%s': compression method %u is not "
-                        "supported (stored and deflate are)", file, (unsigned long long)loff,
-                        name, method);
-        }
-        /* deflate expands at most 1032 to 1: a member claiming more is damaged
-         * (and would have us allocate what the file cannot fill) */
-        if (usize > (uint64_t)1 << 40 || (method == 0 && usize != csize) ||
-            (method == 8 && usize > csize * 1032 + 1024)) {
-            npy_list_free(&l);
-            return fail(err, "%s: byte %llu: member '%s': implausible size %llu", file,
-                        (unsigned long long)loff, name, (unsigned long long)usize);
-        }
-        uint8_t *mem = (uint8_t *)(uintptr_t)(b + data), *owned = NULL;
-        if (method == 8) {
-            owned = malloc((size_t)usize + 1);
-            if (!owned) {
-                npy_list_free(&l);
-                return fail(err, "%s: member '%s': out of memory", file, name);
-            }
-            if (!inflate_member(b + data, (size_t)csize, owned, (size_t)usize, file, name, data,
-                                err)) {
-                free(owned);
-                npy_list_free(&l);
-                return false;
-            }
-            mem = owned;
-        }
-        if (crc32_update(0, mem, (size_t)usize) != crc) {
-            free(owned);
-            npy_list_free(&l);
-            return fail(err, "%s: byte %zu: member '%s': CRC-32 mismatch (the file is damaged)",
-                        file, data, name);
-        }
-        char where[1200];
-        snprintf(where, sizeof where, "%s[%s]", file, name);
-        npy_array a;
-        bool ok = npy_decode(mem, (size_t)usize, where, &a, err);
-        free(owned);
-        if (!ok) {
-            npy_list_free(&l);
-            return false;
-        }
-        a.name = dupstr(name, nlen - 4);
-        bool added = a.name && npy_list_add(&l, a.name, a.dtype, a.rank, a.dims, a.data, a.bytes);
-        npy_array_free(&a);
-        if (!added) {
-            npy_list_free(&l);
-            return fail(err, "%s: out of memory", file);
-        }
+    for (size_t i = 0; ok && i < n; i++)
+        ok = npz_member_decode(b, &m[i], file, &l, err);
+    free(m);
+    if (!ok) {
+        npy_list_free(&l);
+        return false;
     }
     *out = l;
     return true;
@@ -682,33 +806,48 @@ bool npz_encode(const npy_list *l, void **buf, size_t *size, char *err) {
 
 /* ---------------- files ---------------- */
 
+/* The whole of a regular file (kn_open_regular: a FIFO or device is refused
+ * without blocking), at most the size it had when opened and at most the
+ * input budget. */
 static bool read_all(const char *path, uint8_t **data, size_t *size, char *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fail(err, "cannot open '%s': %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *b = malloc(cap);
-    while (b) {
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        uint8_t *nb = realloc(b, cap * 2);
-        if (!nb) {
+    int fd = -1;
+    uint64_t n = 0;
+    int e = kn_open_regular(path, &fd, &n);
+    if (e == KN_OPEN_NOT_REGULAR)
+        return fail(err, "'%s' is not a regular file (a FIFO, device or directory is not read)",
+                    path);
+    if (e != 0)
+        return fail(err, "cannot open '%s': %s", path, strerror(e));
+    size_t budget = npy_input_budget();
+    if (n > budget) {
+        close(fd);
+        return fail(err, "'%s' is %llu bytes, over the input memory budget of %zu bytes (set "
+                    "KILN_MAX_INPUT_BYTES to change it)", path, (unsigned long long)n, budget);
+    }
+    uint8_t *b = n < SIZE_MAX ? malloc((size_t)n + 1) : NULL;
+    if (!b) {
+        close(fd);
+        return fail(err, "cannot read '%s': out of memory (%llu bytes)", path,
+                    (unsigned long long)n);
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, b + got, (size_t)n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            int re = r < 0 ? errno : 0;
+            close(fd);
             free(b);
-            b = NULL;
-            break;
+            return re ? fail(err, "cannot read '%s' at byte %zu: %s", path, got, strerror(re))
+                      : fail(err, "'%s' ended at byte %zu of %llu (it changed while being read)",
+                             path, got, (unsigned long long)n);
         }
-        b = nb;
-        cap *= 2;
+        got += (size_t)r;
     }
-    bool bad = !b || ferror(f);
-    fclose(f);
-    if (bad) {
-        free(b);
-        return fail(err, "cannot read '%s'", path);
-    }
+    close(fd);
     *data = b;
-    *size = n;
+    *size = got;
     return true;
 }
 

@@ -39,12 +39,19 @@ bool npy_encode(const npy_array *a, void **buf, size_t *size, char *err);
 
 /* Decode a .npz (zip) image: every member ending in .npy becomes an entry
  * named without that suffix. Stored and deflated members (deflate needs a
- * build with zlib), zip64 sizes and offsets. */
+ * build with zlib), zip64 sizes and offsets. Members may not overlap or
+ * repeat a name, each expands to at most what its compressed bytes can
+ * hold, and all together to at most npy_input_budget(). */
 bool npz_decode(const void *buf, size_t size, const char *file, npy_list *out, char *err);
 /* Encode entries as an uncompressed .npz image (members "<name>.npy"). */
 bool npz_encode(const npy_list *l, void **buf, size_t *size, char *err);
 
-/* Files: .npz -> every entry; .npy -> one entry named by the stem. */
+/* How many bytes the arrays of one .npz may expand to: KILN_MAX_INPUT_BYTES
+ * when set (a decimal byte count), else half the machine's memory. */
+size_t npy_input_budget(void);
+
+/* Files: .npz -> every entry; .npy -> one entry named by the stem. Only
+ * regular files are read (a FIFO or device is refused without blocking). */
 bool npy_load_file(const char *path, npy_list *out, char *err);
 bool npy_save_file(const char *path, const npy_array *a, char *err);
 bool npz_save_file(const char *path, const npy_list *l, char *err);

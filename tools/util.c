@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "../src/core/file_open.h"
 
 #include "cli.h"
 #include "npy.h"
@@ -77,54 +80,86 @@ void cli_install_logger(bool verbose) {
 
 /* ---- files ---- */
 
-bool cli_read_file(const char *path, void **data, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error("cannot open '%s': %s", path, strerror(errno));
+/* Open a file to read: only a regular file, checked without blocking (the
+ * library's kn_open_regular). Prints the error. */
+static bool open_regular(const char *path, int *fd, size_t *size) {
+    uint64_t n = 0;
+    int e = kn_open_regular(path, fd, &n);
+    if (e == KN_OPEN_NOT_REGULAR) {
+        cli_error("'%s' is not a regular file (a FIFO, device or directory is not read)", path);
         return false;
     }
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap)
-            break;
-        unsigned char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
+    if (e != 0) {
+        cli_error("cannot open '%s': %s", path, strerror(e));
+        return false;
+    }
+    if (n >= SIZE_MAX / 2) {
+        close(*fd);
+        cli_error("'%s' is too large", path);
+        return false;
+    }
+    *size = (size_t)n;
+    return true;
+}
+
+/* Read up to cap bytes of fd; the count read, or -1 on an error (printed). */
+static long read_up_to(int fd, const char *path, unsigned char *buf, size_t cap) {
+    size_t got = 0;
+    while (got < cap) {
+        ssize_t r = read(fd, buf + got, cap - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            cli_error("cannot read '%s': %s", path, strerror(errno));
+            return -1;
         }
-        buf = nb;
-        cap *= 2;
+        if (r == 0)
+            break;
+        got += (size_t)r;
     }
-    bool failed = !buf || ferror(f);
-    fclose(f);
-    if (failed) {
-        free(buf);
-        cli_error("cannot read '%s'%s", path, buf ? "" : ": out of memory");
+    return (long)got;
+}
+
+bool cli_read_file(const char *path, void **data, size_t *size) {
+    return cli_read_file_max(path, SIZE_MAX, data, size);
+}
+
+bool cli_read_file_max(const char *path, size_t max, void **data, size_t *size) {
+    int fd = -1;
+    size_t n = 0;
+    if (!open_regular(path, &fd, &n))
+        return false;
+    if (n > max) {
+        close(fd);
+        cli_error("'%s' has %zu bytes, more than the %zu expected", path, n, max);
         return false;
     }
+    /* at most the size at open: what the file holds bounds what is allocated */
+    unsigned char *buf = malloc(n + 1);
+    long got = buf ? read_up_to(fd, path, buf, n) : -1;
+    close(fd);
+    if (!buf)
+        cli_error("cannot read '%s': out of memory (%zu bytes)", path, n);
+    else if (got >= 0 && (size_t)got != n)
+        cli_error("'%s' ended at byte %ld of %zu (it changed while being read)", path, got, n);
+    if (!buf || got < 0 || (size_t)got != n) {
+        free(buf);
+        return false;
+    }
+    buf[n] = 0;
     *data = buf;
     *size = n;
     return true;
 }
 
 long cli_read_head(const char *path, void *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error("cannot open '%s': %s", path, strerror(errno));
+    int fd = -1;
+    size_t n = 0;
+    if (!open_regular(path, &fd, &n))
         return -1;
-    }
-    size_t n = fread(buf, 1, cap, f);
-    bool failed = ferror(f) != 0;
-    fclose(f);
-    if (failed) {
-        cli_error("cannot read '%s'", path);
-        return -1;
-    }
-    return (long)n;
+    long got = read_up_to(fd, path, buf, cap < n ? cap : n);
+    close(fd);
+    return got;
 }
 
 bool cli_write_file(const char *path, const void *data, size_t size) {

@@ -989,7 +989,7 @@ static kiln_status check_network(const kn_net *net) {
         if (t->producer < 0 && !(t->flags & (KN_T_INPUT | KN_T_CONST)))
             return kn_error(KILN_ERR_PARSE, "output '%s' is not produced by any node", t->name);
     }
-    return KILN_OK;
+    return kn_net_check_attrs(net); /* networks made through the API too */
 }
 
 /* Give every constant owned, aligned storage once, so shape inference and

@@ -221,7 +221,7 @@ kiln_status kpass_canonicalize(kpass *p, int *changed) {
             continue;
         int x = n->in[0], y = n->out[0];
         if (!p->is_output[y]) {
-            kpass_replace_reads(net, y, x);
+            kpass_replace_reads(p, y, x);
         } else {
             /* y names a graph output: let x's producer write y directly. A
              * copy of an input, a constant or another output stays. */

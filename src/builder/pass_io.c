@@ -86,7 +86,7 @@ static kiln_status input_as(kpass *p, int t, kiln_dtype was, kiln_dtype dt, int 
         if (n->dead)
             continue;
         if (is_cast_to(n, dt) && n->out[0] >= 0 && !kpass_graph_io(net, n->out[0])) {
-            kpass_replace_reads(net, n->out[0], t);
+            kpass_replace_reads(p, n->out[0], t);
             kpass_kill(p, i);
             continue;
         }

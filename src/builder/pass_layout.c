@@ -213,7 +213,7 @@ static bool transpose_meets_region(layout *l, int i, kiln_status *st) {
         int u = twin(l, x);
         kpass_kill(p, i);
         if (!p->is_output[y]) {
-            kpass_replace_reads(p->net, y, u);
+            kpass_replace_reads(p, y, u);
             return true;
         }
         /* a graph output gets its own copy of the twin */

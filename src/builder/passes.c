@@ -35,6 +35,12 @@ static void readers_free(kpass *p) {
 
 static void kpass_fini(kpass *p) {
     readers_free(p);
+    kn_free(p->moved_head);
+    kn_free(p->alias);
+    kn_free(p->moved);
+    p->moved_head = p->alias = NULL;
+    p->moved = NULL;
+    p->n_moved_tensors = p->n_moved = p->cap_moved = 0;
     shapes_free(p);
 }
 
@@ -486,19 +492,146 @@ kiln_status kpass_set_strings(kn_node *n, const char *name, const char *const *v
     return KILN_OK;
 }
 
-int kpass_replace_reads(kn_net *net, int from, int to) {
+/* Grow the moved-read tables to cover every tensor of the network. */
+static bool moved_cover(kpass *p) {
+    int nt = p->net->n_tensors;
+    if (nt <= p->n_moved_tensors)
+        return true;
+    int cap = p->n_moved_tensors ? p->n_moved_tensors : 64;
+    while (cap < nt)
+        cap *= 2;
+    int *head = kn_realloc(p->moved_head, (size_t)cap * sizeof *head);
+    if (!head)
+        return false;
+    p->moved_head = head;
+    int *alias = kn_realloc(p->alias, (size_t)cap * sizeof *alias);
+    if (!alias)
+        return false;
+    p->alias = alias;
+    for (int t = p->n_moved_tensors; t < cap; t++)
+        p->moved_head[t] = p->alias[t] = -1;
+    p->n_moved_tensors = cap;
+    return true;
+}
+
+/* Node i reads `to` wherever it read `from`; the count of slots changed. */
+static int redirect(kn_net *net, int i, int from, int to) {
+    kn_node *n = &net->nodes[i];
     int count = 0;
+    if (n->dead)
+        return 0;
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] == from) {
+            n->in[j] = to;
+            count++;
+        }
+    return count;
+}
+
+static int replace_all(kn_net *net, int from, int to) {
+    int count = 0;
+    for (int i = 0; i < net->n_nodes; i++)
+        count += redirect(net, i, from, to);
+    return count;
+}
+
+/* A node that now reads `to` joins to's moved readers; false when memory ran out. */
+static bool moved_push(kpass *p, int node, int to) {
+    if (p->n_moved == p->cap_moved &&
+        kn_grow((void **)&p->moved, &p->cap_moved, p->n_moved + 1, sizeof *p->moved) != KILN_OK)
+        return false;
+    p->moved[p->n_moved].node = node;
+    p->moved[p->n_moved].next = p->moved_head[to];
+    p->moved_head[to] = p->n_moved++;
+    return true;
+}
+
+/* What t stands for after this pass's replacements (the path is
+ * shortened on the way, so long chains of replacements stay cheap). */
+static int alias_root(kpass *p, int t) {
+    int root = t;
+    while (root >= 0 && root < p->n_moved_tensors && p->alias[root] >= 0)
+        root = p->alias[root];
+    while (t != root) {
+        int next = p->alias[t];
+        p->alias[t] = root;
+        t = next;
+    }
+    return root;
+}
+
+int kpass_replace_reads(kpass *p, int from, int to) {
+    kn_net *net = p->net;
+    if (from < 0 || from == to)
+        return 0;
+    if (!moved_cover(p)) {
+        kn_error_clear();
+        return replace_all(net, from, to); /* no memory for the tables: the slow way */
+    }
+    int count = 0;
+    bool lost = false;
+    /* readers when the pass began */
+    if (from < p->n_tensors)
+        for (int r = p->rd_start[from]; r < p->rd_start[from + 1]; r++) {
+            int i = p->rd_node[r], c = redirect(net, i, from, to);
+            if (c && to >= 0)
+                lost |= !moved_push(p, i, to);
+            count += c;
+        }
+    /* readers moved onto `from` earlier in this pass */
+    for (int m = p->moved_head[from]; m >= 0; m = p->moved[m].next) {
+        int i = p->moved[m].node, c = redirect(net, i, from, to);
+        if (c && to >= 0)
+            lost |= !moved_push(p, i, to);
+        count += c;
+    }
+    p->moved_head[from] = -1;
+    /* nodes added in this pass */
+    for (int i = p->n_nodes; i < net->n_nodes; i++)
+        count += redirect(net, i, from, to);
+    if (lost) {
+        /* the moved lists are incomplete: find the rest by scanning */
+        kn_error_clear();
+        count += replace_all(net, from, to);
+    }
+    if (to >= 0) {
+        int root = alias_root(p, to);
+        if (root != from)
+            p->alias[from] = root;
+    }
+    return count;
+}
+
+/* Whether a live node writes t. */
+static bool live_producer(const kn_net *net, int t) {
+    int prod = net->tensors[t].producer;
+    if (prod < 0 || prod >= net->n_nodes || net->nodes[prod].dead)
+        return false;
+    for (int k = 0; k < net->nodes[prod].n_out; k++)
+        if (net->nodes[prod].out[k] == t)
+            return true;
+    return false;
+}
+
+void kpass_apply_aliases(kpass *p) {
+    kn_net *net = p->net;
+    if (!p->alias)
+        return;
     for (int i = 0; i < net->n_nodes; i++) {
         kn_node *n = &net->nodes[i];
         if (n->dead)
             continue;
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] == from) {
-                n->in[j] = to;
-                count++;
-            }
+        for (int j = 0; j < n->n_in; j++) {
+            int t = n->in[j];
+            if (t < 0 || t >= p->n_moved_tensors || p->alias[t] < 0)
+                continue;
+            /* a tensor that is produced again (or an input or constant) is
+             * read on purpose */
+            if (live_producer(net, t) || kpass_graph_io(net, t))
+                continue;
+            n->in[j] = alias_root(p, t);
+        }
     }
-    return count;
 }
 
 void kpass_move_tensor(kpass *p, int prod, int from, int to) {
@@ -507,7 +640,7 @@ void kpass_move_tensor(kpass *p, int prod, int from, int to) {
         if (net->nodes[prod].out[j] == from)
             kpass_set_output(net, prod, j, to);
     kpass_touch(p, prod);
-    kpass_replace_reads(net, from, to);
+    kpass_replace_reads(p, from, to);
 }
 
 bool kpass_graph_io(const kn_net *net, int t) {
@@ -685,6 +818,8 @@ static kiln_status run_pass(kbld *b, const pass_entry *e, int *changed, shape_ca
     int n = 0;
     if (st == KILN_OK)
         st = e->fn(&p, &n);
+    if (st == KILN_OK)
+        kpass_apply_aliases(&p);
     if (st == KILN_OK && n == 0)
         cache_give(&p, sc);
     kpass_fini(&p);

@@ -22,6 +22,13 @@ typedef struct kpass {
     int *rd_node;         /* reader nodes, one entry per reading input slot */
     bool *is_output;      /* per tensor: a graph output */
     bool *touched;        /* per node: rewritten or killed during this pass */
+    /* reads moved by kpass_replace_reads during this pass, so that each
+     * replacement visits only the readers of the tensor it replaces */
+    int n_moved_tensors;  /* tensors the two tables below cover */
+    int *moved_head;      /* per tensor: first entry in moved, -1 for none */
+    int *alias;           /* per tensor: what replaced it, -1 for nothing */
+    struct kpass_moved { int node, next; } *moved; /* readers moved onto a tensor */
+    int n_moved, cap_moved;
     /* shapes at every distinct profile point (computed on demand) */
     int shapes_state;     /* 0 not computed, 1 available, -1 inference failed */
     int shapes_tensors;   /* tensor count the shape tables cover */
@@ -163,8 +170,15 @@ KN_HIDDEN void kpass_set_output(kn_net *net, int node, int j, int t);
 /* A list-of-strings attribute (graph.h has no setter for those). */
 KN_HIDDEN kiln_status kpass_set_strings(kn_node *n, const char *name, const char *const *v,
                                         size_t count);
-/* Replace every read of tensor `from` by `to` in live nodes; returns count. */
-KN_HIDDEN int kpass_replace_reads(kn_net *net, int from, int to);
+/* Replace every read of tensor `from` by `to` in live nodes; returns count.
+ * Visits only from's readers (the reader tables, the reads moved onto it in
+ * this pass, the nodes added in this pass), so a pass replacing many
+ * tensors stays linear; a read of `from` that a pass wrote into an older
+ * node by hand is redirected when the pass ends (kpass_apply_aliases). */
+KN_HIDDEN int kpass_replace_reads(kpass *p, int from, int to);
+/* Redirect what kpass_replace_reads could not see (the pass manager calls
+ * this when a pass ends). */
+KN_HIDDEN void kpass_apply_aliases(kpass *p);
 /* Node prod, the producer of tensor `from`, writes `to` instead, and every
  * live reader of `from` reads `to`. */
 KN_HIDDEN void kpass_move_tensor(kpass *p, int prod, int from, int to);

@@ -7,38 +7,90 @@
  *   key <backend>|<target>|<libraries>
  *   <signature, 16 hex digits> <tactic> <milliseconds>
  * A file whose key differs (another device or library version) is ignored
- * with a warning; a damaged file is ignored with a warning naming the line. */
+ * with a warning; a damaged file (a record that does not parse, a tactic
+ * name over 31 bytes, a NUL byte) is ignored with a warning naming the line.
+ * Only a regular file is read, and at most its size (kn_file_read); entries
+ * are indexed by signature, so loading is linear in the file. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "timing_cache.h"
 
 void kbld_tcache_free(kbld_tcache *c) {
     kn_free(c->e);
+    kn_free(c->slot);
     memset(c, 0, sizeof *c);
 }
 
+static size_t slot_of(const kbld_tcache *c, uint64_t sig) {
+    uint64_t h = sig * 0x9e3779b97f4a7c15u; /* signatures are hashes, but not always good ones */
+    return (size_t)(h >> 20) & (c->nslot - 1);
+}
+
+/* Index into c->e of sig, or -1. */
+static int find(const kbld_tcache *c, uint64_t sig) {
+    if (!c->nslot)
+        return -1;
+    for (size_t s = slot_of(c, sig);; s = (s + 1) & (c->nslot - 1)) {
+        int v = c->slot[s];
+        if (v == 0)
+            return -1;
+        if (c->e[v - 1].sig == sig)
+            return v - 1;
+    }
+}
+
+/* Keep the index at most half full. */
+static kiln_status reindex(kbld_tcache *c, size_t need) {
+    if (need * 2 <= c->nslot)
+        return KILN_OK;
+    size_t n = c->nslot ? c->nslot : 64;
+    while (n < need * 2)
+        n *= 2;
+    int *slot = kn_calloc(n, sizeof *slot);
+    if (!slot)
+        return KILN_ERR_OUT_OF_MEMORY;
+    kn_free(c->slot);
+    c->slot = slot;
+    c->nslot = n;
+    for (int i = 0; i < c->n; i++) {
+        size_t s = slot_of(c, c->e[i].sig);
+        while (c->slot[s])
+            s = (s + 1) & (n - 1);
+        c->slot[s] = i + 1;
+    }
+    return KILN_OK;
+}
+
 const char *kbld_tcache_get(const kbld_tcache *c, uint64_t sig, double *ms) {
-    for (int i = 0; i < c->n; i++)
-        if (c->e[i].sig == sig) {
-            if (ms)
-                *ms = c->e[i].ms;
-            return c->e[i].tactic;
-        }
-    return NULL;
+    int i = find(c, sig);
+    if (i < 0)
+        return NULL;
+    if (ms)
+        *ms = c->e[i].ms;
+    return c->e[i].tactic;
 }
 
 kiln_status kbld_tcache_put(kbld_tcache *c, uint64_t sig, const char *tactic, double ms) {
-    int at = -1;
-    for (int i = 0; i < c->n; i++)
-        if (c->e[i].sig == sig)
-            at = i;
+    if (strlen(tactic) >= sizeof c->e[0].tactic) {
+        /* a cut name would name no tactic: such a layer is timed every build */
+        kn_log(KILN_LOG_VERBOSE, "timing cache: tactic name '%.40s...' is longer than %zu "
+               "bytes: not cached", tactic, sizeof c->e[0].tactic - 1);
+        return KILN_OK;
+    }
+    int at = find(c, sig);
     if (at < 0) {
+        KN_TRY(reindex(c, (size_t)c->n + 1));
         KN_TRY(kn_grow((void **)&c->e, &c->cap, c->n + 1, sizeof *c->e));
         at = c->n++;
+        size_t s = slot_of(c, sig);
+        while (c->slot[s])
+            s = (s + 1) & (c->nslot - 1);
+        c->slot[s] = at + 1;
     }
     c->e[at].sig = sig;
     snprintf(c->e[at].tactic, sizeof c->e[at].tactic, "%s", tactic);
@@ -47,24 +99,66 @@ kiln_status kbld_tcache_put(kbld_tcache *c, uint64_t sig, const char *tactic, do
     return KILN_OK;
 }
 
+/* One record line: 16 hex digits, a tactic name that fits an entry, a
+ * non-negative time, nothing else. */
+static bool parse_record(const char *line, uint64_t *sig, char *tactic, size_t cap, double *ms) {
+    const char *p = line;
+    uint64_t v = 0;
+    int digits = 0;
+    for (; digits < 16; digits++, p++) {
+        int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+              : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10 : -1;
+        if (d < 0)
+            break;
+        v = v << 4 | (uint64_t)d;
+    }
+    if (digits == 0 || *p != ' ')
+        return false;
+    while (*p == ' ')
+        p++;
+    size_t n = strcspn(p, " \t");
+    if (n == 0 || n >= cap)
+        return false;
+    memcpy(tactic, p, n);
+    tactic[n] = 0;
+    p += n;
+    char *end = NULL;
+    errno = 0;
+    double t = strtod(p, &end);
+    if (end == p || errno != 0 || !(t >= 0) || t > 1e12)
+        return false;
+    while (*end == ' ' || *end == '\t')
+        end++;
+    if (*end)
+        return false;
+    *sig = v;
+    *ms = t;
+    return true;
+}
+
 kiln_status kbld_tcache_load(kbld_tcache *c, const char *path, const char *key) {
     snprintf(c->key, sizeof c->key, "%s", key);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        if (errno == ENOENT) {
-            kn_log(KILN_LOG_INFO, "timing cache '%s' does not exist yet: it will be written",
-                   path);
-            return KILN_OK;
-        }
-        return kn_error(KILN_ERR_IO, "cannot open timing cache '%s'", path);
+    if (access(path, F_OK) != 0 && errno == ENOENT) {
+        kn_log(KILN_LOG_INFO, "timing cache '%s' does not exist yet: it will be written", path);
+        return KILN_OK;
     }
-    char line[512];
+    uint8_t *text = NULL;
+    size_t size = 0;
+    kiln_status st = kn_file_read(path, &text, &size);
+    if (st != KILN_OK)
+        return kn_error_wrap(st, "timing cache");
+    /* kn_file_read ends the text with a 0; a 0 inside it is damage */
+    bool ok = memchr(text, 0, size) == NULL;
     int lineno = 0;
-    bool ok = true;
     kbld_tcache tmp = {0};
-    while (ok && fgets(line, sizeof line, f)) {
+    char *line = (char *)text, *end = (char *)text + size;
+    while (ok && line < end) {
+        char *nl = memchr(line, '\n', (size_t)(end - line));
+        char *next = nl ? nl + 1 : end;
+        if (nl)
+            *nl = 0;
+        line[strcspn(line, "\r")] = 0;
         lineno++;
-        line[strcspn(line, "\r\n")] = 0;
         if (lineno == 1) {
             ok = strcmp(line, "kiln-timing-cache 1") == 0;
         } else if (lineno == 2) {
@@ -72,26 +166,26 @@ kiln_status kbld_tcache_load(kbld_tcache *c, const char *path, const char *key) 
                 ok = false;
             } else if (strcmp(line + 4, key) != 0) {
                 kn_log(KILN_LOG_WARNING,
-                       "timing cache '%s' was made for '%s', not this device '%s': ignoring it",
-                       path, line + 4, key);
-                fclose(f);
-                kbld_tcache_free(&tmp);
+                       "timing cache '%s' was made for '%.200s', not this device '%s': "
+                       "ignoring it", path, line + 4, key);
+                kn_free(text);
                 return KILN_OK;
             }
         } else if (line[0]) {
             uint64_t sig;
-            char tactic[64];
+            char tactic[sizeof tmp.e[0].tactic];
             double ms;
-            if (sscanf(line, "%16" SCNx64 " %63s %lf", &sig, tactic, &ms) != 3 || ms < 0)
+            if (!parse_record(line, &sig, tactic, sizeof tactic, &ms)) {
                 ok = false;
-            else if (kbld_tcache_put(&tmp, sig, tactic, ms) != KILN_OK) {
-                fclose(f);
+            } else if (kbld_tcache_put(&tmp, sig, tactic, ms) != KILN_OK) {
+                kn_free(text);
                 kbld_tcache_free(&tmp);
                 return KILN_ERR_OUT_OF_MEMORY;
             }
         }
+        line = next;
     }
-    fclose(f);
+    kn_free(text);
     if (!ok || lineno < 2) {
         kn_log(KILN_LOG_WARNING, "timing cache '%s' is damaged at line %d: ignoring it", path,
                lineno);

@@ -14,6 +14,10 @@ typedef struct kbld_tcache {
     char key[256];   /* backend|target|libraries */
     int n, cap;
     kbld_tcache_entry *e;
+    /* index of e by signature: open addressing, nslot a power of two (or
+     * 0), each slot 0 (empty) or 1 + an index into e */
+    int *slot;
+    size_t nslot;
     bool dirty;
 } kbld_tcache;
 

@@ -80,10 +80,23 @@ typedef struct kn_mapped {
     void *base_;   /* private */
     size_t len_;   /* private */
 } kn_mapped;
+/* Open a file to read it: only a regular file is opened, and checking it
+ * never blocks (a FIFO, /dev/zero or a directory is refused with an error
+ * naming the path; see kn_open_regular in file_open.h). *fd is blocking
+ * again and close-on-exec; the caller closes it. *size is the size at open.
+ * Every file kiln reads goes through this. */
+KN_HIDDEN kiln_status kn_file_open(const char *path, int *fd, size_t *size);
+/* Read exactly `size` bytes from fd (opened by kn_file_open) into a
+ * kn_malloc'd buffer (size + 1 bytes, the last one 0). A file that ends
+ * sooner, because it changed since it was opened, is an error naming path. */
+KN_HIDDEN kiln_status kn_file_read_fd(int fd, const char *path, size_t size, uint8_t **data);
 /* Map a whole file read-only. Empty files map to data=NULL, size=0. */
 KN_HIDDEN kiln_status kn_file_map(const char *path, kn_mapped *out);
 KN_HIDDEN void kn_file_unmap(kn_mapped *m);
-/* Read a whole file into a kn_malloc'd buffer. */
+/* Read a whole regular file into a kn_malloc'd buffer (one byte more than
+ * *size, set to 0, so text can be parsed in place). At most the size the
+ * file had when opened is read, so a file cannot make this allocate more
+ * than it holds. */
 KN_HIDDEN kiln_status kn_file_read(const char *path, uint8_t **data, size_t *size);
 KN_HIDDEN kiln_status kn_file_write(const char *path, const void *data, size_t size);
 

@@ -1,4 +1,5 @@
-/* file.c - mapping, reading and writing whole files. */
+/* file.c - opening (regular files only, never blocking), mapping, reading and
+ * writing whole files. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -8,30 +9,70 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "file_open.h"
+
+kiln_status kn_file_open(const char *path, int *fd, size_t *size) {
+    int f = -1;
+    uint64_t sz = 0;
+    int e = kn_open_regular(path, &f, &sz);
+    if (e == KN_OPEN_NOT_REGULAR)
+        return kn_error(KILN_ERR_IO, "'%s' is not a regular file (a FIFO, device or directory "
+                        "is not read)", path);
+    if (e != 0)
+        return kn_error(KILN_ERR_IO, "cannot open '%s': %s", path, strerror(e));
+    if (sz > (uint64_t)SIZE_MAX / 2) {
+        close(f);
+        return kn_error(KILN_ERR_IO, "'%s' is too large (%llu bytes)", path,
+                        (unsigned long long)sz);
+    }
+    *fd = f;
+    *size = (size_t)sz;
+    return KILN_OK;
+}
+
+kiln_status kn_file_read_fd(int fd, const char *path, size_t size, uint8_t **data) {
+    uint8_t *b = kn_malloc(size + 1);
+    if (!b)
+        return KILN_ERR_OUT_OF_MEMORY;
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = read(fd, b + got, size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int err = n < 0 ? errno : 0;
+            kn_free(b);
+            if (n == 0)
+                return kn_error(KILN_ERR_IO, "'%s' ended at byte %zu of %zu (it changed while "
+                                "being read)", path, got, size);
+            return kn_error(KILN_ERR_IO, "cannot read '%s' at byte %zu: %s", path, got,
+                            strerror(err));
+        }
+        got += (size_t)n;
+    }
+    b[size] = 0;
+    *data = b;
+    return KILN_OK;
+}
 
 kiln_status kn_file_map(const char *path, kn_mapped *out) {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kn_error(KILN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return kn_error(KILN_ERR_IO, "'%s' is not a regular file", path);
-    }
-    if (st.st_size == 0) {
+    int fd = -1;
+    size_t size = 0;
+    KN_TRY(kn_file_open(path, &fd, &size));
+    if (size == 0) {
         close(fd);
         return KILN_OK;
     }
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int err = errno;
     close(fd);
     if (p == MAP_FAILED)
         return kn_error(KILN_ERR_IO, "cannot map '%s': %s", path, strerror(err));
     out->data = p;
-    out->size = (size_t)st.st_size;
+    out->size = size;
     out->base_ = p;
-    out->len_ = (size_t)st.st_size;
+    out->len_ = size;
     return KILN_OK;
 }
 
@@ -43,26 +84,16 @@ void kn_file_unmap(kn_mapped *m) {
 }
 
 kiln_status kn_file_read(const char *path, uint8_t **data, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return kn_error(KILN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    kn_buf b = {0};
-    uint8_t chunk[1 << 16];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        kn_buf_append(&b, chunk, n);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        kn_buf_free(&b);
-        return kn_error(KILN_ERR_IO, "cannot read '%s'", path);
-    }
-    if (b.failed) {
-        kn_buf_free(&b);
-        return KILN_ERR_OUT_OF_MEMORY;
-    }
-    *data = b.data;
-    *size = b.len;
+    int fd = -1;
+    size_t n = 0;
+    KN_TRY(kn_file_open(path, &fd, &n));
+    uint8_t *b = NULL;
+    kiln_status st = kn_file_read_fd(fd, path, n, &b);
+    close(fd);
+    if (st != KILN_OK)
+        return st;
+    *data = b;
+    *size = n;
     return KILN_OK;
 }
 

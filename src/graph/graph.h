@@ -159,6 +159,15 @@ KN_HIDDEN kiln_status kn_node_set_floats(kn_node *n, const char *name, const flo
 KN_HIDDEN void kn_attr_free(kn_attr *a);
 KN_HIDDEN kiln_status kn_attr_copy(kn_attr *dst, const kn_attr *src);
 
+/* Every attribute of a default-domain node whose name has one type across
+ * ONNX (axis INT, perm INTS, mode STRING, ...) has that type, and every flag
+ * (transB, keepdims, ...) is 0 or 1; else KILN_ERR_PARSE naming the node
+ * and attribute (attrs.c holds the table). kn_net_check_attrs checks every
+ * node, in subgraphs too. */
+KN_HIDDEN kiln_status kn_node_check_attrs(const kn_node *n);
+KN_HIDDEN kiln_status kn_net_check_attrs(const kn_net *net);
+KN_HIDDEN const char *kn_attr_type_name(kn_attr_type t);
+
 /* Fail with a message naming the node: "node 'conv1' (Conv): <message>". */
 KN_HIDDEN kiln_status kn_node_error(const kn_node *n, kiln_status st, const char *fmt, ...)
     KN_PRINTF(3, 4);

@@ -904,7 +904,8 @@ static kiln_status parse_model(kx_onnx *cx, kx_pb_msg *root, kn_net *net) {
     return parse_graph(cx, root, &graph, net, 0);
 }
 
-/* Every node's (domain, op_type) must be known to kiln, in subgraphs too. */
+/* Every node's (domain, op_type) must be known to kiln and its attributes
+ * have the types their names take, in subgraphs too. */
 static kiln_status check_ops(const kn_net *net) {
     for (int i = 0; i < net->n_nodes; i++) {
         const kn_node *n = &net->nodes[i];
@@ -921,6 +922,7 @@ static kiln_status check_ops(const kn_net *net) {
             return kn_node_error(n, KILN_ERR_UNSUPPORTED,
                                  "op type '%s' of domain '%s' (opset %d) is not supported",
                                  n->op_type, kx_domain_label(n->domain), n->opset);
+        KN_TRY(kn_node_check_attrs(n));
     }
     return KILN_OK;
 }

@@ -407,19 +407,22 @@ static const uint8_t *rd_bytes(rd *r, uint64_t n) {
     r->at += (size_t)n;
     return q;
 }
-/* A string copied into buf (truncated to cap-1), or false when malformed. */
-static void rd_str(rd *r, char *buf, size_t cap) {
+/* A string copied into buf, cut to cap-1 bytes (r->bad when malformed).
+ * Returns whether it fitted whole: a cut plugin identity would name another
+ * plugin, so the caller refuses one. */
+static bool rd_str(rd *r, char *buf, size_t cap) {
     uint32_t n = rd_u32(r);
     const uint8_t *q = rd_bytes(r, n);
     if (!q) {
         buf[0] = 0;
-        return;
+        return false;
     }
     size_t m = n < cap - 1 ? n : cap - 1;
     memcpy(buf, q, m);
     buf[m] = 0;
     if (memchr(buf, 0, m))
         r->bad = true;
+    return m == n;
 }
 
 typedef struct plib {
@@ -491,10 +494,10 @@ static kiln_status psec_read(const uint8_t *data, size_t size, psec *out) {
     out->n_recs = (int)nr;
     for (uint32_t i = 0; i < nr && !r.bad; i++) {
         prec *c = &out->recs[i];
-        rd_str(&r, c->layer, sizeof c->layer);
-        rd_str(&r, c->name, sizeof c->name);
-        rd_str(&r, c->version, sizeof c->version);
-        rd_str(&r, c->ns, sizeof c->ns);
+        rd_str(&r, c->layer, sizeof c->layer); /* names the layer in messages only */
+        if (!rd_str(&r, c->name, sizeof c->name) | !rd_str(&r, c->version, sizeof c->version) |
+            !rd_str(&r, c->ns, sizeof c->ns))
+            r.bad = true;
         c->lib = (int32_t)rd_u32(&r);
         rd_bytes(&r, rd_u64(&r));
         if (c->lib < -1 || c->lib >= (int32_t)nl)

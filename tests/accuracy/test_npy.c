@@ -1,11 +1,14 @@
 /* test_npy.c - the CLI's .npy/.npz code (tools/npy.c) on its own: encode and
  * decode every dtype, .npz archives, every truncation and many corruptions
  * of valid files rejected with a message naming file and byte, and seeded
- * random inputs that stay in their ranges. */
+ * random inputs that stay in their ranges; with the catalog's folder as
+ * argument, the hostile archives and non-regular files of tests/bad/inputs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "npy.h"
 
@@ -215,12 +218,67 @@ static void test_fp16_bf16_values(void) {
     CHECK(npy_get(KILN_DTYPE_FLOAT16, h, 3) == INFINITY, "fp16 overflow is inf");
 }
 
-int main(void) {
+/* A file of the catalog (tests/bad/inputs, made by gen_input_cases.py)
+ * must fail to load with `text` in the message. */
+static void expect_refused(const char *dir, const char *file, const char *text) {
+    char path[1024], err[NPY_ERR_CAP] = "";
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    npy_list l;
+    bool ok = npy_load_file(path, &l, err);
+    if (ok)
+        npy_list_free(&l);
+    CHECK(!ok && strstr(err, text) != NULL, "%s: expected an error with \"%s\", got %s", file,
+          text, ok ? "success" : err);
+}
+
+/* Hostile archives and files that are not regular (each once overlapped,
+ * over-read, blocked or read without end). */
+static void test_hostile_inputs(const char *dir) {
+    char err[NPY_ERR_CAP] = "", path[1024];
+    expect_refused(dir, "npz_overlap.npz", "member 'a1.npy' overlaps member 'a0.npy'");
+    expect_refused(dir, "npz_nul_name.npz", "member name holds a NUL byte");
+    expect_refused(dir, "npz_duplicate.npz", "member 'x.npy' appears twice");
+    expect_refused(dir, "npz_past_end.npz", "run past the end of the file");
+    /* a 1030-byte member name is read whole */
+    snprintf(path, sizeof path, "%s/npz_long_name.npz", dir);
+    npy_list l;
+    bool ok = npy_load_file(path, &l, err);
+    CHECK(ok && l.n == 1 && strlen(l.items[0].name) == 1026 && l.items[0].rank == 2,
+          "long member name: %s", ok ? "wrong entry" : err);
+    if (ok)
+        npy_list_free(&l);
+    /* an honest 16 MiB member over a 1 MB budget */
+    setenv("KILN_MAX_INPUT_BYTES", "1000000", 1);
+    expect_refused(dir, "npz_budget.npz", "over the input memory budget of 1000000 bytes");
+    unsetenv("KILN_MAX_INPUT_BYTES");
+    snprintf(path, sizeof path, "%s/npz_budget.npz", dir);
+    ok = npy_load_file(path, &l, err);
+    CHECK(ok && l.n == 1 && l.items[0].bytes == (size_t)16 << 20, "budget default: %s",
+          ok ? "wrong entry" : err);
+    if (ok)
+        npy_list_free(&l);
+    /* not regular files: refused at once (a FIFO without a writer would
+     * block open(); ctest's timeout catches a regression) */
+    char fifo[] = "/tmp/kiln_test_npy_XXXXXX";
+    CHECK(mkdtemp(fifo) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/in.npz", fifo);
+    CHECK(mkfifo(path, 0600) == 0, "mkfifo");
+    CHECK(!npy_load_file(path, &l, err) && strstr(err, "not a regular file"), "FIFO: %s", err);
+    unlink(path);
+    rmdir(fifo);
+    CHECK(!npy_load_file("/dev/zero", &l, err) && strstr(err, "not a regular file"),
+          "/dev/zero: %s", err);
+    CHECK(!npy_load_file(dir, &l, err) && strstr(err, "not a regular file"), "a folder: %s", err);
+}
+
+int main(int argc, char **argv) {
     test_roundtrip();
     test_npz();
     test_malformed_npy();
     test_random();
     test_fp16_bf16_values();
+    if (argc > 1)
+        test_hostile_inputs(argv[1]);
     printf("test_npy: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
