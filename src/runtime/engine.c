@@ -105,10 +105,9 @@ static kiln_status engine_from(const void *data, size_t size, kn_blob *owner, ki
     }
     kpl_loaded loaded = {0};
     bool plugins = kpl_net_has_plugins(e->net);
-    if (plugins) {
+    if (plugins)
         kpl_plan_lock(); /* held until the kernels hold their libraries */
-        st = kpl_plan_bind(data, size, e->net, &loaded);
-    }
+    st = kpl_plan_bind(data, size, e->net, &loaded); /* the records are read even without layers */
     e->n_io = e->net->n_inputs + e->net->n_outputs;
     e->io = st == KILN_OK ? kn_calloc((size_t)e->n_io + 1, sizeof *e->io) : NULL;
     if (st == KILN_OK && !e->io)
@@ -125,10 +124,9 @@ static kiln_status engine_from(const void *data, size_t size, kn_blob *owner, ki
         kn_free(e->io);
         kn_free(e);
     }
-    if (plugins) {
-        kpl_loaded_release(&loaded, st == KILN_OK);
+    kpl_loaded_release(&loaded, st == KILN_OK);
+    if (plugins)
         kpl_plan_unlock();
-    }
     if (st == KILN_OK)
         *out = e;
     return st;
