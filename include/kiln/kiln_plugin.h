@@ -283,7 +283,9 @@ KILN_API const kiln_plugin_library *kiln_plugin_creator_library(const kiln_plugi
 /* Whether plans may load the plugin libraries embedded in them
  * (--setPluginsToSerialize). Off by default: an embedded library is code from
  * the plan file. Even when allowed, a library is loaded only when its SHA-256
- * matches the plan's manifest. Process-wide. Added in 0.1. */
+ * matches the plan's manifest, and only after the whole plan is validated.
+ * While the allow-list of kiln_plugin_allow_embedded_sha256 is not empty,
+ * that list decides instead. Process-wide. Added in 0.1. */
 KILN_API void kiln_plugin_allow_embedded_libraries(int allow);
 
 /* Add one SHA-256 (64 hex digits) to the process-wide allow-list of embedded
