@@ -184,6 +184,16 @@ static void test_two_builds(void) {
     KT_NEAR(scale_of(eb), 3.0f, 0);
     kiln_engine_destroy(eb);
     drop_trust();
+    /* the application's own registration wins, and no code of the plan runs */
+    kiln_plugin_library *lib = NULL;
+    KT_OK(kiln_plugin_load_library(KT_TRUST_B, NULL, &lib));
+    marker_reset();
+    KT_OK(kiln_engine_load_file(CASE("trust_a.kiln"), &e));
+    KT_NEAR(scale_of(e), 3.0f, 0);
+    KT_CHECK(strcmp(marker_text(), "") == 0 && trust_entries() == 1);
+    kiln_engine_destroy(e);
+    if (lib)
+        KT_OK(kiln_plugin_deregister_library(lib));
     kiln_plugin_allow_embedded_libraries(0);
 }
 
