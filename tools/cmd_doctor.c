@@ -19,6 +19,7 @@ void cli_doctor_usage(FILE *f) {
     fprintf(f,
             "Usage: kiln doctor PLAN [--plugins=A.so,B.so] [--manifest=M.json] [--golden=DIR]\n"
             "                        [--tolerance=T] [--allowEmbeddedPlugins] [--iterations=N]\n"
+            "                        [--allowEmbeddedPluginSha256=H1,H2]\n"
             "\n"
             "Diagnose a deployment in a fresh process: plan version and target against this\n"
             "runtime and machine, plan and library SHA-256 against the manifest (kiln\n"
@@ -29,7 +30,11 @@ void cli_doctor_usage(FILE *f) {
             "NAME:1x3x224x224 for dynamic inputs. Outputs must be finite and within\n"
             "T*(1+|expected|) of the golden values (default 1e-3); first-run and steady-state\n"
             "p95 latencies are reported. One row per check: observation | meaning | next\n"
-            "action. Exit status 1 at the first failure, 0 when every check passes.\n");
+            "action. Exit status 1 at the first failure, 0 when every check passes.\n"
+            "A library given with --plugins is hashed from the file that is loaded, and with\n"
+            "--manifest one that differs from the manifest is refused before it runs. With\n"
+            "--allowEmbeddedPlugins and a manifest, only the embedded libraries the manifest\n"
+            "lists may load; --allowEmbeddedPluginSha256 names the allowed SHA-256s itself.\n");
 }
 
 typedef struct dopts {
@@ -37,6 +42,7 @@ typedef struct dopts {
     double tol;
     int iterations;
     int allow_embedded;
+    const char *allow_sha; /* --allowEmbeddedPluginSha256 */
 } dopts;
 
 static void row(const char *status, const char *check, const char *meaning, const char *next,
@@ -73,31 +79,43 @@ static const cj_value *manifest_lib(const cj_value *m, const char *file) {
 }
 
 static int check_library(const char *path, const cj_value *manifest) {
-    void *data = NULL;
-    size_t size = 0;
     char check[64];
     snprintf(check, sizeof check, "library %.40s", base_name(path));
-    if (access(path, R_OK) != 0 || !cli_read_file(path, &data, &size))
-        FAIL(check, "the library file is not there or not readable",
-             "copy the library to this path (kiln manifest lists the files to ship)",
-             "cannot read '%s'", path);
-    char sha[65];
-    kiln_sha256_hex(data, size, sha);
-    free(data);
     const cj_value *ml = manifest_lib(manifest, base_name(path));
-    if (manifest && !ml)
-        row("WARN", check, "the manifest does not list this library",
-            "check that this is the library the plan was built with", "sha256 %.16s...", sha);
-    else if (ml && strcmp(cj_str(ml, "sha256", ""), sha) != 0)
-        FAIL(check, "the library differs from the one the manifest was made with",
-             "ship the library named in the manifest, or rebuild the plan and manifest with this "
-             "one", "sha256 %.16s..., the manifest says %.16s...", sha, cj_str(ml, "sha256", ""));
-    else if (ml)
-        row("PASS", check, "the library is the one the manifest lists", "nothing to do",
-            "sha256 %.16s... matches the manifest", sha);
+    const char *want = ml ? cj_str(ml, "sha256", "") : NULL;
+    /* One file, resolved and opened once: what is hashed is what is loaded,
+     * and a library that is not the manifest's is refused before any of its
+     * code runs. */
     int before = kiln_plugin_count();
     kiln_plugin_library *lib = NULL;
-    kiln_status st = kiln_plugin_load_library(path, NULL, &lib);
+    kiln_status st = kiln_plugin_load_library_sha256(path, NULL, want, &lib);
+    if (st != KILN_OK) {
+        const char *e = kiln_last_error();
+        if (st == KILN_ERR_IO)
+            FAIL(check, "the library file is not there, not readable or not a regular file",
+                 "copy the library to this path (kiln manifest lists the files to ship)", "%s",
+                 e);
+        if (strstr(e, "not the expected") || st == KILN_ERR_INVALID_ARGUMENT)
+            FAIL(check, "the library differs from the one the manifest was made with",
+                 "ship the library named in the manifest, or rebuild the plan and manifest with "
+                 "this one", "%s", e);
+    }
+    if (st == KILN_OK) {
+        const char *sha = kiln_plugin_library_sha256(lib);
+        char *real = realpath(path, NULL);
+        if (manifest && !ml)
+            row("WARN", check, "the manifest does not list this library",
+                "check that this is the library the plan was built with",
+                "%s: sha256 %.16s...", real ? real : path, sha);
+        else if (ml)
+            row("PASS", check, "the library loaded is the one the manifest lists",
+                "nothing to do", "%s: sha256 %.16s... matches the manifest",
+                real ? real : path, sha);
+        else
+            row("INFO", check, "the library loaded has this SHA-256 (no manifest to compare)",
+                "pass --manifest to check it", "%s: sha256 %.16s...", real ? real : path, sha);
+        free(real);
+    }
     if (st != KILN_OK) {
         const char *e = kiln_last_error();
         if (strstr(e, "missing dependency"))
@@ -242,7 +260,7 @@ static int check_identities(const dopts *o, const void *plan, size_t size) {
         int li = (int)cj_num(r, "library", -1);
         const cj_value *l = li >= 0 && libs && (size_t)li < libs->n ? &libs->items[li] : NULL;
         bool embedded = l && strcmp(cj_str(l, "packaging", ""), "embedded") == 0;
-        if (embedded && o->allow_embedded)
+        if (embedded && (o->allow_embedded || o->allow_sha))
             continue; /* the plan brings it; the load check below proves it */
         missing++;
         char same[512] = "";
@@ -276,6 +294,40 @@ static int check_identities(const dopts *o, const void *plan, size_t size) {
     row("PASS", "plugin identities", "every plugin the plan needs is available", "nothing to do",
         "%zu plugin layer(s), %zu missing", n, missing);
     cj_free(v);
+    return 0;
+}
+
+/* Permission for the plan's embedded libraries: the SHA-256s given, else
+ * with --allowEmbeddedPlugins those of the manifest's embedded libraries (the
+ * trust decision comes from outside the plan), else the blanket switch. */
+static int allow_embedded(const dopts *o, const cj_value *manifest) {
+    if (o->allow_sha) {
+        if (!cli_plugin_allow_sha_list(o->allow_sha))
+            FAIL("embedded libraries", "--allowEmbeddedPluginSha256 is not a list of SHA-256s",
+                 "give 64 hex digits per library (kiln manifest lists them)", "'%s'",
+                 o->allow_sha);
+        row("PASS", "embedded libraries", "only embedded libraries with these SHA-256s may load",
+            "nothing to do", "%s", o->allow_sha);
+        return 0;
+    }
+    if (!o->allow_embedded)
+        return 0;
+    kiln_plugin_allow_embedded_libraries(1);
+    const cj_value *libs = manifest ? cj_get(manifest, "libraries") : NULL;
+    int listed = 0;
+    for (size_t i = 0; libs && i < libs->n; i++) {
+        const cj_value *l = &libs->items[i];
+        if (strcmp(cj_str(l, "packaging", ""), "embedded") != 0)
+            continue;
+        if (kiln_plugin_allow_embedded_sha256(cj_str(l, "sha256", "")) != KILN_OK)
+            FAIL("embedded libraries", "the manifest's SHA-256 of an embedded library is "
+                 "malformed", "regenerate the manifest with kiln manifest", "%s",
+                 kiln_last_error());
+        listed++;
+    }
+    if (listed)
+        row("PASS", "embedded libraries", "only the embedded libraries the manifest lists may "
+            "load", "nothing to do", "%d SHA-256(s) from the manifest", listed);
     return 0;
 }
 
@@ -520,9 +572,9 @@ static int diagnose(const dopts *o) {
         rc = check_manifest_libs(manifest);
     if (!rc)
         rc = check_identities(o, plan, size);
+    if (!rc)
+        rc = allow_embedded(o, manifest);
     if (!rc) {
-        if (o->allow_embedded)
-            kiln_plugin_allow_embedded_libraries(1);
         kiln_engine *eng = NULL;
         kiln_status st = kiln_engine_load(plan, size, &eng);
         if (st != KILN_OK) {
@@ -566,6 +618,8 @@ int cli_cmd_doctor(int argc, char **argv) {
             o.iterations = atoi(a + 13);
         else if (strcmp(a, "--allowEmbeddedPlugins") == 0)
             o.allow_embedded = 1;
+        else if (strncmp(a, "--allowEmbeddedPluginSha256=", 28) == 0)
+            o.allow_sha = a + 28;
         else if (strcmp(a, "--verbose") == 0)
             cli_install_logger(true);
         else if (strcmp(a, "--help") == 0) {

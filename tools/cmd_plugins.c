@@ -39,6 +39,27 @@ int cli_plugin_load_list(const char *list, int embed) {
     return ok;
 }
 
+int cli_plugin_allow_sha_list(const char *list) {
+    char *copy = strdup(list ? list : "");
+    if (!copy)
+        return 0;
+    int ok = 1, n = 0;
+    for (char *save = NULL, *p = strtok_r(copy, ",", &save); p && ok; p = strtok_r(NULL, ",", &save)) {
+        kiln_status st = kiln_plugin_allow_embedded_sha256(p);
+        if (st != KILN_OK) {
+            cli_kiln_error("--allowEmbeddedPluginSha256", st);
+            ok = 0;
+        }
+        n++;
+    }
+    free(copy);
+    if (ok && n == 0) {
+        cli_error("--allowEmbeddedPluginSha256 needs a comma-separated list of SHA-256s");
+        ok = 0;
+    }
+    return ok;
+}
+
 /* A library named in --setPluginsToSerialize that --dynamicPlugins already
  * loaded is only marked; others are loaded and marked. */
 static int mark_embedded(const char *list) {
@@ -87,6 +108,9 @@ int cli_plugin_take_flags(int *argc, char **argv) {
             serialize = v;
         } else if (IS("--allowEmbeddedPlugins")) {
             kiln_plugin_allow_embedded_libraries(1);
+        } else if (IS("--allowEmbeddedPluginSha256")) {
+            if (!cli_plugin_allow_sha_list(v))
+                return 2;
         } else {
             argv[out++] = argv[i];
         }
@@ -109,7 +133,11 @@ void cli_plugin_exec_usage(FILE *f) {
             "                             (loaded first when not loaded yet)\n"
             "  --allowEmbeddedPlugins     let a loaded plan load the libraries embedded in it\n"
             "                             (only when their SHA-256 matches the plan's\n"
-            "                             manifest; kiln addition)\n");
+            "                             manifest; kiln addition)\n"
+            "  --allowEmbeddedPluginSha256=H1,H2  let a loaded plan load only the embedded\n"
+            "                             libraries whose bytes hash to one of these SHA-256s\n"
+            "                             (the trust decision comes from you, not the plan;\n"
+            "                             implies permission for those; kiln addition)\n");
 }
 
 void cli_plugins_usage(FILE *f) {

@@ -6,8 +6,8 @@
 
 #include <stdio.h>
 
-/* Take --staticPlugins, --dynamicPlugins, --setPluginsToSerialize and
- * --allowEmbeddedPlugins out of argv (*argc shrinks) and act on them: load
+/* Take --staticPlugins, --dynamicPlugins, --setPluginsToSerialize,
+ * --allowEmbeddedPlugins and --allowEmbeddedPluginSha256 out of argv (*argc shrinks) and act on them: load
  * the libraries, mark those to embed. Returns 0, or 2 after printing an
  * error. */
 int cli_plugin_take_flags(int *argc, char **argv);
@@ -16,6 +16,10 @@ void cli_plugin_exec_usage(FILE *f);
 /* Load each library of a comma-separated list; prints errors. Returns false
  * at the first failure. */
 int cli_plugin_load_list(const char *list, int embed);
+/* Put each SHA-256 of a comma-separated list on the allow-list of embedded
+ * libraries (--allowEmbeddedPluginSha256); prints errors. Returns false on a
+ * malformed or empty list. */
+int cli_plugin_allow_sha_list(const char *list);
 
 int cli_cmd_plugins(int argc, char **argv);
 void cli_plugins_usage(FILE *f);

@@ -241,10 +241,25 @@ KILN_API const kiln_plugin_creator *kiln_plugin_at(int i, const char **source);
 /* dlopen a plugin library and register its creators. plugin_namespace may be
  * NULL. The error says which step failed: the OS loader (with the library or
  * symbol it could not find), the missing entry point, an ABI version this
- * kiln does not support, or a duplicate identity. Added in 0.1. */
+ * kiln does not support, or a duplicate identity. `path` names a file, never
+ * a name to search for: it is resolved once (realpath, relative to the
+ * working folder; LD_LIBRARY_PATH plays no part), that file is opened once
+ * and hashed from the descriptor, and it is loaded only while the resolved
+ * path is still that file (refused otherwise); a FIFO or device is refused
+ * without blocking, and a world-writable file or folder is logged as a
+ * warning. Added in 0.1. */
 KILN_API KILN_NODISCARD kiln_status kiln_plugin_load_library(const char *path,
                                                              const char *plugin_namespace,
                                                              kiln_plugin_library **out);
+/* kiln_plugin_load_library, but the library must have this SHA-256 (64
+ * lowercase hex digits, as kiln manifest writes them; NULL: any): the file is
+ * opened once, hashed from that descriptor, and refused before any of its
+ * code runs when the hash differs. `kiln doctor --manifest` loads this way.
+ * Added in 0.1 (issue 28). */
+KILN_API KILN_NODISCARD kiln_status kiln_plugin_load_library_sha256(const char *path,
+                                                                    const char *plugin_namespace,
+                                                                    const char *sha256,
+                                                                    kiln_plugin_library **out);
 /* Deregister a library's creators and unload it; refused while an engine still
  * uses them. Added in 0.1. */
 KILN_API KILN_NODISCARD kiln_status kiln_plugin_deregister_library(kiln_plugin_library *lib);
@@ -268,8 +283,21 @@ KILN_API const kiln_plugin_library *kiln_plugin_creator_library(const kiln_plugi
 /* Whether plans may load the plugin libraries embedded in them
  * (--setPluginsToSerialize). Off by default: an embedded library is code from
  * the plan file. Even when allowed, a library is loaded only when its SHA-256
- * matches the plan's manifest. Process-wide. Added in 0.1. */
+ * matches the plan's manifest, and only after the whole plan is validated.
+ * While the allow-list of kiln_plugin_allow_embedded_sha256 is not empty,
+ * that list decides instead. Process-wide. Added in 0.1. */
 KILN_API void kiln_plugin_allow_embedded_libraries(int allow);
+
+/* Add one SHA-256 (64 hex digits) to the process-wide allow-list of embedded
+ * libraries; NULL empties the list. While the list is not empty it alone
+ * decides: a library embedded in a plan is loaded only when the SHA-256 kiln
+ * computes from its bytes is on the list (whatever
+ * kiln_plugin_allow_embedded_libraries says), and the plan's own hash must
+ * still match those bytes. The hash stored in a plan proves only that the
+ * bytes are the ones its builder embedded, not who built them; this list is
+ * the caller's word. `--allowEmbeddedPluginSha256`. Refuses anything but 64
+ * hex digits. Added in 0.1 (issue 28). */
+KILN_API KILN_NODISCARD kiln_status kiln_plugin_allow_embedded_sha256(const char *sha256);
 
 /* The plugin records of a plan as JSON: {"libraries": [{"file", "sha256",
  * "packaging"}], "plugins": [{"layer", "name", "version", "namespace",

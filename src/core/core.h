@@ -100,6 +100,13 @@ KN_HIDDEN void kn_file_unmap(kn_mapped *m);
 KN_HIDDEN kiln_status kn_file_read(const char *path, uint8_t **data, size_t *size);
 KN_HIDDEN kiln_status kn_file_write(const char *path, const void *data, size_t size);
 
+/* A private copy of a whole regular file (64-byte aligned; free with
+ * kn_aligned_free): opened without blocking, refused unless regular, read
+ * with pread to the size fstat gave, refused if the file changes size while
+ * it is read. What a long-lived object keeps of a file: later changes to the
+ * file cannot reach it (a mapping would see writes and fault on truncation). */
+KN_HIDDEN kiln_status kn_file_read_private(const char *path, uint8_t **data, size_t *size);
+
 /* ---- hashing ---- */
 KN_HIDDEN uint64_t kn_hash64(const void *data, size_t n, uint64_t seed);
 typedef struct kn_sha256 {

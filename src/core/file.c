@@ -107,3 +107,59 @@ kiln_status kn_file_write(const char *path, const void *data, size_t size) {
         return kn_error(KILN_ERR_IO, "cannot write '%s' (%zu bytes)", path, size);
     return KILN_OK;
 }
+
+/* A private copy of a whole regular file in 64-byte aligned memory, read with
+ * pread from one descriptor. Opening never blocks (O_NONBLOCK, then fstat
+ * refuses a FIFO, device or directory), at most the size fstat reported is
+ * read, and a file that shrinks or grows while it is read is refused: the
+ * copy is exactly one state of the file. Used where the bytes are kept for
+ * as long as an object lives (plans), so that whatever happens to the file
+ * later cannot reach them. */
+kiln_status kn_file_read_private(const char *path, uint8_t **data, size_t *size) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return kn_error(KILN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return kn_error(KILN_ERR_IO, "'%s' is not a regular file (a FIFO, device or directory "
+                        "is not read)", path);
+    }
+    if (st.st_size < 0 || (uint64_t)st.st_size > (uint64_t)SIZE_MAX / 2) {
+        close(fd);
+        return kn_error(KILN_ERR_IO, "'%s' is too large (%lld bytes)", path,
+                        (long long)st.st_size);
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *b = kn_aligned_alloc(n ? n : 1);
+    if (!b) {
+        close(fd);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    size_t got = 0;
+    kiln_status rc = KILN_OK;
+    while (got < n && rc == KILN_OK) {
+        ssize_t r = pread(fd, b + got, n - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            rc = kn_error(KILN_ERR_IO, "cannot read '%s' at byte %zu: %s", path, got,
+                          strerror(errno));
+        else if (r == 0)
+            rc = kn_error(KILN_ERR_IO, "'%s' ended at byte %zu of %zu: it changed while being "
+                          "read", path, got, n);
+        else
+            got += (size_t)r;
+    }
+    uint8_t extra;
+    if (rc == KILN_OK && pread(fd, &extra, 1, (off_t)n) > 0)
+        rc = kn_error(KILN_ERR_IO, "'%s' grew past %zu bytes while being read", path, n);
+    close(fd);
+    if (rc != KILN_OK) {
+        kn_aligned_free(b);
+        return rc;
+    }
+    *data = b;
+    *size = n;
+    return KILN_OK;
+}

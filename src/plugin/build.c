@@ -15,6 +15,7 @@
  *                i32 library index (-1: registered directly, not from a
  *                library), u64 field bytes F, F bytes (fields.c's byte form)
  * Readers check every length against the section's end. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -511,18 +512,52 @@ static kiln_status psec_read(const uint8_t *data, size_t size, psec *out) {
     return KILN_OK;
 }
 
-/* Load an embedded library when the caller allows it and its bytes match
- * the manifest. */
-static kiln_status load_embedded(const plib *l, const prec *needs) {
+/* ---- binding a loaded plan's layers ---- */
+
+static pthread_mutex_t plan_mu = PTHREAD_MUTEX_INITIALIZER;
+void kpl_plan_lock(void) { pthread_mutex_lock(&plan_mu); }
+void kpl_plan_unlock(void) { pthread_mutex_unlock(&plan_mu); }
+
+/* A record's field (cut to cap - 1 bytes by rd_str) names s. */
+static bool rec_eq(const char *field, size_t cap, const char *s) {
+    size_t n = strlen(s);
+    return n >= cap - 1 ? strncmp(field, s, cap - 1) == 0 && strlen(field) == cap - 1
+                        : strcmp(field, s) == 0;
+}
+
+static bool rec_matches(const prec *c, const kn_node *n) {
+    const char *name, *version, *ns;
+    kpl_node_identity(n, &name, &version, &ns);
+    return rec_eq(c->layer, sizeof c->layer, n->name) && rec_eq(c->name, sizeof c->name, name) &&
+           rec_eq(c->version, sizeof c->version, version) && rec_eq(c->ns, sizeof c->ns, ns);
+}
+
+static kiln_status loaded_add(kpl_loaded *l, kiln_plugin_library *lib) {
+    kiln_plugin_library **grown = kn_realloc(l->libs, (size_t)(l->n + 1) * sizeof *grown);
+    if (!grown) {
+        if (kiln_plugin_deregister_library(lib) != KILN_OK) /* unused until now: cannot fail */
+            kn_log(KILN_LOG_WARNING, "%s", kiln_last_error());
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    l->libs = grown;
+    l->libs[l->n++] = lib;
+    return KILN_OK;
+}
+
+void kpl_loaded_release(kpl_loaded *l, bool keep) {
+    for (int i = l->n - 1; i >= 0 && !keep; i--)
+        if (kiln_plugin_deregister_library(l->libs[i]) != KILN_OK)
+            kn_log(KILN_LOG_WARNING, "a plugin library loaded for a plan that failed stays "
+                                     "registered: %s", kiln_last_error());
+    kn_free(l->libs);
+    memset(l, 0, sizeof *l);
+}
+
+/* Load the library a plan embeds, once its bytes match the plan's manifest
+ * and the caller permits them (its allow-list, else the blanket switch). */
+static kiln_status load_embedded(const plib *l, const prec *needs, kpl_loaded *loaded) {
     char id[512];
     kpl_identity(id, sizeof id, needs->name, needs->version, needs->ns);
-    if (!kpl_embedded_allowed())
-        return kn_error(KILN_ERR_PLUGIN,
-                        "layer '%s' needs plugin %s, which is not registered; the plan embeds "
-                        "library '%s' that provides it, but loading libraries embedded in plans "
-                        "is not allowed: call kiln_plugin_allow_embedded_libraries(1) if you "
-                        "trust this plan, or load the library yourself",
-                        needs->layer, id, l->file);
     char sha[65];
     kn_sha256_hex(l->bytes, (size_t)l->size, sha);
     if (strcmp(sha, l->sha) != 0)
@@ -530,41 +565,174 @@ static kiln_status load_embedded(const plib *l, const prec *needs) {
                         "embedded plugin library '%s': its SHA-256 is %s but the plan's manifest "
                         "says %s: the plan was altered; refusing to load it",
                         l->file, sha, l->sha);
+    switch (kpl_embedded_permit(sha)) {
+    case KPL_PERMIT_YES:
+        break;
+    case KPL_PERMIT_NOT_LISTED:
+        return kn_error(KILN_ERR_PLUGIN,
+                        "layer '%s' needs plugin %s, which is not registered; the plan embeds "
+                        "library '%s' (SHA-256 %s) that provides it, but that SHA-256 is not on "
+                        "the caller's allow-list (kiln_plugin_allow_embedded_sha256, "
+                        "--allowEmbeddedPluginSha256): refusing to load it",
+                        needs->layer, id, l->file, sha);
+    default:
+        return kn_error(KILN_ERR_PLUGIN,
+                        "layer '%s' needs plugin %s, which is not registered; the plan embeds "
+                        "library '%s' that provides it, but loading libraries embedded in plans "
+                        "is not allowed: call kiln_plugin_allow_embedded_libraries(1) (or allow "
+                        "its SHA-256 %s with kiln_plugin_allow_embedded_sha256) if you trust "
+                        "this plan, or load the library yourself",
+                        needs->layer, id, l->file, sha);
+    }
     kiln_plugin_library *lib = NULL;
-    return kpl_load_bytes(l->bytes, (size_t)l->size, l->file, &lib);
+    KN_TRY(kpl_load_bytes(l->bytes, (size_t)l->size, l->file, &lib));
+    KN_TRY(loaded_add(loaded, lib));
+    if (!kpl_find_bound(needs->name, needs->version, needs->ns, sha))
+        return kn_error(KILN_ERR_PLUGIN,
+                        "layer '%s' needs plugin %s, but the library '%s' the plan embeds for it "
+                        "does not provide it",
+                        needs->layer, id, l->file);
+    return KILN_OK;
 }
 
-kiln_status kpl_plan_check(const void *plan, size_t size) {
+static kiln_status not_registered(const psec *s, const prec *c) {
+    char id[512], others[1024];
+    kpl_identity(id, sizeof id, c->name, c->version, c->ns);
+    kpl_list_same_name(others, sizeof others, c->name);
+    return kn_error(KILN_ERR_PLUGIN,
+                    "layer '%s' needs plugin %s%s%s%s, which is not registered; registered "
+                    "creators named '%s': %s",
+                    c->layer, id, c->lib >= 0 ? " from library '" : "",
+                    c->lib >= 0 ? s->libs[c->lib].file : "", c->lib >= 0 ? "'" : "", c->name,
+                    others);
+}
+
+/* Which build a plan layer runs (sha: what KPL_ATTR_BOUND gets). */
+static kiln_status resolve(const psec *s, const prec *c, kpl_loaded *loaded, char sha[65]) {
+    const plib *l = c->lib >= 0 ? &s->libs[c->lib] : NULL;
+    char mine_sha[65] = "";
+    const kiln_plugin_creator *mine = kpl_find_caller(c->name, c->version, c->ns, mine_sha);
+    if (l && l->packaging == 1) {
+        if (kpl_find_bound(c->name, c->version, c->ns, l->sha)) {
+            memcpy(sha, l->sha, 65); /* that very build is registered already */
+            return KILN_OK;
+        }
+        if (mine) { /* the caller's choice, and no code from the plan */
+            char id[512];
+            kpl_identity(id, sizeof id, c->name, c->version, c->ns);
+            kn_log(KILN_LOG_WARNING,
+                   "layer '%s': the plan embeds library '%s' (sha256 %.16s...) for plugin %s, "
+                   "but the application registered that plugin itself (sha256 %.16s...): "
+                   "running the application's",
+                   c->layer, l->file, l->sha, id, mine_sha[0] ? mine_sha : "none, direct");
+            memcpy(sha, mine_sha, 65);
+            return KILN_OK;
+        }
+        KN_TRY(load_embedded(l, c, loaded));
+        memcpy(sha, l->sha, 65);
+        return KILN_OK;
+    }
+    if (mine) {
+        memcpy(sha, mine_sha, 65);
+        return KILN_OK;
+    }
+    /* a build another plan brought serves this one only if it is the very
+     * library this plan was built with */
+    if (l && kpl_find_bound(c->name, c->version, c->ns, l->sha)) {
+        memcpy(sha, l->sha, 65);
+        return KILN_OK;
+    }
+    return not_registered(s, c);
+}
+
+static kiln_status bind_node(kn_node *n, const char *sha) {
+    kiln_status st = kn_node_set_string(n, KPL_ATTR_BOUND, sha);
+    return st == KILN_OK ? st : kn_node_error(n, st, "cannot record its plugin binding");
+}
+
+/* Layers inside graph attributes have no records: only the application's
+ * own registrations serve them. */
+static kiln_status bind_nested(kn_net *g, int depth) {
+    if (depth > 64)
+        return kn_error(KILN_ERR_PLAN, "plan damaged: graph attributes nest deeper than 64");
+    for (int i = 0; i < g->n_nodes; i++) {
+        kn_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_attr; k++)
+            if (n->attrs[k].type == KN_ATTR_GRAPH && n->attrs[k].graph)
+                KN_TRY(bind_nested(n->attrs[k].graph, depth + 1));
+        if (!kpl_is_node(n) || depth == 0)
+            continue;
+        const char *name, *version, *ns;
+        char sha[65];
+        kpl_node_identity(n, &name, &version, &ns);
+        if (!kpl_find_caller(name, version, ns, sha)) {
+            char id[512];
+            kpl_identity(id, sizeof id, name, version, ns);
+            return kn_error(KILN_ERR_PLUGIN,
+                            "layer '%s' (inside a graph attribute) needs plugin %s, which the "
+                            "application has not registered (libraries embedded in a plan serve "
+                            "only the layers its plugin records name)",
+                            n->name, id);
+        }
+        KN_TRY(bind_node(n, sha));
+    }
+    return KILN_OK;
+}
+
+bool kpl_net_has_plugins(const kn_net *g) {
+    for (int i = 0; g && i < g->n_nodes; i++) {
+        const kn_node *n = &g->nodes[i];
+        if (kpl_is_node(n))
+            return true;
+        for (int k = 0; k < n->n_attr; k++)
+            if (n->attrs[k].type == KN_ATTR_GRAPH && kpl_net_has_plugins(n->attrs[k].graph))
+                return true;
+    }
+    return false;
+}
+
+kiln_status kpl_plan_bind(const void *plan, size_t size, kn_net *net, kpl_loaded *loaded) {
+    memset(loaded, 0, sizeof *loaded);
     const uint8_t *sec = NULL;
     size_t sec_size = 0;
     KN_TRY(kp_section(plan, size, KP_SEC_PLUGINS, &sec, &sec_size));
-    if (!sec)
-        return KILN_OK;
     psec s;
-    KN_TRY(psec_read(sec, sec_size, &s));
-    kiln_status st = KILN_OK;
-    for (int i = 0; i < s.n_recs && st == KILN_OK; i++) {
-        const prec *c = &s.recs[i];
-        if (kiln_plugin_find(c->name, c->version, c->ns))
-            continue;
-        if (c->lib >= 0 && s.libs[c->lib].packaging == 1) {
-            st = load_embedded(&s.libs[c->lib], c);
-            if (st == KILN_OK && kiln_plugin_find(c->name, c->version, c->ns))
-                continue;
-            if (st != KILN_OK)
-                break;
-        }
-        char id[512], others[1024];
-        kpl_identity(id, sizeof id, c->name, c->version, c->ns);
-        kpl_list_same_name(others, sizeof others, c->name);
-        st = kn_error(KILN_ERR_PLUGIN,
-                      "layer '%s' needs plugin %s%s%s%s, which is not registered; registered "
-                      "creators named '%s': %s",
-                      c->layer, id, c->lib >= 0 ? " from library '" : "",
-                      c->lib >= 0 ? s.libs[c->lib].file : "", c->lib >= 0 ? "'" : "", c->name,
-                      others);
+    memset(&s, 0, sizeof s);
+    if (sec)
+        KN_TRY(psec_read(sec, sec_size, &s));
+    bool *used = kn_calloc((size_t)s.n_recs + 1, sizeof *used);
+    if (!used) {
+        psec_free(&s);
+        return KILN_ERR_OUT_OF_MEMORY;
     }
+    kiln_status st = bind_nested(net, 0);
+    for (int i = 0; st == KILN_OK && i < net->n_nodes; i++) {
+        kn_node *n = &net->nodes[i];
+        if (!kpl_is_node(n))
+            continue;
+        int r = 0;
+        while (r < s.n_recs && (used[r] || !rec_matches(&s.recs[r], n)))
+            r++;
+        if (r == s.n_recs) {
+            const char *name, *version, *ns;
+            kpl_node_identity(n, &name, &version, &ns);
+            char id[512];
+            kpl_identity(id, sizeof id, name, version, ns);
+            st = kn_error(KILN_ERR_PLAN,
+                          "plan damaged: plugin layer '%s' (plugin %s) has no plugin record",
+                          n->name, id);
+            break;
+        }
+        used[r] = true;
+        char sha[65] = "";
+        st = resolve(&s, &s.recs[r], loaded, sha);
+        if (st == KILN_OK)
+            st = bind_node(n, sha);
+    }
+    kn_free(used);
     psec_free(&s);
+    if (st != KILN_OK)
+        kpl_loaded_release(loaded, false);
     return st;
 }
 

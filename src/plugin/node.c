@@ -40,6 +40,21 @@ static kiln_status missing(const kn_node *n, const char *name, const char *versi
 kiln_status kpl_node_creator(const kn_node *n, const kiln_plugin_creator **out) {
     const char *name, *version, *ns;
     kpl_node_identity(n, &name, &version, &ns);
+    /* a layer of a loaded plan runs the build it was bound to, or nothing */
+    const kn_attr *bound = kn_attr_find(n, KPL_ATTR_BOUND);
+    if (bound && bound->type == KN_ATTR_STRING) {
+        const kiln_plugin_creator *c = kpl_find_bound(name, version, ns, bound->s);
+        if (!c) {
+            char id[512];
+            kpl_identity(id, sizeof id, name, version, ns);
+            return kn_error(KILN_ERR_PLUGIN,
+                            "layer '%s' was bound to plugin %s from the library with SHA-256 "
+                            "'%s', which is no longer registered",
+                            n->name, id, bound->s);
+        }
+        *out = c;
+        return KILN_OK;
+    }
     const kiln_plugin_creator *c = kiln_plugin_find(name, version, ns);
     if (!c)
         return missing(n, name, version, ns);

@@ -17,6 +17,11 @@
 #define KPL_ATTR_NAMESPACE "plugin_namespace"
 #define KPL_ATTR_FIELDS "plugin_fields"       /* serialized fields (kpl_fields_write) */
 #define KPL_ATTR_WORKSPACE "plugin_workspace" /* bytes enqueue needs at the largest shapes */
+/* Set by the runtime on every plugin layer of a loaded plan (whatever the
+ * plan itself carried under this name is replaced): the SHA-256 of the
+ * library whose creator the layer is bound to, "" for one registered
+ * directly. */
+#define KPL_ATTR_BOUND "plugin_bound_sha256"
 
 /* ---- registry internals (registry.c) ---- */
 /* The plugin host table handed to libraries. */
@@ -38,11 +43,28 @@ KN_HIDDEN bool kpl_library_embedded(const kiln_plugin_library *lib);
 /* The library's bytes, as loaded (kn_malloc'd copy). */
 KN_HIDDEN kiln_status kpl_library_bytes(const kiln_plugin_library *lib, uint8_t **data,
                                         size_t *size);
-/* Whether plans may load the libraries embedded in them. */
-KN_HIDDEN bool kpl_embedded_allowed(void);
-/* Load a library from bytes: private temp file, dlopen, unlink. */
+/* Whether a library embedded in a plan, whose bytes hash to sha256, may be
+ * loaded: when the caller gave an allow-list (kiln_plugin_allow_embedded_sha256)
+ * only what is on it, else what kiln_plugin_allow_embedded_libraries says. */
+typedef enum kpl_permit {
+    KPL_PERMIT_YES,
+    KPL_PERMIT_OFF,        /* embedded libraries are not allowed */
+    KPL_PERMIT_NOT_LISTED  /* the caller's allow-list does not hold this SHA-256 */
+} kpl_permit;
+KN_HIDDEN kpl_permit kpl_embedded_permit(const char *sha256);
+/* Load a library from bytes: private temp file, dlopen, unlink. Registered
+ * as coming from a plan: it serves only plans that name its SHA-256. */
 KN_HIDDEN kiln_status kpl_load_bytes(const void *data, size_t size, const char *file_name,
                                      kiln_plugin_library **out);
+/* The creator of an identity from a library with this SHA-256 ("" = one
+ * registered directly, with no library), or NULL. */
+KN_HIDDEN const kiln_plugin_creator *kpl_find_bound(const char *name, const char *version,
+                                                    const char *ns, const char *sha256);
+/* The caller's own registration of an identity (directly or from a library
+ * it named; never one that came out of a plan), or NULL; sha256 gets its
+ * library's SHA-256, or "" when registered directly. */
+KN_HIDDEN const kiln_plugin_creator *kpl_find_caller(const char *name, const char *version,
+                                                     const char *ns, char sha256[65]);
 /* "name" (version "v", namespace "ns") for messages. */
 KN_HIDDEN void kpl_identity(char *buf, size_t cap, const char *name, const char *version,
                             const char *ns);
@@ -105,8 +127,30 @@ KN_HIDDEN kiln_status kpl_build_prepare(kn_net *net, const kn_tinfo *ti);
 /* The plugin-records section for a built network; empty when no plugins.
  * Libraries marked with kiln_plugin_library_set_embedded go in whole. */
 KN_HIDDEN kiln_status kpl_plan_section(const kn_net *net, kn_buf *out);
-/* Before any other work at load: every identity the plan needs is registered
- * (loading permitted embedded libraries first). */
-KN_HIDDEN kiln_status kpl_plan_check(const void *plan, size_t size);
+/* Libraries loaded for one plan, so that a plan whose engine cannot be made
+ * leaves none of them registered. */
+typedef struct kpl_loaded {
+    kiln_plugin_library **libs;
+    int n;
+} kpl_loaded;
+/* After the whole plan is validated (kp_read succeeded on it, giving `net`),
+ * and before any plugin code runs: bind every plugin layer of net (every
+ * graph) to one registered creator, loading the permitted libraries the plan
+ * embeds. Each layer is bound to the exact build it gets (KPL_ATTR_BOUND):
+ * the caller's own registration of its identity when there is one, else a
+ * library with the SHA-256 the plan names. On failure nothing this call
+ * loaded stays registered. */
+KN_HIDDEN kiln_status kpl_plan_bind(const void *plan, size_t size, kn_net *net,
+                                    kpl_loaded *loaded);
+/* Deregister and unload what kpl_plan_bind loaded (the engine failed after
+ * binding), then forget the list. Also frees the list on success (keep = 1:
+ * the libraries stay registered). */
+KN_HIDDEN void kpl_loaded_release(kpl_loaded *loaded, bool keep);
+/* Serializes plan binding and engine creation for plans with plugins, so a
+ * library one failing load removes is never one another load just bound. */
+KN_HIDDEN void kpl_plan_lock(void);
+/* Whether any graph of net holds a plugin layer. */
+KN_HIDDEN bool kpl_net_has_plugins(const kn_net *net);
+KN_HIDDEN void kpl_plan_unlock(void);
 
 #endif

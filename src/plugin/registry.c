@@ -1,25 +1,31 @@
 /* registry.c - the process-wide plugin registry keyed by (name, version,
- * namespace), the library loader (dlopen with diagnostics that name the step
- * that failed) and the host table plugins call back into. */
+ * namespace) and, for libraries that came out of plans, their SHA-256; the
+ * library loader (one file resolved, opened, hashed and loaded, with
+ * diagnostics that name the step that failed), the allow-list of embedded
+ * libraries and the host table plugins call back into. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "plugin.h"
 
 struct kiln_plugin_library {
     char *path;         /* as given, or "<file> (embedded in the plan)" */
-    char *file;         /* the file it was loaded from (a removed temp file when embedded) */
+    char *file;         /* the absolute path it was loaded from (a removed temp file when embedded) */
     uint8_t *bytes;     /* embedded libraries: the bytes, to embed them again */
     size_t n_bytes;
-    char sha256[65];
+    char sha256[65];    /* of the bytes read from the descriptor of the file that was loaded */
     void *handle;
     int uses;           /* kernel states (engines, build runs) using its creators */
     bool embed;         /* plans built now carry its bytes */
+    bool from_plan;     /* its bytes came out of a plan: it serves only plans naming its SHA-256 */
 };
 
 typedef struct entry {
@@ -28,10 +34,24 @@ typedef struct entry {
     kiln_plugin_library *lib;  /* NULL when registered directly */
 } entry;
 
+/* Files the OS loader holds (or held: dlclose need not unload), to tell
+ * whether an object it would hand back for a path is the file there now. */
+typedef struct loaded_file {
+    char *file;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec ctime;
+} loaded_file;
+
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static entry *reg;
 static int reg_n, reg_cap;
 static int allow_embedded;
+static char (*allow_sha)[65]; /* the caller's allow-list of embedded libraries */
+static int allow_n, allow_cap;
+static loaded_file *held;
+static int held_n, held_cap;
 
 /* ---- the host table ---- */
 
@@ -66,11 +86,39 @@ static bool same_identity(const kiln_plugin_creator *c, const char *name, const 
            strcmp(nz(c->plugin_namespace), nz(ns)) == 0;
 }
 
+static bool from_plan(const entry *e) { return e->lib && e->lib->from_plan; }
+
+/* The caller's registration of an identity when there is one (it is unique),
+ * else the first one a plan's embedded library made. */
 static int find_locked(const char *name, const char *version, const char *ns) {
+    int planned = -1;
     for (int i = 0; i < reg_n; i++)
-        if (same_identity(reg[i].c, name, version, ns))
+        if (same_identity(reg[i].c, name, version, ns)) {
+            if (!from_plan(&reg[i]))
+                return i;
+            if (planned < 0)
+                planned = i;
+        }
+    return planned;
+}
+
+/* An entry of this identity whose library has this SHA-256 ("" = registered
+ * directly, no library), the caller's first. */
+static int find_sha_locked(const char *name, const char *version, const char *ns,
+                           const char *sha) {
+    int planned = -1;
+    for (int i = 0; i < reg_n; i++) {
+        const entry *e = &reg[i];
+        if (!same_identity(e->c, name, version, ns))
+            continue;
+        if (sha[0] ? !(e->lib && strcmp(e->lib->sha256, sha) == 0) : e->lib != NULL)
+            continue;
+        if (!from_plan(e))
             return i;
-    return -1;
+        if (planned < 0)
+            planned = i;
+    }
+    return planned;
 }
 
 void kpl_list_same_name(char *buf, size_t cap, const char *name) {
@@ -116,9 +164,25 @@ static kiln_status check_creator(const kiln_plugin_creator *c, const char *sourc
     return KILN_OK;
 }
 
+/* An identity is registered at most once by the caller (directly or from a
+ * library it named), and at most once per SHA-256 from libraries embedded in
+ * plans: two plans may carry two builds of one plugin, each engine bound to
+ * its own (kpl_find_bound). */
+static int dup_locked(const kiln_plugin_creator *c, const kiln_plugin_library *lib) {
+    for (int i = 0; i < reg_n; i++) {
+        if (!same_identity(reg[i].c, c->name, c->version, c->plugin_namespace))
+            continue;
+        bool planned = lib && lib->from_plan;
+        if (planned ? from_plan(&reg[i]) && strcmp(reg[i].lib->sha256, lib->sha256) == 0
+                    : !from_plan(&reg[i]))
+            return i;
+    }
+    return -1;
+}
+
 static kiln_status add_locked(const kiln_plugin_creator *c, const char *source,
                               kiln_plugin_library *lib) {
-    int dup = find_locked(c->name, c->version, c->plugin_namespace);
+    int dup = dup_locked(c, lib);
     if (dup >= 0) {
         char id[512];
         kpl_identity(id, sizeof id, c->name, c->version, c->plugin_namespace);
@@ -188,6 +252,30 @@ KILN_API const kiln_plugin_creator *kiln_plugin_find(const char *name, const cha
     return c;
 }
 
+const kiln_plugin_creator *kpl_find_bound(const char *name, const char *version, const char *ns,
+                                          const char *sha256) {
+    if (!name || !sha256)
+        return NULL;
+    pthread_mutex_lock(&reg_mu);
+    int i = find_sha_locked(name, version, ns, sha256);
+    const kiln_plugin_creator *c = i >= 0 ? reg[i].c : NULL;
+    pthread_mutex_unlock(&reg_mu);
+    return c;
+}
+
+const kiln_plugin_creator *kpl_find_caller(const char *name, const char *version, const char *ns,
+                                           char sha256[65]) {
+    const kiln_plugin_creator *c = NULL;
+    pthread_mutex_lock(&reg_mu);
+    int i = find_locked(name, version, ns);
+    if (i >= 0 && !from_plan(&reg[i])) {
+        c = reg[i].c;
+        snprintf(sha256, 65, "%s", reg[i].lib ? reg[i].lib->sha256 : "");
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return c;
+}
+
 KILN_API int kiln_plugin_count(void) {
     pthread_mutex_lock(&reg_mu);
     int n = reg_n;
@@ -251,11 +339,51 @@ KILN_API void kiln_plugin_allow_embedded_libraries(int allow) {
     pthread_mutex_unlock(&reg_mu);
 }
 
-bool kpl_embedded_allowed(void) {
+KILN_API kiln_status kiln_plugin_allow_embedded_sha256(const char *sha256) {
+    if (!sha256) {
+        pthread_mutex_lock(&reg_mu);
+        kn_free(allow_sha);
+        allow_sha = NULL;
+        allow_n = allow_cap = 0;
+        pthread_mutex_unlock(&reg_mu);
+        return KILN_OK;
+    }
+    char hex[65];
+    size_t n = strlen(sha256);
+    for (size_t i = 0; i < n && i < 64; i++) {
+        char ch = sha256[i];
+        hex[i] = ch >= 'A' && ch <= 'F' ? (char)(ch - 'A' + 'a') : ch;
+        if (!((hex[i] >= '0' && hex[i] <= '9') || (hex[i] >= 'a' && hex[i] <= 'f')))
+            n = 0;
+    }
+    if (n != 64)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "kiln_plugin_allow_embedded_sha256: '%.80s' is not a SHA-256 (64 hex "
+                        "digits)", sha256);
+    hex[64] = 0;
+    kiln_status st = KILN_OK;
     pthread_mutex_lock(&reg_mu);
-    bool a = allow_embedded != 0;
+    int i = 0;
+    while (i < allow_n && strcmp(allow_sha[i], hex) != 0)
+        i++;
+    if (i == allow_n && (st = kn_grow((void **)&allow_sha, &allow_cap, allow_n + 1,
+                                      sizeof *allow_sha)) == KILN_OK)
+        memcpy(allow_sha[allow_n++], hex, 65);
     pthread_mutex_unlock(&reg_mu);
-    return a;
+    return st;
+}
+
+kpl_permit kpl_embedded_permit(const char *sha256) {
+    pthread_mutex_lock(&reg_mu);
+    kpl_permit p = allow_embedded ? KPL_PERMIT_YES : KPL_PERMIT_OFF;
+    if (allow_n > 0) {
+        p = KPL_PERMIT_NOT_LISTED;
+        for (int i = 0; i < allow_n; i++)
+            if (strcmp(allow_sha[i], sha256) == 0)
+                p = KPL_PERMIT_YES;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return p;
 }
 
 KILN_API void kiln_sha256_hex(const void *data, size_t n, char out[65]) {
@@ -346,38 +474,241 @@ kiln_status kpl_library_bytes(const kiln_plugin_library *lib, uint8_t **data, si
     return st == KILN_OK ? st : kn_error_wrap(st, "plugin library '%s'", lib->path);
 }
 
-/* Read the file for its SHA-256 (the plan manifest and `kiln doctor` compare it). */
-static kiln_status hash_file(const char *path, char out[65]) {
-    uint8_t *data = NULL;
-    size_t size = 0;
-    kiln_status st = kn_file_read(path, &data, &size);
-    if (st != KILN_OK)
-        return kn_error_wrap(st, "plugin library '%s': the file cannot be read", path);
-    kn_sha256_hex(data, size, out);
-    kn_free(data);
+/* ---- one file: resolved once, opened once, hashed from that descriptor,
+ * loaded from that path only while it is still that same file ---- */
+
+typedef struct lfile {
+    char abs[PATH_MAX];  /* realpath of what the caller named */
+    int fd;
+    struct stat st;      /* fstat of fd before hashing */
+    char sha[65];        /* of the bytes read from fd */
+} lfile;
+
+static bool same_file(const struct stat *a, const struct stat *b) {
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* Same file with the same size and change time: not written since. (A
+ * write to a file always moves its ctime, which no user can set back.) */
+static bool unchanged(const struct stat *a, const struct stat *b) {
+    return same_file(a, b) && a->st_size == b->st_size &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+static void hex32(const uint8_t d[32], char out[65]) {
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        out[2 * i] = digits[d[i] >> 4];
+        out[2 * i + 1] = digits[d[i] & 15];
+    }
+    out[64] = 0;
+}
+
+/* Resolve, open without blocking, refuse anything but a regular file, hash
+ * every byte fstat counted. f->fd is open on success only. */
+static kiln_status open_hash(const char *path, const char *display, lfile *f) {
+    f->fd = -1;
+    if (!realpath(path, f->abs))
+        return kn_error(KILN_ERR_IO, "plugin library '%s' cannot be opened: %s", display,
+                        strerror(errno));
+    f->fd = open(f->abs, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (f->fd < 0)
+        return kn_error(KILN_ERR_IO, "plugin library '%s' (%s) cannot be opened: %s", display,
+                        f->abs, strerror(errno));
+    kiln_status st = KILN_OK;
+    if (fstat(f->fd, &f->st) != 0 || !S_ISREG(f->st.st_mode))
+        st = kn_error(KILN_ERR_IO, "plugin library '%s' (%s) is not a regular file", display,
+                      f->abs);
+    kn_sha256 h;
+    kn_sha256_init(&h);
+    uint8_t buf[1 << 14];
+    off_t at = 0;
+    while (st == KILN_OK && at < f->st.st_size) {
+        off_t left = f->st.st_size - at;
+        ssize_t r = pread(f->fd, buf, left < (off_t)sizeof buf ? (size_t)left : sizeof buf, at);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            st = kn_error(KILN_ERR_IO, "plugin library '%s' (%s) cannot be read at byte %lld%s%s",
+                          display, f->abs, (long long)at, r == 0 ? ": it shrank while being read" : ": ",
+                          r == 0 ? "" : strerror(errno));
+        else {
+            kn_sha256_update(&h, buf, (size_t)r);
+            at += r;
+        }
+    }
+    if (st != KILN_OK) {
+        close(f->fd);
+        f->fd = -1;
+        return st;
+    }
+    uint8_t d[32];
+    kn_sha256_final(&h, d);
+    hex32(d, f->sha);
     return KILN_OK;
 }
 
-static kiln_status load(const char *path, const char *display, const char *ns,
-                        kiln_plugin_library **out) {
-    kiln_plugin_library *lib = kn_calloc(1, sizeof *lib);
-    if (!lib)
-        return KILN_ERR_OUT_OF_MEMORY;
-    if (!(lib->path = kn_strdup(display)) || !(lib->file = kn_strdup(path))) {
-        lib_free(lib);
-        return KILN_ERR_OUT_OF_MEMORY;
+/* A file any user may change, or one in a folder where another user may put
+ * a different file in its place, is worth a warning: the SHA-256 kiln
+ * reports is then only what was there at that moment. */
+static void warn_writable(const char *display, const lfile *f) {
+    if (f->st.st_mode & S_IWOTH)
+        kn_log(KILN_LOG_WARNING,
+               "plugin library '%s' (%s) is world-writable: any user can change the code "
+               "loaded from it",
+               display, f->abs);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", f->abs);
+    bool parent = true;
+    for (char *slash = strrchr(dir, '/'); slash; slash = strrchr(dir, '/')) {
+        bool root = slash == dir;
+        slash[root ? 1 : 0] = 0;
+        struct stat ds;
+        /* a sticky folder (/tmp) lets only a file's owner replace it */
+        if (stat(dir, &ds) == 0 && (ds.st_mode & S_IWOTH) &&
+            (!(ds.st_mode & S_ISVTX) || (parent && f->st.st_uid != geteuid()))) {
+            kn_log(KILN_LOG_WARNING,
+                   "plugin library '%s' (%s) lies in world-writable folder '%s': another user "
+                   "can put a different library in its place",
+                   display, f->abs, dir);
+            return;
+        }
+        parent = false;
+        if (root)
+            break;
     }
-    kiln_status st = hash_file(path, lib->sha256);
-    if (st != KILN_OK) {
-        lib_free(lib);
-        return st;
+}
+
+/* The OS loader hands back an object already loaded under the same path, or
+ * from the same file, instead of reading the file again. That is fine when
+ * it is this very file unchanged (loaded before by kiln); otherwise the code
+ * that would run is not what was hashed. */
+static kiln_status check_held(const lfile *f, const char *display) {
+    void *h0 = dlopen(f->abs, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!h0)
+        return KILN_OK;
+    dlclose(h0);
+    int same = 0, stale = 0;
+    pthread_mutex_lock(&reg_mu);
+    for (int i = 0; i < held_n; i++) {
+        struct stat hs;
+        memset(&hs, 0, sizeof hs);
+        hs.st_dev = held[i].dev;
+        hs.st_ino = held[i].ino;
+        hs.st_size = held[i].size;
+        hs.st_ctim = held[i].ctime;
+        hs.st_mtim = f->st.st_mtim;
+        bool path = strcmp(held[i].file, f->abs) == 0;
+        if (unchanged(&hs, &f->st))
+            same++;
+        else if (path)
+            stale++;
     }
+    pthread_mutex_unlock(&reg_mu);
+    if (same && !stale)
+        return KILN_OK;
+    if (stale)
+        return kn_error(KILN_ERR_PLUGIN,
+                        "plugin library '%s': an earlier '%s' is still loaded in this process, "
+                        "and the OS loader would use it instead of the file there now (whose "
+                        "SHA-256 kiln computed): restart the process to load the new file",
+                        display, f->abs);
+    return kn_error(KILN_ERR_PLUGIN,
+                    "plugin library '%s': '%s' is already loaded in this process by other means "
+                    "than kiln, so kiln cannot tell that the code loaded is this file's: load "
+                    "plugin libraries only through kiln_plugin_load_library",
+                    display, f->abs);
+}
+
+static kiln_status record_held(const lfile *f) {
+    kiln_status st = KILN_OK;
+    pthread_mutex_lock(&reg_mu);
+    int i = 0;
+    while (i < held_n && strcmp(held[i].file, f->abs) != 0)
+        i++;
+    if (i == held_n) {
+        char *copy = kn_strdup(f->abs);
+        if (!copy || (st = kn_grow((void **)&held, &held_cap, held_n + 1, sizeof *held)) != KILN_OK) {
+            kn_free(copy);
+            st = KILN_ERR_OUT_OF_MEMORY;
+        } else
+            held[held_n++].file = copy;
+    }
+    if (st == KILN_OK) {
+        held[i].dev = f->st.st_dev;
+        held[i].ino = f->st.st_ino;
+        held[i].size = f->st.st_size;
+        held[i].ctime = f->st.st_ctim;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return st;
+}
+
+/* dlopen the resolved path only while it names the file that was hashed,
+ * and check after the load that neither the path nor the file changed. */
+static kiln_status dlopen_checked(const lfile *f, const char *display, void **out) {
+    struct stat now;
+    if (stat(f->abs, &now) != 0 || !same_file(&now, &f->st))
+        return kn_error(KILN_ERR_PLUGIN,
+                        "plugin library '%s': '%s' was replaced after kiln hashed it: refusing to "
+                        "load it",
+                        display, f->abs);
+    KN_TRY(check_held(f, display));
     dlerror();
-    lib->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib->handle) {
-        st = loader_error(display, dlerror());
-        lib_free(lib);
+    void *h = dlopen(f->abs, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return loader_error(display, dlerror());
+    struct stat path_after, fd_after;
+    if (stat(f->abs, &path_after) != 0 || fstat(f->fd, &fd_after) != 0 ||
+        !same_file(&path_after, &f->st) || !unchanged(&fd_after, &f->st)) {
+        dlclose(h);
+        return kn_error(KILN_ERR_PLUGIN,
+                        "plugin library '%s': '%s' changed while it was being loaded, so the code "
+                        "loaded may not be what was hashed: refusing it",
+                        display, f->abs);
+    }
+    kiln_status st = record_held(f);
+    if (st != KILN_OK) {
+        dlclose(h);
         return st;
+    }
+    *out = h;
+    return KILN_OK;
+}
+
+/* Load one library: `expect` (may be NULL) is the SHA-256 it must have,
+ * checked before any of its code runs; `planned`: its bytes came out of a
+ * plan. */
+static kiln_status load(const char *path, const char *display, const char *ns, const char *expect,
+                        bool planned, kiln_plugin_library **out) {
+    lfile f;
+    KN_TRY(open_hash(path, display, &f));
+    kiln_status st = KILN_OK;
+    if (expect && strcmp(expect, f.sha) != 0)
+        st = kn_error(KILN_ERR_PLUGIN,
+                      "plugin library '%s' (%s): its SHA-256 is %s, not the expected %s: "
+                      "refusing to load it",
+                      display, f.abs, f.sha, expect);
+    void *handle = NULL;
+    if (st == KILN_OK) {
+        warn_writable(display, &f);
+        st = dlopen_checked(&f, display, &handle);
+    }
+    close(f.fd);
+    if (st != KILN_OK)
+        return st;
+    kiln_plugin_library *lib = kn_calloc(1, sizeof *lib);
+    if (!lib) {
+        dlclose(handle);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    lib->handle = handle;
+    lib->from_plan = planned;
+    memcpy(lib->sha256, f.sha, sizeof lib->sha256);
+    if (!(lib->path = kn_strdup(display)) || !(lib->file = kn_strdup(f.abs))) {
+        lib_free(lib);
+        return KILN_ERR_OUT_OF_MEMORY;
     }
     dlerror();
     void *sym = dlsym(lib->handle, KILN_PLUGIN_ENTRY_POINT);
@@ -395,8 +726,6 @@ static kiln_status load(const char *path, const char *display, const char *ns,
     kpl_error_clear();
     st = get(&host, KILN_PLUGIN_ABI_VERSION, ns, &cs, &count);
     if (st != KILN_OK || count < 0 || (count > 0 && !cs)) {
-        if (st == KILN_OK)
-            st = KILN_ERR_PLUGIN;
         kn_error(KILN_ERR_PLUGIN, "plugin library '%s': %s failed: %s", display,
                  KILN_PLUGIN_ENTRY_POINT, kpl_error_text());
         lib_free(lib);
@@ -429,25 +758,46 @@ static kiln_status load(const char *path, const char *display, const char *ns,
         lib_free(lib);
         return st;
     }
-    kn_log(KILN_LOG_INFO, "plugin library '%s': %d creator(s) registered (sha256 %.16s...)",
-           display, count, lib->sha256);
+    kn_log(KILN_LOG_INFO, "plugin library '%s' (%s): %d creator(s) registered (sha256 %s)",
+           display, lib->file, count, lib->sha256);
     if (out)
         *out = lib;
     return KILN_OK;
+}
+
+static bool is_sha256(const char *s) {
+    if (!s || strlen(s) != 64)
+        return false;
+    for (int i = 0; i < 64; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
 }
 
 KILN_API kiln_status kiln_plugin_load_library(const char *path, const char *plugin_namespace,
                                               kiln_plugin_library **out) {
     if (!path)
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_plugin_load_library: NULL path");
-    if (access(path, R_OK) != 0)
-        return kn_error(KILN_ERR_IO, "plugin library '%s' cannot be opened: %s", path,
-                        strerror(errno));
-    return load(path, path, plugin_namespace, out);
+    return load(path, path, plugin_namespace, NULL, false, out);
+}
+
+KILN_API kiln_status kiln_plugin_load_library_sha256(const char *path,
+                                                     const char *plugin_namespace,
+                                                     const char *sha256,
+                                                     kiln_plugin_library **out) {
+    if (!path)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_plugin_load_library_sha256: NULL path");
+    if (sha256 && !is_sha256(sha256))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "kiln_plugin_load_library_sha256: '%.80s' is not a SHA-256 (64 lowercase "
+                        "hex digits)", sha256);
+    return load(path, path, plugin_namespace, sha256, false, out);
 }
 
 kiln_status kpl_load_bytes(const void *data, size_t size, const char *file_name,
                            kiln_plugin_library **out) {
+    char sha[65];
+    kn_sha256_hex(data, size, sha);
     const char *dir = getenv("TMPDIR");
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s/kiln-plugin-XXXXXX", dir && *dir ? dir : "/tmp");
@@ -459,6 +809,8 @@ kiln_status kpl_load_bytes(const void *data, size_t size, const char *file_name,
     size_t left = size;
     while (left) {
         ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
         if (w <= 0) {
             close(fd);
             unlink(tmp);
@@ -472,7 +824,8 @@ kiln_status kpl_load_bytes(const void *data, size_t size, const char *file_name,
     char display[600];
     snprintf(display, sizeof display, "%s (embedded in the plan)", file_name);
     kiln_plugin_library *lib = NULL;
-    kiln_status st = load(tmp, display, NULL, &lib);
+    /* the file must hold exactly the bytes that were checked */
+    kiln_status st = load(tmp, display, NULL, sha, true, &lib);
     unlink(tmp);
     if (st != KILN_OK)
         return st;

@@ -25,16 +25,18 @@ struct kiln_context {
     int profile;
 };
 
-/* A mapped plan file shared by the engine's borrowed weights. */
-typedef struct mapped_blob {
+/* A private copy of a plan file, shared by the engine's borrowed weights.
+ * Not a mapping: a mapped file that is rewritten changes the weights under a
+ * running engine, and one that is truncated kills it (SIGBUS). */
+typedef struct file_blob {
     kn_blob base;
-    kn_mapped map;
-} mapped_blob;
+    uint8_t *data;
+} file_blob;
 
-static void mapped_blob_release(kn_blob *b) {
-    mapped_blob *m = (mapped_blob *)b;
-    kn_file_unmap(&m->map);
-    kn_free(m);
+static void file_blob_release(kn_blob *b) {
+    file_blob *f = (file_blob *)b;
+    kn_aligned_free(f->data);
+    kn_free(f);
 }
 
 KILN_API kiln_status kiln_plan_read_info(const void *data, size_t size, kiln_plan_info *info) {
@@ -81,12 +83,17 @@ static kiln_status check_target(const kiln_plan_info *info, const kb_backend **b
     return KILN_OK;
 }
 
+/* Order matters: nothing a plan carries is loaded or run until all of it is
+ * validated. The header binds it to this process, kp_read checks the format
+ * version, the section table, the checksum and every section, and only then
+ * are its plugin layers bound (the first point where a library the plan
+ * embeds may be loaded) and its kernels made. A plan that fails after that
+ * leaves none of the libraries loaded for it registered. */
 static kiln_status engine_from(const void *data, size_t size, kn_blob *owner, kiln_engine **out) {
     kiln_plan_info info;
     const kb_backend *be = NULL;
     KN_TRY(kp_read_info(data, size, &info));
     KN_TRY(check_target(&info, &be));
-    KN_TRY(kpl_plan_check(data, size)); /* every plugin the plan needs, before any work */
     kiln_engine *e = kn_calloc(1, sizeof *e);
     if (!e)
         return KILN_ERR_OUT_OF_MEMORY;
@@ -96,9 +103,14 @@ static kiln_status engine_from(const void *data, size_t size, kn_blob *owner, ki
         kn_free(e);
         return st;
     }
+    kpl_loaded loaded = {0};
+    bool plugins = kpl_net_has_plugins(e->net);
+    if (plugins)
+        kpl_plan_lock(); /* held until the kernels hold their libraries */
+    st = kpl_plan_bind(data, size, e->net, &loaded); /* the records are read even without layers */
     e->n_io = e->net->n_inputs + e->net->n_outputs;
-    e->io = kn_calloc((size_t)e->n_io + 1, sizeof *e->io);
-    if (!e->io)
+    e->io = st == KILN_OK ? kn_calloc((size_t)e->n_io + 1, sizeof *e->io) : NULL;
+    if (st == KILN_OK && !e->io)
         st = KILN_ERR_OUT_OF_MEMORY;
     for (int i = 0; st == KILN_OK && i < e->net->n_inputs; i++)
         e->io[i] = e->net->inputs[i];
@@ -111,10 +123,13 @@ static kiln_status engine_from(const void *data, size_t size, kn_blob *owner, ki
         kn_net_free(e->net);
         kn_free(e->io);
         kn_free(e);
-        return st;
     }
-    *out = e;
-    return KILN_OK;
+    kpl_loaded_release(&loaded, st == KILN_OK);
+    if (plugins)
+        kpl_plan_unlock();
+    if (st == KILN_OK)
+        *out = e;
+    return st;
 }
 
 KILN_API kiln_status kiln_engine_load(const void *data, size_t size, kiln_engine **out) {
@@ -127,18 +142,19 @@ KILN_API kiln_status kiln_engine_load(const void *data, size_t size, kiln_engine
 KILN_API kiln_status kiln_engine_load_file(const char *path, kiln_engine **out) {
     if (!path || !out)
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_engine_load_file: NULL argument");
-    mapped_blob *mb = kn_calloc(1, sizeof *mb);
-    if (!mb)
+    file_blob *fb = kn_calloc(1, sizeof *fb);
+    if (!fb)
         return KILN_ERR_OUT_OF_MEMORY;
-    kiln_status st = kn_file_map(path, &mb->map);
+    size_t size = 0;
+    kiln_status st = kn_file_read_private(path, &fb->data, &size);
     if (st != KILN_OK) {
-        kn_free(mb);
-        return st;
+        kn_free(fb);
+        return kn_error_wrap(st, "cannot load plan '%s'", path);
     }
-    mb->base.refs = 1;
-    mb->base.release = mapped_blob_release;
-    st = engine_from(mb->map.data, mb->map.size, &mb->base, out);
-    kn_blob_unref(&mb->base); /* the engine holds its own references */
+    fb->base.refs = 1;
+    fb->base.release = file_blob_release;
+    st = engine_from(fb->data, size, &fb->base, out);
+    kn_blob_unref(&fb->base); /* the engine holds its own references */
     return st == KILN_OK ? st : kn_error_wrap(st, "cannot load plan '%s'", path);
 }
 
