@@ -14,6 +14,12 @@ build=${KILN_BUILD_DIR:-$root/build}
 export KILN_PYTHON=${KILN_PYTHON:-$root/.venv/bin/python}
 jobs=$(nproc)
 status=0
+# Idle OpenMP threads spin briefly, then sleep (as the kiln command sets for
+# itself, tools/omp_wait.c): libgomp's default spin of milliseconds on a busy
+# machine makes every test many times slower.
+if [ -z "${OMP_WAIT_POLICY:-}" ] && [ -z "${GOMP_SPINCOUNT:-}" ]; then
+  export GOMP_SPINCOUNT=1000
+fi
 
 # The load over the CPUs this process may use (nproc honours the affinity),
 # rounded up, 1 to 8: ctest's time limits are multiplied by it.
