@@ -148,5 +148,9 @@ int cli_cmd_exec(int argc, char **argv);
 int cli_cmd_inspect(int argc, char **argv);
 void cli_exec_usage(FILE *f);
 void cli_inspect_usage(FILE *f);
+/* Sets a short OpenMP spin (GOMP_SPINCOUNT) when the user set no wait policy
+ * and executes the program again so that libgomp sees it (tools/omp_wait.c);
+ * returns when nothing needs doing or the exec failed. */
+void cli_omp_wait_policy(char **argv);
 
 #endif

@@ -40,6 +40,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    cli_omp_wait_policy(argv); /* first: it may execute the program again */
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -4,9 +4,11 @@
 #define KILN_TEST_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kiln/kiln.h"
 
@@ -60,6 +62,27 @@ static int kt_pass, kt_fail;
                     #a, kt_a_, kt_b_, (double)(tol));                                   \
         }                                                                               \
     } while (0)
+
+/* The seed of a test's random inputs: KILN_TEST_SEED when set (a number,
+ * or "time" for one from the clock), else the test's fixed default, so that
+ * CI runs repeat. Printed either way, so that any run can be repeated. Never
+ * 0 (a xorshift generator would stay at 0). */
+static inline uint64_t kt_seed(const char *what, uint64_t fixed) {
+    const char *env = getenv("KILN_TEST_SEED");
+    uint64_t s = fixed;
+    if (env && strcmp(env, "time") == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        s = (uint64_t)ts.tv_sec * 1000003u ^ (uint64_t)ts.tv_nsec;
+    } else if (env && env[0]) {
+        s = strtoull(env, NULL, 0);
+    }
+    if (s == 0)
+        s = fixed;
+    printf("%s: seed %llu (KILN_TEST_SEED=%llu repeats it)\n", what, (unsigned long long)s,
+           (unsigned long long)s);
+    return s;
+}
 
 /* Print the closing line and return the exit status for main. */
 static inline int kt_finish(void) {

@@ -900,6 +900,7 @@ static void test_versions(void) {
 }
 
 int main(void) {
+    rng = kt_seed("test_fast", 88172645463325252ull);
     kiln_set_logger(NULL, NULL, KILN_LOG_WARNING);
     test_versions();
     const kb_kernel *k = kb_cpu_kernel_find("", "Conv", "dnnl");

@@ -1085,6 +1085,7 @@ static void test_threads(void) {
 }
 
 int main(void) {
+    rng = kt_seed("test_ops_elementwise", 0x9e3779b97f4a7c15ull);
     test_broadcast();
     test_integer_ops();
     test_compare_logic_where();

@@ -2357,6 +2357,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
+    rng_state = (uint32_t)kt_seed("test_ops_nn", 20261130u);
     test_conv();
     test_conv_types();
     test_conv_integer();

@@ -1951,6 +1951,7 @@ static void test_model(const char *path) {
 }
 
 int main(int argc, char **argv) {
+    rng_state = (uint32_t)kt_seed("test_passes", 12345u);
     if (getenv("KT_VERBOSE"))
         kiln_set_logger(NULL, NULL, KILN_LOG_VERBOSE);
     if (argc > 1) {

@@ -1,4 +1,8 @@
-/* cpu_backend.c - the CPU backend's kernel registry and device description. */
+/* cpu_backend.c - the CPU backend's kernel registry, device description and
+ * default thread count. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,12 +67,116 @@ const kb_kernel *kb_cpu_kernel_find(const char *domain, const char *op_type, con
     return kb_tables_find(kb_tables, KN_ARRAY_LEN(kb_tables), domain, op_type, tactic);
 }
 
+/* ---- the default thread count: the CPUs this process may actually use ---- */
+
+/* A cgroup CPU quota as a CPU count, rounded up; 0 when none is set or none
+ * can be read. v2: cpu.max holds "QUOTA PERIOD" or "max PERIOD"; v1:
+ * cpu.cfs_quota_us (-1: none) over cpu.cfs_period_us. */
+static int quota_cpus(long long quota, long long period) {
+    if (quota <= 0 || period <= 0)
+        return 0;
+    long long n = (quota + period - 1) / period;
+    return n > 4096 ? 4096 : (int)n;
+}
+
+static int read_cpu_max(const char *dir) {
+    char path[512], buf[64];
+    snprintf(path, sizeof path, "%s/cpu.max", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    long long quota = 0, period = 0;
+    int n = 0;
+    if (fgets(buf, sizeof buf, f) && strncmp(buf, "max", 3) != 0)
+        n = sscanf(buf, "%lld %lld", &quota, &period);
+    fclose(f);
+    return n == 2 ? quota_cpus(quota, period) : 0;
+}
+
+static long long read_ll(const char *dir, const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    long long v = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%lld", &v) != 1)
+        v = 0;
+    fclose(f);
+    return v;
+}
+
+static int read_cfs(const char *dir) {
+    return quota_cpus(read_ll(dir, "cpu.cfs_quota_us"), read_ll(dir, "cpu.cfs_period_us"));
+}
+
+static int min_nonzero(int a, int b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
+
+/* The tightest quota of this process's own cgroup (as /proc/self/cgroup
+ * names it under /sys/fs/cgroup) and of the hierarchy's root as this
+ * process sees it (a container's namespace root). 0: no quota. */
+static int cgroup_cpus(void) {
+    int best = min_nonzero(read_cpu_max("/sys/fs/cgroup"), read_cfs("/sys/fs/cgroup/cpu"));
+    best = min_nonzero(best, read_cfs("/sys/fs/cgroup/cpu,cpuacct"));
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return best;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2 || c2[1] != '/' || strstr(c2 + 1, ".."))
+            continue;
+        const char *ctrl = c1 + 1, *rel = c2 + 1;
+        *c2 = 0;
+        char dir[512];
+        if (ctrl[0] == 0) { /* v2: "0::/path" */
+            snprintf(dir, sizeof dir, "/sys/fs/cgroup%s", rel);
+            best = min_nonzero(best, read_cpu_max(dir));
+        } else if (strstr(ctrl, "cpu") && (strcmp(ctrl, "cpu") == 0 || strstr(ctrl, "cpu,") ||
+                                           strstr(ctrl, ",cpu"))) {
+            snprintf(dir, sizeof dir, "/sys/fs/cgroup/%s%s", ctrl, rel);
+            best = min_nonzero(best, read_cfs(dir));
+            snprintf(dir, sizeof dir, "/sys/fs/cgroup/cpu%s", rel);
+            best = min_nonzero(best, read_cfs(dir));
+        }
+    }
+    fclose(f);
+    return best;
+}
+
+/* CPUs in this process's affinity mask (taskset, cpusets, a container's
+ * CPU list), not every CPU online. */
+static int affinity_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int g_usable_cpus;
+static pthread_once_t g_usable_once = PTHREAD_ONCE_INIT;
+
+static void probe_usable_cpus(void) {
+    int n = affinity_cpus();
+    int q = cgroup_cpus();
+    g_usable_cpus = q > 0 && q < n ? q : n;
+}
+
+static int usable_cpus(void) {
+    pthread_once(&g_usable_once, probe_usable_cpus);
+    return g_usable_cpus;
+}
+
+/* KILN_NUM_THREADS when set, else the CPUs the process may use: more
+ * threads than that only queue behind each other and, at a barrier, wait
+ * for a partner that is not running. Probed once a process. */
 int kb_cpu_default_threads(void) {
     const char *env = getenv("KILN_NUM_THREADS");
     if (env && atoi(env) > 0)
         return atoi(env);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    return usable_cpus();
 }
 
 void kb_cpu_describe(char *target, size_t target_cap, char *libs, size_t libs_cap) {
