@@ -115,6 +115,11 @@ cases["ub_range_span"] = model(
      node("Add", ["x", "r"], ["y"], "add")],
     [vi("x", [1], TensorProto.INT64)], [vi("y", None, TensorProto.INT64)],
     [i64("start", I64_MIN), i64("limit", I64_MAX), i64("delta", 1)])
+cases["ub_mel_bins"] = model(
+    [node("MelWeightMatrix", ["bins", "dft", "rate", "lo", "hi"], ["m"], "mel"),
+     node("Add", ["x", "m"], ["y"], "add")],
+    [vi("x", [1])], [vi("y", None)],
+    [i64("bins", 1 << 62), i64("dft", 16), i64("rate", 8000), f32("lo", 0.0), f32("hi", 4000.0)])
 
 for name, m in cases.items():
     save(m, os.path.join(onnx_dir, name + ".onnx"))
@@ -197,6 +202,37 @@ prof = struct.pack("<4q", 1, 2, 8, 8) + struct.pack("<4q", 2, 2, 8, 8)
 plans["size_profile_dims"] = rewrite(
     bytearray(base), prof, struct.pack("<4q", 1, 2, 8, 8) + struct.pack("<4q", 1 << 44, 2, 8, 8),
     "profile max")
+
+
+def strings(plan):
+    """The strings section as a list (docs in src/plan/plan.c)."""
+    hs, n_sec = struct.unpack_from("<I", plan, 12)[0], struct.unpack_from("<I", plan, 32)[0]
+    for k in range(n_sec):
+        sid, _, off, _ = struct.unpack_from("<IIQQ", plan, hs + 24 * k)
+        if sid == 1:
+            count, at, out = struct.unpack_from("<I", plan, off)[0], off + 4, []
+            for _ in range(count):
+                n = struct.unpack_from("<I", plan, at)[0]
+                out.append(bytes(plan[at + 4:at + 4 + n]).decode())
+                at += 4 + n
+            return out
+    sys.exit("gen_size_cases: no strings section")
+
+
+# an int8 MaxPool runs on the reference kernel; the plan is made to name
+# oneDNN's float-only kernel for it (the string "dnnl" is there as the
+# input's name), which would read int8 data as float
+pool = model([node("MaxPool", ["dnnl"], ["y"], "pool", kernel_shape=[2, 2])],
+             [vi("dnnl", [1, 1, 4, 4], TensorProto.INT8)], [vi("y", None, TensorProto.INT8)])
+p = build_plan(pool, ("dnnl:1x1x4x4",) * 3)
+st = strings(p)
+head = struct.pack("<III", st.index("pool"), st.index("MaxPool"), st.index(""))
+at = p.find(head)
+opset, tactic = struct.unpack_from("<iI", p, at + 12)
+if st[tactic] != "ref":
+    sys.exit("gen_size_cases: the MaxPool layer's tactic is '%s', not 'ref'" % st[tactic])
+plans["size_tactic"] = rewrite(p, head + struct.pack("<iI", opset, tactic),
+                               head + struct.pack("<iI", opset, st.index("dnnl")), "tactic")
 for name, p in plans.items():
     with open(os.path.join(plan_dir, name + ".plan"), "wb") as f:
         f.write(p)

@@ -60,6 +60,9 @@ static const bad_case builds[] = {
     {"bad/onnx/ub_onehot.onnx", KILN_ERR_SHAPE,
      "node 'onehot' (OneHot): depth 1e+30 is not in [1, 2^48]"},
     {"bad/onnx/ub_range_span.onnx", KILN_ERR_SHAPE, "node 'range' (Range): range is too long"},
+    {"bad/onnx/ub_mel_bins.onnx", KILN_ERR_SHAPE,
+     "node 'mel' (MelWeightMatrix): a [9, 4611686018427387904] weight matrix is larger than a "
+     "tensor can be"},
 };
 
 #define AT_LOAD "cannot load plan 'bad/plans/"
@@ -76,6 +79,9 @@ static const bad_case loads[] = {
      "1099511627776, 1)"},
     {"bad/plans/size_conv_group.plan", KILN_ERR_PLAN,
      "node 'conv' (Conv): channels do not fit: input 2, weights 2x1, group 1099511627776"},
+    {"bad/plans/size_tactic.plan", KILN_ERR_PLAN,
+     "layer check at profile 0's opt shapes: node 'pool' (MaxPool): the plan's tactic 'dnnl' "
+     "(cpu) does not take this layer at the shapes it was chosen for"},
     {"bad/plans/size_profile_dims.plan", KILN_ERR_PLAN,
      "layer check at profile 0's max shapes: input 'x' would be 17592186044416x2x8x8 " TOO_BIG},
 };
