@@ -4,9 +4,11 @@
  * hold, absurd attributes whose arithmetic overflowed, and resealed plans
  * with absurd layer fields or profile dims, each with the exact error it
  * must give at build, at run or at load. */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "graph/graph.h"
 #include "kiln/kiln_builder.h"
 #include "kiln/kiln_onnx.h"
 #include "kiln/kiln_runtime.h"
@@ -175,7 +177,37 @@ static void run_time_size(void) {
     kiln_free(plan);
 }
 
+/* The bounds themselves, at their edges. */
+static void limits(void) {
+    const int64_t e48 = (int64_t)1 << 48;
+    int64_t d[3] = {e48, 0, 0};
+    size_t b = 0;
+    KT_CHECK(kn_shape_fits(KILN_DTYPE_UINT8, 1, d, &b) && b == (size_t)1 << 48);
+    d[0] = e48 + 1;
+    KT_CHECK(!kn_shape_fits(KILN_DTYPE_UINT8, 1, d, NULL));
+    d[0] = e48 / 4;
+    KT_CHECK(kn_shape_fits(KILN_DTYPE_FLOAT, 1, d, NULL));
+    d[0] = e48 / 4 + 1; /* 2^48 elements would fit, 2^48 + 4 bytes do not */
+    KT_CHECK(!kn_shape_fits(KILN_DTYPE_FLOAT, 1, d, NULL));
+    d[0] = 0, d[1] = e48; /* empty, and its strides fit */
+    KT_CHECK(kn_shape_fits(KILN_DTYPE_FLOAT, 2, d, &b) && b == 0);
+    d[2] = 2; /* empty, but a stride would be 2^49 */
+    KT_CHECK(!kn_shape_fits(KILN_DTYPE_FLOAT, 3, d, NULL));
+    d[0] = -1;
+    KT_CHECK(!kn_shape_fits(KILN_DTYPE_FLOAT, 1, d, NULL));
+    int64_t r;
+    KT_CHECK(kn_mul_i64(INT64_MAX / 2, 2, &r) == false && r == INT64_MAX - 1);
+    KT_CHECK(kn_mul_i64(INT64_MAX / 2 + 1, 2, &r));
+    KT_CHECK(kn_add_i64(INT64_MAX, 1, &r) && kn_sub_i64(INT64_MIN, 1, &r));
+    KT_CHECK(kn_double_to_i64(3.9, 0, 10, &r) && r == 3);
+    KT_CHECK(!kn_double_to_i64(9223372036854775808.0, 0, INT64_MAX, &r));
+    KT_CHECK(!kn_double_to_i64(INFINITY, 0, INT64_MAX, &r));
+    KT_CHECK(!kn_double_to_i64(NAN, 0, INT64_MAX, &r));
+    KT_CHECK(!kn_double_to_i64(-1.0, 0, 10, &r));
+}
+
 int main(void) {
+    limits();
     kiln_set_logger(NULL, NULL, KILN_LOG_ERROR);
     for (size_t i = 0; i < sizeof builds / sizeof builds[0]; i++)
         KT_FAILS(parse_and_build(builds[i].file), builds[i].status, builds[i].text);
