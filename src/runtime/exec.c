@@ -629,6 +629,9 @@ static kiln_status check_tactic(const kx_ctx *c, int si, const bool *unknown) {
         }
     }
     gather_inputs(c, n, in);
+    for (int j = 0; j < n->n_in; j++) /* as the builder asked: constants' values only */
+        if (n->in[j] >= 0 && !(net->tensors[n->in[j]].flags & KN_T_CONST))
+            in[j].value = NULL;
     if (!s->k->supports(n, in, n->n_in, out, n->n_out))
         return kn_node_error(n, KILN_ERR_PLAN,
                              "the plan's tactic '%s' (%s) does not take this layer at the shapes "
