@@ -547,8 +547,11 @@ kiln_status kbld_fold_node(kbld *b, int node) {
     for (int j = 0; j < n->n_out && st == KILN_OK; j++) {
         if (n->out[j] < 0)
             continue;
-        int64_t cnt = kn_numel(io->out[j].rank, io->out[j].dims);
-        size_t bytes = (size_t)(cnt < 0 ? 0 : cnt) * kiln_dtype_size(io->out[j].dtype);
+        size_t bytes;
+        st = kn_check_size(n, "folded output", io->out[j].dtype, io->out[j].rank,
+                           io->out[j].dims, &bytes);
+        if (st != KILN_OK)
+            break;
         io->kout[j].data = kn_aligned_alloc(bytes ? bytes : 1);
         if (!io->kout[j].data) {
             st = KILN_ERR_OUT_OF_MEMORY;

@@ -62,6 +62,27 @@ static inline bool kn_mul_overflow(size_t a, size_t b, size_t *out) {
 static inline bool kn_add_overflow(size_t a, size_t b, size_t *out) {
     return __builtin_add_overflow(a, b, out);
 }
+/* The same for the int64_t arithmetic of shapes and attributes: true (and
+ * *out unspecified) when the exact result does not fit, so a caller can
+ * name what overflowed instead of computing with a wrapped value (signed
+ * overflow is undefined behaviour in C). */
+static inline bool kn_mul_i64(int64_t a, int64_t b, int64_t *out) {
+    return __builtin_mul_overflow(a, b, out);
+}
+static inline bool kn_add_i64(int64_t a, int64_t b, int64_t *out) {
+    return __builtin_add_overflow(a, b, out);
+}
+static inline bool kn_sub_i64(int64_t a, int64_t b, int64_t *out) {
+    return __builtin_sub_overflow(a, b, out);
+}
+/* A double as an int64_t when it is finite and in [lo, hi] (no undefined
+ * float-to-integer conversion): false otherwise. */
+static inline bool kn_double_to_i64(double v, int64_t lo, int64_t hi, int64_t *out) {
+    if (!(v >= (double)lo && v <= (double)hi) || v >= 9223372036854775807.0)
+        return false;
+    *out = (int64_t)v;
+    return true;
+}
 
 /* ---- half precision ---- */
 KN_HIDDEN float kn_half_to_float(uint16_t h);

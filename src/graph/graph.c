@@ -590,6 +590,46 @@ int64_t kn_numel(int rank, const int64_t *dims) {
     return n;
 }
 
+bool kn_shape_fits(kiln_dtype dt, int rank, const int64_t *dims, size_t *bytes) {
+    if (rank < 0 || rank > KILN_MAX_DIMS)
+        return false;
+    int64_t reach = 1, n = 1; /* reach counts 0 dims as 1 */
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0 || dims[i] > KN_MAX_ELEMENTS)
+            return false;
+        if (kn_mul_i64(reach, dims[i] ? dims[i] : 1, &reach) || reach > KN_MAX_ELEMENTS)
+            return false;
+        n *= dims[i]; /* n <= reach */
+    }
+    size_t b;
+    if (kn_mul_overflow((size_t)n, kiln_dtype_size(dt), &b) || b > KN_MAX_TENSOR_BYTES)
+        return false;
+    if (bytes)
+        *bytes = b;
+    return true;
+}
+
+kiln_status kn_check_size(const kn_node *n, const char *what, kiln_dtype dt, int rank,
+                          const int64_t *dims, size_t *bytes) {
+    if (kn_shape_fits(dt, rank, dims, bytes))
+        return KILN_OK;
+    char shape[256];
+    const char *why = "more elements or bytes than kiln plans (2^48 of each at most)";
+    if (rank < 0 || rank > KILN_MAX_DIMS) {
+        why = "a rank kiln does not take";
+        rank = rank < 0 ? 0 : KILN_MAX_DIMS;
+    }
+    kn_shape_str(rank, dims, shape, sizeof shape);
+    for (int i = 0; i < rank; i++)
+        if (dims[i] < 0)
+            why = "a negative dimension";
+    if (n)
+        return kn_node_error(n, KILN_ERR_SHAPE, "%s would be %s (%s): %s", what, shape,
+                             kiln_dtype_name(dt), why);
+    return kn_error(KILN_ERR_SHAPE, "%s would be %s (%s): %s", what, shape, kiln_dtype_name(dt),
+                    why);
+}
+
 void kn_shape_str(int rank, const int64_t *dims, char *buf, size_t cap) {
     size_t len = 0;
     buf[0] = 0;

@@ -178,6 +178,26 @@ KN_HIDDEN int64_t kn_numel(int rank, const int64_t *dims);
 /* "1x3x224x224" (dynamic dims as their name or '?'). */
 KN_HIDDEN void kn_shape_str(int rank, const int64_t *dims, char *buf, size_t cap);
 
+/* The largest tensor kiln plans: 2^48 elements and 2^48 bytes, past the
+ * 48-bit virtual address space of today's hosts and GPUs. The element
+ * bound counts a 0 dim as 1, so the strides of an empty tensor fit too.
+ * Inside it, a product of a dim and an attribute or index of 32 bits
+ * cannot overflow int64_t, and byte counts, offsets and arena sums of a
+ * few thousand tensors cannot overflow size_t. Every inferred, input and
+ * constant shape is held to it (kn_check_size) before memory is planned. */
+#define KN_MAX_ELEMENTS ((int64_t)1 << 48)
+#define KN_MAX_TENSOR_BYTES ((size_t)1 << 48)
+/* The largest kernel, stride, dilation or pad a window op takes: what the
+ * libraries behind the kernels (oneDNN, cuDNN: int) can hold. */
+#define KN_MAX_WINDOW_ATTR ((int64_t)INT32_MAX)
+/* Whether a tensor of type dt and this shape is within those bounds (every
+ * dim >= 0); *bytes (may be NULL) gets its size when it is. */
+KN_HIDDEN bool kn_shape_fits(kiln_dtype dt, int rank, const int64_t *dims, size_t *bytes);
+/* kn_shape_fits or a KILN_ERR_SHAPE naming node n (NULL: none), the tensor
+ * (`what`, e.g. "output 'y'") and its shape. */
+KN_HIDDEN kiln_status kn_check_size(const kn_node *n, const char *what, kiln_dtype dt, int rank,
+                                    const int64_t *dims, size_t *bytes);
+
 /* ---- op schemas and shape inference ----
  * Inference runs with concrete shapes: at build time for each profile's
  * min/opt/max shapes, at run time for the shapes the caller set. */

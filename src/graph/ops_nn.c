@@ -39,8 +39,30 @@ static kiln_status window_common(const kn_node *n, int nsp, const int64_t *in,
                                  "%lld)",
                                  i, (long long)w->kernel[i], (long long)w->stride[i],
                                  (long long)w->dil[i]);
+        if (w->kernel[i] > KN_MAX_WINDOW_ATTR || w->stride[i] > KN_MAX_WINDOW_ATTR ||
+            w->dil[i] > KN_MAX_WINDOW_ATTR)
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "kernel, stride and dilation must be at most %lld (dim %d: %lld, "
+                                 "%lld, %lld)",
+                                 (long long)KN_MAX_WINDOW_ATTR, i, (long long)w->kernel[i],
+                                 (long long)w->stride[i], (long long)w->dil[i]);
     }
     return KILN_OK;
+}
+
+/* The dilated extent of window dim i, (kernel - 1) * dilation + 1. */
+static kiln_status window_extent(const kn_node *n, const kn_window *w, int i, int64_t *ek) {
+    if (kn_mul_i64(w->kernel[i] - 1, w->dil[i], ek) || kn_add_i64(*ek, 1, ek))
+        return kn_node_error(n, KILN_ERR_SHAPE, "the dilated window of spatial dim %d overflows",
+                             i);
+    return KILN_OK;
+}
+
+static kiln_status window_overflow(const kn_node *n, int i) {
+    return kn_node_error(n, KILN_ERR_SHAPE,
+                         "the output size of spatial dim %d overflows (input, pads and window too "
+                         "large)",
+                         i);
 }
 
 static kiln_status read_pads(const kn_node *n, kn_window *w) {
@@ -54,6 +76,11 @@ static kiln_status read_pads(const kn_node *n, kn_window *w) {
         w->pad1[i] = pd ? pd[i + w->nsp] : 0;
         if (w->pad0[i] < 0 || w->pad1[i] < 0)
             return kn_node_error(n, KILN_ERR_SHAPE, "negative pads are not supported");
+        if (w->pad0[i] > KN_MAX_WINDOW_ATTR || w->pad1[i] > KN_MAX_WINDOW_ATTR)
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "pads of spatial dim %d (%lld, %lld) are over the limit of %lld",
+                                 i, (long long)w->pad0[i], (long long)w->pad1[i],
+                                 (long long)KN_MAX_WINDOW_ATTR);
     }
     return KILN_OK;
 }
@@ -70,10 +97,15 @@ kiln_status kn_window_forward(const kn_node *n, int nsp, const int64_t *in, cons
     if (!same && !valid)
         KN_TRY(read_pads(n, w));
     for (int i = 0; i < nsp; i++) {
-        int64_t ek = (w->kernel[i] - 1) * w->dil[i] + 1, s = w->stride[i];
+        int64_t ek, s = w->stride[i], padded, span;
+        KN_TRY(window_extent(n, w, i, &ek));
         if (same) {
-            w->out[i] = (in[i] + s - 1) / s;
-            int64_t total = (w->out[i] - 1) * s + ek - in[i];
+            w->out[i] = in[i] / s + (in[i] % s != 0); /* ceil(in / s) */
+            int64_t total;
+            if (kn_mul_i64(w->out[i] > 0 ? w->out[i] - 1 : 0, s, &total) ||
+                kn_add_i64(total, ek, &total))
+                return window_overflow(n, i);
+            total -= in[i];
             if (total < 0)
                 total = 0;
             bool upper = strcmp(ap, "SAME_UPPER") == 0;
@@ -81,15 +113,18 @@ kiln_status kn_window_forward(const kn_node *n, int nsp, const int64_t *in, cons
             w->pad1[i] = total - w->pad0[i];
             continue;
         }
-        int64_t span = in[i] + w->pad0[i] + w->pad1[i] - ek;
+        if (kn_add_i64(in[i], w->pad0[i], &padded) || kn_add_i64(padded, w->pad1[i], &padded))
+            return window_overflow(n, i);
+        span = padded - ek;
         if (span < 0)
             return kn_node_error(n, KILN_ERR_SHAPE,
                                  "window %lld (dilated) is larger than the padded input %lld in "
                                  "spatial dim %d",
-                                 (long long)ek, (long long)(in[i] + w->pad0[i] + w->pad1[i]), i);
+                                 (long long)ek, (long long)padded, i);
         if (ceil_mode) {
-            w->out[i] = (span + s - 1) / s + 1;
-            /* the last window must start inside the input or its left padding */
+            w->out[i] = span / s + (span % s != 0) + 1;
+            /* the last window must start inside the input or its left padding;
+             * (out - 1) * s < span + s, which fits */
             if ((w->out[i] - 1) * s >= in[i] + w->pad0[i])
                 w->out[i]--;
         } else {
@@ -121,11 +156,25 @@ kiln_status kn_window_transpose(const kn_node *n, int nsp, const int64_t *in,
         KN_TRY(read_pads(n, w));
     bool upper = strcmp(ap, "SAME_UPPER") == 0;
     for (int i = 0; i < nsp; i++) {
-        int64_t ek = (w->kernel[i] - 1) * w->dil[i] + 1, s = w->stride[i];
+        int64_t ek, s = w->stride[i];
+        KN_TRY(window_extent(n, w, i, &ek));
         int64_t opad = op ? op[i] : 0;
-        int64_t full = s * (in[i] - 1) + opad + ek;
+        if (opad < 0 || opad > KN_MAX_WINDOW_ATTR)
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "output_padding of spatial dim %d is %lld; it must be in [0, %lld]",
+                                 i, (long long)opad, (long long)KN_MAX_WINDOW_ATTR);
+        if (os && (os[i] < 0 || os[i] > KN_MAX_ELEMENTS))
+            return kn_node_error(n, KILN_ERR_SHAPE, "output_shape of spatial dim %d is %lld", i,
+                                 (long long)os[i]);
+        int64_t full;
+        if (kn_mul_i64(s, in[i] - 1, &full) || kn_add_i64(full, opad, &full) ||
+            kn_add_i64(full, ek, &full))
+            return window_overflow(n, i);
         if (os || same) {
-            w->out[i] = os ? os[i] : in[i] * s;
+            if (!os && kn_mul_i64(in[i], s, &w->out[i]))
+                return window_overflow(n, i);
+            if (os)
+                w->out[i] = os[i];
             /* a negative total (output_shape past the full result) pads the
              * end, like output_padding: halve with floor division */
             int64_t total = full - w->out[i];
@@ -325,8 +374,9 @@ static kiln_status conv_shape(kn_infer *c, int xi, int wi, int bi, kiln_dtype dt
     if (w->rank != x->rank)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "weights have rank %d, input rank %d",
                              w->rank, x->rank);
-    int64_t group = kn_attr_int(c->node, "group", 1);
-    if (group < 1 || x->dims[1] != w->dims[1] * group || w->dims[0] % group != 0)
+    int64_t group = kn_attr_int(c->node, "group", 1), cin;
+    if (group < 1 || group > KN_MAX_WINDOW_ATTR || kn_mul_i64(w->dims[1], group, &cin) ||
+        x->dims[1] != cin || w->dims[0] % group != 0)
         return kn_node_error(c->node, KILN_ERR_SHAPE,
                              "channels do not fit: input %lld, weights %lldx%lld, group %lld",
                              (long long)x->dims[1], (long long)w->dims[0], (long long)w->dims[1],
@@ -387,20 +437,21 @@ static kiln_status infer_conv_transpose(kn_infer *c) {
     if (w->rank != x->rank)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "weights have rank %d, input rank %d",
                              w->rank, x->rank);
-    int64_t group = kn_attr_int(c->node, "group", 1);
-    if (group < 1 || x->dims[1] != w->dims[0] || w->dims[0] % group != 0)
+    int64_t group = kn_attr_int(c->node, "group", 1), cout;
+    if (group < 1 || group > KN_MAX_WINDOW_ATTR || x->dims[1] != w->dims[0] ||
+        w->dims[0] % group != 0 || kn_mul_i64(w->dims[1], group, &cout))
         return kn_node_error(c->node, KILN_ERR_SHAPE,
                              "channels do not fit: input %lld, weights %lldx%lld, group %lld",
                              (long long)x->dims[1], (long long)w->dims[0], (long long)w->dims[1],
                              (long long)group);
-    KN_TRY(need_numel(c, 2, w->dims[1] * group, "bias"));
+    KN_TRY(need_numel(c, 2, cout, "bias"));
     kn_window win;
     KN_TRY(kn_window_transpose(c->node, x->rank - 2, x->dims + 2, w->dims + 2, &win));
     kn_tinfo *y = &c->out[0];
     y->dtype = x->dtype;
     y->rank = x->rank;
     y->dims[0] = x->dims[0];
-    y->dims[1] = w->dims[1] * group;
+    y->dims[1] = cout;
     memcpy(y->dims + 2, win.out, sizeof(int64_t) * (size_t)win.nsp);
     return KILN_OK;
 }
@@ -477,8 +528,12 @@ static kiln_status infer_max_unpool(kn_infer *c) {
     KN_TRY(read_pads(c->node, &w));
     y->dims[0] = x->dims[0];
     y->dims[1] = x->dims[1];
-    for (int i = 0; i < w.nsp; i++)
-        y->dims[2 + i] = (x->dims[2 + i] - 1) * w.stride[i] + ks[i] - w.pad0[i] - w.pad1[i];
+    for (int i = 0; i < w.nsp; i++) {
+        int64_t d;
+        if (kn_mul_i64(x->dims[2 + i] - 1, w.stride[i], &d) || kn_add_i64(d, ks[i], &d))
+            return window_overflow(c->node, i);
+        y->dims[2 + i] = d - w.pad0[i] - w.pad1[i];
+    }
     return KILN_OK;
 }
 
@@ -587,7 +642,9 @@ static kiln_status quant_blocked(const kn_node *n, const kn_tinfo *x, const kn_t
         return kn_node_error(n, KILN_ERR_SHAPE, "blocked quantization needs a scale of x's rank %d, has rank %d",
                              x->rank, scale->rank);
     for (int d = 0; d < x->rank; d++) {
-        int64_t want = d == ax && x->dims[d] >= 0 ? (x->dims[d] + block - 1) / block : x->dims[d];
+        int64_t want = d == ax && x->dims[d] >= 0 && block > 0
+                           ? x->dims[d] / block + (x->dims[d] % block != 0)
+                           : x->dims[d];
         if (want >= 0 && scale->dims[d] >= 0 && scale->dims[d] != want)
             return kn_node_error(n, KILN_ERR_SHAPE,
                                  "scale dim %d is %lld; blocks of %lld along axis %d of x need %lld", d,
@@ -1341,7 +1398,10 @@ static kiln_status infer_attention(kn_infer *c) {
     y->dtype = dt;
     if (a.rank3) {
         y->rank = 3;
-        y->dims[0] = a.batch, y->dims[1] = a.q_seq, y->dims[2] = a.q_heads * a.v_head;
+        y->dims[0] = a.batch, y->dims[1] = a.q_seq;
+        if (kn_mul_i64(a.q_heads, a.v_head, &y->dims[2]))
+            return kn_node_error(c->node, KILN_ERR_SHAPE, "%lld heads of %lld overflow",
+                                 (long long)a.q_heads, (long long)a.v_head);
     } else {
         y->rank = 4;
         y->dims[0] = a.batch, y->dims[1] = a.q_heads, y->dims[2] = a.q_seq, y->dims[3] = a.v_head;
@@ -1397,6 +1457,11 @@ static kiln_status infer_recurrent(kn_infer *c) {
     if (dirs == 1 && strcmp(dir, "forward") != 0 && strcmp(dir, "reverse") != 0)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "unknown direction '%s'", dir);
     int64_t hidden = kn_attr_int(c->node, "hidden_size", w->dims[1] / gates);
+    /* R is [dirs, gates*hidden, hidden]: a hidden size that R does not have
+     * stops here, before any product of it */
+    if (hidden != r->dims[2])
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "hidden_size %lld does not fit R (%lld)",
+                             (long long)hidden, (long long)r->dims[2]);
     int layout = (int)kn_attr_int(c->node, "layout", 0);
     int64_t seq = layout ? x->dims[1] : x->dims[0], batch = layout ? x->dims[0] : x->dims[1];
     if (w->dims[0] != dirs || w->dims[1] != gates * hidden || w->dims[2] != x->dims[2] ||
@@ -1409,8 +1474,11 @@ static kiln_status infer_recurrent(kn_infer *c) {
     if (kn_has_in(c, 4) && kn_numel(c->in[4].rank, c->in[4].dims) != batch)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "sequence_lens must have %lld values",
                              (long long)batch);
+    int64_t state;
+    if (kn_mul_i64(dirs * batch, hidden, &state)) /* dirs * batch: a dim times 2 */
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "the state size overflows");
     for (int i = 5; i < 7 && i < c->n_in; i++) /* initial_h, initial_c */
-        if (kn_has_in(c, i) && kn_numel(c->in[i].rank, c->in[i].dims) != dirs * batch * hidden)
+        if (kn_has_in(c, i) && kn_numel(c->in[i].rank, c->in[i].dims) != state)
             return kn_node_error(c->node, KILN_ERR_SHAPE,
                                  "initial state (input %d) must have %lld values", i,
                                  (long long)(dirs * batch * hidden));

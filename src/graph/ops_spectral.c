@@ -226,6 +226,11 @@ kiln_status kn_mel_setup(const kn_node *node, const kn_tinfo *in, int n_in, kn_m
                              "%lld, %lld, %lld)",
                              (long long)g->nmel, (long long)g->dft_length, (long long)g->sample_rate);
     g->nspec = g->dft_length / 2 + 1;
+    const int64_t out_dims[2] = {g->nspec, g->nmel};
+    if (g->dft_length > KN_MAX_ELEMENTS || !kn_shape_fits(KILN_DTYPE_UINT8, 2, out_dims, NULL))
+        return kn_node_error(node, KILN_ERR_SHAPE,
+                             "a [%lld, %lld] weight matrix is larger than a tensor can be",
+                             (long long)g->nspec, (long long)g->nmel);
     kn_mel_edges(in[3].dtype, lower, upper, g->nmel, &g->low_mel, &g->mel_step);
     /* every spectrogram bin a triangle writes must exist (the reference
      * would fail, or wrap a negative index) */

@@ -213,7 +213,14 @@ kiln_status kn_pad_decode(const kn_node *n, const kn_tinfo *in, int n_in, kn_pad
         KN_TRY(axis_in(n, axes[i], rank, &ax));
         p->begin[ax] = pads[i];
         p->end[ax] = pads[na + i];
-        if (in[0].dims[ax] + pads[i] + pads[na + i] < 0)
+        int64_t sum;
+        if (kn_add_i64(pads[i], pads[na + i], &sum) || kn_add_i64(in[0].dims[ax], sum, &sum) ||
+            sum > KN_MAX_ELEMENTS)
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "pads of axis %d (%lld, %lld) make more elements than a tensor "
+                                 "can hold",
+                                 ax, (long long)pads[i], (long long)pads[na + i]);
+        if (sum < 0)
             return kn_node_error(n, KILN_ERR_SHAPE, "pads of axis %d remove more than its %lld elements",
                                  ax, (long long)in[0].dims[ax]);
         if (p->mode != KN_PAD_CONSTANT && in[0].dims[ax] == 0 && pads[i] + pads[na + i] > 0)
@@ -384,7 +391,11 @@ kiln_status kn_resize_decode(const kn_node *n, const kn_tinfo *in, int n_in, kn_
                 return kn_node_error(n, KILN_ERR_SHAPE, "scale %g of axis %d is not positive",
                                      scales[i], d);
             p->scale[d] = scales[i];
-            p->out[d] = (int64_t)floor(scales[i] * (double)in[0].dims[d]);
+            if (!kn_double_to_i64(floor(scales[i] * (double)in[0].dims[d]), 0, KN_MAX_ELEMENTS,
+                                  &p->out[d]))
+                return kn_node_error(n, KILN_ERR_SHAPE,
+                                     "scale %g makes axis %d of %lld too large", scales[i], d,
+                                     (long long)in[0].dims[d]);
         }
     } else {
         int64_t sizes[KILN_MAX_DIMS];
@@ -416,7 +427,10 @@ kiln_status kn_resize_decode(const kn_node *n, const kn_tinfo *in, int n_in, kn_
             for (int i = 0; i < na; i++) {
                 int d = axes[i];
                 p->scale[d] = common;
-                p->out[d] = (int64_t)(common * (double)in[0].dims[d] + 0.5);
+                if (!kn_double_to_i64(common * (double)in[0].dims[d] + 0.5, 0, KN_MAX_ELEMENTS,
+                                      &p->out[d]))
+                    return kn_node_error(n, KILN_ERR_SHAPE, "scale %g makes axis %d too large",
+                                         common, d);
             }
     }
     return KILN_OK;
@@ -449,7 +463,8 @@ kiln_status kn_split_decode(const kn_node *n, const kn_tinfo *in, int n_in, int 
             if (split[i] < 0)
                 return kn_node_error(n, KILN_ERR_SHAPE, "split entry %d is negative", i);
             sizes[i] = split[i];
-            sum += split[i];
+            if (kn_add_i64(sum, split[i], &sum))
+                return kn_node_error(n, KILN_ERR_SHAPE, "split sizes overflow");
         }
         if (sum != dim)
             return kn_node_error(n, KILN_ERR_SHAPE,
@@ -519,7 +534,12 @@ static kiln_status infer_reshape(kn_infer *c) {
             return kn_node_error(n, KILN_ERR_SHAPE, "shape entry %d is %lld", i, (long long)d);
         }
         c->out[0].dims[i] = d;
-        known *= d;
+        if (kn_mul_i64(known, d, &known) || known > KN_MAX_ELEMENTS) {
+            char b[96];
+            kn_shape_str(ns, shape, b, sizeof b);
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "shape %s has more elements than a tensor can (at most 2^48)", b);
+        }
     }
     if (neg >= 0) {
         if (known == 0 || total % known != 0)
@@ -822,7 +842,10 @@ static kiln_status infer_tile(kn_infer *c) {
     for (int i = 0; i < nr; i++) {
         if (rep[i] < 0)
             return kn_node_error(c->node, KILN_ERR_SHAPE, "repeat %d is negative", i);
-        c->out[0].dims[i] = x->dims[i] * rep[i];
+        if (kn_mul_i64(x->dims[i], rep[i], &c->out[0].dims[i]))
+            return kn_node_error(c->node, KILN_ERR_SHAPE,
+                                 "dimension %d (%lld) repeated %lld times overflows", i,
+                                 (long long)x->dims[i], (long long)rep[i]);
     }
     return KILN_OK;
 }
@@ -835,7 +858,7 @@ static kiln_status infer_pad(kn_infer *c) {
     else
         KN_TRY(kn_pad_decode(c->node, c->in, c->n_in, &p));
     kn_same_as(&c->out[0], &c->in[0]);
-    for (int d = 0; d < c->in[0].rank; d++)
+    for (int d = 0; d < c->in[0].rank; d++) /* kn_pad_decode checked these sums */
         c->out[0].dims[d] += p.begin[d] + p.end[d];
     return KILN_OK;
 }
@@ -1014,8 +1037,11 @@ static kiln_status infer_range(kn_infer *c) {
                 d = kn_value_int(&c->in[2], 0);
         if (d == 0)
             return kn_node_error(c->node, KILN_ERR_SHAPE, "delta is 0");
-        int64_t span = l - s;
-        count = d > 0 ? (span > 0 ? (span + d - 1) / d : 0) : (span < 0 ? (span + d + 1) / d : 0);
+        int64_t span;
+        if (kn_sub_i64(l, s, &span) || span == INT64_MIN)
+            return kn_node_error(c->node, KILN_ERR_SHAPE, "range is too long");
+        /* ceil(span / d) when both have one sign; span / d cannot overflow */
+        count = (d > 0) == (span > 0) && span != 0 ? span / d + (span % d != 0) : 0;
     } else {
         double s = kn_value_double(&c->in[0], 0), l = kn_value_double(&c->in[1], 0),
                d = kn_value_double(&c->in[2], 0);
@@ -1079,9 +1105,9 @@ static kiln_status infer_onehot(kn_infer *c) {
     if (kn_numel(vals->rank, vals->dims) != 2)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "values must hold 2 elements");
     double dd = kn_value_double(depth, 0);
-    int64_t d = (int64_t)dd;
-    if (d < 1)
-        return kn_node_error(c->node, KILN_ERR_SHAPE, "depth %lld is below 1", (long long)d);
+    int64_t d;
+    if (!kn_double_to_i64(dd, 1, KN_MAX_ELEMENTS, &d))
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "depth %g is not in [1, 2^48]", dd);
     int r = ix->rank + 1;
     KN_TRY(check_rank(c->node, r));
     int ax;
@@ -1107,8 +1133,10 @@ static kiln_status infer_depth_to_space(kn_infer *c) {
     const kn_tinfo *x = &c->in[0];
     int64_t b = kn_attr_int(c->node, "blocksize", 0);
     bool d2s = strcmp(c->node->op_type, "DepthToSpace") == 0;
-    if (x->rank != 4 || b < 1)
-        return kn_node_error(c->node, KILN_ERR_SHAPE, "need a 4-D input and blocksize >= 1");
+    if (x->rank != 4 || b < 1 || b > KN_MAX_WINDOW_ATTR)
+        return kn_node_error(c->node, KILN_ERR_SHAPE,
+                             "need a 4-D input and blocksize in [1, %lld], got %lld",
+                             (long long)KN_MAX_WINDOW_ATTR, (long long)b);
     const char *mode = kn_attr_string(c->node, "mode", "DCR");
     if (strcmp(mode, "DCR") != 0 && strcmp(mode, "CRD") != 0)
         return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "mode '%s' is not supported", mode);
@@ -1119,14 +1147,18 @@ static kiln_status infer_depth_to_space(kn_infer *c) {
                                  "channels (%lld) are not divisible by blocksize^2 (%lld)",
                                  (long long)x->dims[1], (long long)(b * b));
         c->out[0].dims[1] = x->dims[1] / (b * b);
-        c->out[0].dims[2] = x->dims[2] * b;
-        c->out[0].dims[3] = x->dims[3] * b;
+        if (kn_mul_i64(x->dims[2], b, &c->out[0].dims[2]) ||
+            kn_mul_i64(x->dims[3], b, &c->out[0].dims[3]))
+            return kn_node_error(c->node, KILN_ERR_SHAPE, "blocksize %lld overflows the output",
+                                 (long long)b);
     } else {
         if (x->dims[2] % b || x->dims[3] % b)
             return kn_node_error(c->node, KILN_ERR_SHAPE,
                                  "height and width must be divisible by blocksize %lld",
                                  (long long)b);
-        c->out[0].dims[1] = x->dims[1] * b * b;
+        if (kn_mul_i64(x->dims[1], b * b, &c->out[0].dims[1]))
+            return kn_node_error(c->node, KILN_ERR_SHAPE, "blocksize %lld overflows the output",
+                                 (long long)b);
         c->out[0].dims[2] = x->dims[2] / b;
         c->out[0].dims[3] = x->dims[3] / b;
     }

@@ -106,7 +106,11 @@ KN_SP_FN double kn_floor_div(double a, double b) {
 KN_SP_FN int64_t kn_mel_bin(const kn_mel *g, int64_t k) {
     double mel = kn_sp_add(kn_sp_mul((double)k, g->mel_step), g->low_mel);
     double hz = kn_sp_mul(700.0, pow(10.0, mel / 2595.0) - 1.0);
-    return (int64_t)kn_floor_div(kn_sp_mul((double)(g->dft_length + 1), hz), (double)g->sample_rate);
+    double b = kn_floor_div(kn_sp_mul((double)(g->dft_length + 1), hz), (double)g->sample_rate);
+    /* a bin past +-2^62 (absurd edges) is refused by kn_mel_setup, which sees
+     * it clamped: the cast of an out-of-range double is undefined */
+    b = b > 4.6e18 ? 4.6e18 : b < -4.6e18 ? -4.6e18 : b;
+    return b == b ? (int64_t)b : (int64_t)-4.6e18;
 }
 
 /* Weight of spectrogram bin j in the triangle with bins b0 (left), b1

@@ -286,7 +286,9 @@ static kn_tinfo *guess_types(const kn_net *net) {
         for (int j = 0; j < n->n_in && ok; j++)
             if (n->in[j] >= 0) {
                 in[j] = ti[n->in[j]];
-                ok = in[j].dtype != KILN_DTYPE_UNDEFINED;
+                /* inference takes shapes within kiln's bounds (kn_check_size) */
+                ok = in[j].dtype != KILN_DTYPE_UNDEFINED &&
+                     kn_shape_fits(in[j].dtype, in[j].rank, in[j].dims, NULL);
             }
         if (!ok)
             continue;

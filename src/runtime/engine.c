@@ -83,6 +83,32 @@ static kiln_status check_target(const kiln_plan_info *info, const kb_backend **b
     return KILN_OK;
 }
 
+/* Every field of every layer the plan carries, against what the layer can
+ * take, before any kernel or library sees it: the plan's checksum proves
+ * only that the bytes are as written, not that they were written by a
+ * builder, so the network is put through the builder's own checks again:
+ * shape inference (each op's attribute and shape rules, every size held
+ * to what kiln plans) at each profile's min, opt and max shapes, and each
+ * layer's tactic against its kernel's supports() at the opt shapes of
+ * profile 0, where the builder chose it. */
+static kiln_status engine_check_layers(const kiln_engine *e) {
+    static const char *const point[] = {"min", "opt", "max"};
+    int n_points = e->meta.n_profiles > 0 ? 3 * e->meta.n_profiles : 1; /* no inputs: one */
+    for (int k = 0; k < n_points; k++) {
+        int p = k / 3, w = k % 3;
+        const kp_profile *pr = e->meta.n_profiles > 0 ? &e->meta.profiles[p] : NULL;
+        const int64_t (*at[3])[KILN_MAX_DIMS] = {pr ? pr->min : NULL, pr ? pr->opt : NULL,
+                                                 pr ? pr->max : NULL};
+        kiln_status st = kx_program_check(&e->prog, pr ? pr->rank : NULL, at[w], k == 1 || !pr);
+        if (st == KILN_ERR_OUT_OF_MEMORY)
+            return st;
+        if (st != KILN_OK)
+            return kn_error_wrap(KILN_ERR_PLAN, "layer check at profile %d's %s shapes", p,
+                                 point[w]);
+    }
+    return KILN_OK;
+}
+
 /* Order matters: nothing a plan carries is loaded or run until all of it is
  * validated. The header binds it to this process, kp_read checks the format
  * version, the section table, the checksum and every section, and only then
@@ -118,6 +144,8 @@ static kiln_status engine_from(const void *data, size_t size, kn_blob *owner, ki
         e->io[e->net->n_inputs + i] = e->net->outputs[i];
     if (st == KILN_OK)
         st = kx_program_init_on(&e->prog, e->net, 0, be);
+    if (st == KILN_OK && (st = engine_check_layers(e)) != KILN_OK)
+        kx_program_fini(&e->prog);
     if (st != KILN_OK) {
         kp_meta_free(&e->meta);
         kn_net_free(e->net);

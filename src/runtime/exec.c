@@ -1,27 +1,48 @@
 /* exec.c - binding nodes to kernels, shape inference with host values, the
  * activation memory plan and the run loop. */
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec.h"
 #include "plugin/plugin.h"
 
+/* Bytes of a tensor's current type and shape; 0 for one never inferred.
+ * Inference holds every shape to kn_check_size, so an overflow cannot reach
+ * here from a shape that passed; one that did not reads as SIZE_MAX, which
+ * the memory plan refuses (never rounds to 0). */
 static size_t tinfo_bytes(const kn_tinfo *t) {
-    int64_t n = kn_numel(t->rank, t->dims);
-    if (n < 0)
+    if (t->rank < 0)
         return 0;
     size_t bytes;
-    if (kn_mul_overflow((size_t)n, kiln_dtype_size(t->dtype), &bytes))
-        return SIZE_MAX;
-    return bytes;
+    return kn_shape_fits(t->dtype, t->rank, t->dims, &bytes) ? bytes : SIZE_MAX;
+}
+
+/* Hold tensor t's type and shape ti to the sizes kiln plans (kn_check_size),
+ * naming node n (the producer; NULL for inputs and constants) and t. */
+static kiln_status check_tensor(const kn_net *net, const kn_node *n, int t, const kn_tinfo *ti) {
+    if (kn_shape_fits(ti->dtype, ti->rank, ti->dims, NULL))
+        return KILN_OK;
+    uint32_t f = net->tensors[t].flags;
+    char what[320];
+    snprintf(what, sizeof what, "%s '%s'",
+             n ? "output" : (f & KN_T_INPUT) ? "input" : (f & KN_T_CONST) ? "constant" : "tensor",
+             net->tensors[t].name);
+    return kn_check_size(n, what, ti->dtype, ti->rank, ti->dims, NULL);
 }
 
 /* Every activation starts 256 bytes into the arena past the previous one:
  * as aligned as the buffers the builder timed tactics on (cudaMalloc's),
  * since a library may pick its algorithm by operand alignment (cuBLASLt's
- * heuristic list does), and the plan must run the algorithm that was timed. */
-static size_t align_tensor(size_t n) { return (n + 255u) & ~(size_t)255u; }
+ * heuristic list does), and the plan must run the algorithm that was timed.
+ * False when n cannot be rounded up within size_t. */
+static bool align_tensor(size_t n, size_t *out) {
+    if (n > SIZE_MAX - 255u)
+        return false;
+    *out = (n + 255u) & ~(size_t)255u;
+    return true;
+}
 
 /* ---------------- program ---------------- */
 
@@ -363,6 +384,9 @@ kiln_status kx_ctx_set_input_shape(kx_ctx *c, int input, int rank, const int64_t
                             "input '%s': dimension %d must be %lld (static in the model), got %lld",
                             t->name, i, (long long)t->dims[i], (long long)dims[i]);
     }
+    char what[320];
+    snprintf(what, sizeof what, "input '%s'", t->name);
+    KN_TRY(kn_check_size(NULL, what, t->dtype, rank, dims, NULL));
     if (c->in_rank[input] == rank &&
         (rank == 0 || memcmp(c->in_dims[input], dims, (size_t)rank * sizeof(int64_t)) == 0))
         return KILN_OK;
@@ -420,9 +444,8 @@ static kiln_status run_host_step(kx_ctx *c, int si, kn_tinfo *in, kn_tinfo *out)
         if (t < 0)
             continue;
         kn_aligned_free(c->hostval[t]);
+        KN_TRY(check_tensor(net, n, t, &out[j]));
         size_t bytes = tinfo_bytes(&out[j]);
-        if (bytes == SIZE_MAX)
-            return kn_node_error(n, KILN_ERR_SHAPE, "output size overflows");
         c->hostval[t] = kn_aligned_alloc(bytes ? bytes : 1);
         if (!c->hostval[t])
             return KILN_ERR_OUT_OF_MEMORY;
@@ -458,8 +481,22 @@ static kiln_status run_host_step(kx_ctx *c, int si, kn_tinfo *in, kn_tinfo *out)
     return KILN_OK;
 }
 
-/* Infer shapes of steps [from, n_steps). */
-static kiln_status infer_from(kx_ctx *c, int from) {
+/* Whether step n reads a tensor marked in `unknown` (NULL: none is); if so
+ * its outputs are marked too. */
+static bool reads_unknown(const kn_node *n, bool *unknown) {
+    bool any = false;
+    for (int j = 0; unknown && j < n->n_in; j++)
+        any |= n->in[j] >= 0 && unknown[n->in[j]];
+    for (int j = 0; any && j < n->n_out; j++)
+        if (n->out[j] >= 0)
+            unknown[n->out[j]] = true;
+    return any;
+}
+
+/* Infer shapes of steps [from, n_steps). `unknown` (NULL in every run; set
+ * by kx_program_check) marks tensors whose shapes or values cannot be known
+ * yet: the steps that read them are skipped. */
+static kiln_status infer_from(kx_ctx *c, int from, bool *unknown) {
     const kn_net *net = c->p->net;
     kn_tinfo in[64], out[16];
     for (int si = from; si < c->p->n_steps; si++) {
@@ -467,6 +504,8 @@ static kiln_status infer_from(kx_ctx *c, int from) {
         const kn_node *n = &net->nodes[s->node];
         if (n->n_in > 64 || n->n_out > 16)
             return kn_node_error(n, KILN_ERR_UNSUPPORTED, "too many inputs or outputs");
+        if (reads_unknown(n, unknown))
+            continue;
         const kn_op_schema *sch = kn_op_find(n->domain, n->op_type);
         if (!sch)
             return kn_node_error(n, KILN_ERR_UNSUPPORTED, "unknown op");
@@ -488,6 +527,9 @@ static kiln_status infer_from(kx_ctx *c, int from) {
                     return kn_node_error(n, KILN_ERR_SHAPE,
                                          "output %d has negative dimension %lld", j,
                                          (long long)out[j].dims[d]);
+            /* at build (every profile point) and at run alike: a shape
+             * that overflows, or that no memory can hold, stops here */
+            KN_TRY(check_tensor(net, n, n->out[j], &out[j]));
             if (out[j].data_dependent)
                 c->has_data_dependent = true;
         }
@@ -503,7 +545,9 @@ static kiln_status infer_from(kx_ctx *c, int from) {
     return KILN_OK;
 }
 
-kiln_status kx_ctx_infer(kx_ctx *c) {
+/* kx_ctx_infer; with `unknown`, a shape-tensor input with no bound value is
+ * marked unknown instead of failing. */
+static kiln_status infer_all(kx_ctx *c, bool *unknown) {
     const kn_net *net = c->p->net;
     c->shapes_ok = false;
     c->prepared = false;
@@ -518,6 +562,7 @@ kiln_status kx_ctx_infer(kx_ctx *c) {
             ti->dtype = t->value.dtype;
             ti->rank = t->value.rank;
             memcpy(ti->dims, t->value.dims, sizeof ti->dims);
+            KN_TRY(check_tensor(net, NULL, i, ti));
             void *tmp;
             ti->value = kn_tdata_aligned(&t->value, &tmp);
             if (!ti->value && t->value.nbytes)
@@ -541,7 +586,10 @@ kiln_status kx_ctx_infer(kx_ctx *c) {
                                     "input '%s' has dynamic dimension %d (%s): set its shape first",
                                     t->name, d, t->dim_names[d] ? t->dim_names[d] : "unnamed");
         }
-        if (t->flags & KN_T_HOST) {
+        KN_TRY(check_tensor(net, NULL, i, ti));
+        if ((t->flags & KN_T_HOST) && unknown && !c->user[i]) {
+            unknown[i] = true;
+        } else if (t->flags & KN_T_HOST) {
             if (!c->user[i])
                 return kn_error(KILN_ERR_INVALID_ARGUMENT,
                                 "input '%s' is a shape tensor: bind its data before shapes are "
@@ -556,9 +604,59 @@ kiln_status kx_ctx_infer(kx_ctx *c) {
                 memcpy(c->saved[i], c->user[i], bytes);
         }
     }
-    KN_TRY(infer_from(c, 0));
+    KN_TRY(infer_from(c, 0, unknown));
     c->shapes_ok = true;
     return KILN_OK;
+}
+
+kiln_status kx_ctx_infer(kx_ctx *c) { return infer_all(c, NULL); }
+
+/* Whether the kernel bound to step si takes its node at the current shapes
+ * (the test the builder chose it by); a reference kernel always does. */
+static kiln_status check_tactic(const kx_ctx *c, int si, const bool *unknown) {
+    const kx_step *s = &c->p->steps[si];
+    const kn_net *net = c->p->net;
+    const kn_node *n = &net->nodes[s->node];
+    if (s->host || !s->k->supports || !n->tactic || strcmp(n->tactic, "ref") == 0)
+        return KILN_OK;
+    kn_tinfo in[64], out[16];
+    for (int j = 0; j < n->n_out; j++) {
+        memset(&out[j], 0, sizeof out[j]);
+        if (n->out[j] >= 0) {
+            if (unknown[n->out[j]])
+                return KILN_OK;
+            out[j] = c->ti[n->out[j]];
+        }
+    }
+    gather_inputs(c, n, in);
+    for (int j = 0; j < n->n_in; j++) /* as the builder asked: constants' values only */
+        if (n->in[j] >= 0 && !(net->tensors[n->in[j]].flags & KN_T_CONST))
+            in[j].value = NULL;
+    if (!s->k->supports(n, in, n->n_in, out, n->n_out))
+        return kn_node_error(n, KILN_ERR_PLAN,
+                             "the plan's tactic '%s' (%s) does not take this layer at the shapes "
+                             "it was chosen for",
+                             n->tactic, c->p->be->name);
+    return KILN_OK;
+}
+
+kiln_status kx_program_check(const kx_program *p, const int *rank,
+                             const int64_t (*dims)[KILN_MAX_DIMS], bool tactics) {
+    const kn_net *net = p->net;
+    kx_ctx c;
+    KN_TRY(kx_ctx_init(&c, p));
+    bool *unknown = kn_calloc((size_t)net->n_tensors + 1, sizeof *unknown);
+    kiln_status st = unknown ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+    for (int k = 0; st == KILN_OK && k < net->n_inputs; k++)
+        st = kx_ctx_set_input_shape(&c, k, rank[k], dims[k]);
+    if (st == KILN_OK)
+        st = infer_all(&c, unknown);
+    for (int si = 0; tactics && st == KILN_OK && si < p->n_steps; si++)
+        if (p->steps[si].node < net->n_nodes && p->steps[si].k)
+            st = check_tactic(&c, si, unknown);
+    kn_free(unknown);
+    kx_ctx_fini(&c);
+    return st;
 }
 
 /* ---------------- memory plan ---------------- */
@@ -633,24 +731,34 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes
         last[root[net->outputs[k]]] = c->p->n_steps;
     int n = 0;
     size_t sum = 0;
-    for (int i = 0; i < nt; i++) {
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < nt && st == KILN_OK; i++) {
         const kn_tensor *t = &net->tensors[i];
-        if (root[i] != i) { /* shares its root's bytes; counted as an activation */
-            sum += align_tensor(tinfo_bytes(&c->ti[i]));
+        bool alias = root[i] != i; /* shares its root's bytes; counted as an activation */
+        if (!alias && (first[i] < 0 || (t->flags & (KN_T_CONST | KN_T_INPUT)) || c->hostval[i]))
             continue;
+        /* a size that cannot be planned is refused, never rounded to 0 */
+        size_t size;
+        if (!align_tensor(tinfo_bytes(&c->ti[i]), &size) || kn_add_overflow(sum, size, &sum)) {
+            st = check_tensor(net, NULL, i, &c->ti[i]);
+            if (st == KILN_OK)
+                st = kn_error(KILN_ERR_SHAPE,
+                              "tensor '%s': the activations' bytes overflow the memory plan",
+                              t->name);
+            break;
         }
-        if (first[i] < 0 || (t->flags & (KN_T_CONST | KN_T_INPUT)) || c->hostval[i])
+        if (alias)
             continue;
         lv[n].t = i;
         lv[n].first = first[i];
         lv[n].last = last[i] < first[i] ? first[i] : last[i];
-        lv[n].size = align_tensor(tinfo_bytes(&c->ti[i]));
-        sum += lv[n].size;
+        lv[n].size = size;
         n++;
     }
-    qsort(lv, (size_t)n, sizeof *lv, by_size_desc);
-    size_t total = 0;
-    for (int a = 0; a < n; a++) {
+    if (st == KILN_OK)
+        qsort(lv, (size_t)n, sizeof *lv, by_size_desc);
+    size_t total = 0; /* every offset + size below is at most sum, which did not overflow */
+    for (int a = 0; st == KILN_OK && a < n; a++) {
         size_t off = 0;
         bool moved = true;
         while (moved) { /* first fit among conflicts, rescanning after each move */
@@ -670,18 +778,20 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes
         if (off + lv[a].size > total)
             total = off + lv[a].size;
     }
-    for (int i = 0; i < nt; i++)
+    for (int i = 0; st == KILN_OK && i < nt; i++)
         if (root[i] != i)
             c->offset[i] = c->offset[root[i]];
-    *arena_bytes = total;
-    *sum_bytes = sum;
+    if (st == KILN_OK) {
+        *arena_bytes = total;
+        *sum_bytes = sum;
+    }
     kn_free(root);
     kn_free(lv);
     kn_free(placed_off);
     kn_free(placed);
     kn_free(first);
     kn_free(last);
-    return KILN_OK;
+    return st;
 }
 
 static void fill_views(kx_ctx *c, int si) {
@@ -840,7 +950,7 @@ static kiln_status after_data_dependent(kx_ctx *c, int si) {
         memcpy(ti->dims, v[j].dims, sizeof ti->dims);
         ti->data_dependent = false;
     }
-    kiln_status st = infer_from(c, si + 1);
+    kiln_status st = infer_from(c, si + 1, NULL);
     for (size_t i = 0; st == KILN_OK && i < nt; i++)
         if (c->offset[i] != SIZE_MAX && tinfo_bytes(&c->ti[i]) > planned[i])
             st = kn_error(KILN_ERR_RUNTIME,

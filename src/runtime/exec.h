@@ -36,6 +36,15 @@ KN_HIDDEN kiln_status kx_program_init(kx_program *p, kn_net *net, int threads);
 KN_HIDDEN kiln_status kx_program_init_on(kx_program *p, kn_net *net, int threads,
                                          const kb_backend *be);
 KN_HIDDEN void kx_program_fini(kx_program *p);
+/* Check a program loaded from a plan at one point of a profile (one shape
+ * per graph input), before any kernel is prepared: every node's shape
+ * inference (its attributes against its inputs; every output held to the
+ * sizes kiln plans) and, with `tactics`, that each step's kernel takes its
+ * node there, as the builder required when it chose the tactic. Nodes that
+ * depend on the values of shape-tensor inputs (unknown until a caller
+ * binds them) are left to the context's own inference. */
+KN_HIDDEN kiln_status kx_program_check(const kx_program *p, const int *rank,
+                                       const int64_t (*dims)[KILN_MAX_DIMS], bool tactics);
 
 typedef struct kx_alloc_info {
     size_t arena_bytes;       /* packed activation arena */

@@ -386,7 +386,7 @@ static void unary_apply(const kb_unary_op *op, kb_ctype ct, const kb_uparam *p, 
     int64_t n = numel_of(x);
     if (n <= 0)
         return;
-    int64_t nchunks = (n + KB_EW_CHUNK - 1) / KB_EW_CHUNK;
+    int64_t nchunks = n / KB_EW_CHUNK + (n % KB_EW_CHUNK != 0); /* no n + CHUNK overflow */
     size_t xs = kiln_dtype_size(x->dtype), ys = kiln_dtype_size(y->dtype);
     bool xnat = kb_ew_native(x->dtype, ct), ynat = op->bool_out || kb_ew_native(y->dtype, ct);
     kb_unary_fn fn = op->fn[ct];

@@ -21,7 +21,8 @@ static kiln_status md_plain(const kn_node *n, dnnl_memory_desc_t *md, int nd, co
     for (int i = nd - 1; i >= 0; i--) {
         d[i] = dims[i];
         s[i] = st;
-        st *= dims[i] > 0 ? dims[i] : 1;
+        if (kn_mul_i64(st, dims[i] > 0 ? dims[i] : 1, &st))
+            return kn_node_error(n, KILN_ERR_SHAPE, "the strides of a %d-D tensor overflow", nd);
     }
     KF_TRY(n, dnnl_memory_desc_init_by_strides(md, nd, d, dnnl_f32, s));
     return KILN_OK;
