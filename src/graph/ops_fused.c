@@ -133,8 +133,9 @@ static kiln_status infer_fused_matmul(kn_infer *c) {
     return check_residual(c);
 }
 
-/* kiln::Attention: Q [B, Sq, H, D], K [B, Sk, H, D], V [B, Sk, H, Dv], an
- * optional additive mask broadcastable to [B, H, Sq, Sk] -> Y [B, Sq, H, Dv]. */
+/* kiln::Attention: Q [B, Sq, H, D], K [B, Sk, Hkv, D], V [B, Sk, Hkv, Dv]
+ * (Hkv dividing H), an optional additive mask broadcastable to
+ * [B, H, Sq, Sk] -> Y [B, Sq, H, Dv]. */
 static kiln_status infer_attention(kn_infer *c) {
     KN_TRY(need_real(c));
     kn_tinfo qkv[3];
@@ -161,9 +162,14 @@ static kiln_status infer_attention(kn_infer *c) {
                              q->rank, k->rank, v->rank);
     if (k->dtype != q->dtype || v->dtype != q->dtype)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "Q, K, V types differ");
-    if (k->dims[0] != q->dims[0] || v->dims[0] != q->dims[0] || k->dims[2] != q->dims[2] ||
-        v->dims[2] != q->dims[2] || k->dims[3] != q->dims[3] || v->dims[1] != k->dims[1])
+    if (k->dims[0] != q->dims[0] || v->dims[0] != q->dims[0] || v->dims[2] != k->dims[2] ||
+        k->dims[3] != q->dims[3] || v->dims[1] != k->dims[1])
         return kn_node_error(c->node, KILN_ERR_SHAPE, "Q, K, V shapes do not match");
+    /* grouped-query attention: query head h reads K/V head h / (Hq / Hkv) */
+    if (k->dims[2] < 1 || q->dims[2] % k->dims[2] != 0)
+        return kn_node_error(c->node, KILN_ERR_SHAPE,
+                             "K/V heads (%lld) do not divide the query heads (%lld)",
+                             (long long)k->dims[2], (long long)q->dims[2]);
     if (kn_has_in(c, 3)) {
         const kn_tinfo *m = &c->in[3];
         int64_t full[4] = {q->dims[0], q->dims[2], q->dims[1], k->dims[1]};

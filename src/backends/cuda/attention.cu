@@ -100,6 +100,8 @@ __device__ __forceinline__ void att_softmax16(float *Ss, int lds, T *Ps, int ldp
         }
     }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    if (mx == -INFINITY) /* every key masked: probabilities 0, the row 0 */
+        mx = 0.f;
     float sum = 0.f;
 #pragma unroll 4
     for (int j = half; j < skp; j += 2) {
@@ -108,8 +110,8 @@ __device__ __forceinline__ void att_softmax16(float *Ss, int lds, T *Ps, int ldp
         sum += e;
     }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    if (half == 0) /* every key masked: 1 / 0 * 0 = NaN later, as the reference gives */
-        rinv[r] = live ? 1.f / sum : 0.f;
+    if (half == 0) /* every key masked: a row of zeros, as the reference gives */
+        rinv[r] = live && sum > 0.f ? 1.f / sum : 0.f;
 }
 
 /* O (16 x dv, float, into Os) = P (16 x keys, row-major, ld ldp) times V
@@ -354,12 +356,12 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         }
         m = mn;
     }
-    const float inv = 1.f / l; /* every key masked: 0 / 0, NaN as the reference gives */
+    const float inv = l > 0.f ? 1.f / l : 0.f; /* every key masked: zeros, as the reference */
 #pragma unroll
     for (int t = 0; t < ATT_SIMT_REGS; t++) {
         int64_t dd = lane + 32 * t;
         if (dd < a.dv)
-            kc_st_f(y, a.dt, ((b * a.sq + i) * a.h + h) * a.dv + dd, l > 0.f ? o[t] * inv : NAN);
+            kc_st_f(y, a.dt, ((b * a.sq + i) * a.h + h) * a.dv + dd, o[t] * inv);
     }
 }
 
@@ -493,8 +495,8 @@ __device__ __forceinline__ void mma_exp_rows(float (*s)[4], const float base[2],
 }
 
 /* The warp's output rows: o divided by each row's sum (lane quads hold
- * partial sums of rows g and g + 8; every key masked gives 0 * inf = NaN,
- * as the reference), staged through Os (16 rows of the warp's own Q) and
+ * partial sums of rows g and g + 8; every key masked gives zeros, as the
+ * reference), staged through Os (16 rows of the warp's own Q) and
  * stored 16 bytes at a time to the first `rows` rows at yw, `ystride`
  * elements apart. */
 template <typename T, int HD>
@@ -503,7 +505,7 @@ __device__ __forceinline__ void mma_write_rows(const float (*o)[4], float l[2], 
     constexpr int LD = HD + 8, C8 = HD / 8, DT = HD / 8;
     const int g = lane / 4, t = lane % 4;
     kc_quad_row_sum(l);
-    const float inv[2] = {1.f / l[0], 1.f / l[1]};
+    const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
 #pragma unroll
     for (int i = 0; i < DT; i++) {
         *reinterpret_cast<uint32_t *>(Os + g * LD + i * 8 + 2 * t) =

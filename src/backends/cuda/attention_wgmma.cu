@@ -304,8 +304,8 @@ __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char 
     } else {
         kc_quad_row_sum(sum);
     }
-    /* every key masked: 0 * inf = NaN, as the reference */
-    const float inv[2] = {1.f / sum[0], 1.f / sum[1]};
+    /* every key masked: zeros, as the reference */
+    const float inv[2] = {sum[0] > 0.f ? 1.f / sum[0] : 0.f, sum[1] > 0.f ? 1.f / sum[1] : 0.f};
     unsigned char *Ow = Qs + (wg * 64 + warp * 16) * 128;
     const int rl = warp * 16 + g; /* within the warpgroup's 64 rows: the swizzle phase */
 #pragma unroll

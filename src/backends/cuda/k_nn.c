@@ -393,6 +393,10 @@ static bool attention_supports(const kn_node *node, const kn_tinfo *in, int n_in
             return false;
     if (n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED && !kc_is_float(in[3].dtype))
         return false;
+    /* grouped-query K/V (fewer heads than Q): not in these kernels yet; the
+     * layer falls back to another backend */
+    if (in[0].rank == 4 && in[1].dims[2] != in[0].dims[2])
+        return false;
     return in[0].rank == 4 && out[0].dtype == in[0].dtype && in[0].dims[3] <= 256 &&
            in[2].dims[3] <= 256;
 }
