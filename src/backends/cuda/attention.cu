@@ -19,6 +19,11 @@
 #include <mma.h>
 
 #include "attention.cuh"
+
+/* The K/V head that query head h reads (grouped-query attention). */
+__device__ __forceinline__ int64_t att_kvh(const kc_attn &a, int64_t h) {
+    return a.group > 1 ? h / a.group : h;
+}
 #include "kc_dev.cuh"
 
 using namespace nvcuda;
@@ -165,7 +170,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         int j = idx / kv8, c = idx % kv8;
         T *dst = Ks + j * L.ldk + c * 8;
         if (j < sk)
-            __pipeline_memcpy_async(dst, k + (b * a.sk + j) * a.krow + h * d + c * 8, 16);
+            __pipeline_memcpy_async(dst, k + (b * a.sk + j) * a.krow + att_kvh(a, h) * d + c * 8, 16);
         else
             *reinterpret_cast<uint4 *>(dst) = zero;
     }
@@ -173,7 +178,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         int j = idx / vv8, c = idx % vv8;
         T *dst = Vs + j * L.ldv + c * 8;
         if (j < sk)
-            __pipeline_memcpy_async(dst, v + (b * a.sk + j) * a.vrow + h * dv + c * 8, 16);
+            __pipeline_memcpy_async(dst, v + (b * a.sk + j) * a.vrow + att_kvh(a, h) * dv + c * 8, 16);
         else
             *reinterpret_cast<uint4 *>(dst) = zero;
     }
@@ -258,8 +263,8 @@ __global__ void __launch_bounds__(ATT_DIRECT_WARPS * 32)
     float *Ms = reinterpret_cast<float *>((unsigned char *)Ps + att_align((size_t)16 * ldp * 2));
     float *rinv = reinterpret_cast<float *>((unsigned char *)Ms + att_align((size_t)sk * 4));
     const T *qb = q + (b * a.sq + r0) * a.qrow + h * d;
-    const T *kb = k + b * a.sk * a.krow + h * d;
-    const T *vb = v + b * a.sk * a.vrow + h * dv;
+    const T *kb = k + b * a.sk * a.krow + att_kvh(a, h) * d;
+    const T *vb = v + b * a.sk * a.vrow + att_kvh(a, h) * dv;
     /* S = Q K^T; Q's fragments stay in registers (head dims up to 128) */
     wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fq[8];
 #pragma unroll
@@ -326,7 +331,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         const int64_t j = j0 + lane;
         float s = -INFINITY;
         if (j < a.sk) {
-            const int64_t kb = (b * a.sk + j) * a.krow + h * a.d;
+            const int64_t kb = (b * a.sk + j) * a.krow + att_kvh(a, h) * a.d;
             float dot = 0.f;
             for (int64_t dd = 0; dd < a.d; dd++)
                 dot += qs[w][dd] * kc_ld_f(k, a.dt, kb + dd);
@@ -346,7 +351,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         const int n = a.sk - j0 < 32 ? (int)(a.sk - j0) : 32;
         for (int jj = 0; jj < n; jj++) {
             const float pj = __shfl_sync(0xffffffffu, p, jj);
-            const int64_t vb = (b * a.sk + j0 + jj) * a.vrow + h * a.dv;
+            const int64_t vb = (b * a.sk + j0 + jj) * a.vrow + att_kvh(a, h) * a.dv;
 #pragma unroll
             for (int t = 0; t < ATT_SIMT_REGS; t++) {
                 int64_t dd = lane + 32 * t;
@@ -541,8 +546,8 @@ __device__ __forceinline__ void mma_load_chunk(T *Ks, T *Vs, float *Ms, const T 
         const int64_t j = j0 + r;
         T *kd = Ks + (buf * MMA_KB + r) * LD + cc * 8, *vd = Vs + (buf * MMA_KB + r) * LD + cc * 8;
         if (j < a.sk) {
-            __pipeline_memcpy_async(kd, k + (b * a.sk + j) * a.krow + h * HD + cc * 8, 16);
-            __pipeline_memcpy_async(vd, v + (b * a.sk + j) * a.vrow + h * HD + cc * 8, 16);
+            __pipeline_memcpy_async(kd, k + (b * a.sk + j) * a.krow + att_kvh(a, h) * HD + cc * 8, 16);
+            __pipeline_memcpy_async(vd, v + (b * a.sk + j) * a.vrow + att_kvh(a, h) * HD + cc * 8, 16);
         } else {
             *reinterpret_cast<uint4 *>(kd) = zero;
             *reinterpret_cast<uint4 *>(vd) = zero;
@@ -752,8 +757,8 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     const int skp = (sk + 15) / 16 * 16; /* keys in whole 16-key tiles */
     const uint4 zero = make_uint4(0, 0, 0, 0);
     const T *qb = q + (b * a.sq + q0) * a.qrow + h * HD;
-    const T *kb = k + b * a.sk * a.krow + h * HD;
-    const T *vb = v + b * a.sk * a.vrow + h * HD;
+    const T *kb = k + b * a.sk * a.krow + att_kvh(a, h) * HD;
+    const T *vb = v + b * a.sk * a.vrow + att_kvh(a, h) * HD;
     /* the key rows of K or V into shared memory; zero rows past Sk */
     auto load_keys = [&](T *dst0, const T *src, int64_t stride) {
         for (int idx = threadIdx.x; idx < skp * C8; idx += NW * 32) {
@@ -968,7 +973,8 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
         (a->kernel == KC_ATT_WGMMA || a->kernel == KC_ATT_WGMMA_WIDE || a->kernel == KC_ATT_WGMMA_PIPE)) {
         const bool causal = a->causal && a->sq == a->sk;
         const bool rowmask = !mask || causal || (a->mstride[1] == 0 && a->mstride[2] == 0);
-        if (rowmask && mma_ok(q, k, v, y, a) && kc_attn_wgmma_shapes(a) && kc_attn_wgmma_device()) {
+        /* the wgmma kernels' tensor maps take one head layout for Q, K, V */
+        if (rowmask && a->group <= 1 && mma_ok(q, k, v, y, a) && kc_attn_wgmma_shapes(a) && kc_attn_wgmma_device()) {
             const int kind = a->kernel == KC_ATT_WGMMA_PIPE ? 2 : a->kernel == KC_ATT_WGMMA_WIDE ? 1 : 0;
             kc_attn ca = *a; /* causal: by position, the mask unread */
             ca.causal = causal;

@@ -472,7 +472,7 @@ extern "C" int kc_attn_wgmma_shapes(const kc_attn *a) {
         return 0;
     if (a->d != WGA_HD || a->dv != WGA_HD || a->sk < 1 || a->sk > WGA_KEYS || a->sq < 1)
         return 0;
-    return a->b <= 65535 && a->h <= 65535;
+    return a->b <= 65535 && a->h <= 65535 && a->group <= 1; /* one head layout for Q, K, V */
 }
 
 template <typename T, int WG> static cudaError_t setup_kind(void) {
