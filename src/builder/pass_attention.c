@@ -540,6 +540,11 @@ kiln_status kpass_gather_transpose(kpass *p, int *changed) {
  *   - MultiHeadAttention: 3-D query, key and value, no packed bias or past,
  *     unidirectional 0; key_padding_mask [B, L] (0 masks a key, by
  *     mask_filter_value as ONNX Runtime does) and attention_bias are added.
+ *   - com.microsoft Attention: its packed projection becomes a MatMul and a
+ *     bias Add whose [B, S, 3, H, D] view a packed kiln::Attention reads;
+ *     equal qkv_hidden_sizes, a raw [B, T] int32 mask_index (as above),
+ *     attention_bias; no past, unidirectional or rotary.
+ *   - GroupQueryAttention is not mapped (always a cache and positions).
  * The default scale, 1/sqrt(head size), is set once shapes are known.
  * Anything else stays as it is (ONNX Attention has its own kernels). */
 
@@ -782,8 +787,109 @@ static kiln_status map_ms_mha(kpass *p, int i) {
     return KILN_OK;
 }
 
+/* com.microsoft Attention: one [B, S, In] input, packed weights [In, 3E]
+ * and bias [3E]; Q, K, V as slices of the projection. */
+static const char *ms_attention_why(const kpass *p, const kn_node *n) {
+    if (n->n_in < 3 || !has_in(n, 0) || !has_in(n, 1) || !has_in(n, 2))
+        return "input, weights or bias is absent";
+    if (has_in(n, 4) || has_in(n, 6) || has_in(n, 7))
+        return "it has a past state or past_sequence_length input";
+    for (int j = 1; j < n->n_out; j++)
+        if (!unused_out(p, n, j))
+            return "its present output is read";
+    if (kn_attr_int(n, "unidirectional", 0))
+        return "unidirectional is set";
+    if (kn_attr_int(n, "do_rotary", 0))
+        return "do_rotary is set";
+    if (kn_attr_int(n, "num_heads", 0) <= 0)
+        return "num_heads is missing";
+    size_t nq = 0;
+    const int64_t *qs = kn_attr_ints(n, "qkv_hidden_sizes", &nq);
+    if (qs && (nq != 3 || qs[0] != qs[1] || qs[1] != qs[2]))
+        return "qkv_hidden_sizes differ (Q, K, V of different widths)";
+    if (!kpass_is_const(p->net, n->in[1]) || p->net->tensors[n->in[1]].value.rank != 2 ||
+        p->net->tensors[n->in[1]].value.dims[1] % (3 * kn_attr_int(n, "num_heads", 1)) != 0)
+        return "the weights are not a constant [In, 3 * num_heads * D] matrix";
+    if (has_in(n, 3) && kpass_dtype(p, n->in[3]) != KILN_DTYPE_INT32)
+        return "mask_index is not int32";
+    return NULL;
+}
+
+static kiln_status map_ms_attention(kpass *p, int i) {
+    kn_net *net = p->net;
+    kn_node *n = &net->nodes[i];
+    char name[600], nm[700];
+    snprintf(name, sizeof name, "%s", n->name);
+    int x = n->in[0], w = n->in[1], bias = n->in[2], mi = has_in(n, 3) ? n->in[3] : -1;
+    int ab = has_in(n, 5) ? n->in[5] : -1, y = n->out[0], node;
+    int64_t h = kn_attr_int(n, "num_heads", 0);
+    int64_t e3 = net->tensors[w].value.dims[1], d = e3 / 3 / h;
+    const kn_attr *sa = kn_attr_find(n, "scale");
+    double scale = sa ? kn_attr_float(n, "scale", 1.f) : 1.0 / sqrt((double)d);
+    double filter = kn_attr_float(n, "mask_filter_value", -10000.f);
+    kpass_kill(p, i);
+    int mm, pb, qkv[3] = {-1, -1, -1}, mask = -1, yb;
+    KN_TRY(kn_net_new_tensor(net, "attn_qkv_mm", &mm));
+    int in2[2] = {x, w};
+    snprintf(nm, sizeof nm, "%s projection", name);
+    KN_TRY(kn_net_add_node(net, nm, "MatMul", "", 13, 2, in2, 1, &mm, &node));
+    KN_TRY(kn_net_new_tensor(net, "attn_qkv", &pb));
+    int in2b[2] = {mm, bias};
+    snprintf(nm, sizeof nm, "%s projection bias", name);
+    KN_TRY(kn_net_add_node(net, nm, "Add", "", 14, 2, in2b, 1, &pb, &node));
+    const int64_t sh5[5] = {0, 0, 3, h, d};
+    snprintf(nm, sizeof nm, "%s heads", name);
+    KN_TRY(view(p, pb, sh5, 5, NULL, nm, -1, &qkv[0]));
+    if (mi >= 0) { /* [B, T] of 1 (keep) and 0 (mask) -> [B, 1, 1, T] */
+        const kn_tinfo *m0 = kpass_shape(p, 0, mi);
+        (void)m0;
+        int zero, nz, keep, m4;
+        kn_tdata zv;
+        KN_TRY(kn_tdata_alloc(&zv, KILN_DTYPE_INT32, 0, NULL));
+        KN_TRY(kpass_add_const(net, "attn_pad_zero", &zv, &zero));
+        KN_TRY(kn_net_new_tensor(net, "attn_pad_zero_eq", &nz));
+        int in2c[2] = {mi, zero};
+        snprintf(nm, sizeof nm, "%s padding mask", name);
+        KN_TRY(kn_net_add_node(net, nm, "Equal", "", 13, 2, in2c, 1, &nz, &node));
+        KN_TRY(kn_net_new_tensor(net, "attn_pad_keep", &keep));
+        snprintf(nm, sizeof nm, "%s keys kept", name);
+        KN_TRY(kn_net_add_node(net, nm, "Not", "", 1, 1, &nz, 1, &keep, &node));
+        snprintf(nm, sizeof nm, "%s padding as added scores", name);
+        kiln_dtype dt = kpass_dtype(p, x) != KILN_DTYPE_UNDEFINED ? kpass_dtype(p, x) : KILN_DTYPE_FLOAT;
+        KN_TRY(bool_mask(p, keep, dt, filter, nm, &mask));
+        const int64_t sh[4] = {0, 1, 1, -1};
+        snprintf(nm, sizeof nm, "%s padding per key", name);
+        KN_TRY(view(p, mask, sh, 4, NULL, nm, -1, &m4));
+        mask = m4;
+    }
+    if (ab >= 0) {
+        if (mask >= 0) {
+            int sum, in2d[2] = {ab, mask};
+            KN_TRY(kn_net_new_tensor(net, "attn_mask_sum", &sum));
+            snprintf(nm, sizeof nm, "%s bias and padding", name);
+            KN_TRY(kn_net_add_node(net, nm, "Add", "", 14, 2, in2d, 1, &sum, &node));
+            mask = sum;
+        } else {
+            mask = ab;
+        }
+    }
+    KN_TRY(kn_net_new_tensor(net, "attn_bshd", &yb));
+    int in4[4] = {qkv[0], -1, -1, mask}, an;
+    KN_TRY(kn_net_add_node(net, name, "Attention", KN_DOMAIN_KILN, 1, mask >= 0 ? 4 : 1, in4, 1, &yb,
+                           &an));
+    KN_TRY(kn_node_set_float(&net->nodes[an], "scale", (float)scale));
+    KN_TRY(kn_node_set_int(&net->nodes[an], "qkv_packed", 1));
+    kpass_touch(p, an);
+    const int64_t sh3[3] = {0, 0, -1};
+    snprintf(nm, sizeof nm, "%s output", name);
+    KN_TRY(view(p, yb, sh3, 3, NULL, nm, y, &y));
+    kn_log(KILN_LOG_VERBOSE, "attention: com.microsoft Attention '%s' is a projection and a packed "
+           "kiln::Attention (%lld heads of %lld)", name, (long long)h, (long long)d);
+    return KILN_OK;
+}
+
 static bool is_attn_op(const kn_node *n) {
-    return kpass_is(n, "Attention") || is_ms(n, "MultiHeadAttention") ||
+    return kpass_is(n, "Attention") ||
            (kpass_is_kiln(n, "Attention") && kn_attr_int(n, "scale_pending", 0));
 }
 
@@ -793,15 +899,26 @@ kiln_status kpass_attn_ops(kpass *p, int *changed) {
     int n0 = p->n_nodes;
     for (int i = 0; i < n0; i++) {
         const kn_node *n = &net->nodes[i];
-        if (!kpass_free(p, i) || !is_ms(n, "MultiHeadAttention"))
+        if (!kpass_free(p, i))
             continue;
-        const char *why = mha_why(p, n);
-        if (why) {
-            kn_log(KILN_LOG_VERBOSE, "attention: MultiHeadAttention '%s' not mapped: %s", n->name, why);
-            continue;
+        const char *why = NULL;
+        if (is_ms(n, "MultiHeadAttention")) {
+            if (!(why = mha_why(p, n))) {
+                KN_TRY(map_ms_mha(p, i));
+                (*changed)++;
+            }
+        } else if (is_ms(n, "Attention")) {
+            if (!(why = ms_attention_why(p, n))) {
+                KN_TRY(map_ms_attention(p, i));
+                (*changed)++;
+            }
+        } else if (is_ms(n, "GroupQueryAttention")) {
+            why = "GroupQueryAttention reads a KV cache through seqlens_k and masks by position "
+                  "(causal, local window), which kiln::Attention does not take";
         }
-        KN_TRY(map_ms_mha(p, i));
-        (*changed)++;
+        if (why)
+            kn_log(KILN_LOG_VERBOSE, "attention: %s '%s' not mapped: %s", net->nodes[i].op_type,
+                   net->nodes[i].name, why);
     }
     if (!kpass_any(p, is_attn_op))
         return KILN_OK;
@@ -814,9 +931,9 @@ kiln_status kpass_attn_ops(kpass *p, int *changed) {
             continue;
         if (kpass_is_kiln(n, "Attention") && kn_attr_int(n, "scale_pending", 0)) {
             const kn_tinfo *q0 = kpass_shape(p, 0, n->in[0]);
-            if (!q0 || q0->rank != 4 || q0->dims[3] <= 0)
+            if (!q0 || q0->rank < 4 || q0->dims[q0->rank - 1] <= 0)
                 continue;
-            KN_TRY(kn_node_set_float(n, "scale", (float)(1.0 / sqrt((double)q0->dims[3]))));
+            KN_TRY(kn_node_set_float(n, "scale", (float)(1.0 / sqrt((double)q0->dims[q0->rank - 1]))));
             KN_TRY(kn_node_set_int(n, "scale_pending", 0));
             kpass_touch(p, i);
             (*changed)++;

@@ -191,6 +191,36 @@ static kiln_status infer_attention(kn_infer *c) {
     return KILN_OK;
 }
 
+/* com.microsoft MultiHeadAttention and Attention, known so that models
+ * ONNX Runtime's transformer optimizer wrote load: the builder maps the
+ * forms kiln::Attention computes onto it (pass_attention.c); no kernel runs
+ * them as they are. Only output 0 is inferred (present states stay
+ * unknown). MultiHeadAttention: 3-D query [B, S, E] and value [B, L, Ev]
+ * -> [B, S, Ev]. Attention: input [B, S, In], weights [In, 3E] (or
+ * qkv_hidden_sizes) -> [B, S, E_v]. */
+static kiln_status infer_ms_mha(kn_infer *c) {
+    if (c->n_in < 1 || !kn_has_in(c, 0) || c->in[0].rank != 3)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "query must be [B, S, E] (rank %d)",
+                             c->n_in > 0 && kn_has_in(c, 0) ? c->in[0].rank : -1);
+    c->out[0] = c->in[0];
+    if (c->n_in > 2 && kn_has_in(c, 2) && c->in[2].rank == 3)
+        c->out[0].dims[2] = c->in[2].dims[2];
+    else if (c->n_in > 2 && kn_has_in(c, 2) && c->in[2].rank == 4) /* [B, H, L, Dv] */
+        c->out[0].dims[2] = c->in[2].dims[1] * c->in[2].dims[3];
+    return KILN_OK;
+}
+
+static kiln_status infer_ms_attention(kn_infer *c) {
+    if (c->n_in < 2 || !kn_has_in(c, 0) || !kn_has_in(c, 1) || c->in[0].rank != 3 ||
+        c->in[1].rank != 2)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "needs input [B, S, In] and weights [In, 3E]");
+    size_t n = 0;
+    const int64_t *qs = kn_attr_ints(c->node, "qkv_hidden_sizes", &n);
+    c->out[0] = c->in[0];
+    c->out[0].dims[2] = qs && n == 3 ? qs[2] : c->in[1].dims[1] / 3;
+    return KILN_OK;
+}
+
 bool kn_suffix_of(const kn_tinfo *r, const kn_tinfo *y) {
     int lead = 0;
     while (lead < r->rank - 1 && r->dims[lead] == 1)
@@ -276,6 +306,8 @@ const kn_op_schema kn_ops_fused[] = {
     {"MatMul", KN_DOMAIN_KILN, infer_fused_matmul, 0},
     {"MaxPool", KN_DOMAIN_KILN, infer_pool_cl, 0},
     {"Attention", KN_DOMAIN_KILN, infer_attention, 0},
+    {"MultiHeadAttention", "com.microsoft", infer_ms_mha, 0},
+    {"Attention", "com.microsoft", infer_ms_attention, 0},
     {"AveragePool", KN_DOMAIN_KILN, infer_pool_cl, 0},
     {"LayerNorm", KN_DOMAIN_KILN, infer_layernorm_fused, 0},
 };
