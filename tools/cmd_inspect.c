@@ -200,6 +200,111 @@ static void print_report(const kiln_engine *eng, const cj_value *root) {
         printf("\nBuild time %.3f s\n", build_ms / 1e3);
 }
 
+/* ---- attention the builder did not fuse ----
+ * While a model is built, the builder logs (verbose) each Softmax that
+ * looks like attention but did not become kiln::Attention, and each
+ * attention op it did not map, with the check that stopped it. The build
+ * here keeps those lines (the last one per node) and prints the ones whose
+ * node is still a layer of its own in the plan. */
+#define MISS_MAX 256
+
+typedef struct miss_log {
+    int n;
+    char *node[MISS_MAX], *line[MISS_MAX];
+    bool verbose;
+} miss_log;
+
+static miss_log g_miss; /* the tool's one capture; reset per command */
+
+/* "attention: <what> '<node>' not fused: <reason>" (or "not mapped") */
+static void keep_miss(const char *message) {
+    static const char *const prefix = "attention: ";
+    if (strncmp(message, prefix, strlen(prefix)) != 0 ||
+        (!strstr(message, "' not fused: ") && !strstr(message, "' not mapped: ")))
+        return;
+    const char *q0 = strchr(message, '\''), *q1 = q0 ? strstr(q0 + 1, "' not ") : NULL;
+    if (!q0 || !q1)
+        return;
+    size_t len = (size_t)(q1 - q0 - 1);
+    for (int i = 0; i < g_miss.n; i++)
+        if (strlen(g_miss.node[i]) == len && strncmp(g_miss.node[i], q0 + 1, len) == 0) {
+            char *l = strdup(message + strlen(prefix));
+            if (l) {
+                free(g_miss.line[i]);
+                g_miss.line[i] = l;
+            }
+            return;
+        }
+    if (g_miss.n == MISS_MAX)
+        return;
+    char *node = malloc(len + 1), *line = strdup(message + strlen(prefix));
+    if (!node || !line) {
+        free(node);
+        free(line);
+        return;
+    }
+    memcpy(node, q0 + 1, len);
+    node[len] = 0;
+    g_miss.node[g_miss.n] = node;
+    g_miss.line[g_miss.n++] = line;
+}
+
+static void capture_sink(void *user, kiln_severity sev, const char *message) {
+    (void)user;
+    if (sev == KILN_LOG_VERBOSE)
+        keep_miss(message);
+    if (sev > (g_miss.verbose ? KILN_LOG_VERBOSE : KILN_LOG_WARNING))
+        return;
+    switch (sev) {
+    case KILN_LOG_ERROR: cli_error("%s", message); break;
+    case KILN_LOG_WARNING: cli_warn("%s", message); break;
+    case KILN_LOG_INFO: cli_info("%s", message); break;
+    default: cli_vlog("%s", message); break;
+    }
+}
+
+static void free_misses(void) {
+    for (int i = 0; i < g_miss.n; i++) {
+        free(g_miss.node[i]);
+        free(g_miss.line[i]);
+    }
+    g_miss.n = 0;
+}
+
+/* Whether some layer of the plan is node `name` alone (op Softmax or
+ * Attention, the name as it was). */
+static bool still_a_layer(const kiln_engine *eng, const char *name) {
+    int n = kiln_engine_num_layers(eng);
+    for (int i = 0; i < n; i++) {
+        const char *op = kiln_engine_layer_op(eng, i), *ln = kiln_engine_layer_name(eng, i);
+        if (op && ln && (strstr(op, "Softmax") || strstr(op, "Attention")) &&
+            !strstr(op, "kiln") && strcmp(ln, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void print_misses(const kiln_engine *eng, bool built) {
+    int shown = 0;
+    for (int i = 0; i < g_miss.n; i++)
+        if (still_a_layer(eng, g_miss.node[i])) {
+            if (!shown++)
+                printf("\nAttention not fused (which pattern stopped where)\n");
+            printf("  %s\n", g_miss.line[i]);
+        }
+    if (!shown && !built) {
+        int n = kiln_engine_num_layers(eng);
+        for (int i = 0; i < n; i++) {
+            const char *op = kiln_engine_layer_op(eng, i);
+            if (op && strcmp(op, "Softmax") == 0) {
+                printf("\nAttention not fused: the plan keeps Softmax layers; inspect the ONNX "
+                       "model to see why each was not fused\n");
+                break;
+            }
+        }
+    }
+}
+
 int cli_cmd_inspect(int argc, char **argv) {
     cli_build_opts b;
     memset(&b, 0, sizeof b);
@@ -247,6 +352,9 @@ int cli_cmd_inspect(int argc, char **argv) {
     }
     rc = 1;
     cli_install_logger(cli_verbose);
+    g_miss.verbose = cli_verbose;
+    kiln_set_logger(capture_sink, NULL, KILN_LOG_VERBOSE);
+    bool built = false;
 
     unsigned char head[4096];
     long n = cli_read_head(path, head, sizeof head);
@@ -275,6 +383,7 @@ int cli_cmd_inspect(int argc, char **argv) {
                    path);
         fflush(stdout);
         b.onnx = path;
+        built = true;
         if (!cli_build_plan(&b, &plan, &size, &build_s))
             goto done;
         st = kiln_engine_load(plan, size, &eng);
@@ -305,8 +414,11 @@ int cli_cmd_inspect(int argc, char **argv) {
         print_report(eng, root);
     else
         print_layers_api(eng);
+    print_misses(eng, built);
     rc = 0;
 done:
+    free_misses();
+    cli_install_logger(cli_verbose);
     cj_free(root);
     kiln_free(json);
     kiln_engine_destroy(eng);

@@ -1,95 +1,118 @@
-/* pass_attention.c - multi-head attention as one layer.
+/* pass_attention.c - the score side of attention and the rewrites every
+ * attention fusion shares.
  *
- * The pattern exporters write for scaled dot-product attention on
- * [B, S, H, D] projections (BERT, ViT, GPT-2 blocks):
- *
- *   Qt = Transpose(Qr, [0,2,1,3])   Kt = Transpose(Kr, [0,2,3,1])
- *   S  = MatMul(Qt, Kt)
- *   S  = S * c  (or S / c)          optional, a constant scalar
- *   S  = S + M                      optional, a mask broadcast to S
- *   P  = Softmax(S, last axis)
- *   O  = MatMul(P, Transpose(Vr, [0,2,1,3]))
- *   Y  = Transpose(O, [0,2,1,3])
- *
- * becomes Y = kiln::Attention(Qr, Kr, Vr, M) with scale = c (or 1/c): no
- * transposed copies, no [B, H, S, S] scores in memory on backends whose
- * kernel keeps them on chip. Every intermediate must have that one reader
- * and not be a graph output. */
+ * The one attention matcher (pass_mha.c, kpass_attention) starts from a
+ * Softmax and reads the dataflow around it; this file reads the score side
+ * of it: Softmax(fill(S * c + M + M2)), where S is a MatMul's output, the
+ * scale c a constant scalar Mul or Div (optional), M and M2 additive masks
+ * or biases (optional), and fill a Where that replaces masked scores by a
+ * large negative constant (masked_fill; optional), which becomes one more
+ * additive mask. It also holds the rewrite into kiln::Attention, the QKV
+ * packing that runs on the fused layer, and the sinking of a Gather through
+ * a Transpose that exposes packed heads. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "passes.h"
 
-static bool perm_is(const kn_node *n, const int64_t *want) {
-    size_t c = 0;
-    const int64_t *perm = kn_attr_ints(n, "perm", &c);
-    if (!perm || c != 4)
-        return false;
-    for (int i = 0; i < 4; i++)
-        if (perm[i] != want[i])
-            return false;
-    return true;
-}
-
-/* The input of a Transpose with that perm producing t (t's sole reader
- * being `reader`), or -1; *node gets the Transpose. */
-static int through_transpose(const kpass *p, int t, int reader, const int64_t *perm, int *node) {
+/* Whether tensor t comes from the score MatMul, maybe through one scalar
+ * Mul or Div (the scale): the Add's scores side. */
+static bool scores_side(const kpass *p, int t) {
     int pr = kpass_producer(p, t);
-    if (pr < 0 || kpass_sole_reader(p, t) != reader)
-        return -1;
-    const kn_node *n = &p->net->nodes[pr];
-    if (!kpass_is(n, "Transpose") || n->n_in != 1 || !perm_is(n, perm) || kpass_rank(p, n->in[0]) != 4)
-        return -1;
-    *node = pr;
-    return n->in[0];
-}
-
-static bool softmax_last_axis(const kpass *p, const kn_node *sm) {
-    if (sm->n_in != 1 || sm->n_out != 1 || kpass_rank(p, sm->in[0]) != 4)
+    if (pr < 0)
         return false;
-    int64_t axis = kn_attr_int(sm, "axis", sm->opset >= 13 ? -1 : 1);
-    return axis == -1 || axis == 3;
+    const kn_node *n = &p->net->nodes[pr];
+    if (kpass_is(n, "MatMul"))
+        return true;
+    double c;
+    if ((kpass_is(n, "Mul") || kpass_is(n, "Div")) && n->n_in == 2) {
+        int other = kpass_const_scalar(p->net, n->in[1], &c)                        ? n->in[0]
+                    : kpass_is(n, "Mul") && kpass_const_scalar(p->net, n->in[0], &c) ? n->in[1]
+                                                                                     : -1;
+        int q = other >= 0 ? kpass_producer(p, other) : -1;
+        return q >= 0 && kpass_is(&p->net->nodes[q], "MatMul");
+    }
+    return false;
 }
 
-typedef struct attn_match {
-    int qr, kr, vr, mask;
-    float scale;
-    int nodes[8]; /* to kill: Qt, Kt, Vt, S, scale, mask add, Softmax, O */
-    int n_nodes;
-    int out_node; /* the final Transpose: becomes the attention layer */
-    int scores;   /* S = Qt Kt: its name leads the fused layer's */
-} attn_match;
+#define WHY(s)                                                                                     \
+    do {                                                                                           \
+        sc->why = (s);                                                                             \
+        return false;                                                                              \
+    } while (0)
 
-bool kpass_attn_scores(const kpass *p, int si, kpass_scores *s) {
+bool kpass_attn_scores(const kpass *p, int si, kpass_scores *sc) {
     const kn_net *net = p->net;
     const kn_node *sm = &net->nodes[si];
-    memset(s, 0, sizeof *s);
-    s->softmax = si;
-    s->add = s->scale_node = s->scores = s->mask = -1;
-    s->scale = 1.f;
-    if (!kpass_is(sm, "Softmax") || !softmax_last_axis(p, sm) || !kpass_free(p, si))
-        return false;
+    memset(sc, 0, sizeof *sc);
+    sc->softmax = si;
+    sc->add = sc->add2 = sc->scale_node = sc->scores = sc->mask = sc->mask2 = -1;
+    sc->fill = sc->fill_cond = -1;
+    sc->scale = 1.f;
+    if (!kpass_is(sm, "Softmax") || sm->n_in != 1 || sm->n_out != 1)
+        WHY("not a Softmax");
+    if (!kpass_free(p, si))
+        WHY("the Softmax was rewritten already");
+    if (kpass_rank(p, sm->in[0]) != 4)
+        WHY("the scores are not of rank 4 at every profile point");
+    int64_t axis = kn_attr_int(sm, "axis", sm->opset >= 13 ? -1 : 1);
+    if (axis != -1 && axis != 3)
+        WHY("the Softmax is not over the last axis");
     int t = sm->in[0], reader = si;
-    /* S + M, right below the Softmax */
     int pr = kpass_producer(p, t);
-    if (pr >= 0 && kpass_is(&net->nodes[pr], "Add") && kpass_sole_reader(p, t) == reader) {
+    /* Where(cond, S, c) or Where(cond, c, S): masked_fill on the scores */
+    if (pr >= 0 && kpass_is(&net->nodes[pr], "Where") && net->nodes[pr].n_in == 3 &&
+        kpass_sole_reader(p, t) == reader) {
+        const kn_node *w = &net->nodes[pr];
+        double c;
+        int side = kpass_const_scalar(net, w->in[2], &c) ? 1
+                   : kpass_const_scalar(net, w->in[1], &c) ? 2
+                                                            : -1;
+        if (side < 0 || !(c <= -1e4))
+            WHY("a Where before the Softmax does not fill with a large negative constant");
+        if (kpass_dtype(p, w->in[0]) != KILN_DTYPE_BOOL)
+            WHY("the condition of the Where before the Softmax is not boolean");
+        sc->fill = pr;
+        sc->fill_cond = w->in[0];
+        sc->fill_keep = side == 1; /* true: cond keeps the score */
+        sc->fill_value = c;
+        reader = pr;
+        t = w->in[side];
+        if (!kpass_same_shape(p, t, w->out[0]))
+            WHY("the masked_fill Where broadcasts the scores");
+        pr = kpass_producer(p, t);
+    }
+    /* S + M (+ M2), right below the Softmax: additive masks and biases */
+    for (int round = 0; round < 2; round++) {
+        if (pr < 0 || !kpass_is(&net->nodes[pr], "Add") || kpass_sole_reader(p, t) != reader)
+            break;
         const kn_node *add = &net->nodes[pr];
         if (add->n_in != 2)
-            return false;
-        int side = -1;
-        for (int j = 0; j < 2 && side < 0; j++) {
-            int pj = kpass_producer(p, add->in[j]);
-            if (pj >= 0 && (kpass_is(&net->nodes[pj], "MatMul") || kpass_is(&net->nodes[pj], "Mul") ||
-                            kpass_is(&net->nodes[pj], "Div")))
-                side = j;
+            WHY("an Add of the scores does not have two inputs");
+        int side = scores_side(p, add->in[0]) ? 0 : scores_side(p, add->in[1]) ? 1 : -1;
+        if (side < 0 && round == 0) { /* (S + M) + M2: the scores are deeper on one side */
+            for (int j = 0; j < 2 && side < 0; j++) {
+                int pj = kpass_producer(p, add->in[j]);
+                if (pj >= 0 && kpass_is(&net->nodes[pj], "Add") &&
+                    (scores_side(p, net->nodes[pj].in[0]) || scores_side(p, net->nodes[pj].in[1])))
+                    side = j;
+            }
         }
-        if (side < 0 || !kpass_same_shape(p, add->out[0], add->in[side]))
-            return false;
-        s->mask = add->in[1 - side];
-        int mr = kpass_rank(p, s->mask);
+        if (side < 0)
+            WHY("no side of the Add before the Softmax comes from the score MatMul");
+        if (!kpass_same_shape(p, add->out[0], add->in[side]))
+            WHY("the mask broadcasts the scores to a larger shape");
+        int mr = kpass_rank(p, add->in[1 - side]);
         if (mr < 0 || mr > 4)
-            return false;
-        s->add = pr;
+            WHY("the mask's rank is unknown or above 4");
+        if (round == 0) {
+            sc->add = pr;
+            sc->mask = add->in[1 - side];
+        } else {
+            sc->add2 = pr;
+            sc->mask2 = add->in[1 - side];
+        }
         reader = pr;
         t = add->in[side];
         pr = kpass_producer(p, t);
@@ -106,17 +129,76 @@ bool kpass_attn_scores(const kpass *p, int si, kpass_scores *s) {
         else if (!div && mul->n_in == 2 && kpass_const_scalar(net, mul->in[0], &c))
             other = mul->in[1];
         if (other < 0 || c == 0.0)
-            return false;
-        s->scale = (float)(div ? 1.0 / c : c);
-        s->scale_node = pr;
+            WHY("the scores are scaled by something other than a constant scalar");
+        sc->scale = (float)(div ? 1.0 / c : c);
+        sc->scale_node = pr;
         reader = pr;
         t = other;
         pr = kpass_producer(p, t);
     }
-    if (pr < 0 || !kpass_is(&net->nodes[pr], "MatMul") || kpass_sole_reader(p, t) != reader)
-        return false;
-    s->scores = pr;
+    if (pr < 0 || !kpass_is(&net->nodes[pr], "MatMul"))
+        WHY("the Softmax's input does not come from a MatMul (through scale, mask and bias)");
+    if (kpass_sole_reader(p, t) != reader)
+        WHY("the scores are read outside the attention");
+    sc->scores = pr;
     return true;
+}
+#undef WHY
+
+/* A scalar constant of a real type holding v (float, half, bfloat16 or
+ * double), or an error for any other type. */
+static kiln_status scalar_const(kn_net *net, const char *hint, kiln_dtype dt, double v, int *out) {
+    if (dt != KILN_DTYPE_FLOAT && dt != KILN_DTYPE_FLOAT16 && dt != KILN_DTYPE_BFLOAT16 &&
+        dt != KILN_DTYPE_DOUBLE)
+        return KILN_ERR_UNSUPPORTED;
+    kn_tdata z;
+    KN_TRY(kn_tdata_alloc(&z, dt, 0, NULL));
+    if (dt == KILN_DTYPE_FLOAT) {
+        float f = (float)v;
+        memcpy(z.data, &f, sizeof f);
+    } else if (dt == KILN_DTYPE_DOUBLE) {
+        memcpy(z.data, &v, sizeof v);
+    } else {
+        uint16_t h = dt == KILN_DTYPE_FLOAT16 ? kn_float_to_half((float)v) : kn_float_to_bf16((float)v);
+        memcpy(z.data, &h, sizeof h);
+    }
+    return kpass_add_const(net, hint, &z, out);
+}
+
+kiln_status kpass_scores_mask(kpass *p, const kpass_scores *sc, const char *name, int *mask) {
+    kn_net *net = p->net;
+    char nm[600];
+    int m = sc->mask, node;
+    if (sc->mask2 >= 0) {
+        int sum, in2[2] = {sc->mask2, sc->mask};
+        KN_TRY(kn_net_new_tensor(net, "attn_mask_sum", &sum));
+        snprintf(nm, sizeof nm, "%s mask terms", name);
+        KN_TRY(kn_net_add_node(net, nm, "Add", "", 14, 2, in2, 1, &sum, &node));
+        m = sum;
+    }
+    if (sc->fill >= 0) {
+        /* the fill as an additive mask: 0 where the score is kept, the
+         * fill value (-inf stays -inf) where it is replaced */
+        kiln_dtype dt = kpass_dtype(p, net->nodes[sc->scores].out[0]);
+        int zt, ft, add;
+        KN_TRY(scalar_const(net, "attn_keep", dt, 0.0, &zt));
+        KN_TRY(scalar_const(net, "attn_fill", dt, sc->fill_value, &ft));
+        KN_TRY(kn_net_new_tensor(net, "attn_fill_mask", &add));
+        int in3[3] = {sc->fill_cond, sc->fill_keep ? zt : ft, sc->fill_keep ? ft : zt};
+        snprintf(nm, sizeof nm, "%s fill as a mask", name);
+        KN_TRY(kn_net_add_node(net, nm, "Where", "", 16, 3, in3, 1, &add, &node));
+        if (m >= 0) {
+            int sum, in2[2] = {m, add};
+            KN_TRY(kn_net_new_tensor(net, "attn_mask_sum", &sum));
+            snprintf(nm, sizeof nm, "%s mask and fill", name);
+            KN_TRY(kn_net_add_node(net, nm, "Add", "", 14, 2, in2, 1, &sum, &node));
+            m = sum;
+        } else {
+            m = add;
+        }
+    }
+    *mask = m;
+    return KILN_OK;
 }
 
 kiln_status kpass_to_attention(kpass *p, int node, int scores, int softmax, const int *qkv, int mask,
@@ -140,70 +222,6 @@ kiln_status kpass_to_attention(kpass *p, int node, int scores, int softmax, cons
         KN_TRY(kpass_set_input(y, 3, mask));
     KN_TRY(kn_node_set_float(y, "scale", scale));
     kpass_touch(p, node);
-    return KILN_OK;
-}
-
-static bool match(const kpass *p, int si, attn_match *m) {
-    static const int64_t p0213[4] = {0, 2, 1, 3}, p0231[4] = {0, 2, 3, 1};
-    const kn_net *net = p->net;
-    const kn_node *sm = &net->nodes[si];
-    memset(m, 0, sizeof *m);
-    kpass_scores sc;
-    if (!kpass_attn_scores(p, si, &sc))
-        return false;
-    m->mask = sc.mask;
-    m->scale = sc.scale;
-    m->nodes[m->n_nodes++] = si;
-    if (sc.add >= 0)
-        m->nodes[m->n_nodes++] = sc.add;
-    if (sc.scale_node >= 0)
-        m->nodes[m->n_nodes++] = sc.scale_node;
-    /* S = Qt Kt */
-    const kn_node *mm = &net->nodes[sc.scores];
-    int mmi = sc.scores, tn;
-    m->scores = mmi;
-    m->nodes[m->n_nodes++] = mmi;
-    if ((m->qr = through_transpose(p, mm->in[0], mmi, p0213, &tn)) < 0)
-        return false;
-    m->nodes[m->n_nodes++] = tn;
-    if ((m->kr = through_transpose(p, mm->in[1], mmi, p0231, &tn)) < 0)
-        return false;
-    m->nodes[m->n_nodes++] = tn;
-    /* O = P Vt, Y = Transpose(O) */
-    int o = kpass_sole_reader(p, sm->out[0]);
-    if (o < 0 || !kpass_is(&net->nodes[o], "MatMul") || net->nodes[o].in[0] != sm->out[0])
-        return false;
-    m->nodes[m->n_nodes++] = o;
-    if ((m->vr = through_transpose(p, net->nodes[o].in[1], o, p0213, &tn)) < 0)
-        return false;
-    m->nodes[m->n_nodes++] = tn;
-    int y = kpass_sole_reader(p, net->nodes[o].out[0]);
-    if (y < 0 || !kpass_is(&net->nodes[y], "Transpose") || !perm_is(&net->nodes[y], p0213))
-        return false;
-    m->out_node = y;
-    for (int k = 0; k < m->n_nodes; k++)
-        if (!kpass_free(p, m->nodes[k]))
-            return false;
-    return kpass_free(p, y) && m->qr != m->kr;
-}
-
-kiln_status kpass_attention(kpass *p, int *changed) {
-    kn_net *net = p->net;
-    KN_TRY(kpass_need_shapes(p));
-    if (p->shapes_state != 1)
-        return KILN_OK;
-    for (int i = 0; i < p->n_nodes; i++) {
-        attn_match m;
-        if (net->nodes[i].dead || !match(p, i, &m))
-            continue;
-        const int qkv[3] = {m.qr, m.kr, m.vr};
-        KN_TRY(kpass_to_attention(p, m.out_node, m.scores, i, qkv, m.mask, m.scale));
-        for (int k = 0; k < m.n_nodes; k++)
-            kpass_kill(p, m.nodes[k]);
-        kn_log(KILN_LOG_VERBOSE, "attention: '%s' is one layer (scale %g, %s mask)",
-               net->nodes[m.out_node].name, (double)m.scale, m.mask >= 0 ? "with" : "no");
-        (*changed)++;
-    }
     return KILN_OK;
 }
 
@@ -506,6 +524,429 @@ kiln_status kpass_gather_transpose(kpass *p, int *changed) {
         KN_TRY(kn_net_add_node(net, name, "Transpose", "", 13, 1, &gathered, 1, &out, &tn));
         KN_TRY(kn_node_set_ints(&net->nodes[tn], "perm", np, (size_t)(r - 1)));
         kpass_kill(p, i); /* the old Transpose dies with its last reader (dead code) */
+        (*changed)++;
+    }
+    return KILN_OK;
+}
+
+/* ---------------- the attention ops ----------------
+ * ONNX Attention (opset 23) and com.microsoft MultiHeadAttention as
+ * kiln::Attention, when they compute nothing more than it does:
+ *   - ONNX: no past key/value inputs, no present or QK outputs read,
+ *     softcap 0, is_causal 0; Q, K, V [B, H, S, D] (each transposed to
+ *     [B, S, H, D], the output back) or [B, S, H*D] (viewed with
+ *     q_num_heads / kv_num_heads heads); a bool mask becomes Where(M, 0,
+ *     -inf), a float one is added as it is. kv heads may divide q heads.
+ *   - MultiHeadAttention: 3-D query, key and value, no packed bias or past,
+ *     unidirectional 0; key_padding_mask [B, L] (0 masks a key, by
+ *     mask_filter_value as ONNX Runtime does) and attention_bias are added.
+ *   - com.microsoft Attention: its packed projection becomes a MatMul and a
+ *     bias Add whose [B, S, 3, H, D] view a packed kiln::Attention reads;
+ *     equal qkv_hidden_sizes, a raw [B, T] int32 mask_index (as above),
+ *     attention_bias; no past, unidirectional or rotary.
+ *   - GroupQueryAttention is not mapped (always a cache and positions).
+ * The default scale, 1/sqrt(head size), is set once shapes are known.
+ * Anything else stays as it is (ONNX Attention has its own kernels). */
+
+/* Whether output j of node n is absent or read by nothing. */
+static bool unused_out(const kpass *p, const kn_node *n, int j) {
+    if (j >= n->n_out || n->out[j] < 0)
+        return true;
+    int t = n->out[j];
+    return !p->is_output[t] && p->rd_start[t + 1] == p->rd_start[t];
+}
+
+static bool has_in(const kn_node *n, int j) { return j < n->n_in && n->in[j] >= 0; }
+
+/* Reshape t to shape (n values) or Transpose it by perm (shape NULL): a
+ * new node named `name`, writing a fresh tensor or `to` when >= 0. */
+static kiln_status view(kpass *p, int t, const int64_t *shape, int n, const int64_t *perm,
+                        const char *name, int to, int *out) {
+    kn_net *net = p->net;
+    int r = to, node;
+    if (r < 0)
+        KN_TRY(kn_net_new_tensor(net, "attn_view", &r));
+    if (shape) {
+        int sh, in2[2] = {t, 0};
+        KN_TRY(kpass_add_i64(net, "attn_shape", shape, n, &sh));
+        in2[1] = sh;
+        KN_TRY(kn_net_add_node(net, name, "Reshape", "", 14, 2, in2, 1, &r, &node));
+    } else {
+        KN_TRY(kn_net_add_node(net, name, "Transpose", "", 13, 1, &t, 1, &r, &node));
+        KN_TRY(kn_node_set_ints(&net->nodes[node], "perm", perm, 4));
+    }
+    *out = r;
+    return KILN_OK;
+}
+
+/* The additive form of a key mask: Where(cond, 0, neg) in type dt. */
+static kiln_status bool_mask(kpass *p, int cond, kiln_dtype dt, double neg, const char *name,
+                             int *out) {
+    kn_net *net = p->net;
+    int zt, ft, m, node;
+    KN_TRY(scalar_const(net, "attn_keep", dt, 0.0, &zt));
+    KN_TRY(scalar_const(net, "attn_masked", dt, neg, &ft));
+    KN_TRY(kn_net_new_tensor(net, "attn_mask", &m));
+    int in3[3] = {cond, zt, ft};
+    KN_TRY(kn_net_add_node(net, name, "Where", "", 16, 3, in3, 1, &m, &node));
+    *out = m;
+    return KILN_OK;
+}
+
+/* A new kiln::Attention node reading q, k, v and mask (or -1), writing y. */
+static kiln_status new_attention(kpass *p, const char *name, const int *qkv, int mask, int y,
+                                 double scale, bool default_scale) {
+    kn_net *net = p->net;
+    int in4[4] = {qkv[0], qkv[1], qkv[2], mask}, node;
+    KN_TRY(kn_net_add_node(net, name, "Attention", KN_DOMAIN_KILN, 1, mask >= 0 ? 4 : 3, in4, 1,
+                           &y, &node));
+    KN_TRY(kn_node_set_float(&net->nodes[node], "scale", (float)scale));
+    if (default_scale) /* resolved once Q's head size is known (kpass_attn_ops) */
+        KN_TRY(kn_node_set_int(&net->nodes[node], "scale_pending", 1));
+    kpass_touch(p, node);
+    return KILN_OK;
+}
+
+static const char *onnx_attention_why(const kpass *p, const kn_node *n) {
+    if (n->n_in < 3 || !has_in(n, 0) || !has_in(n, 1) || !has_in(n, 2))
+        return "Q, K or V is absent";
+    if (has_in(n, 4) || has_in(n, 5))
+        return "it has past key/value inputs";
+    if (n->n_in > 6)
+        return "it has inputs beyond past_value";
+    for (int j = 1; j < 4; j++)
+        if (!unused_out(p, n, j))
+            return "its present key/value or QK output is read";
+    if (kn_attr_float(n, "softcap", 0.f) != 0.f)
+        return "softcap is set";
+    if (kn_attr_int(n, "is_causal", 0))
+        return "is_causal is set (kiln::Attention's kernels take causality from a mask)";
+    int r = kpass_rank(p, n->in[0]);
+    if (r != 3 && r != 4)
+        return "Q's rank is not 3 or 4 at every profile point";
+    for (int j = 1; j < 3; j++)
+        if (kpass_rank(p, n->in[j]) != r)
+            return "Q, K and V ranks differ";
+    if (r == 3 && (kn_attr_int(n, "q_num_heads", 0) <= 0 || kn_attr_int(n, "kv_num_heads", 0) <= 0))
+        return "3-D inputs without q_num_heads and kv_num_heads";
+    if (has_in(n, 3)) {
+        kiln_dtype mt = kpass_dtype(p, n->in[3]);
+        int mr = kpass_rank(p, n->in[3]);
+        if (mr < 1 || mr > 4)
+            return "the mask's rank is unknown or above 4";
+        if (mt != KILN_DTYPE_BOOL && mt != kpass_dtype(p, n->in[0]))
+            return "the mask is neither bool nor of Q's type";
+        /* the mask must cover every key (ONNX masks keys past a short one) */
+        for (int k = 0; k < p->n_points; k++) {
+            const kn_tinfo *m = kpass_shape(p, k, n->in[3]), *kt = kpass_shape(p, k, n->in[1]);
+            int64_t sk = r == 4 ? kt->dims[2] : kt->dims[1];
+            if (m->dims[m->rank - 1] != sk && m->dims[m->rank - 1] != 1)
+                return "the mask's last dim is not the key length";
+        }
+    }
+    kiln_dtype qt = kpass_dtype(p, n->in[0]);
+    if (qt != KILN_DTYPE_FLOAT && qt != KILN_DTYPE_FLOAT16 && qt != KILN_DTYPE_BFLOAT16)
+        return "Q is not float, float16 or bfloat16";
+    return NULL;
+}
+
+static kiln_status map_onnx_attention(kpass *p, int i) {
+    kn_net *net = p->net;
+    kn_node *n = &net->nodes[i];
+    char name[600];
+    snprintf(name, sizeof name, "%s", n->name);
+    int r = kpass_rank(p, n->in[0]);
+    int src[4] = {n->in[0], n->in[1], n->in[2], has_in(n, 3) ? n->in[3] : -1}, y = n->out[0];
+    int64_t hq = kn_attr_int(n, "q_num_heads", 0), hkv = kn_attr_int(n, "kv_num_heads", 0);
+    const kn_attr *sa = kn_attr_find(n, "scale");
+    double scale = sa ? kn_attr_float(n, "scale", 1.f) : 0.0;
+    kiln_dtype qt = kpass_dtype(p, src[0]);
+    if (!sa) {
+        const kn_tinfo *q0 = kpass_shape(p, 0, src[0]);
+        int64_t d = r == 4 ? q0->dims[3] : q0->dims[2] / hq;
+        scale = 1.0 / sqrt((double)(d > 0 ? d : 1));
+    }
+    kpass_kill(p, i);
+    int qkv[3], mask = -1, yb;
+    char nm[700];
+    static const int64_t p0213[4] = {0, 2, 1, 3};
+    for (int j = 0; j < 3; j++) {
+        snprintf(nm, sizeof nm, "%s %s to [B, S, H, D]", name, j == 0 ? "Q" : j == 1 ? "K" : "V");
+        if (r == 4) {
+            KN_TRY(view(p, src[j], NULL, 0, p0213, nm, -1, &qkv[j]));
+        } else {
+            const int64_t sh[4] = {0, 0, j == 0 ? hq : hkv, -1};
+            KN_TRY(view(p, src[j], sh, 4, NULL, nm, -1, &qkv[j]));
+        }
+    }
+    if (src[3] >= 0) {
+        if (kpass_dtype(p, src[3]) == KILN_DTYPE_BOOL) {
+            snprintf(nm, sizeof nm, "%s mask as added scores", name);
+            KN_TRY(bool_mask(p, src[3], qt, -INFINITY, nm, &mask));
+        } else {
+            mask = src[3];
+        }
+    }
+    KN_TRY(kn_net_new_tensor(net, "attn_bshd", &yb));
+    KN_TRY(new_attention(p, name, qkv, mask, yb, scale, false));
+    snprintf(nm, sizeof nm, "%s output", name);
+    if (r == 4) {
+        KN_TRY(view(p, yb, NULL, 0, p0213, nm, y, &y));
+    } else {
+        const int64_t sh[3] = {0, 0, -1};
+        KN_TRY(view(p, yb, sh, 3, NULL, nm, y, &y));
+    }
+    kn_log(KILN_LOG_VERBOSE, "attention: ONNX Attention '%s' is kiln::Attention (%d-D, scale %g%s)",
+           name, r, scale, src[3] >= 0 ? ", with mask" : "");
+    return KILN_OK;
+}
+
+static bool is_ms(const kn_node *n, const char *op) {
+    return strcmp(n->op_type, op) == 0 && strcmp(n->domain, "com.microsoft") == 0;
+}
+
+static const char *mha_why(const kpass *p, const kn_node *n) {
+    if (n->n_in < 3 || !has_in(n, 0) || !has_in(n, 1) || !has_in(n, 2))
+        return "query, key or value is absent (packed forms are not mapped)";
+    if (has_in(n, 3))
+        return "it has a packed projection bias";
+    for (int j = 6; j < n->n_in; j++)
+        if (has_in(n, j))
+            return "it has past key/value or cache inputs";
+    for (int j = 1; j < n->n_out; j++)
+        if (!unused_out(p, n, j))
+            return "its present key/value output is read";
+    if (kn_attr_int(n, "unidirectional", 0))
+        return "unidirectional is set";
+    if (kn_attr_int(n, "num_heads", 0) <= 0)
+        return "num_heads is missing";
+    return NULL;
+}
+
+static kiln_status map_ms_mha(kpass *p, int i) {
+    kn_net *net = p->net;
+    kn_node *n = &net->nodes[i];
+    char name[600], nm[700];
+    snprintf(name, sizeof name, "%s", n->name);
+    int src[6], y = n->out[0];
+    for (int j = 0; j < 6; j++)
+        src[j] = has_in(n, j) ? n->in[j] : -1;
+    int64_t h = kn_attr_int(n, "num_heads", 0);
+    const kn_attr *sa = kn_attr_find(n, "scale");
+    double scale = sa ? kn_attr_float(n, "scale", 1.f) : 1.0;
+    double filter = kn_attr_float(n, "mask_filter_value", -10000.f);
+    kpass_kill(p, i);
+    int qkv[3], mask = -1, yb, node;
+    for (int j = 0; j < 3; j++) {
+        const int64_t sh[4] = {0, 0, h, -1};
+        snprintf(nm, sizeof nm, "%s %s heads", name, j == 0 ? "query" : j == 1 ? "key" : "value");
+        KN_TRY(view(p, src[j], sh, 4, NULL, nm, -1, &qkv[j]));
+    }
+    if (src[4] >= 0) { /* [B, L] of 1 (keep) and 0 (mask) -> [B, 1, 1, L] */
+        int nz, zero, c, m4;
+        int64_t z = 0;
+        kn_tdata zv;
+        KN_TRY(kn_tdata_alloc(&zv, KILN_DTYPE_INT32, 0, NULL));
+        memcpy(zv.data, &(int32_t){0}, sizeof(int32_t));
+        (void)z;
+        KN_TRY(kpass_add_const(net, "attn_pad_zero", &zv, &zero));
+        KN_TRY(kn_net_new_tensor(net, "attn_pad_zero_eq", &nz));
+        int in2[2] = {src[4], zero};
+        snprintf(nm, sizeof nm, "%s padding mask", name);
+        KN_TRY(kn_net_add_node(net, nm, "Equal", "", 13, 2, in2, 1, &nz, &node));
+        KN_TRY(kn_net_new_tensor(net, "attn_pad_keep", &c));
+        snprintf(nm, sizeof nm, "%s keys kept", name);
+        KN_TRY(kn_net_add_node(net, nm, "Not", "", 1, 1, &nz, 1, &c, &node));
+        snprintf(nm, sizeof nm, "%s padding as added scores", name);
+        KN_TRY(bool_mask(p, c, kpass_dtype(p, src[0]) != KILN_DTYPE_UNDEFINED ? kpass_dtype(p, src[0])
+                                                                             : KILN_DTYPE_FLOAT,
+                         filter, nm, &mask));
+        const int64_t sh[4] = {0, 1, 1, -1};
+        snprintf(nm, sizeof nm, "%s padding per key", name);
+        KN_TRY(view(p, mask, sh, 4, NULL, nm, -1, &m4));
+        mask = m4;
+    }
+    if (src[5] >= 0) {
+        if (mask >= 0) {
+            int sum, in2[2] = {src[5], mask};
+            KN_TRY(kn_net_new_tensor(net, "attn_mask_sum", &sum));
+            snprintf(nm, sizeof nm, "%s bias and padding", name);
+            KN_TRY(kn_net_add_node(net, nm, "Add", "", 14, 2, in2, 1, &sum, &node));
+            mask = sum;
+        } else {
+            mask = src[5];
+        }
+    }
+    KN_TRY(kn_net_new_tensor(net, "attn_bshd", &yb));
+    KN_TRY(new_attention(p, name, qkv, mask, yb, scale, !sa));
+    const int64_t sh[3] = {0, 0, -1};
+    snprintf(nm, sizeof nm, "%s output", name);
+    KN_TRY(view(p, yb, sh, 3, NULL, nm, y, &y));
+    kn_log(KILN_LOG_VERBOSE, "attention: com.microsoft MultiHeadAttention '%s' is kiln::Attention",
+           name);
+    return KILN_OK;
+}
+
+/* com.microsoft Attention: one [B, S, In] input, packed weights [In, 3E]
+ * and bias [3E]; Q, K, V as slices of the projection. */
+static const char *ms_attention_why(const kpass *p, const kn_node *n) {
+    if (n->n_in < 3 || !has_in(n, 0) || !has_in(n, 1) || !has_in(n, 2))
+        return "input, weights or bias is absent";
+    if (has_in(n, 4) || has_in(n, 6) || has_in(n, 7))
+        return "it has a past state or past_sequence_length input";
+    for (int j = 1; j < n->n_out; j++)
+        if (!unused_out(p, n, j))
+            return "its present output is read";
+    if (kn_attr_int(n, "unidirectional", 0))
+        return "unidirectional is set";
+    if (kn_attr_int(n, "do_rotary", 0))
+        return "do_rotary is set";
+    if (kn_attr_int(n, "num_heads", 0) <= 0)
+        return "num_heads is missing";
+    size_t nq = 0;
+    const int64_t *qs = kn_attr_ints(n, "qkv_hidden_sizes", &nq);
+    if (qs && (nq != 3 || qs[0] != qs[1] || qs[1] != qs[2]))
+        return "qkv_hidden_sizes differ (Q, K, V of different widths)";
+    if (!kpass_is_const(p->net, n->in[1]) || p->net->tensors[n->in[1]].value.rank != 2 ||
+        p->net->tensors[n->in[1]].value.dims[1] % (3 * kn_attr_int(n, "num_heads", 1)) != 0)
+        return "the weights are not a constant [In, 3 * num_heads * D] matrix";
+    if (has_in(n, 3) && kpass_dtype(p, n->in[3]) != KILN_DTYPE_INT32)
+        return "mask_index is not int32";
+    return NULL;
+}
+
+static kiln_status map_ms_attention(kpass *p, int i) {
+    kn_net *net = p->net;
+    kn_node *n = &net->nodes[i];
+    char name[600], nm[700];
+    snprintf(name, sizeof name, "%s", n->name);
+    int x = n->in[0], w = n->in[1], bias = n->in[2], mi = has_in(n, 3) ? n->in[3] : -1;
+    int ab = has_in(n, 5) ? n->in[5] : -1, y = n->out[0], node;
+    int64_t h = kn_attr_int(n, "num_heads", 0);
+    int64_t e3 = net->tensors[w].value.dims[1], d = e3 / 3 / h;
+    const kn_attr *sa = kn_attr_find(n, "scale");
+    double scale = sa ? kn_attr_float(n, "scale", 1.f) : 1.0 / sqrt((double)d);
+    double filter = kn_attr_float(n, "mask_filter_value", -10000.f);
+    kpass_kill(p, i);
+    int mm, pb, qkv[3] = {-1, -1, -1}, mask = -1, yb;
+    KN_TRY(kn_net_new_tensor(net, "attn_qkv_mm", &mm));
+    int in2[2] = {x, w};
+    snprintf(nm, sizeof nm, "%s projection", name);
+    KN_TRY(kn_net_add_node(net, nm, "MatMul", "", 13, 2, in2, 1, &mm, &node));
+    KN_TRY(kn_net_new_tensor(net, "attn_qkv", &pb));
+    int in2b[2] = {mm, bias};
+    snprintf(nm, sizeof nm, "%s projection bias", name);
+    KN_TRY(kn_net_add_node(net, nm, "Add", "", 14, 2, in2b, 1, &pb, &node));
+    const int64_t sh5[5] = {0, 0, 3, h, d};
+    snprintf(nm, sizeof nm, "%s heads", name);
+    KN_TRY(view(p, pb, sh5, 5, NULL, nm, -1, &qkv[0]));
+    if (mi >= 0) { /* [B, T] of 1 (keep) and 0 (mask) -> [B, 1, 1, T] */
+        const kn_tinfo *m0 = kpass_shape(p, 0, mi);
+        (void)m0;
+        int zero, nz, keep, m4;
+        kn_tdata zv;
+        KN_TRY(kn_tdata_alloc(&zv, KILN_DTYPE_INT32, 0, NULL));
+        KN_TRY(kpass_add_const(net, "attn_pad_zero", &zv, &zero));
+        KN_TRY(kn_net_new_tensor(net, "attn_pad_zero_eq", &nz));
+        int in2c[2] = {mi, zero};
+        snprintf(nm, sizeof nm, "%s padding mask", name);
+        KN_TRY(kn_net_add_node(net, nm, "Equal", "", 13, 2, in2c, 1, &nz, &node));
+        KN_TRY(kn_net_new_tensor(net, "attn_pad_keep", &keep));
+        snprintf(nm, sizeof nm, "%s keys kept", name);
+        KN_TRY(kn_net_add_node(net, nm, "Not", "", 1, 1, &nz, 1, &keep, &node));
+        snprintf(nm, sizeof nm, "%s padding as added scores", name);
+        kiln_dtype dt = kpass_dtype(p, x) != KILN_DTYPE_UNDEFINED ? kpass_dtype(p, x) : KILN_DTYPE_FLOAT;
+        KN_TRY(bool_mask(p, keep, dt, filter, nm, &mask));
+        const int64_t sh[4] = {0, 1, 1, -1};
+        snprintf(nm, sizeof nm, "%s padding per key", name);
+        KN_TRY(view(p, mask, sh, 4, NULL, nm, -1, &m4));
+        mask = m4;
+    }
+    if (ab >= 0) {
+        if (mask >= 0) {
+            int sum, in2d[2] = {ab, mask};
+            KN_TRY(kn_net_new_tensor(net, "attn_mask_sum", &sum));
+            snprintf(nm, sizeof nm, "%s bias and padding", name);
+            KN_TRY(kn_net_add_node(net, nm, "Add", "", 14, 2, in2d, 1, &sum, &node));
+            mask = sum;
+        } else {
+            mask = ab;
+        }
+    }
+    KN_TRY(kn_net_new_tensor(net, "attn_bshd", &yb));
+    int in4[4] = {qkv[0], -1, -1, mask}, an;
+    KN_TRY(kn_net_add_node(net, name, "Attention", KN_DOMAIN_KILN, 1, mask >= 0 ? 4 : 1, in4, 1, &yb,
+                           &an));
+    KN_TRY(kn_node_set_float(&net->nodes[an], "scale", (float)scale));
+    KN_TRY(kn_node_set_int(&net->nodes[an], "qkv_packed", 1));
+    kpass_touch(p, an);
+    const int64_t sh3[3] = {0, 0, -1};
+    snprintf(nm, sizeof nm, "%s output", name);
+    KN_TRY(view(p, yb, sh3, 3, NULL, nm, y, &y));
+    kn_log(KILN_LOG_VERBOSE, "attention: com.microsoft Attention '%s' is a projection and a packed "
+           "kiln::Attention (%lld heads of %lld)", name, (long long)h, (long long)d);
+    return KILN_OK;
+}
+
+static bool is_attn_op(const kn_node *n) {
+    return kpass_is(n, "Attention") ||
+           (kpass_is_kiln(n, "Attention") && kn_attr_int(n, "scale_pending", 0));
+}
+
+kiln_status kpass_attn_ops(kpass *p, int *changed) {
+    kn_net *net = p->net;
+    /* com.microsoft ops first: kiln infers no shapes through them */
+    int n0 = p->n_nodes;
+    for (int i = 0; i < n0; i++) {
+        const kn_node *n = &net->nodes[i];
+        if (!kpass_free(p, i))
+            continue;
+        const char *why = NULL;
+        if (is_ms(n, "MultiHeadAttention")) {
+            if (!(why = mha_why(p, n))) {
+                KN_TRY(map_ms_mha(p, i));
+                (*changed)++;
+            }
+        } else if (is_ms(n, "Attention")) {
+            if (!(why = ms_attention_why(p, n))) {
+                KN_TRY(map_ms_attention(p, i));
+                (*changed)++;
+            }
+        } else if (is_ms(n, "GroupQueryAttention")) {
+            why = "GroupQueryAttention reads a KV cache through seqlens_k and masks by position "
+                  "(causal, local window), which kiln::Attention does not take";
+        }
+        if (why)
+            kn_log(KILN_LOG_VERBOSE, "attention: %s '%s' not mapped: %s", net->nodes[i].op_type,
+                   net->nodes[i].name, why);
+    }
+    if (!kpass_any(p, is_attn_op))
+        return KILN_OK;
+    KN_TRY(kpass_need_shapes(p));
+    if (p->shapes_state != 1)
+        return KILN_OK;
+    for (int i = 0; i < n0; i++) {
+        kn_node *n = &net->nodes[i];
+        if (!kpass_free(p, i))
+            continue;
+        if (kpass_is_kiln(n, "Attention") && kn_attr_int(n, "scale_pending", 0)) {
+            const kn_tinfo *q0 = kpass_shape(p, 0, n->in[0]);
+            if (!q0 || q0->rank < 4 || q0->dims[q0->rank - 1] <= 0)
+                continue;
+            KN_TRY(kn_node_set_float(n, "scale", (float)(1.0 / sqrt((double)q0->dims[q0->rank - 1]))));
+            KN_TRY(kn_node_set_int(n, "scale_pending", 0));
+            kpass_touch(p, i);
+            (*changed)++;
+            continue;
+        }
+        if (!kpass_is(n, "Attention"))
+            continue;
+        const char *why = onnx_attention_why(p, n);
+        if (why) {
+            kn_log(KILN_LOG_VERBOSE, "attention: ONNX Attention '%s' not mapped: %s", n->name, why);
+            continue;
+        }
+        KN_TRY(map_onnx_attention(p, i));
         (*changed)++;
     }
     return KILN_OK;

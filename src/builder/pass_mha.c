@@ -48,6 +48,7 @@ typedef struct mv_path {
     int n;
     int node[MV_STEPS]; /* node[0] produces t */
     int out[MV_STEPS];  /* the tensor node[i] writes on the way */
+    double fac[MV_STEPS]; /* node[i]'s scalar factor (1 for a layout op) */
     double scale;       /* scalar Mul/Div met on the way */
 } mv_path;
 
@@ -65,8 +66,9 @@ static bool is_view_op(const kn_node *n) {
            n->n_in >= 1;
 }
 
-/* Walk back from t; scalar Mul/Div are taken when scale_ok. */
-static void walk(const kpass *p, int t, bool scale_ok, mv_path *w) {
+/* Walk back from t; scalar Mul/Div are taken when scale_ok, Expand (a
+ * broadcast: grouped-query heads) when expand_ok. */
+static void walk_ex(const kpass *p, int t, bool scale_ok, bool expand_ok, mv_path *w) {
     const kn_net *net = p->net;
     memset(w, 0, sizeof *w);
     w->t = t;
@@ -79,8 +81,8 @@ static void walk(const kpass *p, int t, bool scale_ok, mv_path *w) {
         const kn_node *n = &net->nodes[pr];
         int next = -1;
         int64_t idx;
-        double c;
-        if (is_view_op(n)) {
+        double c, fac = 1.0;
+        if (is_view_op(n) || (expand_ok && kpass_is(n, "Expand") && n->n_in == 2)) {
             next = n->in[0];
         } else if (kpass_is(n, "Gather") && n->n_in == 2 && kpass_const_index(net, n->in[1], &idx)) {
             next = n->in[0];
@@ -88,20 +90,24 @@ static void walk(const kpass *p, int t, bool scale_ok, mv_path *w) {
             bool div = kpass_is(n, "Div");
             if (kpass_const_scalar(net, n->in[1], &c) && c != 0.0) {
                 next = n->in[0];
-                w->scale *= div ? 1.0 / c : c;
+                fac = div ? 1.0 / c : c;
             } else if (!div && kpass_const_scalar(net, n->in[0], &c)) {
                 next = n->in[1];
-                w->scale *= c;
+                fac = c;
             }
         }
         if (next < 0 || kpass_is_const(net, next))
             break;
+        w->scale *= fac;
+        w->fac[w->n] = fac;
         w->node[w->n] = pr;
         w->out[w->n++] = cur;
         cur = next;
     }
     w->base = cur;
 }
+
+static void walk(const kpass *p, int t, bool scale_ok, mv_path *w) { walk_ex(p, t, scale_ok, false, w); }
 
 /* Whether node g maps each row of its input 0 to the same row of its
  * output, independently of the other rows. */
@@ -362,6 +368,34 @@ static bool apply(const kpass *p, int k, const kn_node *n, int out, mv_atoms *v)
         v->size[at] = len / inner;
         if (v->size[at] == 1)
             remove_atom(v, at);
+    } else if (kpass_is(n, "Expand")) {
+        /* a broadcast: each dim grown from 1 gets one atom of stride 0;
+         * new leading dims likewise */
+        if (o->rank < v->rank || o->rank > KILN_MAX_DIMS)
+            return false;
+        while (v->rank < o->rank) {
+            for (int d = v->rank; d >= 0; d--)
+                v->first[d + 1] = v->first[d];
+            v->first[0] = 0;
+            v->rank++;
+        }
+        for (int d = 0; d < v->rank; d++) {
+            int64_t have = dim_of(v, d);
+            if (have == o->dims[d])
+                continue;
+            if (have != 1 || v->n == MV_ATOMS)
+                return false;
+            int at = v->first[d];
+            for (int a = v->n; a > at; a--) {
+                v->size[a] = v->size[a - 1];
+                v->stride[a] = v->stride[a - 1];
+            }
+            v->size[at] = o->dims[d];
+            v->stride[at] = 0;
+            v->n++;
+            for (int e = d + 1; e <= v->rank; e++)
+                v->first[e]++;
+        }
     } else if (kpass_is(n, "Mul") || kpass_is(n, "Div")) {
         /* a scalar factor: the view is unchanged */
     } else if (!regroup(v, o->rank, o->dims)) { /* Reshape, Unsqueeze, Squeeze, Flatten */
@@ -426,16 +460,48 @@ static bool view_at(const kpass *p, int k, const mv_path *w, const mv_sink *s, m
     return atoms_at(p, k, w, s, &v) && to_view(&v, out);
 }
 
-/* ---------------- the match ---------------- */
+/* ---------------- the match ----------------
+ * From each Softmax: the score side (pass_attention.c: scale, masks,
+ * fill), then what reads the probabilities (the context MatMul, maybe
+ * behind SDPA's guard Where(IsNaN(P), 0, P), which kiln::Attention keeps:
+ * a row with every key at -inf gives zeros), then Q, K and V walked back
+ * through layout ops, scalar scales and (K, V) the Expand that repeats
+ * grouped heads. Q, K and V are read in place when the three are slices of
+ * one packed projection; otherwise each operand takes the longest part of
+ * its walk whose start is a whole tensor in [B, S, H, D] (read in place),
+ * [B, H, S, D] or, for K, [B, H, D, S] (transposed to [B, S, H, D] by a
+ * Transpose that canonicalization merges with the ones before it). The
+ * part of a walk not taken stays in the graph, and dead code removes what
+ * nothing reads any more. */
+
+enum { LB, LS, LH, LD }; /* logical dims, in kiln::Attention's order */
+static const int layouts[3][4] = {{LB, LS, LH, LD}, {LB, LH, LS, LD}, {LB, LH, LD, LS}};
+static const int64_t to_bshd[3][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}, {0, 3, 1, 2}};
+static const char *const layout_names[3] = {"[B, S, H, D]", "[B, H, S, D]", "[B, H, D, S]"};
+
+/* One of Q, K, V: its walk and the part the attention takes. */
+typedef struct opnd {
+    mv_path w;        /* the whole walk */
+    int n, base;      /* the part taken (w.node[0 .. n)) and the tensor under it */
+    int layout;       /* index in layouts[] */
+    int64_t size[4];  /* logical sizes at point 0; H counts the base's heads */
+    int64_t group;    /* query heads per base head (K, V of grouped-query attention) */
+    double scale;     /* the scalar factors in the part taken */
+    int64_t shape[4]; /* the base viewed in its layout (0 copies a dim, -1 infers one) */
+    bool reshape;     /* false: the base has that shape already */
+} opnd;
 
 typedef struct mha {
     kpass_scores sc;
     int ctx;               /* O = P V */
-    mv_path q, k, v;
+    int guard[2];          /* IsNaN and Where after the Softmax, or -1 */
+    mv_path q, k, v;       /* the whole walks */
+    opnd o[3];             /* separate operands */
     mv_sink sink;
     bool sunk, packed;
     int64_t h, d, dv, s, sk; /* heads, head dims, query and key lengths (-1: not static) */
     bool lead;             /* the base's dims 0 and 1 are [B, S] everywhere */
+    char why[200];
 } mha;
 
 /* Q [B, H, Sq, D], K [B, H, D, Sk], V [B, H, Sk, Dv] views at point k. */
@@ -459,17 +525,125 @@ static bool packed_at(const qkv_views *x, int64_t numel) {
            fits(s, v->strides[2], 3 * e) && fits(d, v->strides[3], 1) && v->offset == 2 * e;
 }
 
-/* One view [B, H, S, D] (K: [B, H, D, S] when kt) of a whole [B, S, H, D]. */
-static bool whole_at(const mv_view *x, bool kt, int64_t numel) {
-    int64_t b = x->dims[0], h = x->dims[1], s = x->dims[kt ? 3 : 2], d = x->dims[kt ? 2 : 3];
-    return numel == b * s * h * d && x->offset == 0 && fits(b, x->strides[0], s * h * d) &&
-           fits(h, x->strides[1], d) && fits(s, x->strides[kt ? 3 : 2], h * d) &&
-           fits(d, x->strides[kt ? 2 : 3], 1);
-}
-
 static int64_t base_numel(const kpass *p, int k, int base) {
     const kn_tinfo *b = kpass_shape(p, k, base);
     return b ? kn_numel(b->rank, b->dims) : -1;
+}
+
+/* Logical sizes and strides of view v (Q, V: [B, H, S, D]; K when kt:
+ * [B, H, D, S]). The head dim may end in atoms of stride 0 (an Expand
+ * repeating grouped heads): their product goes to *group, and the head
+ * size counts the heads under them. */
+static bool logical(const mv_atoms *v, bool kt, int64_t *size, int64_t *stride, int64_t *group) {
+    static const int qmap[4] = {0, 2, 1, 3}, kmap[4] = {0, 3, 1, 2}; /* logical -> view dim */
+    if (v->rank != 4)
+        return false;
+    *group = 1;
+    for (int x = 0; x < 4; x++) {
+        int vd = (kt ? kmap : qmap)[x], a0 = v->first[vd], a1 = v->first[vd + 1];
+        if (x == LH)
+            while (a1 > a0 && v->stride[a1 - 1] == 0) {
+                *group *= v->size[a1 - 1];
+                a1--;
+            }
+        size[x] = 1;
+        for (int a = a0; a < a1; a++)
+            size[x] *= v->size[a];
+        stride[x] = a1 > a0 ? v->stride[a1 - 1] : 0;
+        for (int a = a1 - 1; a > a0; a--)
+            if (v->stride[a - 1] != v->stride[a] * v->size[a])
+                return false;
+        if (a1 > a0 && stride[x] == 0)
+            return false; /* a broadcast elsewhere than over grouped heads */
+    }
+    return true;
+}
+
+/* Whether the logical dims are a whole tensor in layout l. */
+static bool fits_layout(int l, const int64_t *size, const int64_t *stride, int64_t offset,
+                        int64_t numel) {
+    int64_t want = 1;
+    for (int pos = 3; pos >= 0; pos--) {
+        int x = layouts[l][pos];
+        if (!fits(size[x], stride[x], want))
+            return false;
+        want *= size[x];
+    }
+    return offset == 0 && numel == want;
+}
+
+/* The first n steps of walk w, ending at their base. */
+static mv_path prefix(const mv_path *w, int n) {
+    mv_path t = *w;
+    t.n = n;
+    t.base = n < w->n ? w->out[n] : w->base;
+    return t;
+}
+
+static bool sizes_at(const kpass *p, int k, const opnd *o, bool kt, int64_t *size, int64_t *group) {
+    mv_path t = prefix(&o->w, o->n);
+    mv_atoms v;
+    int64_t stride[4];
+    return atoms_at(p, k, &t, NULL, &v) && logical(&v, kt, size, stride, group);
+}
+
+/* Whether the first n steps of walk w give operand j (0 Q, 1 K, 2 V) a
+ * base in one layout at every profile point, H and D the same at each. */
+static bool take_prefix(const kpass *p, const mv_path *w, int n, int j, opnd *o) {
+    mv_path t = prefix(w, n);
+    o->w = *w;
+    o->n = n;
+    o->base = t.base;
+    o->scale = 1.0;
+    for (int i = 0; i < n; i++)
+        o->scale *= w->fac[i];
+    for (int l = 0; l < (j == 1 ? 3 : 2); l++) {
+        bool ok = true;
+        for (int k = 0; k < p->n_points && ok; k++) {
+            mv_atoms v;
+            int64_t size[4], stride[4], g;
+            ok = atoms_at(p, k, &t, NULL, &v) && logical(&v, j == 1, size, stride, &g) &&
+                 fits_layout(l, size, stride, v.offset, base_numel(p, k, t.base));
+            if (ok && k == 0) {
+                memcpy(o->size, size, sizeof o->size);
+                o->group = g;
+            } else if (ok) {
+                ok = g == o->group && size[LH] == o->size[LH] && size[LD] == o->size[LD];
+            }
+        }
+        if (ok) {
+            o->layout = l;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The Reshape that views o's base in its layout: static dims as they are,
+ * a dim equal to the base's at the same position as 0, one other as -1. */
+static bool base_shape(const kpass *p, opnd *o, bool kt) {
+    const int *L = layouts[o->layout];
+    int free_dims = 0;
+    bool same = true;
+    for (int pos = 0; pos < 4; pos++) {
+        int x = L[pos];
+        bool fixed = true, copy = true;
+        for (int k = 0; k < p->n_points; k++) {
+            int64_t sz[4], g;
+            const kn_tinfo *b = kpass_shape(p, k, o->base);
+            if (!sizes_at(p, k, o, kt, sz, &g) || !b)
+                return false;
+            fixed = fixed && sz[x] == o->size[x];
+            copy = copy && b->rank > pos && b->dims[pos] == sz[x];
+            same = same && b->rank == 4 && b->dims[pos] == sz[x];
+        }
+        if (fixed && o->size[x] == 0)
+            return false;
+        o->shape[pos] = fixed ? o->size[x] : copy ? 0 : -1;
+        free_dims += !fixed && !copy;
+    }
+    o->reshape = !same;
+    return free_dims <= 1;
 }
 
 /* Whether tensor t is no graph output and every reader of it is in set[]
@@ -503,6 +677,8 @@ static bool closed(const kpass *p, const int *set, int n, int extra) {
 }
 
 static bool add_unique(int *set, int *n, int cap, int v) {
+    if (v < 0)
+        return true;
     for (int i = 0; i < *n; i++)
         if (set[i] == v)
             return true;
@@ -512,95 +688,166 @@ static bool add_unique(int *set, int *n, int cap, int v) {
     return true;
 }
 
-#define MHA_SET (3 * MV_STEPS + 8)
+#define MHA_SET (3 * MV_STEPS + 12)
 
-static bool match(const kpass *p, int si, mha *m, int *set, int *n_set) {
+/* What reads the probabilities: the context MatMul, directly or behind
+ * Where(IsNaN(P), 0, P). NULL when found, else the reason. */
+static const char *context(const kpass *p, int si, mha *m) {
     const kn_net *net = p->net;
-    memset(m, 0, sizeof *m);
-    if (!kpass_attn_scores(p, si, &m->sc))
-        return false;
-    const kn_node *sm = &net->nodes[si];
-    m->ctx = kpass_sole_reader(p, sm->out[0]);
-    if (m->ctx < 0 || !kpass_is(&net->nodes[m->ctx], "MatMul") ||
-        net->nodes[m->ctx].in[0] != sm->out[0] || !kpass_free(p, m->ctx))
-        return false;
-    const kn_node *sc = &net->nodes[m->sc.scores];
-    int a = sc->in[0], bk = sc->in[1], vt = net->nodes[m->ctx].in[1];
-    if (kpass_rank(p, a) != 4 || kpass_rank(p, bk) != 4 || kpass_rank(p, vt) != 4)
-        return false;
-    walk(p, a, true, &m->q);
-    walk(p, bk, true, &m->k);
-    walk(p, vt, false, &m->v);
-    if (!m->q.n || !m->k.n || !m->v.n)
-        return false;
-    m->packed = m->q.base == m->k.base && m->k.base == m->v.base;
-    if (!m->packed && (m->q.base == m->k.base || m->k.base == m->v.base || m->q.base == m->v.base))
-        return false;
-    m->sunk = m->packed && sinkable(p, m->q.base, &m->sink);
+    int pout = net->nodes[si].out[0], in = pout;
+    if (p->is_output[pout])
+        return "the probabilities are a graph output";
+    int nr = p->rd_start[pout + 1] - p->rd_start[pout];
+    if (nr == 2) {
+        int isn = -1, wh = -1;
+        for (int r = p->rd_start[pout]; r < p->rd_start[pout + 1]; r++) {
+            int rd = p->rd_node[r];
+            const kn_node *n = &net->nodes[rd];
+            if (kpass_is(n, "IsNaN") && n->n_in == 1)
+                isn = rd;
+            else if (kpass_is(n, "Where") && n->n_in == 3 && n->in[2] == pout)
+                wh = rd;
+        }
+        double c;
+        if (isn < 0 || wh < 0 || !kpass_free(p, isn) || !kpass_free(p, wh) ||
+            kpass_sole_reader(p, net->nodes[isn].out[0]) != wh ||
+            net->nodes[wh].in[0] != net->nodes[isn].out[0] ||
+            !kpass_const_scalar(net, net->nodes[wh].in[1], &c) || c != 0.0)
+            return "the probabilities have two readers that are not SDPA's NaN guard "
+                   "Where(IsNaN(P), 0, P)";
+        m->guard[0] = isn;
+        m->guard[1] = wh;
+        in = net->nodes[wh].out[0];
+    } else if (nr != 1) {
+        return "the probabilities are read outside the attention";
+    }
+    m->ctx = kpass_sole_reader(p, in);
+    if (m->ctx < 0 || !kpass_is(&net->nodes[m->ctx], "MatMul") || net->nodes[m->ctx].in[0] != in)
+        return "the probabilities are not the left operand of a MatMul read by nothing else";
+    if (!kpass_free(p, m->ctx))
+        return "the context MatMul was rewritten already";
+    return NULL;
+}
+
+/* The packed form: Q, K and V slices of one [B, S, 3, H, D] tensor. NULL
+ * when it holds (set[] filled), else the reason. */
+static const char *match_packed(const kpass *p, int si, mha *m, int *set, int *n_set) {
+    m->sunk = sinkable(p, m->q.base, &m->sink);
     const mv_sink *sk = m->sunk ? &m->sink : NULL;
-    /* the strides at every profile point; H, D and S the same at each */
     m->lead = true;
     for (int k = 0; k < p->n_points; k++) {
         qkv_views x;
         if (!view_at(p, k, &m->q, sk, &x.q) || !view_at(p, k, &m->k, sk, &x.k) ||
             !view_at(p, k, &m->v, sk, &x.v))
-            return false;
+            return "Q, K, V come from one tensor but not as strided views of it";
         int64_t h = x.q.dims[1], d = x.q.dims[3], s = x.q.dims[2];
         if (x.k.dims[0] != x.q.dims[0] || x.v.dims[0] != x.q.dims[0] || x.k.dims[1] != h ||
             x.v.dims[1] != h || x.k.dims[2] != d)
-            return false;
+            return "Q, K, V of one tensor disagree on batch, heads or head size";
         if (k == 0) {
             m->h = h, m->d = d, m->dv = x.v.dims[3], m->s = s, m->sk = x.k.dims[3];
         } else if (m->h != h || m->d != d || m->dv != x.v.dims[3]) {
-            return false;
+            return "heads or head size differ between profile points";
         } else {
             m->s = m->s == s ? s : -1;
             m->sk = m->sk == x.k.dims[3] ? m->sk : -1;
         }
-        bool ok;
-        if (m->packed) {
-            ok = packed_at(&x, base_numel(p, k, m->q.base));
-        } else {
-            ok = whole_at(&x.q, false, base_numel(p, k, m->q.base)) &&
-                 whole_at(&x.k, true, base_numel(p, k, m->k.base)) &&
-                 whole_at(&x.v, false, base_numel(p, k, m->v.base)) && x.k.dims[3] == x.v.dims[2];
-        }
-        if (!ok)
-            return false;
-        /* the base's leading dims: [B, S] (after the sink: x's) */
+        if (!packed_at(&x, base_numel(p, k, m->q.base)))
+            return "Q, K, V of one tensor are not its [B, S, 3, H, D] slices";
         const kn_tinfo *bt = kpass_shape(p, k, sk ? sk->x : m->q.base);
-        if (!m->packed) {
-            for (int j = 0; j < 3 && m->lead; j++) {
-                const kn_tinfo *bj = kpass_shape(p, k, j == 0 ? m->q.base : j == 1 ? m->k.base : m->v.base);
-                int64_t sj = j == 0 ? s : j == 1 ? x.k.dims[3] : x.v.dims[2];
-                m->lead = m->lead && bj && bj->rank >= 3 && bj->dims[0] == x.q.dims[0] &&
-                          bj->dims[1] == sj;
-            }
-        } else {
-            m->lead &= bt && bt->rank >= 3 && bt->dims[0] == x.q.dims[0] && bt->dims[1] == s;
-        }
+        m->lead &= bt && bt->rank >= 3 && bt->dims[0] == x.q.dims[0] && bt->dims[1] == s;
     }
     if (!m->lead && (m->s < 0 || m->sk < 0))
-        return false; /* no reshape shape would say [B, S, ...] everywhere */
-    /* the nodes to remove, each read only inside the pattern */
+        return "no reshape says [B, S, 3, H, D] at every profile point";
     int n = 0;
-    bool ok = add_unique(set, &n, MHA_SET, si) && add_unique(set, &n, MHA_SET, m->sc.scores);
-    if (m->sc.add >= 0)
-        ok = ok && add_unique(set, &n, MHA_SET, m->sc.add);
-    if (m->sc.scale_node >= 0)
-        ok = ok && add_unique(set, &n, MHA_SET, m->sc.scale_node);
+    bool ok = add_unique(set, &n, MHA_SET, si) && add_unique(set, &n, MHA_SET, m->sc.scores) &&
+              add_unique(set, &n, MHA_SET, m->sc.add) && add_unique(set, &n, MHA_SET, m->sc.add2) &&
+              add_unique(set, &n, MHA_SET, m->sc.scale_node) &&
+              add_unique(set, &n, MHA_SET, m->sc.fill) && add_unique(set, &n, MHA_SET, m->guard[0]) &&
+              add_unique(set, &n, MHA_SET, m->guard[1]);
     const mv_path *paths[3] = {&m->q, &m->k, &m->v};
     for (int j = 0; j < 3 && ok; j++)
         for (int i = 0; i < paths[j]->n && ok; i++)
             ok = add_unique(set, &n, MHA_SET, paths[j]->node[i]);
     if (!ok || !closed(p, set, n, m->ctx))
-        return false;
-    /* a sunk projection's output is read only by the pattern's views (the
-     * views were checked through the sink) */
+        return "a layout op between the packed tensor and the attention is read elsewhere";
     if (m->sunk && !read_within(p, m->q.base, set, n, -1))
-        return false;
+        return "the packed projection is read outside the attention";
     *n_set = n;
-    return true;
+    return NULL;
+}
+
+static const char *match(const kpass *p, int si, mha *m, int *set, int *n_set) {
+    const kn_net *net = p->net;
+    memset(m, 0, sizeof *m);
+    m->guard[0] = m->guard[1] = -1;
+    if (!kpass_attn_scores(p, si, &m->sc))
+        return m->sc.why;
+    const char *why = context(p, si, m);
+    if (why)
+        return why;
+    const kn_node *sc = &net->nodes[m->sc.scores];
+    int a = sc->in[0], bk = sc->in[1], vt = net->nodes[m->ctx].in[1];
+    if (kpass_rank(p, a) != 4 || kpass_rank(p, bk) != 4 || kpass_rank(p, vt) != 4)
+        return "Q, K^T or V is not of rank 4 at every profile point";
+    walk_ex(p, a, true, false, &m->q);
+    walk_ex(p, bk, true, true, &m->k);
+    walk_ex(p, vt, false, true, &m->v);
+    if (m->q.n && m->k.n && m->v.n && m->q.base == m->k.base && m->k.base == m->v.base) {
+        why = match_packed(p, si, m, set, n_set);
+        if (!why) {
+            m->packed = true;
+            return NULL;
+        }
+        m->sunk = false;
+    }
+    /* separate operands */
+    const mv_path *paths[3] = {&m->q, &m->k, &m->v};
+    static const char *const names[3] = {"Q", "K", "V"};
+    for (int j = 0; j < 3; j++) {
+        int n = paths[j]->n;
+        while (n >= 0 && !take_prefix(p, paths[j], n, j, &m->o[j]))
+            n--;
+        if (n < 0) {
+            snprintf(m->why, sizeof m->why,
+                     "%s is no whole [B, H, S, D] tensor at every profile point (heads or head "
+                     "size vary, or its shape is unknown)", names[j]);
+            return m->why;
+        }
+        if (!base_shape(p, &m->o[j], j == 1)) {
+            snprintf(m->why, sizeof m->why,
+                     "%s's base in %s layout has more than one dim that varies on its own", names[j],
+                     layout_names[m->o[j].layout]);
+            return m->why;
+        }
+    }
+    const opnd *q = &m->o[0], *k = &m->o[1], *v = &m->o[2];
+    if (q->group != 1)
+        return "Q repeats its heads";
+    if (k->size[LH] != v->size[LH] || k->group != v->group || k->size[LH] * k->group != q->size[LH])
+        return "K and V do not have the same heads, or not a divisor of Q's";
+    if (k->size[LD] != q->size[LD])
+        return "Q and K head sizes differ";
+    for (int pt = 0; pt < p->n_points; pt++) {
+        int64_t sq[4], sk[4], sv[4], g;
+        if (!sizes_at(p, pt, q, false, sq, &g) || !sizes_at(p, pt, k, true, sk, &g) ||
+            !sizes_at(p, pt, v, false, sv, &g))
+            return "Q, K or V has no known shape at some profile point";
+        if (sq[LB] != sk[LB] || sq[LB] != sv[LB])
+            return "Q, K and V batches differ (a broadcast batch)";
+        if (sk[LS] != sv[LS])
+            return "K and V lengths differ";
+    }
+    int n = 0;
+    bool ok = add_unique(set, &n, MHA_SET, si) && add_unique(set, &n, MHA_SET, m->sc.scores) &&
+              add_unique(set, &n, MHA_SET, m->sc.add) && add_unique(set, &n, MHA_SET, m->sc.add2) &&
+              add_unique(set, &n, MHA_SET, m->sc.scale_node) &&
+              add_unique(set, &n, MHA_SET, m->sc.fill) && add_unique(set, &n, MHA_SET, m->guard[0]) &&
+              add_unique(set, &n, MHA_SET, m->guard[1]);
+    if (!ok || !closed(p, set, n, m->ctx))
+        return "an intermediate of the scores is read outside the attention";
+    *n_set = n;
+    return NULL;
 }
 
 /* A Reshape of `from` to [B, S, (3,) H, D] written to a fresh tensor. */
@@ -622,56 +869,113 @@ static kiln_status heads_view(kpass *p, const mha *m, int from, int64_t seq, int
     return KILN_OK;
 }
 
+/* Operand o as kiln::Attention reads it: [B, S, H, D], its base viewed in
+ * its layout and transposed when that is not the attention's. */
+static kiln_status operand_input(kpass *p, const opnd *o, const char *name, int *out) {
+    kn_net *net = p->net;
+    char nm[600];
+    int t = o->base, node;
+    if (o->reshape) {
+        int sh, r;
+        KN_TRY(kpass_add_i64(net, "heads_shape", o->shape, 4, &sh));
+        KN_TRY(kn_net_new_tensor(net, "heads", &r));
+        int in2[2] = {t, sh};
+        snprintf(nm, sizeof nm, "%s heads", name);
+        KN_TRY(kn_net_add_node(net, nm, "Reshape", "", 14, 2, in2, 1, &r, &node));
+        t = r;
+    }
+    if (o->layout != 0) {
+        int tr;
+        KN_TRY(kn_net_new_tensor(net, "heads_bshd", &tr));
+        snprintf(nm, sizeof nm, "%s heads to [B, S, H, D]", name);
+        KN_TRY(kn_net_add_node(net, nm, "Transpose", "", 13, 1, &t, 1, &tr, &node));
+        KN_TRY(kn_node_set_ints(&net->nodes[node], "perm", to_bshd[o->layout], 4));
+        t = tr;
+    }
+    *out = t;
+    return KILN_OK;
+}
+
 static bool is_softmax(const kn_node *n) { return kpass_is(n, "Softmax"); }
 
-kiln_status kpass_mha(kpass *p, int *changed) {
+/* Whether Softmax node si looks like attention (scores of rank 4 over the
+ * last axis): the ones whose miss is worth a log line. */
+static bool attention_like(const kpass *p, int si) {
+    const kn_node *sm = &p->net->nodes[si];
+    return kpass_is(sm, "Softmax") && sm->n_in == 1 && kpass_rank(p, sm->in[0]) == 4 &&
+           kpass_free(p, si);
+}
+
+static kiln_status fuse(kpass *p, int si, mha *m, const int *set, int n_set) {
+    kn_net *net = p->net;
+    if (m->sunk) {
+        /* the projection reads the rows in their own order */
+        kn_node *mm = &net->nodes[m->sink.mm];
+        mm->in[0] = m->sink.x;
+        kpass_touch(p, m->sink.mm);
+        kpass_touch(p, m->sink.top);
+        kpass_kill(p, m->sink.tr);
+    }
+    char name[512];
+    int ins[3] = {-1, -1, -1}, mask;
+    snprintf(name, sizeof name, "%s", net->nodes[m->sc.scores].name);
+    KN_TRY(kpass_scores_mask(p, &m->sc, name, &mask));
+    double scale = m->sc.scale;
+    if (m->packed) {
+        snprintf(name, sizeof name, "%s heads", net->nodes[m->sc.scores].name);
+        KN_TRY(heads_view(p, m, m->q.base, m->s, m->d, true, name, &ins[0]));
+        scale *= m->q.scale * m->k.scale;
+    } else {
+        for (int j = 0; j < 3; j++)
+            KN_TRY(operand_input(p, &m->o[j], name, &ins[j]));
+        scale *= m->o[0].scale * m->o[1].scale;
+    }
+    /* the context MatMul becomes the attention, writing [B, S, H, Dv] */
+    int o = net->nodes[m->ctx].out[0], yt, tn;
+    KN_TRY(kpass_to_attention(p, m->ctx, m->sc.scores, si, ins, mask, (float)scale));
+    if (m->packed)
+        KN_TRY(kn_node_set_int(&net->nodes[m->ctx], "qkv_packed", 1));
+    snprintf(name, sizeof name, "%s_bshd", net->tensors[o].name);
+    KN_TRY(kn_net_new_tensor(net, name, &yt));
+    kpass_set_output(net, m->ctx, 0, yt);
+    snprintf(name, sizeof name, "%s (heads first)", net->nodes[m->ctx].name);
+    KN_TRY(kn_net_add_node(net, name, "Transpose", "", 13, 1, &yt, 1, &o, &tn));
+    KN_TRY(kn_node_set_ints(&net->nodes[tn], "perm", (const int64_t[]){0, 2, 1, 3}, 4));
+    for (int k = 0; k < n_set; k++)
+        kpass_kill(p, set[k]);
+    const kn_node *an = &net->nodes[m->ctx];
+    char layout[160] = "";
+    if (!m->packed)
+        snprintf(layout, sizeof layout, "Q %s, K %s, V %s%s", layout_names[m->o[0].layout],
+                 layout_names[m->o[1].layout], layout_names[m->o[2].layout],
+                 m->o[1].group > 1 ? ", grouped K/V heads" : "");
+    kn_log(KILN_LOG_VERBOSE, "attention: '%s' is one layer (scale %g, %s, %s mask%s%s)", an->name,
+           (double)kn_attr_float(an, "scale", 1.f), m->packed ? "packed Q, K, V" : layout,
+           mask >= 0 ? "with" : "no", m->guard[0] >= 0 ? ", NaN guard kept" : "",
+           m->sunk ? ", projection reads its input untransposed" : "");
+    return KILN_OK;
+}
+
+kiln_status kpass_attention(kpass *p, int *changed) {
     kn_net *net = p->net;
     bool ready;
+    KN_TRY(kpass_attn_ops(p, changed));
     KN_TRY(kpass_shapes_if(p, is_softmax, &ready));
     if (!ready)
         return KILN_OK;
     for (int i = 0; i < p->n_nodes; i++) {
         mha m;
         int set[MHA_SET], n_set = 0;
-        if (net->nodes[i].dead || !match(p, i, &m, set, &n_set))
+        if (net->nodes[i].dead || !is_softmax(&net->nodes[i]))
             continue;
-        if (m.sunk) {
-            /* the projection reads the rows in their own order */
-            kn_node *mm = &net->nodes[m.sink.mm];
-            mm->in[0] = m.sink.x;
-            kpass_touch(p, m.sink.mm);
-            kpass_touch(p, m.sink.top);
-            kpass_kill(p, m.sink.tr);
+        const char *why = match(p, i, &m, set, &n_set);
+        if (why) {
+            if (attention_like(p, i))
+                kn_log(KILN_LOG_VERBOSE, "attention: Softmax '%s' not fused: %s",
+                       net->nodes[i].name, why);
+            continue;
         }
-        char name[512];
-        int ins[3] = {-1, -1, -1};
-        snprintf(name, sizeof name, "%s heads", net->nodes[m.sc.scores].name);
-        if (m.packed) {
-            KN_TRY(heads_view(p, &m, m.q.base, m.s, m.d, true, name, &ins[0]));
-        } else {
-            KN_TRY(heads_view(p, &m, m.q.base, m.s, m.d, false, name, &ins[0]));
-            KN_TRY(heads_view(p, &m, m.k.base, m.sk, m.d, false, name, &ins[1]));
-            KN_TRY(heads_view(p, &m, m.v.base, m.sk, m.dv, false, name, &ins[2]));
-        }
-        /* the context MatMul becomes the attention, writing [B, S, H, Dv] */
-        int o = net->nodes[m.ctx].out[0], yt, tn;
-        KN_TRY(kpass_to_attention(p, m.ctx, m.sc.scores, i, ins, m.sc.mask,
-                                  (float)(m.sc.scale * m.q.scale * m.k.scale)));
-        if (m.packed)
-            KN_TRY(kn_node_set_int(&net->nodes[m.ctx], "qkv_packed", 1));
-        snprintf(name, sizeof name, "%s_bshd", net->tensors[o].name);
-        KN_TRY(kn_net_new_tensor(net, name, &yt));
-        kpass_set_output(net, m.ctx, 0, yt);
-        snprintf(name, sizeof name, "%s (heads first)", net->nodes[m.ctx].name);
-        KN_TRY(kn_net_add_node(net, name, "Transpose", "", 13, 1, &yt, 1, &o, &tn));
-        KN_TRY(kn_node_set_ints(&net->nodes[tn], "perm", (const int64_t[]){0, 2, 1, 3}, 4));
-        for (int k = 0; k < n_set; k++)
-            kpass_kill(p, set[k]);
-        kn_log(KILN_LOG_VERBOSE,
-               "attention-views: '%s' is one layer (scale %g, %s, %s mask%s)",
-               net->nodes[m.ctx].name, (double)kn_attr_float(&net->nodes[m.ctx], "scale", 1.f),
-               m.packed ? "packed Q, K, V" : "separate Q, K, V", m.sc.mask >= 0 ? "with" : "no",
-               m.sunk ? ", projection reads its input untransposed" : "");
+        KN_TRY(fuse(p, i, &m, set, n_set));
         (*changed)++;
     }
     return KILN_OK;

@@ -750,7 +750,6 @@ static const pass_entry kpass_rounds[] = {
     {"gelu", kpass_gelu, true},
     {"gather-transpose", kpass_gather_transpose, true}, /* exposes packed-QKV heads */
     {"attention", kpass_attention, true}, /* before a mask Add becomes a MatMul bias */
-    {"attention-views", kpass_mha, true},  /* the patterns the first one leaves */
     {"row-permutes", kpass_row_permutes, true},
     {"view-chains", kpass_view_chains, true},
     {"bias-activation", kpass_bias_act, true},

@@ -47,25 +47,39 @@ KN_HIDDEN kiln_status kpass_conv_bn(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_pad_conv(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_gelu(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_bias_act(kpass *p, int *changed);
-KN_HIDDEN kiln_status kpass_attention(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_qkv(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_gather_transpose(kpass *p, int *changed);
 /* The score side of an attention pattern at Softmax node si (last axis,
- * rank 4): Softmax(S * c + M) or without the scale or the mask, where S is
- * a MatMul's output; every intermediate read once (pass_attention.c). */
+ * rank 4): Softmax(fill(S * c + M + M2)) with each of the scale, the masks
+ * and the fill optional, where S is a MatMul's output and fill a Where
+ * replacing masked scores by a large negative constant; every intermediate
+ * read once (pass_attention.c). On false, `why` says which check stopped it. */
 typedef struct kpass_scores {
-    int softmax, add, scale_node, scores; /* nodes; -1 when absent */
-    int mask;                             /* M, or -1 */
-    float scale;                          /* c (1 / c for a Div), else 1 */
+    int softmax, add, add2, scale_node, scores; /* nodes; -1 when absent */
+    int mask, mask2;                            /* M, M2, or -1 */
+    int fill, fill_cond;   /* the masked_fill Where and its condition, or -1 */
+    bool fill_keep;        /* the condition keeps the score (else it masks it) */
+    double fill_value;     /* what the fill writes */
+    float scale;           /* c (1 / c for a Div), else 1 */
+    const char *why;       /* on false: the reason (a static string) */
 } kpass_scores;
 KN_HIDDEN bool kpass_attn_scores(const kpass *p, int si, kpass_scores *s);
+/* The one additive mask the scores of s add (M + M2, the fill as a Where
+ * of 0 and its value), built from new nodes named after `name`; -1 when
+ * there is none. */
+KN_HIDDEN kiln_status kpass_scores_mask(kpass *p, const kpass_scores *s, const char *name,
+                                        int *mask);
 /* Node `node` becomes kiln::Attention(qkv[0], qkv[1], qkv[2], mask) with
  * `scale` (its own attributes dropped), named after the score MatMul, then
  * the Softmax; touched. */
 KN_HIDDEN kiln_status kpass_to_attention(kpass *p, int node, int scores, int softmax,
                                          const int *qkv, int mask, float scale);
-/* Attention behind layout views (pass_mha.c): after kpass_attention. */
-KN_HIDDEN kiln_status kpass_mha(kpass *p, int *changed);
+/* The one attention matcher (pass_mha.c): from each Softmax, attention in
+ * any exporter's spelling; the ONNX and com.microsoft attention ops too. */
+KN_HIDDEN kiln_status kpass_attention(kpass *p, int *changed);
+/* ONNX Attention and com.microsoft MultiHeadAttention as kiln::Attention
+ * where they compute no more than it (pass_attention.c; run by kpass_attention). */
+KN_HIDDEN kiln_status kpass_attn_ops(kpass *p, int *changed);
 /* A row-wise projection between layout ops whose row orders cancel reads
  * its rows in place (pass_mha.c). */
 KN_HIDDEN kiln_status kpass_row_permutes(kpass *p, int *changed);

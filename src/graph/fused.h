@@ -13,12 +13,19 @@
  *               channels-last X [N, S..., C] -> Y [N, S'..., C];
  *               channels_last must be 1.
  * kiln::Attention
- *               inputs Q [B, Sq, H, D], K [B, Sk, H, D], V [B, Sk, H, Dv],
+ *               inputs Q [B, Sq, H, D], K [B, Sk, Hkv, D], V [B, Sk, Hkv, Dv],
  *               M? (additive, broadcastable to [B, H, Sq, Sk]); attribute
  *               scale (float, default 1).
  *               Y [B, Sq, H, Dv] = softmax(scale * Q K^T + M) V per batch and
- *               head (the builder's attention pass makes it from the
- *               MatMul / Softmax / MatMul pattern with its transposes).
+ *               head (the builder's attention matcher makes it from
+ *               softmax(Q K^T s + M) V in any exporter's spelling, and from
+ *               the ONNX / com.microsoft attention ops). Hkv divides H
+ *               (grouped-query attention): query head h reads K/V head
+ *               h / (H / Hkv). A query row whose every key has M = -inf
+ *               gives zeros (what SDPA's NaN guard after the softmax gives;
+ *               masks made from booleans use -inf, exact in every float
+ *               type). scale_pending (int): 1 while the builder has yet
+ *               to set scale to 1/sqrt(D) (ignored by kernels).
  *               qkv_packed (int, default 0): 1 when input 0 is one
  *               [B, S, 3, H, D] tensor holding Q, K and V (inputs 1 and 2
  *               absent; the builder packs the three projections into one

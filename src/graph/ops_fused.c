@@ -133,8 +133,9 @@ static kiln_status infer_fused_matmul(kn_infer *c) {
     return check_residual(c);
 }
 
-/* kiln::Attention: Q [B, Sq, H, D], K [B, Sk, H, D], V [B, Sk, H, Dv], an
- * optional additive mask broadcastable to [B, H, Sq, Sk] -> Y [B, Sq, H, Dv]. */
+/* kiln::Attention: Q [B, Sq, H, D], K [B, Sk, Hkv, D], V [B, Sk, Hkv, Dv]
+ * (Hkv dividing H), an optional additive mask broadcastable to
+ * [B, H, Sq, Sk] -> Y [B, Sq, H, Dv]. */
 static kiln_status infer_attention(kn_infer *c) {
     KN_TRY(need_real(c));
     kn_tinfo qkv[3];
@@ -161,9 +162,14 @@ static kiln_status infer_attention(kn_infer *c) {
                              q->rank, k->rank, v->rank);
     if (k->dtype != q->dtype || v->dtype != q->dtype)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "Q, K, V types differ");
-    if (k->dims[0] != q->dims[0] || v->dims[0] != q->dims[0] || k->dims[2] != q->dims[2] ||
-        v->dims[2] != q->dims[2] || k->dims[3] != q->dims[3] || v->dims[1] != k->dims[1])
+    if (k->dims[0] != q->dims[0] || v->dims[0] != q->dims[0] || v->dims[2] != k->dims[2] ||
+        k->dims[3] != q->dims[3] || v->dims[1] != k->dims[1])
         return kn_node_error(c->node, KILN_ERR_SHAPE, "Q, K, V shapes do not match");
+    /* grouped-query attention: query head h reads K/V head h / (Hq / Hkv) */
+    if (k->dims[2] < 1 || q->dims[2] % k->dims[2] != 0)
+        return kn_node_error(c->node, KILN_ERR_SHAPE,
+                             "K/V heads (%lld) do not divide the query heads (%lld)",
+                             (long long)k->dims[2], (long long)q->dims[2]);
     if (kn_has_in(c, 3)) {
         const kn_tinfo *m = &c->in[3];
         int64_t full[4] = {q->dims[0], q->dims[2], q->dims[1], k->dims[1]};
@@ -182,6 +188,36 @@ static kiln_status infer_attention(kn_infer *c) {
     c->out[0].dims[1] = q->dims[1];
     c->out[0].dims[2] = q->dims[2];
     c->out[0].dims[3] = v->dims[3];
+    return KILN_OK;
+}
+
+/* com.microsoft MultiHeadAttention and Attention, known so that models
+ * ONNX Runtime's transformer optimizer wrote load: the builder maps the
+ * forms kiln::Attention computes onto it (pass_attention.c); no kernel runs
+ * them as they are. Only output 0 is inferred (present states stay
+ * unknown). MultiHeadAttention: 3-D query [B, S, E] and value [B, L, Ev]
+ * -> [B, S, Ev]. Attention: input [B, S, In], weights [In, 3E] (or
+ * qkv_hidden_sizes) -> [B, S, E_v]. */
+static kiln_status infer_ms_mha(kn_infer *c) {
+    if (c->n_in < 1 || !kn_has_in(c, 0) || c->in[0].rank != 3)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "query must be [B, S, E] (rank %d)",
+                             c->n_in > 0 && kn_has_in(c, 0) ? c->in[0].rank : -1);
+    c->out[0] = c->in[0];
+    if (c->n_in > 2 && kn_has_in(c, 2) && c->in[2].rank == 3)
+        c->out[0].dims[2] = c->in[2].dims[2];
+    else if (c->n_in > 2 && kn_has_in(c, 2) && c->in[2].rank == 4) /* [B, H, L, Dv] */
+        c->out[0].dims[2] = c->in[2].dims[1] * c->in[2].dims[3];
+    return KILN_OK;
+}
+
+static kiln_status infer_ms_attention(kn_infer *c) {
+    if (c->n_in < 2 || !kn_has_in(c, 0) || !kn_has_in(c, 1) || c->in[0].rank != 3 ||
+        c->in[1].rank != 2)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "needs input [B, S, In] and weights [In, 3E]");
+    size_t n = 0;
+    const int64_t *qs = kn_attr_ints(c->node, "qkv_hidden_sizes", &n);
+    c->out[0] = c->in[0];
+    c->out[0].dims[2] = qs && n == 3 ? qs[2] : c->in[1].dims[1] / 3;
     return KILN_OK;
 }
 
@@ -270,6 +306,8 @@ const kn_op_schema kn_ops_fused[] = {
     {"MatMul", KN_DOMAIN_KILN, infer_fused_matmul, 0},
     {"MaxPool", KN_DOMAIN_KILN, infer_pool_cl, 0},
     {"Attention", KN_DOMAIN_KILN, infer_attention, 0},
+    {"MultiHeadAttention", "com.microsoft", infer_ms_mha, 0},
+    {"Attention", "com.microsoft", infer_ms_attention, 0},
     {"AveragePool", KN_DOMAIN_KILN, infer_pool_cl, 0},
     {"LayerNorm", KN_DOMAIN_KILN, infer_layernorm_fused, 0},
 };

@@ -1843,7 +1843,63 @@ static void attention_causal_case(kiln_dtype dt, const char *label, int64_t b, i
     tc_run();
 }
 
+/* Grouped-query attention: K and V with hkv heads, each read by h / hkv
+ * query heads; mask_rank as attention_case. */
+static void attention_gqa_case(kiln_dtype dt, const char *label, int64_t b, int64_t sq, int64_t sk,
+                               int64_t h, int64_t hkv, int64_t d, int mask_rank, float scale) {
+    tc_begin("Attention", KN_DOMAIN_KILN, 1, dt == KILN_DTYPE_FLOAT ? 1e-4 : 2e-2, label);
+    tc_rand(dt, 4, D(b, sq, h, d), -1, 1);
+    tc_rand(dt, 4, D(b, sk, hkv, d), -1, 1);
+    tc_rand(dt, 4, D(b, sk, hkv, d), -1, 1);
+    if (mask_rank == 1)
+        tc_rand(dt, 4, D(b, 1, 1, sk), -10000, 0);
+    else if (mask_rank == 4)
+        tc_rand(dt, 4, D(b, h, sq, sk), -4, 0);
+    tc_node(1);
+    a_float("scale", scale);
+    tc_run();
+}
+
+/* A per-batch padding mask [B, 1, 1, Sk] of 0 and -inf (what the builder
+ * makes from boolean masks) where batch 1 masks every key: its rows give
+ * zeros on every kernel, as on the CPU (SDPA's NaN guard). */
+static void attention_padding_case(kiln_dtype dt, const char *label, int64_t b, int64_t s, int64_t h,
+                                   int64_t d) {
+    tc_begin("Attention", KN_DOMAIN_KILN, 1, dt == KILN_DTYPE_FLOAT ? 1e-4 : 2e-2, label);
+    tc_rand(dt, 4, D(b, s, h, d), -1, 1);
+    tc_rand(dt, 4, D(b, s, h, d), -1, 1);
+    tc_rand(dt, 4, D(b, s, h, d), -1, 1);
+    float *m = malloc(sizeof(float) * (size_t)(b * s));
+    for (int64_t i = 0; i < b; i++)
+        for (int64_t j = 0; j < s; j++)
+            m[i * s + j] = i == 1 || j >= s - 3 * i ? -INFINITY : 0.f;
+    tc_vals(KILN_DTYPE_FLOAT, 4, D(b, 1, 1, s), m, false);
+    free(m);
+    tc_node(1);
+    a_float("scale", 0.125f);
+    tc_run();
+}
+
 static void test_attention(void) {
+    for (int t = 0; t < 3; t++) { /* grouped-query heads; padding with a fully masked row */
+        kiln_dtype dt = real_types[t];
+        char l[128];
+        snprintf(l, sizeof l, "%s GQA 8 query heads on 2 K/V heads, head dim 64, padding mask",
+                 kiln_dtype_name(dt));
+        attention_gqa_case(dt, l, 2, 100, 100, 8, 2, 64, 1, 0.125f);
+        snprintf(l, sizeof l, "%s GQA 6 on 3, head dim 32, Sk 300, per-head mask", kiln_dtype_name(dt));
+        attention_gqa_case(dt, l, 2, 17, 300, 6, 3, 32, 4, 0.17f);
+        snprintf(l, sizeof l, "%s GQA 4 on 1 (multi-query), head dim 40, no mask", kiln_dtype_name(dt));
+        attention_gqa_case(dt, l, 3, 9, 33, 4, 1, 40, 0, 0.2f);
+        snprintf(l, sizeof l, "%s GQA 12 on 4, head dim 128, 600 keys", kiln_dtype_name(dt));
+        attention_gqa_case(dt, l, 1, 40, 600, 12, 4, 128, 1, 0.09f);
+        static const int64_t lens[] = {16, 64, 100, 128, 200};
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+            snprintf(l, sizeof l, "%s padding mask of -inf, batch 1 fully masked, S %lld",
+                     kiln_dtype_name(dt), (long long)lens[k]);
+            attention_padding_case(dt, l, 3, lens[k], 4, 64);
+        }
+    }
     for (int t = 1; t < 3; t++) { /* the causal mask by position: float16, bfloat16 */
         kiln_dtype dt = real_types[t];
         char l[128];

@@ -123,7 +123,10 @@ def op_counts(kiln, plan, log):
     rep = json.loads(p.stdout[p.stdout.index("{"):])
     counts = {}
     for layer in rep["layers"]:
-        counts[layer["op"]] = counts.get(layer["op"], 0) + 1
+        # fused layers are named domain::op (kiln::Attention), as kiln inspect prints them
+        dom = layer.get("domain", "")
+        op = layer["op"] if dom in ("", "ai.onnx") else "%s::%s" % (dom, layer["op"])
+        counts[op] = counts.get(op, 0) + 1
     return counts, len(rep["layers"])
 
 

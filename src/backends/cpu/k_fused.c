@@ -167,18 +167,20 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
     const kb_tensor *m = present(r, 3) ? &st.in[3] : NULL;
     bool packed = kn_attr_int(r->node, "qkv_packed", 0) != 0;
     const kb_tensor *q = &st.in[0];
-    int64_t B = q->dims[0], Sq = q->dims[1], H, D, Sk, Dv, qrow, krow, vrow;
+    int64_t B = q->dims[0], Sq = q->dims[1], H, Hkv, D, Sk, Dv, qrow, krow, vrow;
     const float *Q = q->data, *K, *V;
     if (packed) { /* [B, S, 3, H, D] */
-        H = q->dims[3], D = Dv = q->dims[4], Sk = Sq;
+        H = Hkv = q->dims[3], D = Dv = q->dims[4], Sk = Sq;
         qrow = krow = vrow = 3 * H * D;
         K = Q + H * D;
         V = Q + 2 * H * D;
     } else {
         const kb_tensor *k = &st.in[1], *v = &st.in[2];
         H = q->dims[2], D = q->dims[3], Sk = k->dims[1], Dv = v->dims[3];
-        qrow = krow = H * D;
-        vrow = H * Dv;
+        Hkv = k->dims[2];
+        qrow = H * D;
+        krow = Hkv * D;
+        vrow = Hkv * Dv;
         K = k->data;
         V = v->data;
     }
@@ -198,10 +200,11 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
 #pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
     for (int64_t job = 0; job < jobs; job++) {
         int64_t b = job / (H * blocks), h = job / blocks % H, i0 = job % blocks * KB_ATT_ROWS;
+        int64_t hk = h / (H / Hkv); /* the K/V head of query head h */
         int64_t rows = Sq - i0 < KB_ATT_ROWS ? Sq - i0 : KB_ATT_ROWS;
         float *sc = scratch + (size_t)Sk * KB_ATT_ROWS * (size_t)kb_omp_thread();
         const float *qb = Q + (b * Sq + i0) * qrow + h * D;
-        gemm(false, true, rows, Sk, D, scale, qb, qrow, K + b * Sk * krow + h * D, krow, 0.f, sc,
+        gemm(false, true, rows, Sk, D, scale, qb, qrow, K + b * Sk * krow + hk * D, krow, 0.f, sc,
              Sk, 1);
         for (int64_t i = 0; i < rows; i++) {
             float *row = sc + i * Sk, mx = -INFINITY, sum = 0.f;
@@ -210,6 +213,10 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
                     row[j] += M[b * ms[0] + h * ms[1] + (i0 + i) * ms[2] + j * ms[3]];
             for (int64_t j = 0; j < Sk; j++)
                 mx = row[j] > mx ? row[j] : mx;
+            if (mx == -INFINITY) { /* every key masked: the row gives zeros */
+                memset(row, 0, sizeof(float) * (size_t)Sk);
+                continue;
+            }
             for (int64_t j = 0; j < Sk; j++) {
                 row[j] = expf(row[j] - mx);
                 sum += row[j];
@@ -218,7 +225,7 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
             for (int64_t j = 0; j < Sk; j++)
                 row[j] *= inv;
         }
-        gemm(false, false, rows, Dv, Sk, 1.f, sc, Sk, V + b * Sk * vrow + h * Dv, vrow, 0.f,
+        gemm(false, false, rows, Dv, Sk, 1.f, sc, Sk, V + b * Sk * vrow + hk * Dv, vrow, 0.f,
              Y + ((b * Sq + i0) * H + h) * Dv, H * Dv, 1);
     }
     kb_stage_out(&st, &r->out[0]);

@@ -177,3 +177,144 @@ kiln_status kb_nn_attention_run(const kb_run *r) {
     }
     return KILN_OK;
 }
+
+/* ---------------- com.microsoft MultiHeadAttention and Attention ----------------
+ * The forms the builder maps onto kiln::Attention (pass_attention.c), as
+ * plain references so that such a model also builds without fusion:
+ * MultiHeadAttention with 3-D query [B, S, E], key [B, L, E], value
+ * [B, L, Ev], optional key_padding_mask (input 4, int32 [B, L]: 0 adds
+ * mask_filter_value) and attention_bias (input 5, broadcast to
+ * [B, H, S, L]); Attention with input [B, S, In], weights [In, 3E], bias
+ * [3E], optional raw mask_index (input 3, int32 [B, S]) and attention_bias
+ * (input 5). scale defaults to 1/sqrt(head size). Computed in double. */
+
+typedef struct ms_att {
+    int64_t b, s, l, h, d, dv;
+    const double *q, *k, *v; /* [B, S, H*D], [B, L, H*D], [B, L, H*Dv] */
+    const kb_tensor *pad, *bias;
+    double scale, filter;
+} ms_att;
+
+static void ms_core(const ms_att *m, kb_tensor *y, double *p) {
+    int64_t e = m->h * m->d, ev = m->h * m->dv;
+    for (int64_t b = 0; b < m->b; b++)
+        for (int64_t h = 0; h < m->h; h++)
+            for (int64_t i = 0; i < m->s; i++) {
+                const double *qr = m->q + (b * m->s + i) * e + h * m->d;
+                double mx = -INFINITY;
+                for (int64_t j = 0; j < m->l; j++) {
+                    const double *kr = m->k + (b * m->l + j) * e + h * m->d;
+                    double dot = 0.0;
+                    for (int64_t c = 0; c < m->d; c++)
+                        dot += qr[c] * kr[c];
+                    double s = dot * m->scale;
+                    if (m->pad && ((const int32_t *)m->pad->data)[b * m->l + j] == 0)
+                        s += m->filter;
+                    if (m->bias) {
+                        const kb_tensor *t = m->bias;
+                        const int64_t coord[4] = {b, h, i, j};
+                        int64_t off = 0;
+                        for (int d = 0; d < t->rank; d++) {
+                            int64_t td = t->dims[d], cd = coord[4 - t->rank + d];
+                            off = off * td + (td == 1 ? 0 : cd);
+                        }
+                        s += kb_ld(t->data, t->dtype, (size_t)off);
+                    }
+                    p[j] = s;
+                    mx = s > mx ? s : mx;
+                }
+                double sum = 0.0;
+                for (int64_t j = 0; j < m->l; j++) {
+                    p[j] = mx == -INFINITY ? 0.0 : exp(p[j] - mx);
+                    sum += p[j];
+                }
+                for (int64_t c = 0; c < m->dv; c++) {
+                    double acc = 0.0;
+                    for (int64_t j = 0; j < m->l; j++)
+                        acc += p[j] * m->v[(b * m->l + j) * ev + h * m->dv + c];
+                    kb_st(y->data, y->dtype, (size_t)((b * m->s + i) * ev + h * m->dv + c),
+                          sum > 0.0 ? acc / sum : 0.0);
+                }
+            }
+}
+
+static void ms_load(const kb_tensor *t, double *dst) {
+    int64_t n = kb_numel(t);
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = kb_ld(t->data, t->dtype, (size_t)i);
+}
+
+#define MS_IN(r, i) ((r)->n_in > (i) && (r)->in[i].data ? &(r)->in[i] : NULL)
+
+static bool ms_has(const kb_run *r, int i) { return r->n_in > i && r->in[i].data; }
+
+static kiln_status ms_check_pad(const kb_run *r, const kb_tensor *pad, int64_t b, int64_t l) {
+    if (pad && (pad->dtype != KILN_DTYPE_INT32 || pad->rank != 2 || pad->dims[0] != b ||
+                pad->dims[1] != l))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                             "only a raw int32 [B, L] key mask is supported (got rank %d)", pad->rank);
+    return KILN_OK;
+}
+
+kiln_status kb_ms_mha_run(const kb_run *r) {
+    const kb_tensor *q = &r->in[0], *k = MS_IN(r, 1), *v = MS_IN(r, 2);
+    int64_t h = kn_attr_int(r->node, "num_heads", 0);
+    if (!k || !v || q->rank != 3 || k->rank != 3 || v->rank != 3 || h < 1 || q->dims[2] % h ||
+        v->dims[2] % h || k->dims[2] != q->dims[2] || ms_has(r, 3) || ms_has(r, 6))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                             "MultiHeadAttention: only 3-D query, key and value (E divisible by "
+                             "num_heads), without packed bias or past, are supported");
+    ms_att m = {q->dims[0], q->dims[1], k->dims[1], h, q->dims[2] / h, v->dims[2] / h, NULL, NULL,
+                NULL, MS_IN(r, 4), MS_IN(r, 5), 0, kn_attr_float(r->node, "mask_filter_value", -10000.f)};
+    KN_TRY(ms_check_pad(r, m.pad, m.b, m.l));
+    const kn_attr *sa = kn_attr_find(r->node, "scale");
+    m.scale = sa ? kn_attr_float(r->node, "scale", 1.f) : 1.0 / sqrt((double)m.d);
+    int64_t nq = kb_numel(q), nk = kb_numel(k), nv = kb_numel(v);
+    double *w = kn_malloc(sizeof(double) * (size_t)(nq + nk + nv + m.l + 1));
+    if (!w)
+        return KILN_ERR_OUT_OF_MEMORY;
+    ms_load(q, w);
+    ms_load(k, w + nq);
+    ms_load(v, w + nq + nk);
+    m.q = w, m.k = w + nq, m.v = w + nq + nk;
+    ms_core(&m, &r->out[0], w + nq + nk + nv);
+    kn_free(w);
+    return KILN_OK;
+}
+
+kiln_status kb_ms_attention_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *wt = MS_IN(r, 1), *bias = MS_IN(r, 2);
+    int64_t h = kn_attr_int(r->node, "num_heads", 0);
+    size_t nqs = 0;
+    const int64_t *qs = kn_attr_ints(r->node, "qkv_hidden_sizes", &nqs);
+    if (!wt || !bias || x->rank != 3 || wt->rank != 2 || wt->dims[0] != x->dims[2] || h < 1 ||
+        wt->dims[1] % (3 * h) || kb_numel(bias) != wt->dims[1] || ms_has(r, 4) ||
+        (qs && (nqs != 3 || qs[0] != qs[1] || qs[1] != qs[2])) ||
+        kn_attr_int(r->node, "unidirectional", 0) || kn_attr_int(r->node, "do_rotary", 0))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                             "com.microsoft Attention: only equal Q, K, V widths without past, "
+                             "unidirectional or rotary are supported");
+    int64_t B = x->dims[0], S = x->dims[1], in = x->dims[2], e3 = wt->dims[1], e = e3 / 3;
+    ms_att m = {B, S, S, h, e / h, e / h, NULL, NULL, NULL, MS_IN(r, 3), MS_IN(r, 5), 0,
+                kn_attr_float(r->node, "mask_filter_value", -10000.f)};
+    KN_TRY(ms_check_pad(r, m.pad, B, S));
+    const kn_attr *sa = kn_attr_find(r->node, "scale");
+    m.scale = sa ? kn_attr_float(r->node, "scale", 1.f) : 1.0 / sqrt((double)m.d);
+    double *w = kn_malloc(sizeof(double) * (size_t)(4 * B * S * e + S + 1));
+    if (!w)
+        return KILN_ERR_OUT_OF_MEMORY;
+    double *q = w, *k = w + B * S * e, *v = w + 2 * B * S * e;
+    for (int64_t row = 0; row < B * S; row++)
+        for (int64_t c = 0; c < e3; c++) {
+            double acc = kb_ld(bias->data, bias->dtype, (size_t)c);
+            for (int64_t t = 0; t < in; t++)
+                acc += kb_ld(x->data, x->dtype, (size_t)(row * in + t)) *
+                       kb_ld(wt->data, wt->dtype, (size_t)(t * e3 + c));
+            double *dst = c < e ? q : c < 2 * e ? k : v;
+            dst[row * e + c % e] = acc;
+        }
+    m.q = q, m.k = k, m.v = v;
+    ms_core(&m, &r->out[0], w + 3 * B * S * e);
+    kn_free(w);
+    return KILN_OK;
+}

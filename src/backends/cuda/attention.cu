@@ -19,6 +19,11 @@
 #include <mma.h>
 
 #include "attention.cuh"
+
+/* The K/V head that query head h reads (grouped-query attention). */
+__device__ __forceinline__ int64_t att_kvh(const kc_attn &a, int64_t h) {
+    return a.group > 1 ? h / a.group : h;
+}
 #include "kc_dev.cuh"
 
 using namespace nvcuda;
@@ -100,6 +105,8 @@ __device__ __forceinline__ void att_softmax16(float *Ss, int lds, T *Ps, int ldp
         }
     }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    if (mx == -INFINITY) /* every key masked: probabilities 0, the row 0 */
+        mx = 0.f;
     float sum = 0.f;
 #pragma unroll 4
     for (int j = half; j < skp; j += 2) {
@@ -108,8 +115,8 @@ __device__ __forceinline__ void att_softmax16(float *Ss, int lds, T *Ps, int ldp
         sum += e;
     }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    if (half == 0) /* every key masked: 1 / 0 * 0 = NaN later, as the reference gives */
-        rinv[r] = live ? 1.f / sum : 0.f;
+    if (half == 0) /* every key masked: a row of zeros, as the reference gives */
+        rinv[r] = live && sum > 0.f ? 1.f / sum : 0.f;
 }
 
 /* O (16 x dv, float, into Os) = P (16 x keys, row-major, ld ldp) times V
@@ -163,7 +170,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         int j = idx / kv8, c = idx % kv8;
         T *dst = Ks + j * L.ldk + c * 8;
         if (j < sk)
-            __pipeline_memcpy_async(dst, k + (b * a.sk + j) * a.krow + h * d + c * 8, 16);
+            __pipeline_memcpy_async(dst, k + (b * a.sk + j) * a.krow + att_kvh(a, h) * d + c * 8, 16);
         else
             *reinterpret_cast<uint4 *>(dst) = zero;
     }
@@ -171,7 +178,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         int j = idx / vv8, c = idx % vv8;
         T *dst = Vs + j * L.ldv + c * 8;
         if (j < sk)
-            __pipeline_memcpy_async(dst, v + (b * a.sk + j) * a.vrow + h * dv + c * 8, 16);
+            __pipeline_memcpy_async(dst, v + (b * a.sk + j) * a.vrow + att_kvh(a, h) * dv + c * 8, 16);
         else
             *reinterpret_cast<uint4 *>(dst) = zero;
     }
@@ -256,8 +263,8 @@ __global__ void __launch_bounds__(ATT_DIRECT_WARPS * 32)
     float *Ms = reinterpret_cast<float *>((unsigned char *)Ps + att_align((size_t)16 * ldp * 2));
     float *rinv = reinterpret_cast<float *>((unsigned char *)Ms + att_align((size_t)sk * 4));
     const T *qb = q + (b * a.sq + r0) * a.qrow + h * d;
-    const T *kb = k + b * a.sk * a.krow + h * d;
-    const T *vb = v + b * a.sk * a.vrow + h * dv;
+    const T *kb = k + b * a.sk * a.krow + att_kvh(a, h) * d;
+    const T *vb = v + b * a.sk * a.vrow + att_kvh(a, h) * dv;
     /* S = Q K^T; Q's fragments stay in registers (head dims up to 128) */
     wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fq[8];
 #pragma unroll
@@ -324,7 +331,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         const int64_t j = j0 + lane;
         float s = -INFINITY;
         if (j < a.sk) {
-            const int64_t kb = (b * a.sk + j) * a.krow + h * a.d;
+            const int64_t kb = (b * a.sk + j) * a.krow + att_kvh(a, h) * a.d;
             float dot = 0.f;
             for (int64_t dd = 0; dd < a.d; dd++)
                 dot += qs[w][dd] * kc_ld_f(k, a.dt, kb + dd);
@@ -344,7 +351,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         const int n = a.sk - j0 < 32 ? (int)(a.sk - j0) : 32;
         for (int jj = 0; jj < n; jj++) {
             const float pj = __shfl_sync(0xffffffffu, p, jj);
-            const int64_t vb = (b * a.sk + j0 + jj) * a.vrow + h * a.dv;
+            const int64_t vb = (b * a.sk + j0 + jj) * a.vrow + att_kvh(a, h) * a.dv;
 #pragma unroll
             for (int t = 0; t < ATT_SIMT_REGS; t++) {
                 int64_t dd = lane + 32 * t;
@@ -354,12 +361,12 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         }
         m = mn;
     }
-    const float inv = 1.f / l; /* every key masked: 0 / 0, NaN as the reference gives */
+    const float inv = l > 0.f ? 1.f / l : 0.f; /* every key masked: zeros, as the reference */
 #pragma unroll
     for (int t = 0; t < ATT_SIMT_REGS; t++) {
         int64_t dd = lane + 32 * t;
         if (dd < a.dv)
-            kc_st_f(y, a.dt, ((b * a.sq + i) * a.h + h) * a.dv + dd, l > 0.f ? o[t] * inv : NAN);
+            kc_st_f(y, a.dt, ((b * a.sq + i) * a.h + h) * a.dv + dd, o[t] * inv);
     }
 }
 
@@ -493,8 +500,8 @@ __device__ __forceinline__ void mma_exp_rows(float (*s)[4], const float base[2],
 }
 
 /* The warp's output rows: o divided by each row's sum (lane quads hold
- * partial sums of rows g and g + 8; every key masked gives 0 * inf = NaN,
- * as the reference), staged through Os (16 rows of the warp's own Q) and
+ * partial sums of rows g and g + 8; every key masked gives zeros, as the
+ * reference), staged through Os (16 rows of the warp's own Q) and
  * stored 16 bytes at a time to the first `rows` rows at yw, `ystride`
  * elements apart. */
 template <typename T, int HD>
@@ -503,7 +510,7 @@ __device__ __forceinline__ void mma_write_rows(const float (*o)[4], float l[2], 
     constexpr int LD = HD + 8, C8 = HD / 8, DT = HD / 8;
     const int g = lane / 4, t = lane % 4;
     kc_quad_row_sum(l);
-    const float inv[2] = {1.f / l[0], 1.f / l[1]};
+    const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
 #pragma unroll
     for (int i = 0; i < DT; i++) {
         *reinterpret_cast<uint32_t *>(Os + g * LD + i * 8 + 2 * t) =
@@ -539,8 +546,8 @@ __device__ __forceinline__ void mma_load_chunk(T *Ks, T *Vs, float *Ms, const T 
         const int64_t j = j0 + r;
         T *kd = Ks + (buf * MMA_KB + r) * LD + cc * 8, *vd = Vs + (buf * MMA_KB + r) * LD + cc * 8;
         if (j < a.sk) {
-            __pipeline_memcpy_async(kd, k + (b * a.sk + j) * a.krow + h * HD + cc * 8, 16);
-            __pipeline_memcpy_async(vd, v + (b * a.sk + j) * a.vrow + h * HD + cc * 8, 16);
+            __pipeline_memcpy_async(kd, k + (b * a.sk + j) * a.krow + att_kvh(a, h) * HD + cc * 8, 16);
+            __pipeline_memcpy_async(vd, v + (b * a.sk + j) * a.vrow + att_kvh(a, h) * HD + cc * 8, 16);
         } else {
             *reinterpret_cast<uint4 *>(kd) = zero;
             *reinterpret_cast<uint4 *>(vd) = zero;
@@ -750,8 +757,8 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     const int skp = (sk + 15) / 16 * 16; /* keys in whole 16-key tiles */
     const uint4 zero = make_uint4(0, 0, 0, 0);
     const T *qb = q + (b * a.sq + q0) * a.qrow + h * HD;
-    const T *kb = k + b * a.sk * a.krow + h * HD;
-    const T *vb = v + b * a.sk * a.vrow + h * HD;
+    const T *kb = k + b * a.sk * a.krow + att_kvh(a, h) * HD;
+    const T *vb = v + b * a.sk * a.vrow + att_kvh(a, h) * HD;
     /* the key rows of K or V into shared memory; zero rows past Sk */
     auto load_keys = [&](T *dst0, const T *src, int64_t stride) {
         for (int idx = threadIdx.x; idx < skp * C8; idx += NW * 32) {
@@ -966,7 +973,8 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
         (a->kernel == KC_ATT_WGMMA || a->kernel == KC_ATT_WGMMA_WIDE || a->kernel == KC_ATT_WGMMA_PIPE)) {
         const bool causal = a->causal && a->sq == a->sk;
         const bool rowmask = !mask || causal || (a->mstride[1] == 0 && a->mstride[2] == 0);
-        if (rowmask && mma_ok(q, k, v, y, a) && kc_attn_wgmma_shapes(a) && kc_attn_wgmma_device()) {
+        /* the wgmma kernels' tensor maps take one head layout for Q, K, V */
+        if (rowmask && a->group <= 1 && mma_ok(q, k, v, y, a) && kc_attn_wgmma_shapes(a) && kc_attn_wgmma_device()) {
             const int kind = a->kernel == KC_ATT_WGMMA_PIPE ? 2 : a->kernel == KC_ATT_WGMMA_WIDE ? 1 : 0;
             kc_attn ca = *a; /* causal: by position, the mask unread */
             ca.causal = causal;

@@ -19,6 +19,8 @@ typedef struct kc_attn {
     kiln_dtype mask_dt;     /* UNDEFINED: no mask */
     int64_t mstride[4];     /* mask element strides over [B, H, Sq, Sk], 0 = broadcast */
     int64_t qrow, krow, vrow; /* elements between tokens: H*D, or 3*H*D when packed */
+    int64_t group;          /* query heads per K/V head (grouped-query attention; 0 or 1:
+                               none): query head h reads K/V head h / group */
     int kernel;             /* KC_ATT_*: which kernel (falls back when shapes refuse) */
     int causal;             /* 1: the mask is the causal one (0 where key <= query, very
                                negative after; Sq == Sk), which the wgmma kernels apply by

@@ -304,8 +304,8 @@ __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char 
     } else {
         kc_quad_row_sum(sum);
     }
-    /* every key masked: 0 * inf = NaN, as the reference */
-    const float inv[2] = {1.f / sum[0], 1.f / sum[1]};
+    /* every key masked: zeros, as the reference */
+    const float inv[2] = {sum[0] > 0.f ? 1.f / sum[0] : 0.f, sum[1] > 0.f ? 1.f / sum[1] : 0.f};
     unsigned char *Ow = Qs + (wg * 64 + warp * 16) * 128;
     const int rl = warp * 16 + g; /* within the warpgroup's 64 rows: the swizzle phase */
 #pragma unroll
@@ -472,7 +472,7 @@ extern "C" int kc_attn_wgmma_shapes(const kc_attn *a) {
         return 0;
     if (a->d != WGA_HD || a->dv != WGA_HD || a->sk < 1 || a->sk > WGA_KEYS || a->sq < 1)
         return 0;
-    return a->b <= 65535 && a->h <= 65535;
+    return a->b <= 65535 && a->h <= 65535 && a->group <= 1; /* one head layout for Q, K, V */
 }
 
 template <typename T, int WG> static cudaError_t setup_kind(void) {

@@ -393,6 +393,10 @@ static bool attention_supports(const kn_node *node, const kn_tinfo *in, int n_in
             return false;
     if (n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED && !kc_is_float(in[3].dtype))
         return false;
+    /* grouped-query K/V: their heads divide Q's */
+    if (in[0].rank == 4 && (in[1].dims[2] < 1 || in[0].dims[2] % in[1].dims[2] != 0 ||
+                            in[2].dims[2] != in[1].dims[2]))
+        return false;
     return in[0].rank == 4 && out[0].dtype == in[0].dtype && in[0].dims[3] <= 256 &&
            in[2].dims[3] <= 256;
 }
@@ -490,8 +494,11 @@ static kiln_status attention_go(const kb_run *r, int kernel) {
     } else {
         a.b = q->dims[0], a.sq = q->dims[1], a.h = q->dims[2], a.d = q->dims[3];
         a.sk = r->in[1].dims[1], a.dv = r->in[2].dims[3];
-        a.qrow = a.krow = a.h * a.d;
-        a.vrow = a.h * a.dv;
+        int64_t hkv = r->in[1].dims[2] > 0 ? r->in[1].dims[2] : 1;
+        a.group = a.h / hkv;
+        a.qrow = a.h * a.d;
+        a.krow = hkv * a.d;
+        a.vrow = hkv * a.dv;
         kp = r->in[1].data;
         vp = r->in[2].data;
     }
