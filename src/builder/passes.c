@@ -615,6 +615,7 @@ static const pass_entry kpass_rounds[] = {
     {"patchify", kpass_patchify, true}, /* before conv-bn: a patch conv has no BN */
     {"conv-bn", kpass_conv_bn, true},
     {"gelu", kpass_gelu, true},
+    {"norms", kpass_norms, true}, /* before the attention passes read the adds */
     {"gather-transpose", kpass_gather_transpose, true}, /* exposes packed-QKV heads */
     {"attention", kpass_attention, true}, /* before a mask Add becomes a MatMul bias */
     {"attention-views", kpass_mha, true},  /* the patterns the first one leaves */
