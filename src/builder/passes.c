@@ -567,6 +567,11 @@ bool kpass_activation(const kn_net *net, const kn_node *n, const char **name, fl
         *alpha = kn_attr_float(n, "alpha", 0.01f);
         return true;
     }
+    if (strcmp(op, "Swish") == 0) { /* x * sigmoid(alpha x): QuickGELU at 1.702 */
+        *name = "Swish";
+        *alpha = kn_attr_float(n, "alpha", 1.0f);
+        return true;
+    }
     if (strcmp(op, "Elu") == 0) {
         *name = "Elu";
         *alpha = kn_attr_float(n, "alpha", 1.0f);
