@@ -250,7 +250,8 @@ kiln_status kpass_gelu(kpass *p, int *changed) {
         double alpha;
         if (kpass_is(n, "Sigmoid") && match_quick(p, i, &m, &alpha)) {
             kiln_dtype qt = kpass_dtype(p, m.x);
-            if (qt != KILN_DTYPE_FLOAT && qt != KILN_DTYPE_FLOAT16 && qt != KILN_DTYPE_BFLOAT16)
+            if (qt != KILN_DTYPE_FLOAT && qt != KILN_DTYPE_FLOAT16 && qt != KILN_DTYPE_BFLOAT16 &&
+                qt != KILN_DTYPE_UNDEFINED)
                 continue;
             KN_TRY(replace(p, &m, NULL, alpha));
             (*changed)++;
