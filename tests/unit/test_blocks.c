@@ -501,6 +501,114 @@ static void test_rotary_domains(void) {
     }
 }
 
+/* The com.microsoft ops against their ONNX spelling. */
+enum { MS_SKIP_LN, MS_SKIP_LN_SUM, MS_SKIP_RMS, MS_SIMPLIFIED, MS_FAST_GELU, MS_BIAS_GELU, MS_GELU,
+       MS_QUICK_GELU, MS_COUNT };
+
+static kiln_network *contrib_net(int which, bool ms) {
+    rng_state = 4242u; /* the same constants in both networks */
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 16), NULL));
+    KT_OK(kiln_network_add_input(net, "skip", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 16), NULL));
+    fconst(net, "gamma", 1, DIMS(16), 0.5f, 1.f);
+    fconst(net, "beta", 1, DIMS(16), -0.5f, 1.f);
+    fconst(net, "bias", 1, DIMS(16), -0.5f, 1.f);
+    fconst(net, "W", 2, DIMS(16, 16), -0.3f, 0.6f);
+    node(net, "mm", "MatMul", 2, IN("skip", "W"), "h");
+    const char *y = "y";
+    int i = -1;
+    switch (which) {
+    case MS_SKIP_LN:
+    case MS_SKIP_LN_SUM:
+        if (ms) {
+            const char *outs[4] = {"y", "", "", which == MS_SKIP_LN_SUM ? "sum" : ""};
+            KT_OK(kiln_network_add_node(net, "sln", "SkipLayerNormalization", "com.microsoft", 1, 5,
+                                        IN("x", "h", "gamma", "beta", "bias"), 4, outs, &i));
+        } else {
+            node(net, "a1", "Add", 2, IN("x", "h"), "s1");
+            node(net, "a2", "Add", 2, IN("s1", "bias"), "sum");
+            i = node(net, "ln", "LayerNormalization", 3, IN("sum", "gamma", "beta"), "y");
+        }
+        KT_OK(kiln_network_set_attr_float(net, i, "epsilon", 1e-5f));
+        break;
+    case MS_SKIP_RMS:
+        if (ms) {
+            const char *outs[1] = {"y"};
+            KT_OK(kiln_network_add_node(net, "ssln", "SkipSimplifiedLayerNormalization",
+                                        "com.microsoft", 1, 3, IN("x", "h", "gamma"), 1, outs, &i));
+        } else {
+            node(net, "a1", "Add", 2, IN("x", "h"), "s1");
+            i = node_v(net, "rms", "RMSNormalization", "", 23, 2, IN("s1", "gamma"), "y");
+        }
+        KT_OK(kiln_network_set_attr_float(net, i, "epsilon", 1e-6f));
+        break;
+    case MS_SIMPLIFIED:
+        i = ms ? node_v(net, "sln", "SimplifiedLayerNormalization", "", 1, 2, IN("h", "gamma"), "y")
+               : node_v(net, "rms", "RMSNormalization", "", 23, 2, IN("h", "gamma"), "y");
+        KT_OK(kiln_network_set_attr_float(net, i, "epsilon", 1e-6f));
+        break;
+    case MS_FAST_GELU:
+    case MS_BIAS_GELU:
+        if (ms) {
+            node_v(net, "g", which == MS_FAST_GELU ? "FastGelu" : "BiasGelu", "com.microsoft", 1, 2,
+                   IN("h", "bias"), "y");
+        } else {
+            node(net, "a", "Add", 2, IN("h", "bias"), "hb");
+            i = node(net, "g", "Gelu", 1, IN("hb"), "y");
+            KT_OK(kiln_network_set_attr_string(net, i, "approximate",
+                                               which == MS_FAST_GELU ? "tanh" : "none"));
+        }
+        break;
+    case MS_GELU:
+        node_v(net, "g", "Gelu", ms ? "com.microsoft" : "", ms ? 1 : 20, 1, IN("h"), "y");
+        break;
+    case MS_QUICK_GELU:
+        if (ms) {
+            node_v(net, "g", "QuickGelu", "com.microsoft", 1, 1, IN("h"), "y");
+        } else {
+            fscalar(net, "c", 1.702f);
+            node(net, "m1", "Mul", 2, IN("h", "c"), "hc");
+            node(net, "sg", "Sigmoid", 1, IN("hc"), "hs");
+            node(net, "m2", "Mul", 2, IN("h", "hs"), "y");
+        }
+        break;
+    }
+    KT_OK(kiln_network_mark_output(net, y));
+    if (which == MS_SKIP_LN_SUM)
+        KT_OK(kiln_network_mark_output(net, "sum"));
+    return net;
+}
+
+static void test_contrib(void) {
+    static const char *const names[MS_COUNT] = {
+        "SkipLayerNormalization", "SkipLayerNormalization + sum", "SkipSimplifiedLayerNormalization",
+        "SimplifiedLayerNormalization", "FastGelu", "BiasGelu", "com.microsoft Gelu", "QuickGelu"};
+    for (int w = 0; w < MS_COUNT; w++) {
+        kiln_network *ref = contrib_net(w, false), *ms = contrib_net(w, true);
+        kn_net *o = optimized(ms, 0, 1, 1, 1);
+        if (o) {
+            int left = count_op(o, "com.microsoft", "SkipLayerNormalization") +
+                       count_op(o, "", "SimplifiedLayerNormalization");
+            for (int k = 0; k < o->n_nodes; k++)
+                left += strcmp(o->nodes[k].domain, "com.microsoft") == 0;
+            CHECK_OR_DUMP(left == 0, o);
+            if (w == MS_SKIP_LN) /* the sums join the norm */
+                CHECK_OR_DUMP(count_op(o, KN_DOMAIN_KILN, "LayerNorm") == 1, o);
+            if (w == MS_SKIP_RMS || w == MS_SIMPLIFIED)
+                CHECK_OR_DUMP(count_op(o, "", "RMSNormalization") == 1, o);
+            if (w >= MS_FAST_GELU) { /* the activation is the GEMM's epilogue */
+                const kn_node *m = find_op(o, KN_DOMAIN_KILN, "MatMul");
+                CHECK_OR_DUMP(o->n_nodes == 1 && m && kn_attr_string(m, "activation", "")[0], o);
+            }
+            compare(ref, o, names[w], 1);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(ref);
+        kiln_network_destroy(ms);
+    }
+}
+
 int main(void) {
     printf("seed %u (fixed)\n", rng_state);
     test_rmsnorm();
@@ -509,6 +617,7 @@ int main(void) {
     test_layernorm_decomposed_residual();
     test_quick_gelu();
     test_rotary_domains();
+    test_contrib();
     if (kt_skipped)
         printf("%d numeric check(s) skipped: kernels missing\n", kt_skipped);
     return kt_finish();
