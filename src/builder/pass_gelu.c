@@ -4,8 +4,10 @@
  *   erf form   x * 0.5 * (1 + Erf(x / sqrt(2)))          (or x * (1/sqrt(2)))
  *   tanh form  x * 0.5 * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
  *              (x^3 as Pow(x, 3) or x * x * x) -> Gelu(approximate="tanh")
- * with any association of the outer products. Every intermediate must have
- * one reader and not be a graph output. */
+ * with any association of the outer products, and QuickGELU (CLIP):
+ *   x * Sigmoid(x * c)  (c a constant, 1.702 in CLIP) -> Swish(alpha = c)
+ * (opset 24), an activation the GEMM epilogues take as well. Every
+ * intermediate must have one reader and not be a graph output. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -181,7 +183,8 @@ static bool match_tanh(const kpass *p, int th, match *m) {
     return false;
 }
 
-static kiln_status replace(kpass *p, const match *m, const char *approx) {
+/* approx NULL: QuickGELU, Swish(alpha). */
+static kiln_status replace(kpass *p, const match *m, const char *approx, double alpha) {
     kn_net *net = p->net;
     char name[1024];
     size_t len = 0;
@@ -197,10 +200,42 @@ static kiln_status replace(kpass *p, const match *m, const char *approx) {
     int in[1] = {m->x}, out[1] = {y}, gi;
     for (int k = 0; k < m->n; k++)
         kpass_kill(p, m->nodes[k]);
+    if (!approx) {
+        KN_TRY(kn_net_add_node(net, name, "Swish", "", 24, 1, in, 1, out, &gi));
+        KN_TRY(kn_node_set_float(&net->nodes[gi], "alpha", (float)alpha));
+        kn_log(KILN_LOG_VERBOSE, "gelu: '%s' -> Swish", name);
+        return KILN_OK;
+    }
     KN_TRY(kn_net_add_node(net, name, "Gelu", "", 20, 1, in, 1, out, &gi));
     KN_TRY(kn_node_set_string(&net->nodes[gi], "approximate", approx));
     kn_log(KILN_LOG_VERBOSE, "gelu: '%s' -> Gelu (%s)", name, approx);
     return KILN_OK;
+}
+
+/* x * Sigmoid(x * c) from the Sigmoid node sg; *alpha gets c. */
+static bool match_quick(const kpass *p, int sg, match *m, double *alpha) {
+    const kn_net *net = p->net;
+    const kn_node *sn = &net->nodes[sg];
+    if (sn->n_in != 1 || sn->n_out < 1 || sn->out[0] < 0)
+        return false;
+    int g = sole_producer(p, sn->in[0], sg);
+    if (g < 0 || !kpass_is(&net->nodes[g], "Mul") || net->nodes[g].n_in != 2)
+        return false;
+    const kn_node *gn = &net->nodes[g];
+    int x = -1;
+    for (int s = 0; s < 2 && x < 0; s++)
+        if (kpass_const_scalar(net, gn->in[s], alpha) && !kpass_is_const(net, gn->in[1 - s]))
+            x = gn->in[1 - s];
+    if (x < 0 || !(*alpha > 0.0) || fabs(*alpha - 1.0) < 1e-6) /* c = 1 is Silu's own pattern */
+        return false;
+    int mu = kpass_sole_reader(p, sn->out[0]);
+    if (mu < 0 || !kpass_is(&net->nodes[mu], "Mul") || other_operand(&net->nodes[mu], sn->out[0]) != x)
+        return false;
+    m->x = x;
+    push(m, g);
+    push(m, sg);
+    push(m, mu);
+    return true;
 }
 
 kiln_status kpass_gelu(kpass *p, int *changed) {
@@ -210,17 +245,27 @@ kiln_status kpass_gelu(kpass *p, int *changed) {
             continue;
         const kn_node *n = &net->nodes[i];
         bool erf = kpass_is(n, "Erf"), th = kpass_is(n, "Tanh");
-        if (!erf && !th)
-            continue;
         match m;
         memset(&m, 0, sizeof m);
+        double alpha;
+        if (kpass_is(n, "Sigmoid") && match_quick(p, i, &m, &alpha)) {
+            kiln_dtype qt = kpass_dtype(p, m.x);
+            if (qt != KILN_DTYPE_FLOAT && qt != KILN_DTYPE_FLOAT16 && qt != KILN_DTYPE_BFLOAT16 &&
+                qt != KILN_DTYPE_UNDEFINED)
+                continue;
+            KN_TRY(replace(p, &m, NULL, alpha));
+            (*changed)++;
+            continue;
+        }
+        if (!erf && !th)
+            continue;
         if (!(erf ? match_erf(p, i, &m) : match_tanh(p, i, &m)))
             continue;
         kiln_dtype dt = kpass_dtype(p, m.x);
         if (dt != KILN_DTYPE_FLOAT && dt != KILN_DTYPE_UNDEFINED && dt != KILN_DTYPE_FLOAT16 &&
             dt != KILN_DTYPE_BFLOAT16 && dt != KILN_DTYPE_DOUBLE)
             continue;
-        KN_TRY(replace(p, &m, erf ? "none" : "tanh"));
+        KN_TRY(replace(p, &m, erf ? "none" : "tanh", 0.0));
         (*changed)++;
     }
     return KILN_OK;

@@ -700,6 +700,11 @@ bool kpass_activation(const kn_net *net, const kn_node *n, const char **name, fl
         *alpha = kn_attr_float(n, "alpha", 0.01f);
         return true;
     }
+    if (strcmp(op, "Swish") == 0) { /* x * sigmoid(alpha x): QuickGELU at 1.702 */
+        *name = "Swish";
+        *alpha = kn_attr_float(n, "alpha", 1.0f);
+        return true;
+    }
     if (strcmp(op, "Elu") == 0) {
         *name = "Elu";
         *alpha = kn_attr_float(n, "alpha", 1.0f);
@@ -742,12 +747,14 @@ typedef struct pass_entry {
 static const pass_entry kpass_rounds[] = {
     {"dead-code", kpass_dead_code, false},
     {"canonicalize", kpass_canonicalize, false},
+    {"contrib", kpass_contrib, false}, /* no kernels for them: runs without fusion too */
     {"constant-fold", kpass_fold, false},
     {"shape-sink", kpass_shape_sink, true}, /* frees layout chains from Shape readers */
     {"pad-conv", kpass_pad_conv, true},
     {"patchify", kpass_patchify, true}, /* before conv-bn: a patch conv has no BN */
     {"conv-bn", kpass_conv_bn, true},
     {"gelu", kpass_gelu, true},
+    {"norms", kpass_norms, true}, /* before the attention passes read the adds */
     {"gather-transpose", kpass_gather_transpose, true}, /* exposes packed-QKV heads */
     {"attention", kpass_attention, true}, /* before a mask Add becomes a MatMul bias */
     {"row-permutes", kpass_row_permutes, true},

@@ -46,6 +46,12 @@ KN_HIDDEN kiln_status kpass_dead_code(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_conv_bn(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_pad_conv(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_gelu(kpass *p, int *changed);
+/* com.microsoft contrib ops (Gelu, FastGelu, BiasGelu, QuickGelu, the
+ * (Skip)(Simplified)LayerNormalizations) as ONNX ops (pass_contrib.c). */
+KN_HIDDEN kiln_status kpass_contrib(kpass *p, int *changed);
+/* Decomposed LayerNorm / RMSNorm -> LayerNormalization / RMSNormalization
+ * (pass_norms.c). */
+KN_HIDDEN kiln_status kpass_norms(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_bias_act(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_qkv(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_gather_transpose(kpass *p, int *changed);

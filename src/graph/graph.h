@@ -264,5 +264,7 @@ extern const kn_op_schema kn_ops_spectral[]; /* ops_spectral.c */
 extern const size_t kn_ops_spectral_count;
 extern const kn_op_schema kn_ops_tfidf[]; /* ops_tfidf.c */
 extern const size_t kn_ops_tfidf_count;
+extern const kn_op_schema kn_ops_contrib[]; /* ops_contrib.c */
+extern const size_t kn_ops_contrib_count;
 
 #endif

@@ -15,6 +15,7 @@ const kn_op_schema *kn_op_nth(size_t i) {
         {kn_ops_fused, &kn_ops_fused_count},
         {kn_ops_spectral, &kn_ops_spectral_count},
         {kn_ops_tfidf, &kn_ops_tfidf_count},
+        {kn_ops_contrib, &kn_ops_contrib_count},
     };
     for (size_t k = 0; k < KN_ARRAY_LEN(tables); k++) {
         if (i < *tables[k].n)

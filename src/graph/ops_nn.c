@@ -7,6 +7,9 @@
 
 #include "core/fp8.h"
 #include "ops_nn.h"
+#include "rotary.h"
+
+#define KILN_MAX_INPUTS_ROT 4
 
 /* ---------------- window geometry ---------------- */
 
@@ -1060,6 +1063,117 @@ static kiln_status infer_rmsnorm(kn_infer *c) {
     return KILN_OK;
 }
 
+/* RotaryEmbedding: ONNX (opset 23) reads X, cos_cache, sin_cache,
+ * position_ids?; com.microsoft reads X, position_ids, cos_cache, sin_cache. */
+kiln_status kn_rotary_geometry(const kn_node *n, int n_in, const int *rank,
+                               const int64_t (*dims)[KILN_MAX_DIMS], kn_rotary *g) {
+    memset(g, 0, sizeof *g);
+    bool ms = strcmp(n->domain, KN_MS_DOMAIN) == 0;
+    g->x = 0;
+    g->cos = ms ? 2 : 1;
+    g->sin = ms ? 3 : 2;
+    g->pos = ms ? 1 : 3;
+    for (int i = 0; i < 3; i++) {
+        int slot = i == 0 ? g->x : i == 1 ? g->cos : g->sin;
+        if (slot >= n_in || rank[slot] < 0)
+            return kn_node_error(n, KILN_ERR_SHAPE, "input %d (%s) is required", slot,
+                                 i == 0 ? "X" : i == 1 ? "cos_cache" : "sin_cache");
+    }
+    if (g->pos >= n_in || rank[g->pos] < 0) {
+        if (ms)
+            return kn_node_error(n, KILN_ERR_SHAPE, "input 1 (position_ids) is required");
+        g->pos = -1;
+    }
+    if (ms && (kn_attr_int(n, "is_packed_batching", 0) != 0 ||
+               fabsf(kn_attr_float(n, "scale", 1.f) - 1.f) > 0.f))
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                             "packed batching and a scale other than 1 are not supported");
+    g->interleaved = kn_attr_int(n, "interleaved", 0) != 0;
+    int64_t heads = kn_attr_int(n, "num_heads", 0), rot = kn_attr_int(n, "rotary_embedding_dim", 0);
+    const int64_t *xd = dims[g->x], *cd = dims[g->cos], *sd = dims[g->sin];
+    int cr = rank[g->cos];
+    if (cr != rank[g->sin] || memcmp(cd, sd, (size_t)cr * sizeof *cd) != 0)
+        return kn_node_error(n, KILN_ERR_SHAPE, "cos_cache and sin_cache differ in shape");
+    if (cr < 2 || cd[cr - 1] < 1)
+        return kn_node_error(n, KILN_ERR_SHAPE, "the caches must have rank 2 or 3, have rank %d",
+                             cr);
+    g->cache_stride = cd[cr - 1];
+    if (rank[g->x] == 4) {
+        g->heads_first = true;
+        g->batch = xd[0];
+        g->heads = xd[1];
+        g->seq = xd[2];
+        g->head = xd[3];
+    } else if (rank[g->x] == 3) {
+        g->batch = xd[0];
+        g->seq = xd[1];
+        if (heads <= 0) /* the head size from the caches (com.microsoft's rule) */
+            heads = rot > 0 ? 0 : xd[2] / (2 * g->cache_stride);
+        if (heads <= 0 || xd[2] % heads != 0)
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "num_heads %lld does not divide the hidden size %lld",
+                                 (long long)heads, (long long)xd[2]);
+        g->heads = heads;
+        g->head = xd[2] / heads;
+    } else {
+        return kn_node_error(n, KILN_ERR_SHAPE, "X must have rank 3 or 4, has %d", rank[g->x]);
+    }
+    g->rot = rot > 0 ? rot : g->head;
+    if (g->rot % 2 != 0 || g->rot > g->head || g->rot / 2 > g->cache_stride)
+        return kn_node_error(n, KILN_ERR_SHAPE,
+                             "rotary_embedding_dim %lld must be even, at most the head size %lld "
+                             "and at most twice the caches' last dim %lld",
+                             (long long)g->rot, (long long)g->head, (long long)g->cache_stride);
+    if (g->pos < 0) {
+        if (cr != 3 || (cd[0] != g->batch && cd[0] != 1) || cd[1] != g->seq)
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "without position_ids the caches must be [batch %lld (or 1), "
+                                 "sequence %lld, rotary dim / 2]",
+                                 (long long)g->batch, (long long)g->seq);
+        g->cache_batch = cd[0];
+        g->pos_mode = KN_ROT_POS_NONE;
+        g->cache_rows = g->seq;
+        return KILN_OK;
+    }
+    if (cr != 2)
+        return kn_node_error(n, KILN_ERR_SHAPE,
+                             "with position_ids the caches must be [positions, rotary dim / 2]");
+    g->cache_rows = cd[0];
+    const int64_t *pd = dims[g->pos];
+    int pr = rank[g->pos];
+    int64_t pn = kn_numel(pr, pd);
+    if (pr == 2 && pd[0] == g->batch && pd[1] == g->seq)
+        g->pos_mode = KN_ROT_POS_IDS;
+    else if (ms && pn == 1 && pr <= 1)
+        g->pos_mode = KN_ROT_POS_OFFSET;
+    else
+        return kn_node_error(n, KILN_ERR_SHAPE,
+                             "position_ids must be [batch %lld, sequence %lld]%s",
+                             (long long)g->batch, (long long)g->seq, ms ? " or one offset" : "");
+    return KILN_OK;
+}
+
+static kiln_status infer_rotary(kn_infer *c) {
+    int rank[KILN_MAX_INPUTS_ROT];
+    int64_t dims[KILN_MAX_INPUTS_ROT][KILN_MAX_DIMS];
+    int n_in = c->n_in < KILN_MAX_INPUTS_ROT ? c->n_in : KILN_MAX_INPUTS_ROT;
+    for (int i = 0; i < n_in; i++) {
+        rank[i] = kn_has_in(c, i) ? c->in[i].rank : -1;
+        memcpy(dims[i], c->in[i].dims, sizeof dims[i]);
+    }
+    kn_rotary g;
+    KN_TRY(kn_rotary_geometry(c->node, n_in, rank, (const int64_t (*)[KILN_MAX_DIMS])dims, &g));
+    KN_TRY(need_real(c, g.x));
+    if (c->in[g.cos].dtype != c->in[g.x].dtype || c->in[g.sin].dtype != c->in[g.x].dtype)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "the caches must have X's type %s",
+                             kiln_dtype_name(c->in[g.x].dtype));
+    if (g.pos >= 0 && c->in[g.pos].dtype != KILN_DTYPE_INT64 &&
+        c->in[g.pos].dtype != KILN_DTYPE_INT32)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "position_ids must be int64 or int32");
+    kn_same_as(&c->out[0], &c->in[g.x]);
+    return KILN_OK;
+}
+
 static kiln_status infer_groupnorm(kn_infer *c) {
     KN_TRY(need_inputs(c, 3));
     KN_TRY(need_real(c, 0));
@@ -1531,6 +1645,8 @@ const kn_op_schema kn_ops_nn[] = {
     {"LayerNormalization", "", infer_layernorm, 0},
     {"GroupNormalization", "", infer_groupnorm, 0},
     {"RMSNormalization", "", infer_rmsnorm, 0},
+    {"RotaryEmbedding", "", infer_rotary, 0},
+    {"RotaryEmbedding", KN_MS_DOMAIN, infer_rotary, 0},
     {"LpNormalization", "", infer_lpnorm, 0},
     {"LRN", "", infer_lrn, 0},
     {"MeanVarianceNormalization", "", infer_mvn, 0},

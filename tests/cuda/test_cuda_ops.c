@@ -24,6 +24,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/kc_common.h"
 #include "graph/fused.h"
+#include "graph/rotary.h"
 #include "graph/quant.h"
 
 #define TC_MAX 9
@@ -989,6 +990,40 @@ static void test_norm(void) {
     tc_node(3);
     a_int("axis", 1);
     a_float("epsilon", 1e-3f);
+    tc_run();
+}
+
+/* RotaryEmbedding (ONNX opset 23 and com.microsoft): halves and
+ * interleaved pairs, a partial rotary dim, caches shared over the batch,
+ * position ids and com.microsoft's single offset. */
+static void test_rotary(void) {
+    for (int t = 0; t < 3; t++) {
+        kiln_dtype dt = real_types[t];
+        tc_begin("RotaryEmbedding", "", 23, tol_for(dt, 1e-5), "[B,H,S,D] with position ids");
+        tc_rand(dt, 4, D(2, 4, 7, 16), -2, 2);
+        tc_rand(dt, 2, D(20, 8), -1, 1);
+        tc_rand(dt, 2, D(20, 8), -1, 1);
+        tc_vals(KILN_DTYPE_INT64, 2, D(2, 7), D(0, 1, 2, 3, 4, 5, 6, 19, 3, 3, 8, 0, 11, 12), false);
+        tc_node(1);
+        tc_run();
+        tc_begin("RotaryEmbedding", "", 23, tol_for(dt, 1e-5),
+                 "[B,S,H*D] interleaved, rotary dim 8 of 16, shared caches");
+        tc_rand(dt, 3, D(3, 5, 64), -2, 2);
+        tc_rand(dt, 3, D(1, 5, 6), -1, 1);
+        tc_rand(dt, 3, D(1, 5, 6), -1, 1);
+        tc_node(1);
+        a_int("num_heads", 4);
+        a_int("interleaved", 1);
+        a_int("rotary_embedding_dim", 8);
+        tc_run();
+    }
+    tc_begin("RotaryEmbedding", KN_MS_DOMAIN, 1, 1e-5, "com.microsoft, one position offset");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 6, 96), -2, 2);
+    tc_vals(KILN_DTYPE_INT64, 1, D(1), D(3), false);
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(16, 12), -1, 1);
+    tc_rand(KILN_DTYPE_FLOAT, 2, D(16, 12), -1, 1);
+    tc_node(1);
+    a_int("num_heads", 4);
     tc_run();
 }
 
@@ -2377,6 +2412,7 @@ int main(void) {
     test_tensor();
     test_norm();
     test_layernorm_fused();
+    test_rotary();
     test_fast_paths();
     test_scalar_paths();
     test_reduce();

@@ -8,14 +8,14 @@
 typedef enum kb_act {
     KB_ACT_NONE = 0, KB_ACT_RELU, KB_ACT_LEAKY_RELU, KB_ACT_SIGMOID, KB_ACT_TANH, KB_ACT_CLIP,
     KB_ACT_HARD_SIGMOID, KB_ACT_HARD_SWISH, KB_ACT_GELU, KB_ACT_GELU_TANH, KB_ACT_SILU,
-    KB_ACT_ELU, KB_ACT_SOFTPLUS, KB_ACT_INVALID
+    KB_ACT_ELU, KB_ACT_SOFTPLUS, KB_ACT_SWISH, KB_ACT_INVALID
 } kb_act;
 
 /* "" or NULL is NONE; an unknown name gives KB_ACT_INVALID. */
 static inline kb_act kb_act_parse(const char *name) {
     static const char *const names[] = {"", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip",
                                         "HardSigmoid", "HardSwish", "Gelu", "GeluTanh", "Silu",
-                                        "Elu", "Softplus"};
+                                        "Elu", "Softplus", "Swish"};
     if (!name)
         return KB_ACT_NONE;
     for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -39,6 +39,7 @@ static inline float kb_act_apply(kb_act a, float x, float alpha, float beta) {
     case KB_ACT_SILU: return x / (1.f + expf(-x));
     case KB_ACT_ELU: return x >= 0.f ? x : alpha * (expf(x) - 1.f);
     case KB_ACT_SOFTPLUS: return x > 20.f ? x : log1pf(expf(x));
+    case KB_ACT_SWISH: return x / (1.f + expf(-alpha * x)); /* QuickGELU: alpha 1.702 */
     case KB_ACT_INVALID: return x;
     }
     return x;

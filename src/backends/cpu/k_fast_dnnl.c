@@ -77,6 +77,7 @@ dnnl_status_t kf_append_act(dnnl_post_ops_t po, kb_act a, float alpha, float bet
     case KB_ACT_ELU: return dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_elu, alpha, 0.f);
     case KB_ACT_SOFTPLUS:
         return dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_soft_relu, 0.f, 0.f);
+    case KB_ACT_SWISH: return dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_swish, alpha, 0.f);
     case KB_ACT_INVALID: break;
     }
     return dnnl_invalid_arguments;

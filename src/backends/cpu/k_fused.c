@@ -21,7 +21,7 @@ static kiln_status read_act(const kn_node *node, const char *alpha_name, const c
     case KB_ACT_LEAKY_RELU: da = 0.01f; break;
     case KB_ACT_CLIP: da = -INFINITY, db = INFINITY; break;
     case KB_ACT_HARD_SIGMOID: da = 0.2f, db = 0.5f; break;
-    case KB_ACT_ELU: da = 1.f; break;
+    case KB_ACT_ELU: case KB_ACT_SWISH: da = 1.f; break;
     default: break;
     }
     ep->alpha = kn_attr_float(node, alpha_name, da);

@@ -415,6 +415,16 @@ static bool sup_recurrent(const kn_node *node, const kn_tinfo *in, int n_in, con
     return n_in <= 8 && n_out <= 3;
 }
 
+/* X and the caches real, positions integer. */
+static bool sup_rotary(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                       int n_out) {
+    for (int i = 0; i < n_in; i++)
+        if (in[i].dtype != KILN_DTYPE_UNDEFINED && !kb_is_real(in[i].dtype) &&
+            in[i].dtype != KILN_DTYPE_INT64 && in[i].dtype != KILN_DTYPE_INT32)
+            return false;
+    return n_out == 1 && kb_is_real(out[0].dtype);
+}
+
 #define REF(op, sup, prep, run) {op, "", "ref", sup, NULL, NULL, prep, NULL, run}
 
 const kb_kernel kb_cpu_nn[] = {
@@ -452,6 +462,9 @@ const kb_kernel kb_cpu_nn[] = {
     REF("LayerNormalization", sup_real, NULL, kb_nn_layernorm_run),
     REF("GroupNormalization", sup_real, NULL, kb_nn_groupnorm_run),
     REF("RMSNormalization", sup_real, NULL, kb_nn_rmsnorm_run),
+    REF("RotaryEmbedding", sup_rotary, NULL, kb_nn_rotary_run),
+    {"RotaryEmbedding", "com.microsoft", "ref", sup_rotary, NULL, NULL, NULL, NULL,
+     kb_nn_rotary_run},
     REF("LpNormalization", sup_real, NULL, kb_nn_lpnorm_run),
     REF("LRN", sup_real, NULL, kb_nn_lrn_run),
     REF("MeanVarianceNormalization", sup_real, kb_nn_mvn_prepare, kb_nn_mvn_run),

@@ -192,6 +192,8 @@ KN_HIDDEN kiln_status kb_nn_layernorm_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_layernorm_fused_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_groupnorm_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_rmsnorm_run(const kb_run *r);
+/* k_nn_rotary.c: RotaryEmbedding (ONNX and com.microsoft). */
+KN_HIDDEN kiln_status kb_nn_rotary_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_lpnorm_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_lrn_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_nn_mvn_prepare(const void *state, const kn_node *node, const kb_tensor *in,

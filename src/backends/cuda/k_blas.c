@@ -114,7 +114,7 @@ static bool node_act(const kn_node *node, kb_act *act, float *a, float *b) {
     case KB_ACT_LEAKY_RELU: da = 0.01f; break;
     case KB_ACT_CLIP: da = -INFINITY, db = INFINITY; break;
     case KB_ACT_HARD_SIGMOID: da = 0.2f, db = 0.5f; break;
-    case KB_ACT_ELU: da = 1.f; break;
+    case KB_ACT_ELU: case KB_ACT_SWISH: da = 1.f; break;
     default: break;
     }
     bool gemm = is_gemm(node);

@@ -173,6 +173,8 @@ extern const kb_kernel kb_cuda_attn_onnx[]; /* k_attention_onnx.c */
 extern const size_t kb_cuda_attn_onnx_count;
 extern const kb_kernel kb_cuda_spectral[]; /* k_spectral.c */
 extern const size_t kb_cuda_spectral_count;
+extern const kb_kernel kb_cuda_rotary[]; /* k_rotary.c */
+extern const size_t kb_cuda_rotary_count;
 extern const kb_kernel kb_cuda_tfidf[]; /* k_tfidf.c */
 extern const size_t kb_cuda_tfidf_count;
 

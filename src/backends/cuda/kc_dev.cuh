@@ -152,6 +152,7 @@ __device__ __forceinline__ float kc_act_apply(int a, float x, float alpha, float
     case KC_ACT_SILU: return x / (1.f + expf(-x));
     case KC_ACT_ELU: return x >= 0.f ? x : alpha * (expf(x) - 1.f);
     case KC_ACT_SOFTPLUS: return x > 20.f ? x : log1pf(expf(x));
+    case KC_ACT_SWISH: return x / (1.f + expf(-alpha * x));
     default: return x;
     }
 }

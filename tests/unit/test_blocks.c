@@ -1,0 +1,624 @@
+/* test_blocks.c - the transformer-block passes: decomposed LayerNorm and
+ * RMSNorm in the spellings exporters write, QuickGELU, RotaryEmbedding in
+ * both domains. Each test builds a small network, optimizes a copy, checks
+ * the fused op and that both give the same outputs through the executor. */
+#include <string.h>
+
+#include "builder/builder.h"
+#include "builder/passes.h"
+#include "graph/fused.h"
+#include "kiln/kiln_builder.h"
+#include "kiln/kiln_onnx.h"
+#include "test.h"
+#include "kt_exec.h"
+
+static int kt_skipped;
+
+/* ---------------- building ---------------- */
+
+#define IN(...) ((const char *const[]){__VA_ARGS__})
+#define DIMS(...) ((const int64_t[]){__VA_ARGS__})
+
+static int node(kiln_network *net, const char *name, const char *op, int n_in,
+                const char *const *in, const char *out) {
+    int idx = -1;
+    const char *outs[1] = {out};
+    KT_OK(kiln_network_add_node(net, name, op, "", 20, n_in, in, 1, outs, &idx));
+    return idx;
+}
+
+static uint32_t rng_state = 12345u;
+static float frand(void) {
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)((rng_state >> 8) & 0xffff) / 65536.f * 2.f - 1.f;
+}
+
+/* A float constant with values in [lo, lo + span). */
+static void fconst(kiln_network *net, const char *name, int rank, const int64_t *dims, float lo,
+                   float span) {
+    int64_t n = kn_numel(rank, dims);
+    float *v = malloc((size_t)n * sizeof(float) + 1);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = lo + span * (frand() + 1.f) * 0.5f;
+    KT_OK(kiln_network_add_constant(net, name, KILN_DTYPE_FLOAT, rank, dims, v,
+                                    (size_t)n * sizeof(float)));
+    free(v);
+}
+
+static void iconst(kiln_network *net, const char *name, int rank, const int64_t *dims,
+                   const int64_t *v) {
+    int64_t n = kn_numel(rank, dims);
+    KT_OK(kiln_network_add_constant(net, name, KILN_DTYPE_INT64, rank, dims, v,
+                                    (size_t)n * sizeof(int64_t)));
+}
+
+static void fscalar(kiln_network *net, const char *name, float v) {
+    KT_OK(kiln_network_add_constant(net, name, KILN_DTYPE_FLOAT, 0, NULL, &v, sizeof v));
+}
+
+/* ---------------- optimizing ---------------- */
+
+/* Profile 0 of meta: min/opt/max from the inputs' static dims; a dynamic
+ * dim takes dyn_min/dyn_opt/dyn_max. */
+static kiln_status make_meta(const kn_net *net, kp_meta *meta, int64_t dyn_min, int64_t dyn_opt,
+                             int64_t dyn_max) {
+    memset(meta, 0, sizeof *meta);
+    KN_TRY(kp_meta_alloc_profiles(meta, 1, net->n_inputs));
+    kp_profile *pr = &meta->profiles[0];
+    for (int k = 0; k < net->n_inputs; k++) {
+        const kn_tensor *t = &net->tensors[net->inputs[k]];
+        pr->rank[k] = t->rank;
+        for (int d = 0; d < t->rank; d++) {
+            bool dyn = t->dims[d] < 0;
+            pr->min[k][d] = dyn ? dyn_min : t->dims[d];
+            pr->opt[k][d] = dyn ? dyn_opt : t->dims[d];
+            pr->max[k][d] = dyn ? dyn_max : t->dims[d];
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status optimize(kn_net *net, uint32_t flags, int64_t dmin, int64_t dopt, int64_t dmax) {
+    kp_meta meta;
+    KN_TRY(kn_net_toposort(net));
+    KN_TRY(make_meta(net, &meta, dmin, dopt, dmax));
+    kbld b = {.net = net, .flags = flags, .meta = &meta, .threads = 1};
+    kiln_status st = kbld_optimize(&b);
+    if (st == KILN_OK)
+        st = kn_net_compact(net);
+    if (st == KILN_OK)
+        st = kn_net_toposort(net);
+    kp_meta_free(&meta);
+    return st;
+}
+
+/* ---------------- inspecting ---------------- */
+
+static int count_op(const kn_net *net, const char *domain, const char *op) {
+    int c = 0;
+    for (int i = 0; i < net->n_nodes; i++)
+        if (strcmp(net->nodes[i].op_type, op) == 0 && strcmp(net->nodes[i].domain, domain) == 0)
+            c++;
+    return c;
+}
+
+static const kn_node *find_op(const kn_net *net, const char *domain, const char *op) {
+    for (int i = 0; i < net->n_nodes; i++)
+        if (strcmp(net->nodes[i].op_type, op) == 0 && strcmp(net->nodes[i].domain, domain) == 0)
+            return &net->nodes[i];
+    return NULL;
+}
+
+static void dump(const kn_net *net) {
+    for (int i = 0; i < net->n_nodes; i++) {
+        const kn_node *n = &net->nodes[i];
+        fprintf(stderr, "    [%d] %s%s%s '%s' (", i, n->domain, n->domain[0] ? "::" : "",
+                n->op_type, n->name);
+        for (int j = 0; j < n->n_in; j++)
+            fprintf(stderr, "%s%s", j ? ", " : "", n->in[j] >= 0 ? net->tensors[n->in[j]].name : "-");
+        fprintf(stderr, ") -> %s\n", n->n_out && n->out[0] >= 0 ? net->tensors[n->out[0]].name : "-");
+    }
+}
+
+/* ---------------- comparing ---------------- */
+
+typedef struct run_in {
+    int n;
+    const void *data[4];
+    int rank[4];
+    int64_t dims[4][KILN_MAX_DIMS];
+} run_in;
+
+/* Random float data for every input of `net`; a dynamic dim takes `dyn`. */
+static void make_inputs(const kn_net *net, run_in *ri, float **bufs, int64_t dyn) {
+    memset(ri, 0, sizeof *ri);
+    ri->n = net->n_inputs;
+    for (int k = 0; k < net->n_inputs; k++) {
+        const kn_tensor *t = &net->tensors[net->inputs[k]];
+        ri->rank[k] = t->rank;
+        for (int d = 0; d < t->rank; d++)
+            ri->dims[k][d] = t->dims[d] < 0 ? dyn : t->dims[d];
+        int64_t n = kn_numel(t->rank, ri->dims[k]);
+        size_t es = kiln_dtype_size(t->dtype);
+        bufs[k] = malloc((size_t)n * (es > 4 ? es : 4) + 1);
+        for (int64_t i = 0; i < n; i++) {
+            if (t->dtype == KILN_DTYPE_FLOAT)
+                bufs[k][i] = frand() * 2.f;
+            else if (t->dtype == KILN_DTYPE_INT64) /* token ids, masks: small and valid */
+                ((int64_t *)bufs[k])[i] = i % 2;
+            else if (t->dtype == KILN_DTYPE_INT32)
+                ((int32_t *)bufs[k])[i] = (int32_t)(i % 2);
+            else
+                memset((char *)bufs[k] + (size_t)i * es, 0, es);
+        }
+        ri->data[k] = bufs[k];
+    }
+}
+
+/* Run both networks on the same inputs and compare every output with a
+ * relative tolerance. When the reference cannot run (a kernel has not
+ * landed), the numeric check is skipped and said so. */
+static void compare(kn_net *ref, kn_net *opt, const char *what, int64_t dyn) {
+    run_in ri;
+    float *bufs[4] = {0};
+    make_inputs(ref, &ri, bufs, dyn);
+    kt_exec a, b;
+    kiln_status sa = kt_exec_run(&a, ref, ri.data, ri.rank, (const int64_t (*)[KILN_MAX_DIMS])ri.dims);
+    if (sa != KILN_OK) {
+        kt_skipped++;
+        fprintf(stderr, "  %s: numeric check skipped, reference run failed: %s\n", what,
+                kiln_last_error());
+        kt_exec_free(&a);
+        for (int k = 0; k < 4; k++)
+            free(bufs[k]);
+        return;
+    }
+    kiln_status sb = kt_exec_run(&b, opt, ri.data, ri.rank, (const int64_t (*)[KILN_MAX_DIMS])ri.dims);
+    if (sb != KILN_OK) {
+        kt_fail++;
+        fprintf(stderr, "  %s: optimized network failed to run: %s\n", what, kiln_last_error());
+        dump(opt);
+    } else {
+        /* every arena activation starts on a 256-byte boundary (exec.c) */
+        bool aligned = true;
+        for (int t = 0; t < opt->n_tensors; t++)
+            if (b.c.offset[t] != SIZE_MAX && b.c.offset[t] % 256 != 0)
+                aligned = false;
+        KT_CHECK(aligned);
+        KT_CHECK(ref->n_outputs == opt->n_outputs);
+        for (int k = 0; k < ref->n_outputs && k < opt->n_outputs; k++) {
+            kn_tinfo ta, tb;
+            if (a.c.ti[ref->outputs[k]].dtype != KILN_DTYPE_FLOAT)
+                continue;
+            const float *ya = kt_exec_output(&a, k, &ta), *yb = kt_exec_output(&b, k, &tb);
+            KT_CHECK(strcmp(ref->tensors[ref->outputs[k]].name, opt->tensors[opt->outputs[k]].name) == 0);
+            KT_CHECK(ta.rank == tb.rank && memcmp(ta.dims, tb.dims, sizeof(int64_t) * (size_t)ta.rank) == 0);
+            int64_t n = kn_numel(ta.rank, ta.dims);
+            double worst = 0;
+            for (int64_t i = 0; i < n; i++) {
+                double d = fabs((double)ya[i] - (double)yb[i]);
+                double scale = fabs((double)ya[i]) > 1.0 ? fabs((double)ya[i]) : 1.0;
+                if (d / scale > worst)
+                    worst = d / scale;
+            }
+            if (worst > 1e-5) {
+                kt_fail++;
+                fprintf(stderr, "  %s: output %d differs by %g (relative)\n", what, k, worst);
+            } else {
+                kt_pass++;
+            }
+        }
+    }
+    kt_exec_free(&a);
+    kt_exec_free(&b);
+    for (int k = 0; k < 4; k++)
+        free(bufs[k]);
+}
+
+/* Clone `net`, optimize the clone, return it (NULL on failure, reported). */
+static kn_net *optimized(kn_net *net, uint32_t flags, int64_t dmin, int64_t dopt, int64_t dmax) {
+    kn_net *o = NULL;
+    KT_OK(kn_net_toposort(net));
+    KT_OK(kn_net_clone(net, &o));
+    if (!o)
+        return NULL;
+    kiln_status st = optimize(o, flags, dmin, dopt, dmax);
+    KT_OK(st);
+    if (st != KILN_OK) {
+        kn_net_free(o);
+        return NULL;
+    }
+    return o;
+}
+
+#define CHECK_OR_DUMP(cond, net)          \
+    do {                                  \
+        bool ok_ = (cond);                \
+        KT_CHECK(ok_);                    \
+        if (!ok_)                         \
+            dump(net);                    \
+    } while (0)
+
+/* ---------------- the tests ---------------- */
+
+/* A node of an explicit opset (ReduceMean takes axes as an attribute before 18). */
+static int node_v(kiln_network *net, const char *name, const char *op, const char *domain,
+                  int opset, int n_in, const char *const *in, const char *out) {
+    int idx = -1;
+    const char *outs[1] = {out};
+    KT_OK(kiln_network_add_node(net, name, op, domain, opset, n_in, in, 1, outs, &idx));
+    return idx;
+}
+
+/* ReduceMean over the last axis: attribute (opset 13) or input (opset 18). */
+static void mean_last(kiln_network *net, const char *name, const char *x, const char *y,
+                      bool axes_input) {
+    if (axes_input) {
+        char ax[64];
+        snprintf(ax, sizeof ax, "%s_axes", name);
+        iconst(net, ax, 1, DIMS(1), DIMS(-1));
+        node_v(net, name, "ReduceMean", "", 18, 2, IN(x, ax), y);
+    } else {
+        int i = node_v(net, name, "ReduceMean", "", 13, 1, IN(x), y);
+        KT_OK(kiln_network_set_attr_ints(net, i, "axes", DIMS(-1), 1));
+    }
+}
+
+/* The forms of 1 / sqrt(v + eps) applied to t. */
+enum { INV_DIV_ONE, INV_RECIPROCAL, INV_DIV_X, INV_POW };
+
+static void inv_root(kiln_network *net, const char *p, const char *v, const char *t,
+                     const char *y, int form) {
+    char n[6][48];
+    for (int i = 0; i < 6; i++)
+        snprintf(n[i], sizeof n[i], "%s_r%d", p, i);
+    fscalar(net, n[0], 1e-6f);
+    node(net, n[1], "Add", 2, IN(v, n[0]), n[1]);
+    if (form == INV_POW) {
+        fscalar(net, n[2], -0.5f);
+        node(net, n[3], "Pow", 2, IN(n[1], n[2]), n[3]);
+        node(net, y, "Mul", 2, IN(t, n[3]), y);
+        return;
+    }
+    node(net, n[2], "Sqrt", 1, IN(n[1]), n[2]);
+    if (form == INV_DIV_X) {
+        node(net, y, "Div", 2, IN(t, n[2]), y);
+        return;
+    }
+    if (form == INV_RECIPROCAL) {
+        node(net, n[3], "Reciprocal", 1, IN(n[2]), n[3]);
+    } else {
+        fscalar(net, n[4], 1.f);
+        node(net, n[3], "Div", 2, IN(n[4], n[2]), n[3]);
+    }
+    node(net, y, "Mul", 2, IN(n[3], t), y);
+}
+
+/* RMSNorm as Llama / T5 export it (torchscript: axes attribute, Div(1, .);
+ * dynamo: axes input, Reciprocal), with and without the weight, and the
+ * other spellings of the inverse root. */
+static void test_rmsnorm(void) {
+    for (int form = 0; form < 4; form++)
+        for (int weight = 0; weight < 2; weight++) {
+            kiln_network *net;
+            KT_OK(kiln_network_create(&net));
+            KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, 5, 16), NULL));
+            fscalar(net, "two", 2.f);
+            node(net, "pow", "Pow", 2, IN("x", "two"), "sq");
+            mean_last(net, "mean", "sq", "ms", form % 2 == 1);
+            inv_root(net, "rms", "ms", "x", weight ? "xn" : "y", form);
+            if (weight) {
+                fconst(net, "w", 1, DIMS(16), 0.5f, 1.f);
+                node(net, "scale", "Mul", 2, IN("w", "xn"), "y");
+            }
+            KT_OK(kiln_network_mark_output(net, "y"));
+            kn_net *o = optimized(net, 0, 1, 2, 4);
+            if (o) {
+                CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, "", "RMSNormalization") == 1, o);
+                const kn_node *r = find_op(o, "", "RMSNormalization");
+                if (r) {
+                    KT_CHECK(fabsf(kn_attr_float(r, "epsilon", 0.f) - 1e-6f) < 1e-9f);
+                    KT_CHECK(r->n_in >= 2 && (!weight || strcmp(o->tensors[r->in[1]].name, "w") == 0));
+                }
+                char what[64];
+                snprintf(what, sizeof what, "rmsnorm form %d weight %d", form, weight);
+                compare(net, o, what, 3);
+                kn_net_free(o);
+            }
+            kiln_network_destroy(net);
+        }
+}
+
+/* An RMSNorm whose mean of squares is also read elsewhere, or over another
+ * axis, stays as it is. */
+static void test_rmsnorm_not(void) {
+    for (int c = 0; c < 2; c++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(2, 5, 16), NULL));
+        fscalar(net, "two", 2.f);
+        node(net, "pow", "Pow", 2, IN("x", "two"), "sq");
+        if (c == 0) {
+            mean_last(net, "mean", "sq", "ms", false);
+            KT_OK(kiln_network_mark_output(net, "ms"));
+        } else {
+            int i = node_v(net, "mean", "ReduceMean", "", 13, 1, IN("sq"), "ms");
+            KT_OK(kiln_network_set_attr_ints(net, i, "axes", DIMS(1), 1));
+        }
+        inv_root(net, "rms", "ms", "x", "y", INV_RECIPROCAL);
+        KT_OK(kiln_network_mark_output(net, "y"));
+        kn_net *o = optimized(net, 0, 1, 1, 1);
+        if (o) {
+            CHECK_OR_DUMP(count_op(o, "", "RMSNormalization") == 0, o);
+            compare(net, o, c ? "rmsnorm over axis 1" : "rmsnorm mean read twice", 1);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
+/* LayerNorm spelled out: mean, Sub, Pow(2) or d * d, mean, Add eps, the
+ * inverse root in each form, then gamma and beta (or neither). */
+static void test_layernorm_decomposed(void) {
+    for (int form = 0; form < 4; form++)
+        for (int affine = 0; affine < 2; affine++) {
+            kiln_network *net;
+            KT_OK(kiln_network_create(&net));
+            KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, 3, 24), NULL));
+            mean_last(net, "mean", "x", "mu", form >= 2);
+            node(net, "sub", "Sub", 2, IN("x", "mu"), "d");
+            if (form % 2 == 0) {
+                fscalar(net, "two", 2.f);
+                node(net, "sq", "Pow", 2, IN("d", "two"), "d2");
+            } else {
+                node(net, "sq", "Mul", 2, IN("d", "d"), "d2");
+            }
+            mean_last(net, "var", "d2", "v", form >= 2);
+            inv_root(net, "ln", "v", "d", affine ? "xn" : "y", form);
+            if (affine) {
+                fconst(net, "gamma", 1, DIMS(24), 0.5f, 1.f);
+                fconst(net, "beta", 1, DIMS(24), -0.5f, 1.f);
+                node(net, "mul_g", "Mul", 2, IN("xn", "gamma"), "xg");
+                node(net, "add_b", "Add", 2, IN("beta", "xg"), "y");
+            }
+            KT_OK(kiln_network_mark_output(net, "y"));
+            kn_net *o = optimized(net, 0, 1, 2, 4);
+            if (o) {
+                CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, "", "LayerNormalization") +
+                                                         count_op(o, KN_DOMAIN_KILN, "LayerNorm") ==
+                                                     1,
+                              o);
+                char what[64];
+                snprintf(what, sizeof what, "layernorm form %d affine %d", form, affine);
+                compare(net, o, what, 3);
+                kn_net_free(o);
+            }
+            kiln_network_destroy(net);
+        }
+}
+
+/* A decomposed LayerNorm after a residual Add becomes one kiln::LayerNorm
+ * with the sum inside. */
+static void test_layernorm_decomposed_residual(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 24), NULL));
+    KT_OK(kiln_network_add_input(net, "r", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 24), NULL));
+    node(net, "res", "Add", 2, IN("x", "r"), "s");
+    mean_last(net, "mean", "s", "mu", true);
+    node(net, "sub", "Sub", 2, IN("s", "mu"), "d");
+    fscalar(net, "two", 2.f);
+    node(net, "sq", "Pow", 2, IN("d", "two"), "d2");
+    mean_last(net, "var", "d2", "v", true);
+    inv_root(net, "ln", "v", "d", "xn", INV_DIV_X);
+    fconst(net, "gamma", 1, DIMS(24), 0.5f, 1.f);
+    fconst(net, "beta", 1, DIMS(24), -0.5f, 1.f);
+    node(net, "mul_g", "Mul", 2, IN("xn", "gamma"), "xg");
+    node(net, "add_b", "Add", 2, IN("xg", "beta"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, KN_DOMAIN_KILN, "LayerNorm") == 1, o);
+        compare(net, o, "residual + decomposed layernorm", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* QuickGELU x * Sigmoid(1.702 x): after MatMul + bias it is the GEMM's
+ * Swish epilogue; alone it is one Swish node. */
+static void test_quick_gelu(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 8), NULL));
+    fconst(net, "W", 2, DIMS(8, 6), -0.5f, 1.f);
+    fconst(net, "bias", 1, DIMS(6), -0.5f, 1.f);
+    fscalar(net, "c", 1.702f);
+    fscalar(net, "c2", 1.702f);
+    node(net, "mm", "MatMul", 2, IN("x", "W"), "h0");
+    node(net, "bias_add", "Add", 2, IN("h0", "bias"), "h");
+    node(net, "mul_c", "Mul", 2, IN("h", "c"), "hc");
+    node(net, "sig", "Sigmoid", 1, IN("hc"), "hs");
+    node(net, "gate", "Mul", 2, IN("h", "hs"), "y");
+    node(net, "mul_c2", "Mul", 2, IN("c2", "x"), "xc");
+    node(net, "sig2", "Sigmoid", 1, IN("xc"), "xs");
+    node(net, "gate2", "Mul", 2, IN("xs", "x"), "y2");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    KT_OK(kiln_network_mark_output(net, "y2"));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (o) {
+        CHECK_OR_DUMP(o->n_nodes == 2 && count_op(o, KN_DOMAIN_KILN, "MatMul") == 1 &&
+                          count_op(o, "", "Swish") == 1,
+                      o);
+        const kn_node *m = find_op(o, KN_DOMAIN_KILN, "MatMul");
+        if (m) {
+            KT_CHECK(strcmp(kn_attr_string(m, "activation", ""), "Swish") == 0);
+            KT_CHECK(fabsf(kn_attr_float(m, "alpha", 0.f) - 1.702f) < 1e-6f);
+        }
+        compare(net, o, "quick gelu", 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* com.microsoft RotaryEmbedding with one position offset equals the ONNX
+ * op with explicit position ids (offset + s), in both layouts. */
+static void test_rotary_domains(void) {
+    for (int layout = 0; layout < 2; layout++) {
+        kn_net *nets[2];
+        for (int ms = 0; ms < 2; ms++) {
+            rng_state = 777u; /* the same caches in both networks */
+            kiln_network *net;
+            KT_OK(kiln_network_create(&net));
+            KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, layout ? 4 : 3,
+                                         layout ? DIMS(2, 3, 5, 8) : DIMS(2, 5, 24), NULL));
+            fconst(net, "cos", 2, DIMS(12, 4), -1.f, 2.f);
+            fconst(net, "sin", 2, DIMS(12, 4), -1.f, 2.f);
+            int i;
+            if (ms) {
+                iconst(net, "pos", 1, DIMS(1), DIMS(4));
+                i = node_v(net, "rope", "RotaryEmbedding", "com.microsoft", 1, 4,
+                           IN("x", "pos", "cos", "sin"), "y");
+            } else {
+                iconst(net, "pos", 2, DIMS(2, 5), DIMS(4, 5, 6, 7, 8, 4, 5, 6, 7, 8));
+                i = node_v(net, "rope", "RotaryEmbedding", "", 23, 4, IN("x", "cos", "sin", "pos"),
+                           "y");
+            }
+            if (!layout)
+                KT_OK(kiln_network_set_attr_int(net, i, "num_heads", 3));
+            KT_OK(kiln_network_set_attr_int(net, i, "interleaved", layout));
+            KT_OK(kiln_network_mark_output(net, "y"));
+            nets[ms] = net;
+        }
+        kn_net *o = optimized(nets[1], 0, 1, 1, 1);
+        if (o) {
+            CHECK_OR_DUMP(count_op(o, "com.microsoft", "RotaryEmbedding") == 1, o);
+            compare(nets[0], o, layout ? "rotary [B,H,S,D] interleaved" : "rotary [B,S,H*D]", 1);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(nets[0]);
+        kiln_network_destroy(nets[1]);
+    }
+}
+
+/* The com.microsoft ops against their ONNX spelling. */
+enum { MS_SKIP_LN, MS_SKIP_LN_SUM, MS_SKIP_RMS, MS_SIMPLIFIED, MS_FAST_GELU, MS_BIAS_GELU, MS_GELU,
+       MS_QUICK_GELU, MS_COUNT };
+
+static kiln_network *contrib_net(int which, bool ms) {
+    rng_state = 4242u; /* the same constants in both networks */
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 16), NULL));
+    KT_OK(kiln_network_add_input(net, "skip", KILN_DTYPE_FLOAT, 3, DIMS(2, 3, 16), NULL));
+    fconst(net, "gamma", 1, DIMS(16), 0.5f, 1.f);
+    fconst(net, "beta", 1, DIMS(16), -0.5f, 1.f);
+    fconst(net, "bias", 1, DIMS(16), -0.5f, 1.f);
+    fconst(net, "W", 2, DIMS(16, 16), -0.3f, 0.6f);
+    node(net, "mm", "MatMul", 2, IN("skip", "W"), "h");
+    const char *y = "y";
+    int i = -1;
+    switch (which) {
+    case MS_SKIP_LN:
+    case MS_SKIP_LN_SUM:
+        if (ms) {
+            const char *outs[4] = {"y", "", "", which == MS_SKIP_LN_SUM ? "sum" : ""};
+            KT_OK(kiln_network_add_node(net, "sln", "SkipLayerNormalization", "com.microsoft", 1, 5,
+                                        IN("x", "h", "gamma", "beta", "bias"), 4, outs, &i));
+        } else {
+            node(net, "a1", "Add", 2, IN("x", "h"), "s1");
+            node(net, "a2", "Add", 2, IN("s1", "bias"), "sum");
+            i = node(net, "ln", "LayerNormalization", 3, IN("sum", "gamma", "beta"), "y");
+        }
+        KT_OK(kiln_network_set_attr_float(net, i, "epsilon", 1e-5f));
+        break;
+    case MS_SKIP_RMS:
+        if (ms) {
+            const char *outs[1] = {"y"};
+            KT_OK(kiln_network_add_node(net, "ssln", "SkipSimplifiedLayerNormalization",
+                                        "com.microsoft", 1, 3, IN("x", "h", "gamma"), 1, outs, &i));
+        } else {
+            node(net, "a1", "Add", 2, IN("x", "h"), "s1");
+            i = node_v(net, "rms", "RMSNormalization", "", 23, 2, IN("s1", "gamma"), "y");
+        }
+        KT_OK(kiln_network_set_attr_float(net, i, "epsilon", 1e-6f));
+        break;
+    case MS_SIMPLIFIED:
+        i = ms ? node_v(net, "sln", "SimplifiedLayerNormalization", "", 1, 2, IN("h", "gamma"), "y")
+               : node_v(net, "rms", "RMSNormalization", "", 23, 2, IN("h", "gamma"), "y");
+        KT_OK(kiln_network_set_attr_float(net, i, "epsilon", 1e-6f));
+        break;
+    case MS_FAST_GELU:
+    case MS_BIAS_GELU:
+        if (ms) {
+            node_v(net, "g", which == MS_FAST_GELU ? "FastGelu" : "BiasGelu", "com.microsoft", 1, 2,
+                   IN("h", "bias"), "y");
+        } else {
+            node(net, "a", "Add", 2, IN("h", "bias"), "hb");
+            i = node(net, "g", "Gelu", 1, IN("hb"), "y");
+            KT_OK(kiln_network_set_attr_string(net, i, "approximate",
+                                               which == MS_FAST_GELU ? "tanh" : "none"));
+        }
+        break;
+    case MS_GELU:
+        node_v(net, "g", "Gelu", ms ? "com.microsoft" : "", ms ? 1 : 20, 1, IN("h"), "y");
+        break;
+    case MS_QUICK_GELU:
+        if (ms) {
+            node_v(net, "g", "QuickGelu", "com.microsoft", 1, 1, IN("h"), "y");
+        } else {
+            fscalar(net, "c", 1.702f);
+            node(net, "m1", "Mul", 2, IN("h", "c"), "hc");
+            node(net, "sg", "Sigmoid", 1, IN("hc"), "hs");
+            node(net, "m2", "Mul", 2, IN("h", "hs"), "y");
+        }
+        break;
+    }
+    KT_OK(kiln_network_mark_output(net, y));
+    if (which == MS_SKIP_LN_SUM)
+        KT_OK(kiln_network_mark_output(net, "sum"));
+    return net;
+}
+
+static void test_contrib(void) {
+    static const char *const names[MS_COUNT] = {
+        "SkipLayerNormalization", "SkipLayerNormalization + sum", "SkipSimplifiedLayerNormalization",
+        "SimplifiedLayerNormalization", "FastGelu", "BiasGelu", "com.microsoft Gelu", "QuickGelu"};
+    for (int w = 0; w < MS_COUNT; w++) {
+        kiln_network *ref = contrib_net(w, false), *ms = contrib_net(w, true);
+        kn_net *o = optimized(ms, 0, 1, 1, 1);
+        if (o) {
+            int left = count_op(o, "com.microsoft", "SkipLayerNormalization") +
+                       count_op(o, "", "SimplifiedLayerNormalization");
+            for (int k = 0; k < o->n_nodes; k++)
+                left += strcmp(o->nodes[k].domain, "com.microsoft") == 0;
+            CHECK_OR_DUMP(left == 0, o);
+            if (w == MS_SKIP_LN) /* the sums join the norm */
+                CHECK_OR_DUMP(count_op(o, KN_DOMAIN_KILN, "LayerNorm") == 1, o);
+            if (w == MS_SKIP_RMS || w == MS_SIMPLIFIED)
+                CHECK_OR_DUMP(count_op(o, "", "RMSNormalization") == 1, o);
+            if (w >= MS_FAST_GELU) { /* the activation is the GEMM's epilogue */
+                const kn_node *m = find_op(o, KN_DOMAIN_KILN, "MatMul");
+                CHECK_OR_DUMP(o->n_nodes == 1 && m && kn_attr_string(m, "activation", "")[0], o);
+            }
+            compare(ref, o, names[w], 1);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(ref);
+        kiln_network_destroy(ms);
+    }
+}
+
+int main(void) {
+    printf("seed %u (fixed)\n", rng_state);
+    test_rmsnorm();
+    test_rmsnorm_not();
+    test_layernorm_decomposed();
+    test_layernorm_decomposed_residual();
+    test_quick_gelu();
+    test_rotary_domains();
+    test_contrib();
+    if (kt_skipped)
+        printf("%d numeric check(s) skipped: kernels missing\n", kt_skipped);
+    return kt_finish();
+}
