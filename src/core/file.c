@@ -116,21 +116,9 @@ kiln_status kn_file_write(const char *path, const void *data, size_t size) {
  * as long as an object lives (plans), so that whatever happens to the file
  * later cannot reach them. */
 kiln_status kn_file_read_private(const char *path, uint8_t **data, size_t *size) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return kn_error(KILN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return kn_error(KILN_ERR_IO, "'%s' is not a regular file (a FIFO, device or directory "
-                        "is not read)", path);
-    }
-    if (st.st_size < 0 || (uint64_t)st.st_size > (uint64_t)SIZE_MAX / 2) {
-        close(fd);
-        return kn_error(KILN_ERR_IO, "'%s' is too large (%lld bytes)", path,
-                        (long long)st.st_size);
-    }
-    size_t n = (size_t)st.st_size;
+    int fd = -1;
+    size_t n = 0;
+    KN_TRY(kn_file_open(path, &fd, &n));
     uint8_t *b = kn_aligned_alloc(n ? n : 1);
     if (!b) {
         close(fd);
