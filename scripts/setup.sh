@@ -25,9 +25,15 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "setup: creating $venv"
   python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c "import onnx, onnxruntime, numpy" >/dev/null 2>&1; then
-  echo "setup: installing onnx, onnxruntime, numpy into $venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/requirements.txt"
+# The virtualenv is brought up to scripts/requirements.txt whenever that file
+# changes (its hash is kept beside the environment).
+req=$root/scripts/requirements.txt
+stamp=$venv/.kiln-requirements
+want=$(sha256sum "$req" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing scripts/requirements.txt into $venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+  echo "$want" > "$stamp"
 fi
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${KILN_CMAKE_ARGS:-} >/dev/null
