@@ -766,6 +766,7 @@ static const pass_entry kpass_rounds[] = {
 /* Elementwise chains run once everything else is settled, so they do not
  * swallow a bias or activation that a matrix op's epilogue could take. */
 static const pass_entry kpass_final[] = {
+    {"attention-uniform-mask", kpass_attn_uniform_mask, true},
     {"attention-causal", kpass_attn_causal, true},
     {"elementwise-chain", kpass_chain, true},
     {"layernorm", kpass_layernorm, true},

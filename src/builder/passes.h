@@ -94,6 +94,9 @@ KN_HIDDEN kiln_status kpass_row_permutes(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_view_chains(kpass *p, int *changed);
 /* kiln::Attention with a constant causal mask gets causal=1 (pass_mha.c). */
 KN_HIDDEN kiln_status kpass_attn_causal(kpass *p, int *changed);
+/* kiln::Attention drops a mask whose every element is provably one finite
+ * value (pass_range.c: value ranges through the ops that build masks). */
+KN_HIDDEN kiln_status kpass_attn_uniform_mask(kpass *p, int *changed);
 /* A patch-embedding Conv (kernel = stride) as a GEMM over the patches
  * (pass_patchify.c). */
 KN_HIDDEN kiln_status kpass_patchify(kpass *p, int *changed);
