@@ -27,6 +27,27 @@ static kiln_status add_node1(kn_net *net, const char *base, const char *what, co
 
 static bool is_conv(const kn_node *n) { return kpass_is(n, "Conv"); }
 
+/* The one reader of t that is a Reshape or Transpose when every other
+ * reader is a Shape and t is no graph output; else -1. */
+static int layout_reader(const kpass *p, int t) {
+    const kn_net *net = p->net;
+    if (t < 0 || t >= p->n_tensors || p->is_output[t])
+        return -1;
+    int found = -1;
+    for (int k = p->rd_start[t]; k < p->rd_start[t + 1]; k++) {
+        int r = p->rd_node[k];
+        if (!kpass_free(p, r))
+            return -1;
+        const kn_node *n = &net->nodes[r];
+        if (kpass_is(n, "Shape"))
+            continue;
+        if (found >= 0 || !(kpass_is(n, "Reshape") || kpass_is(n, "Transpose")) || n->in[0] != t)
+            return -1;
+        found = r;
+    }
+    return found;
+}
+
 kiln_status kpass_patchify(kpass *p, int *changed) {
     kn_net *net = p->net;
     bool ready;
@@ -50,9 +71,10 @@ kiln_status kpass_patchify(kpass *p, int *changed) {
         const int64_t *kattr = kn_attr_ints(cv, "kernel_shape", &nk);
         if (kattr && (nk != 2 || kattr[0] != kh || kattr[1] != kw))
             continue;
-        /* the output goes to a layout op */
-        int rd = kpass_sole_reader(p, cv->out[0]);
-        if (rd < 0 || !(kpass_is(&net->nodes[rd], "Reshape") || kpass_is(&net->nodes[rd], "Transpose")))
+        /* the output goes to a layout op (and, besides, only to Shape: the
+         * rewrite keeps the tensor, so a TorchScript export's reshape target
+         * read from Shape(conv) is still right) */
+        if (layout_reader(p, cv->out[0]) < 0)
             continue;
         /* H and W static multiples of the kernel; N may vary */
         int64_t h = -1, wd = -1;
