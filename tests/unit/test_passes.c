@@ -986,10 +986,16 @@ static void test_attention_split_cast(void) {
 
 /* ViT's patch embedding: a 4x4 stride-4 Conv, its output flattened to
  * [N, C, P] and permuted to tokens [N, P, C]: the Conv becomes a GEMM over
- * the patches and the permutes around it cancel into a Reshape. A 4x4
- * stride-2 Conv (overlapping) stays. */
+ * the patches and the permutes around it cancel into a Reshape, also when
+ * the flattening's target is read from Shape(conv) at run time (the
+ * TorchScript export: Concat(Shape(f)[0:2], [-1])). A 4x4 stride-2 Conv
+ * (overlapping) stays. */
 static void test_patchify(void) {
-    for (int overlap = 0; overlap < 2; overlap++) {
+    for (int mode = 0; mode < 3; mode++) {
+        bool overlap = mode == 1, shape_target = mode == 2;
+        const char *what = overlap ? "overlapping patches"
+                           : shape_target ? "patch embedding, target from Shape"
+                                          : "patch embedding";
         kiln_network *net;
         KT_OK(kiln_network_create(&net));
         KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 3, 8, 8), NULL));
@@ -1001,7 +1007,17 @@ static void test_patchify(void) {
         KT_OK(kiln_network_set_attr_ints(net, c, "kernel_shape", (const int64_t[]){4, 4}, 2));
         if (overlap)
             KT_OK(kiln_network_set_attr_ints(net, c, "pads", (const int64_t[]){2, 2, 2, 2}, 4));
-        iconst(net, "flat", 1, DIMS(3), (const int64_t[]){0, 5, o * o});
+        if (shape_target) {
+            node(net, "fshape", "Shape", 1, IN("f"), "fs");
+            iconst(net, "s0", 1, DIMS(1), (const int64_t[]){0});
+            iconst(net, "s2", 1, DIMS(1), (const int64_t[]){2});
+            iconst(net, "m1", 1, DIMS(1), (const int64_t[]){-1});
+            node(net, "nc", "Slice", 3, IN("fs", "s0", "s2"), "nc");
+            KT_OK(kiln_network_set_attr_int(net, node(net, "flat_cat", "Concat", 2, IN("nc", "m1"), "flat"),
+                                            "axis", 0));
+        } else {
+            iconst(net, "flat", 1, DIMS(3), (const int64_t[]){0, 5, o * o});
+        }
         node(net, "flatten", "Reshape", 2, IN("f", "flat"), "ff");
         perm(net, node(net, "tokens", "Transpose", 1, IN("ff"), "y"), (const int64_t[]){0, 2, 1}, 3);
         KT_OK(kiln_network_mark_output(net, "y"));
@@ -1014,8 +1030,10 @@ static void test_patchify(void) {
                                   count_op(opt, "", "Transpose") == 1 &&
                                   count_op(opt, KN_DOMAIN_KILN, "MatMul") == 1,
                               opt);
-            compare(net, opt, overlap ? "overlapping patches" : "patch embedding", 2);
-            compare(net, opt, overlap ? "overlapping patches, batch 3" : "patch embedding, batch 3", 3);
+            char w2[96];
+            snprintf(w2, sizeof w2, "%s, batch 3", what);
+            compare(net, opt, what, 2);
+            compare(net, opt, w2, 3);
             kn_net_free(opt);
         }
         kiln_network_destroy(net);
