@@ -1,6 +1,7 @@
 /* pass_canon.c - canonicalization: Identity, inference-mode Dropout,
  * Transpose by the identity permutation and Cast to the type its input
- * already has are removed, their readers rewired to the input. Graph output
+ * already has are removed, their readers rewired to the input; Sum is the
+ * Adds it computes. Graph output
  * names survive: when the removed node writes a graph output, the input's
  * producer is made to write that output instead. Unless fusion is off, two
  * Transposes in a row become one, and Reshape of a Reshape reshapes the
@@ -183,6 +184,32 @@ static kiln_status gather_of_expanded_constant(kpass *p, int i, bool *done) {
     return KILN_OK;
 }
 
+/* Sum(x0, x1, ..., xk) -> Add(...Add(Add(x0, x1), x2)..., xk), the last
+ * Add writing the Sum's output (a Sum of floats adds left to right too). */
+static kiln_status sum_as_adds(kpass *p, int i) {
+    kn_net *net = p->net;
+    int n_in = net->nodes[i].n_in, acc = net->nodes[i].in[0];
+    char name[600];
+    snprintf(name, sizeof name, "%s", net->nodes[i].name);
+    for (int k = 1; k + 1 < n_in; k++) {
+        int t, node, in2[2] = {acc, net->nodes[i].in[k]};
+        char nm[640];
+        snprintf(nm, sizeof nm, "%s (term %d)", name, k);
+        KN_TRY(kn_net_new_tensor(net, nm, &t));
+        KN_TRY(kn_net_add_node(net, nm, "Add", "", 14, 2, in2, 1, &t, &node));
+        acc = t;
+    }
+    kn_node *n = &net->nodes[i];
+    n->in[0] = acc;
+    n->in[1] = n->in[n_in - 1];
+    n->n_in = 2;
+    KN_TRY(kpass_retype(n, "Add", "", 14));
+    kpass_touch(p, i);
+    kn_log(KILN_LOG_VERBOSE, "canonicalize: Sum '%s' of %d inputs is %d Add(s)", name, n_in,
+           n_in - 1);
+    return KILN_OK;
+}
+
 kiln_status kpass_canonicalize(kpass *p, int *changed) {
     kn_net *net = p->net;
     /* merging two layers is a fusion: not when fusion is off */
@@ -205,6 +232,14 @@ kiln_status kpass_canonicalize(kpass *p, int *changed) {
             continue;
         }
         n = &net->nodes[i];
+        if (kpass_is(n, "Sum") && n->n_in >= 2 && n->n_out == 1) {
+            /* Sum of two or more: the Adds it is (broadcasting alike), so
+             * that residual fusion and elementwise chains see them (opset-9
+             * exports write a ResNet's shortcut as Sum) */
+            KN_TRY(sum_as_adds(p, i));
+            (*changed)++;
+            continue;
+        }
         bool same_cast = false;
         if (kpass_is(n, "Cast") && n->n_in == 1 && n->in[0] >= 0) {
             /* a Cast to the type its input already has (GPT-2's export casts
@@ -215,7 +250,7 @@ kiln_status kpass_canonicalize(kpass *p, int *changed) {
             kiln_dtype from = kpass_dtype(p, n->in[0]);
             same_cast = from != KILN_DTYPE_UNDEFINED && kn_attr_int(n, "to", 0) == (int64_t)from;
         }
-        bool ident = kpass_is(n, "Identity") || (kpass_is(n, "Dropout") && dropout_is_identity(p, n)) ||
+        bool ident = kpass_is(n, "Identity") || (kpass_is(n, "Sum") && n->n_in == 1) || (kpass_is(n, "Dropout") && dropout_is_identity(p, n)) ||
                      (kpass_is(n, "Transpose") && transpose_is_identity(n)) || same_cast;
         if (!ident || n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0)
             continue;
