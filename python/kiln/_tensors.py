@@ -134,9 +134,12 @@ def stream_handle(stream: Any) -> Optional[int]:
         v = getattr(stream, attr, None)
         if v is not None:
             return int(v) or None
+    if isinstance(stream, (str, bytes, float)):
+        raise TypeError(f"{type(stream).__name__} is not a stream: give an int, "
+                        "torch.cuda.Stream or a CuPy stream")
     try:
         return int(stream) or None
-    except TypeError:
+    except (TypeError, ValueError):
         raise TypeError(f"{type(stream).__name__} is not a stream: give an int, "
                         "torch.cuda.Stream or a CuPy stream") from None
 

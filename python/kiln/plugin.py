@@ -195,7 +195,9 @@ def _specs(cls) -> Dict[str, FieldSpec]:
         elif isinstance(v, tuple):
             out[k] = FieldSpec(k, FieldType(v[0]), *v[1:])
         else:
-            out[k] = FieldSpec(k, FieldType(v))
+            t = FieldType(v)
+            # strings and bytes: any length; numbers: a scalar
+            out[k] = FieldSpec(k, t, -1 if t in (FieldType.STRING, FieldType.BYTES) else 1)
     return out
 
 

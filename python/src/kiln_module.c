@@ -1327,6 +1327,7 @@ typedef struct pycreator {
     char *name, *version, *ns;
     kiln_field_spec *specs;
     PyObject *factory;
+    int live; /* instances alive (atomic): deregistering waits for 0 */
     struct pycreator *next;
 } pycreator;
 static pycreator *pycreators; /* under the GIL */
@@ -1338,6 +1339,7 @@ typedef struct pyplugin {
     PyObject *obj;
     kiln_field *fields;
     PyObject *fields_keep;
+    pycreator *creator;
 } pyplugin;
 
 static const kiln_plugin_build pyplugin_build;
@@ -1385,8 +1387,8 @@ static PyObject *descs_list(const kiln_tensor_desc *d, int32_t n) {
     return l;
 }
 
-static pyplugin *pyplugin_make(const char *name, const char *version, const char *ns,
-                               PyObject *obj, kiln_plugin_phase phase) {
+static pyplugin *pyplugin_make(pycreator *cr, const char *name, const char *version,
+                               const char *ns, PyObject *obj, kiln_plugin_phase phase) {
     pyplugin *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
@@ -1410,6 +1412,8 @@ static pyplugin *pyplugin_make(const char *name, const char *version, const char
     p->pub.runtime = &pyplugin_runtime;
     Py_INCREF(obj);
     p->obj = obj;
+    p->creator = cr;
+    __atomic_add_fetch(&cr->live, 1, __ATOMIC_SEQ_CST);
     return p;
 }
 
@@ -1692,7 +1696,7 @@ static kiln_status pp_clone(void *self, kiln_plugin **outp) {
     if (!r) {
         st = py_fail(p->name, "clone");
     } else {
-        pyplugin *q = pyplugin_make(p->name, p->version, p->ns, r,
+        pyplugin *q = pyplugin_make(p->creator, p->name, p->version, p->ns, r,
                                     p->pub.build ? KILN_PLUGIN_PHASE_BUILD
                                                  : KILN_PLUGIN_PHASE_RUNTIME);
         Py_DECREF(r);
@@ -1715,6 +1719,7 @@ static void pp_destroy(void *self) {
         Py_XDECREF(p->fields_keep);
         PyGILState_Release(g);
     } /* else the interpreter is gone: the objects went with it */
+    __atomic_sub_fetch(&p->creator->live, 1, __ATOMIC_SEQ_CST);
     free(p->fields);
     free(p->name);
     free(p->version);
@@ -1762,7 +1767,7 @@ static kiln_status pc_create(void *self, const char *layer, const kiln_field_col
     if (!r) {
         st = py_fail(c->name, "create");
     } else {
-        pyplugin *p = pyplugin_make(c->name, c->version, c->ns, r, phase);
+        pyplugin *p = pyplugin_make(c, c->name, c->version, c->ns, r, phase);
         Py_DECREF(r);
         if (!p) {
             kiln_plugin_get_host()->set_error("Python plugin create: out of memory");
@@ -1851,14 +1856,29 @@ static PyObject *mod_plugin_deregister(PyObject *m, PyObject *args) {
     const char *name, *version, *ns;
     if (!PyArg_ParseTuple(args, "sss", &name, &version, &ns))
         return NULL;
-    CHECK(kiln_plugin_deregister(name, version, ns));
+    pycreator **at = NULL;
     for (pycreator **pp = &pycreators; *pp; pp = &(*pp)->next) {
         pycreator *c = *pp;
         if (!strcmp(c->name, name) && !strcmp(c->version, version) && !strcmp(c->ns, ns)) {
-            *pp = c->next;
-            pycreator_free(c);
+            at = pp;
             break;
         }
+    }
+    /* kiln counts the uses of library creators only; engines need the
+     * creator of a Python plugin for every new context, so it stays while
+     * any instance lives */
+    int live = at ? __atomic_load_n(&(*at)->live, __ATOMIC_SEQ_CST) : 0;
+    if (live > 0) {
+        PyErr_Format(err_by_status[KILN_ERR_PLUGIN],
+                     "plugin '%s' (version '%s', namespace '%s') is in use by %d instance(s) "
+                     "(engines or builds); drop them first", name, version, ns, live);
+        return NULL;
+    }
+    CHECK(kiln_plugin_deregister(name, version, ns));
+    if (at) {
+        pycreator *c = *at;
+        *at = c->next;
+        pycreator_free(c);
     }
     Py_RETURN_NONE;
 }
