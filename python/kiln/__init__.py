@@ -853,6 +853,15 @@ class ICudaEngine:
         b = resolve(dst, True, "destination")
         self._c.copy(b.address, src, nbytes if nbytes is not None else b.nbytes, 1)
 
+    def memcpy(self, dst: int, src: int, nbytes: int, direction: int,
+               stream: Any = None) -> None:
+        """kiln_engine_copy (stream None) or kiln_engine_copy_async: direction
+        0 host to device, 1 device to host, 2 device to device."""
+        if stream is None:
+            self._c.copy(dst, src, int(nbytes), int(direction))
+        else:
+            self._c.copy(dst, src, int(nbytes), int(direction), True, stream_handle(stream))
+
     def create_stream(self) -> Optional[int]:
         """A stream of the engine's backend (None on the CPU)."""
         return self._c.stream_create() or None
