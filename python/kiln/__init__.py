@@ -191,7 +191,7 @@ class Logger(ILogger):
 
     def log(self, severity: "ILogger.Severity", msg: str) -> None:
         if severity <= self.min_severity:
-            tag = "EWWIV"[int(severity)] if int(severity) < 5 else "V"
+            tag = "EEWIV"[int(severity)] if int(severity) < 5 else "V"
             print(f"[kiln] [{tag}] {msg}", file=sys.stderr)
 
 
@@ -239,8 +239,9 @@ class ITensor:
         self.name = name
 
     @property
-    def dtype(self) -> DataType:
-        return DataType(self._network._c.tensor_info(self.name)[0] or 1)
+    def dtype(self) -> Optional[DataType]:
+        dt = self._network._c.tensor_info(self.name)[0]
+        return DataType(dt) if dt else None
 
     @property
     def shape(self) -> Optional[Shape]:

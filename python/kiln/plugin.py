@@ -18,8 +18,11 @@ A Python plugin is a subclass of :class:`Plugin`::
 On a CPU engine enqueue gets numpy arrays over kiln's buffers (no copies;
 write the outputs in place); on a GPU engine it gets DeviceArray objects
 (``__cuda_array_interface__``: ``torch.as_tensor(x, device="cuda")``,
-``cupy.asarray(x)``) and the stream as an int. The callbacks run with the
-GIL held, on the thread that builds or runs the plan.
+``cupy.asarray(x)``) and the stream as an int: enqueue the work on that
+stream, since the context may capture the run into a CUDA graph and replay
+it without calling Python again (``context.cuda_graphs = False`` calls it
+every run). The callbacks run with the GIL held, on the thread that builds
+or runs the plan.
 
 A plan with a Python plugin loads only in a process that registered the same
 plugin (name, version, namespace) first, as a plan with a library plugin

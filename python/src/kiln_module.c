@@ -1378,8 +1378,10 @@ static kiln_status py_fail(const char *plugin, const char *what) {
 static PyObject *descs_list(const kiln_tensor_desc *d, int32_t n) {
     PyObject *l = PyList_New(0);
     for (int32_t i = 0; l && i < n; i++) {
+        /* positions not chosen yet may hold anything: clamp the rank */
+        int rank = d[i].rank < 0 ? 0 : d[i].rank > KILN_MAX_DIMS ? KILN_MAX_DIMS : d[i].rank;
         PyObject *t = Py_BuildValue("(iiN)", (int)d[i].dtype, (int)d[i].layout,
-                                    dims_tuple(d[i].dims, d[i].rank < 0 ? 0 : d[i].rank));
+                                    dims_tuple(d[i].dims, rank));
         if (!t || PyList_Append(l, t) < 0)
             Py_CLEAR(l);
         Py_XDECREF(t);

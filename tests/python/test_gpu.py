@@ -77,8 +77,9 @@ def test_gpu_python_plugin_gets_device_arrays(gpu_engine, tmp_path):
             seen["kind"] = type(inputs[0]).__name__
             seen["stream"] = stream
             n = inputs[0].nbytes
-            # a device-to-device copy through the engine's own copy
-            gpu_engine._c.copy(outputs[0].address, inputs[0].address, n, 2)
+            # a device-to-device copy on the given stream (capturable into
+            # the context's CUDA graph)
+            gpu_engine.memcpy(outputs[0].address, inputs[0].address, n, 2, stream=stream)
     kiln.register_plugin(Copy)
     try:
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])
