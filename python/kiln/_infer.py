@@ -152,6 +152,19 @@ def infer(engine, ctx, feeds: Mapping[str, Any], stream: Any = None) -> Dict[str
             c.synchronize(st)
         for o, addr in staged:
             engine._c.copy(o.__array_interface__["data"][0], addr, o.nbytes, 1)
+        # an output whose size depends on the data may come out smaller than
+        # the bound the shape gave before the run: kiln wrote it contiguously
+        # at the start of the buffer
+        synced = gpu and (staged or late or kind == "numpy")
+        for name, o in list(outs.items()):
+            now = c.tensor_shape(name)
+            if tuple(now) != tuple(o.shape):
+                if gpu and not synced:
+                    c.synchronize(st)
+                    synced = True
+                    now = c.tensor_shape(name)
+                n = int(np.prod(now, dtype=np.int64))
+                outs[name] = o.reshape(-1)[:n].reshape(tuple(now))
         for name in late:
             dt = engine._c.tensor_dtype(name)
             shape = c.tensor_shape(name)
