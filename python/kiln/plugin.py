@@ -287,12 +287,15 @@ def deregister_plugin(plugin: Union[Type[Plugin], str], version: str = "1",
 
 
 def define_plugin(name: str, enqueue: Callable, *, output_shapes: Optional[Callable] = None,
-                  output_dtypes: Optional[Callable] = None, dtypes: Sequence[int] = (1,),
+                  output_dtypes: Optional[Callable] = None,
+                  supports_format: Optional[Callable] = None, dtypes: Sequence[int] = (1,),
                   num_outputs: int = 1, fields: Optional[Mapping[str, Any]] = None,
                   version: str = "1", namespace: str = "", register: bool = True) -> Type[Plugin]:
     """A plugin from functions: ``enqueue(inputs, outputs, fields: dict,
     stream)``, ``output_shapes(input_shapes, fields) -> shapes``,
-    ``output_dtypes(input_dtypes, fields) -> dtypes``; registered unless
+    ``output_dtypes(input_dtypes, fields) -> dtypes``,
+    ``supports_format(pos, descs, num_inputs, num_outputs) -> bool`` (default:
+    linear tensors of ``dtypes``, all of one type); registered unless
     register=False. Returns the Plugin subclass."""
     body: Dict[str, Any] = {"name": name, "version": version, "namespace": namespace,
                             "fields": dict(fields or {}), "num_outputs": num_outputs,
@@ -305,6 +308,9 @@ def define_plugin(name: str, enqueue: Callable, *, output_shapes: Optional[Calla
         body["output_shapes"] = lambda self, s: output_shapes(s, self.get_fields())
     if output_dtypes is not None:
         body["output_dtypes"] = lambda self, d: output_dtypes(d, self.get_fields())
+    if supports_format is not None:
+        body["supports_format"] = lambda self, pos, descs, n_in, n_out: supports_format(
+            pos, descs, n_in, n_out)
     cls = type(name, (Plugin,), body)
     return register_plugin(cls) if register else cls
 

@@ -182,3 +182,30 @@ def test_dim_expr_outside_its_call():
             kept[0] + 1
     finally:
         kiln.deregister_plugin(Keeper)
+
+
+def test_formats_are_negotiated(tmp_path):
+    seen = []
+
+    def enqueue(inputs, outputs, fields, stream):
+        seen.append(inputs[0].dtype)
+        outputs[0][...] = inputs[0] + 1
+
+    def half_only(pos, descs, n_in, n_out):
+        return int(descs[pos].format) == 0 and descs[pos].dtype == kiln.float16
+    cls = kiln.define_plugin("PyHalfOnlyT", enqueue, supports_format=half_only)
+    try:
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        m = make_model(str(tmp_path / "h.onnx"),
+                       [helper.make_node("PyHalfOnlyT", ["x"], ["y"], domain="kiln.plugins")], [x], [y])
+        e = kiln.build(m, logger=kiln.Logger(kiln.Logger.ERROR))
+        assert [op for _, op, _ in e.layers] == ["Cast", "PyHalfOnlyT", "Cast"]
+        out = e.infer({"x": np.arange(4, dtype=np.float32)})["y"]
+        assert out.dtype == np.float32
+        np.testing.assert_array_equal(out, np.arange(1, 5, dtype=np.float32))
+        assert seen == [np.dtype(np.float16)]
+        del e
+    finally:
+        gc.collect()
+        kiln.deregister_plugin(cls)
