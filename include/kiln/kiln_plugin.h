@@ -306,6 +306,12 @@ KILN_API KILN_NODISCARD kiln_status kiln_plugin_allow_embedded_sha256(const char
 KILN_API KILN_NODISCARD kiln_status kiln_plan_plugins_json(const void *plan, size_t size,
                                                            char **json);
 
+/* The host table kiln hands plugin libraries (set_error, log), for creators
+ * registered directly with kiln_plugin_register (a language binding's
+ * plugins), which never see kiln_plugin_get_creators. Never NULL; valid for
+ * the life of the process. Added in 0.2 (issue 33). */
+KILN_API const kiln_plugin_host *kiln_plugin_get_host(void);
+
 /* SHA-256 of n bytes as 64 hex digits and a NUL. Added in 0.1. */
 KILN_API void kiln_sha256_hex(const void *data, size_t n, char out[65]);
 

@@ -69,6 +69,7 @@ static const kiln_plugin_host host = {KILN_PLUGIN_ABI_VERSION, sizeof(kiln_plugi
                                       host_set_error, host_log};
 
 const kiln_plugin_host *kpl_host(void) { return &host; }
+const kiln_plugin_host *kiln_plugin_get_host(void) { return &host; }
 void kpl_error_clear(void) { plugin_msg[0] = 0; }
 const char *kpl_error_text(void) { return plugin_msg[0] ? plugin_msg : "the plugin gave no message"; }
 

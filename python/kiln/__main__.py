@@ -1,0 +1,4 @@
+"""python -m kiln ...: the kiln CLI."""
+from ._cli import main
+
+main()

@@ -1,0 +1,208 @@
+"""Accuracy against ONNX Runtime (Polygraphy's Comparator in spirit): run a
+plan and ONNX Runtime on the same inputs and compare every output.
+
+    result = kiln.compare("model.onnx", fp16=True, atol=1e-2, rtol=1e-2)
+    print(result.table())
+    assert result            # passed
+
+The verdict follows kiln compare (docs/accuracy.md): with
+check_error_stat="elemwise" (default) an output fails when any element is
+over both atol and rtol; with "max", "mean" or "median" when that statistic
+of the absolute error is over atol and the same statistic of the relative
+error is over rtol. A shape mismatch fails at once; the same NaN (or
+same-signed Inf) in the same place counts as equal, any other NaN/Inf
+difference as an infinite error.
+
+This is an implementation in Python over the C API; `kiln compare` (the
+CLI, tools/) is a separate implementation of the same rules.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+
+class OutputComparison(NamedTuple):
+    name: str
+    shape: tuple
+    ref_shape: tuple
+    max_abs: float
+    mean_abs: float
+    median_abs: float
+    max_rel: float
+    mean_rel: float
+    median_rel: float
+    failing: int           # elements over both tolerances
+    count: int
+    worst_index: Optional[tuple]
+    atol: float
+    rtol: float
+    passed: bool
+
+    def line(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        if self.shape != self.ref_shape:
+            return f"{verdict} {self.name!r}: shape {self.shape} vs reference {self.ref_shape}"
+        return (f"{verdict} {self.name!r}: max abs {self.max_abs:.6g}, mean abs "
+                f"{self.mean_abs:.6g}, max rel {self.max_rel:.6g}, {self.failing} of "
+                f"{self.count} over atol={self.atol:g} and rtol={self.rtol:g}")
+
+
+class CompareResult:
+    """Per-output comparisons; truthy when every output passed."""
+
+    def __init__(self, outputs: List[OutputComparison], inputs: Dict[str, np.ndarray],
+                 kiln_outputs: Dict[str, np.ndarray], ref_outputs: Dict[str, np.ndarray]):
+        self.outputs = outputs
+        self.inputs = inputs
+        self.kiln_outputs = kiln_outputs
+        self.ref_outputs = ref_outputs
+
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outputs)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __getitem__(self, name: str) -> OutputComparison:
+        for o in self.outputs:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def table(self) -> str:
+        head = f"{'output':<24} {'shape':<18} {'max abs':>11} {'mean abs':>11} {'max rel':>11} " \
+               f"{'failing':>9}  verdict"
+        rows = [head, "-" * len(head)]
+        for o in self.outputs:
+            rows.append(f"{o.name[:24]:<24} {str(o.shape)[:18]:<18} {o.max_abs:>11.4g} "
+                        f"{o.mean_abs:>11.4g} {o.max_rel:>11.4g} {o.failing:>9}  "
+                        f"{'PASS' if o.passed else 'FAIL'}")
+        rows.append(("PASSED" if self.passed else "FAILED") +
+                    f": {sum(o.passed for o in self.outputs)} of {len(self.outputs)} output(s) "
+                    "within tolerance (kiln vs onnxruntime)")
+        return "\n".join(rows)
+
+    def __repr__(self) -> str:
+        return f"CompareResult(passed={self.passed}, outputs={[o.name for o in self.outputs]})"
+
+
+def _tol(value: Union[float, Mapping[str, float]], name: str, default: float) -> float:
+    if isinstance(value, Mapping):
+        return float(value.get(name, value.get("", default)))
+    return float(value)
+
+
+def compare_arrays(name: str, got: np.ndarray, ref: np.ndarray, atol: float = 1e-5,
+                   rtol: float = 1e-5, check_error_stat: str = "elemwise") -> OutputComparison:
+    """Compare one output with its reference."""
+    got = np.asarray(got)
+    ref = np.asarray(ref)
+    if got.shape != ref.shape:
+        inf = float("inf")
+        return OutputComparison(name, got.shape, ref.shape, inf, inf, inf, inf, inf, inf,
+                                int(ref.size), int(ref.size), None, atol, rtol, False)
+    if got.dtype == np.bool_ or ref.dtype == np.bool_:
+        g, r = got.astype(np.float64), ref.astype(np.float64)
+    else:
+        g, r = got.astype(np.float64), ref.astype(np.float64)
+    same_special = (np.isnan(g) & np.isnan(r)) | (np.isinf(g) & np.isinf(r) & (np.sign(g) == np.sign(r)))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        abs_err = np.abs(g - r)
+        abs_err = np.where(same_special, 0.0, abs_err)
+        abs_err = np.where(np.isnan(abs_err), np.inf, abs_err)
+        rel_err = np.where(abs_err == 0, 0.0, abs_err / np.abs(r))
+        rel_err = np.where(np.isnan(rel_err), np.inf, rel_err)
+    over = (abs_err > atol) & (rel_err > rtol)
+    n = int(abs_err.size)
+    stat = check_error_stat
+    if n == 0:
+        passed = True
+    elif stat == "elemwise":
+        passed = not bool(over.any())
+    else:
+        fn = {"max": np.max, "mean": np.mean, "median": np.median}.get(stat)
+        if fn is None:
+            raise ValueError(f"check_error_stat {stat!r}: use elemwise, max, mean or median")
+        passed = not (fn(abs_err) > atol and fn(rel_err) > rtol)
+    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(abs_err)), abs_err.shape)) if n else None
+    f = lambda fn, a: float(fn(a)) if n else 0.0  # noqa: E731
+    return OutputComparison(name, got.shape, ref.shape, f(np.max, abs_err), f(np.mean, abs_err),
+                            f(np.median, abs_err), f(np.max, rel_err), f(np.mean, rel_err),
+                            f(np.median, rel_err), int(over.sum()), n, worst, atol, rtol, passed)
+
+
+def random_inputs(engine, shapes: Optional[Mapping[str, Sequence[int]]] = None,
+                  seed: int = 0) -> Dict[str, np.ndarray]:
+    """Inputs for an engine: float inputs uniform in [-1, 1), integer inputs
+    in [0, 4), booleans at random; dynamic dims at the first profile's opt
+    point unless ``shapes`` gives them. Seeded (numpy's default_rng)."""
+    from ._tensors import numpy_dtype
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in engine.input_names:
+        if shapes and name in shapes:
+            shape = tuple(shapes[name])
+        else:
+            shape = tuple(engine.get_tensor_shape(name))
+            if any(d < 0 for d in shape):
+                shape = tuple(engine.get_tensor_profile_shape(name, 0)[1])
+        dt = numpy_dtype(int(engine.get_tensor_dtype(name)))
+        if dt.kind == "f":
+            a = rng.uniform(-1.0, 1.0, size=shape).astype(dt)
+        elif dt.kind == "b":
+            a = rng.integers(0, 2, size=shape).astype(np.bool_)
+        else:
+            a = rng.integers(0, 4, size=shape).astype(dt)
+        out[name] = a
+    return out
+
+
+def run_onnxruntime(onnx_path: Union[str, os.PathLike], feeds: Mapping[str, np.ndarray],
+                    outputs: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
+    """ONNX Runtime's CPU results for the same inputs."""
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(os.fspath(onnx_path), so, providers=["CPUExecutionProvider"])
+    names = list(outputs) if outputs else [o.name for o in sess.get_outputs()]
+    want = {i.name for i in sess.get_inputs()}
+    res = sess.run(names, {k: v for k, v in feeds.items() if k in want})
+    return dict(zip(names, res))
+
+
+def compare(onnx_path: Union[str, os.PathLike], engine: Any = None, *,
+            inputs: Optional[Mapping[str, np.ndarray]] = None,
+            shapes: Optional[Mapping[str, Sequence[int]]] = None,
+            atol: Union[float, Mapping[str, float]] = 1e-5,
+            rtol: Union[float, Mapping[str, float]] = 1e-5,
+            check_error_stat: str = "elemwise", seed: int = 0,
+            reference: Optional[Mapping[str, np.ndarray]] = None,
+            **build_options: Any) -> CompareResult:
+    """Run kiln and ONNX Runtime on the same inputs; compare every output.
+
+    engine: an ICudaEngine, a plan path / bytes, or None to build one from
+    the model with ``build_options`` (kiln.build's: fp16=, backend=, ...;
+    ``shapes`` also serves as the build's profile). inputs: the feeds
+    (random, seeded, when not given). atol / rtol: one value or
+    {output name: value} ("" for the default). reference: results to
+    compare against instead of running ONNX Runtime."""
+    from . import ICudaEngine, load
+    from ._convenience import build
+    if engine is None:
+        engine = build(onnx_path, shapes=shapes, **build_options)
+    elif not isinstance(engine, ICudaEngine):
+        engine = load(engine)
+    feeds = dict(inputs) if inputs is not None else random_inputs(engine, shapes, seed)
+    got = engine.infer(feeds)
+    ref = dict(reference) if reference is not None else run_onnxruntime(onnx_path, feeds, list(got))
+    results = []
+    for name in got:
+        if name not in ref:
+            raise KeyError(f"compare: the reference has no output '{name}'")
+        results.append(compare_arrays(name, got[name], ref[name], _tol(atol, name, 1e-5),
+                                      _tol(rtol, name, 1e-5), check_error_stat))
+    return CompareResult(results, feeds, got, ref)
