@@ -8,7 +8,7 @@ build=${1:-$root/build}
 
 pkgs=(build-essential cmake ninja-build pkg-config python3-venv
       libdnnl-dev libopenblas-dev protobuf-c-compiler libprotobuf-c-dev
-      libonnx-testdata clang libclang-rt-14-dev libomp-14-dev)
+      libonnx-testdata clang libclang-rt-14-dev libomp-14-dev python3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
