@@ -527,11 +527,12 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
         const char *flag;
         uint32_t set, clear;
     } bools[] = {
-        {"--fp16", KILN_BUILDER_FLAG_FP16, 0},
-        {"--bf16", KILN_BUILDER_FLAG_BF16, 0},
-        {"--tf32", KILN_BUILDER_FLAG_TF32, 0},
+        {"--fp16", KILN_BUILDER_FLAG_FP16 | KILN_BUILDER_FLAG_TIMED_PRECISION, 0},
+        {"--bf16", KILN_BUILDER_FLAG_BF16 | KILN_BUILDER_FLAG_TIMED_PRECISION, 0},
+        {"--tf32", KILN_BUILDER_FLAG_TF32 | KILN_BUILDER_FLAG_TIMED_PRECISION, 0},
         {"--noTF32", 0, KILN_BUILDER_FLAG_TF32},
-        {"--best", KILN_BUILDER_FLAG_FP16 | KILN_BUILDER_FLAG_BF16 | KILN_BUILDER_FLAG_TF32, 0},
+        {"--best", KILN_BUILDER_FLAG_FP16 | KILN_BUILDER_FLAG_BF16 | KILN_BUILDER_FLAG_TF32 |
+                       KILN_BUILDER_FLAG_TIMED_PRECISION, 0},
         {"--noFusion", KILN_BUILDER_FLAG_NO_FUSION, 0},
         {"--channelsLast", KILN_BUILDER_FLAG_CHANNELS_LAST, 0},
         {"--stronglyTyped", KILN_BUILDER_FLAG_STRONGLY_TYPED, 0},

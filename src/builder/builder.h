@@ -15,6 +15,10 @@ typedef struct kbld {
     const struct kiln_builder_config *cfg;
     /* the backend tactics are chosen and timed on (NULL = CPU) */
     const struct kb_backend *be;
+    /* the build's timing cache (NULL: none), shared by the precision pass
+     * and tactic selection, and the random inputs timing copies from */
+    struct kbld_tcache *cache;
+    void *time_pool;
 } kbld;
 
 /* Which profile shapes to infer with. */
@@ -49,6 +53,26 @@ typedef struct kbld_io_type {
 } kbld_io_type;
 /* The entries set on cfg (NULL cfg: none). */
 KN_HIDDEN const kbld_io_type *kbld_io_types(const struct kiln_builder_config *cfg, int *count);
+
+/* Time node n (of b->net) at the inputs and outputs in[] / out[] (per slot,
+ * n->n_in and n->n_out entries; the types may differ from the tensors',
+ * e.g. float16 for a layer the precision pass considers): the fastest
+ * candidate tactic that supports them, in *ms. A constant input is read
+ * from its value when its type is unchanged, else random. Fails when no
+ * tactic supports or can run them. Through kbld_time_hook when set. */
+KN_HIDDEN kiln_status kbld_time_layer(kbld *b, const kn_node *n, const kn_tinfo *in,
+                                      const kn_tinfo *out, double *ms);
+/* Time a Cast of a tensor of shape/type `from` to type `to` (the cast the
+ * precision pass adds at a converted layer's edge). */
+KN_HIDDEN kiln_status kbld_time_cast(kbld *b, const kn_tinfo *from, kiln_dtype to, double *ms);
+/* Tests: replaces every timing of kbld_time_layer / kbld_time_cast (the cast
+ * is a node named "(precision cast)" of op Cast) when set. NULL = measure. */
+typedef kiln_status (*kbld_time_fn)(const kn_node *n, const kn_tinfo *in, const kn_tinfo *out,
+                                    double *ms);
+KN_HIDDEN extern kbld_time_fn kbld_time_hook;
+/* Whether tactic timing is off for this build (NO_TIMING, REF_TACTICS or
+ * optimization level 0). */
+KN_HIDDEN bool kbld_no_timing(const kbld *b);
 
 /* Run every optimization pass to a fixed point (passes.c). Skips fusion when
  * KILN_BUILDER_FLAG_NO_FUSION is set. Logs what each pass changed (verbose). */
