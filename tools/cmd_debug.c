@@ -479,6 +479,12 @@ static int cmd_precision(int argc, char **argv) {
         cli_error("debug precision needs --fp16 or --bf16 (the precision to narrow down)");
         goto out;
     }
+    /* --fp16 / --bf16 allow a type and the builder keeps the faster one per
+     * layer; narrowing down what the type does to accuracy needs it on every
+     * eligible layer but those kept in FP32, as the 0.1 flags forced it */
+    o.b.flags &= ~KILN_BUILDER_FLAG_TIMED_PRECISION;
+    cli_info("debug precision: every eligible layer runs in %s unless kept in FP32",
+             (o.b.flags & KILN_BUILDER_FLAG_FP16) ? "FP16" : "BF16");
     cli_install_logger(cli_verbose);
     cmp_set_silent(true);
     rc = 3;
