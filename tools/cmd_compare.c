@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "compare.h"
+#include "kiln/kiln_plugin.h"
 
 /* ---------------- options ---------------- */
 
@@ -774,11 +775,30 @@ done:
     return rc;
 }
 
+/* The first node of net whose op a registered plugin creator implements
+ * (onnxruntime cannot run it), or NULL. */
+static const char *plugin_layer(const kiln_network *net) {
+    for (int i = 0; net && i < kiln_network_num_nodes(net); i++) {
+        const char *op = kiln_network_node_op_type(net, i);
+        for (int j = 0; op && j < kiln_plugin_count(); j++) {
+            const kiln_plugin_creator *c = kiln_plugin_at(j, NULL);
+            if (c && c->name && strcmp(c->name, op) == 0)
+                return kiln_network_node_name(net, i);
+        }
+    }
+    return NULL;
+}
+
 bool cmp_run_reference(const cmp_opts *o, const kiln_network *net, const npy_list *inputs,
                        const char *const *names, int n_names, npy_list *outputs,
                        const char **used) {
     const char *model = o->ref_model ? o->ref_model : o->model;
-    if (o->reference != CMP_REF_KILN) {
+    const char *plug = o->reference == CMP_REF_AUTO ? plugin_layer(net) : NULL;
+    if (plug)
+        cli_warn("layer '%s' is a plugin, which onnxruntime cannot run; the reference is kiln's "
+                 "reference kernels (no fusion, FP32; plugin layers run the plugin's own code, "
+                 "--reference=onnxruntime to insist)", plug);
+    if (o->reference != CMP_REF_KILN && !plug) {
         if (!model) {
             cli_error("onnxruntime needs the ONNX model (--model with --plan)");
             return false;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "compare.h"
+#include "plugins_cli.h"
 
 void cli_debug_usage(FILE *f) {
     fputs("Usage: kiln debug reduce MODEL.onnx --check=\"COMPARE FLAGS\" [-o REDUCED.onnx]\n"
@@ -119,13 +120,17 @@ static int piece_fails(reducer *r, const int *nodes, int n) {
     }
     char load[600];
     snprintf(load, sizeof load, "--load-inputs=%s", r->golden_path);
-    char **argv = calloc((size_t)r->n_check + 8, sizeof *argv);
+    char *const *plug = NULL;
+    int n_plug = cli_plugin_taken_flags(&plug); /* the libraries this process loaded */
+    char **argv = calloc((size_t)r->n_check + (size_t)n_plug + 8, sizeof *argv);
     if (!argv)
         return -1;
     int k = 0;
     argv[k++] = (char *)cmp_self_exe();
     argv[k++] = "compare";
     argv[k++] = r->model_path;
+    for (int i = 0; i < n_plug; i++)
+        argv[k++] = plug[i];
     for (int i = 0; i < r->n_check; i++)
         argv[k++] = r->check[i];
     argv[k++] = load;

@@ -88,7 +88,7 @@ static int check_library(const char *path, const cj_value *manifest) {
      * code runs. */
     int before = kiln_plugin_count();
     kiln_plugin_library *lib = NULL;
-    kiln_status st = kiln_plugin_load_library_sha256(path, NULL, want, &lib);
+    kiln_status st = kiln_plugin_load_library_sha256(path, cli_plugin_namespace(), want, &lib);
     if (st != KILN_OK) {
         const char *e = kiln_last_error();
         if (st == KILN_ERR_IO)
@@ -620,7 +620,10 @@ int cli_cmd_doctor(int argc, char **argv) {
             o.allow_embedded = 1;
         else if (strncmp(a, "--allowEmbeddedPluginSha256=", 28) == 0)
             o.allow_sha = a + 28;
-        else if (strcmp(a, "--verbose") == 0)
+        else if (strncmp(a, "--pluginNamespace", 17) == 0 && (a[17] == '=' || !a[17])) {
+            if (cli_plugin_namespace_flag("--pluginNamespace", a[17] ? a + 18 : NULL) < 0)
+                return 2;
+        } else if (strcmp(a, "--verbose") == 0)
             cli_install_logger(true);
         else if (strcmp(a, "--help") == 0) {
             cli_doctor_usage(stdout);
