@@ -170,7 +170,28 @@ static int check_plan_static(const dopts *o, const void *plan, size_t size, cj_v
         FAIL("plan header", "the file is not a kiln plan, or its header is damaged",
              "copy the plan again or rebuild it with kiln exec --saveEngine", "%s",
              kiln_last_error());
-    row("PASS", "plan header", "the file is a kiln plan", "nothing to do",
+    /* the whole file is read (cli_read_file): a header that reads is not
+     * enough, the bytes it promises must be there */
+    if (info.file_size > size)
+        FAIL("plan header", "the plan is truncated: the file ends before the size its header "
+             "records",
+             "copy the whole plan again (compare its size and SHA-256 with the source's)",
+             "the file ends at byte offset %zu; the header says the plan is %llu bytes (%llu "
+             "missing)", size, (unsigned long long)info.file_size,
+             (unsigned long long)(info.file_size - size));
+    if (info.file_size < size)
+        FAIL("plan header", "the file is longer than the plan its header describes",
+             "copy the plan again; something was appended to it",
+             "the plan ends at byte offset %llu; the file has %zu bytes",
+             (unsigned long long)info.file_size, size);
+    char *sections = NULL; /* the section table must fit the bytes read */
+    st = kiln_plan_plugins_json(plan, size, &sections);
+    kiln_free(sections);
+    if (st != KILN_OK)
+        FAIL("plan header", "the plan's section table does not fit the file",
+             "copy the plan again or rebuild it with kiln exec --saveEngine", "%s",
+             kiln_last_error());
+    row("PASS", "plan header", "the file is a whole kiln plan", "nothing to do",
         "format %u, %llu bytes, backend %s", info.format_version,
         (unsigned long long)info.file_size, info.backend);
     unsigned pv = info.kiln_version;

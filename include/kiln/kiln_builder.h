@@ -134,6 +134,17 @@ KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_input_values(
     kiln_builder_config *cfg, int profile, const char *input, kiln_dtype dtype, size_t count,
     const void *min, const void *opt, const void *max);
 
+/* Whether network input `input` is a shape tensor: its values decide the
+ * shape of some tensor (they reach, through any ops but Shape and Size, an
+ * op input such as Reshape's shape, Resize's scales or OneHot's depth), so a
+ * build needs them (kiln_builder_config_set_input_values). 1 yes, 0 no (an
+ * input whose values only feed data, or that ops read on the host without
+ * their shapes following from it: NonMaxSuppression's thresholds, CumSum's
+ * axis, Dropout's ratio, Trilu's k), -1 when the network has no such input.
+ * An input of the second kind given no values is built with any (its
+ * shapes are the same). Added in 0.2. */
+KILN_API int kiln_builder_input_is_shape_tensor(const kiln_network *net, const char *input);
+
 /* Build `net` into a serialized plan. On success *plan is a buffer of *size
  * bytes owned by the caller (free with kiln_free). The network is not changed.
  * Progress and timing go to the logger (info). Added in 0.1. */

@@ -377,6 +377,67 @@ static const int64_t (*profile_dims(const kp_profile *pr, kbld_which w))[KILN_MA
                            : (const int64_t (*)[KILN_MAX_DIMS])pr->max;
 }
 
+/* Value inputs whose values ops read but whose outputs' shapes do not
+ * follow from: op, input index. */
+static bool data_only_value(const kn_node *n, int j) {
+    static const struct {
+        const char *op;
+        int in;
+    } k[] = {{"CumSum", 1},        {"CumProd", 1},           {"Trilu", 1},
+             {"NonMaxSuppression", 3}, {"NonMaxSuppression", 4}, {"Dropout", 1},
+             {"Dropout", 2},       {"Resize", 1}};
+    if (n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
+        return false;
+    for (size_t i = 0; i < KN_ARRAY_LEN(k); i++)
+        if (k[i].in == j && strcmp(n->op_type, k[i].op) == 0)
+            return true;
+    return false;
+}
+
+bool kbld_decides_shape(const kn_net *net, int t) {
+    if (t < 0 || t >= net->n_tensors)
+        return false;
+    bool *reached = kn_calloc((size_t)net->n_tensors + 1, sizeof(bool));
+    if (!reached)
+        return true; /* out of memory: the cautious answer */
+    reached[t] = true;
+    bool decides = false, changed = true;
+    while (changed && !decides) {
+        changed = false;
+        for (int i = 0; i < net->n_nodes && !decides; i++) {
+            const kn_node *n = &net->nodes[i];
+            if (n->dead || (n->domain[0] == 0 && (strcmp(n->op_type, "Shape") == 0 ||
+                                                  strcmp(n->op_type, "Size") == 0)))
+                continue; /* they read only the shape */
+            const kn_op_schema *sch = kn_op_find(n->domain, n->op_type);
+            bool any = false;
+            for (int j = 0; j < n->n_in; j++) {
+                if (n->in[j] < 0 || !reached[n->in[j]])
+                    continue;
+                any = true;
+                if (sch && j < 32 && (sch->value_inputs >> j & 1u) && !data_only_value(n, j))
+                    decides = true;
+            }
+            for (int j = 0; any && j < n->n_out; j++)
+                if (n->out[j] >= 0 && !reached[n->out[j]]) {
+                    reached[n->out[j]] = true;
+                    changed = true;
+                }
+        }
+    }
+    kn_free(reached);
+    return decides;
+}
+
+KILN_API int kiln_builder_input_is_shape_tensor(const kiln_network *net, const char *input) {
+    if (!net || !input)
+        return -1;
+    for (int k = 0; k < net->n_inputs; k++)
+        if (strcmp(net->tensors[net->inputs[k]].name, input) == 0)
+            return kbld_decides_shape(net, net->inputs[k]) ? 1 : 0;
+    return -1;
+}
+
 /* Bind the configured values of graph input k when it is a shape tensor. */
 static kiln_status bind_input_values(kbld *b, int profile, kbld_which which, int k, int rank,
                                      const int64_t *dims, kx_ctx *ctx) {
@@ -389,11 +450,29 @@ static kiln_status bind_input_values(kbld *b, int profile, kbld_which which, int
             if (strcmp(b->cfg->profiles[profile].shapes[i].name, t->name) == 0 &&
                 b->cfg->profiles[profile].shapes[i].vtype != KILN_DTYPE_UNDEFINED)
                 s = &b->cfg->profiles[profile].shapes[i];
+    if (!s && !kbld_decides_shape(b->net, b->net->inputs[k])) {
+        /* read on the host but deciding no shape (a threshold, an axis): any
+         * values infer the same shapes */
+        int64_t cnt = kn_numel(rank, dims);
+        size_t bytes = cnt > 0 ? (size_t)cnt * kiln_dtype_size(t->dtype) : 0;
+        if (bytes + 64 > b->zeros_size) {
+            kn_aligned_free(b->zeros);
+            b->zeros_size = 0;
+            if (!(b->zeros = kn_aligned_alloc(bytes + 64)))
+                return KILN_ERR_OUT_OF_MEMORY;
+            b->zeros_size = bytes + 64;
+        }
+        memset(b->zeros, 0, b->zeros_size);
+        kx_ctx_bind(ctx, b->net->inputs[k], b->zeros);
+        return KILN_OK;
+    }
     if (!s)
         return kn_error(KILN_ERR_INVALID_ARGUMENT,
                         "input '%s' is a shape tensor (its values decide other shapes): give its "
-                        "values for profile %d with kiln_builder_config_set_input_values",
-                        t->name, profile);
+                        "values for profile %d with kiln_builder_config_set_input_values "
+                        "(kiln exec: --shapes=%s:V1xV2..., or --minShapes/--optShapes/--maxShapes, "
+                        "or --loadInputs)",
+                        t->name, profile, t->name);
     int64_t n = kn_numel(rank, dims);
     if (s->vtype != t->dtype || n < 0 || (size_t)n != s->vcount)
         return kn_error(KILN_ERR_SHAPE,
@@ -1251,7 +1330,7 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
     if (st == KILN_OK && cfg->timing_cache) /* before the passes: precision reads it too */
         st = kbld_tcache_load(&cache, cfg->timing_cache, key);
     kbld b = {net, cfg->flags, &meta, cfg->threads > 0 ? cfg->threads : kb_cpu_default_threads(),
-              cfg, be, &cache, NULL};
+              cfg, be, &cache, NULL, NULL, 0};
     int nodes_before = net->n_nodes;
     kn_log(KILN_LOG_INFO, "building: %d layers, %d inputs, %d outputs, %d profile(s)",
            net->n_nodes, net->n_inputs, net->n_outputs, meta.n_profiles);
@@ -1323,6 +1402,7 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
                kn_now_ms() - t0, net->n_nodes, (unsigned long long)meta.arena_bytes,
                (unsigned long long)meta.activation_sum_bytes,
                (unsigned long long)meta.workspace_bytes, *size);
+    kn_aligned_free(b.zeros);
     kp_meta_free(&meta);
     kn_net_free(net);
     return st;

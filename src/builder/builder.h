@@ -19,7 +19,19 @@ typedef struct kbld {
      * and tactic selection, and the random inputs timing copies from */
     struct kbld_tcache *cache;
     void *time_pool;
+    /* zeros bound to host-value inputs that decide no shape and were given
+     * no values (kbld_decides_shape), for shape inference */
+    void *zeros;
+    size_t zeros_size;
 } kbld;
+
+/* Whether the values of tensor t decide the shape of some tensor of net:
+ * they reach, through any ops but Shape and Size, an input of an op whose
+ * output shapes depend on that input's values (Reshape's shape, Resize's
+ * scales, OneHot's depth, ...). Inputs whose values the ops read but whose
+ * shapes do not follow from them (NonMaxSuppression's thresholds, CumSum's
+ * axis, Dropout's ratio, Trilu's k, Resize's roi) do not count. */
+KN_HIDDEN bool kbld_decides_shape(const kn_net *net, int t);
 
 /* Which profile shapes to infer with. */
 typedef enum kbld_which { KBLD_MIN = 0, KBLD_OPT = 1, KBLD_MAX = 2 } kbld_which;
