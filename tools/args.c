@@ -169,8 +169,9 @@ bool cli_spec_is_shape(const char *flag, const char *input, const cli_shape *s) 
     if (!s || s->dims_ok)
         return true;
     cli_error("%s: '%s:%s' is not a shape (numbers such as -1 or 0.5 are the values of a shape "
-              "tensor, and '%s' is not one: its values decide no tensor's shape)",
-              flag, input, s->raw, input);
+              "tensor, and '%s' is not one: its values decide no tensor's shape; give its data "
+              "with --loadInputs=%s:FILE)",
+              flag, input, s->raw, input, input);
     return false;
 }
 

@@ -376,6 +376,31 @@ bool cmp_prepare_inputs(const cmp_opts *o, const kiln_network *net, npy_list *in
             ok = npy_list_add(inputs, name, dt, rank, a->dims, a->data, a->bytes);
             continue;
         }
+        if (s && rank <= 1 && kiln_builder_input_is_shape_tensor(net, name) == 1) {
+            /* a shape tensor: --shapes gives its values (trtexec's meaning) */
+            int64_t count = rank == 0 ? 1 : dims[0];
+            if (rank == 1 && count < 0)
+                count = dims[0] = s->n_vals;
+            size_t es = kiln_dtype_size(dt);
+            void *vals = calloc((size_t)(count > 0 ? count : 1), es ? es : 1);
+            if (s->n_vals != count || !vals || !es) {
+                cli_error("--shapes: shape tensor '%s' holds %lld value%s; '%s' gives %d (values "
+                          "joined by x, e.g. %s:4x6; a scalar is one number)", name,
+                          (long long)count, count == 1 ? "" : "s", s->raw, s->n_vals, name);
+                free(vals);
+                ok = false;
+                break;
+            }
+            for (int64_t k = 0; k < count; k++)
+                cli_elem_set(dt, vals, (size_t)k, s->vals[k]);
+            ok = npy_list_add(inputs, name, dt, rank, dims, vals, (size_t)count * es);
+            free(vals);
+            continue;
+        }
+        if (s && !cli_spec_is_shape("--shapes", name, s)) {
+            ok = false;
+            break;
+        }
         if (s) {
             if (s->rank != rank) {
                 cli_error("--shapes: '%s' has rank %d, the model's input has rank %d", name,
@@ -554,8 +579,9 @@ bool cmp_run_kiln(const cmp_opts *o, const kiln_network *net, bool reference,
             cli_kiln_error(a->name, st);
             ok = false;
         }
-        /* an integer input may be a shape tensor: give its values */
-        if (ok && !cli_dtype_is_float(a->dtype) && a->bytes <= 64 * 8) {
+        /* a shape tensor (or an integer input that may be one): its values */
+        if (ok && (kiln_builder_input_is_shape_tensor(net, a->name) == 1 ||
+                   (!cli_dtype_is_float(a->dtype) && a->bytes <= 64 * 8))) {
             size_t n;
             if (npy_volume(a->rank, a->dims, &n) &&
                 (st = kiln_builder_config_set_input_values(cfg, prof, a->name, a->dtype, n,
