@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "compare.h"
+#include "polygraphy.h"
 #include "kiln/kiln_plugin.h"
 
 /* ---------------- options ---------------- */
@@ -349,7 +350,13 @@ bool cmp_prepare_inputs(const cmp_opts *o, const kiln_network *net, npy_list *in
     npy_list loaded;
     memset(&loaded, 0, sizeof loaded);
     memset(inputs, 0, sizeof *inputs);
-    if (o->load_inputs && !load_inputs_spec(o->load_inputs, &loaded))
+    if (o->load_inputs && pg_is_json(o->load_inputs)) { /* Polygraphy's input feeds */
+        char err[NPY_ERR_CAP];
+        if (!pg_load_inputs(o->load_inputs, &loaded, err, sizeof err)) {
+            cli_error("--load-inputs: %s", err);
+            return false;
+        }
+    } else if (o->load_inputs && !load_inputs_spec(o->load_inputs, &loaded))
         return false;
     uint64_t rng = o->seed;
     bool ok = true;
@@ -433,7 +440,8 @@ bool cmp_prepare_inputs(const cmp_opts *o, const kiln_network *net, npy_list *in
     npy_list_free(&loaded);
     if (ok && o->save_inputs) {
         char err[NPY_ERR_CAP];
-        if (!npz_save_file(o->save_inputs, inputs, err)) {
+        if (pg_is_json(o->save_inputs) ? !pg_save_inputs(o->save_inputs, inputs, err, sizeof err)
+                                       : !npz_save_file(o->save_inputs, inputs, err)) {
             cli_error("--save-inputs: %s", err);
             ok = false;
         }
@@ -1037,6 +1045,13 @@ static int node_of(const kiln_network *net, const char *tensor) {
 
 int cli_cmd_compare(int argc, char **argv) {
     cmp_opts o;
+    /* Polygraphy's spellings (--atol 1e-2, --input-shapes x:[1,3], --trt) */
+    int pg_argc = 0;
+    char **pg_argv = pg_normalize_args(argc, argv, &pg_argc);
+    if (pg_argv) {
+        argc = pg_argc;
+        argv = pg_argv;
+    }
     cmp_opts_init(&o);
     int rc = 2;
     for (int i = 0; i < argc; i++) {
@@ -1115,7 +1130,13 @@ int cli_cmd_compare(int argc, char **argv) {
     }
     if (in_net && !cmp_prepare_inputs(&o, in_net, &inputs))
         goto done;
-    if (!in_net && !load_inputs_spec(o.load_inputs, &inputs))
+    if (!in_net && pg_is_json(o.load_inputs)) {
+        char err[NPY_ERR_CAP];
+        if (!pg_load_inputs(o.load_inputs, &inputs, err, sizeof err)) {
+            cli_error("--load-inputs: %s", err);
+            goto done;
+        }
+    } else if (!in_net && !load_inputs_spec(o.load_inputs, &inputs))
         goto done;
     for (int i = 0; i < inputs.n; i++) {
         char dims[128];
@@ -1131,7 +1152,17 @@ int cli_cmd_compare(int argc, char **argv) {
     cli_info("kiln ran in %.3f s", cli_now_s() - t0);
     const char *used = "saved results";
     t0 = cli_now_s();
-    if (o.load_results) {
+    char pg_runner_name[256] = "";
+    if (o.load_results && pg_is_json(o.load_results)) { /* polygraphy run --save-results */
+        char err[NPY_ERR_CAP];
+        if (!pg_load_results(o.load_results, &ref, pg_runner_name, sizeof pg_runner_name, err,
+                             sizeof err)) {
+            cli_error("--load-results: %s", err);
+            goto done;
+        }
+        cli_info("reference: runner '%s' of %s (Polygraphy results)", pg_runner_name,
+                 o.load_results);
+    } else if (o.load_results) {
         char err[NPY_ERR_CAP];
         if (!npy_load_file(o.load_results, &ref, err)) {
             cli_error("--load-results: %s", err);
@@ -1142,7 +1173,22 @@ int cli_cmd_compare(int argc, char **argv) {
         goto done;
     }
     cli_info("reference (%s) ready in %.3f s", used, cli_now_s() - t0);
-    if (o.save_results) {
+    if (o.save_results && pg_is_json(o.save_results)) { /* Polygraphy's RunResults */
+        char err[NPY_ERR_CAP];
+        /* the reference first (what a later --load-results compares with),
+           then kiln's outputs, as `polygraphy run --trt --onnxrt` saves both */
+        pg_runner runners[2] = {
+            {strcmp(used, "onnxruntime") == 0 ? "onnxrt-runner"
+             : strcmp(used, "saved results") == 0 ? "loaded-runner" : "kiln-reference-runner",
+             &ref},
+            {"kiln-runner", &got}};
+        if (!pg_save_results(o.save_results, runners, 2, err, sizeof err)) {
+            cli_error("--save-results: %s", err);
+            goto done;
+        }
+        cli_info("Saved the reference's and kiln's outputs to %s (Polygraphy RunResults JSON)",
+                 o.save_results);
+    } else if (o.save_results) {
         char err[NPY_ERR_CAP];
         if (!npz_save_file(o.save_results, &ref, err)) {
             cli_error("--save-results: %s", err);
