@@ -1247,6 +1247,8 @@ static kiln_status allow_on_matrix_layers(kn_net *net, const char *attr, bool co
  * on the layer (kiln_precision_tf32_ms: without, with). */
 static kiln_status tf32_by_time(kbld *b) {
     kn_net *net = b->net;
+    if (!b->be || b->be == &kb_cpu_backend)
+        return KILN_OK; /* the CPU has no TF32: nothing to time or allow */
     kn_tinfo *ti = NULL;
     KN_TRY(kbld_infer(b, 0, KBLD_OPT, &ti));
     kiln_status st = KILN_OK;
