@@ -264,9 +264,10 @@ void cmp_flags_usage(FILE *f) {
           "  --reference=R             auto (default: onnxruntime when importable, else\n"
           "                            kiln), onnxruntime, or kiln (reference kernels,\n"
           "                            no fusion, FP32)\n"
-          "  --save-results=F.npz      save the reference outputs (golden values)\n"
-          "  --load-results=F.npz      compare against saved outputs instead of running\n"
-          "                            a reference\n"
+          "  --save-results=F.npz|F.json  save the reference outputs (golden values;\n"
+          "                            .json: Polygraphy's RunResults with kiln's too)\n"
+          "  --load-results=F.npz|F.json  compare against saved outputs instead of running\n"
+          "                            a reference (.json: polygraphy run --save-results)\n"
           "  --all-tensors             compare every intermediate tensor; report the first\n"
           "                            (in topological order) out of tolerance\n"
           "Inputs:\n"
@@ -278,7 +279,13 @@ void cmp_flags_usage(FILE *f) {
           "Build (as kiln exec): --shapes --fp16 --bf16 --layerPrecisions=name:fp32,...\n"
           "  --noFusion --noTiming --threads --memPoolSize --backend\n"
           "  --plan=F.kiln --model=M.onnx  run a saved plan, M as the reference model\n"
-          "  --quiet --verbose\n",
+          "  --quiet --verbose\n"
+          "Plugins (as kiln exec): --plugins= --staticPlugins= --dynamicPlugins=\n"
+          "  --pluginNamespace=NS; a model with plugin layers uses the kiln reference\n"
+          "Polygraphy's spellings: values after a space (--atol 1e-2 out:1e-3),\n"
+          "  --input-shapes x:[1,3,224,224], --trt/--onnxrt (select nothing),\n"
+          "  --layer-precisions l:float16, --pool-limit workspace:1G; results and\n"
+          "  inputs named *.json are Polygraphy's JSON (RunResults, feed lists)\n",
           f);
 }
 

@@ -19,7 +19,7 @@ void cli_doctor_usage(FILE *f) {
     fprintf(f,
             "Usage: kiln doctor PLAN [--plugins=A.so,B.so] [--manifest=M.json] [--golden=DIR]\n"
             "                        [--tolerance=T] [--allowEmbeddedPlugins] [--iterations=N]\n"
-            "                        [--allowEmbeddedPluginSha256=H1,H2]\n"
+            "                        [--allowEmbeddedPluginSha256=H1,H2] [--pluginNamespace=NS]\n"
             "\n"
             "Diagnose a deployment in a fresh process: plan version and target against this\n"
             "runtime and machine, plan and library SHA-256 against the manifest (kiln\n"
@@ -34,7 +34,9 @@ void cli_doctor_usage(FILE *f) {
             "A library given with --plugins is hashed from the file that is loaded, and with\n"
             "--manifest one that differs from the manifest is refused before it runs. With\n"
             "--allowEmbeddedPlugins and a manifest, only the embedded libraries the manifest\n"
-            "lists may load; --allowEmbeddedPluginSha256 names the allowed SHA-256s itself.\n");
+            "lists may load; --allowEmbeddedPluginSha256 names the allowed SHA-256s itself.\n"
+            "--pluginNamespace=NS loads the --plugins libraries into that namespace. The plan\n"
+            "header row reads the whole file: a truncated plan fails there, naming the offset.\n");
 }
 
 typedef struct dopts {

@@ -13,7 +13,7 @@
 
 void cli_manifest_usage(FILE *f) {
     fprintf(f,
-            "Usage: kiln manifest PLAN [--plugins=A.so,B.so] [-o M.json]\n"
+            "Usage: kiln manifest PLAN [--plugins=A.so,B.so] [--pluginNamespace=NS] [-o M.json]\n"
             "\n"
             "Write the deployment manifest of a plan (JSON, stdout without -o): the plan's\n"
             "SHA-256, kiln version, backend and target, and for each plugin library the plan\n"
