@@ -618,6 +618,7 @@ static bool input_profile_shape(const cli_build_opts *o, int k, const char *name
                                 const int64_t *net_dims, int *rank, int64_t *mn, int64_t *op,
                                 int64_t *mx) {
     const cli_shape *smin = NULL, *sopt = NULL, *smax = NULL;
+    const char *fl = "--minShapes/--optShapes/--maxShapes"; /* the flags that gave them */
     if (k < o->n_profiles) {
         smin = cli_shape_find(&o->profiles[k].min, name);
         sopt = cli_shape_find(&o->profiles[k].opt, name);
@@ -628,6 +629,7 @@ static bool input_profile_shape(const cli_build_opts *o, int k, const char *name
         if (s && !cli_spec_is_shape("--shapes", name, s))
             return false;
         if (s) {
+            fl = "--shapes";
             smin = sopt = smax = s;
         } else {
             bool dynamic = false;
@@ -654,12 +656,13 @@ static bool input_profile_shape(const cli_build_opts *o, int k, const char *name
     if (!smax)
         smax = sopt;
     if (smin->rank != sopt->rank || smax->rank != sopt->rank) {
-        cli_error("profile %d: min/opt/max shapes of '%s' have different ranks", k, name);
+        cli_error("%s: profile %d: the min/opt/max shapes of '%s' have different ranks", fl, k,
+                  name);
         return false;
     }
     if (net_rank >= 0 && sopt->rank != net_rank) {
-        cli_error("profile %d: shape of '%s' has rank %d, the model's input has rank %d", k,
-                  name, sopt->rank, net_rank);
+        cli_error("%s: profile %d: the shape of '%s' has rank %d, the model's input has rank %d",
+                  fl, k, name, sopt->rank, net_rank);
         return false;
     }
     *rank = sopt->rank;
@@ -668,9 +671,9 @@ static bool input_profile_shape(const cli_build_opts *o, int k, const char *name
         op[d] = sopt->dims[d];
         mx[d] = smax->dims[d];
         if (mn[d] > op[d] || op[d] > mx[d]) {
-            cli_error("profile %d: input '%s' dimension %d needs min <= opt <= max "
+            cli_error("%s: profile %d: input '%s' dimension %d needs min <= opt <= max "
                       "(got %lld, %lld, %lld)",
-                      k, name, d, (long long)mn[d], (long long)op[d], (long long)mx[d]);
+                      fl, k, name, d, (long long)mn[d], (long long)op[d], (long long)mx[d]);
             return false;
         }
     }
@@ -1005,6 +1008,9 @@ bool cli_build_plan(const cli_build_opts *o, void **plan, size_t *size, double *
         goto done;
     if ((st = kiln_build_serialized(net, cfg, plan, size)) != KILN_OK) {
         cli_kiln_error("building the engine", st);
+        if (st == KILN_ERR_SHAPE)
+            cli_error("(the shapes of a build come from --shapes, or --minShapes/--optShapes/"
+                      "--maxShapes for a range; a shape tensor's values too)");
         goto done;
     }
     *build_s = cli_now_s() - t0;
