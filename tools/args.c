@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "npy.h"
 
 bool cli_split_flag(const char *arg, const char **name, const char **value) {
     static char buf[128];
@@ -110,34 +111,68 @@ bool cli_parse_size(const char *flag, const char *s, uint64_t default_unit, uint
 
 /* ---- shape lists ---- */
 
+/* "1x3x224x224", "" or "scalar" (0-D); also the values of a shape tensor in
+ * trtexec's syntax, numbers joined by 'x' ("4x6", "-1", "0.5", "1x1x2.5x2.5"):
+ * every entry is kept as a number, and as a dimension when all are
+ * non-negative integers (dims_ok). */
 static bool parse_dims(const char *flag, const char *name, const char *s, cli_shape *sh) {
     sh->rank = 0;
-    if (*s == '\0') /* a scalar: "name:" */
+    sh->n_vals = 0;
+    sh->dims_ok = true;
+    snprintf(sh->raw, sizeof sh->raw, "%.120s", s);
+    if (*s == '\0' || strcmp(s, "scalar") == 0) /* a scalar: "name:" or "name:scalar" */
         return true;
     const char *p = s;
     for (;;) {
-        if (sh->rank == KILN_MAX_DIMS) {
-            cli_error("%s: '%s' has more than %d dimensions", flag, name, KILN_MAX_DIMS);
+        if (sh->n_vals == CLI_MAX_VALUES) {
+            cli_error("%s: '%s' has more than %d entries", flag, name, CLI_MAX_VALUES);
             return false;
         }
-        char *end;
-        errno = 0;
-        long long v = strtoll(p, &end, 10);
-        if (end == p || errno || v < 0) {
-            cli_error("%s: bad dimension list '%s' for '%s' (expected e.g. 1x3x224x224)", flag,
-                      s, name);
+        /* an entry runs to the next 'x' (so "0x10" is 0 and 10, never hexadecimal) */
+        const char *e = p;
+        while (*e && *e != 'x' && *e != 'X')
+            e++;
+        char tmp[64], *end = NULL;
+        double v = 0;
+        bool ok = e > p && (size_t)(e - p) < sizeof tmp;
+        if (ok) {
+            memcpy(tmp, p, (size_t)(e - p));
+            tmp[e - p] = '\0';
+            errno = 0;
+            v = strtod(tmp, &end);
+            ok = end != tmp && *end == '\0' && !errno && isfinite(v) &&
+                 !strpbrk(tmp, "xXpP"); /* decimal only */
+        }
+        if (!ok) {
+            cli_error("%s: bad dimension list '%s' for '%s' (expected e.g. 1x3x224x224; the "
+                      "values of a shape tensor are numbers joined by x, e.g. 4x6 or -1 or 0.5)",
+                      flag, s, name);
             return false;
         }
-        sh->dims[sh->rank++] = v;
+        end = (char *)e;
+        sh->vals[sh->n_vals++] = v;
+        bool dim = v >= 0 && v == (double)(long long)v && v < 9.0e18;
+        if (!dim || sh->rank == KILN_MAX_DIMS)
+            sh->dims_ok = false;
+        else
+            sh->dims[sh->rank++] = (int64_t)v;
         if (*end == '\0')
-            return true;
-        if (*end != 'x' && *end != 'X') {
-            cli_error("%s: bad dimension list '%s' for '%s' (expected e.g. 1x3x224x224)", flag,
-                      s, name);
-            return false;
-        }
+            break;
         p = end + 1;
     }
+    if (!sh->dims_ok)
+        sh->rank = -1;
+    return true;
+}
+
+bool cli_spec_is_shape(const char *flag, const char *input, const cli_shape *s) {
+    if (!s || s->dims_ok)
+        return true;
+    cli_error("%s: '%s:%s' is not a shape (numbers such as -1 or 0.5 are the values of a shape "
+              "tensor, and '%s' is not one: its values decide no tensor's shape; give its data "
+              "with --loadInputs=%s:FILE)",
+              flag, input, s->raw, input, input);
+    return false;
 }
 
 static bool shape_list_put(cli_shape_list *list, const char *name, size_t name_len,
@@ -527,11 +562,12 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
         const char *flag;
         uint32_t set, clear;
     } bools[] = {
-        {"--fp16", KILN_BUILDER_FLAG_FP16, 0},
-        {"--bf16", KILN_BUILDER_FLAG_BF16, 0},
-        {"--tf32", KILN_BUILDER_FLAG_TF32, 0},
+        {"--fp16", KILN_BUILDER_FLAG_FP16 | KILN_BUILDER_FLAG_TIMED_PRECISION, 0},
+        {"--bf16", KILN_BUILDER_FLAG_BF16 | KILN_BUILDER_FLAG_TIMED_PRECISION, 0},
+        {"--tf32", KILN_BUILDER_FLAG_TF32 | KILN_BUILDER_FLAG_TIMED_PRECISION, 0},
         {"--noTF32", 0, KILN_BUILDER_FLAG_TF32},
-        {"--best", KILN_BUILDER_FLAG_FP16 | KILN_BUILDER_FLAG_BF16 | KILN_BUILDER_FLAG_TF32, 0},
+        {"--best", KILN_BUILDER_FLAG_FP16 | KILN_BUILDER_FLAG_BF16 | KILN_BUILDER_FLAG_TF32 |
+                       KILN_BUILDER_FLAG_TIMED_PRECISION, 0},
         {"--noFusion", KILN_BUILDER_FLAG_NO_FUSION, 0},
         {"--channelsLast", KILN_BUILDER_FLAG_CHANNELS_LAST, 0},
         {"--stronglyTyped", KILN_BUILDER_FLAG_STRONGLY_TYPED, 0},
@@ -582,6 +618,7 @@ static bool input_profile_shape(const cli_build_opts *o, int k, const char *name
                                 const int64_t *net_dims, int *rank, int64_t *mn, int64_t *op,
                                 int64_t *mx) {
     const cli_shape *smin = NULL, *sopt = NULL, *smax = NULL;
+    const char *fl = "--minShapes/--optShapes/--maxShapes"; /* the flags that gave them */
     if (k < o->n_profiles) {
         smin = cli_shape_find(&o->profiles[k].min, name);
         sopt = cli_shape_find(&o->profiles[k].opt, name);
@@ -589,7 +626,10 @@ static bool input_profile_shape(const cli_build_opts *o, int k, const char *name
     }
     if (!smin && !sopt && !smax) {
         const cli_shape *s = cli_shape_find(&o->shapes, name);
+        if (s && !cli_spec_is_shape("--shapes", name, s))
+            return false;
         if (s) {
+            fl = "--shapes";
             smin = sopt = smax = s;
         } else {
             bool dynamic = false;
@@ -605,6 +645,10 @@ static bool input_profile_shape(const cli_build_opts *o, int k, const char *name
             return true;
         }
     }
+    if (!cli_spec_is_shape("--minShapes", name, smin) ||
+        !cli_spec_is_shape("--optShapes", name, sopt) ||
+        !cli_spec_is_shape("--maxShapes", name, smax))
+        return false;
     if (!sopt)
         sopt = smax ? smax : smin;
     if (!smin)
@@ -612,12 +656,13 @@ static bool input_profile_shape(const cli_build_opts *o, int k, const char *name
     if (!smax)
         smax = sopt;
     if (smin->rank != sopt->rank || smax->rank != sopt->rank) {
-        cli_error("profile %d: min/opt/max shapes of '%s' have different ranks", k, name);
+        cli_error("%s: profile %d: the min/opt/max shapes of '%s' have different ranks", fl, k,
+                  name);
         return false;
     }
     if (net_rank >= 0 && sopt->rank != net_rank) {
-        cli_error("profile %d: shape of '%s' has rank %d, the model's input has rank %d", k,
-                  name, sopt->rank, net_rank);
+        cli_error("%s: profile %d: the shape of '%s' has rank %d, the model's input has rank %d",
+                  fl, k, name, sopt->rank, net_rank);
         return false;
     }
     *rank = sopt->rank;
@@ -626,9 +671,9 @@ static bool input_profile_shape(const cli_build_opts *o, int k, const char *name
         op[d] = sopt->dims[d];
         mx[d] = smax->dims[d];
         if (mn[d] > op[d] || op[d] > mx[d]) {
-            cli_error("profile %d: input '%s' dimension %d needs min <= opt <= max "
+            cli_error("%s: profile %d: input '%s' dimension %d needs min <= opt <= max "
                       "(got %lld, %lld, %lld)",
-                      k, name, d, (long long)mn[d], (long long)op[d], (long long)mx[d]);
+                      fl, k, name, d, (long long)mn[d], (long long)op[d], (long long)mx[d]);
             return false;
         }
     }
@@ -637,33 +682,151 @@ static bool input_profile_shape(const cli_build_opts *o, int k, const char *name
 
 bool cli_is_value_spec(kiln_dtype dtype, int net_rank, const int64_t *net_dims,
                        const cli_shape *spec) {
-    if (!spec || (dtype != KILN_DTYPE_INT64 && dtype != KILN_DTYPE_INT32))
+    (void)dtype;
+    if (!spec || net_rank < 0 || net_rank > 1)
         return false;
-    if (net_rank != 1 || net_dims[0] < 0)
-        return false;
-    if (spec->rank == 1 && spec->dims[0] == net_dims[0])
-        return false; /* it is the input's own shape */
-    return spec->rank == net_dims[0];
+    if (!spec->dims_ok || spec->rank != net_rank)
+        return true; /* not a shape of this input: its values */
+    if (net_rank == 1 && net_dims[0] >= 0)
+        return spec->dims[0] != net_dims[0]; /* its own length is its shape */
+    return false;
 }
 
-/* A shape-tensor input (trtexec's rule: the shapes given for it are its
- * values): a static shape in every profile and min/opt/max values. Sets
- * *handled when the input is one. */
+/* The inputs of the last network configured that are shape tensors. */
+static char **g_shape_inputs;
+static int g_n_shape_inputs;
+
+bool cli_built_shape_tensor(const char *name) {
+    for (int i = 0; i < g_n_shape_inputs; i++)
+        if (strcmp(g_shape_inputs[i], name) == 0)
+            return true;
+    return false;
+}
+
+static void note_shape_input(const char *name) {
+    char **grown = realloc(g_shape_inputs, (size_t)(g_n_shape_inputs + 1) * sizeof *grown);
+    if (!grown)
+        return;
+    g_shape_inputs = grown;
+    if ((g_shape_inputs[g_n_shape_inputs] = strdup(name)) != NULL)
+        g_n_shape_inputs++;
+}
+
+/* The values of shape tensor `name` from its --loadInputs file (a .npy, a
+ * .npz's array of that name or its only one, or raw bytes of the input's
+ * type); *found false when the spec names no file for it. `count` is the
+ * input's element count, or -1 when its length is dynamic. */
+static bool values_from_file(const char *spec, const char *name, kiln_dtype dt, int64_t count,
+                             cli_shape *out, bool *found) {
+    char *file = NULL;
+    *found = false;
+    if (!spec || !cli_find_input_file(spec, name, &file, found))
+        return !spec;
+    if (!*found)
+        return true;
+    memset(out, 0, sizeof *out);
+    snprintf(out->raw, sizeof out->raw, "(from %.100s)", file);
+    bool ok = false;
+    size_t len = strlen(file);
+    if (len > 4 && (strcmp(file + len - 4, ".npy") == 0 || strcmp(file + len - 4, ".npz") == 0)) {
+        npy_list l;
+        char err[NPY_ERR_CAP];
+        if (!npy_load_file(file, &l, err)) {
+            cli_error("--loadInputs: %s", err);
+            free(file);
+            return false;
+        }
+        const npy_array *a = npy_list_find(&l, name);
+        if (!a && l.n == 1)
+            a = &l.items[0];
+        size_t n = 0;
+        if (!a)
+            cli_error("--loadInputs: '%s' has no array named '%s'", file, name);
+        else if (a->dtype != dt)
+            cli_error("--loadInputs: '%s' holds %s; shape tensor '%s' is %s (write the file "
+                      "with that type, e.g. numpy's astype)", file, kiln_dtype_name(a->dtype),
+                      name, kiln_dtype_name(dt));
+        else if (!npy_volume(a->rank, a->dims, &n) || n > CLI_MAX_VALUES ||
+                 (count >= 0 && (int64_t)n != count))
+            cli_error("--loadInputs: '%s' holds %zu values; shape tensor '%s' holds %lld", file,
+                      n, name, (long long)count);
+        else {
+            for (size_t k = 0; k < n; k++)
+                out->vals[k] = npy_get(dt, a->data, k);
+            out->n_vals = (int)n;
+            ok = true;
+        }
+        npy_list_free(&l);
+    } else {
+        void *data = NULL;
+        size_t size = 0, es = kiln_dtype_size(dt);
+        if (cli_read_file_max(file, (size_t)CLI_MAX_VALUES * (es ? es : 1), &data, &size)) {
+            if (!es || size % es || (count >= 0 && size != (size_t)count * es))
+                cli_error("--loadInputs: '%s' has %zu bytes; shape tensor '%s' holds %lld "
+                          "values of %s", file, size, name, (long long)count,
+                          kiln_dtype_name(dt));
+            else {
+                for (size_t k = 0; k < size / es; k++)
+                    out->vals[k] = npy_get(dt, data, k);
+                out->n_vals = (int)(size / es);
+                ok = true;
+            }
+            free(data);
+        }
+    }
+    if (ok)
+        cli_info("shape tensor '%s': values from %s", name, file);
+    free(file);
+    return ok;
+}
+
+/* Store v->vals as n elements of dt in buf. */
+static bool pack_values(const cli_shape *v, kiln_dtype dt, size_t n, void *buf) {
+    if (dt != KILN_DTYPE_INT64 && dt != KILN_DTYPE_INT32 && dt != KILN_DTYPE_FLOAT &&
+        dt != KILN_DTYPE_DOUBLE && dt != KILN_DTYPE_FLOAT16 && dt != KILN_DTYPE_BFLOAT16 &&
+        dt != KILN_DTYPE_INT8 && dt != KILN_DTYPE_UINT8 && dt != KILN_DTYPE_BOOL)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        cli_elem_set(dt, buf, i, v->vals[i]);
+    return true;
+}
+
+/* A shape-tensor input (kiln_builder_input_is_shape_tensor; as in trtexec,
+ * the shapes given for it are its values): its values at min/opt/max from
+ * --minShapes/--optShapes/--maxShapes, else --shapes, else --loadInputs. */
 static bool shape_tensor_profile(const cli_build_opts *o, kiln_builder_config *cfg, int index,
                                  int k, const char *name, kiln_dtype dt, int net_rank,
-                                 const int64_t *nd, bool *handled) {
+                                 const int64_t *nd) {
     const cli_shape *smin = NULL, *sopt = NULL, *smax = NULL;
-    *handled = false;
+    const char *fl[3] = {"--minShapes", "--optShapes", "--maxShapes"};
     if (k < o->n_profiles) {
         smin = cli_shape_find(&o->profiles[k].min, name);
         sopt = cli_shape_find(&o->profiles[k].opt, name);
         smax = cli_shape_find(&o->profiles[k].max, name);
     }
-    if (!smin && !sopt && !smax)
+    if (!smin && !sopt && !smax) {
         smin = sopt = smax = cli_shape_find(&o->shapes, name);
-    const cli_shape *any = sopt ? sopt : smax ? smax : smin;
-    if (!cli_is_value_spec(dt, net_rank, nd, any))
-        return true;
+        fl[0] = fl[1] = fl[2] = "--shapes";
+    }
+    int64_t count = net_rank == 0 ? 1 : (net_rank == 1 && nd[0] >= 0) ? nd[0] : -1;
+    cli_shape file;
+    if (!smin && !sopt && !smax) {
+        bool found = false;
+        if (!values_from_file(o->load_inputs, name, dt, count, &file, &found))
+            return false;
+        if (!found) {
+            char eg[64];
+            snprintf(eg, sizeof eg, "%s", dt == KILN_DTYPE_FLOAT || dt == KILN_DTYPE_DOUBLE
+                                               ? "1x1x2x2" : "4x6");
+            cli_error("input '%s' is a shape tensor (its values decide other tensors' shapes): "
+                      "give its values with --shapes=%s:%s (numbers joined by x; a scalar is "
+                      "one number), a range with --minShapes/--optShapes/--maxShapes, or a file "
+                      "with --loadInputs=%s:FILE", name, name, eg, name);
+            return false;
+        }
+        smin = sopt = smax = &file;
+        fl[0] = fl[1] = fl[2] = "--loadInputs";
+    }
     if (!sopt)
         sopt = smax ? smax : smin;
     if (!smin)
@@ -671,43 +834,42 @@ static bool shape_tensor_profile(const cli_build_opts *o, kiln_builder_config *c
     if (!smax)
         smax = sopt;
     const cli_shape *v[3] = {smin, sopt, smax};
-    size_t n = (size_t)nd[0];
-    int64_t vals64[3][KILN_MAX_DIMS];
-    int32_t vals32[3][KILN_MAX_DIMS];
+    if (count < 0)
+        count = sopt->n_vals;
+    if (net_rank > 1 || count > CLI_MAX_VALUES) {
+        cli_error("input '%s' is a shape tensor of rank %d (%lld values): give its values with "
+                  "--loadInputs=%s:FILE", name, net_rank, (long long)count, name);
+        return false;
+    }
+    unsigned char buf[3][CLI_MAX_VALUES * 8];
+    size_t n = (size_t)count;
     for (int w = 0; w < 3; w++) {
-        if (!cli_is_value_spec(dt, net_rank, nd, v[w])) {
-            cli_error("profile %d: shape tensor '%s' needs %zu values at min, opt and max", k,
-                      name, n);
+        if (v[w]->n_vals != (int)n) {
+            cli_error("%s: shape tensor '%s' holds %zu value%s; '%s' gives %d (values joined by "
+                      "x, e.g. %s:4x6; a scalar is one number)", fl[w], name, n,
+                      n == 1 ? "" : "s", v[w]->raw, v[w]->n_vals, name);
             return false;
         }
-        for (size_t i = 0; i < n; i++) {
-            vals64[w][i] = v[w]->dims[i];
-            vals32[w][i] = (int32_t)v[w]->dims[i];
+        if (!pack_values(v[w], dt, n, buf[w])) {
+            cli_error("%s: shape tensor '%s' has type %s, whose values the command line cannot "
+                      "give (use --loadInputs)", fl[w], name, kiln_dtype_name(dt));
+            return false;
         }
     }
-    kiln_status st = kiln_builder_config_set_shape(cfg, index, name, 1, nd, nd, nd);
-    if (st == KILN_OK) {
-        if (dt == KILN_DTYPE_INT64)
-            st = kiln_builder_config_set_input_values(cfg, index, name, dt, n, vals64[0],
-                                                      vals64[1], vals64[2]);
-        else
-            st = kiln_builder_config_set_input_values(cfg, index, name, dt, n, vals32[0],
-                                                      vals32[1], vals32[2]);
-    }
+    int64_t shp[1] = {(int64_t)n};
+    kiln_status st = kiln_builder_config_set_shape(cfg, index, name, net_rank, shp, shp, shp);
+    if (st == KILN_OK)
+        st = kiln_builder_config_set_input_values(cfg, index, name, dt, n, buf[0], buf[1],
+                                                  buf[2]);
     if (st != KILN_OK) {
         char what[300];
-        snprintf(what, sizeof what, "profile %d, shape tensor '%s'", k, name);
+        snprintf(what, sizeof what, "%s: profile %d, shape tensor '%s'", fl[1], k, name);
         cli_kiln_error(what, st);
         return false;
     }
-    if (cli_verbose) {
-        char a[128], b[128], c[128];
-        cli_format_dims(a, sizeof a, smin->rank, smin->dims);
-        cli_format_dims(b, sizeof b, sopt->rank, sopt->dims);
-        cli_format_dims(c, sizeof c, smax->rank, smax->dims);
-        cli_vlog("profile %d: shape tensor %s values min %s opt %s max %s", k, name, a, b, c);
-    }
-    *handled = true;
+    if (cli_verbose)
+        cli_vlog("profile %d: shape tensor %s values min %s opt %s max %s", k, name, smin->raw,
+                 sopt->raw, smax->raw);
     return true;
 }
 
@@ -773,6 +935,9 @@ static bool configure(const cli_build_opts *o, const kiln_network *net, kiln_bui
     }
     if (!names_exist(net, &o->shapes, "--shapes"))
         return false;
+    for (int i = 0; i < g_n_shape_inputs; i++)
+        free(g_shape_inputs[i]);
+    g_n_shape_inputs = 0;
     for (int k = 0; k < o->n_profiles; k++)
         if (!names_exist(net, &o->profiles[k].min, "--minShapes") ||
             !names_exist(net, &o->profiles[k].opt, "--optShapes") ||
@@ -794,11 +959,13 @@ static bool configure(const cli_build_opts *o, const kiln_network *net, kiln_bui
                 cli_kiln_error(name, st);
                 return false;
             }
-            bool handled;
-            if (!shape_tensor_profile(o, cfg, index, k, name, dt, net_rank, nd, &handled))
-                return false;
-            if (handled)
+            if (k == 0 && kiln_builder_input_is_shape_tensor(net, name) == 1)
+                note_shape_input(name);
+            if (cli_built_shape_tensor(name)) {
+                if (!shape_tensor_profile(o, cfg, index, k, name, dt, net_rank, nd))
+                    return false;
                 continue;
+            }
             if (!input_profile_shape(o, k, name, net_rank, nd, &rank, mn, op, mx))
                 return false;
             if ((st = kiln_builder_config_set_shape(cfg, index, name, rank, mn, op, mx)) !=
@@ -841,6 +1008,9 @@ bool cli_build_plan(const cli_build_opts *o, void **plan, size_t *size, double *
         goto done;
     if ((st = kiln_build_serialized(net, cfg, plan, size)) != KILN_OK) {
         cli_kiln_error("building the engine", st);
+        if (st == KILN_ERR_SHAPE)
+            cli_error("(the shapes of a build come from --shapes, or --minShapes/--optShapes/"
+                      "--maxShapes for a range; a shape tensor's values too)");
         goto done;
     }
     *build_s = cli_now_s() - t0;

@@ -46,10 +46,18 @@ bool cli_need_value(const char *flag, const char *value);
 bool cli_no_value(const char *flag, const char *value);
 
 /* ---- shape lists: "name:1x3x224x224,name2:8x128" ---- */
+#define CLI_MAX_VALUES 64
 typedef struct cli_shape {
     char *name;
-    int rank;
+    int rank;                    /* -1 when the entries are not a shape */
     int64_t dims[KILN_MAX_DIMS];
+    /* the entries as numbers: the values of a shape tensor, in trtexec's
+     * syntax (joined by x: "4x6", "-1", "0.5"); dims_ok when they are also
+     * a shape (non-negative integers) */
+    bool dims_ok;
+    int n_vals;
+    double vals[CLI_MAX_VALUES];
+    char raw[128];
 } cli_shape;
 
 typedef struct cli_shape_list {
@@ -66,13 +74,21 @@ void cli_shape_list_free(cli_shape_list *list);
 /* "1x3x224x224"; dynamic dims print as -1. Writes at most cap bytes. */
 void cli_format_dims(char *buf, size_t cap, int rank, const int64_t *dims);
 
-/* Whether `spec`, given for an input of type dtype and network shape
- * net_rank/net_dims, holds the input's values rather than its shape: as in
- * trtexec, the shapes given for a shape-tensor input (a static 1-D int32 or
- * int64 input) are its values, e.g. --shapes=target_shape:4x6 for a
- * 2-element input. A spec equal to the input's own shape is a shape. */
+/* Whether `spec`, given for a loaded engine's input that is read on the
+ * host (kiln_engine_tensor_is_shape_input) of network shape
+ * net_rank/net_dims, holds the input's values rather than its shape: it is
+ * not a shape, or not one of the input's rank, or (1-D) not its own length.
+ * (Building from ONNX the CLI knows: kiln_builder_input_is_shape_tensor.) */
 bool cli_is_value_spec(kiln_dtype dtype, int net_rank, const int64_t *net_dims,
                        const cli_shape *spec);
+/* Prints "FLAG: 'input:raw' is not a shape ..." and returns false when spec
+ * holds numbers that are no shape (negatives, fractions). */
+bool cli_spec_is_shape(const char *flag, const char *input, const cli_shape *s);
+/* After a build from ONNX (cli_build_plan): whether input `name` was a shape
+ * tensor of the network (its --shapes gave values). */
+bool cli_built_shape_tensor(const char *name);
+/* Find "name:file" for `name` in a --loadInputs spec (*file malloc'd). */
+bool cli_find_input_file(const char *spec, const char *name, char **file, bool *found);
 
 /* A build profile: min/opt/max shape lists. */
 typedef struct cli_profile {
@@ -98,6 +114,7 @@ typedef struct cli_build_opts {
     bool no_constraints;        /* --precisionConstraints=none */
     int opt_level;              /* --builderOptimizationLevel + 1; 0 = not given */
     int n_io_types[2];          /* --inputIOFormats [0], --outputIOFormats [1] */
+    const char *load_inputs;    /* --loadInputs: a shape tensor's values when no spec gives them */
     kiln_dtype *io_types[2];    /* one type per I/O in order, or one for every one */
 } cli_build_opts;
 

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "compare.h"
+#include "polygraphy.h"
+#include "kiln/kiln_plugin.h"
 
 /* ---------------- options ---------------- */
 
@@ -262,9 +264,10 @@ void cmp_flags_usage(FILE *f) {
           "  --reference=R             auto (default: onnxruntime when importable, else\n"
           "                            kiln), onnxruntime, or kiln (reference kernels,\n"
           "                            no fusion, FP32)\n"
-          "  --save-results=F.npz      save the reference outputs (golden values)\n"
-          "  --load-results=F.npz      compare against saved outputs instead of running\n"
-          "                            a reference\n"
+          "  --save-results=F.npz|F.json  save the reference outputs (golden values;\n"
+          "                            .json: Polygraphy's RunResults with kiln's too)\n"
+          "  --load-results=F.npz|F.json  compare against saved outputs instead of running\n"
+          "                            a reference (.json: polygraphy run --save-results)\n"
           "  --all-tensors             compare every intermediate tensor; report the first\n"
           "                            (in topological order) out of tolerance\n"
           "Inputs:\n"
@@ -276,7 +279,13 @@ void cmp_flags_usage(FILE *f) {
           "Build (as kiln exec): --shapes --fp16 --bf16 --layerPrecisions=name:fp32,...\n"
           "  --noFusion --noTiming --threads --memPoolSize --backend\n"
           "  --plan=F.kiln --model=M.onnx  run a saved plan, M as the reference model\n"
-          "  --quiet --verbose\n",
+          "  --quiet --verbose\n"
+          "Plugins (as kiln exec): --plugins= --staticPlugins= --dynamicPlugins=\n"
+          "  --pluginNamespace=NS; a model with plugin layers uses the kiln reference\n"
+          "Polygraphy's spellings: values after a space (--atol 1e-2 out:1e-3),\n"
+          "  --input-shapes x:[1,3,224,224], --trt/--onnxrt (select nothing),\n"
+          "  --layer-precisions l:float16, --pool-limit workspace:1G; results and\n"
+          "  inputs named *.json are Polygraphy's JSON (RunResults, feed lists)\n",
           f);
 }
 
@@ -348,7 +357,13 @@ bool cmp_prepare_inputs(const cmp_opts *o, const kiln_network *net, npy_list *in
     npy_list loaded;
     memset(&loaded, 0, sizeof loaded);
     memset(inputs, 0, sizeof *inputs);
-    if (o->load_inputs && !load_inputs_spec(o->load_inputs, &loaded))
+    if (o->load_inputs && pg_is_json(o->load_inputs)) { /* Polygraphy's input feeds */
+        char err[NPY_ERR_CAP];
+        if (!pg_load_inputs(o->load_inputs, &loaded, err, sizeof err)) {
+            cli_error("--load-inputs: %s", err);
+            return false;
+        }
+    } else if (o->load_inputs && !load_inputs_spec(o->load_inputs, &loaded))
         return false;
     uint64_t rng = o->seed;
     bool ok = true;
@@ -374,6 +389,31 @@ bool cmp_prepare_inputs(const cmp_opts *o, const kiln_network *net, npy_list *in
             }
             ok = npy_list_add(inputs, name, dt, rank, a->dims, a->data, a->bytes);
             continue;
+        }
+        if (s && rank <= 1 && kiln_builder_input_is_shape_tensor(net, name) == 1) {
+            /* a shape tensor: --shapes gives its values (trtexec's meaning) */
+            int64_t count = rank == 0 ? 1 : dims[0];
+            if (rank == 1 && count < 0)
+                count = dims[0] = s->n_vals;
+            size_t es = kiln_dtype_size(dt);
+            void *vals = calloc((size_t)(count > 0 ? count : 1), es ? es : 1);
+            if (s->n_vals != count || !vals || !es) {
+                cli_error("--shapes: shape tensor '%s' holds %lld value%s; '%s' gives %d (values "
+                          "joined by x, e.g. %s:4x6; a scalar is one number)", name,
+                          (long long)count, count == 1 ? "" : "s", s->raw, s->n_vals, name);
+                free(vals);
+                ok = false;
+                break;
+            }
+            for (int64_t k = 0; k < count; k++)
+                cli_elem_set(dt, vals, (size_t)k, s->vals[k]);
+            ok = npy_list_add(inputs, name, dt, rank, dims, vals, (size_t)count * es);
+            free(vals);
+            continue;
+        }
+        if (s && !cli_spec_is_shape("--shapes", name, s)) {
+            ok = false;
+            break;
         }
         if (s) {
             if (s->rank != rank) {
@@ -407,7 +447,8 @@ bool cmp_prepare_inputs(const cmp_opts *o, const kiln_network *net, npy_list *in
     npy_list_free(&loaded);
     if (ok && o->save_inputs) {
         char err[NPY_ERR_CAP];
-        if (!npz_save_file(o->save_inputs, inputs, err)) {
+        if (pg_is_json(o->save_inputs) ? !pg_save_inputs(o->save_inputs, inputs, err, sizeof err)
+                                       : !npz_save_file(o->save_inputs, inputs, err)) {
             cli_error("--save-inputs: %s", err);
             ok = false;
         }
@@ -553,8 +594,9 @@ bool cmp_run_kiln(const cmp_opts *o, const kiln_network *net, bool reference,
             cli_kiln_error(a->name, st);
             ok = false;
         }
-        /* an integer input may be a shape tensor: give its values */
-        if (ok && !cli_dtype_is_float(a->dtype) && a->bytes <= 64 * 8) {
+        /* a shape tensor (or an integer input that may be one): its values */
+        if (ok && (kiln_builder_input_is_shape_tensor(net, a->name) == 1 ||
+                   (!cli_dtype_is_float(a->dtype) && a->bytes <= 64 * 8))) {
             size_t n;
             if (npy_volume(a->rank, a->dims, &n) &&
                 (st = kiln_builder_config_set_input_values(cfg, prof, a->name, a->dtype, n,
@@ -774,11 +816,30 @@ done:
     return rc;
 }
 
+/* The first node of net whose op a registered plugin creator implements
+ * (onnxruntime cannot run it), or NULL. */
+static const char *plugin_layer(const kiln_network *net) {
+    for (int i = 0; net && i < kiln_network_num_nodes(net); i++) {
+        const char *op = kiln_network_node_op_type(net, i);
+        for (int j = 0; op && j < kiln_plugin_count(); j++) {
+            const kiln_plugin_creator *c = kiln_plugin_at(j, NULL);
+            if (c && c->name && strcmp(c->name, op) == 0)
+                return kiln_network_node_name(net, i);
+        }
+    }
+    return NULL;
+}
+
 bool cmp_run_reference(const cmp_opts *o, const kiln_network *net, const npy_list *inputs,
                        const char *const *names, int n_names, npy_list *outputs,
                        const char **used) {
     const char *model = o->ref_model ? o->ref_model : o->model;
-    if (o->reference != CMP_REF_KILN) {
+    const char *plug = o->reference == CMP_REF_AUTO ? plugin_layer(net) : NULL;
+    if (plug)
+        cli_warn("layer '%s' is a plugin, which onnxruntime cannot run; the reference is kiln's "
+                 "reference kernels (no fusion, FP32; plugin layers run the plugin's own code, "
+                 "--reference=onnxruntime to insist)", plug);
+    if (o->reference != CMP_REF_KILN && !plug) {
         if (!model) {
             cli_error("onnxruntime needs the ONNX model (--model with --plan)");
             return false;
@@ -991,6 +1052,13 @@ static int node_of(const kiln_network *net, const char *tensor) {
 
 int cli_cmd_compare(int argc, char **argv) {
     cmp_opts o;
+    /* Polygraphy's spellings (--atol 1e-2, --input-shapes x:[1,3], --trt) */
+    int pg_argc = 0;
+    char **pg_argv = pg_normalize_args(argc, argv, &pg_argc);
+    if (pg_argv) {
+        argc = pg_argc;
+        argv = pg_argv;
+    }
     cmp_opts_init(&o);
     int rc = 2;
     for (int i = 0; i < argc; i++) {
@@ -1069,7 +1137,13 @@ int cli_cmd_compare(int argc, char **argv) {
     }
     if (in_net && !cmp_prepare_inputs(&o, in_net, &inputs))
         goto done;
-    if (!in_net && !load_inputs_spec(o.load_inputs, &inputs))
+    if (!in_net && pg_is_json(o.load_inputs)) {
+        char err[NPY_ERR_CAP];
+        if (!pg_load_inputs(o.load_inputs, &inputs, err, sizeof err)) {
+            cli_error("--load-inputs: %s", err);
+            goto done;
+        }
+    } else if (!in_net && !load_inputs_spec(o.load_inputs, &inputs))
         goto done;
     for (int i = 0; i < inputs.n; i++) {
         char dims[128];
@@ -1085,7 +1159,17 @@ int cli_cmd_compare(int argc, char **argv) {
     cli_info("kiln ran in %.3f s", cli_now_s() - t0);
     const char *used = "saved results";
     t0 = cli_now_s();
-    if (o.load_results) {
+    char pg_runner_name[256] = "";
+    if (o.load_results && pg_is_json(o.load_results)) { /* polygraphy run --save-results */
+        char err[NPY_ERR_CAP];
+        if (!pg_load_results(o.load_results, &ref, pg_runner_name, sizeof pg_runner_name, err,
+                             sizeof err)) {
+            cli_error("--load-results: %s", err);
+            goto done;
+        }
+        cli_info("reference: runner '%s' of %s (Polygraphy results)", pg_runner_name,
+                 o.load_results);
+    } else if (o.load_results) {
         char err[NPY_ERR_CAP];
         if (!npy_load_file(o.load_results, &ref, err)) {
             cli_error("--load-results: %s", err);
@@ -1096,7 +1180,22 @@ int cli_cmd_compare(int argc, char **argv) {
         goto done;
     }
     cli_info("reference (%s) ready in %.3f s", used, cli_now_s() - t0);
-    if (o.save_results) {
+    if (o.save_results && pg_is_json(o.save_results)) { /* Polygraphy's RunResults */
+        char err[NPY_ERR_CAP];
+        /* the reference first (what a later --load-results compares with),
+           then kiln's outputs, as `polygraphy run --trt --onnxrt` saves both */
+        pg_runner runners[2] = {
+            {strcmp(used, "onnxruntime") == 0 ? "onnxrt-runner"
+             : strcmp(used, "saved results") == 0 ? "loaded-runner" : "kiln-reference-runner",
+             &ref},
+            {"kiln-runner", &got}};
+        if (!pg_save_results(o.save_results, runners, 2, err, sizeof err)) {
+            cli_error("--save-results: %s", err);
+            goto done;
+        }
+        cli_info("Saved the reference's and kiln's outputs to %s (Polygraphy RunResults JSON)",
+                 o.save_results);
+    } else if (o.save_results) {
         char err[NPY_ERR_CAP];
         if (!npz_save_file(o.save_results, &ref, err)) {
             cli_error("--save-results: %s", err);

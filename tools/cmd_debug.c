@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "compare.h"
+#include "plugins_cli.h"
 
 void cli_debug_usage(FILE *f) {
     fputs("Usage: kiln debug reduce MODEL.onnx --check=\"COMPARE FLAGS\" [-o REDUCED.onnx]\n"
@@ -119,13 +120,17 @@ static int piece_fails(reducer *r, const int *nodes, int n) {
     }
     char load[600];
     snprintf(load, sizeof load, "--load-inputs=%s", r->golden_path);
-    char **argv = calloc((size_t)r->n_check + 8, sizeof *argv);
+    char *const *plug = NULL;
+    int n_plug = cli_plugin_taken_flags(&plug); /* the libraries this process loaded */
+    char **argv = calloc((size_t)r->n_check + (size_t)n_plug + 8, sizeof *argv);
     if (!argv)
         return -1;
     int k = 0;
     argv[k++] = (char *)cmp_self_exe();
     argv[k++] = "compare";
     argv[k++] = r->model_path;
+    for (int i = 0; i < n_plug; i++)
+        argv[k++] = plug[i];
     for (int i = 0; i < r->n_check; i++)
         argv[k++] = r->check[i];
     argv[k++] = load;
@@ -479,6 +484,12 @@ static int cmd_precision(int argc, char **argv) {
         cli_error("debug precision needs --fp16 or --bf16 (the precision to narrow down)");
         goto out;
     }
+    /* --fp16 / --bf16 allow a type and the builder keeps the faster one per
+     * layer; narrowing down what the type does to accuracy needs it on every
+     * eligible layer but those kept in FP32, as the 0.1 flags forced it */
+    o.b.flags &= ~KILN_BUILDER_FLAG_TIMED_PRECISION;
+    cli_info("debug precision: every eligible layer runs in %s unless kept in FP32",
+             (o.b.flags & KILN_BUILDER_FLAG_FP16) ? "FP16" : "BF16");
     cli_install_logger(cli_verbose);
     cmp_set_silent(true);
     rc = 3;

@@ -19,7 +19,7 @@ void cli_doctor_usage(FILE *f) {
     fprintf(f,
             "Usage: kiln doctor PLAN [--plugins=A.so,B.so] [--manifest=M.json] [--golden=DIR]\n"
             "                        [--tolerance=T] [--allowEmbeddedPlugins] [--iterations=N]\n"
-            "                        [--allowEmbeddedPluginSha256=H1,H2]\n"
+            "                        [--allowEmbeddedPluginSha256=H1,H2] [--pluginNamespace=NS]\n"
             "\n"
             "Diagnose a deployment in a fresh process: plan version and target against this\n"
             "runtime and machine, plan and library SHA-256 against the manifest (kiln\n"
@@ -34,7 +34,9 @@ void cli_doctor_usage(FILE *f) {
             "A library given with --plugins is hashed from the file that is loaded, and with\n"
             "--manifest one that differs from the manifest is refused before it runs. With\n"
             "--allowEmbeddedPlugins and a manifest, only the embedded libraries the manifest\n"
-            "lists may load; --allowEmbeddedPluginSha256 names the allowed SHA-256s itself.\n");
+            "lists may load; --allowEmbeddedPluginSha256 names the allowed SHA-256s itself.\n"
+            "--pluginNamespace=NS loads the --plugins libraries into that namespace. The plan\n"
+            "header row reads the whole file: a truncated plan fails there, naming the offset.\n");
 }
 
 typedef struct dopts {
@@ -88,7 +90,7 @@ static int check_library(const char *path, const cj_value *manifest) {
      * code runs. */
     int before = kiln_plugin_count();
     kiln_plugin_library *lib = NULL;
-    kiln_status st = kiln_plugin_load_library_sha256(path, NULL, want, &lib);
+    kiln_status st = kiln_plugin_load_library_sha256(path, cli_plugin_namespace(), want, &lib);
     if (st != KILN_OK) {
         const char *e = kiln_last_error();
         if (st == KILN_ERR_IO)
@@ -170,7 +172,28 @@ static int check_plan_static(const dopts *o, const void *plan, size_t size, cj_v
         FAIL("plan header", "the file is not a kiln plan, or its header is damaged",
              "copy the plan again or rebuild it with kiln exec --saveEngine", "%s",
              kiln_last_error());
-    row("PASS", "plan header", "the file is a kiln plan", "nothing to do",
+    /* the whole file is read (cli_read_file): a header that reads is not
+     * enough, the bytes it promises must be there */
+    if (info.file_size > size)
+        FAIL("plan header", "the plan is truncated: the file ends before the size its header "
+             "records",
+             "copy the whole plan again (compare its size and SHA-256 with the source's)",
+             "the file ends at byte offset %zu; the header says the plan is %llu bytes (%llu "
+             "missing)", size, (unsigned long long)info.file_size,
+             (unsigned long long)(info.file_size - size));
+    if (info.file_size < size)
+        FAIL("plan header", "the file is longer than the plan its header describes",
+             "copy the plan again; something was appended to it",
+             "the plan ends at byte offset %llu; the file has %zu bytes",
+             (unsigned long long)info.file_size, size);
+    char *sections = NULL; /* the section table must fit the bytes read */
+    st = kiln_plan_plugins_json(plan, size, &sections);
+    kiln_free(sections);
+    if (st != KILN_OK)
+        FAIL("plan header", "the plan's section table does not fit the file",
+             "copy the plan again or rebuild it with kiln exec --saveEngine", "%s",
+             kiln_last_error());
+    row("PASS", "plan header", "the file is a whole kiln plan", "nothing to do",
         "format %u, %llu bytes, backend %s", info.format_version,
         (unsigned long long)info.file_size, info.backend);
     unsigned pv = info.kiln_version;
@@ -620,7 +643,10 @@ int cli_cmd_doctor(int argc, char **argv) {
             o.allow_embedded = 1;
         else if (strncmp(a, "--allowEmbeddedPluginSha256=", 28) == 0)
             o.allow_sha = a + 28;
-        else if (strcmp(a, "--verbose") == 0)
+        else if (strncmp(a, "--pluginNamespace", 17) == 0 && (a[17] == '=' || !a[17])) {
+            if (cli_plugin_namespace_flag("--pluginNamespace", a[17] ? a + 18 : NULL) < 0)
+                return 2;
+        } else if (strcmp(a, "--verbose") == 0)
             cli_install_logger(true);
         else if (strcmp(a, "--help") == 0) {
             cli_doctor_usage(stdout);

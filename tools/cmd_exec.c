@@ -47,7 +47,10 @@ void cli_exec_usage(FILE *f) {
         "                            B/K/M/G suffix is given (e.g. workspace:64M)\n"
         "  --threads=N               CPU threads (0 = one per core; kiln addition)\n"
         "  --backend=cpu|cuda        backend to build for (default cpu; kiln addition)\n"
-        "  --fp16 --bf16 --tf32      allow reduced-precision layers (GPU backends)\n"
+        "  --fp16 --bf16 --tf32      allow FP16 / BF16 / TF32: each layer is timed in FP32\n"
+        "                            and the allowed types (casts included) and keeps the\n"
+        "                            fastest (kiln inspect shows the choice); to force a\n"
+        "                            type: --layerPrecisions=*:fp16 --precisionConstraints=obey\n"
         "  --noTF32 --best           disallow TF32 / allow every precision\n"
         "  --fp16Accumulation        FP16 matrix products may accumulate in FP16 where it\n"
         "                            times faster (CUDA; kiln addition; float otherwise)\n"
@@ -64,7 +67,8 @@ void cli_exec_usage(FILE *f) {
         "                            always carry layer names, ops and tactics\n"
         "  --sparsity=disable        accepted; enable/force are not supported\n"
         "                            (--int8, --fp8 and --int4 are not supported yet)\n"
-        "  --layerPrecisions=SPEC    per-layer precision; SPEC = layer:fp32|fp16|bf16,...\n"
+        "  --layerPrecisions=SPEC    per-layer precision, forced; SPEC = layer:fp32|fp16|bf16,...\n"
+        "                            (* is every layer no other entry names)\n"
         "  --precisionConstraints=none|prefer|obey   none ignores --layerPrecisions\n"
         "  --inputIOFormats=SPEC     types the plan's inputs are bound in; SPEC =\n"
         "                            type[:chw],... one per input in order, or one for\n"
@@ -183,6 +187,7 @@ static int parse_args(int argc, char **argv, exec_opts *o, bool *stop) {
         } else if (strcmp(name, "--loadInputs") == 0) {
             ok = cli_need_value(name, value);
             o->load_inputs = value;
+            o->b.load_inputs = value; /* also a shape tensor's values for the build */
         } else if (strcmp(name, "--exportOutput") == 0) {
             ok = cli_need_value(name, value);
             o->export_output = value;
@@ -347,7 +352,7 @@ static void fill_random(io_buf *b, uint64_t *state) {
 }
 
 /* Find "name:file" for `name` in the --loadInputs spec. *file is malloc'd. */
-static bool find_input_file(const char *spec, const char *name, char **file, bool *found) {
+bool cli_find_input_file(const char *spec, const char *name, char **file, bool *found) {
     *found = false;
     const char *p = spec;
     while (*p) {
@@ -454,8 +459,12 @@ static bool load_input_npy(const char *file, io_buf *b) {
     if (ok && (a->dtype != b->dtype || a->rank != b->rank ||
                memcmp(a->dims, b->dims, (size_t)b->rank * sizeof *b->dims) != 0)) {
         cli_format_dims(got, sizeof got, a->rank, a->dims);
-        cli_error("--loadInputs: '%s' holds %s %s; input '%s' is %s %s (set --shapes to match)",
-                  file, kiln_dtype_name(a->dtype), got, b->name, kiln_dtype_name(b->dtype), want);
+        cli_error("--loadInputs: '%s' holds %s %s; input '%s' is %s %s%s",
+                  file, kiln_dtype_name(a->dtype), got, b->name, kiln_dtype_name(b->dtype), want,
+                  a->dtype != b->dtype
+                      ? " (write the file in the input's type, e.g. numpy's astype)"
+                      : " (run at the file's shape with --shapes, or give a file of the input's "
+                        "run shape)");
         ok = false;
     }
     if (ok) {
@@ -470,7 +479,7 @@ static bool load_input(const char *spec, io_buf *b, bool *loaded) {
     char *file = NULL;
     bool found;
     *loaded = false;
-    if (!find_input_file(spec, b->name, &file, &found))
+    if (!cli_find_input_file(spec, b->name, &file, &found))
         return false;
     if (!found)
         return true;
@@ -516,11 +525,29 @@ static bool run_shape(const exec_opts *o, kiln_engine *eng, io_buf *b) {
     const cli_shape *v = s;
     if (!v && o->b.onnx && o->run.profile_index < o->b.n_profiles)
         v = cli_shape_find(&o->b.profiles[o->run.profile_index].opt, b->name);
-    if (cli_is_value_spec(b->dtype, rank, b->dims, v)) {
+    /* built here: the network said which inputs are shape tensors; a loaded
+       plan: a host-read input given numbers that are not its shape */
+    bool values = o->b.onnx ? cli_built_shape_tensor(b->name)
+                            : kiln_engine_tensor_is_shape_input(eng, b->name) &&
+                                  cli_is_value_spec(b->dtype, rank, b->dims, v);
+    if (values && v) {
+        int64_t count = rank == 0 ? 1 : b->dims[0];
+        if (rank == 1 && count < 0) { /* a dynamic length: as many as given */
+            b->dims[0] = v->n_vals;
+            count = v->n_vals;
+        }
+        if (rank > 1 || v->n_vals != count) {
+            cli_error("--shapes: shape tensor '%s' holds %lld value%s; '%s' gives %d (values "
+                      "joined by x, e.g. %s:4x6; a scalar is one number)", b->name,
+                      (long long)count, count == 1 ? "" : "s", v->raw, v->n_vals, b->name);
+            return false;
+        }
         b->values = v;
         b->rank = rank;
         return true;
     }
+    if (s && !cli_spec_is_shape("--shapes", b->name, s))
+        return false;
     if (s) {
         if (s->rank != rank) {
             cli_error("--shapes: '%s' has rank %d, the engine's input has rank %d", b->name,
@@ -586,8 +613,8 @@ static bool setup_inputs(const exec_opts *o, kiln_engine *eng, kiln_context *ctx
         if (o->load_inputs && !load_input(o->load_inputs, b, &loaded))
             return false;
         if (!loaded && b->values) {
-            for (int k = 0; k < b->values->rank; k++)
-                cli_elem_set(b->dtype, b->data, (size_t)k, (double)b->values->dims[k]);
+            for (int k = 0; k < b->values->n_vals; k++)
+                cli_elem_set(b->dtype, b->data, (size_t)k, b->values->vals[k]);
         } else if (!loaded && o->ranges.n) {
             npy_fill_random(b->dtype, b->data, cli_volume(b->rank, b->dims), &o->ranges, b->name,
                             &rng);
@@ -598,7 +625,7 @@ static bool setup_inputs(const exec_opts *o, kiln_engine *eng, kiln_context *ctx
         cli_format_dims(dims, sizeof dims, b->rank, b->dims);
         if (b->values) {
             char vals[128];
-            cli_format_dims(vals, sizeof vals, b->values->rank, b->values->dims);
+            snprintf(vals, sizeof vals, "%s", b->values->raw);
             cli_info("Input '%s': %s %s, shape tensor with values %s", b->name,
                      kiln_dtype_name(b->dtype), dims, vals);
         } else {

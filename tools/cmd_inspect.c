@@ -146,6 +146,37 @@ static void print_layers_api(const kiln_engine *eng) {
     }
 }
 
+/* Why a layer runs in its precision (the builder's record): "timed fp32
+ * 0.16 fp16 0.36" (ms, casts included; the fastest was kept), "forced"
+ * (--layerPrecisions or the flag without timing), "rule" (timing off), and
+ * the TF32 decision; "-" when the builder made none. */
+static void precision_choice(const cj_value *l, char *buf, size_t cap) {
+    const cj_value *c = cj_get(l, "precision_choice"), *t = cj_get(l, "tf32_choice");
+    size_t len = 0;
+    buf[0] = '\0';
+    if (c) {
+        len += (size_t)snprintf(buf, cap, "%s", cj_str(c, "why", "?"));
+        const cj_value *ms = cj_get(c, "ms");
+        static const char *const k[3] = {"float", "float16", "bfloat16"};
+        static const char *const sh[3] = {"fp32", "fp16", "bf16"};
+        for (int i = 0; ms && i < 3 && len < cap; i++) {
+            double v = cj_num(ms, k[i], -1);
+            if (v >= 0)
+                len += (size_t)snprintf(buf + len, cap - len, " %s %.3g", sh[i], v);
+        }
+    }
+    if (t && len < cap) {
+        const cj_value *ms = cj_get(t, "ms");
+        len += (size_t)snprintf(buf + len, cap - len, "%stf32 %s", len ? "; " : "",
+                                cj_num(t, "allow_tf32", 0) > 0 ? "on" : "off");
+        if (ms && len < cap)
+            snprintf(buf + len, cap - len, " (%.3g/%.3g)", cj_num(ms, "float", -1),
+                     cj_num(ms, "tf32", -1));
+    }
+    if (!buf[0])
+        snprintf(buf, cap, "-");
+}
+
 static void print_report(const kiln_engine *eng, const cj_value *root) {
     const cj_value *layers = cj_get(root, "layers");
     if (!layers || layers->type != CJ_ARRAY) {
@@ -153,7 +184,8 @@ static void print_report(const kiln_engine *eng, const cj_value *root) {
         return;
     }
     printf("\nLayers after fusion (%zu)\n", layers->n);
-    printf("  %4s  %-22s %-26s %-9s %s\n", "#", "op", "tactic", "precision", "name");
+    printf("  %4s  %-22s %-26s %-9s %-30s %s\n", "#", "op", "tactic", "precision", "chosen",
+           "name");
     for (size_t i = 0; i < layers->n; i++) {
         const cj_value *l = &layers->items[i];
         const char *domain = cj_str(l, "domain", "");
@@ -163,8 +195,10 @@ static void print_report(const kiln_engine *eng, const cj_value *root) {
             snprintf(op, sizeof op, "%s::%s", domain, cj_str(l, "op", "?"));
         else
             snprintf(op, sizeof op, "%s", cj_str(l, "op", "?"));
-        printf("  %4zu  %-22s %-26s %-9s %s\n", i, op, cj_str(l, "tactic", "-"),
-               cj_str(l, "precision", "-"), cj_str(l, "name", ""));
+        char why[160];
+        precision_choice(l, why, sizeof why);
+        printf("  %4zu  %-22s %-26s %-9s %-30s %s\n", i, op, cj_str(l, "tactic", "-"),
+               cj_str(l, "precision", "-"), why, cj_str(l, "name", ""));
     }
     const cj_value *mem = cj_get(root, "memory");
     printf("\nMemory\n");

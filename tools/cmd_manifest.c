@@ -13,7 +13,7 @@
 
 void cli_manifest_usage(FILE *f) {
     fprintf(f,
-            "Usage: kiln manifest PLAN [--plugins=A.so,B.so] [-o M.json]\n"
+            "Usage: kiln manifest PLAN [--plugins=A.so,B.so] [--pluginNamespace=NS] [-o M.json]\n"
             "\n"
             "Write the deployment manifest of a plan (JSON, stdout without -o): the plan's\n"
             "SHA-256, kiln version, backend and target, and for each plugin library the plan\n"
@@ -75,6 +75,10 @@ int cli_cmd_manifest(int argc, char **argv) {
             plugins = argv[++i];
         else if (strcmp(a, "-o") == 0 && i + 1 < argc)
             out_path = argv[++i];
+        else if (strncmp(a, "--pluginNamespace", 17) == 0 && (a[17] == '=' || !a[17])) {
+            if (cli_plugin_namespace_flag("--pluginNamespace", a[17] ? a + 18 : NULL) < 0)
+                return 2;
+        }
         else if (strncmp(a, "--output=", 9) == 0)
             out_path = a + 9;
         else if (strcmp(a, "--help") == 0) {

@@ -15,6 +15,43 @@ static const char *field_type_name(kiln_field_type t) {
     return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "unknown";
 }
 
+/* --pluginNamespace: the namespace every library loaded from the command
+ * line gives its creators (trtexec has no flag for it; TensorRT's C++ API
+ * takes it in initLibNvInferPlugins). NULL: the library's own. */
+static const char *g_namespace;
+/* The plugin flags cli_plugin_take_flags took, for commands that run kiln
+ * again (debug reduce runs compare). */
+static char **g_taken;
+static int g_n_taken;
+
+void cli_plugin_set_namespace(const char *ns) { g_namespace = ns && *ns ? ns : NULL; }
+const char *cli_plugin_namespace(void) { return g_namespace; }
+int cli_plugin_taken_flags(char *const **args) {
+    *args = g_taken;
+    return g_n_taken;
+}
+
+static void remember(const char *arg) {
+    char **grown = realloc(g_taken, (size_t)(g_n_taken + 1) * sizeof *g_taken);
+    if (!grown)
+        return;
+    g_taken = grown;
+    if ((g_taken[g_n_taken] = strdup(arg)) != NULL)
+        g_n_taken++;
+}
+
+int cli_plugin_namespace_flag(const char *name, const char *value) {
+    if (strcmp(name, "--pluginNamespace") != 0)
+        return 0;
+    if (!value || !*value) {
+        cli_error("--pluginNamespace needs a value: the namespace the loaded plugin libraries "
+                  "register their creators in");
+        return -1;
+    }
+    cli_plugin_set_namespace(value);
+    return 1;
+}
+
 int cli_plugin_load_list(const char *list, int embed) {
     char *copy = strdup(list ? list : "");
     if (!copy)
@@ -22,7 +59,7 @@ int cli_plugin_load_list(const char *list, int embed) {
     int ok = 1;
     for (char *save = NULL, *p = strtok_r(copy, ",", &save); p && ok; p = strtok_r(NULL, ",", &save)) {
         kiln_plugin_library *lib = NULL;
-        kiln_status st = kiln_plugin_load_library(p, NULL, &lib);
+        kiln_status st = kiln_plugin_load_library(p, g_namespace, &lib);
         if (st != KILN_OK) {
             cli_kiln_error("loading plugin library", st);
             ok = 0;
@@ -88,36 +125,56 @@ static int mark_embedded(const char *list) {
 int cli_plugin_take_flags(int *argc, char **argv) {
     int out = 0;
     const char *serialize = NULL;
+    /* the namespace first: it applies to every library, wherever it is named */
+    for (int i = 0; i < *argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '=');
+        size_t n = eq ? (size_t)(eq - a) : strlen(a);
+        if (n == 17 && strncmp(a, "--pluginNamespace", 17) == 0) {
+            if (cli_plugin_namespace_flag("--pluginNamespace", eq ? eq + 1 : NULL) < 0)
+                return 2;
+            remember(a);
+        }
+    }
     for (int i = 0; i < *argc; i++) {
         const char *a = argv[i], *eq = strchr(a, '=');
         size_t n = eq ? (size_t)(eq - a) : strlen(a);
         const char *v = eq ? eq + 1 : NULL;
 #define IS(flag) (n == strlen(flag) && strncmp(a, flag, n) == 0)
-        if (IS("--staticPlugins") || IS("--dynamicPlugins") || IS("--plugins")) {
+        if (IS("--pluginNamespace")) {
+            continue; /* taken above */
+        } else if (IS("--staticPlugins") || IS("--dynamicPlugins") || IS("--plugins")) {
             if (!v || !*v) {
                 cli_error("%.*s needs a value: a comma-separated list of plugin libraries", (int)n, a);
                 return 2;
             }
+            remember(a);
             if (!cli_plugin_load_list(v, 0))
-                return 2;
+                return 1; /* the work failed (docs/cli.md: exit status 1) */
         } else if (IS("--setPluginsToSerialize")) {
             if (!v || !*v) {
                 cli_error("--setPluginsToSerialize needs a comma-separated list of libraries");
                 return 2;
             }
+            remember(a);
             serialize = v;
         } else if (IS("--allowEmbeddedPlugins")) {
+            if (v) {
+                cli_error("--allowEmbeddedPlugins is a switch and takes no value");
+                return 2;
+            }
+            remember(a);
             kiln_plugin_allow_embedded_libraries(1);
         } else if (IS("--allowEmbeddedPluginSha256")) {
             if (!cli_plugin_allow_sha_list(v))
                 return 2;
+            remember(a);
         } else {
             argv[out++] = argv[i];
         }
 #undef IS
     }
     if (serialize && !mark_embedded(serialize))
-        return 2;
+        return 1;
     *argc = out;
     return 0;
 }
@@ -137,7 +194,10 @@ void cli_plugin_exec_usage(FILE *f) {
             "  --allowEmbeddedPluginSha256=H1,H2  let a loaded plan load only the embedded\n"
             "                             libraries whose bytes hash to one of these SHA-256s\n"
             "                             (the trust decision comes from you, not the plan;\n"
-            "                             implies permission for those; kiln addition)\n");
+            "                             implies permission for those; kiln addition)\n"
+            "  --pluginNamespace=NS       the namespace the loaded libraries register their\n"
+            "                             creators in (for models whose plugin nodes carry\n"
+            "                             plugin_namespace; trtexec has no such flag)\n");
 }
 
 void cli_plugins_usage(FILE *f) {

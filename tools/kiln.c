@@ -89,10 +89,16 @@ int main(int argc, char **argv) {
         int rc = cli_plugin_take_flags(&n, argv + 2);
         return rc ? rc : cli_cmd_inspect(n, argv + 2);
     }
-    if (strcmp(cmd, "compare") == 0)
-        return cli_cmd_compare(argc - 2, argv + 2);
-    if (strcmp(cmd, "debug") == 0)
-        return cli_cmd_debug(argc - 2, argv + 2);
+    if (strcmp(cmd, "compare") == 0) { /* a model with plugins needs their libraries */
+        int n = argc - 2;
+        int rc = cli_plugin_take_flags(&n, argv + 2);
+        return rc ? (rc == 1 ? 3 : rc) : cli_cmd_compare(n, argv + 2); /* compare: 3 = failure */
+    }
+    if (strcmp(cmd, "debug") == 0) {
+        int n = argc - 2;
+        int rc = cli_plugin_take_flags(&n, argv + 2);
+        return rc ? rc : cli_cmd_debug(n, argv + 2);
+    }
     cli_error("unknown command '%s' (commands: exec, inspect, help; see kiln help)", cmd);
     return 2;
 }

@@ -7,10 +7,20 @@
 #include <stdio.h>
 
 /* Take --staticPlugins, --dynamicPlugins, --setPluginsToSerialize,
- * --allowEmbeddedPlugins and --allowEmbeddedPluginSha256 out of argv (*argc shrinks) and act on them: load
- * the libraries, mark those to embed. Returns 0, or 2 after printing an
- * error. */
+ * --allowEmbeddedPlugins, --allowEmbeddedPluginSha256 and --pluginNamespace out of argv
+ * (*argc shrinks) and act on them: load the libraries (in the namespace), mark
+ * those to embed. Returns 0; 2 after printing an error for a bad flag; 1 when
+ * a library does not load. */
 int cli_plugin_take_flags(int *argc, char **argv);
+/* --pluginNamespace=NS (also taken by cli_plugin_take_flags): 1 handled, 0
+ * not this flag, -1 bad value (printed). */
+int cli_plugin_namespace_flag(const char *name, const char *value);
+void cli_plugin_set_namespace(const char *ns);
+/* The namespace given, or NULL. */
+const char *cli_plugin_namespace(void);
+/* The plugin flags cli_plugin_take_flags took (as given), e.g. to pass them
+ * on to another kiln process. */
+int cli_plugin_taken_flags(char *const **args);
 void cli_plugin_exec_usage(FILE *f);
 
 /* Load each library of a comma-separated list; prints errors. Returns false

@@ -40,7 +40,17 @@ typedef enum kiln_builder_flag {
      * such a tactic only when it times faster. Without the flag every
      * product accumulates in float. Convolutions always accumulate in float.
      * Added in 0.2. */
-    KILN_BUILDER_FLAG_FP16_ACCUMULATION = 1u << 8
+    KILN_BUILDER_FLAG_FP16_ACCUMULATION = 1u << 8,
+    /* FP16 / BF16 allow their type instead of forcing it (TensorRT's
+     * meaning, what `kiln exec --fp16` sets): each eligible layer is timed
+     * in FP32 and in every allowed type, the casts the choice adds at its
+     * edges included, and the fastest is kept (ties keep FP32). With timing
+     * off (NO_TIMING, REF_TACTICS, optimization level 0) the rule is: the
+     * reduced type on a GPU backend, FP32 on the CPU. Layer precision
+     * constraints still force their type. The plan records each decision
+     * (kiln_engine_layer_info_json: "precision_choice"). Without this flag
+     * FP16 / BF16 force every eligible layer, as before. Added in 0.2. */
+    KILN_BUILDER_FLAG_TIMED_PRECISION = 1u << 9
 } kiln_builder_flag;
 
 /* Added in 0.1. *out set only on success; free with kiln_builder_config_destroy. */
@@ -67,7 +77,8 @@ KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_optimization_level(
 KILN_API void kiln_builder_config_set_threads(kiln_builder_config *cfg, int threads);
 
 /* Constrain the precision of one layer, named as in the network (a fused
- * layer is constrained when any layer it contains is): KILN_DTYPE_FLOAT keeps
+ * layer is constrained when any layer it contains is; the name "*" is every
+ * layer no other entry names, added in 0.2): KILN_DTYPE_FLOAT keeps
  * it in FP32 under KILN_BUILDER_FLAG_FP16/BF16; KILN_DTYPE_FLOAT16 or
  * KILN_DTYPE_BFLOAT16 runs it in that type even without the flag.
  * UNDEFINED removes the constraint. A later call for the same name replaces
@@ -122,6 +133,17 @@ KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_shape(kiln_builder_c
 KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_input_values(
     kiln_builder_config *cfg, int profile, const char *input, kiln_dtype dtype, size_t count,
     const void *min, const void *opt, const void *max);
+
+/* Whether network input `input` is a shape tensor: its values decide the
+ * shape of some tensor (they reach, through any ops but Shape and Size, an
+ * op input such as Reshape's shape, Resize's scales or OneHot's depth), so a
+ * build needs them (kiln_builder_config_set_input_values). 1 yes, 0 no (an
+ * input whose values only feed data, or that ops read on the host without
+ * their shapes following from it: NonMaxSuppression's thresholds, CumSum's
+ * axis, Dropout's ratio, Trilu's k), -1 when the network has no such input.
+ * An input of the second kind given no values is built with any (its
+ * shapes are the same). Added in 0.2. */
+KILN_API int kiln_builder_input_is_shape_tensor(const kiln_network *net, const char *input);
 
 /* Build `net` into a serialized plan. On success *plan is a buffer of *size
  * bytes owned by the caller (free with kiln_free). The network is not changed.

@@ -377,6 +377,67 @@ static const int64_t (*profile_dims(const kp_profile *pr, kbld_which w))[KILN_MA
                            : (const int64_t (*)[KILN_MAX_DIMS])pr->max;
 }
 
+/* Value inputs whose values ops read but whose outputs' shapes do not
+ * follow from: op, input index. */
+static bool data_only_value(const kn_node *n, int j) {
+    static const struct {
+        const char *op;
+        int in;
+    } k[] = {{"CumSum", 1},        {"CumProd", 1},           {"Trilu", 1},
+             {"NonMaxSuppression", 3}, {"NonMaxSuppression", 4}, {"Dropout", 1},
+             {"Dropout", 2},       {"Resize", 1}};
+    if (n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
+        return false;
+    for (size_t i = 0; i < KN_ARRAY_LEN(k); i++)
+        if (k[i].in == j && strcmp(n->op_type, k[i].op) == 0)
+            return true;
+    return false;
+}
+
+bool kbld_decides_shape(const kn_net *net, int t) {
+    if (t < 0 || t >= net->n_tensors)
+        return false;
+    bool *reached = kn_calloc((size_t)net->n_tensors + 1, sizeof(bool));
+    if (!reached)
+        return true; /* out of memory: the cautious answer */
+    reached[t] = true;
+    bool decides = false, changed = true;
+    while (changed && !decides) {
+        changed = false;
+        for (int i = 0; i < net->n_nodes && !decides; i++) {
+            const kn_node *n = &net->nodes[i];
+            if (n->dead || (n->domain[0] == 0 && (strcmp(n->op_type, "Shape") == 0 ||
+                                                  strcmp(n->op_type, "Size") == 0)))
+                continue; /* they read only the shape */
+            const kn_op_schema *sch = kn_op_find(n->domain, n->op_type);
+            bool any = false;
+            for (int j = 0; j < n->n_in; j++) {
+                if (n->in[j] < 0 || !reached[n->in[j]])
+                    continue;
+                any = true;
+                if (sch && j < 32 && (sch->value_inputs >> j & 1u) && !data_only_value(n, j))
+                    decides = true;
+            }
+            for (int j = 0; any && j < n->n_out; j++)
+                if (n->out[j] >= 0 && !reached[n->out[j]]) {
+                    reached[n->out[j]] = true;
+                    changed = true;
+                }
+        }
+    }
+    kn_free(reached);
+    return decides;
+}
+
+KILN_API int kiln_builder_input_is_shape_tensor(const kiln_network *net, const char *input) {
+    if (!net || !input)
+        return -1;
+    for (int k = 0; k < net->n_inputs; k++)
+        if (strcmp(net->tensors[net->inputs[k]].name, input) == 0)
+            return kbld_decides_shape(net, net->inputs[k]) ? 1 : 0;
+    return -1;
+}
+
 /* Bind the configured values of graph input k when it is a shape tensor. */
 static kiln_status bind_input_values(kbld *b, int profile, kbld_which which, int k, int rank,
                                      const int64_t *dims, kx_ctx *ctx) {
@@ -389,11 +450,29 @@ static kiln_status bind_input_values(kbld *b, int profile, kbld_which which, int
             if (strcmp(b->cfg->profiles[profile].shapes[i].name, t->name) == 0 &&
                 b->cfg->profiles[profile].shapes[i].vtype != KILN_DTYPE_UNDEFINED)
                 s = &b->cfg->profiles[profile].shapes[i];
+    if (!s && !kbld_decides_shape(b->net, b->net->inputs[k])) {
+        /* read on the host but deciding no shape (a threshold, an axis): any
+         * values infer the same shapes */
+        int64_t cnt = kn_numel(rank, dims);
+        size_t bytes = cnt > 0 ? (size_t)cnt * kiln_dtype_size(t->dtype) : 0;
+        if (bytes + 64 > b->zeros_size) {
+            kn_aligned_free(b->zeros);
+            b->zeros_size = 0;
+            if (!(b->zeros = kn_aligned_alloc(bytes + 64)))
+                return KILN_ERR_OUT_OF_MEMORY;
+            b->zeros_size = bytes + 64;
+        }
+        memset(b->zeros, 0, b->zeros_size);
+        kx_ctx_bind(ctx, b->net->inputs[k], b->zeros);
+        return KILN_OK;
+    }
     if (!s)
         return kn_error(KILN_ERR_INVALID_ARGUMENT,
                         "input '%s' is a shape tensor (its values decide other shapes): give its "
-                        "values for profile %d with kiln_builder_config_set_input_values",
-                        t->name, profile);
+                        "values for profile %d with kiln_builder_config_set_input_values "
+                        "(kiln exec: --shapes=%s:V1xV2..., or --minShapes/--optShapes/--maxShapes, "
+                        "or --loadInputs)",
+                        t->name, profile, t->name);
     int64_t n = kn_numel(rank, dims);
     if (s->vtype != t->dtype || n < 0 || (size_t)n != s->vcount)
         return kn_error(KILN_ERR_SHAPE,
@@ -625,6 +704,8 @@ static uint64_t node_signature(const kn_net *net, const kn_node *n, const kn_tin
     }
     for (int a = 0; a < n->n_attr; a++) {
         const kn_attr *at = &n->attrs[a];
+        if (strncmp(at->name, "kiln_precision", 14) == 0)
+            continue; /* the precision pass's record (times) */
         h = kn_hash64(at->name, strlen(at->name), h);
         h = kn_hash64(&at->i, sizeof at->i, h);
         h = kn_hash64(&at->f, sizeof at->f, h);
@@ -698,11 +779,13 @@ static const void *pool_get(rand_pool *rp, kiln_dtype dt, size_t bytes, int j) {
     return (const unsigned char *)rp->buf[slot] + skew;
 }
 
-/* Time kernel k on node n with random inputs at the shapes in ti, on the
- * build's backend; returns the median time in *ms, or fails when the kernel
- * cannot prepare or exceeds the workspace limit. */
-static kiln_status time_kernel(kbld *b, const kb_kernel *k, const kn_node *n, const kn_tinfo *ti,
-                               uint64_t ws_limit, rand_pool *rp, double *ms) {
+/* Time kernel k on node n with random inputs at the per-slot types and
+ * shapes in[] / out[], on the build's backend; returns the median time in
+ * *ms, or fails when the kernel cannot prepare or exceeds the workspace
+ * limit. A constant input keeps its value when its type is unchanged. */
+static kiln_status time_kernel_slots(kbld *b, const kb_kernel *k, const kn_node *n,
+                                     const kn_tinfo *in, const kn_tinfo *out, uint64_t ws_limit,
+                                     rand_pool *rp, double *ms) {
     const kn_net *net = b->net;
     const kb_backend *be = b->be ? b->be : &kb_cpu_backend;
     kb_tensor kin[64], kout[16];
@@ -714,13 +797,14 @@ static kiln_status time_kernel(kbld *b, const kb_kernel *k, const kn_node *n, co
     for (int j = 0; j < n->n_in + n->n_out && st == KILN_OK; j++) {
         int t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
         kb_tensor *v = j < n->n_in ? &kin[j] : &kout[j - n->n_in];
+        const kn_tinfo *ti = j < n->n_in ? &in[j] : &out[j - n->n_in];
         if (t < 0)
             continue;
-        const kn_tensor *tt = &net->tensors[t];
-        size_t bytes = (size_t)kn_numel(ti[t].rank, ti[t].dims) * kiln_dtype_size(ti[t].dtype);
-        v->dtype = ti[t].dtype;
-        v->rank = ti[t].rank;
-        memcpy(v->dims, ti[t].dims, sizeof v->dims);
+        const kn_tensor *tt = t < net->n_tensors ? &net->tensors[t] : NULL;
+        size_t bytes = (size_t)kn_numel(ti->rank, ti->dims) * kiln_dtype_size(ti->dtype);
+        v->dtype = ti->dtype;
+        v->rank = ti->rank;
+        memcpy(v->dims, ti->dims, sizeof v->dims);
         void *p = NULL;
         if ((st = be->alloc(bytes ? bytes : 1, &p)) != KILN_OK)
             break;
@@ -728,16 +812,16 @@ static kiln_status time_kernel(kbld *b, const kb_kernel *k, const kn_node *n, co
         v->data = p;
         if (j >= n->n_in || !bytes)
             continue;
-        if (tt->flags & KN_T_CONST) {
+        if (tt && (tt->flags & KN_T_CONST) && tt->value.dtype == ti->dtype) {
             v->host = tt->value.data;
             st = be->copy(p, tt->value.data, bytes < tt->value.nbytes ? bytes : tt->value.nbytes,
                           KB_COPY_H2D, NULL);
             continue;
         }
-        if (pool_slot(ti[t].dtype) < 0) {
+        if (pool_slot(ti->dtype) < 0) {
             st = be->memset_zero(p, bytes, NULL);
         } else {
-            const void *src = pool_get(rp, ti[t].dtype, bytes, j);
+            const void *src = pool_get(rp, ti->dtype, bytes, j);
             st = src ? be->copy(p, src, bytes, KB_COPY_H2D, NULL) : KILN_ERR_OUT_OF_MEMORY;
         }
         if (st == KILN_OK)
@@ -777,6 +861,117 @@ static kiln_status time_kernel(kbld *b, const kb_kernel *k, const kn_node *n, co
     for (int i = 0; i < nb; i++)
         be->free(bufs[i]);
     return st;
+}
+
+/* time_kernel_slots with the per-tensor infos ti (indexed by tensor). */
+static kiln_status time_kernel(kbld *b, const kb_kernel *k, const kn_node *n, const kn_tinfo *ti,
+                               uint64_t ws_limit, rand_pool *rp, double *ms) {
+    kn_tinfo in[64], out[16];
+    if (n->n_in > 64 || n->n_out > 16)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "too many inputs or outputs to time");
+    for (int j = 0; j < n->n_in; j++) {
+        memset(&in[j], 0, sizeof in[j]);
+        if (n->in[j] >= 0)
+            in[j] = ti[n->in[j]];
+    }
+    for (int j = 0; j < n->n_out; j++) {
+        memset(&out[j], 0, sizeof out[j]);
+        if (n->out[j] >= 0)
+            out[j] = ti[n->out[j]];
+    }
+    return time_kernel_slots(b, k, n, in, out, ws_limit, rp, ms);
+}
+
+kbld_time_fn kbld_time_hook = NULL;
+
+bool kbld_no_timing(const kbld *b) {
+    return (b->flags & (KILN_BUILDER_FLAG_NO_TIMING | KILN_BUILDER_FLAG_REF_TACTICS)) ||
+           (b->cfg && b->cfg->opt_level == 0);
+}
+
+kiln_status kbld_time_layer(kbld *b, const kn_node *n, const kn_tinfo *in, const kn_tinfo *out,
+                            double *ms) {
+    if (kbld_time_hook)
+        return kbld_time_hook(n, in, out, ms);
+    if (n->n_in > 64 || n->n_out > 16)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "too many inputs or outputs to time");
+    const kb_backend *be = b->be ? b->be : &kb_cpu_backend;
+    const kb_kernel *cand[KB_MAX_CANDIDATES];
+    int nc = be->kernels_for(n->domain, n->op_type, cand, KB_MAX_CANDIDATES);
+    if (kpl_is_node(n)) {
+        cand[0] = &kpl_kernel;
+        nc = 1;
+    }
+    if (nc > KB_MAX_CANDIDATES)
+        nc = KB_MAX_CANDIDATES;
+    if (!b->time_pool && !(b->time_pool = kn_calloc(1, sizeof(rand_pool))))
+        return KILN_ERR_OUT_OF_MEMORY;
+    /* supports() sees the values of constant inputs whose type is unchanged */
+    kn_tinfo vin[64];
+    void *tmp[64] = {0};
+    for (int j = 0; j < n->n_in; j++) {
+        vin[j] = in[j];
+        vin[j].value = NULL;
+        int t = n->in[j];
+        if (t >= 0 && t < b->net->n_tensors && (b->net->tensors[t].flags & KN_T_CONST) &&
+            b->net->tensors[t].value.dtype == in[j].dtype)
+            vin[j].value = kn_tdata_aligned(&b->net->tensors[t].value, &tmp[j]);
+    }
+    uint64_t ws_limit = b->cfg ? b->cfg->workspace_limit : 0;
+    double best = -1;
+    kiln_status st = KILN_OK;
+    for (int c = 0; c < nc; c++) {
+        if (kpl_is_node(n) ? false
+                           : cand[c]->supports && !cand[c]->supports(n, vin, n->n_in,
+                                                                     (kn_tinfo *)out, n->n_out))
+            continue;
+        double t = 0;
+        st = time_kernel_slots(b, cand[c], n, in, out, ws_limit, (rand_pool *)b->time_pool, &t);
+        if (st != KILN_OK) {
+            kn_error_clear();
+            continue;
+        }
+        if (best < 0 || t < best)
+            best = t;
+        if (b->flags & KILN_BUILDER_FLAG_REF_TACTICS)
+            break;
+    }
+    for (int j = 0; j < n->n_in; j++)
+        kn_aligned_free(tmp[j]);
+    if (best < 0)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "no tactic runs this layer in %s",
+                             n->n_in > 0 ? kiln_dtype_name(in[0].dtype) : "these types");
+    *ms = best;
+    return KILN_OK;
+}
+
+kiln_status kbld_time_cast(kbld *b, const kn_tinfo *from, kiln_dtype to, double *ms) {
+    /* a node of its own over a tensor that needs none: slot -> tensor 0 is
+     * never read as a constant because its type is the slot's only when
+     * from->dtype matches; give it an index past the tensors instead */
+    int io[2] = {b->net->n_tensors, b->net->n_tensors};
+    kn_attr a;
+    memset(&a, 0, sizeof a);
+    a.name = (char *)"to";
+    a.type = KN_ATTR_INT;
+    a.i = (int64_t)to;
+    kn_node c;
+    memset(&c, 0, sizeof c);
+    c.name = (char *)"(precision cast)";
+    c.op_type = (char *)"Cast";
+    c.domain = (char *)"";
+    c.opset = 19;
+    c.n_in = c.n_out = 1;
+    c.in = &io[0];
+    c.out = &io[1];
+    c.n_attr = 1;
+    c.attrs = &a;
+    kn_tinfo out = *from;
+    out.value = NULL;
+    out.dtype = to;
+    kn_tinfo in = *from;
+    in.value = NULL;
+    return kbld_time_layer(b, &c, &in, &out, ms);
 }
 
 /* Pick each layer's tactic: the only candidate, the cached winner, or the
@@ -1046,6 +1241,64 @@ static kiln_status allow_on_matrix_layers(kn_net *net, const char *attr, bool co
     return KILN_OK;
 }
 
+/* KILN_BUILDER_FLAG_TF32 with TIMED_PRECISION: TF32 is allowed, not forced.
+ * Each FP32 matrix layer is timed without and with allow_tf32 at the opt
+ * shapes of profile 0 and keeps TF32 only when it is faster; the times ride
+ * on the layer (kiln_precision_tf32_ms: without, with). */
+static kiln_status tf32_by_time(kbld *b) {
+    kn_net *net = b->net;
+    if (!b->be || b->be == &kb_cpu_backend)
+        return KILN_OK; /* the CPU has no TF32: nothing to time or allow */
+    kn_tinfo *ti = NULL;
+    KN_TRY(kbld_infer(b, 0, KBLD_OPT, &ti));
+    kiln_status st = KILN_OK;
+    int kept = 0, timed = 0;
+    for (int i = 0; i < net->n_nodes && st == KILN_OK; i++) {
+        kn_node *n = &net->nodes[i];
+        bool mm = strcmp(n->op_type, "MatMul") == 0 || strcmp(n->op_type, "Gemm") == 0 ||
+                  strcmp(n->op_type, "Conv") == 0;
+        if (n->dead || !mm || (n->domain[0] && strcmp(n->domain, KN_DOMAIN_KILN) != 0) ||
+            n->n_in < 1 || n->in[0] < 0 || ti[n->in[0]].dtype != KILN_DTYPE_FLOAT ||
+            n->n_in > 64 || n->n_out > 16)
+            continue;
+        kn_tinfo in[64], out[16];
+        for (int j = 0; j < n->n_in; j++) {
+            memset(&in[j], 0, sizeof in[j]);
+            if (n->in[j] >= 0)
+                in[j] = ti[n->in[j]];
+            in[j].value = NULL;
+        }
+        for (int j = 0; j < n->n_out; j++) {
+            memset(&out[j], 0, sizeof out[j]);
+            if (n->out[j] >= 0)
+                out[j] = ti[n->out[j]];
+            out[j].value = NULL;
+        }
+        double t[2] = {-1, -1};
+        for (int w = 0; w < 2 && st == KILN_OK; w++) {
+            if ((st = kn_node_set_int(n, "allow_tf32", w)) != KILN_OK)
+                break;
+            if (kbld_time_layer(b, n, in, out, &t[w]) != KILN_OK) {
+                kn_error_clear();
+                t[w] = -1;
+            }
+        }
+        bool use = t[1] >= 0 && (t[0] < 0 || t[1] < t[0]);
+        if (st == KILN_OK)
+            st = kn_node_set_int(n, "allow_tf32", use ? 1 : 0);
+        float f[2] = {(float)t[0], (float)t[1]};
+        if (st == KILN_OK)
+            st = kn_node_set_floats(n, "kiln_precision_tf32_ms", f, 2);
+        timed++;
+        kept += use;
+    }
+    kn_free(ti);
+    if (st == KILN_OK && timed)
+        kn_log(KILN_LOG_INFO, "precision: TF32 timed on %d matrix layer(s), kept where faster "
+               "(%d)", timed, kept);
+    return st;
+}
+
 static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void **plan,
                          size_t *size) {
     double t0 = kn_now_ms();
@@ -1072,8 +1325,14 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
         st = kn_error(KILN_ERR_INVALID_ARGUMENT,
                       "a strongly typed build takes its precisions from the network's types; "
                       "FP16/BF16/TF32 flags and layer precision constraints are not allowed with it");
+    kbld_tcache cache = {0};
+    char key[256];
+    snprintf(key, sizeof key, "%s|%s|%s", be->name, target, libs);
+    snprintf(cache.key, sizeof cache.key, "%s", key);
+    if (st == KILN_OK && cfg->timing_cache) /* before the passes: precision reads it too */
+        st = kbld_tcache_load(&cache, cfg->timing_cache, key);
     kbld b = {net, cfg->flags, &meta, cfg->threads > 0 ? cfg->threads : kb_cpu_default_threads(),
-              cfg, be};
+              cfg, be, &cache, NULL, NULL, 0};
     int nodes_before = net->n_nodes;
     kn_log(KILN_LOG_INFO, "building: %d layers, %d inputs, %d outputs, %d profile(s)",
            net->n_nodes, net->n_inputs, net->n_outputs, meta.n_profiles);
@@ -1095,24 +1354,25 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
         kn_log(KILN_LOG_INFO, "optimized: %d layers -> %d in %.1f ms", nodes_before, net->n_nodes,
                kn_now_ms() - t1);
     if (st == KILN_OK && (cfg->flags & KILN_BUILDER_FLAG_TF32))
-        st = allow_on_matrix_layers(net, "allow_tf32", true);
+        st = (cfg->flags & KILN_BUILDER_FLAG_TIMED_PRECISION) && !kbld_no_timing(&b)
+                 ? tf32_by_time(&b)
+                 : allow_on_matrix_layers(net, "allow_tf32", true);
     if (st == KILN_OK && (cfg->flags & KILN_BUILDER_FLAG_FP16_ACCUMULATION))
         st = allow_on_matrix_layers(net, "allow_fp16_accum", false);
     if (st == KILN_OK)
         st = plugins_prepare(&b);
     if (st == KILN_OK)
         st = record_shapes(&b);
-    kbld_tcache cache = {0};
-    char key[256];
-    snprintf(key, sizeof key, "%s|%s|%s", be->name, target, libs);
-    snprintf(cache.key, sizeof cache.key, "%s", key);
-    if (st == KILN_OK && cfg->timing_cache)
-        st = kbld_tcache_load(&cache, cfg->timing_cache, key);
     if (st == KILN_OK)
         st = choose_tactics(&b, cfg->workspace_limit, &cache);
     if (st == KILN_OK && cfg->timing_cache) /* written even when nothing was timed */
         st = kbld_tcache_save(&cache, cfg->timing_cache);
     kbld_tcache_free(&cache);
+    if (b.time_pool) {
+        pool_free((rand_pool *)b.time_pool);
+        kn_free(b.time_pool);
+        b.time_pool = NULL;
+    }
     if (st == KILN_OK)
         st = memory_report(&b, &meta);
     if (st == KILN_OK && cfg->workspace_limit && meta.workspace_bytes > cfg->workspace_limit)
@@ -1144,6 +1404,7 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
                kn_now_ms() - t0, net->n_nodes, (unsigned long long)meta.arena_bytes,
                (unsigned long long)meta.activation_sum_bytes,
                (unsigned long long)meta.workspace_bytes, *size);
+    kn_aligned_free(b.zeros);
     kp_meta_free(&meta);
     kn_net_free(net);
     return st;

@@ -15,7 +15,23 @@ typedef struct kbld {
     const struct kiln_builder_config *cfg;
     /* the backend tactics are chosen and timed on (NULL = CPU) */
     const struct kb_backend *be;
+    /* the build's timing cache (NULL: none), shared by the precision pass
+     * and tactic selection, and the random inputs timing copies from */
+    struct kbld_tcache *cache;
+    void *time_pool;
+    /* zeros bound to host-value inputs that decide no shape and were given
+     * no values (kbld_decides_shape), for shape inference */
+    void *zeros;
+    size_t zeros_size;
 } kbld;
+
+/* Whether the values of tensor t decide the shape of some tensor of net:
+ * they reach, through any ops but Shape and Size, an input of an op whose
+ * output shapes depend on that input's values (Reshape's shape, Resize's
+ * scales, OneHot's depth, ...). Inputs whose values the ops read but whose
+ * shapes do not follow from them (NonMaxSuppression's thresholds, CumSum's
+ * axis, Dropout's ratio, Trilu's k, Resize's roi) do not count. */
+KN_HIDDEN bool kbld_decides_shape(const kn_net *net, int t);
 
 /* Which profile shapes to infer with. */
 typedef enum kbld_which { KBLD_MIN = 0, KBLD_OPT = 1, KBLD_MAX = 2 } kbld_which;
@@ -49,6 +65,26 @@ typedef struct kbld_io_type {
 } kbld_io_type;
 /* The entries set on cfg (NULL cfg: none). */
 KN_HIDDEN const kbld_io_type *kbld_io_types(const struct kiln_builder_config *cfg, int *count);
+
+/* Time node n (of b->net) at the inputs and outputs in[] / out[] (per slot,
+ * n->n_in and n->n_out entries; the types may differ from the tensors',
+ * e.g. float16 for a layer the precision pass considers): the fastest
+ * candidate tactic that supports them, in *ms. A constant input is read
+ * from its value when its type is unchanged, else random. Fails when no
+ * tactic supports or can run them. Through kbld_time_hook when set. */
+KN_HIDDEN kiln_status kbld_time_layer(kbld *b, const kn_node *n, const kn_tinfo *in,
+                                      const kn_tinfo *out, double *ms);
+/* Time a Cast of a tensor of shape/type `from` to type `to` (the cast the
+ * precision pass adds at a converted layer's edge). */
+KN_HIDDEN kiln_status kbld_time_cast(kbld *b, const kn_tinfo *from, kiln_dtype to, double *ms);
+/* Tests: replaces every timing of kbld_time_layer / kbld_time_cast (the cast
+ * is a node named "(precision cast)" of op Cast) when set. NULL = measure. */
+typedef kiln_status (*kbld_time_fn)(const kn_node *n, const kn_tinfo *in, const kn_tinfo *out,
+                                    double *ms);
+KN_HIDDEN extern kbld_time_fn kbld_time_hook;
+/* Whether tactic timing is off for this build (NO_TIMING, REF_TACTICS or
+ * optimization level 0). */
+KN_HIDDEN bool kbld_no_timing(const kbld *b);
 
 /* Run every optimization pass to a fixed point (passes.c). Skips fusion when
  * KILN_BUILDER_FLAG_NO_FUSION is set. Logs what each pass changed (verbose). */

@@ -324,6 +324,23 @@ KILN_API kiln_status kiln_engine_layer_info_json(const kiln_engine *e, char **js
         kn_buf_printf(&b, ",\"precision\":");
         int o = n->n_out > 0 ? n->out[0] : -1;
         kn_buf_json_string(&b, o >= 0 ? kiln_dtype_name(e->net->tensors[o].dtype) : "");
+        const char *why = kn_attr_string(n, "kiln_precision", NULL);
+        if (why) { /* the builder's precision decision (pass_precision.c) */
+            kn_buf_printf(&b, ",\"precision_choice\":{\"why\":");
+            kn_buf_json_string(&b, why);
+            size_t nms = 0;
+            const float *ms = kn_attr_floats(n, "kiln_precision_ms", &nms);
+            if (ms && nms == 3)
+                kn_buf_printf(&b, ",\"ms\":{\"float\":%.6g,\"float16\":%.6g,\"bfloat16\":%.6g}",
+                              (double)ms[0], (double)ms[1], (double)ms[2]);
+            kn_buf_printf(&b, "}");
+        }
+        size_t n32 = 0;
+        const float *t32 = kn_attr_floats(n, "kiln_precision_tf32_ms", &n32);
+        if (t32 && n32 == 2)
+            kn_buf_printf(&b, ",\"tf32_choice\":{\"why\":\"timed\",\"ms\":{\"float\":%.6g,"
+                          "\"tf32\":%.6g},\"allow_tf32\":%d}", (double)t32[0], (double)t32[1],
+                          (int)kn_attr_int(n, "allow_tf32", 0));
         kn_buf_printf(&b, ",\"inputs\":[");
         int first = 1;
         for (int j = 0; j < n->n_in; j++) {

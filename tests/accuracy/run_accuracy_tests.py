@@ -192,9 +192,10 @@ def test_io(k, w, m):
 
 
 def test_precision_pass(k, w, m):
-    """--fp16 converts the MLP's layers with one cast in and one per output:
-    fused layers that feed each other share the FP16 tensor."""
-    rc, so, se = run(k, "exec", "--onnx=" + m("mlp.onnx"), "--fp16", "--dumpLayerInfo",
+    """--layerPrecisions=*:fp16 (every layer forced) converts the MLP's layers with one
+    cast in and one per output: fused layers that feed each other share the FP16
+    tensor. (--fp16 alone only allows FP16: on the CPU timing keeps FP32.)"""
+    rc, so, se = run(k, "exec", "--onnx=" + m("mlp.onnx"), "--fp16", "--layerPrecisions=*:fp16", "--dumpLayerInfo",
                      "--iterations=1", "--duration=0", "--warmUp=0")
     casts = [ln for ln in so.splitlines() if " Cast " in ln]
     check("precision pass: 3 casts (x in; t, probs out), none between converted layers",
@@ -208,12 +209,12 @@ def test_compare(k, w, m):
     rc, so, se = run(k, "compare", m("mlp.onnx"))
     check("compare: correct model passes (exit 0)", rc == 0 and "PASS 'probs'" in so and
           "PASSED" in so and "max=" in so and "median=" in so and "q0.99=" in so, so + se)
-    rc, so, se = run(k, "compare", m("mlp.onnx"), "--fp16", "--atol=1e-6", "--rtol=1e-6")
+    rc, so, se = run(k, "compare", m("mlp.onnx"), "--fp16", "--layerPrecisions=*:fp16", "--atol=1e-6", "--rtol=1e-6")
     check("compare: --fp16 with a tight atol fails (exit 1, output named)",
           rc == 1 and "FAIL 't'" in se and "FAILED" in se, so + se)
-    rc, so, se = run(k, "compare", m("mlp.onnx"), "--fp16", "--atol=2e-2", "--rtol=2e-2")
+    rc, so, se = run(k, "compare", m("mlp.onnx"), "--fp16", "--layerPrecisions=*:fp16", "--atol=2e-2", "--rtol=2e-2")
     check("compare: --fp16 within FP16 tolerances passes", rc == 0, so + se)
-    rc, so, se = run(k, "compare", m("mlp.onnx"), "--fp16", "--atol=1e-6", "--rtol=1e-6",
+    rc, so, se = run(k, "compare", m("mlp.onnx"), "--fp16", "--layerPrecisions=*:fp16", "--atol=1e-6", "--rtol=1e-6",
                      "--atol=t:5e-2", "--rtol=t:5e-2", "--atol=probs:5e-2")
     check("compare: per-output tolerances", rc == 0 and "PASS 't'" in so, so + se)
     rc, so, se = run(k, "compare", m("mlp_bad.onnx"), "--model=" + m("mlp.onnx"))
@@ -247,20 +248,22 @@ def test_compare(k, w, m):
     rc, so, se = run(k, "compare", m("mlp.onnx"), "--atol=x")
     check("compare: bad flag value is a usage error (exit 2)", rc == 2 and "--atol" in se,
           so + se)
-    rc, so, se = run(k, "compare", m("fragile.onnx"), "--fp16", "--val-range=x:[0,1]",
+    rc, so, se = run(k, "compare", m("fragile.onnx"), "--fp16", "--layerPrecisions=*:fp16",
+                     "--val-range=x:[0,1]",
                      "--atol=1e-3", "--rtol=1e-2")
     check("compare: FP16 overflow reported as Inf", rc == 1 and "Inf: kiln 32" in so, so + se)
-    rc, so, se = run(k, "compare", m("fragile.onnx"), "--fp16", "--val-range=x:[0,1]",
+    rc, so, se = run(k, "compare", m("fragile.onnx"), "--fp16", "--layerPrecisions=*:fp16",
+                     "--val-range=x:[0,1]",
                      "--atol=1e-3", "--rtol=1e-2", "--layerPrecisions=big_scale:fp32")
     check("compare: --layerPrecisions keeps the fragile layer in FP32", rc == 0, so + se)
-    rc, so, se = run(k, "compare", m("chain50.onnx"), "--fp16", "--atol=1e-2", "--rtol=1e-2",
+    rc, so, se = run(k, "compare", m("chain50.onnx"), "--fp16", "--layerPrecisions=*:fp16", "--atol=1e-2", "--rtol=1e-2",
                      "--all-tensors")
     check("compare --all-tensors: first failing tensor is the planted node's",
           rc == 1 and "First tensor out of tolerance (topological order): 't27'" in se and
           "planted_overflow" in se, so + se)
     rc, so, se = run(k, "compare", m("chain50.onnx"), "--all-tensors")
     check("compare --all-tensors: FP32 passes", rc == 0 and "50 tensor(s)" in so, so + se)
-    rc, so, se = run(k, "compare", m("chain50.onnx"), "--fp16", "--atol=1e-2", "--rtol=1e-2",
+    rc, so, se = run(k, "compare", m("chain50.onnx"), "--fp16", "--layerPrecisions=*:fp16", "--atol=1e-2", "--rtol=1e-2",
                      "--all-tensors", "--reference=kiln")
     check("compare --all-tensors against the kiln reference",
           rc == 1 and "'t27', produced by node 'planted_overflow'" in se, so + se)
@@ -296,7 +299,7 @@ def test_writer(k, w, m):
 def test_debug(k, w, m):
     out = w("reduced.onnx")
     rc, so, se = run(k, "debug", "reduce", m("chain50.onnx"),
-                     "--check=--fp16 --atol=1e-2 --rtol=1e-2", "-o", out)
+                     "--check=--fp16 --layerPrecisions=*:fp16 --atol=1e-2 --rtol=1e-2", "-o", out)
     ok = rc == 0 and os.path.exists(out)
     if ok:
         red = onnx.load(out)
@@ -304,11 +307,11 @@ def test_debug(k, w, m):
         ok = names == ["planted_overflow"]
         so += "\nreduced to %s" % names
     check("debug reduce: finds the planted node in a 50-node model", ok, so + se)
-    rc, so, se = run(k, "compare", out, "--fp16", "--atol=1e-2", "--rtol=1e-2",
+    rc, so, se = run(k, "compare", out, "--fp16", "--layerPrecisions=*:fp16", "--atol=1e-2", "--rtol=1e-2",
                      "--val-range=[2,4]")  # what the planted node sees in the whole model
     check("debug reduce: the reduced model still fails", rc == 1, so + se)
     rc, so, se = run(k, "debug", "reduce", m("chain50.onnx"),
-                     "--check=--fp16 --atol=1e-2 --rtol=1e-2", "-o", w("reduced_kiln.onnx"),
+                     "--check=--fp16 --layerPrecisions=*:fp16 --atol=1e-2 --rtol=1e-2", "-o", w("reduced_kiln.onnx"),
                      env={"KILN_ORT_SCRIPT": "/nonexistent.py"})
     ok = rc == 0 and [n.name for n in onnx.load(w("reduced_kiln.onnx")).graph.node] == \
         ["planted_overflow"] if rc == 0 else False

@@ -330,6 +330,7 @@ def main():
     # I/O types as trtexec's --inputIOFormats / --outputIOFormats: float16 in
     # and out of an FP16 plan (no casts at the edges), the output exported
     rc, out, err = run(k, "exec", m, "--shapes=input:1x3x64x64", "--fp16",
+                       "--layerPrecisions=*:fp16",
                        "--inputIOFormats=fp16:chw", "--outputIOFormats=fp16:chw",
                        "--dumpLayerInfo", "--iterations=1", "--warmUp=0", "--duration=0",
                        "--exportOutput=" + w("io16.json"))
