@@ -112,11 +112,23 @@ class BuilderFlag(enum.IntEnum):
     REF_TACTICS = 1 << 5
     CHANNELS_LAST = 1 << 6
     FP16_ACCUMULATION = 1 << 8
+    TIMED_PRECISION = 1 << 9
     OBEY_PRECISION_CONSTRAINTS = 1 << 30
     PREFER_PRECISION_CONSTRAINTS = 1 << 29
 
 
 _FLAG_NOOP = int(BuilderFlag.OBEY_PRECISION_CONSTRAINTS) | int(BuilderFlag.PREFER_PRECISION_CONSTRAINTS)
+_FLAG_REDUCED = int(BuilderFlag.FP16) | int(BuilderFlag.BF16) | int(BuilderFlag.TF32)
+
+
+def _c_flags(flags: int) -> int:
+    """The C flags for a config's flags: as in TensorRT, FP16 / BF16 / TF32
+    allow their type (the builder times each layer and keeps the faster,
+    KILN_BUILDER_FLAG_TIMED_PRECISION); layer precisions force it."""
+    c = flags & ~_FLAG_NOOP
+    if c & _FLAG_REDUCED:
+        c |= int(BuilderFlag.TIMED_PRECISION)
+    return c
 
 
 class MemoryPoolType(enum.IntEnum):
@@ -558,11 +570,11 @@ class IBuilderConfig:
     # flags
     def set_flag(self, flag: BuilderFlag) -> None:
         self._flags |= int(flag)
-        self._c.set_flags(self._flags & ~_FLAG_NOOP)
+        self._c.set_flags(_c_flags(self._flags))
 
     def clear_flag(self, flag: BuilderFlag) -> None:
         self._flags &= ~int(flag)
-        self._c.set_flags(self._flags & ~_FLAG_NOOP)
+        self._c.set_flags(_c_flags(self._flags))
 
     def get_flag(self, flag: BuilderFlag) -> bool:
         return _bool(self._flags & int(flag))
@@ -574,7 +586,7 @@ class IBuilderConfig:
     @flags.setter
     def flags(self, value: int) -> None:
         self._flags = int(value)
-        self._c.set_flags(self._flags & ~_FLAG_NOOP)
+        self._c.set_flags(_c_flags(self._flags))
 
     @property
     def channels_last(self) -> bool:
@@ -712,7 +724,7 @@ class Builder:
         """Build a plan (the GIL is released while kiln builds). Raises a
         kiln.Error where TensorRT would return None."""
         if network.strongly_typed and not config.get_flag(BuilderFlag.STRONGLY_TYPED):
-            config._c.set_flags((config._flags | int(BuilderFlag.STRONGLY_TYPED)) & ~_FLAG_NOOP)
+            config._c.set_flags(_c_flags(config._flags | int(BuilderFlag.STRONGLY_TYPED)))
         return IHostMemory(_call(_kiln.build_serialized, network._c, config._c))
 
 
