@@ -137,9 +137,126 @@ def worker(args):
         t.join()
     return lat, fails, bad[0], maxd[0]
 
+TRITON_DT = {np.float32: "FP32", np.float16: "FP16", np.int64: "INT64", np.int32: "INT32", np.int8: "INT8",
+             np.uint8: "UINT8", np.float64: "FP64", np.bool_: "BOOL"}
 
-def stats(client, model):
-    s = client.get_inference_statistics(model)["model_stats"]
+
+def raw_worker(args):
+    """worker() with the standard library only (no tritonclient): KServe v2
+    over HTTP/1.1 keep-alive with the binary tensor extension, or with every
+    tensor in system shared memory (proto raw-shm). For machines without
+    tritonclient's compiled dependencies (the GPU machine)."""
+    (proto, url, model, inputs, outputs, refs, threads, start_at, deadline, shm, tag, rtol, atol) = args
+    import http.client
+    from multiprocessing import shared_memory
+    shm = proto == "raw-shm"
+    host, port = url.split(":")
+    lat, fails, bad, maxd = [], [], [0], [0.0]
+    lock = threading.Lock()
+
+    def post(conn, path, body, headers=None):
+        conn.request("POST", path, body=body, headers=headers or {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        return r, r.read()
+
+    def one(t):
+        conn = http.client.HTTPConnection(host, int(port), timeout=300)
+        regions = []
+        head = {"inputs": [], "outputs": []}
+        blobs = []
+        for name, arr in inputs.items():
+            e = {"name": name, "shape": list(arr.shape), "datatype": TRITON_DT[arr.dtype.type]}
+            if shm:
+                rn = "kr_%s_%d_i%d" % (tag, t, len(regions))
+                seg = shared_memory.SharedMemory(name=rn, create=True, size=arr.nbytes)
+                np.ndarray(arr.shape, arr.dtype, buffer=seg.buf)[...] = arr
+                post(conn, "/v2/systemsharedmemory/region/%s/register" % rn,
+                     json.dumps({"key": "/" + rn, "offset": 0, "byte_size": arr.nbytes}))
+                regions.append((rn, seg))
+                e["parameters"] = {"shared_memory_region": rn, "shared_memory_byte_size": arr.nbytes}
+            else:
+                e["parameters"] = {"binary_data_size": arr.nbytes}
+                blobs.append(np.ascontiguousarray(arr).tobytes())
+            head["inputs"].append(e)
+        oseg = {}
+        for name, ref in refs.items():
+            e = {"name": name}
+            if shm:
+                rn = "kr_%s_%d_o%d" % (tag, t, len(regions))
+                seg = shared_memory.SharedMemory(name=rn, create=True, size=ref.nbytes)
+                post(conn, "/v2/systemsharedmemory/region/%s/register" % rn,
+                     json.dumps({"key": "/" + rn, "offset": 0, "byte_size": ref.nbytes}))
+                regions.append((rn, seg))
+                oseg[name] = seg
+                e["parameters"] = {"shared_memory_region": rn, "shared_memory_byte_size": ref.nbytes}
+            else:
+                e["parameters"] = {"binary_data": True}
+            head["outputs"].append(e)
+        hj = json.dumps(head).encode()
+        body = hj + b"".join(blobs)
+        hdr = {"Inference-Header-Content-Length": str(len(hj)), "Content-Type": "application/octet-stream"}
+        path = "/v2/models/%s/infer" % model
+        my_lat = []
+        while time.time() < start_at:
+            time.sleep(min(0.01, max(0.0, start_at - time.time())))
+        while time.time() < deadline:
+            t0 = time.perf_counter()
+            try:
+                r, data = post(conn, path, body, hdr)
+                dt = time.perf_counter() - t0
+                if r.status != 200:
+                    raise RuntimeError("HTTP %d: %s" % (r.status, data[:300]))
+                hl = int(r.getheader("Inference-Header-Content-Length") or len(data))
+                rj = json.loads(data[:hl])
+                off = hl
+                for o in rj["outputs"]:
+                    ref = refs[o["name"]]
+                    if shm:
+                        got = np.ndarray(ref.shape, ref.dtype, buffer=oseg[o["name"]].buf).copy()
+                    else:
+                        n = o["parameters"]["binary_data_size"]
+                        got = np.frombuffer(data[off:off + n], ref.dtype).reshape(o["shape"])
+                        off += n
+                    d = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64)))) \
+                        if got.shape == ref.shape else float("inf")
+                    with lock:
+                        maxd[0] = max(maxd[0], d)
+                        if not (got.shape == ref.shape and np.allclose(got, ref, rtol=rtol, atol=atol)):
+                            bad[0] += 1
+                if time.time() <= deadline:
+                    my_lat.append(dt)
+            except Exception as e:
+                with lock:
+                    fails.append(str(e)[:300])
+                conn.close()
+                conn = http.client.HTTPConnection(host, int(port), timeout=300)
+        for rn, seg in regions:
+            try:
+                post(conn, "/v2/systemsharedmemory/region/%s/unregister" % rn, b"")
+            except Exception:
+                pass
+            seg.close()
+            seg.unlink()
+        with lock:
+            lat.extend(my_lat)
+    ts = [threading.Thread(target=one, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return lat, fails, bad[0], maxd[0]
+
+
+def rest(port, path, body=None):
+    import urllib.request
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read() or b"{}")
+
+
+def stats(port, model):
+    s = rest(port, "/v2/models/%s/stats" % model)["model_stats"]
     s = s[0] if s else {}
     inf = s.get("inference_stats", {})
 
@@ -182,7 +299,9 @@ def main():
     ap.add_argument("--levels", default="1,2,4,8,16,32,64")
     ap.add_argument("--duration", type=float, default=4.0)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--proto", default="grpc", choices=["http", "grpc"])
+    ap.add_argument("--proto", default="grpc", choices=["http", "grpc", "raw", "raw-shm"],
+                    help="tritonclient http/grpc, or the standard library's HTTP (raw; raw-shm: shared memory)")
+    ap.add_argument("--backends", default=None, help="backend folder (default: BUILD/triton/backends)")
     ap.add_argument("--shm", action="store_true", help="inputs and outputs through system shared memory")
     ap.add_argument("--procs", type=int, default=0, help="client processes (default: min(levels, cores))")
     ap.add_argument("--kind", default="KIND_CPU")
@@ -196,16 +315,17 @@ def main():
     a = ap.parse_args()
     if a.quick:
         a.duration = min(a.duration, 0.5)
-    backends = th.backend_dir(a.build)
+    backends = a.backends or th.backend_dir(a.build)
     if not backends or not th.find_tritonserver():
         print("skipped: no backend folder under %s or no tritonserver (nvidia-pytriton)" % a.build)
         return 77
-    try:
-        import tritonclient.grpc  # noqa: F401
-        import tritonclient.http as thttp
-    except ImportError as e:
-        print("skipped: tritonclient missing (%s)" % e)
-        return 77
+    if not a.proto.startswith("raw"):
+        try:
+            import tritonclient.grpc  # noqa: F401
+            import tritonclient.http  # noqa: F401
+        except ImportError as e:
+            print("skipped: tritonclient missing (%s)" % e)
+            return 77
     rng = np.random.RandomState(7)
     work = tempfile.mkdtemp(prefix="kiln_triton_load")
     plan = a.plan
@@ -232,12 +352,13 @@ def main():
         return 77
     rows, fails_all, mism_all = [], 0, 0
     try:
-        hc = thttp.InferenceServerClient("127.0.0.1:%d" % srv.http)
-        cfg = hc.get_model_config(a.name)
+        hc = srv.http
+        cfg = rest(hc, "/v2/models/%s/config" % a.name)
         x = make_inputs(cfg, 1, rng)
         ref = th.kiln_exec_outputs(a.kiln, plan, x, work)
-        url = "127.0.0.1:%d" % (srv.http if a.proto == "http" else srv.grpc)
-        meta = hc.get_server_metadata()
+        url = "127.0.0.1:%d" % (srv.grpc if a.proto == "grpc" else srv.http)
+        meta = rest(hc, "/v2")
+        fn = raw_worker if a.proto.startswith("raw") else worker
         for c in [int(v) for v in a.levels.split(",")]:
             procs = a.procs or min(c, max(1, os.cpu_count() or 1))
             procs = min(procs, c)
@@ -248,10 +369,10 @@ def main():
             jobs = [(a.proto, url, a.name, x, None, ref, n, start_at, deadline, a.shm, "%d_%d" % (c, p), a.rtol, a.atol)
                     for p, n in enumerate(per)]
             if procs == 1:
-                res = [worker(jobs[0])]
+                res = [fn(jobs[0])]
             else:
                 with mp.get_context("fork").Pool(procs) as pool:
-                    res = pool.map(worker, jobs)
+                    res = pool.map(fn, jobs)
             s1 = stats(hc, a.name)
             lat = [v for r in res for v in r[0]]
             fails = [v for r in res for v in r[1]]
@@ -321,8 +442,9 @@ def write_report(a, rows, meta, plan, cfg):
              "batch 1, every response checked against `kiln exec` on the same input (rtol %g, atol %g)." % (
                  os.path.basename(a.onnx if not a.plan else a.plan), a.build_args or "fp32",
                  ", ".join("%s %s %s" % (i["name"], i["data_type"], i["dims"]) for i in cfg["input"]),
-                 a.max_batch, a.queue_delay_us, a.instances, a.kind, a.proto,
-                 " through system shared memory" if a.shm else "", a.duration, a.rtol, a.atol),
+                 a.max_batch, a.queue_delay_us, a.instances, a.kind,
+                 ("tritonclient " + a.proto) if not a.proto.startswith("raw") else "Python's http.client (KServe v2, binary tensors)",
+                 " through system shared memory" if (a.shm or a.proto == "raw-shm") else "", a.duration, a.rtol, a.atol),
              "",
              "| concurrency | requests | failed | wrong | throughput (inf/s) | p50 (ms) | p99 (ms) | batch formed |"
              " backend in+out a batch (us) | the same a request (us) | compute a batch (us) | kiln exec at that batch (inf/s) | ratio |",
