@@ -148,8 +148,30 @@ def raw_worker(args):
     tritonclient's compiled dependencies (the GPU machine)."""
     (proto, url, model, inputs, outputs, refs, threads, start_at, deadline, shm, tag, rtol, atol) = args
     import http.client
-    from multiprocessing import shared_memory
+    import mmap
     shm = proto == "raw-shm"
+
+    class Segment:
+        """A POSIX shared memory object (/dev/shm/NAME), as shm_open makes
+        it, mapped here; without multiprocessing's resource tracker."""
+
+        def __init__(self, name, size):
+            self.path = "/dev/shm/" + name
+            fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o600)
+            try:
+                os.ftruncate(fd, size)
+                self.map = mmap.mmap(fd, size)
+            finally:
+                os.close(fd)
+            self.buf = memoryview(self.map)
+
+        def close(self):
+            self.buf.release()
+            self.map.close()
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
     host, port = url.split(":")
     lat, fails, bad, maxd = [], [], [0], [0.0]
     lock = threading.Lock()
@@ -168,7 +190,7 @@ def raw_worker(args):
             e = {"name": name, "shape": list(arr.shape), "datatype": TRITON_DT[arr.dtype.type]}
             if shm:
                 rn = "kr_%s_%d_i%d" % (tag, t, len(regions))
-                seg = shared_memory.SharedMemory(name=rn, create=True, size=arr.nbytes)
+                seg = Segment(rn, arr.nbytes)
                 np.ndarray(arr.shape, arr.dtype, buffer=seg.buf)[...] = arr
                 post(conn, "/v2/systemsharedmemory/region/%s/register" % rn,
                      json.dumps({"key": "/" + rn, "offset": 0, "byte_size": arr.nbytes}))
@@ -183,7 +205,7 @@ def raw_worker(args):
             e = {"name": name}
             if shm:
                 rn = "kr_%s_%d_o%d" % (tag, t, len(regions))
-                seg = shared_memory.SharedMemory(name=rn, create=True, size=ref.nbytes)
+                seg = Segment(rn, ref.nbytes)
                 post(conn, "/v2/systemsharedmemory/region/%s/register" % rn,
                      json.dumps({"key": "/" + rn, "offset": 0, "byte_size": ref.nbytes}))
                 regions.append((rn, seg))
@@ -236,7 +258,6 @@ def raw_worker(args):
             except Exception:
                 pass
             seg.close()
-            seg.unlink()
         with lock:
             lat.extend(my_lat)
     ts = [threading.Thread(target=one, args=(t,)) for t in range(threads)]

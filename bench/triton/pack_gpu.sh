@@ -8,14 +8,18 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 py=${KILN_PYTHON:-$root/.venv/bin/python}
-b=$root/build-gpu
-cmake -S "$root" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON -DKILN_USE_DNNL=OFF \
-      -DKILN_USE_OPENBLAS=OFF -DKILN_TRITON=ON >/dev/null
-ninja -C "$b" kiln_cli triton_kiln >/dev/null
-mkdir -p "$root/.device"
+# KILN_PACK_BUILD=DIR packs an existing build instead (no build step)
+b=${KILN_PACK_BUILD:-$root/build-gpu}
+dev=${KILN_PACK_OUT:-$root/.device}
+if [ -z "${KILN_PACK_BUILD:-}" ]; then
+  cmake -S "$root" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON -DKILN_USE_DNNL=OFF \
+        -DKILN_USE_OPENBLAS=OFF -DKILN_TRITON=ON >/dev/null
+  ninja -C "$b" kiln_cli triton_kiln >/dev/null
+fi
+mkdir -p "$dev"
 site=$("$py" -c 'import os, pytriton; print(os.path.dirname(os.path.dirname(pytriton.__file__)))')
 bin=pytriton/tritonserver/bin/tritonserver
 libs=$(cd "$site" && ldd $bin | awk '/nvidia_pytriton.libs/ {print $3}' | xargs -n1 basename | sed 's|^|nvidia_pytriton.libs/|')
-tar cf - -C "$site" $bin $libs | xz -T2 -6 > "$root/.device/triton.txz"
-tar czf "$root/.device/kiln_triton.tgz" -C "$b" kiln libkiln.so triton/backends/kiln
-du -sh "$root/.device"/triton.txz "$root/.device"/kiln_triton.tgz
+tar cf - -C "$site" $bin $libs | xz -T2 -6 > "$dev/triton.txz"
+tar czf "$dev/kiln_triton.tgz" -C "$b" kiln libkiln.so triton/backends/kiln
+du -sh "$dev"/triton.txz "$dev"/kiln_triton.tgz
