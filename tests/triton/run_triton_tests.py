@@ -293,10 +293,12 @@ def run_checks(a, srv, repo, work, rng, tiny, tiny2p, multi, plugin_lib, bad):
     ref_all = th.kiln_exec_outputs(k, tiny, {"input": np.concatenate(xs)}, work)["output"]
     before = c.http.get_inference_statistics("tiny")["model_stats"][0]
     results, errors = [None] * len(xs), []
+    start = threading.Barrier(len(xs))  # the requests arrive together, inside the queue delay
 
     def worker(i, model="tiny"):
         try:
             cli = c.new_http()
+            start.wait(60)
             results[i] = c.infer(model, {"input": xs[i]}, client=cli).as_numpy("output")
         except Exception as e:
             errors.append(str(e))
