@@ -15,7 +15,7 @@
 # seconds); BACKEND=cpu KIND=KIND_CPU runs the same steps on a machine without
 # a GPU; ONNX_DIR holds resnet50.onnx / bert.onnx already exported (else
 # torch exports them); LEVELS, DURATION, PROCS, INSTANCES, QUEUE_US tune the
-# load.
+# load; PARAMS the backend's parameters (key=value,...).
 # Results land in $OUT: triton_<model>.md/.json, the server logs, build logs.
 set -u
 D=${KILN_DIR:-.device}
@@ -33,6 +33,9 @@ PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee $OUT/env.txt
 $KILN_TRITONSERVER --help > /dev/null 2>&1 || echo "tritonserver does not start: $($KILN_TRITONSERVER --help 2>&1 | tail -3)"
 BACKEND=${BACKEND:-cuda}
+# each instance keeps a context (and its CUDA graph) for each of 8 batch
+# buckets, so the batches Triton forms replay a graph instead of recapturing
+PARAMS=${PARAMS:-graph_contexts=8,batch_buckets=8;16;24;32;40;48;56;64}
 KIND=${KIND:-KIND_GPU}
 ONNX_DIR=${ONNX_DIR:-$T}
 cp examples/tiny_cnn.onnx $ONNX_DIR/tiny.onnx 2>/dev/null
@@ -67,7 +70,7 @@ for model in ${MODELS:-resnet50 bert}; do
     timeout 420 $PY bench/triton/load_test.py --kiln $T/kiln --build $T --backends $T/triton/backends \
         --plan $plan --name $model --max-batch 64 --kind $KIND --instances ${INSTANCES:-2} \
         --proto raw-shm --procs ${PROCS:-16} --levels ${LEVELS:-1,64} --duration ${DURATION:-10} \
-        --rtol 5e-2 --atol 5e-2 --queue-delay-us ${QUEUE_US:-100} \
+        --rtol 5e-2 --atol 5e-2 --queue-delay-us ${QUEUE_US:-100} --params "$PARAMS" \
         --title "kiln Triton backend, $model FP16 on $(head -1 $OUT/env.txt | cut -d, -f1)" \
         --out $OUT/triton_$model.md 2>&1 | tee $OUT/load_$model.log | tail -6
 done

@@ -28,6 +28,8 @@
 #define KT_MAX_DEVICES 64
 #define KT_MAX_PLUGINS 16
 #define KT_DEFAULT_ONNX_BATCH 8
+#define KT_MAX_CONTEXTS 16
+#define KT_MAX_BUCKETS 32
 
 /* ------------------------------------------------------------------------
  * Errors and logging */
@@ -167,6 +169,9 @@ typedef struct kt_model {
     int graphs;          /* cuda_graphs */
     uint32_t build_flags;
     int opt_batch;
+    int contexts;        /* graph_contexts: execution contexts an instance keeps, one per batch size */
+    int n_buckets;       /* batch_buckets: batch sizes a batch is padded up to */
+    int64_t buckets[KT_MAX_BUCKETS];
     int allow_embedded;
     char *embedded_sha;  /* comma-separated allow-list, or NULL */
     int n_libs;
@@ -732,6 +737,25 @@ static TRITONSERVER_Error *kt_model_setup(kt_model *m) {
             return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: model '%s': precision '%s' is not fp32, fp16 or bf16", m->name, s);
     }
     if ((s = kt_param(m->config, "opt_batch_size"))) m->opt_batch = atoi(s);
+    m->contexts = 1;
+    if ((s = kt_param(m->config, "graph_contexts"))) m->contexts = atoi(s);
+    if (m->contexts < 1 || m->contexts > KT_MAX_CONTEXTS)
+        return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: model '%s': graph_contexts must be 1 to %d",
+                      m->name, KT_MAX_CONTEXTS);
+    if ((s = kt_param(m->config, "batch_buckets")) && *s) {
+        char *list = strdup(s), *sp = NULL;
+        for (char *b = strtok_r(list, ",; ", &sp); b; b = strtok_r(NULL, ",; ", &sp)) {
+            long v = atol(b);
+            if (v < 1 || m->n_buckets == KT_MAX_BUCKETS || (m->n_buckets && v <= m->buckets[m->n_buckets - 1])) {
+                free(list);
+                return kt_err(TRITONSERVER_ERROR_INVALID_ARG,
+                              "kiln: model '%s': batch_buckets '%s': up to %d increasing batch sizes >= 1",
+                              m->name, s, KT_MAX_BUCKETS);
+            }
+            m->buckets[m->n_buckets++] = v;
+        }
+        free(list);
+    }
     if (m->threads < 0)
         return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: model '%s': cpu_threads must be >= 0", m->name);
 
@@ -858,8 +882,18 @@ typedef struct kt_buf {
     void *dev;      /* engine memory (device memory, or host memory of a CPU engine) */
     void *host;     /* GPU engines: pinned host staging of the same size */
     size_t cap;
-    void *bound;    /* the address the context has for this tensor now */
 } kt_buf;
+
+/* One execution context of an instance. A context keeps one CUDA graph (for
+ * its last shapes), so an instance that keeps several (graph_contexts) runs
+ * each batch size on its own context and replays its graph. */
+typedef struct kt_ctx_slot {
+    kiln_context *ctx;
+    int64_t rows;       /* the batch it last ran; -1 none yet */
+    int profile;
+    uint64_t last_use;
+    void **bound;       /* per I/O tensor: the address the context has now */
+} kt_ctx_slot;
 
 typedef struct kt_instance {
     kt_model *m;
@@ -868,9 +902,10 @@ typedef struct kt_instance {
     int device;     /* -1: the CPU */
     int gpu;        /* the engine is a GPU engine */
     kiln_engine *e;
-    kiln_context *ctx;
+    kt_ctx_slot ctxs[KT_MAX_CONTEXTS];
+    int n_ctxs;
+    uint64_t tick;
     void *stream;
-    int profile;
     kt_buf *bufs;   /* one per input (indices of m->io) */
     int max_rows;   /* rows the staging buffers hold */
 } kt_instance;
@@ -883,13 +918,60 @@ static void kt_instance_free(kt_instance *in) {
             if (in->bufs[i].dev) kiln_engine_free(in->e, in->bufs[i].dev);
             if (in->bufs[i].host) kiln_engine_free_host(in->e, in->bufs[i].host);
         }
-        kiln_context_destroy(in->ctx);
+        for (int c = 0; c < in->n_ctxs; c++) {
+            kiln_context_destroy(in->ctxs[c].ctx);
+            free(in->ctxs[c].bound);
+        }
         if (in->stream) kiln_engine_stream_destroy(in->e, in->stream);
         kt_engine_release(in->m, in->device);
     }
     free(in->bufs);
     free(in->name);
     free(in);
+}
+
+static TRITONSERVER_Error *kt_new_context(kt_instance *in) {
+    kt_ctx_slot *c = &in->ctxs[in->n_ctxs];
+    c->bound = calloc((size_t)in->m->n_io, sizeof *c->bound);
+    if (!c->bound) return kt_err(TRITONSERVER_ERROR_INTERNAL, "kiln: out of memory");
+    kiln_status st = kiln_context_create(in->e, &c->ctx);
+    if (st != KILN_OK) {
+        free(c->bound);
+        c->bound = NULL;
+        return kt_kerr(st, "creating an execution context for", in->name);
+    }
+    if (in->m->threads > 0) kiln_context_set_threads(c->ctx, in->m->threads);
+    kiln_context_set_graphs(c->ctx, in->m->graphs);
+    c->rows = -1;
+    c->profile = 0;
+    in->n_ctxs++;
+    return NULL;
+}
+
+/* The context for a batch of `rows`: the one that ran that batch last, else
+ * a new one while fewer than graph_contexts exist, else the least recently
+ * used. */
+static TRITONSERVER_Error *kt_context_for(kt_instance *in, int64_t rows, kt_ctx_slot **out) {
+    kt_ctx_slot *best = NULL;
+    for (int c = 0; c < in->n_ctxs; c++)
+        if (in->ctxs[c].rows == rows) best = &in->ctxs[c];
+    if (!best) {
+        for (int c = 0; c < in->n_ctxs; c++)
+            if (in->ctxs[c].rows < 0) best = &in->ctxs[c];
+    }
+    if (!best && in->n_ctxs < in->m->contexts) {
+        KT_TRY(kt_new_context(in));
+        best = &in->ctxs[in->n_ctxs - 1];
+    }
+    if (!best) {
+        best = &in->ctxs[0];
+        for (int c = 1; c < in->n_ctxs; c++)
+            if (in->ctxs[c].last_use < best->last_use) best = &in->ctxs[c];
+    }
+    best->rows = rows;
+    best->last_use = ++in->tick;
+    *out = best;
+    return NULL;
 }
 
 static TRITONSERVER_Error *kt_instance_setup(kt_instance *in) {
@@ -930,13 +1012,10 @@ static TRITONSERVER_Error *kt_instance_setup(kt_instance *in) {
     in->e = e;
     in->gpu = strcmp(kiln_engine_backend(e), "cpu") != 0;
     kt_set_device(in->device);
-    kiln_status st = kiln_context_create(e, &in->ctx);
-    if (st != KILN_OK) return kt_kerr(st, "creating an execution context for", in->name);
-    if (m->threads > 0) kiln_context_set_threads(in->ctx, m->threads);
-    kiln_context_set_graphs(in->ctx, m->graphs);
+    kiln_status st;
+    KT_TRY(kt_new_context(in));
     if (in->gpu && (st = kiln_engine_stream_create(e, &in->stream)) != KILN_OK)
         return kt_kerr(st, "creating a stream for", in->name);
-    in->profile = 0;
     in->max_rows = m->max_batch > 0 ? m->max_batch : 1;
     /* ragged batches may be padded up to a profile's smallest batch */
     int64_t lo = 0, hi = 0;
@@ -1148,8 +1227,12 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
     int batching = m->max_batch > 0;
     int64_t rows = 0;
     for (int i = 0; i < n; i++) qs[i].row0 = rows, rows += qs[i].rows;
+    int64_t want = rows;
+    for (int b = 0; batching && b < m->n_buckets; b++)
+        if (m->buckets[b] >= rows && m->buckets[b] <= in->max_rows) { want = m->buckets[b]; break; }
     int64_t run_rows = rows;
-    int p = kt_pick_profile(in, &qs[0], batching ? rows : 1, &run_rows);
+    int p = kt_pick_profile(in, &qs[0], batching ? want : 1, &run_rows);
+    if (p < 0 && want != rows) p = kt_pick_profile(in, &qs[0], rows, &run_rows);
     if (p < 0) {
         kt_fail_group(qs, n, kt_err(TRITONSERVER_ERROR_INVALID_ARG,
                                     "kiln: model '%s': no optimization profile takes a batch of %lld with these shapes",
@@ -1158,12 +1241,19 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
     }
     if (!batching) run_rows = 1;
     kiln_status st;
-    if (p != in->profile) {
-        if ((st = kiln_context_set_profile(in->ctx, p)) != KILN_OK) {
+    kt_ctx_slot *cs = NULL;
+    TRITONSERVER_Error *cerr = kt_context_for(in, run_rows, &cs);
+    if (cerr) {
+        kt_fail_group(qs, n, cerr);
+        return;
+    }
+    kiln_context *ctx = cs->ctx;
+    if (p != cs->profile) {
+        if ((st = kiln_context_set_profile(ctx, p)) != KILN_OK) {
             kt_fail_group(qs, n, kt_kerr(st, "choosing optimization profile for", in->name));
             return;
         }
-        in->profile = p;
+        cs->profile = p;
     }
     /* inputs: shapes, then the data (gathered, padded) */
     int ii = 0;
@@ -1173,7 +1263,7 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
         int64_t dims[KILN_MAX_DIMS];
         memcpy(dims, qs[0].shapes[ii], (size_t)t->rank * sizeof(int64_t));
         if (batching) dims[0] = run_rows;
-        if ((st = kiln_context_set_input_shape(in->ctx, t->name, t->rank, dims)) != KILN_OK) {
+        if ((st = kiln_context_set_input_shape(ctx, t->name, t->rank, dims)) != KILN_OK) {
             kt_fail_group(qs, n, kt_kerr(st, "setting the shape of input", t->name));
             return;
         }
@@ -1237,18 +1327,18 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
                 }
             }
         }
-        if (addr != b->bound) {
-            if ((st = kiln_context_set_tensor_address(in->ctx, t->name, addr)) != KILN_OK) {
+        if (addr != cs->bound[i]) {
+            if ((st = kiln_context_set_tensor_address(ctx, t->name, addr)) != KILN_OK) {
                 kt_fail_group(qs, n, kt_kerr(st, "binding input", t->name));
                 return;
             }
-            b->bound = addr;
+            cs->bound[i] = addr;
         }
         ii++;
     }
     *compute_start = kt_now_ns();
-    st = kiln_context_enqueue(in->ctx, in->stream);
-    if (st == KILN_OK) st = kiln_context_synchronize(in->ctx, in->stream);
+    st = kiln_context_enqueue(ctx, in->stream);
+    if (st == KILN_OK) st = kiln_context_synchronize(ctx, in->stream);
     *compute_end = kt_now_ns();
     if (st != KILN_OK) {
         kt_fail_group(qs, n, kt_kerr(st, "running", m->name));
@@ -1269,8 +1359,8 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
                 break;
             }
             int64_t dims[KILN_MAX_DIMS];
-            int rank = kiln_context_tensor_shape(in->ctx, t->name, dims);
-            void *src = kiln_context_tensor_address(in->ctx, t->name);
+            int rank = kiln_context_tensor_shape(ctx, t->name, dims);
+            void *src = kiln_context_tensor_address(ctx, t->name);
             if (rank < 0 || !src) {
                 q->err = kt_err(TRITONSERVER_ERROR_INTERNAL, "kiln: output '%s': %s", t->name, kiln_last_error());
                 break;
@@ -1289,7 +1379,7 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
             pending_copies += in->gpu;
         }
     }
-    if (pending_copies && (st = kiln_context_synchronize(in->ctx, in->stream)) != KILN_OK)
+    if (pending_copies && (st = kiln_context_synchronize(ctx, in->stream)) != KILN_OK)
         kt_fail_group(qs, n, kt_kerr(st, "copying outputs of", m->name));
 }
 

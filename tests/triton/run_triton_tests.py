@@ -194,6 +194,10 @@ def main():
                  'output [ { name: "output" data_type: TYPE_FP32 dims: [ -1, 10 ] } ]\n'
                  'instance_group [ { kind: KIND_CPU } ]\n', artifact_name="model.plan")
     th.add_model(repo, "multi", multi, 'backend: "kiln"\n', artifact_name="model.plan")
+    th.add_model(repo, "tiny_buckets", tiny, 'backend: "kiln"\n'
+                 'parameters { key: "graph_contexts" value: { string_value: "3" } }\n'
+                 'parameters { key: "batch_buckets" value: { string_value: "4;8;16" } }\n',
+                 artifact_name="model.plan")
     th.add_model(repo, "tiny_onnx", tiny_onnx, 'backend: "kiln"\nmax_batch_size: 4\n'
                  'instance_group [ { kind: KIND_CPU } ]\n', artifact_name="model.onnx")
     bad = {
@@ -207,6 +211,10 @@ def main():
                     ["'output'", "dims"]),
         "bad_batch": ("max_batch_size: 64\n", ["max_batch_size 64", "largest batch 16"]),
         "bad_threads": ('parameters { key: "cpu_threads" value: { string_value: "-1" } }\n', ["cpu_threads"]),
+        "bad_contexts": ('parameters { key: "graph_contexts" value: { string_value: "0" } }\n',
+                         ["graph_contexts"]),
+        "bad_buckets": ('parameters { key: "batch_buckets" value: { string_value: "8;4" } }\n',
+                        ["batch_buckets"]),
         "bad_plugin": ('parameters { key: "plugin_libraries" value: { string_value: "libnope.so" } }\n',
                        ["libnope.so"]),
     }
@@ -380,6 +388,16 @@ def run_checks(a, srv, repo, work, rng, tiny, tiny2p, multi, plugin_lib, bad):
           np.array_equal(r.as_numpy("z"), kv + kv), "multi: both outputs equal kiln exec")
     r = c.infer("multi", {"x": xv, "k": kv}, outputs=["z"])
     check(r.as_numpy("y") is None and np.array_equal(r.as_numpy("z"), kv + kv), "multi: one requested output")
+
+    # ---- several contexts an instance (one per batch size) and batch buckets
+    c.http.load_model("tiny_buckets")
+    for b in (1, 3, 5, 9, 3, 16, 1):
+        x = rng.standard_normal((b, 3, 64, 64)).astype(np.float32)
+        got = c.infer("tiny_buckets", {"input": x}).as_numpy("output")
+        ref = th.kiln_exec_outputs(k, tiny, {"input": x}, work)["output"]
+        check(close(got, ref), "tiny_buckets batch %d (padded to its bucket, its own context) equals kiln exec" % b,
+              maxdiff(got, ref))
+    c.http.unload_model("tiny_buckets")
 
     # ---- model.onnx built at load, with a timing cache beside it
     t0 = time.time()
