@@ -1,0 +1,254 @@
+/* k_int8.c - the reference CPU kernels of kiln::QConv and kiln::QMatMul
+ * (graph/qlayer.h): exact integer sums (int16 operands less their zero
+ * points, int32 accumulation), then graph/quant.h's epilogue, which every
+ * quantized kernel shares; and the table of the quantized layers' kernels. */
+#include <string.h>
+
+#include "graph/fused.h"
+#include "k_int8.h"
+#include "k_nn.h"
+
+static size_t align64(size_t n) { return (n + 63u) & ~(size_t)63u; }
+
+static const kb_tensor *opt_in(const kb_run *r, int i) {
+    return i < r->n_in && r->in[i].data ? &r->in[i] : NULL;
+}
+
+size_t kq_epi_bytes(int64_t cout) {
+    return 3 * align64((size_t)cout * 4u);
+}
+
+kiln_status kq_epi_setup(const kb_run *r, int64_t cout, void *ws, kq_epi *q) {
+    memset(q, 0, sizeof *q);
+    KN_TRY(kn_qepi_parse(r->node, &q->e));
+    q->to = r->out[0].dtype;
+    q->cout = cout;
+    uint8_t *p = ws;
+    q->s = (float *)p;
+    q->b = (int32_t *)(p + align64((size_t)cout * 4u));
+    q->c = (float *)(p + 2 * align64((size_t)cout * 4u));
+    const kb_tensor *xs = opt_in(r, KN_QL_XS), *wsc = opt_in(r, KN_QL_WS), *b = opt_in(r, KN_QL_B);
+    const kb_tensor *c = opt_in(r, KN_QL_C);
+    float x_scale = (float)kq_per_channel(xs, 0, 1.0);
+    for (int64_t k = 0; k < cout; k++) {
+        q->s[k] = x_scale * (float)kq_per_channel(wsc, k, 1.0);
+        q->b[k] = (int32_t)kq_per_channel(b, k, 0.0);
+        q->c[k] = (float)kq_per_channel(c, k, 0.0);
+    }
+    q->ys = (float)kq_per_channel(opt_in(r, KN_QL_YS), 0, 1.0);
+    q->yz = kq_per_channel(opt_in(r, KN_QL_YZ), 0, 0.0);
+    if (q->to == KILN_DTYPE_UINT8 || q->to == KILN_DTYPE_INT8) {
+        kn_q_range((int)q->to, &q->lo, &q->hi);
+        if (!(q->ys > 0.f))
+            return kn_node_error(r->node, KILN_ERR_INVALID_ARGUMENT, "y_scale %g is not positive",
+                                 (double)q->ys);
+    }
+    const kb_tensor *z = opt_in(r, KN_QL_Z);
+    if (z) {
+        q->z = z->data;
+        q->zt = z->dtype;
+        q->zs = (float)kq_per_channel(opt_in(r, KN_QL_ZS), 0, 1.0);
+        q->zz = kq_per_channel(opt_in(r, KN_QL_ZZ), 0, 0.0);
+    }
+    return KILN_OK;
+}
+
+static inline float load_z(const kq_epi *q, int64_t i) {
+    switch (q->zt) {
+    case KILN_DTYPE_UINT8: return kn_q_dequantize(((const uint8_t *)q->z)[i], q->zz, q->zs);
+    case KILN_DTYPE_INT8: return kn_q_dequantize(((const int8_t *)q->z)[i], q->zz, q->zs);
+    default: return ((const float *)q->z)[i];
+    }
+}
+
+/* Element (c, yi) of sum a. */
+static inline void epi_one(const kq_epi *q, int64_t a, int64_t c, void *y, int64_t yi) {
+    a += q->b[c];
+    if (q->to == KILN_DTYPE_INT32) {
+        ((int32_t *)y)[yi] = (int32_t)a;
+        return;
+    }
+    float f = (float)a * q->s[c];
+    f = kn_q_stages(&q->e, f, q->c[c], q->z ? load_z(q, yi) : 0.f);
+    switch (q->to) {
+    case KILN_DTYPE_UINT8: ((uint8_t *)y)[yi] = (uint8_t)kn_q_quantize(f, q->ys, q->yz, q->lo, q->hi); break;
+    case KILN_DTYPE_INT8: ((int8_t *)y)[yi] = (int8_t)kn_q_quantize(f, q->ys, q->yz, q->lo, q->hi); break;
+    default: ((float *)y)[yi] = f; break;
+    }
+}
+
+void kq_epi_apply(const kq_epi *q, const int32_t *acc, int64_t acs, int64_t ass, int64_t c0,
+                  int64_t nc, int64_t ns, void *y, int64_t yoff, int64_t ycs, int64_t yss,
+                  int threads) {
+    int nth = threads > 1 && nc * ns > 16384 ? threads : 1;
+    if (ycs == 1) { /* channels contiguous in Y: rows of positions */
+#pragma omp parallel for num_threads(nth) schedule(static)
+        for (int64_t j = 0; j < ns; j++)
+            for (int64_t i = 0; i < nc; i++)
+                epi_one(q, acc[i * acs + j * ass], c0 + i, y, yoff + (c0 + i) + j * yss);
+        return;
+    }
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int64_t i = 0; i < nc; i++)
+        for (int64_t j = 0; j < ns; j++)
+            epi_one(q, acc[i * acs + j * ass], c0 + i, y, yoff + (c0 + i) * ycs + j * yss);
+}
+
+/* ---------------- kiln::QConv ---------------- */
+
+static kiln_status qconv_geom(const kn_node *node, const kb_tensor *in, kb_conv *cv) {
+    return kb_conv_setup(node, &in[KN_QL_X], &in[KN_QL_W], cv);
+}
+
+static size_t qconv_ws(const kb_conv *cv) {
+    int64_t cin_g = cv->cin / cv->group, cout_g = cv->cout / cv->group;
+    return align64((size_t)(cin_g * cv->kernel_size * cv->out_size) * sizeof(int16_t)) +
+           align64((size_t)(cout_g * cv->out_size) * sizeof(int32_t)) + kq_epi_bytes(cv->cout);
+}
+
+kiln_status kq_qconv_prepare(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                             const kb_tensor *out, int n_out, void **inst, size_t *workspace) {
+    (void)state, (void)n_in, (void)out, (void)n_out, (void)inst;
+    kb_conv cv;
+    KN_TRY(qconv_geom(node, in, &cv));
+    *workspace = qconv_ws(&cv);
+    return KILN_OK;
+}
+
+kiln_status kq_qconv_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[KN_QL_X], *w = &r->in[KN_QL_W];
+    kb_conv cv;
+    KN_TRY(qconv_geom(r->node, r->in, &cv));
+    if (r->workspace_size < qconv_ws(&cv))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
+    int64_t cin_g = cv.cin / cv.group, cout_g = cv.cout / cv.group;
+    int64_t kdim = cin_g * cv.kernel_size;
+    uint8_t *ws = r->workspace;
+    int16_t *col = (int16_t *)ws;
+    ws += align64((size_t)(kdim * cv.out_size) * sizeof(int16_t));
+    int32_t *acc = (int32_t *)ws;
+    ws += align64((size_t)(cout_g * cv.out_size) * sizeof(int32_t));
+    kq_epi q;
+    KN_TRY(kq_epi_setup(r, cv.cout, ws, &q));
+    const kb_tensor *xz = opt_in(r, KN_QL_XZ), *wz = opt_in(r, KN_QL_WZ);
+    int32_t xzp = (int32_t)kq_per_channel(xz, 0, 0);
+    for (int64_t b = 0; b < cv.batch; b++)
+        for (int64_t g = 0; g < cv.group; g++) {
+            kq_im2col_i16(&cv.w, x->data, x->dtype, (b * cv.cin + g * cin_g) * cv.in_size, xzp,
+                          cin_g, cv.kernel_size, cv.in_size, cv.out_size, col, r->threads);
+            kq_int_gemm(w->data, w->dtype, g * cout_g * kdim, wz, g * cout_g, cout_g, kdim, col,
+                        cv.out_size, acc, r->threads);
+            kq_epi_apply(&q, acc, cv.out_size, 1, g * cout_g, cout_g, cv.out_size, r->out[0].data,
+                         b * cv.cout * cv.out_size, cv.out_size, 1, r->threads);
+        }
+    return KILN_OK;
+}
+
+/* ---------------- kiln::QMatMul ---------------- */
+
+/* X [..., M, K] by W [K, N] (or [N, K] with trans_b), shared by every batch
+ * or one per batch (W of X's rank with X's batch dims). */
+typedef struct qmm_geo {
+    int64_t batch, m, k, n;
+    bool tb, w_batched;
+} qmm_geo;
+
+static kiln_status qmm_geom(const kn_node *node, const kb_tensor *x, const kb_tensor *w,
+                            qmm_geo *g) {
+    g->tb = kn_attr_int(node, "trans_b", 0) != 0;
+    if (x->rank < 2 || w->rank < 2)
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED, "X and W need rank 2 or more");
+    g->m = x->dims[x->rank - 2];
+    g->k = x->dims[x->rank - 1];
+    int64_t wk = w->dims[w->rank - (g->tb ? 1 : 2)];
+    g->n = w->dims[w->rank - (g->tb ? 2 : 1)];
+    if (wk != g->k)
+        return kn_node_error(node, KILN_ERR_SHAPE, "K differs: X %lld, W %lld", (long long)g->k,
+                             (long long)wk);
+    g->batch = kn_numel(x->rank - 2, x->dims);
+    g->w_batched = w->rank > 2 && kn_numel(w->rank - 2, w->dims) > 1;
+    if (g->w_batched && (w->rank != x->rank ||
+                         memcmp(w->dims, x->dims, sizeof(int64_t) * (size_t)(x->rank - 2)) != 0))
+        return kn_node_error(node, KILN_ERR_UNSUPPORTED,
+                             "W must be 2-D or have X's batch dims (no other broadcasting)");
+    return KILN_OK;
+}
+
+static size_t qmm_ws(const qmm_geo *g) {
+    return align64((size_t)(g->m * g->k) * 2u) + align64((size_t)(g->n * g->k) * 2u) +
+           align64((size_t)(g->m * g->n) * 4u) + kq_epi_bytes(g->n);
+}
+
+kiln_status kq_qmatmul_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                               int n_in, const kb_tensor *out, int n_out, void **inst,
+                               size_t *workspace) {
+    (void)state, (void)n_in, (void)out, (void)n_out, (void)inst;
+    qmm_geo g;
+    KN_TRY(qmm_geom(node, &in[KN_QL_X], &in[KN_QL_W], &g));
+    *workspace = qmm_ws(&g);
+    return KILN_OK;
+}
+
+static inline int32_t ld8(const void *p, kiln_dtype t, int64_t i) {
+    return t == KILN_DTYPE_UINT8 ? ((const uint8_t *)p)[i] : ((const int8_t *)p)[i];
+}
+
+kiln_status kq_qmatmul_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[KN_QL_X], *w = &r->in[KN_QL_W];
+    qmm_geo g;
+    KN_TRY(qmm_geom(r->node, x, w, &g));
+    if (r->workspace_size < qmm_ws(&g))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
+    uint8_t *ws = r->workspace;
+    int16_t *a16 = (int16_t *)ws;
+    ws += align64((size_t)(g.m * g.k) * 2u);
+    int16_t *w16 = (int16_t *)ws; /* [N, K] */
+    ws += align64((size_t)(g.n * g.k) * 2u);
+    int32_t *acc = (int32_t *)ws;
+    ws += align64((size_t)(g.m * g.n) * 4u);
+    kq_epi q;
+    KN_TRY(kq_epi_setup(r, g.n, ws, &q));
+    const kb_tensor *xz = opt_in(r, KN_QL_XZ), *wz = opt_in(r, KN_QL_WZ);
+    int32_t xzp = (int32_t)kq_per_channel(xz, 0, 0);
+    int64_t m = g.m, k = g.k, n = g.n;
+    for (int64_t b = 0; b < g.batch; b++) {
+        if (b == 0 || g.w_batched) {
+            int64_t wo = g.w_batched ? b * k * n : 0;
+            for (int64_t j = 0; j < n; j++) {
+                int32_t zp = (int32_t)kq_per_channel(wz, j, 0);
+                for (int64_t p = 0; p < k; p++)
+                    w16[j * k + p] = (int16_t)(ld8(w->data, w->dtype, wo + (g.tb ? j * k + p : p * n + j)) - zp);
+            }
+        }
+        for (int64_t i = 0; i < m * k; i++)
+            a16[i] = (int16_t)(ld8(x->data, x->dtype, b * m * k + i) - xzp);
+        int nth = r->threads > 1 && m * n * k > 32768 ? r->threads : 1;
+#pragma omp parallel for num_threads(nth) schedule(static)
+        for (int64_t i = 0; i < m; i++) {
+            const int16_t *ar = a16 + i * k;
+            for (int64_t j = 0; j < n; j++) {
+                const int16_t *wr = w16 + j * k;
+                int32_t s = 0;
+                for (int64_t p = 0; p < k; p++)
+                    s += (int32_t)ar[p] * wr[p];
+                acc[i * n + j] = s;
+            }
+        }
+        kq_epi_apply(&q, acc, 1, n, 0, n, m, r->out[0].data, b * m * n, 1, n, r->threads);
+    }
+    return KILN_OK;
+}
+
+/* ---------------- the table ---------------- */
+
+const kb_kernel kb_cpu_int8[] = {
+    {"QConv", KN_DOMAIN_KILN, "ref", NULL, NULL, NULL, kq_qconv_prepare, NULL, kq_qconv_run},
+    {"QMatMul", KN_DOMAIN_KILN, "ref", NULL, NULL, NULL, kq_qmatmul_prepare, NULL, kq_qmatmul_run},
+#ifdef KILN_HAVE_DNNL
+    {"QConv", KN_DOMAIN_KILN, "dnnl_int8", kq_dnnl_conv_supports, NULL, NULL, kq_dnnl_conv_prepare,
+     kq_dnnl_release, kq_dnnl_conv_run},
+    {"QMatMul", KN_DOMAIN_KILN, "dnnl_int8", kq_dnnl_matmul_supports, NULL, NULL,
+     kq_dnnl_matmul_prepare, kq_dnnl_release, kq_dnnl_matmul_run},
+#endif
+};
+const size_t kb_cpu_int8_count = KN_ARRAY_LEN(kb_cpu_int8);
