@@ -116,7 +116,7 @@ static kiln_status check_common(kn_infer *c, int64_t cout) {
 
 /* Run the float op's inference on float views of X and W. */
 static kiln_status infer_base(kn_infer *c, const char *base, bool trans_b) {
-    if (c->n_in < 5 || !kn_has_in(c, KN_QL_X) || !kn_has_in(c, KN_QL_W))
+    if (c->n_in <= KN_QL_W || !kn_has_in(c, KN_QL_X) || !kn_has_in(c, KN_QL_W))
         return kn_node_error(c->node, KILN_ERR_SHAPE, "needs X and W");
     if (!is_8bit(c->in[KN_QL_X].dtype) || !is_8bit(c->in[KN_QL_W].dtype))
         return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "X and W must be uint8 or int8 (%s, %s)",

@@ -199,11 +199,25 @@ static kiln_status conv_build(const kn_node *n, const kb_tensor *in, int n_in, c
     return KILN_OK;
 }
 
+/* What supports() checks, again on the tensors prepare sees (a plan's
+ * tactic is bound without it). */
+static kiln_status prep_check(const kn_node *n, const kb_tensor *in, int n_in) {
+    kn_tinfo ti[KN_QL_N_IN];
+    int k = n_in < KN_QL_N_IN ? n_in : KN_QL_N_IN;
+    kb_tinfo_types(in, k, ti);
+    if (!common_ok(ti, k))
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                             "oneDNN INT8 needs int8 W without zero points and a constant X zero "
+                             "point");
+    return KILN_OK;
+}
+
 typedef kiln_status (*build_fn)(const kn_node *n, const kb_tensor *in, int n_in,
                                 const kb_tensor *out, kq_inst *q);
 
 static kiln_status prepare(build_fn fn, const kn_node *n, const kb_tensor *in, int n_in,
                            const kb_tensor *out, void **inst, size_t *workspace) {
+    KN_TRY(prep_check(n, in, n_in));
     kq_inst *q = kn_calloc(1, sizeof *q);
     if (!q)
         return KILN_ERR_OUT_OF_MEMORY;
