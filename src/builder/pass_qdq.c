@@ -348,6 +348,59 @@ static kiln_status add_floats(kn_net *net, const char *hint, float *v, int64_t n
     return kpass_add_const(net, hint, &d, index);
 }
 
+static const char *short_type(kiln_dtype t) {
+    return t == KILN_DTYPE_UINT8 ? "u8" : t == KILN_DTYPE_INT8 ? "s8" : t == KILN_DTYPE_INT32 ? "s32" : "f32";
+}
+
+static const char *stage_name(int64_t s) {
+    switch (s) {
+    case KN_QS_QDQ: return "qdq";
+    case KN_QS_BIAS: return "bias";
+    case KN_QS_ADD: return "add";
+    case KN_QS_RELU: return "relu";
+    case KN_QS_CLIP: return "clip";
+    default: return "?";
+    }
+}
+
+/* The layer's precision and scales in words (attribute quant_info, which
+ * kiln inspect shows): "u8 x s8 -> u8; x 0.0123 zp 128; w 64 scales
+ * 0.0011..0.0093; y 0.0456 zp 0; stages qdq(0.05 zp 3),add,relu". */
+static kiln_status set_info(kn_net *net, kn_node *n, const qchain *c) {
+    char buf[512];
+    size_t o = 0;
+    kiln_dtype yt = c->yq.node >= 0 ? c->yq.qt : KILN_DTYPE_FLOAT;
+#define PUT(...) o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0, __VA_ARGS__)
+    PUT("%s x %s -> %s; x %.6g zp %g", short_type(c->x.qt), short_type(c->w.qt), short_type(yt),
+        scalar_of(net, c->x.scale, 1), scalar_of(net, c->x.zp, 0));
+    const kn_tdata *ws = &net->tensors[c->w.scale].value;
+    double lo = INFINITY, hi = 0;
+    for (int64_t k = 0; k < c->w.n; k++) {
+        double v = kpass_value_at(ws, k);
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    if (c->w.n == 1)
+        PUT("; w %.6g", lo);
+    else
+        PUT("; w %lld scales %.4g..%.4g", (long long)c->w.n, lo, hi);
+    if (c->yq.node >= 0)
+        PUT("; y %.6g zp %g", scalar_of(net, c->yq.scale, 1), scalar_of(net, c->yq.zp, 0));
+    if (c->z >= 0 && c->zs >= 0)
+        PUT("; z %.6g zp %g", scalar_of(net, c->zs, 1), scalar_of(net, c->zz, 0));
+    int m = 0;
+    for (int i = 0; i < c->n_stages; i++) {
+        PUT("%s%s", i ? "," : "; stages ", stage_name(c->stage[i]));
+        if (c->stage[i] == KN_QS_QDQ) {
+            PUT("(%.4g zp %lld)", (double)c->mid_scale[m], (long long)c->mid_zp[m]);
+            m++;
+        }
+    }
+#undef PUT
+    buf[sizeof buf - 1] = 0;
+    return kn_node_set_string(n, "quant_info", buf);
+}
+
 /* Rewrite c->op as the quantized layer. */
 static kiln_status build_layer(kpass *p, qchain *c) {
     kn_net *net = p->net;
@@ -398,6 +451,7 @@ static kiln_status build_layer(kpass *p, qchain *c) {
         KN_TRY(kn_node_set_float(n, "clip_min", c->clip_lo));
         KN_TRY(kn_node_set_float(n, "clip_max", c->clip_hi));
     }
+    KN_TRY(set_info(net, n, c));
     kn_log(KILN_LOG_VERBOSE, "qdq: %s '%s' -> kiln::%s (%s output, %d stage(s))", base,
            n->name, n->op_type, kiln_dtype_name(c->yq.node >= 0 ? c->yq.qt : KILN_DTYPE_FLOAT),
            c->n_stages);

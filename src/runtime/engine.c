@@ -324,6 +324,11 @@ KILN_API kiln_status kiln_engine_layer_info_json(const kiln_engine *e, char **js
         kn_buf_printf(&b, ",\"precision\":");
         int o = n->n_out > 0 ? n->out[0] : -1;
         kn_buf_json_string(&b, o >= 0 ? kiln_dtype_name(e->net->tensors[o].dtype) : "");
+        const char *qinfo = kn_attr_string(n, "quant_info", NULL);
+        if (qinfo) { /* quantized layers (builder/pass_qdq.c): precision and scales */
+            kn_buf_printf(&b, ",\"quant\":");
+            kn_buf_json_string(&b, qinfo);
+        }
         kn_buf_printf(&b, ",\"inputs\":[");
         int first = 1;
         for (int j = 0; j < n->n_in; j++) {

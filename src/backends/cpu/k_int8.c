@@ -2,6 +2,7 @@
  * (graph/qlayer.h): exact integer sums (int16 operands less their zero
  * points, int32 accumulation), then graph/quant.h's epilogue, which every
  * quantized kernel shares; and the table of the quantized layers' kernels. */
+#include <math.h>
 #include <string.h>
 
 #include "graph/fused.h"
@@ -61,19 +62,81 @@ static inline float load_z(const kq_epi *q, int64_t i) {
     }
 }
 
-/* Element (c, yi) of sum a. */
-static inline void epi_one(const kq_epi *q, int64_t a, int64_t c, void *y, int64_t yi) {
-    a += q->b[c];
-    if (q->to == KILN_DTYPE_INT32) {
-        ((int32_t *)y)[yi] = (int32_t)a;
-        return;
-    }
-    float f = (float)a * q->s[c];
-    f = kn_q_stages(&q->e, f, q->c[c], q->z ? load_z(q, yi) : 0.f);
-    switch (q->to) {
-    case KILN_DTYPE_UINT8: ((uint8_t *)y)[yi] = (uint8_t)kn_q_quantize(f, q->ys, q->yz, q->lo, q->hi); break;
-    case KILN_DTYPE_INT8: ((int8_t *)y)[yi] = (int8_t)kn_q_quantize(f, q->ys, q->yz, q->lo, q->hi); break;
-    default: ((float *)y)[yi] = f; break;
+/* kn_q_quantize in float only (so that the loops vectorize): the same
+ * value for every x, since rintf(x / scale) + zp is exact below 2^24 and
+ * clamps alike above it; NaN gives the zero point. */
+static inline float quant_f(float x, float scale, float zp, float lo, float hi) {
+    float v = rintf(x / scale);
+    v = v != v ? 0.f : v;
+    v += zp;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* A run of n elements: element i has channel c0 + i * cstep (cstep 0 or
+ * 1), its sum at acc[i * as] and its place in Y (and Z) at y0 + i * ys.
+ * Stage by stage over a block of floats, so that each loop vectorizes. */
+#define KQ_BLOCK 256
+static void epi_run(const kq_epi *q, const int32_t *acc, int64_t as, int64_t n, int64_t c0,
+                    int64_t cstep, void *y, int64_t y0, int64_t ystr) {
+    float f[KQ_BLOCK];
+    for (int64_t base = 0; base < n; base += KQ_BLOCK) {
+        int64_t m = n - base < KQ_BLOCK ? n - base : KQ_BLOCK;
+        const int32_t *a = acc + base * as;
+        int64_t cb = c0 + base * cstep, yb = y0 + base * ystr;
+        if (q->to == KILN_DTYPE_INT32) {
+            for (int64_t i = 0; i < m; i++)
+                ((int32_t *)y)[yb + i * ystr] = (int32_t)((int64_t)a[i * as] + q->b[cb + i * cstep]);
+            continue;
+        }
+        for (int64_t i = 0; i < m; i++)
+            f[i] = (float)((int64_t)a[i * as] + q->b[cb + i * cstep]) * q->s[cb + i * cstep];
+        int mid = 0;
+        for (int st = 0; st < q->e.n_stages; st++) {
+            switch (q->e.stage[st]) {
+            case KN_QS_QDQ: {
+                float ms = q->e.mid_scale[mid];
+                double mz = q->e.mid_zp[mid], lo = q->e.mid_lo[mid], hi = q->e.mid_hi[mid];
+                for (int64_t i = 0; i < m; i++)
+                    f[i] = (quant_f(f[i], ms, (float)mz, (float)lo, (float)hi) - (float)mz) * ms;
+                mid++;
+                break;
+            }
+            case KN_QS_BIAS:
+                for (int64_t i = 0; i < m; i++)
+                    f[i] = f[i] + q->c[cb + i * cstep];
+                break;
+            case KN_QS_ADD:
+                for (int64_t i = 0; i < m; i++)
+                    f[i] = f[i] + load_z(q, yb + i * ystr);
+                break;
+            case KN_QS_RELU:
+                for (int64_t i = 0; i < m; i++)
+                    f[i] = f[i] > 0.f ? f[i] : 0.f;
+                break;
+            case KN_QS_CLIP: {
+                float lo = q->e.clip_lo, hi = q->e.clip_hi;
+                for (int64_t i = 0; i < m; i++)
+                    f[i] = f[i] < lo ? lo : f[i] > hi ? hi : f[i];
+                break;
+            }
+            default: break;
+            }
+        }
+        float ys = q->ys, yz = (float)q->yz, ylo = (float)q->lo, yhi = (float)q->hi;
+        switch (q->to) {
+        case KILN_DTYPE_UINT8:
+            for (int64_t i = 0; i < m; i++)
+                ((uint8_t *)y)[yb + i * ystr] = (uint8_t)(int)quant_f(f[i], ys, yz, ylo, yhi);
+            break;
+        case KILN_DTYPE_INT8:
+            for (int64_t i = 0; i < m; i++)
+                ((int8_t *)y)[yb + i * ystr] = (int8_t)(int)quant_f(f[i], ys, yz, ylo, yhi);
+            break;
+        default:
+            for (int64_t i = 0; i < m; i++)
+                ((float *)y)[yb + i * ystr] = f[i];
+            break;
+        }
     }
 }
 
@@ -81,17 +144,15 @@ void kq_epi_apply(const kq_epi *q, const int32_t *acc, int64_t acs, int64_t ass,
                   int64_t nc, int64_t ns, void *y, int64_t yoff, int64_t ycs, int64_t yss,
                   int threads) {
     int nth = threads > 1 && nc * ns > 16384 ? threads : 1;
-    if (ycs == 1) { /* channels contiguous in Y: rows of positions */
+    if (acs == 1) { /* sums channel-contiguous (oneDNN's): runs across the channels */
 #pragma omp parallel for num_threads(nth) schedule(static)
         for (int64_t j = 0; j < ns; j++)
-            for (int64_t i = 0; i < nc; i++)
-                epi_one(q, acc[i * acs + j * ass], c0 + i, y, yoff + (c0 + i) + j * yss);
+            epi_run(q, acc + j * ass, 1, nc, c0, 1, y, yoff + c0 * ycs + j * yss, ycs);
         return;
     }
 #pragma omp parallel for num_threads(nth) schedule(static)
     for (int64_t i = 0; i < nc; i++)
-        for (int64_t j = 0; j < ns; j++)
-            epi_one(q, acc[i * acs + j * ass], c0 + i, y, yoff + (c0 + i) * ycs + j * yss);
+        epi_run(q, acc + i * acs, ass, ns, c0 + i, 0, y, yoff + (c0 + i) * ycs, yss);
 }
 
 /* ---------------- kiln::QConv ---------------- */
