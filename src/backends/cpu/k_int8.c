@@ -9,6 +9,12 @@
 #include "k_int8.h"
 #include "k_nn.h"
 
+/* The epilogue's compares and selects vectorize only when they may not trap;
+ * kiln never reads the floating-point exception flags, and no value changes. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 static size_t align64(size_t n) { return (n + 63u) & ~(size_t)63u; }
 
 static const kb_tensor *opt_in(const kb_run *r, int i) {
@@ -54,67 +60,102 @@ kiln_status kq_epi_setup(const kb_run *r, int64_t cout, void *ws, kq_epi *q) {
     return KILN_OK;
 }
 
-static inline float load_z(const kq_epi *q, int64_t i) {
-    switch (q->zt) {
-    case KILN_DTYPE_UINT8: return kn_q_dequantize(((const uint8_t *)q->z)[i], q->zz, q->zs);
-    case KILN_DTYPE_INT8: return kn_q_dequantize(((const int8_t *)q->z)[i], q->zz, q->zs);
-    default: return ((const float *)q->z)[i];
-    }
+
+/* kn_q_quantize in float only, so that the loops vectorize (no vector
+ * rintf before SSE4.1): for |v| <= 2^22, (v + 1.5 * 2^23) - 1.5 * 2^23 is v
+ * rounded in the current mode (half to even), as rintf; larger |v| are
+ * clamped to 2^22 first, which the final clamp to the 8-bit range treats
+ * alike. NaN gives the zero point. The same value as kn_q_quantize for
+ * every x. */
+static inline float quant_f(float x, float scale, float zp, float lo, float hi) {
+    float v = x / scale;
+    v = v == v ? v : 0.f;
+    v = v > -4194304.f ? v : -4194304.f;
+    v = v < 4194304.f ? v : 4194304.f;
+    v = (v + 12582912.f) - 12582912.f;
+    v += zp;
+    v = v > lo ? v : lo;
+    return v < hi ? v : hi;
 }
 
-/* kn_q_quantize in float only (so that the loops vectorize): the same
- * value for every x, since rintf(x / scale) + zp is exact below 2^24 and
- * clamps alike above it; NaN gives the zero point. */
-static inline float quant_f(float x, float scale, float zp, float lo, float hi) {
-    float v = rintf(x / scale);
-    v = v != v ? 0.f : v;
-    v += zp;
-    return v < lo ? lo : v > hi ? hi : v;
+/* f[i] = quant_f(f[i]) over a block (a function of its own: inlined into
+ * the stage switch, GCC leaves this loop scalar). */
+static __attribute__((noinline)) void quant_block(float *restrict f, int64_t m, float scale,
+                                                  float zp, float lo, float hi) {
+#pragma omp simd
+    for (int64_t i = 0; i < m; i++)
+        f[i] = quant_f(f[i], scale, zp, lo, hi);
 }
 
 /* A run of n elements: element i has channel c0 + i * cstep (cstep 0 or
- * 1), its sum at acc[i * as] and its place in Y (and Z) at y0 + i * ys.
- * Stage by stage over a block of floats, so that each loop vectorizes. */
+ * 1), its sum at acc[i * as] and its place in Y (and Z) at y0 + i * ystr.
+ * Stage by stage over a block of floats; inlined with constant strides
+ * (the callers below), so that each loop vectorizes. */
 #define KQ_BLOCK 256
-static void epi_run(const kq_epi *q, const int32_t *acc, int64_t as, int64_t n, int64_t c0,
-                    int64_t cstep, void *y, int64_t y0, int64_t ystr) {
+static inline __attribute__((always_inline)) void
+epi_run(const kq_epi *q, const int32_t *acc, int64_t as, int64_t n, int64_t c0, int64_t cstep,
+        void *y, int64_t y0, int64_t ystr) {
     float f[KQ_BLOCK];
     for (int64_t base = 0; base < n; base += KQ_BLOCK) {
         int64_t m = n - base < KQ_BLOCK ? n - base : KQ_BLOCK;
         const int32_t *a = acc + base * as;
         int64_t cb = c0 + base * cstep, yb = y0 + base * ystr;
+        const float *s = q->s + cb, *cv = q->c + cb;
+        const int32_t *b = q->b + cb;
         if (q->to == KILN_DTYPE_INT32) {
+            int32_t *yo = (int32_t *)y + yb;
             for (int64_t i = 0; i < m; i++)
-                ((int32_t *)y)[yb + i * ystr] = (int32_t)((int64_t)a[i * as] + q->b[cb + i * cstep]);
+                yo[i * ystr] = (int32_t)((int64_t)a[i * as] + b[i * cstep]);
             continue;
         }
+#pragma omp simd
         for (int64_t i = 0; i < m; i++)
-            f[i] = (float)((int64_t)a[i * as] + q->b[cb + i * cstep]) * q->s[cb + i * cstep];
+            f[i] = (float)(a[i * as] + b[i * cstep]) * s[i * cstep];
         int mid = 0;
         for (int st = 0; st < q->e.n_stages; st++) {
             switch (q->e.stage[st]) {
             case KN_QS_QDQ: {
-                float ms = q->e.mid_scale[mid];
-                double mz = q->e.mid_zp[mid], lo = q->e.mid_lo[mid], hi = q->e.mid_hi[mid];
+                float ms = q->e.mid_scale[mid], mz = (float)q->e.mid_zp[mid];
+                float lo = (float)q->e.mid_lo[mid], hi = (float)q->e.mid_hi[mid];
+#pragma omp simd
                 for (int64_t i = 0; i < m; i++)
-                    f[i] = (quant_f(f[i], ms, (float)mz, (float)lo, (float)hi) - (float)mz) * ms;
+                    f[i] = (quant_f(f[i], ms, mz, lo, hi) - mz) * ms;
                 mid++;
                 break;
             }
             case KN_QS_BIAS:
+#pragma omp simd
                 for (int64_t i = 0; i < m; i++)
-                    f[i] = f[i] + q->c[cb + i * cstep];
+                    f[i] = f[i] + cv[i * cstep];
                 break;
-            case KN_QS_ADD:
-                for (int64_t i = 0; i < m; i++)
-                    f[i] = f[i] + load_z(q, yb + i * ystr);
+            case KN_QS_ADD: {
+                float zs = q->zs, zz = (float)q->zz;
+                if (q->zt == KILN_DTYPE_UINT8) {
+                    const uint8_t *z = (const uint8_t *)q->z + yb;
+#pragma omp simd
+                    for (int64_t i = 0; i < m; i++)
+                        f[i] = f[i] + ((float)z[i * ystr] - zz) * zs;
+                } else if (q->zt == KILN_DTYPE_INT8) {
+                    const int8_t *z = (const int8_t *)q->z + yb;
+#pragma omp simd
+                    for (int64_t i = 0; i < m; i++)
+                        f[i] = f[i] + ((float)z[i * ystr] - zz) * zs;
+                } else {
+                    const float *z = (const float *)q->z + yb;
+#pragma omp simd
+                    for (int64_t i = 0; i < m; i++)
+                        f[i] = f[i] + z[i * ystr];
+                }
                 break;
+            }
             case KN_QS_RELU:
+#pragma omp simd
                 for (int64_t i = 0; i < m; i++)
                     f[i] = f[i] > 0.f ? f[i] : 0.f;
                 break;
             case KN_QS_CLIP: {
                 float lo = q->e.clip_lo, hi = q->e.clip_hi;
+#pragma omp simd
                 for (int64_t i = 0; i < m; i++)
                     f[i] = f[i] < lo ? lo : f[i] > hi ? hi : f[i];
                 break;
@@ -122,37 +163,82 @@ static void epi_run(const kq_epi *q, const int32_t *acc, int64_t as, int64_t n, 
             default: break;
             }
         }
-        float ys = q->ys, yz = (float)q->yz, ylo = (float)q->lo, yhi = (float)q->hi;
+        if (q->to == KILN_DTYPE_UINT8 || q->to == KILN_DTYPE_INT8)
+            quant_block(f, m, q->ys, (float)q->yz, (float)q->lo, (float)q->hi);
         switch (q->to) {
-        case KILN_DTYPE_UINT8:
+        case KILN_DTYPE_UINT8: {
+            uint8_t *yo = (uint8_t *)y + yb;
             for (int64_t i = 0; i < m; i++)
-                ((uint8_t *)y)[yb + i * ystr] = (uint8_t)(int)quant_f(f[i], ys, yz, ylo, yhi);
-            break;
-        case KILN_DTYPE_INT8:
-            for (int64_t i = 0; i < m; i++)
-                ((int8_t *)y)[yb + i * ystr] = (int8_t)(int)quant_f(f[i], ys, yz, ylo, yhi);
-            break;
-        default:
-            for (int64_t i = 0; i < m; i++)
-                ((float *)y)[yb + i * ystr] = f[i];
+                yo[i * ystr] = (uint8_t)(int32_t)f[i];
             break;
         }
+        case KILN_DTYPE_INT8: {
+            int8_t *yo = (int8_t *)y + yb;
+            for (int64_t i = 0; i < m; i++)
+                yo[i * ystr] = (int8_t)(int32_t)f[i];
+            break;
+        }
+        default: {
+            float *yo = (float *)y + yb;
+#pragma omp simd
+            for (int64_t i = 0; i < m; i++)
+                yo[i * ystr] = f[i];
+            break;
+        }
+        }
     }
+}
+
+/* The three forms the kernels use: one channel over contiguous positions,
+ * contiguous channels, and anything else. */
+static void epi_channel(const kq_epi *q, const int32_t *acc, int64_t n, int64_t c, void *y,
+                        int64_t y0) {
+    epi_run(q, acc, 1, n, c, 0, y, y0, 1);
+}
+static void epi_row(const kq_epi *q, const int32_t *acc, int64_t n, int64_t c0, void *y,
+                    int64_t y0) {
+    epi_run(q, acc, 1, n, c0, 1, y, y0, 1);
+}
+static void epi_any(const kq_epi *q, const int32_t *acc, int64_t as, int64_t n, int64_t c0,
+                    int64_t cstep, void *y, int64_t y0, int64_t ystr) {
+    epi_run(q, acc, as, n, c0, cstep, y, y0, ystr);
 }
 
 void kq_epi_apply(const kq_epi *q, const int32_t *acc, int64_t acs, int64_t ass, int64_t c0,
                   int64_t nc, int64_t ns, void *y, int64_t yoff, int64_t ycs, int64_t yss,
                   int threads) {
     int nth = threads > 1 && nc * ns > 16384 ? threads : 1;
-    if (acs == 1) { /* sums channel-contiguous (oneDNN's): runs across the channels */
+    if (acs == 1 && ycs == 1) { /* both channel-contiguous (matmul rows): runs across channels */
 #pragma omp parallel for num_threads(nth) schedule(static)
         for (int64_t j = 0; j < ns; j++)
-            epi_run(q, acc + j * ass, 1, nc, c0, 1, y, yoff + c0 * ycs + j * yss, ycs);
+            epi_row(q, acc + j * ass, nc, c0, y, yoff + c0 + j * yss);
+        return;
+    }
+    if (acs == 1) { /* NHWC sums into NCHW Y: tiles of positions, transposed through L1 */
+        enum { T = 64 };
+        int64_t tiles = (ns + T - 1) / T;
+#pragma omp parallel for num_threads(nth) schedule(static)
+        for (int64_t ti = 0; ti < tiles; ti++) {
+            int32_t tile[T];
+            int64_t j0 = ti * T, tn = ns - j0 < T ? ns - j0 : T;
+            for (int64_t i = 0; i < nc; i++) {
+                for (int64_t t = 0; t < tn; t++)
+                    tile[t] = acc[(j0 + t) * ass + i];
+                if (yss == 1)
+                    epi_channel(q, tile, tn, c0 + i, y, yoff + (c0 + i) * ycs + j0);
+                else
+                    epi_any(q, tile, 1, tn, c0 + i, 0, y, yoff + (c0 + i) * ycs + j0 * yss, yss);
+            }
+        }
         return;
     }
 #pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t i = 0; i < nc; i++)
-        epi_run(q, acc + i * acs, ass, ns, c0 + i, 0, y, yoff + (c0 + i) * ycs, yss);
+    for (int64_t i = 0; i < nc; i++) {
+        if (ass == 1 && yss == 1)
+            epi_channel(q, acc + i * acs, ns, c0 + i, y, yoff + (c0 + i) * ycs);
+        else
+            epi_any(q, acc + i * acs, ass, ns, c0 + i, 0, y, yoff + (c0 + i) * ycs, yss);
+    }
 }
 
 /* ---------------- kiln::QConv ---------------- */
