@@ -53,6 +53,23 @@ KN_Q_FN double kn_q_quantize(float x, float scale, double zp, double lo, double 
     return q < lo ? lo : q > hi ? hi : q;
 }
 
+/* kn_q_quantize in float arithmetic only, so that loops of it vectorize
+ * (there is no vector rintf before SSE4.1): for |v| <= 2^22,
+ * (v + 1.5 * 2^23) - 1.5 * 2^23 is v rounded in the current mode (half to
+ * even), as rintf; a larger |v| is clamped to 2^22 first, which the final
+ * clamp to an 8- or 16-bit range treats alike; NaN gives the zero point.
+ * The same value as kn_q_quantize for every x (lo, hi, zp within 2^16). */
+KN_Q_FN float kn_q_quantize_f(float x, float scale, float zp, float lo, float hi) {
+    float v = x / scale;
+    v = v == v ? v : 0.f;
+    v = v > -4194304.f ? v : -4194304.f;
+    v = v < 4194304.f ? v : 4194304.f;
+    v = (v + 12582912.f) - 12582912.f;
+    v += zp;
+    v = v > lo ? v : lo;
+    return v < hi ? v : hi;
+}
+
 /* (x - zero_point) * scale, in float. */
 KN_Q_FN float kn_q_dequantize(double x, double zp, float scale) {
     return (float)(x - zp) * scale;

@@ -61,22 +61,7 @@ kiln_status kq_epi_setup(const kb_run *r, int64_t cout, void *ws, kq_epi *q) {
 }
 
 
-/* kn_q_quantize in float only, so that the loops vectorize (no vector
- * rintf before SSE4.1): for |v| <= 2^22, (v + 1.5 * 2^23) - 1.5 * 2^23 is v
- * rounded in the current mode (half to even), as rintf; larger |v| are
- * clamped to 2^22 first, which the final clamp to the 8-bit range treats
- * alike. NaN gives the zero point. The same value as kn_q_quantize for
- * every x. */
-static inline float quant_f(float x, float scale, float zp, float lo, float hi) {
-    float v = x / scale;
-    v = v == v ? v : 0.f;
-    v = v > -4194304.f ? v : -4194304.f;
-    v = v < 4194304.f ? v : 4194304.f;
-    v = (v + 12582912.f) - 12582912.f;
-    v += zp;
-    v = v > lo ? v : lo;
-    return v < hi ? v : hi;
-}
+#define quant_f kn_q_quantize_f
 
 /* f[i] = quant_f(f[i]) over a block (a function of its own: inlined into
  * the stage switch, GCC leaves this loop scalar). */
