@@ -585,8 +585,42 @@ static kiln_status try_qlinear(kpass *p, int i, bool *done) {
     return KILN_OK;
 }
 
+/* DQ(x) -> MaxPool / a layout op -> Q of the same scale, zero point and
+ * type: the op on x itself (max and element moves commute with the
+ * monotonic DQ, and Q(DQ(v)) == v). Inputs past the first are constants. */
+static bool moves_values(const kn_node *n) {
+    return kpass_is(n, "MaxPool") || kpass_is(n, "Flatten") || kpass_is(n, "Reshape") ||
+           kpass_is(n, "Transpose") || kpass_is(n, "Squeeze") || kpass_is(n, "Unsqueeze");
+}
+
+static kiln_status try_pool(kpass *p, int i, bool *done) {
+    kn_net *net = p->net;
+    const kn_node *n = &net->nodes[i];
+    *done = false;
+    qparam d, q;
+    if (n->n_in < 1 || n->n_out != 1 || n->out[0] < 0 || !dq_of(p, n->in[0], &d) ||
+        !is_8bit(d.qt) || d.n != 1)
+        return KILN_OK;
+    for (int k = 1; k < n->n_in; k++)
+        if (n->in[k] >= 0 && !kpass_is_const(net, n->in[k]))
+            return KILN_OK;
+    int r = kpass_sole_reader(p, n->out[0]);
+    if (r < 0 || !q_node(p, r, &q) || !same_params(net, &q, &d))
+        return KILN_OK;
+    int out = q.y;
+    KN_TRY(kpass_set_input(&net->nodes[i], 0, d.x));
+    KN_TRY(kpass_join_name(&net->nodes[i], net->nodes[r].name));
+    kpass_kill(p, r);
+    kpass_set_output(net, i, 0, out);
+    kpass_touch(p, i);
+    kn_log(KILN_LOG_VERBOSE, "qdq: %s '%s' on %s", net->nodes[i].op_type, net->nodes[i].name,
+           kiln_dtype_name(d.qt));
+    *done = true;
+    return KILN_OK;
+}
+
 static bool candidate(const kn_node *n) {
-    return kpass_is(n, "Conv") || kpass_is(n, "MatMul") || kpass_is(n, "Gemm") ||
+    return kpass_is(n, "Conv") || kpass_is(n, "MatMul") || kpass_is(n, "Gemm") || moves_values(n) ||
            kpass_is(n, "QLinearConv") || kpass_is(n, "QLinearMatMul") ||
            kpass_is(n, "ConvInteger") || kpass_is(n, "MatMulInteger");
 }
@@ -609,6 +643,8 @@ kiln_status kpass_qdq(kpass *p, int *changed) {
         const kn_node *n = &p->net->nodes[i];
         if (kpass_is(n, "Conv") || kpass_is(n, "MatMul") || kpass_is(n, "Gemm"))
             KN_TRY(try_chain(p, i, &done));
+        else if (moves_values(n))
+            KN_TRY(try_pool(p, i, &done));
         else
             KN_TRY(try_qlinear(p, i, &done));
         if (done)
