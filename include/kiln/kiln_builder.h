@@ -40,7 +40,13 @@ typedef enum kiln_builder_flag {
      * such a tactic only when it times faster. Without the flag every
      * product accumulates in float. Convolutions always accumulate in float.
      * Added in 0.2. */
-    KILN_BUILDER_FLAG_FP16_ACCUMULATION = 1u << 8
+    KILN_BUILDER_FLAG_FP16_ACCUMULATION = 1u << 8,
+    /* allow INT8 layers (trtexec's --int8). A network with Q/DQ
+     * (QuantizeLinear / DequantizeLinear, QLinearConv, ...) builds its INT8
+     * layers where the graph places them with or without the flag
+     * (explicit quantization); calibration of a network without Q/DQ is not
+     * implemented yet, so there the flag changes nothing. Added in 0.2. */
+    KILN_BUILDER_FLAG_INT8 = 1u << 16
 } kiln_builder_flag;
 
 /* Added in 0.1. *out set only on success; free with kiln_builder_config_destroy. */
