@@ -1,14 +1,15 @@
 /* k_quant.c - reference CPU kernels of QuantizeLinear, DequantizeLinear and
  * DynamicQuantizeLinear: per tensor, per axis or blocked, integer or float8,
  * the arithmetic of graph/quant.h. */
-#include "graph/quant.h"
-#include "k_nn.h"
-
 /* The per-tensor float <-> 8-bit loops below vectorize only when their
  * compares may not trap; no value changes (kiln reads no FP flags). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
+
+#include "graph/quant.h"
+#include "k_nn.h"
+
 
 /* Per tensor, float x to uint8 / int8 (the quantized layers' neighbours):
  * kn_q_quantize_f, which gives kn_q_quantize's values. */
