@@ -2,6 +2,12 @@
  * (graph/qlayer.h): exact integer sums (int16 operands less their zero
  * points, int32 accumulation), then graph/quant.h's epilogue, which every
  * quantized kernel shares; and the table of the quantized layers' kernels. */
+/* The epilogue's compares and selects vectorize only when they may not trap;
+ * kiln never reads the floating-point exception flags, and no value changes. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 #include <math.h>
 #include <string.h>
 
@@ -9,11 +15,6 @@
 #include "k_int8.h"
 #include "k_nn.h"
 
-/* The epilogue's compares and selects vectorize only when they may not trap;
- * kiln never reads the floating-point exception flags, and no value changes. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
-#endif
 
 static size_t align64(size_t n) { return (n + 63u) & ~(size_t)63u; }
 
