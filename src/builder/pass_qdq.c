@@ -633,11 +633,104 @@ static bool has_dq(const kn_node *n) {
            kpass_is(n, "MatMulInteger");
 }
 
+/* ---- an NHWC region of 8-bit convolutions ----
+ * Once every layer is made, each 2-D kiln::QConv moves to channels-last
+ * (channels_last = 1: X, Z and Y are [N, H, W, C]; W stays [K, C/g, R, S]):
+ * oneDNN's INT8 convolutions compute in NHWC, so the 8-bit tensors between
+ * two such layers stay NHWC and no reorder runs between them. A Transpose
+ * makes the NCHW tensor where something else reads a layer's output (or it
+ * is a graph output; the tensor keeps its name), and the NHWC one where a
+ * layer reads a tensor from outside; dead code drops those nobody reads. */
+static const int64_t QPERM_LAST[4] = {0, 2, 3, 1}, QPERM_FIRST[4] = {0, 3, 1, 2};
+
+static kiln_status add_transpose(kn_net *net, int from, int to, bool to_last) {
+    char name[512];
+    snprintf(name, sizeof name, "reformat %s %s", to_last ? "NCHW->NHWC" : "NHWC->NCHW",
+             net->tensors[to_last ? from : to].name);
+    int idx;
+    KN_TRY(kn_net_add_node(net, name, "Transpose", "", 13, 1, &from, 1, &to, &idx));
+    return kn_node_set_ints(&net->nodes[idx], "perm", to_last ? QPERM_LAST : QPERM_FIRST, 4);
+}
+
+static bool nhwc_candidate(const kpass *p, int i) {
+    const kn_node *n = &p->net->nodes[i];
+    return kpass_free(p, i) && kpass_is_kiln(n, "QConv") && !kn_attr_int(n, "channels_last", 0) &&
+           n->n_in > KN_QL_W && n->in[KN_QL_X] >= 0 && kpass_rank(p, n->in[KN_QL_X]) == 4 &&
+           n->out[0] >= 0 && kpass_rank(p, n->out[0]) == 4;
+}
+
+static kiln_status qdq_nhwc(kpass *p, int *changed) {
+    kn_net *net = p->net;
+    int n0 = net->n_nodes, t0 = net->n_tensors;
+    int count = 0;
+    for (int i = 0; i < n0; i++)
+        count += nhwc_candidate(p, i);
+    if (!count)
+        return KILN_OK;
+    int *twin = kn_malloc(sizeof(int) * (size_t)t0); /* per tensor: its NHWC twin, or -1 */
+    bool *sel = kn_calloc((size_t)n0, 1);
+    if (!twin || !sel) {
+        kn_free(twin);
+        kn_free(sel);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    for (int t = 0; t < t0; t++)
+        twin[t] = -1;
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < n0 && st == KILN_OK; i++) {
+        if (!nhwc_candidate(p, i))
+            continue;
+        sel[i] = true;
+        int y = net->nodes[i].out[0], u;
+        char hint[512];
+        snprintf(hint, sizeof hint, "%s_nhwc", net->tensors[y].name);
+        st = kn_net_new_tensor(net, hint, &u);
+        if (st != KILN_OK)
+            break;
+        kpass_set_output(net, i, 0, u);
+        twin[y] = u;
+        st = add_transpose(net, u, y, false);
+    }
+    for (int i = 0; i < n0 && st == KILN_OK; i++) {
+        if (!sel[i])
+            continue;
+        static const int slots[2] = {KN_QL_X, KN_QL_Z};
+        for (int k = 0; k < 2 && st == KILN_OK; k++) {
+            kn_node *n = &net->nodes[i];
+            if (slots[k] >= n->n_in || n->in[slots[k]] < 0)
+                continue;
+            int t = n->in[slots[k]];
+            if (t < t0 && twin[t] < 0) { /* from outside the region */
+                char hint[512];
+                snprintf(hint, sizeof hint, "%s_nhwc", net->tensors[t].name);
+                int u;
+                st = kn_net_new_tensor(net, hint, &u);
+                if (st == KILN_OK)
+                    st = add_transpose(net, t, u, true);
+                if (st != KILN_OK)
+                    break;
+                twin[t] = u;
+            }
+            if (t < t0)
+                st = kpass_set_input(&net->nodes[i], slots[k], twin[t]);
+        }
+        if (st == KILN_OK)
+            st = kn_node_set_int(&net->nodes[i], "channels_last", 1);
+        kpass_touch(p, i);
+    }
+    kn_free(twin);
+    kn_free(sel);
+    KN_TRY(st);
+    kn_log(KILN_LOG_VERBOSE, "qdq: %d INT8 convolution(s) on NHWC tensors", count);
+    *changed += count;
+    return KILN_OK;
+}
+
 kiln_status kpass_qdq(kpass *p, int *changed) {
     if (!kpass_any(p, has_dq))
         return KILN_OK;
     KN_TRY(kpass_need_shapes(p)); /* the types of quantized activations */
-    int n0 = p->net->n_nodes;
+    int n0 = p->net->n_nodes, before = *changed;
     for (int i = 0; i < n0; i++) {
         if (!kpass_free(p, i) || !candidate(&p->net->nodes[i]))
             continue;
@@ -652,5 +745,8 @@ kiln_status kpass_qdq(kpass *p, int *changed) {
         if (done)
             (*changed)++;
     }
+    /* the layout once the layers are settled (a round that made none) */
+    if (*changed == before)
+        KN_TRY(qdq_nhwc(p, changed));
     return KILN_OK;
 }

@@ -143,7 +143,23 @@ static kiln_status infer_base(kn_infer *c, const char *base, bool trans_b) {
 }
 
 static kiln_status infer_qconv(kn_infer *c) {
-    KN_TRY(infer_base(c, "Conv", false));
+    if (!kn_attr_int(c->node, "channels_last", 0)) {
+        KN_TRY(infer_base(c, "Conv", false));
+        return check_common(c, c->in[KN_QL_W].dims[0]);
+    }
+    /* X (and Z, Y) [N, H, W, C]: infer on the channels-first view of X */
+    if (c->n_in <= KN_QL_W || c->n_in > KN_QL_N_IN || !kn_has_in(c, KN_QL_X) ||
+        c->in[KN_QL_X].rank != 4)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "channels_last needs a 4-D X");
+    kn_tinfo v[KN_QL_N_IN];
+    memcpy(v, c->in, sizeof(kn_tinfo) * (size_t)c->n_in);
+    kn_dims_channels(4, c->in[KN_QL_X].dims, v[KN_QL_X].dims, true);
+    kn_infer sub = *c;
+    sub.in = v;
+    KN_TRY(infer_base(&sub, "Conv", false));
+    int64_t d[KILN_MAX_DIMS];
+    kn_dims_channels(4, c->out[0].dims, d, false);
+    memcpy(c->out[0].dims, d, sizeof(int64_t) * 4);
     return check_common(c, c->in[KN_QL_W].dims[0]);
 }
 

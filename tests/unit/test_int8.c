@@ -62,6 +62,7 @@ typedef struct lcase {
     int n_stages;
     int64_t stages[4];
     bool dnnl;                 /* the oneDNN tactic must take it */
+    bool cl;                   /* conv: channels_last (X, Z, Y [N, H, W, C]) */
 } lcase;
 
 static double q_lo(kiln_dtype t) { return t == KILN_DTYPE_UINT8 ? 0 : -128; }
@@ -76,11 +77,17 @@ static void run_case(const lcase *lc) {
     int64_t oh = 0, ow = 0;
     if (lc->conv) {
         xr = wr = yr = 4;
-        memcpy(xd, DIMS(lc->n, lc->c, lc->h, lc->w), sizeof(int64_t) * 4);
+        if (lc->cl)
+            memcpy(xd, DIMS(lc->n, lc->h, lc->w, lc->c), sizeof(int64_t) * 4);
+        else
+            memcpy(xd, DIMS(lc->n, lc->c, lc->h, lc->w), sizeof(int64_t) * 4);
         memcpy(wd, DIMS(lc->k, cg, lc->kh, lc->kh), sizeof(int64_t) * 4);
         oh = (lc->h + 2 * lc->pad - lc->kh) / lc->stride + 1;
         ow = (lc->w + 2 * lc->pad - lc->kh) / lc->stride + 1;
-        memcpy(yd, DIMS(lc->n, lc->k, oh, ow), sizeof(int64_t) * 4);
+        if (lc->cl)
+            memcpy(yd, DIMS(lc->n, oh, ow, lc->k), sizeof(int64_t) * 4);
+        else
+            memcpy(yd, DIMS(lc->n, lc->k, oh, ow), sizeof(int64_t) * 4);
     } else {
         xr = yr = 3;
         memcpy(xd, DIMS(lc->n, lc->h, lc->c), sizeof(int64_t) * 3);
@@ -138,6 +145,8 @@ static void run_case(const lcase *lc) {
         KT_OK(kiln_network_set_attr_ints(net, idx, "strides", DIMS(lc->stride, lc->stride), 2));
         KT_OK(kiln_network_set_attr_ints(net, idx, "pads", DIMS(lc->pad, lc->pad, lc->pad, lc->pad), 4));
         KT_OK(kiln_network_set_attr_int(net, idx, "group", lc->group));
+        if (lc->cl)
+            KT_OK(kiln_network_set_attr_int(net, idx, "channels_last", 1));
     } else {
         KT_OK(kiln_network_set_attr_int(net, idx, "trans_b", lc->trans_b));
     }
@@ -168,9 +177,17 @@ static void run_case(const lcase *lc) {
     for (int64_t yi = 0; yi < ny; yi++) {
         int64_t acc = 0, k;
         if (lc->conv) {
-            int64_t b = yi / (K * oh * ow), r = yi % (K * oh * ow);
-            k = r / (oh * ow);
-            int64_t oy = (r / ow) % oh, ox = r % ow, g = k / (K / lc->group);
+            int64_t b = yi / (K * oh * ow), r = yi % (K * oh * ow), oy, ox;
+            if (lc->cl) {
+                k = r % K;
+                oy = r / K / ow;
+                ox = (r / K) % ow;
+            } else {
+                k = r / (oh * ow);
+                oy = (r / ow) % oh;
+                ox = r % ow;
+            }
+            int64_t g = k / (K / lc->group);
             for (int64_t ci = 0; ci < cg; ci++)
                 for (int dy = 0; dy < lc->kh; dy++)
                     for (int dx = 0; dx < lc->kh; dx++) {
@@ -178,7 +195,9 @@ static void run_case(const lcase *lc) {
                         if (iy < 0 || iy >= lc->h || ix < 0 || ix >= lc->w)
                             continue;
                         int64_t c = g * cg + ci;
-                        int32_t a = ld8(xv, lc->xt, ((b * lc->c + c) * lc->h + iy) * lc->w + ix) - lc->xzp;
+                        int64_t xi = lc->cl ? ((b * lc->h + iy) * lc->w + ix) * lc->c + c
+                                            : ((b * lc->c + c) * lc->h + iy) * lc->w + ix;
+                        int32_t a = ld8(xv, lc->xt, xi) - lc->xzp;
                         int32_t wq = (int8_t)wv[((k * cg + ci) * lc->kh + dy) * lc->kh + dx] - wz[k];
                         acc += (int64_t)a * wq;
                     }
@@ -288,16 +307,18 @@ static void test_kernels(void) {
     const kiln_dtype U8 = KILN_DTYPE_UINT8, S8 = KILN_DTYPE_INT8, F = KILN_DTYPE_FLOAT, I32 = KILN_DTYPE_INT32;
     const kiln_dtype NONE = KILN_DTYPE_UNDEFINED;
     const lcase cases[] = {
-        {"conv u8 zp 3 -> u8, pad 1", true, U8, U8, NONE, 2, 8, 9, 9, 16, 3, 1, 1, 1, 3, 0, true, false, false, false, 0, {0}, true},
-        {"conv s8 stride 2 -> s8, relu", true, S8, S8, NONE, 2, 8, 9, 7, 16, 3, 2, 1, 1, 0, 0, true, false, false, false, 1, {KN_QS_RELU}, true},
-        {"depthwise u8 -> u8, qdq + residual u8 + relu", true, U8, U8, U8, 2, 8, 6, 6, 8, 3, 1, 1, 8, 128, 0, true, false, false, false, 3, {KN_QS_QDQ, KN_QS_ADD, KN_QS_RELU}, true},
-        {"conv 1x1 stride 2 -> float, bias stage", true, U8, F, NONE, 1, 16, 8, 8, 8, 1, 2, 0, 1, 100, 0, false, true, false, false, 1, {KN_QS_BIAS}, true},
-        {"conv -> int32 (ConvInteger)", true, U8, I32, NONE, 1, 4, 5, 5, 6, 3, 1, 0, 1, 5, 0, false, false, false, false, 0, {0}, true},
-        {"grouped conv, w zero points", true, U8, U8, NONE, 1, 8, 6, 6, 4, 3, 1, 0, 2, 1, 1, true, false, false, false, 0, {0}, false},
-        {"matmul u8 -> u8, qdq + bias + residual s8", false, U8, U8, S8, 2, 24, 5, 0, 12, 0, 0, 0, 1, 7, 0, true, true, false, false, 3, {KN_QS_QDQ, KN_QS_BIAS, KN_QS_ADD}, true},
-        {"matmul trans_b -> float", false, S8, F, NONE, 2, 24, 5, 0, 12, 0, 0, 0, 1, 0, 0, true, false, true, false, 0, {0}, true},
-        {"matmul batched W -> s8", false, S8, S8, NONE, 2, 24, 5, 0, 7, 0, 0, 0, 1, -3, 0, false, false, false, true, 0, {0}, true},
-        {"matmul -> int32 (MatMulInteger)", false, U8, I32, NONE, 1, 16, 3, 0, 5, 0, 0, 0, 1, 9, 0, false, false, false, false, 0, {0}, true},
+        {"conv u8 zp 3 -> u8, pad 1", true, U8, U8, NONE, 2, 8, 9, 9, 16, 3, 1, 1, 1, 3, 0, true, false, false, false, 0, {0}, true, false},
+        {"conv s8 stride 2 -> s8, relu", true, S8, S8, NONE, 2, 8, 9, 7, 16, 3, 2, 1, 1, 0, 0, true, false, false, false, 1, {KN_QS_RELU}, true, false},
+        {"depthwise u8 -> u8, qdq + residual u8 + relu", true, U8, U8, U8, 2, 8, 6, 6, 8, 3, 1, 1, 8, 128, 0, true, false, false, false, 3, {KN_QS_QDQ, KN_QS_ADD, KN_QS_RELU}, true, false},
+        {"conv 1x1 stride 2 -> float, bias stage", true, U8, F, NONE, 1, 16, 8, 8, 8, 1, 2, 0, 1, 100, 0, false, true, false, false, 1, {KN_QS_BIAS}, true, false},
+        {"conv -> int32 (ConvInteger)", true, U8, I32, NONE, 1, 4, 5, 5, 6, 3, 1, 0, 1, 5, 0, false, false, false, false, 0, {0}, true, false},
+        {"grouped conv, w zero points", true, U8, U8, NONE, 1, 8, 6, 6, 4, 3, 1, 0, 2, 1, 1, true, false, false, false, 0, {0}, false, false},
+        {"NHWC conv u8 zp 5 -> u8, stride 2, qdq + residual s8 + relu", true, U8, U8, S8, 2, 8, 9, 7, 16, 3, 2, 1, 1, 5, 0, true, false, false, false, 3, {KN_QS_QDQ, KN_QS_ADD, KN_QS_RELU}, true, true},
+        {"NHWC depthwise s8 -> float", true, S8, F, NONE, 1, 8, 6, 6, 8, 3, 1, 1, 8, 0, 0, true, true, false, false, 1, {KN_QS_BIAS}, true, true},
+        {"matmul u8 -> u8, qdq + bias + residual s8", false, U8, U8, S8, 2, 24, 5, 0, 12, 0, 0, 0, 1, 7, 0, true, true, false, false, 3, {KN_QS_QDQ, KN_QS_BIAS, KN_QS_ADD}, true, false},
+        {"matmul trans_b -> float", false, S8, F, NONE, 2, 24, 5, 0, 12, 0, 0, 0, 1, 0, 0, true, false, true, false, 0, {0}, true, false},
+        {"matmul batched W -> s8", false, S8, S8, NONE, 2, 24, 5, 0, 7, 0, 0, 0, 1, -3, 0, false, false, false, true, 0, {0}, true, false},
+        {"matmul -> int32 (MatMulInteger)", false, U8, I32, NONE, 1, 16, 3, 0, 5, 0, 0, 0, 1, 9, 0, false, false, false, false, 0, {0}, true, false},
     };
     for (size_t i = 0; i < KN_ARRAY_LEN(cases); i++)
         run_case(&cases[i]);
@@ -367,9 +388,10 @@ static void test_pass_chain(void) {
         const int64_t *st = kn_attr_ints(q, "stages", &ns);
         KT_CHECK(ns == 3 && st && st[0] == KN_QS_QDQ && st[1] == KN_QS_ADD && st[2] == KN_QS_RELU);
         KT_CHECK(kn_attr_int(q, "to", 0) == KILN_DTYPE_UINT8);
+        KT_CHECK(kn_attr_int(q, "channels_last", 0) == 1); /* the NHWC region */
         KT_CHECK(q->n_in > KN_QL_B && q->in[KN_QL_B] >= 0); /* the int32 bias kept as B */
         KT_CHECK(q->n_in > KN_QL_Z && q->in[KN_QL_Z] >= 0 &&
-                 strcmp(o->tensors[q->in[KN_QL_Z]].name, "zq") == 0); /* the quantized residual */
+                 strncmp(o->tensors[q->in[KN_QL_Z]].name, "zq", 2) == 0); /* the quantized residual (its NHWC twin) */
     }
     /* same result as the float emulation within one step of s2 */
     run_in ri;

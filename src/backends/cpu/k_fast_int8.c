@@ -17,6 +17,7 @@ typedef struct kq_inst {
     size_t acc_off, epi_off;
     int64_t batch, cout, spatial; /* conv: Y [batch, cout, spatial]; matmul: [rows, cout] */
     int32_t *zp;                  /* X's zero point, handed to oneDNN at run time */
+    bool cl;                      /* conv: Y (and Z) NHWC, as the sums */
 } kq_inst;
 
 void kq_dnnl_release(void *p) {
@@ -121,13 +122,18 @@ bool kq_dnnl_conv_supports(const kn_node *node, const kn_tinfo *in, int n_in, co
     if (n_out < 1 || !common_ok(in, n_in))
         return false;
     int r = in[KN_QL_X].rank;
+    if (kq_channels_last(node) && r != 4)
+        return false;
     return (r == 3 || r == 4) && in[KN_QL_W].rank == r && out[0].rank == r;
 }
 
 static kiln_status conv_build(const kn_node *n, const kb_tensor *in, int n_in, const kb_tensor *out,
                               kq_inst *q) {
     kb_conv cv;
-    KN_TRY(kb_conv_setup(n, &in[KN_QL_X], &in[KN_QL_W], &cv));
+    KN_TRY(kq_conv_geom(n, in, &cv));
+    bool cl = kq_channels_last(n);
+    if (cl && cv.w.nsp != 2)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "channels-last 2-D convolutions only");
     const kn_window *w = &cv.w;
     int nsp = w->nsp;
     if (nsp != 1 && nsp != 2)
@@ -156,7 +162,7 @@ static kiln_status conv_build(const kn_node *n, const kb_tensor *in, int n_in, c
         KF_TRY(n, dnnl_memory_desc_init_by_tag(&w_u, 5, wd, dnnl_s8, dnnl_goihw));
         KF_TRY(n, dnnl_memory_desc_init_by_tag(&w_any, 5, wd, dnnl_s8, dnnl_format_tag_any));
     }
-    KF_TRY(n, dnnl_memory_desc_init_by_tag(&x_u, 4, xd, xt, dnnl_nchw));
+    KF_TRY(n, dnnl_memory_desc_init_by_tag(&x_u, 4, xd, xt, cl ? dnnl_nhwc : dnnl_nchw));
     KF_TRY(n, dnnl_memory_desc_init_by_tag(&x_c, 4, xd, xt, dnnl_nhwc));
     KF_TRY(n, dnnl_memory_desc_init_by_tag(&y_c, 4, yd, dnnl_s32, dnnl_nhwc));
     dnnl_convolution_desc_t cd;
@@ -172,9 +178,10 @@ static kiln_status conv_build(const kn_node *n, const kb_tensor *in, int n_in, c
     kiln_status st = kf_pack(n, k, &w_u, KN_QL_W, in[KN_QL_W].host, &w_p, &wm);
     if (st == KILN_OK)
         st = kf_mem(n, k, &x_u, KF_IN, KN_QL_X, 0, &xm);
-    if (st == KILN_OK)
+    xc = xm;
+    if (st == KILN_OK && !cl)
         st = kf_mem(n, k, &x_c, KF_WS, 0, kf_ws_reserve(k, dnnl_memory_desc_get_size(&x_c)), &xc);
-    if (st == KILN_OK)
+    if (st == KILN_OK && !cl)
         st = kf_reorder_add(n, k, &x_u, xm, &x_c, xc);
     if (st == KILN_OK) {
         q->acc_off = kf_ws_reserve(k, dnnl_memory_desc_get_size(&y_c));
@@ -195,6 +202,7 @@ static kiln_status conv_build(const kn_node *n, const kb_tensor *in, int n_in, c
     q->batch = cv.batch;
     q->cout = m;
     q->spatial = oh * ow;
+    q->cl = cl;
     (void)out;
     return KILN_OK;
 }
@@ -260,9 +268,12 @@ kiln_status kq_dnnl_conv_run(const kb_run *r) {
     KN_TRY(run_sums(r, &e, &acc));
     const kq_inst *q = r->inst;
     int64_t s = q->spatial, m = q->cout;
-    for (int64_t b = 0; b < q->batch; b++)
-        kq_epi_apply(&e, acc + b * s * m, 1, m, 0, m, s, r->out[0].data, b * m * s, s, 1,
-                     r->threads);
+    if (q->cl) /* NHWC sums into NHWC Y: rows of channels */
+        kq_epi_apply(&e, acc, 1, m, 0, m, q->batch * s, r->out[0].data, 0, 1, m, r->threads);
+    else
+        for (int64_t b = 0; b < q->batch; b++)
+            kq_epi_apply(&e, acc + b * s * m, 1, m, 0, m, s, r->out[0].data, b * m * s, s, 1,
+                         r->threads);
     return KILN_OK;
 }
 

@@ -229,14 +229,24 @@ void kq_epi_apply(const kq_epi *q, const int32_t *acc, int64_t acs, int64_t ass,
 
 /* ---------------- kiln::QConv ---------------- */
 
-static kiln_status qconv_geom(const kn_node *node, const kb_tensor *in, kb_conv *cv) {
-    return kb_conv_setup(node, &in[KN_QL_X], &in[KN_QL_W], cv);
+bool kq_channels_last(const kn_node *node) { return kn_attr_int(node, "channels_last", 0) != 0; }
+
+kiln_status kq_conv_geom(const kn_node *node, const kb_tensor *in, kb_conv *cv) {
+    kb_tensor x = in[KN_QL_X];
+    if (kq_channels_last(node)) /* the channels-first view of X [N, H, W, C] */
+        kn_dims_channels(x.rank, in[KN_QL_X].dims, x.dims, true);
+    return kb_conv_setup(node, &x, &in[KN_QL_W], cv);
 }
 
-static size_t qconv_ws(const kb_conv *cv) {
+static kiln_status qconv_geom(const kn_node *node, const kb_tensor *in, kb_conv *cv) {
+    return kq_conv_geom(node, in, cv);
+}
+
+static size_t qconv_ws(const kb_conv *cv, bool cl) {
     int64_t cin_g = cv->cin / cv->group, cout_g = cv->cout / cv->group;
     return align64((size_t)(cin_g * cv->kernel_size * cv->out_size) * sizeof(int16_t)) +
-           align64((size_t)(cout_g * cv->out_size) * sizeof(int32_t)) + kq_epi_bytes(cv->cout);
+           align64((size_t)(cout_g * cv->out_size) * sizeof(int32_t)) + kq_epi_bytes(cv->cout) +
+           (cl ? align64((size_t)(cv->batch * cv->cin * cv->in_size)) : 0);
 }
 
 kiln_status kq_qconv_prepare(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
@@ -244,7 +254,7 @@ kiln_status kq_qconv_prepare(const void *state, const kn_node *node, const kb_te
     (void)state, (void)n_in, (void)out, (void)n_out, (void)inst;
     kb_conv cv;
     KN_TRY(qconv_geom(node, in, &cv));
-    *workspace = qconv_ws(&cv);
+    *workspace = qconv_ws(&cv, kq_channels_last(node));
     return KILN_OK;
 }
 
@@ -252,7 +262,8 @@ kiln_status kq_qconv_run(const kb_run *r) {
     const kb_tensor *x = &r->in[KN_QL_X], *w = &r->in[KN_QL_W];
     kb_conv cv;
     KN_TRY(qconv_geom(r->node, r->in, &cv));
-    if (r->workspace_size < qconv_ws(&cv))
+    bool cl = kq_channels_last(r->node);
+    if (r->workspace_size < qconv_ws(&cv, cl))
         return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
     int64_t cin_g = cv.cin / cv.group, cout_g = cv.cout / cv.group;
     int64_t kdim = cin_g * cv.kernel_size;
@@ -263,16 +274,31 @@ kiln_status kq_qconv_run(const kb_run *r) {
     ws += align64((size_t)(cout_g * cv.out_size) * sizeof(int32_t));
     kq_epi q;
     KN_TRY(kq_epi_setup(r, cv.cout, ws, &q));
+    ws += kq_epi_bytes(cv.cout);
+    const void *xdata = x->data;
+    if (cl) { /* X [N, S, C] -> [N, C, S] in the workspace; Y and Z stay [N, S, K] */
+        uint8_t *xt = ws;
+        const uint8_t *xs = x->data;
+        for (int64_t b = 0; b < cv.batch; b++)
+            for (int64_t sp = 0; sp < cv.in_size; sp++)
+                for (int64_t c = 0; c < cv.cin; c++)
+                    xt[(b * cv.cin + c) * cv.in_size + sp] = xs[(b * cv.in_size + sp) * cv.cin + c];
+        xdata = xt;
+    }
     const kb_tensor *xz = opt_in(r, KN_QL_XZ), *wz = opt_in(r, KN_QL_WZ);
     int32_t xzp = (int32_t)kq_per_channel(xz, 0, 0);
     for (int64_t b = 0; b < cv.batch; b++)
         for (int64_t g = 0; g < cv.group; g++) {
-            kq_im2col_i16(&cv.w, x->data, x->dtype, (b * cv.cin + g * cin_g) * cv.in_size, xzp,
+            kq_im2col_i16(&cv.w, xdata, x->dtype, (b * cv.cin + g * cin_g) * cv.in_size, xzp,
                           cin_g, cv.kernel_size, cv.in_size, cv.out_size, col, r->threads);
             kq_int_gemm(w->data, w->dtype, g * cout_g * kdim, wz, g * cout_g, cout_g, kdim, col,
                         cv.out_size, acc, r->threads);
-            kq_epi_apply(&q, acc, cv.out_size, 1, g * cout_g, cout_g, cv.out_size, r->out[0].data,
-                         b * cv.cout * cv.out_size, cv.out_size, 1, r->threads);
+            if (cl)
+                kq_epi_apply(&q, acc, cv.out_size, 1, g * cout_g, cout_g, cv.out_size,
+                             r->out[0].data, b * cv.cout * cv.out_size, 1, cv.cout, r->threads);
+            else
+                kq_epi_apply(&q, acc, cv.out_size, 1, g * cout_g, cout_g, cv.out_size,
+                             r->out[0].data, b * cv.cout * cv.out_size, cv.out_size, 1, r->threads);
         }
     return KILN_OK;
 }

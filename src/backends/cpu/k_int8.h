@@ -8,6 +8,7 @@
 #include "backends/backend.h"
 #include "graph/ops_nn.h"
 #include "graph/qlayer.h"
+#include "k_nn.h"
 
 /* A zero point or scale of channel c: scalar or one per channel; dflt when
  * t is NULL or has no data. */
@@ -49,6 +50,11 @@ KN_HIDDEN kiln_status kq_epi_setup(const kb_run *r, int64_t cout, void *ws, kq_e
 KN_HIDDEN void kq_epi_apply(const kq_epi *q, const int32_t *acc, int64_t acs, int64_t ass,
                             int64_t c0, int64_t nc, int64_t ns, void *y, int64_t yoff,
                             int64_t ycs, int64_t yss, int threads);
+
+/* Whether a kiln::QConv is channels-last (X, Z, Y [N, H, W, C]). */
+KN_HIDDEN bool kq_channels_last(const kn_node *node);
+/* A kiln::QConv's geometry (channels-first view of a channels-last X). */
+KN_HIDDEN kiln_status kq_conv_geom(const kn_node *node, const kb_tensor *in, kb_conv *cv);
 
 /* Reference kernels (k_int8.c). */
 KN_HIDDEN kiln_status kq_qconv_prepare(const void *state, const kn_node *node, const kb_tensor *in,
