@@ -2,10 +2,12 @@
  * (graph/qlayer.h): exact integer sums (int16 operands less their zero
  * points, int32 accumulation), then graph/quant.h's epilogue, which every
  * quantized kernel shares; and the table of the quantized layers' kernels. */
-/* The epilogue's compares and selects vectorize only when they may not trap;
- * kiln never reads the floating-point exception flags, and no value changes. */
+/* The epilogue's compares and selects vectorize only when they may not trap
+ * (kiln never reads the floating-point exception flags; no value changes),
+ * and no multiply-add may be contracted into an FMA (the AVX-512 and AVX2
+ * clones below must round as the default build does). */
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
+#pragma GCC optimize("no-trapping-math", "fp-contract=off")
 #endif
 
 #include <math.h>
@@ -64,9 +66,19 @@ kiln_status kq_epi_setup(const kb_run *r, int64_t cout, void *ws, kq_epi *q) {
 
 #define quant_f kn_q_quantize_f
 
+/* The epilogue's loops also in AVX-512 and AVX2 builds, picked at load
+ * time by the CPU (GCC's function multiversioning). The arithmetic is the
+ * same in every clone (fp-contract=off above): only the vector width
+ * changes. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+#define KQ_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define KQ_CLONES
+#endif
+
 /* f[i] = quant_f(f[i]) over a block (a function of its own: inlined into
  * the stage switch, GCC leaves this loop scalar). */
-static __attribute__((noinline)) void quant_block(float *restrict f, int64_t m, float scale,
+static KQ_CLONES __attribute__((noinline)) void quant_block(float *restrict f, int64_t m, float scale,
                                                   float zp, float lo, float hi) {
 #pragma omp simd
     for (int64_t i = 0; i < m; i++)
@@ -177,11 +189,11 @@ epi_run(const kq_epi *q, const int32_t *acc, int64_t as, int64_t n, int64_t c0, 
 
 /* The three forms the kernels use: one channel over contiguous positions,
  * contiguous channels, and anything else. */
-static void epi_channel(const kq_epi *q, const int32_t *acc, int64_t n, int64_t c, void *y,
+static KQ_CLONES void epi_channel(const kq_epi *q, const int32_t *acc, int64_t n, int64_t c, void *y,
                         int64_t y0) {
     epi_run(q, acc, 1, n, c, 0, y, y0, 1);
 }
-static void epi_row(const kq_epi *q, const int32_t *acc, int64_t n, int64_t c0, void *y,
+static KQ_CLONES void epi_row(const kq_epi *q, const int32_t *acc, int64_t n, int64_t c0, void *y,
                     int64_t y0) {
     epi_run(q, acc, 1, n, c0, 1, y, y0, 1);
 }
