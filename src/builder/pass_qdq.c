@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backends/backend.h"
 #include "graph/qlayer.h"
 #include "passes.h"
 
@@ -726,8 +727,17 @@ static kiln_status qdq_nhwc(kpass *p, int *changed) {
     return KILN_OK;
 }
 
+/* Whether the build's backend has a kernel for kiln::<op>: a backend
+ * without the quantized layers keeps the graph as it is (the DQs fold
+ * into float weights, the QLinear ops run on their own kernels). */
+static bool backend_has(const kpass *p, const char *op) {
+    const kb_backend *be = p->b->be ? p->b->be : &kb_cpu_backend;
+    const kb_kernel *k[1];
+    return be->kernels_for(KN_DOMAIN_KILN, op, k, 1) > 0;
+}
+
 kiln_status kpass_qdq(kpass *p, int *changed) {
-    if (!kpass_any(p, has_dq))
+    if (!kpass_any(p, has_dq) || !backend_has(p, "QConv") || !backend_has(p, "QMatMul"))
         return KILN_OK;
     KN_TRY(kpass_need_shapes(p)); /* the types of quantized activations */
     int n0 = p->net->n_nodes, before = *changed;
