@@ -496,6 +496,17 @@ static kiln_status try_chain(kpass *p, int i, bool *done) {
         int rank = kpass_is_const(net, w.x) ? net->tensors[w.x].value.rank : -1;
         if (!weights_ok(p, &c, n->in[1], rank > 0 ? rank - 1 : 1))
             return KILN_OK;
+        /* the layer's forms: W 2-D (or with unit batch dims), or W of X's rank */
+        int xr = kpass_rank(p, n->in[0]), wr = kpass_rank(p, w.x);
+        if (xr < 2 || wr < 2)
+            return KILN_OK;
+        if (rank > 2) {
+            const kn_tdata *wv = &net->tensors[w.x].value;
+            if (kn_numel(rank - 2, wv->dims) != 1)
+                return KILN_OK;
+        } else if (rank < 0 && wr > 2 && wr != xr) {
+            return KILN_OK;
+        }
     }
     if (kpass_is_const(net, c.w.x)) {
         const kn_tdata *wv = &net->tensors[c.w.x].value;
@@ -554,9 +565,15 @@ static kiln_status try_qlinear(kpass *p, int i, bool *done) {
         to = dtype_of(p, n->in[7]);
         if (!is_8bit((kiln_dtype)to))
             return KILN_OK;
-        if (n->n_in > 2 && n->in[2] >= 0 && kpass_is_const(net, n->in[2]) &&
-            kpass_numel(&net->tensors[n->in[2]].value) != 1)
-            return KILN_OK;
+        /* the layers take a per-tensor X (QLinearMatMul may have per-row A
+         * parameters) and constant scales */
+        for (int k = 1; k <= 2; k++)
+            if (n->n_in > k && n->in[k] >= 0 &&
+                (!kpass_is_const(net, n->in[k]) || kpass_numel(&net->tensors[n->in[k]].value) != 1))
+                return KILN_OK;
+        for (int k = 4; k <= 7; k++)
+            if (n->n_in > k && n->in[k] >= 0 && !kpass_is_const(net, n->in[k]))
+                return KILN_OK;
         KN_TRY(kpass_retype(n, conv ? "QConv" : "QMatMul", KN_DOMAIN_KILN, 1));
     } else {
         /* (X, W, x_zp?, w_zp?) -> X, -, x_zp, W, -, w_zp */
