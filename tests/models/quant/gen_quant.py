@@ -133,6 +133,60 @@ def quantize(fp32_path, out_path, shape, variant):
                     extra_options={"ActivationSymmetric": sym, "WeightSymmetric": True})
 
 
+def zoo_feeds(model, seed, batch=1):
+    """Inputs of a gen_models model: floats from a seeded normal, int64 ids and
+    masks in {0, 1} (valid for every embedding table)."""
+    rng = np.random.default_rng(seed)
+    inits = {t.name for t in model.graph.initializer}
+    feeds = {}
+    for i in model.graph.input:
+        if i.name in inits:
+            continue
+        t = i.type.tensor_type
+        dims = [batch if d.dim_param else d.dim_value for d in t.shape.dim]
+        if t.elem_type == TensorProto.FLOAT:
+            feeds[i.name] = rng.standard_normal(dims).astype(np.float32)
+        else:
+            feeds[i.name] = rng.integers(0, 2, dims).astype(np.int64)
+    return feeds
+
+
+def make_zoo(out_dir, name, variant):
+    """scripts/gen_models.py's small `name`, preprocessed (BatchNorm folded) and
+    quantized like make(); calibration from four seeded input sets. Returns
+    (quantized path, the FP32 model)."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                    "scripts"))
+    import gen_models
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    os.makedirs(out_dir, exist_ok=True)
+    m = gen_models.build(name, small=True)
+    fp = os.path.join(out_dir, "zoo_%s.onnx" % name)
+    pre = os.path.join(out_dir, "zoo_%s_pre.onnx" % name)
+    q = os.path.join(out_dir, "zoo_%s_%s.onnx" % (name, variant))
+    if os.path.exists(q):
+        return q, m
+    onnx.save(m, fp)
+    quant_pre_process(fp, pre, skip_symbolic_shape=True)
+    data = [zoo_feeds(m, 100 + k) for k in range(4)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(data)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    sym = variant == "s8sym"
+    quantize_static(pre, q, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8 if sym else QuantType.QUInt8,
+                    weight_type=QuantType.QInt8, extra_options={"ActivationSymmetric": sym})
+    return q, m
+
+
 def make(out_dir, name, variant):
     """Write out_dir/<name>_fp32.onnx and out_dir/<name>_<variant>.onnx;
     return the quantized path."""

@@ -5,6 +5,9 @@ ONNX Runtime's quantize_static in QDQ form, u8 asymmetric and s8 symmetric
 activations, per-channel s8 weights) built by kiln and compared with ONNX
 Runtime running the same QDQ model.
 
+Also scripts/gen_models.py's small ResNet-50, MobileNetV2, BERT and ViT,
+quantized the same way (check_zoo).
+
 Checks per model:
   - the plan has the expected number of quantized layers (kiln::QConv,
     kiln::QMatMul) and they report an 8-bit precision (kiln inspect --json);
@@ -127,6 +130,51 @@ def check(kiln, work, name, variant):
     return fails
 
 
+# gen_models' small models (BatchNorm folded, then quantize_static) and the
+# quantized layers each must reach
+ZOO = {"resnet50": 21, "mobilenetv2": 26, "bert": 17, "vit": 14}
+
+
+def check_zoo(kiln, work, name, variant):
+    """A zoo model against ONNX Runtime on the same QDQ model: outputs made by a
+    DequantizeLinear within TOL_STEPS of its scale, others (BERT's tanh
+    pooler) within 1e-4 of their largest magnitude."""
+    path, model = gen_quant.make_zoo(work, name, variant)
+    qm = onnx.load(path)
+    feeds = gen_quant.zoo_feeds(model, 5)
+    shapes = ",".join("%s:%s" % (k, "x".join(str(d) for d in v.shape)) for k, v in feeds.items())
+    files, fails = [], []
+    for k, v in feeds.items():
+        f = os.path.join(work, "zoo_%s.%s.bin" % (name, k))
+        v.tofile(f)
+        files.append("%s:%s" % (k, f))
+    out = os.path.join(work, "zoo_out.npz")
+    p = run([kiln, "exec", "--onnx=" + path, "--shapes=" + shapes, "--loadInputs=" + ",".join(files),
+             "--exportOutput=" + out, "--iterations=1", "--warmUp=0", "--duration=0", "--threads=2"])
+    if p.returncode != 0:
+        return ["zoo %s/%s: kiln exec failed:\n%s" % (name, variant, p.stdout[-2000:])]
+    got = np.load(out)
+    p = run([kiln, "inspect", path, "--json", "--shapes=" + shapes, "--threads=2"])
+    rep = json.loads(p.stdout[p.stdout.index("{"):]) if p.returncode == 0 else {"layers": []}
+    nq = sum(1 for l in rep["layers"] if l["op"] in ("QConv", "QMatMul"))
+    if nq < ZOO[name]:
+        fails.append("zoo %s/%s: %d quantized layers, %d expected" % (name, variant, nq, ZOO[name]))
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    steps = out_steps(qm)
+    for o, ref in zip(names, sess.run(names, feeds)):
+        d = float(np.max(np.abs(got[o].astype(np.float64) - ref)))
+        lim = TOL_STEPS * steps[o] if o in steps else 1e-4 * float(np.max(np.abs(ref)))
+        ok = d <= lim
+        print("zoo %-12s %-7s %d layers, %d quantized  %-18s max|kiln-ort| %.3e (limit %.3e)  %s"
+              % (name, variant, len(rep["layers"]), nq, o, d, lim, "ok" if ok else "FAIL"))
+        if not ok:
+            fails.append("zoo %s/%s %s: %.3e from ONNX Runtime (> %.3e)" % (name, variant, o, d, lim))
+    return fails
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kiln", required=True)
@@ -137,6 +185,9 @@ def main():
     for name in gen_quant.MODELS:
         for v in gen_quant.VARIANTS:
             fails += check(args.kiln, args.work, name, v)
+    for name in ZOO:
+        for v in gen_quant.VARIANTS:
+            fails += check_zoo(args.kiln, args.work, name, v)
     for f in fails:
         print("FAIL: " + f)
     print("%d failure(s)" % len(fails))
