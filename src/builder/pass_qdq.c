@@ -21,6 +21,7 @@
 
 #include "backends/backend.h"
 #include "graph/qlayer.h"
+#include "kiln/kiln_builder.h"
 #include "passes.h"
 
 /* A DequantizeLinear or QuantizeLinear node's operands. */
@@ -746,9 +747,13 @@ static kiln_status qdq_nhwc(kpass *p, int *changed) {
 
 /* Whether the build's backend has a kernel for kiln::<op>: a backend
  * without the quantized layers keeps the graph as it is (the DQs fold
- * into float weights, the QLinear ops run on their own kernels). */
+ * into float weights, the QLinear ops run on their own kernels). The GPU's
+ * quantized kernels are direct (slower than its FP16 convolutions), so a
+ * GPU build makes the layers only when asked with --int8. */
 static bool backend_has(const kpass *p, const char *op) {
     const kb_backend *be = p->b->be ? p->b->be : &kb_cpu_backend;
+    if (be != &kb_cpu_backend && !(p->b->flags & KILN_BUILDER_FLAG_INT8))
+        return false;
     const kb_kernel *k[1];
     return be->kernels_for(KN_DOMAIN_KILN, op, k, 1) > 0;
 }
