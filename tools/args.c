@@ -550,7 +550,15 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
                   value);
         return -1;
     }
-    static const char *const lowp[] = {"--int8", "--fp8", "--int4"};
+    if (strcmp(name, "--int8") == 0) { /* explicit quantization: the Q/DQ in the model */
+        if (!cli_no_value(name, value))
+            return -1;
+        o->flags |= KILN_BUILDER_FLAG_INT8;
+        cli_warn("--int8: INT8 layers come from the model's Q/DQ (explicit quantization); "
+                 "calibration (--calib) is not implemented yet");
+        return 1;
+    }
+    static const char *const lowp[] = {"--fp8", "--int4"};
     for (size_t i = 0; i < sizeof lowp / sizeof lowp[0]; i++)
         if (strcmp(name, lowp[i]) == 0) {
             cli_error("%s: quantized precisions are not supported yet; kiln builds FP32, TF32, FP16 "

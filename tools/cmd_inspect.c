@@ -199,6 +199,8 @@ static void print_report(const kiln_engine *eng, const cj_value *root) {
         precision_choice(l, why, sizeof why);
         printf("  %4zu  %-22s %-26s %-9s %-30s %s\n", i, op, cj_str(l, "tactic", "-"),
                cj_str(l, "precision", "-"), why, cj_str(l, "name", ""));
+        if (cj_str(l, "quant", NULL)) /* a quantized layer's types and scales */
+            printf("  %4s  %s\n", "", cj_str(l, "quant", ""));
     }
     const cj_value *mem = cj_get(root, "memory");
     printf("\nMemory\n");

@@ -50,7 +50,13 @@ typedef enum kiln_builder_flag {
      * constraints still force their type. The plan records each decision
      * (kiln_engine_layer_info_json: "precision_choice"). Without this flag
      * FP16 / BF16 force every eligible layer, as before. Added in 0.2. */
-    KILN_BUILDER_FLAG_TIMED_PRECISION = 1u << 9
+    KILN_BUILDER_FLAG_TIMED_PRECISION = 1u << 9,
+    /* allow INT8 layers (trtexec's --int8). A network with Q/DQ
+     * (QuantizeLinear / DequantizeLinear, QLinearConv, ...) builds its INT8
+     * layers where the graph places them with or without the flag
+     * (explicit quantization); calibration of a network without Q/DQ is not
+     * implemented yet, so there the flag changes nothing. Added in 0.2. */
+    KILN_BUILDER_FLAG_INT8 = 1u << 16
 } kiln_builder_flag;
 
 /* Added in 0.1. *out set only on success; free with kiln_builder_config_destroy. */

@@ -113,6 +113,7 @@ class BuilderFlag(enum.IntEnum):
     CHANNELS_LAST = 1 << 6
     FP16_ACCUMULATION = 1 << 8
     TIMED_PRECISION = 1 << 9
+    INT8 = 1 << 16
     OBEY_PRECISION_CONSTRAINTS = 1 << 30
     PREFER_PRECISION_CONSTRAINTS = 1 << 29
 

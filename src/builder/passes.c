@@ -748,6 +748,7 @@ static const pass_entry kpass_rounds[] = {
     {"dead-code", kpass_dead_code, false},
     {"canonicalize", kpass_canonicalize, false},
     {"contrib", kpass_contrib, false}, /* no kernels for them: runs without fusion too */
+    {"qdq", kpass_qdq, true}, /* before folding turns DQ(weights) into floats */
     {"constant-fold", kpass_fold, false},
     {"shape-sink", kpass_shape_sink, true}, /* frees layout chains from Shape readers */
     {"pad-conv", kpass_pad_conv, true},

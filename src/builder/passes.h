@@ -109,6 +109,9 @@ KN_HIDDEN kiln_status kpass_layernorm(kpass *p, int *changed);
 /* 1 or 2 when op_type (default domain) is an elementwise op an
  * ElementwiseChain takes with that many operands, else 0. */
 KN_HIDDEN int kpass_chain_op_arity(const char *op_type);
+/* Explicit quantization (pass_qdq.c): Q/DQ chains and QLinear* / *Integer
+ * ops as kiln::QConv / kiln::QMatMul; before constant folding. */
+KN_HIDDEN kiln_status kpass_qdq(kpass *p, int *changed);
 /* Reduced precision (pass_precision.c): runs late, once. */
 KN_HIDDEN kiln_status kpass_precision(kpass *p, int *changed);
 /* pass_cast.c: Cast(Cast(x)) -> Cast(x) where no value changes (after

@@ -260,6 +260,8 @@ extern const kn_op_schema kn_ops_nn[];
 extern const size_t kn_ops_nn_count;
 extern const kn_op_schema kn_ops_fused[];
 extern const size_t kn_ops_fused_count;
+extern const kn_op_schema kn_ops_quant[]; /* ops_quant.c: kiln::QConv, kiln::QMatMul */
+extern const size_t kn_ops_quant_count;
 extern const kn_op_schema kn_ops_spectral[]; /* ops_spectral.c */
 extern const size_t kn_ops_spectral_count;
 extern const kn_op_schema kn_ops_tfidf[]; /* ops_tfidf.c */

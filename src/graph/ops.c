@@ -13,6 +13,7 @@ const kn_op_schema *kn_op_nth(size_t i) {
         {kn_ops_tensor, &kn_ops_tensor_count},
         {kn_ops_nn, &kn_ops_nn_count},
         {kn_ops_fused, &kn_ops_fused_count},
+        {kn_ops_quant, &kn_ops_quant_count},
         {kn_ops_spectral, &kn_ops_spectral_count},
         {kn_ops_tfidf, &kn_ops_tfidf_count},
         {kn_ops_contrib, &kn_ops_contrib_count},

@@ -705,7 +705,10 @@ kiln_status kn_quant_geom(const kn_node *n, const kn_tinfo *in, int n_in, bool q
     int64_t block = kn_attr_int(n, "block_size", 0);
     if (block != 0)
         return quant_blocked(n, x, scale, zp, block, q);
-    if (scale->rank == 0 || (scale->rank == 1 && count == 1 && x->rank == 0)) {
+    if (scale->rank == 0 || (scale->rank == 1 && count == 1)) {
+        /* one scale is per tensor whatever the axis says (ONNX Runtime
+         * reads a one-element scale so; quantize_static writes [1]-shaped
+         * scales with the default axis 1 on 1-D tensors) */
         q->axis = -1;
     } else if (scale->rank == 1) {
         int ax = 0;

@@ -53,6 +53,23 @@ KN_Q_FN double kn_q_quantize(float x, float scale, double zp, double lo, double 
     return q < lo ? lo : q > hi ? hi : q;
 }
 
+/* kn_q_quantize in float arithmetic only, so that loops of it vectorize
+ * (there is no vector rintf before SSE4.1): for |v| <= 2^22,
+ * (v + 1.5 * 2^23) - 1.5 * 2^23 is v rounded in the current mode (half to
+ * even), as rintf; a larger |v| is clamped to 2^22 first, which the final
+ * clamp to an 8- or 16-bit range treats alike; NaN gives the zero point.
+ * The same value as kn_q_quantize for every x (lo, hi, zp within 2^16). */
+KN_Q_FN float kn_q_quantize_f(float x, float scale, float zp, float lo, float hi) {
+    float v = x / scale;
+    v = v == v ? v : 0.f;
+    v = v > -4194304.f ? v : -4194304.f;
+    v = v < 4194304.f ? v : 4194304.f;
+    v = (v + 12582912.f) - 12582912.f;
+    v += zp;
+    v = v > lo ? v : lo;
+    return v < hi ? v : hi;
+}
+
 /* (x - zero_point) * scale, in float. */
 KN_Q_FN float kn_q_dequantize(double x, double zp, float scale) {
     return (float)(x - zp) * scale;
@@ -81,6 +98,55 @@ KN_Q_FN void kn_q_dynamic_params(float mn, float mx, float *scale, double *zp) {
     z = z < 0.f ? 0.f : z > 255.f ? 255.f : z;
     *scale = s;
     *zp = (double)rintf(z);
+}
+
+/* ---- quantized layers: kiln::QConv and kiln::QMatMul (graph/qlayer.h) ----
+ * The epilogue of one output element of channel c, after the exact integer
+ * sum acc = sum (x - x_zp)(w - w_zp[c]) + B[c] (int32):
+ *   f = (float)acc * s[c]            s[c] = x_scale * w_scale[c] (float)
+ *   then each stage in order:
+ *     QDQ   f = ((float)(q - zp)) * m, q = sat(rint(f / m) + zp)  (a Q->DQ
+ *           pair of the source graph, kept so the rounding is the graph's)
+ *     BIAS  f += C[c]                   (a float per-channel addend)
+ *     ADD   f += z                      (the residual, dequantized: (float)
+ *           (z_q - z_zp) * z_scale, or a float Z as it is)
+ *     RELU  f = max(f, 0)
+ *     CLIP  f = min(max(f, lo), hi)
+ *   y = sat(rint(f / y_scale) + y_zp) for an 8-bit output, f for a float one.
+ * rint rounds half to even (the default rounding mode), division and
+ * products in float: what QuantizeLinear and DequantizeLinear compute, so
+ * every kernel that runs this function on the same acc gives the same bits. */
+enum { KN_QS_QDQ = 1, KN_QS_BIAS = 2, KN_QS_ADD = 3, KN_QS_RELU = 4, KN_QS_CLIP = 5 };
+#define KN_QL_MAX_STAGES 8
+
+typedef struct kn_qepi {
+    int n_stages;
+    int stage[KN_QL_MAX_STAGES];
+    float mid_scale[KN_QL_MAX_STAGES];  /* per QDQ stage, in stage order */
+    double mid_zp[KN_QL_MAX_STAGES], mid_lo[KN_QL_MAX_STAGES], mid_hi[KN_QL_MAX_STAGES];
+    float clip_lo, clip_hi;
+} kn_qepi;
+
+/* f after the stages; bias_c is C[c] (0 without C), z the dequantized
+ * residual (0 without Z). */
+KN_Q_FN float kn_q_stages(const kn_qepi *e, float f, float bias_c, float z) {
+    int m = 0;
+    for (int i = 0; i < e->n_stages; i++) {
+        switch (e->stage[i]) {
+        case KN_QS_QDQ: {
+            double q = kn_q_quantize(f, e->mid_scale[m], e->mid_zp[m], e->mid_lo[m], e->mid_hi[m]);
+            f = kn_q_dequantize(q, e->mid_zp[m], e->mid_scale[m]);
+            m++;
+            break;
+        }
+        case KN_QS_BIAS: f = f + bias_c; break;
+        case KN_QS_ADD: f = f + z; break;
+        case KN_QS_RELU: f = f > 0.f ? f : 0.f; break;
+        case KN_QS_CLIP: f = f < e->clip_lo ? e->clip_lo : f > e->clip_hi ? e->clip_hi : f; break;
+        default: break;
+        }
+    }
+    return f;
 }
 
 #endif

@@ -341,6 +341,11 @@ KILN_API kiln_status kiln_engine_layer_info_json(const kiln_engine *e, char **js
             kn_buf_printf(&b, ",\"tf32_choice\":{\"why\":\"timed\",\"ms\":{\"float\":%.6g,"
                           "\"tf32\":%.6g},\"allow_tf32\":%d}", (double)t32[0], (double)t32[1],
                           (int)kn_attr_int(n, "allow_tf32", 0));
+        const char *qinfo = kn_attr_string(n, "quant_info", NULL);
+        if (qinfo) { /* quantized layers (builder/pass_qdq.c): precision and scales */
+            kn_buf_printf(&b, ",\"quant\":");
+            kn_buf_json_string(&b, qinfo);
+        }
         kn_buf_printf(&b, ",\"inputs\":[");
         int first = 1;
         for (int j = 0; j < n->n_in; j++) {

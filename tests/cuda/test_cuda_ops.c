@@ -27,7 +27,7 @@
 #include "graph/rotary.h"
 #include "graph/quant.h"
 
-#define TC_MAX 9
+#define TC_MAX 13 /* kiln::QConv / kiln::QMatMul take 13 inputs */
 
 typedef struct tin {
     kiln_dtype dt;
@@ -2382,6 +2382,7 @@ static void test_op_coverage(void) {
 #include "cases_nn2.inc"
 #include "cases_conv_graph.inc"
 #include "cases_seq.inc"
+#include "cases_int8.inc"
 #include "cases_spectral.inc"
 #include "cases_tfidf.inc"
 
@@ -2437,6 +2438,7 @@ int main(void) {
     test_nn2_ops();
     test_conv_graph();
     test_seq_ops();
+    test_int8_ops();
     test_spectral_ops();
     test_tfidf_ops();
     if (!dry) {

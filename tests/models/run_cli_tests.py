@@ -229,7 +229,11 @@ def main():
     check("--device beyond CUDA_VISIBLE_DEVICES", p.returncode != 0
           and "lists no device 1" in p.stderr, p.stdout + p.stderr)
     expect_error(k, "negative device", ["exec", m, "--device=-1"], "--device")
-    expect_error(k, "int8 refused", ["exec", m, "--int8"], "not supported yet")
+    expect_error(k, "fp8 refused", ["exec", m, "--fp8"], "not supported yet")
+    p = subprocess.run([k, "exec", m, "--int8", "--skipInference"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=240)
+    check("--int8 accepted (explicit quantization), calibration said to be missing",
+          p.returncode == 0 and "calibration" in p.stderr, p.stdout + p.stderr)
     expect_error(k, "sparsity refused", ["exec", m, "--sparsity=enable"], "not supported")
     expect_error(k, "bad profiling verbosity", ["exec", m, "--profilingVerbosity=loud"], "loud")
 

@@ -49,6 +49,10 @@ const kb_kernel *kb_tables_find(const kb_table *tables, size_t n_tables, const c
     return NULL;
 }
 
+/* k_int8.c: kiln::QConv, kiln::QMatMul (reference and oneDNN INT8 tactics) */
+extern const kb_kernel kb_cpu_int8[];
+extern const size_t kb_cpu_int8_count;
+
 static const kb_table kb_tables[] = {
     {kb_cpu_elementwise, &kb_cpu_elementwise_count},
     {kb_cpu_tensor, &kb_cpu_tensor_count},
@@ -57,6 +61,7 @@ static const kb_table kb_tables[] = {
     {kb_cpu_spectral, &kb_cpu_spectral_count},
     {kb_cpu_tfidf, &kb_cpu_tfidf_count},
     {kb_cpu_fast, &kb_cpu_fast_count},
+    {kb_cpu_int8, &kb_cpu_int8_count},
 };
 
 int kb_cpu_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "k_int8.h"
 #include "k_nn.h"
 
 static bool is_8bit(kiln_dtype t) { return t == KILN_DTYPE_UINT8 || t == KILN_DTYPE_INT8; }
@@ -13,7 +14,7 @@ static int32_t ld8(const void *p, kiln_dtype t, int64_t i) {
 }
 
 /* A zero point (or scale) of channel c: scalar or one per channel; dflt when absent. */
-static double per_channel(const kb_tensor *t, int64_t c, double dflt) {
+double kq_per_channel(const kb_tensor *t, int64_t c, double dflt) {
     if (!t || !t->data)
         return dflt;
     return kb_ld(t->data, t->dtype, (size_t)(kb_numel(t) == 1 ? 0 : c));
@@ -21,7 +22,7 @@ static double per_channel(const kb_tensor *t, int64_t c, double dflt) {
 
 /* col[(c * K + kidx), o] = x[c, window position] - zp, or 0 in the padding
  * (which holds the zero point). */
-static void im2col_i16(const kn_window *w, const void *x, kiln_dtype dt, int64_t x_off,
+void kq_im2col_i16(const kn_window *w, const void *x, kiln_dtype dt, int64_t x_off,
                        int32_t zp, int64_t channels, int64_t ksize, int64_t in_size,
                        int64_t out_size, int16_t *col, int threads) {
     int nsp = w->nsp;
@@ -55,14 +56,14 @@ static void im2col_i16(const kn_window *w, const void *x, kiln_dtype dt, int64_t
 }
 
 /* acc[co, :] = sum_p (w[co, p] - wzp[co]) col[p, :] for the group's channels. */
-static void int_gemm(const void *w, kiln_dtype wt, int64_t w_off, const kb_tensor *wzp,
+void kq_int_gemm(const void *w, kiln_dtype wt, int64_t w_off, const kb_tensor *wzp,
                      int64_t co0, int64_t couts, int64_t kdim, const int16_t *col, int64_t n,
                      int32_t *acc, int threads) {
     int nth = threads > 1 && couts * kdim * n > 32768 ? threads : 1;
 #pragma omp parallel for num_threads(nth) schedule(static)
     for (int64_t i = 0; i < couts; i++) {
         int32_t *row = acc + i * n;
-        int32_t zp = (int32_t)per_channel(wzp, co0 + i, 0);
+        int32_t zp = (int32_t)kq_per_channel(wzp, co0 + i, 0);
         memset(row, 0, sizeof(int32_t) * (size_t)n);
         for (int64_t p = 0; p < kdim; p++) {
             int32_t a = ld8(w, wt, w_off + i * kdim + p) - zp;
@@ -124,26 +125,26 @@ static kiln_status qconv_run(const kb_run *r, int wi, const kb_tensor *xz, const
     size_t col_bytes = ((size_t)(kdim * cv.out_size) * sizeof(int16_t) + 63u) & ~(size_t)63u;
     int16_t *col = r->workspace;
     int32_t *acc = q ? (int32_t *)((uint8_t *)r->workspace + col_bytes) : NULL;
-    int32_t xzp = (int32_t)per_channel(xz, 0, 0);
+    int32_t xzp = (int32_t)kq_per_channel(xz, 0, 0);
     double lo = y->dtype == KILN_DTYPE_UINT8 ? 0.0 : -128.0;
     double hi = y->dtype == KILN_DTYPE_UINT8 ? 255.0 : 127.0;
     for (int64_t b = 0; b < cv.batch; b++)
         for (int64_t g = 0; g < cv.group; g++) {
-            im2col_i16(&cv.w, x->data, x->dtype, (b * cv.cin + g * cin_g) * cv.in_size, xzp, cin_g,
+            kq_im2col_i16(&cv.w, x->data, x->dtype, (b * cv.cin + g * cin_g) * cv.in_size, xzp, cin_g,
                        cv.kernel_size, cv.in_size, cv.out_size, col, r->threads);
             int64_t y_off = (b * cv.cout + g * cout_g) * cv.out_size;
             int32_t *dst = q ? acc : (int32_t *)y->data + y_off;
-            int_gemm(w->data, w->dtype, g * cout_g * kdim, wz, g * cout_g, cout_g, kdim, col,
+            kq_int_gemm(w->data, w->dtype, g * cout_g * kdim, wz, g * cout_g, cout_g, kdim, col,
                      cv.out_size, dst, r->threads);
             if (!q)
                 continue;
-            float yscale = (float)per_channel(q->ys, 0, 1.0);
-            double yzero = per_channel(q->yz, 0, 0.0);
+            float yscale = (float)kq_per_channel(q->ys, 0, 1.0);
+            double yzero = kq_per_channel(q->yz, 0, 0.0);
             for (int64_t i = 0; i < cout_g; i++) {
                 int64_t co = g * cout_g + i;
-                float scale = (float)per_channel(q->xs, 0, 1.0) *
-                              (float)per_channel(q->ws, co, 1.0) / yscale;
-                int32_t bv = (int32_t)per_channel(q->bias, co, 0);
+                float scale = (float)kq_per_channel(q->xs, 0, 1.0) *
+                              (float)kq_per_channel(q->ws, co, 1.0) / yscale;
+                int32_t bv = (int32_t)kq_per_channel(q->bias, co, 0);
                 for (int64_t j = 0; j < cv.out_size; j++) {
                     double v = nearbyint((double)((float)(acc[i * cv.out_size + j] + bv) * scale)) +
                                yzero;

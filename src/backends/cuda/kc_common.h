@@ -167,6 +167,8 @@ extern const kb_kernel kb_cuda_nn2[]; /* k_nn2.c */
 extern const size_t kb_cuda_nn2_count;
 extern const kb_kernel kb_cuda_conv_graph[]; /* k_conv_graph.c */
 extern const size_t kb_cuda_conv_graph_count;
+extern const kb_kernel kb_cuda_int8[]; /* k_int8.c */
+extern const size_t kb_cuda_int8_count;
 extern const kb_kernel kb_cuda_seq[]; /* k_seq.c */
 extern const size_t kb_cuda_seq_count;
 extern const kb_kernel kb_cuda_attn_onnx[]; /* k_attention_onnx.c */
