@@ -759,6 +759,7 @@ static const pass_entry kpass_rounds[] = {
     {"attention", kpass_attention, true}, /* before a mask Add becomes a MatMul bias */
     {"row-permutes", kpass_row_permutes, true},
     {"view-chains", kpass_view_chains, true},
+    {"hfuse", kpass_hfuse, true}, /* before bias-activation takes per-layer epilogues */
     {"bias-activation", kpass_bias_act, true},
     {"qkv", kpass_qkv, true}, /* after the projections took their biases */
 };

@@ -54,6 +54,9 @@ KN_HIDDEN kiln_status kpass_contrib(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_norms(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_bias_act(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_qkv(kpass *p, int *changed);
+/* Linear layers of one input with constant weights of equal K -> one GEMM
+ * with concatenated weights and biases, split after (pass_hfuse.c). */
+KN_HIDDEN kiln_status kpass_hfuse(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_gather_transpose(kpass *p, int *changed);
 /* The score side of an attention pattern at Softmax node si (last axis,
  * rank 4): Softmax(fill(S * c + M + M2)) with each of the scale, the masks

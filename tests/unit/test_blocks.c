@@ -384,6 +384,81 @@ static void test_contrib(void) {
     }
 }
 
+static int gemm_count(const kn_net *o) {
+    return count_op(o, "", "MatMul") + count_op(o, KN_DOMAIN_KILN, "MatMul") +
+           count_op(o, "", "Gemm") + count_op(o, KN_DOMAIN_KILN, "Gemm");
+}
+
+/* Horizontal fusion: linear layers of one input with constant weights are
+ * one GEMM. Case 0: Q [16, 16] + bias, K [16, 8] without, V [16, 8] + bias
+ * (grouped-query widths, Whisper's bias-less K), each output read by a
+ * different op; case 1: a gated MLP, silu(x Wg) * (x Wu); case 2: Gemm
+ * with transB beside a MatMul on a 2-D input; case 3: a weight that is an
+ * input (an attention product) stays a layer of its own. */
+static void test_hfuse(void) {
+    for (int c = 0; c < 4; c++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        bool two_d = c == 2;
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, two_d ? 2 : 3,
+                                     two_d ? DIMS(-1, 16) : DIMS(-1, 5, 16), NULL));
+        int want = 1;
+        if (c == 0) {
+            fconst(net, "wq", 2, DIMS(16, 16), -0.5f, 1.f);
+            fconst(net, "wk", 2, DIMS(16, 8), -0.5f, 1.f);
+            fconst(net, "wv", 2, DIMS(16, 8), -0.5f, 1.f);
+            fconst(net, "bq", 1, DIMS(16), -0.5f, 1.f);
+            fconst(net, "bv", 1, DIMS(16 / 2), -0.5f, 1.f);
+            node(net, "q", "MatMul", 2, IN("x", "wq"), "q0");
+            node(net, "qb", "Add", 2, IN("q0", "bq"), "q");
+            node(net, "k", "MatMul", 2, IN("x", "wk"), "k");
+            node(net, "v", "MatMul", 2, IN("x", "wv"), "v0");
+            node(net, "vb", "Add", 2, IN("bv", "v0"), "v");
+            node(net, "qr", "Relu", 1, IN("q"), "qo");
+            node(net, "kt", "Tanh", 1, IN("k"), "ko");
+            KT_OK(kiln_network_mark_output(net, "qo"));
+            KT_OK(kiln_network_mark_output(net, "ko"));
+            KT_OK(kiln_network_mark_output(net, "v"));
+        } else if (c == 1) {
+            fconst(net, "wg", 2, DIMS(16, 24), -0.5f, 1.f);
+            fconst(net, "wu", 2, DIMS(16, 24), -0.5f, 1.f);
+            node(net, "gate", "MatMul", 2, IN("x", "wg"), "g");
+            node(net, "up", "MatMul", 2, IN("x", "wu"), "u");
+            node(net, "sig", "Sigmoid", 1, IN("g"), "sg");
+            node(net, "silu", "Mul", 2, IN("g", "sg"), "a");
+            node(net, "glu", "Mul", 2, IN("a", "u"), "y");
+            KT_OK(kiln_network_mark_output(net, "y"));
+        } else if (c == 2) {
+            fconst(net, "wa", 2, DIMS(12, 16), -0.5f, 1.f); /* [N, K]: transB */
+            fconst(net, "ca", 1, DIMS(12), -0.5f, 1.f);
+            fconst(net, "wb", 2, DIMS(16, 4), -0.5f, 1.f);
+            int g = node(net, "ga", "Gemm", 3, IN("x", "wa", "ca"), "ya");
+            KT_OK(kiln_network_set_attr_int(net, g, "transB", 1));
+            node(net, "mb", "MatMul", 2, IN("x", "wb"), "yb");
+            KT_OK(kiln_network_mark_output(net, "ya"));
+            KT_OK(kiln_network_mark_output(net, "yb"));
+        } else {
+            KT_OK(kiln_network_add_input(net, "w", KILN_DTYPE_FLOAT, 2, DIMS(16, 8), NULL));
+            fconst(net, "wc", 2, DIMS(16, 8), -0.5f, 1.f);
+            node(net, "m1", "MatMul", 2, IN("x", "w"), "y1");
+            node(net, "m2", "MatMul", 2, IN("x", "wc"), "y2");
+            KT_OK(kiln_network_mark_output(net, "y1"));
+            KT_OK(kiln_network_mark_output(net, "y2"));
+            want = 2;
+        }
+        kn_net *o = optimized(net, 0, 1, 2, 4);
+        if (o) {
+            CHECK_OR_DUMP(gemm_count(o) == want, o);
+            CHECK_OR_DUMP(count_op(o, "", "Split") == (want == 1 ? 1 : 0), o);
+            char what[64];
+            snprintf(what, sizeof what, "hfuse case %d", c);
+            compare(net, o, what, 3);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
 int main(void) {
     printf("seed %u (fixed)\n", rng_state);
     test_rmsnorm();
@@ -393,6 +468,7 @@ int main(void) {
     test_quick_gelu();
     test_rotary_domains();
     test_contrib();
+    test_hfuse();
     if (kt_skipped)
         printf("%d numeric check(s) skipped: kernels missing\n", kt_skipped);
     return kt_finish();
