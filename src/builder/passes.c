@@ -755,6 +755,7 @@ static const pass_entry kpass_rounds[] = {
     {"conv-bn", kpass_conv_bn, true},
     {"gelu", kpass_gelu, true},
     {"norms", kpass_norms, true}, /* before the attention passes read the adds */
+    {"rotary", kpass_rotary, true}, /* x * cos + rotate_half(x) * sin */
     {"gather-transpose", kpass_gather_transpose, true}, /* exposes packed-QKV heads */
     {"attention", kpass_attention, true}, /* before a mask Add becomes a MatMul bias */
     {"row-permutes", kpass_row_permutes, true},

@@ -52,6 +52,8 @@ KN_HIDDEN kiln_status kpass_contrib(kpass *p, int *changed);
 /* Decomposed LayerNorm / RMSNorm -> LayerNormalization / RMSNormalization
  * (pass_norms.c). */
 KN_HIDDEN kiln_status kpass_norms(kpass *p, int *changed);
+/* x * cos + rotate_half(x) * sin spelled out -> RotaryEmbedding (pass_rotary.c). */
+KN_HIDDEN kiln_status kpass_rotary(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_bias_act(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_qkv(kpass *p, int *changed);
 /* Linear layers of one input with constant weights of equal K -> one GEMM

@@ -459,6 +459,87 @@ static void test_hfuse(void) {
     }
 }
 
+/* Rotary embeddings spelled out as transformers writes them:
+ * q * cos + rotate_half(q) * sin with rotate_half = Concat(-x2, x1) on
+ * x [B, H, S, D], cos = Unsqueeze(Cos(Concat(f, f)), 1). Case 0: Slices
+ * and Neg, per-batch angles f (an input); case 1: one Split, Mul by -1,
+ * operands swapped, constant angles (folded to a constant cos/sin with
+ * equal halves) times a scaling; case 2: cos an input (its halves may
+ * differ): not fused; case 3: the halves swapped (not rotate_half): not
+ * fused. */
+static void test_rotary_decomposed(void) {
+    for (int c = 0; c < 4; c++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 3, 5, 8), NULL));
+        if (c == 0 || c == 3) {
+            KT_OK(kiln_network_add_input(net, "f", KILN_DTYPE_FLOAT, 3, DIMS(-1, 5, 4), NULL));
+        } else if (c == 1) {
+            fconst(net, "f", 3, DIMS(1, 5, 4), -3.f, 6.f);
+        }
+        iconst(net, "ax1", 1, DIMS(1), DIMS(1));
+        if (c == 2) {
+            KT_OK(kiln_network_add_input(net, "cosu", KILN_DTYPE_FLOAT, 4, DIMS(-1, 1, 5, 8), NULL));
+            KT_OK(kiln_network_add_input(net, "sinu", KILN_DTYPE_FLOAT, 4, DIMS(-1, 1, 5, 8), NULL));
+        } else {
+            int cc = node(net, "cat", "Concat", 2, IN("f", "f"), "emb");
+            KT_OK(kiln_network_set_attr_int(net, cc, "axis", -1));
+            node(net, "cos", "Cos", 1, IN("emb"), "cos0");
+            node(net, "sin", "Sin", 1, IN("emb"), "sin0");
+            if (c == 1) {
+                fscalar(net, "scaling", 1.25f);
+                node(net, "cs", "Mul", 2, IN("scaling", "cos0"), "cos1");
+                node(net, "ss", "Mul", 2, IN("sin0", "scaling"), "sin1");
+            }
+            node(net, "cu", "Unsqueeze", 2, IN(c == 1 ? "cos1" : "cos0", "ax1"), "cosu");
+            node(net, "su", "Unsqueeze", 2, IN(c == 1 ? "sin1" : "sin0", "ax1"), "sinu");
+        }
+        if (c == 1) {
+            iconst(net, "halves", 1, DIMS(2), DIMS(4, 4));
+            const char *outs[2] = {"x1", "x2"};
+            int sp = -1;
+            KT_OK(kiln_network_add_node(net, "split", "Split", "", 18, 2, IN("x", "halves"), 2, outs,
+                                        &sp));
+            KT_OK(kiln_network_set_attr_int(net, sp, "axis", 3));
+            fscalar(net, "m1", -1.f);
+            node(net, "neg", "Mul", 2, IN("m1", "x2"), "nx2");
+        } else {
+            iconst(net, "s0", 1, DIMS(1), DIMS(0));
+            iconst(net, "s4", 1, DIMS(1), DIMS(4));
+            iconst(net, "big", 1, DIMS(1), DIMS(INT64_MAX));
+            iconst(net, "axl", 1, DIMS(1), DIMS(-1));
+            node(net, "sl1", "Slice", 4, IN("x", "s0", "s4", "axl"), "x1");
+            node(net, "sl2", "Slice", 4, IN("x", "s4", "big", "axl"), "x2");
+            node(net, "neg", "Neg", 1, IN(c == 3 ? "x1" : "x2"), "nx2");
+        }
+        int rc = node(net, "rot", "Concat", 2, IN("nx2", c == 3 ? "x2" : "x1"), "rh");
+        KT_OK(kiln_network_set_attr_int(net, rc, "axis", -1));
+        if (c == 1) {
+            node(net, "mc", "Mul", 2, IN("cosu", "x"), "xc");
+            node(net, "ms", "Mul", 2, IN("sinu", "rh"), "xs");
+            node(net, "add", "Add", 2, IN("xs", "xc"), "y");
+        } else {
+            node(net, "mc", "Mul", 2, IN("x", "cosu"), "xc");
+            node(net, "ms", "Mul", 2, IN("rh", "sinu"), "xs");
+            node(net, "add", "Add", 2, IN("xc", "xs"), "y");
+        }
+        KT_OK(kiln_network_mark_output(net, "y"));
+        kn_net *o = optimized(net, 0, 1, 2, 3);
+        if (o) {
+            bool fused = c < 2;
+            CHECK_OR_DUMP(count_op(o, "", "RotaryEmbedding") == (fused ? 1 : 0), o);
+            if (fused)
+                CHECK_OR_DUMP(count_op(o, "", "Neg") + count_op(o, "", "Mul") +
+                                  count_op(o, "", "Slice") + count_op(o, "", "Split") == 0, o);
+            char what[64];
+            snprintf(what, sizeof what, "rotary decomposed case %d", c);
+            compare(net, o, what, 2);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
 int main(void) {
     printf("seed %u (fixed)\n", rng_state);
     test_rmsnorm();
@@ -469,6 +550,7 @@ int main(void) {
     test_rotary_domains();
     test_contrib();
     test_hfuse();
+    test_rotary_decomposed();
     if (kt_skipped)
         printf("%d numeric check(s) skipped: kernels missing\n", kt_skipped);
     return kt_finish();
