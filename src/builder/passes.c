@@ -768,6 +768,7 @@ static const pass_entry kpass_rounds[] = {
 /* Elementwise chains run once everything else is settled, so they do not
  * swallow a bias or activation that a matrix op's epilogue could take. */
 static const pass_entry kpass_final[] = {
+    {"attention-causal-mask", kpass_attn_causal_mask, true}, /* run-time causal masks */
     {"attention-causal", kpass_attn_causal, true},
     {"elementwise-chain", kpass_chain, true},
     {"layernorm", kpass_layernorm, true},

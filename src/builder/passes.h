@@ -99,6 +99,9 @@ KN_HIDDEN kiln_status kpass_row_permutes(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_view_chains(kpass *p, int *changed);
 /* kiln::Attention with a constant causal mask gets causal=1 (pass_mha.c). */
 KN_HIDDEN kiln_status kpass_attn_causal(kpass *p, int *changed);
+/* kiln::Attention whose mask is a run-time causal predicate And the
+ * padding terms gets causal=1 and the padding terms alone (pass_causal.c). */
+KN_HIDDEN kiln_status kpass_attn_causal_mask(kpass *p, int *changed);
 /* A patch-embedding Conv (kernel = stride) as a GEMM over the patches
  * (pass_patchify.c). */
 KN_HIDDEN kiln_status kpass_patchify(kpass *p, int *changed);

@@ -30,6 +30,9 @@
  *               [B, S, 3, H, D] tensor holding Q, K and V (inputs 1 and 2
  *               absent; the builder packs the three projections into one
  *               GEMM whose output the kernel reads in place).
+ *               causal (int, default 0): 1 masks key j of query row i
+ *               where j > i (by position, Sq = Sk), besides M (which then
+ *               holds only the other terms, e.g. the padding row).
  * kiln::Gemm    inputs A, B, C?       attributes: those of ONNX Gemm, plus
  *               activation, alpha_act, beta_act.
  *               Y = act(alpha * A' B' + beta * C)

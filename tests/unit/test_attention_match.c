@@ -529,6 +529,77 @@ static void test_ms_mha(void) {
     kiln_network_destroy(ref);
 }
 
+/* A causal mask computed at run time, as transformers' masking_utils
+ * writes it: kv_idx <= q_idx from Range(0, S) laid along the key and query
+ * axes, And the padding row, Where(., 0, -inf) (case 0); the dual
+ * Where(Greater(k, q) Or Not(keep), -inf, 0) (case 1): the attention gets
+ * causal = 1 and the padding row alone. Case 2: the anti-causal q <= k is
+ * no causal mask; case 3: a finite fill (a fully masked row would be
+ * uniform, not zeros) keeps the mask. Batch 3 has a fully masked row
+ * (SDPA's NaN guard after the Softmax makes it zeros). */
+static void test_runtime_causal(void) {
+    for (int c = 0; c < 4; c++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, -1, E), NULL));
+        KT_OK(kiln_network_add_input(net, "keep", KILN_DTYPE_BOOL, 2, DIMS(-1, -1), NULL));
+        iconst(net, "shape4", 4, (const int64_t[]){0, 0, H, D});
+        iconst(net, "shape3", 3, (const int64_t[]){0, 0, E});
+        heads(net, "x", "q", DIMS(0, 2, 1, 3), NULL);
+        heads(net, "x", "kt", DIMS(0, 2, 3, 1), NULL);
+        heads(net, "x", "v", DIMS(0, 2, 1, 3), NULL);
+        node(net, "shape", "Shape", 1, IN("x"), "xs");
+        KT_OK(kiln_network_add_constant(net, "one_i", KILN_DTYPE_INT64, 0, NULL, (const int64_t[]){1},
+                                        sizeof(int64_t)));
+        KT_OK(kiln_network_add_constant(net, "zero_i", KILN_DTYPE_INT64, 0, NULL, (const int64_t[]){0},
+                                        sizeof(int64_t)));
+        KT_OK(kiln_network_set_attr_int(net, node(net, "seq", "Gather", 2, IN("xs", "one_i"), "sl"),
+                                        "axis", 0));
+        node(net, "range", "Range", 3, IN("zero_i", "sl", "one_i"), "pos");
+        iconst(net, "ax0", 1, (const int64_t[]){0});
+        iconst(net, "ax1", 1, (const int64_t[]){1});
+        iconst(net, "ax12", 2, (const int64_t[]){1, 2});
+        node(net, "qidx", "Unsqueeze", 2, IN("pos", "ax1"), "qi");  /* [S, 1] */
+        node(net, "kidx", "Unsqueeze", 2, IN("pos", "ax0"), "ki");  /* [1, S] */
+        node(net, "keep4", "Unsqueeze", 2, IN("keep", "ax12"), "keep4");
+        fscalar(net, "zero", 0.f);
+        fscalar(net, "neg", c == 3 ? -3.4028234663852886e38f : -INFINITY);
+        if (c == 1) {
+            node(net, "future", "Greater", 2, IN("ki", "qi"), "cm");
+            node(net, "padded", "Not", 1, IN("keep4"), "pad");
+            node(net, "masked", "Or", 2, IN("cm", "pad"), "both");
+            node(net, "mask_where", "Where", 3, IN("both", "neg", "zero"), "am");
+        } else {
+            node(net, "causal", "LessOrEqual", 2, c == 2 ? IN("qi", "ki") : IN("ki", "qi"), "cm");
+            node(net, "both", "And", 2, IN("cm", "keep4"), "both");
+            node(net, "mask_where", "Where", 3, IN("both", "zero", "neg"), "am");
+        }
+        node(net, "scores", "MatMul", 2, IN("q", "kt"), "s");
+        node(net, "add_mask", "Add", 2, IN("s", "am"), "sm");
+        KT_OK(kiln_network_set_attr_int(net, node(net, "softmax", "Softmax", 1, IN("sm"), "p"), "axis",
+                                        -1));
+        fscalar(net, "pz", 0.f); /* SDPA's guard: a fully masked row gives zeros */
+        node(net, "isnan", "IsNaN", 1, IN("p"), "nan");
+        node(net, "guard", "Where", 3, IN("nan", "pz", "p"), "pg");
+        tail(net, "pg", "v");
+        char what[64];
+        snprintf(what, sizeof what, "run-time causal mask, case %d", c);
+        kn_net *o = check_fused(net, what);
+        if (o) {
+            const kn_node *a = find_op(o, KN_DOMAIN_KILN, "Attention");
+            bool causal = c < 2;
+            KT_CHECK(a && kn_attr_int(a, "causal", 0) == (causal ? 1 : 0));
+            KT_CHECK(a && a->n_in > 3 && a->in[3] >= 0); /* the padding row stays */
+            int cmp = count_op(o, "", "LessOrEqual") + count_op(o, "", "Greater");
+            KT_CHECK(causal ? cmp == 0 : cmp == 1);
+            if (!(a && kn_attr_int(a, "causal", 0) == (causal ? 1 : 0)))
+                dump(o);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
 int main(void) {
     printf("seed %u\n", seed);
     rng = seed;
@@ -536,6 +607,7 @@ int main(void) {
     test_div_additive();
     test_masked_fill();
     test_trilu_causal();
+    test_runtime_causal();
     test_gqa();
     test_onnx_attention();
     test_ms_mha();

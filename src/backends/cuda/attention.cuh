@@ -22,9 +22,8 @@ typedef struct kc_attn {
     int64_t group;          /* query heads per K/V head (grouped-query attention; 0 or 1:
                                none): query head h reads K/V head h / group */
     int kernel;             /* KC_ATT_*: which kernel (falls back when shapes refuse) */
-    int causal;             /* 1: the mask is the causal one (0 where key <= query, very
-                               negative after; Sq == Sk), which the wgmma kernels apply by
-                               position instead of reading it; the others read the mask */
+    int causal;             /* 1: key j of query row i is masked where j > i (Sq == Sk),
+                               by position, besides the mask (every kernel) */
 } kc_attn;
 
 enum {
