@@ -532,11 +532,14 @@ kiln_status kpass_gather_transpose(kpass *p, int *changed) {
 /* ---------------- the attention ops ----------------
  * ONNX Attention (opset 23) and com.microsoft MultiHeadAttention as
  * kiln::Attention, when they compute nothing more than it does:
- *   - ONNX: no past key/value inputs, no present or QK outputs read,
- *     softcap 0, is_causal 0; Q, K, V [B, H, S, D] (each transposed to
- *     [B, S, H, D], the output back) or [B, S, H*D] (viewed with
- *     q_num_heads / kv_num_heads heads); a bool mask becomes Where(M, 0,
- *     -inf), a float one is added as it is. kv heads may divide q heads.
+ *   - ONNX: no QK output read, softcap 0; Q, K, V [B, H, S, D] (each
+ *     transposed to [B, S, H, D], the output back) or [B, S, H*D] (viewed
+ *     with q_num_heads / kv_num_heads heads); a bool mask becomes
+ *     Where(M, 0, -inf), a float one is added as it is. kv heads may
+ *     divide q heads. past_key / past_value [B, Hkv, P, D]: K and V are
+ *     Concat(past, new) on the sequence axis, which are the present
+ *     outputs; is_causal (with kv_seq = q_seq, so that ONNX's j > i + P is
+ *     kiln's j > i + Sk - Sq) is the causal attribute.
  *   - MultiHeadAttention: 3-D query, key and value, no packed bias or past,
  *     unidirectional 0; key_padding_mask [B, L] (0 masks a key, by
  *     mask_filter_value as ONNX Runtime does) and attention_bias are added.
@@ -610,17 +613,15 @@ static kiln_status new_attention(kpass *p, const char *name, const int *qkv, int
 static const char *onnx_attention_why(const kpass *p, const kn_node *n) {
     if (n->n_in < 3 || !has_in(n, 0) || !has_in(n, 1) || !has_in(n, 2))
         return "Q, K or V is absent";
-    if (has_in(n, 4) || has_in(n, 5))
-        return "it has past key/value inputs";
-    if (n->n_in > 6)
-        return "it has inputs beyond past_value";
-    for (int j = 1; j < 4; j++)
-        if (!unused_out(p, n, j))
-            return "its present key/value or QK output is read";
+    if (has_in(n, 4) != has_in(n, 5))
+        return "only one of past_key and past_value is given";
+    for (int j = 6; j < n->n_in; j++)
+        if (has_in(n, j))
+            return "it has inputs beyond past_value (nonpad_kv_seqlen)";
+    if (!unused_out(p, n, 3))
+        return "its QK output is read";
     if (kn_attr_float(n, "softcap", 0.f) != 0.f)
-        return "softcap is set";
-    if (kn_attr_int(n, "is_causal", 0))
-        return "is_causal is set (kiln::Attention's kernels take causality from a mask)";
+        return "softcap is set (ONNX Attention's own kernels run it)";
     int r = kpass_rank(p, n->in[0]);
     if (r != 3 && r != 4)
         return "Q's rank is not 3 or 4 at every profile point";
@@ -629,6 +630,17 @@ static const char *onnx_attention_why(const kpass *p, const kn_node *n) {
             return "Q, K and V ranks differ";
     if (r == 3 && (kn_attr_int(n, "q_num_heads", 0) <= 0 || kn_attr_int(n, "kv_num_heads", 0) <= 0))
         return "3-D inputs without q_num_heads and kv_num_heads";
+    bool past = has_in(n, 4);
+    if (past && (kpass_rank(p, n->in[4]) != 4 || kpass_rank(p, n->in[5]) != 4))
+        return "past_key / past_value are not 4-D at every profile point";
+    /* is_causal masks key j of row i where j > i + past, kiln::Attention's
+     * causal where j > i + (past + kv_seq - q_seq): equal when kv_seq = q_seq */
+    if (kn_attr_int(n, "is_causal", 0))
+        for (int k = 0; k < p->n_points; k++) {
+            const kn_tinfo *q = kpass_shape(p, k, n->in[0]), *kt = kpass_shape(p, k, n->in[1]);
+            if (!q || !kt || q->dims[r == 4 ? 2 : 1] != kt->dims[r == 4 ? 2 : 1])
+                return "is_causal with a key sequence other than the query's";
+        }
     if (has_in(n, 3)) {
         kiln_dtype mt = kpass_dtype(p, n->in[3]);
         int mr = kpass_rank(p, n->in[3]);
@@ -639,9 +651,12 @@ static const char *onnx_attention_why(const kpass *p, const kn_node *n) {
         /* the mask must cover every key (ONNX masks keys past a short one) */
         for (int k = 0; k < p->n_points; k++) {
             const kn_tinfo *m = kpass_shape(p, k, n->in[3]), *kt = kpass_shape(p, k, n->in[1]);
-            int64_t sk = r == 4 ? kt->dims[2] : kt->dims[1];
+            const kn_tinfo *pk = past ? kpass_shape(p, k, n->in[4]) : NULL;
+            if (!m || !kt || (past && !pk))
+                return "the mask's or the keys' shape is unknown";
+            int64_t sk = (r == 4 ? kt->dims[2] : kt->dims[1]) + (past ? pk->dims[2] : 0);
             if (m->dims[m->rank - 1] != sk && m->dims[m->rank - 1] != 1)
-                return "the mask's last dim is not the key length";
+                return "the mask's last dim is not the key length (past included)";
         }
     }
     kiln_dtype qt = kpass_dtype(p, n->in[0]);
@@ -657,6 +672,10 @@ static kiln_status map_onnx_attention(kpass *p, int i) {
     snprintf(name, sizeof name, "%s", n->name);
     int r = kpass_rank(p, n->in[0]);
     int src[4] = {n->in[0], n->in[1], n->in[2], has_in(n, 3) ? n->in[3] : -1}, y = n->out[0];
+    int pkv[2] = {has_in(n, 4) ? n->in[4] : -1, has_in(n, 5) ? n->in[5] : -1};
+    int pres[2] = {n->n_out > 1 ? n->out[1] : -1, n->n_out > 2 ? n->out[2] : -1};
+    bool used[2] = {!unused_out(p, n, 1), !unused_out(p, n, 2)};
+    bool causal = kn_attr_int(n, "is_causal", 0) != 0;
     int64_t hq = kn_attr_int(n, "q_num_heads", 0), hkv = kn_attr_int(n, "kv_num_heads", 0);
     const kn_attr *sa = kn_attr_find(n, "scale");
     double scale = sa ? kn_attr_float(n, "scale", 1.f) : 0.0;
@@ -671,7 +690,39 @@ static kiln_status map_onnx_attention(kpass *p, int i) {
     char nm[700];
     static const int64_t p0213[4] = {0, 2, 1, 3};
     for (int j = 0; j < 3; j++) {
-        snprintf(nm, sizeof nm, "%s %s to [B, S, H, D]", name, j == 0 ? "Q" : j == 1 ? "K" : "V");
+        const char *what = j == 0 ? "Q" : j == 1 ? "K" : "V";
+        /* K and V with a past cache or a present output: [B, Hkv, T, D],
+         * the past first (the present outputs), then to [B, T, Hkv, D] */
+        if (j > 0 && (pkv[j - 1] >= 0 || used[j - 1])) {
+            int t = src[j];
+            if (r == 3) { /* [B, S, Hkv * D] -> [B, Hkv, S, D] */
+                const int64_t sh[4] = {0, 0, hkv, -1};
+                int v4;
+                snprintf(nm, sizeof nm, "%s %s heads", name, what);
+                KN_TRY(view(p, t, sh, 4, NULL, nm, -1, &v4));
+                snprintf(nm, sizeof nm, "%s %s heads first", name, what);
+                KN_TRY(view(p, v4, NULL, 0, p0213, nm, -1, &t));
+            }
+            int present = used[j - 1] ? pres[j - 1] : -1;
+            if (pkv[j - 1] >= 0) {
+                int cat = present, node, in2[2] = {pkv[j - 1], t};
+                if (cat < 0)
+                    KN_TRY(kn_net_new_tensor(net, "attn_present", &cat));
+                snprintf(nm, sizeof nm, "%s present %s", name, j == 1 ? "key" : "value");
+                KN_TRY(kn_net_add_node(net, nm, "Concat", "", 13, 2, in2, 1, &cat, &node));
+                KN_TRY(kn_node_set_int(&net->nodes[node], "axis", 2));
+                t = cat;
+            } else if (present >= 0) { /* the present output is the input itself */
+                snprintf(nm, sizeof nm, "%s present %s", name, j == 1 ? "key" : "value");
+                int node;
+                KN_TRY(kn_net_add_node(net, nm, "Identity", "", 16, 1, &t, 1, &present, &node));
+                t = present;
+            }
+            snprintf(nm, sizeof nm, "%s %s to [B, T, H, D]", name, what);
+            KN_TRY(view(p, t, NULL, 0, p0213, nm, -1, &qkv[j]));
+            continue;
+        }
+        snprintf(nm, sizeof nm, "%s %s to [B, S, H, D]", name, what);
         if (r == 4) {
             KN_TRY(view(p, src[j], NULL, 0, p0213, nm, -1, &qkv[j]));
         } else {
@@ -689,6 +740,8 @@ static kiln_status map_onnx_attention(kpass *p, int i) {
     }
     KN_TRY(kn_net_new_tensor(net, "attn_bshd", &yb));
     KN_TRY(new_attention(p, name, qkv, mask, yb, scale, false));
+    if (causal) /* the last node added is the attention */
+        KN_TRY(kn_node_set_int(&net->nodes[net->n_nodes - 1], "causal", 1));
     snprintf(nm, sizeof nm, "%s output", name);
     if (r == 4) {
         KN_TRY(view(p, yb, NULL, 0, p0213, nm, y, &y));
@@ -696,8 +749,9 @@ static kiln_status map_onnx_attention(kpass *p, int i) {
         const int64_t sh[3] = {0, 0, -1};
         KN_TRY(view(p, yb, sh, 3, NULL, nm, y, &y));
     }
-    kn_log(KILN_LOG_VERBOSE, "attention: ONNX Attention '%s' is kiln::Attention (%d-D, scale %g%s)",
-           name, r, scale, src[3] >= 0 ? ", with mask" : "");
+    kn_log(KILN_LOG_VERBOSE, "attention: ONNX Attention '%s' is kiln::Attention (%d-D, scale %g%s%s%s)",
+           name, r, scale, src[3] >= 0 ? ", with mask" : "", causal ? ", causal" : "",
+           pkv[0] >= 0 ? ", past cache" : "");
     return KILN_OK;
 }
 

@@ -31,8 +31,9 @@
  *               absent; the builder packs the three projections into one
  *               GEMM whose output the kernel reads in place).
  *               causal (int, default 0): 1 masks key j of query row i
- *               where j > i (by position, Sq = Sk), besides M (which then
- *               holds only the other terms, e.g. the padding row).
+ *               where j > i + Sk - Sq (by position, aligned to the last
+ *               key as after a past cache; j > i when Sq = Sk), besides M
+ *               (which then holds only the other terms, e.g. padding).
  * kiln::Gemm    inputs A, B, C?       attributes: those of ONNX Gemm, plus
  *               activation, alpha_act, beta_act.
  *               Y = act(alpha * A' B' + beta * C)

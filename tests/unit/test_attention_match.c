@@ -600,6 +600,113 @@ static void test_runtime_causal(void) {
     }
 }
 
+/* Every output of both nets at batch b within 1e-5 (relative to max(1, |ref|)). */
+static void compare_all(kiln_network *ref, kn_net *opt, const char *what, int64_t b) {
+    feeds f;
+    make_feeds(ref, b, &f);
+    kt_exec x, y;
+    kiln_status sa = kt_exec_run(&x, ref, (const void *const *)f.data, f.rank,
+                                 (const int64_t (*)[KILN_MAX_DIMS])f.dims);
+    kiln_status sb = kt_exec_run(&y, opt, (const void *const *)f.data, f.rank,
+                                 (const int64_t (*)[KILN_MAX_DIMS])f.dims);
+    KT_OK(sa);
+    KT_OK(sb);
+    if (sa == KILN_OK && sb == KILN_OK) {
+        KT_CHECK(ref->n_outputs == opt->n_outputs);
+        for (int k = 0; k < ref->n_outputs && k < opt->n_outputs; k++) {
+            kn_tinfo ta, tb;
+            const float *ya = kt_exec_output(&x, k, &ta), *yb = kt_exec_output(&y, k, &tb);
+            bool same = ta.rank == tb.rank && !memcmp(ta.dims, tb.dims, sizeof(int64_t) * (size_t)ta.rank);
+            KT_CHECK(same);
+            if (!same)
+                continue;
+            double worst = 0;
+            for (int64_t i = 0; i < kn_numel(ta.rank, ta.dims); i++) {
+                double d = fabs((double)ya[i] - yb[i]), sc = fabs((double)ya[i]) > 1 ? fabs((double)ya[i]) : 1;
+                worst = isnan(d) ? INFINITY : d / sc > worst ? d / sc : worst;
+            }
+            if (worst > 1e-5) {
+                kt_fail++;
+                fprintf(stderr, "  %s (batch %lld): output %d differs by %g (seed %u)\n", what,
+                        (long long)b, k, worst, seed);
+            } else {
+                kt_pass++;
+            }
+        }
+    }
+    kt_exec_free(&x);
+    kt_exec_free(&y);
+    for (int k = 0; k < 4; k++)
+        free(f.data[k]);
+}
+
+/* ONNX Attention with a past cache (pk, pv [B, Hkv, P, D]), is_causal and
+ * the present outputs read: kiln::Attention over Concat(past, new) with
+ * causal = 1 (aligned to the last key: ONNX's j > i + P). Case 0: 4-D,
+ * past, causal, a float mask over all P + S keys; case 1: 3-D grouped
+ * heads, past, causal; case 2: 4-D, no past, causal, present read; case
+ * 3: 3-D, past, not causal, with the mask. */
+static void test_onnx_attention_past(void) {
+    enum { P = 3, HKV = H / 2 };
+    for (int c = 0; c < 4; c++) {
+        kiln_network *net = base_net(false);
+        bool past = c != 2, causal = c != 3, mask = c == 0 || c == 3, r4 = c % 2 == 0;
+        int hkv = r4 ? H : HKV;
+        if (past) {
+            KT_OK(kiln_network_add_input(net, "pk", KILN_DTYPE_FLOAT, 4, DIMS(-1, hkv, P, D), NULL));
+            KT_OK(kiln_network_add_input(net, "pv", KILN_DTYPE_FLOAT, 4, DIMS(-1, hkv, P, D), NULL));
+        }
+        if (mask)
+            fconst(net, "fmask", 4, DIMS(1, 1, S, S + (past ? P : 0)));
+        const char *outs[3] = {r4 ? "o" : "y", "present_k", "present_v"};
+        const char *ins[6] = {"q", "k", "v", mask ? "fmask" : "", past ? "pk" : "", past ? "pv" : ""};
+        int a = -1;
+        if (r4) {
+            heads(net, "x", "q", DIMS(0, 2, 1, 3), NULL);
+            heads(net, "x", "k", DIMS(0, 2, 1, 3), NULL);
+            heads(net, "x", "v", DIMS(0, 2, 1, 3), NULL);
+        } else {
+            fconst(net, "Wq", 2, DIMS(E, E));
+            fconst(net, "Wk", 2, DIMS(E, E / 2));
+            fconst(net, "Wv", 2, DIMS(E, E / 2));
+            node(net, "q_mm", "MatMul", 2, IN("x", "Wq"), "q");
+            node(net, "k_mm", "MatMul", 2, IN("x", "Wk"), "k");
+            node(net, "v_mm", "MatMul", 2, IN("x", "Wv"), "v");
+        }
+        KT_OK(kiln_network_add_node(net, "sdpa", "Attention", "", 23, past ? 6 : 4, ins, 3, outs, &a));
+        if (!r4) {
+            KT_OK(kiln_network_set_attr_int(net, a, "q_num_heads", H));
+            KT_OK(kiln_network_set_attr_int(net, a, "kv_num_heads", HKV));
+        }
+        if (causal)
+            KT_OK(kiln_network_set_attr_int(net, a, "is_causal", 1));
+        if (r4) {
+            perm(net, node(net, "o_t", "Transpose", 1, IN("o"), "ot"), DIMS(0, 2, 1, 3), 4);
+            node(net, "merge", "Reshape", 2, IN("ot", "shape3"), "y");
+        }
+        KT_OK(kiln_network_mark_output(net, "y"));
+        KT_OK(kiln_network_mark_output(net, "present_k"));
+        KT_OK(kiln_network_mark_output(net, "present_v"));
+        char what[64];
+        snprintf(what, sizeof what, "ONNX Attention with past/present, case %d", c);
+        kn_net *o = optimized(net);
+        if (o) {
+            const kn_node *at = find_op(o, KN_DOMAIN_KILN, "Attention");
+            bool ok = at && count_op(o, "", "Attention") == 0 &&
+                      kn_attr_int(at, "causal", 0) == (causal ? 1 : 0);
+            KT_CHECK(ok);
+            if (!ok) {
+                fprintf(stderr, "  %s: not mapped\n", what);
+                dump(o);
+            }
+            compare_all(net, o, what, 3);
+            compare_all(net, o, what, 1);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
 int main(void) {
     printf("seed %u\n", seed);
     rng = seed;
@@ -610,6 +717,7 @@ int main(void) {
     test_runtime_causal();
     test_gqa();
     test_onnx_attention();
+    test_onnx_attention_past();
     test_ms_mha();
     return kt_finish();
 }

@@ -185,7 +185,7 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
         V = v->data;
     }
     float scale = kn_attr_float(r->node, "scale", 1.f);
-    bool causal = kn_attr_int(r->node, "causal", 0) != 0 && Sq == Sk;
+    bool causal = kn_attr_int(r->node, "causal", 0) != 0;
     int64_t ms[4] = {0, 0, 0, 0}; /* mask strides over [B, H, Sq, Sk], 0 where broadcast */
     if (m)
         kn_mask_strides(m->rank, m->dims, ms);
@@ -212,8 +212,8 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
             if (M)
                 for (int64_t j = 0; j < Sk; j++)
                     row[j] += M[b * ms[0] + h * ms[1] + (i0 + i) * ms[2] + j * ms[3]];
-            if (causal) /* keys after the query */
-                for (int64_t j = i0 + i + 1; j < Sk; j++)
+            if (causal) /* keys after the query, aligned to the last key */
+                for (int64_t j = i0 + i + 1 + Sk - Sq > 0 ? i0 + i + 1 + Sk - Sq : 0; j < Sk; j++)
                     row[j] = -INFINITY;
             for (int64_t j = 0; j < Sk; j++)
                 mx = row[j] > mx ? row[j] : mx;

@@ -85,7 +85,7 @@ __device__ __forceinline__ void att_softmax16(float *Ss, int lds, T *Ps, int ldp
 #pragma unroll 4
         for (int j = half; j < sk; j += 2) {
             float s = srow[j] * a.scale + mrow[j];
-            s = a.causal && j > qi ? -INFINITY : s;
+            s = a.causal && j > qi + (a.sk - a.sq) ? -INFINITY : s;
             srow[j] = s;
             mx = fmaxf(mx, s);
         }
@@ -94,7 +94,7 @@ __device__ __forceinline__ void att_softmax16(float *Ss, int lds, T *Ps, int ldp
 #pragma unroll 4
         for (int j = half; j < sk; j += 2) {
             float s = srow[j] * a.scale + kc_ld_f(mask, a.mask_dt, mbase + j * a.mstride[3]);
-            s = a.causal && j > qi ? -INFINITY : s;
+            s = a.causal && j > qi + (a.sk - a.sq) ? -INFINITY : s;
             srow[j] = s;
             mx = fmaxf(mx, s);
         }
@@ -102,7 +102,7 @@ __device__ __forceinline__ void att_softmax16(float *Ss, int lds, T *Ps, int ldp
 #pragma unroll 4
         for (int j = half; j < sk; j += 2) {
             float s = srow[j] * a.scale;
-            s = a.causal && j > qi ? -INFINITY : s;
+            s = a.causal && j > qi + (a.sk - a.sq) ? -INFINITY : s;
             srow[j] = s;
             mx = fmaxf(mx, s);
         }
@@ -341,7 +341,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
             s = dot * a.scale;
             if (mask)
                 s += kc_ld_f(mask, a.mask_dt, mrow + j * a.mstride[3]);
-            if (a.causal && j > i) /* key after the query */
+            if (a.causal && j > i + (a.sk - a.sq)) /* key after the query */
                 s = -INFINITY;
         }
         const float mn = fmaxf(m, kc_warp_max(s));
@@ -639,7 +639,7 @@ __global__ void __launch_bounds__(MMA_MAX_WARPS * 32)
                                  b * a.mstride[0] + h * a.mstride[1] + row * a.mstride[2] +
                                      j * a.mstride[3]) *
                          MMA_LOG2E;
-                if (a.causal && j > row) /* key after the query */
+                if (a.causal && j > row + (a.sk - a.sq)) /* key after the query */
                     x = -INFINITY;
                 s[nt][e] = x;
             }
@@ -812,7 +812,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             float x = fmaf(s[nt][e], sl2, (e & 1) ? m2.y : m2.x);
-            if (a.causal && nt * 8 + 2 * t + (e & 1) > (e < 2 ? rlo : rhi))
+            if (a.causal && nt * 8 + 2 * t + (e & 1) > (e < 2 ? rlo : rhi) + (int)(a.sk - a.sq))
                 x = -INFINITY; /* key after the query */
             if (GENERAL && mask) {
                 const int col = nt * 8 + 2 * t + (e & 1), row = e < 2 ? rlo : rhi;
@@ -980,7 +980,7 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
     bool general = simt || a->kernel == KC_ATT_GENERAL;
     if (!general && !staged &&
         (a->kernel == KC_ATT_WGMMA || a->kernel == KC_ATT_WGMMA_WIDE || a->kernel == KC_ATT_WGMMA_PIPE)) {
-        const bool causal = a->causal && a->sq == a->sk;
+        const bool causal = a->causal != 0;
         const bool rowmask = !mask || (a->mstride[1] == 0 && a->mstride[2] == 0);
         /* the wgmma kernels' tensor maps take one head layout for Q, K, V */
         if (rowmask && a->group <= 1 && mma_ok(q, k, v, y, a) && kc_attn_wgmma_shapes(a) && kc_attn_wgmma_device()) {

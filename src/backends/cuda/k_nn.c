@@ -503,7 +503,7 @@ static kiln_status attention_go(const kb_run *r, int kernel) {
         vp = r->in[2].data;
     }
     a.scale = kn_attr_float(r->node, "scale", 1.f);
-    a.causal = kn_attr_int(r->node, "causal", 0) && a.sq == a.sk;
+    a.causal = kn_attr_int(r->node, "causal", 0) != 0;
     a.kernel = kernel;
     a.dt = q->dtype;
     a.mask_dt = m ? m->dtype : KILN_DTYPE_UNDEFINED;
