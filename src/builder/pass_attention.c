@@ -547,7 +547,8 @@ kiln_status kpass_gather_transpose(kpass *p, int *changed) {
  *     bias Add whose [B, S, 3, H, D] view a packed kiln::Attention reads;
  *     equal qkv_hidden_sizes, a raw [B, T] int32 mask_index (as above),
  *     attention_bias; no past, unidirectional or rotary.
- *   - GroupQueryAttention is not mapped (always a cache and positions).
+ *   - GroupQueryAttention in its prompt form (no past cache, present
+ *     unread): causal, with its seqlens_k as a per-batch key mask.
  * The default scale, 1/sqrt(head size), is set once shapes are known.
  * Anything else stays as it is (ONNX Attention has its own kernels). */
 
@@ -942,6 +943,126 @@ static kiln_status map_ms_attention(kpass *p, int i) {
     return KILN_OK;
 }
 
+/* com.microsoft GroupQueryAttention in its prompt form: query [B, S, Hq*D],
+ * key / value [B, S, Hkv*D] (or one packed [B, S, (Hq + 2 Hkv) * D] query),
+ * seqlens_k [B] (int32, each batch's valid length - 1), no past cache, no
+ * present output read, no rotary, softcap, local window, smooth softmax,
+ * bias or head sink. ONNX Runtime then masks key j of row i where j > i
+ * or j > seqlens_k[b]: kiln::Attention with causal = 1 and the mask
+ * Where(j < seqlens_k[b] + 1, 0, -inf) [B, 1, 1, S]. */
+static const char *ms_gqa_why(const kpass *p, const kn_node *n) {
+    if (n->n_in < 7 || !has_in(n, 0) || !has_in(n, 5))
+        return "query or seqlens_k is absent";
+    if (has_in(n, 1) != has_in(n, 2))
+        return "only one of key and value is given";
+    if (has_in(n, 3) || has_in(n, 4))
+        return "it reads a past cache (placed per batch by seqlens_k, which a Concat cannot follow)";
+    for (int j = 7; j < n->n_in; j++)
+        if (has_in(n, j))
+            return "it has rotary caches, position ids, an attention bias or head sinks";
+    for (int j = 1; j < n->n_out; j++)
+        if (!unused_out(p, n, j))
+            return "its present key/value (total_sequence_length long) is read";
+    if (kn_attr_int(n, "do_rotary", 0))
+        return "do_rotary is set";
+    if (kn_attr_float(n, "softcap", 0.f) != 0.f)
+        return "softcap is set";
+    if (kn_attr_int(n, "local_window_size", -1) >= 0)
+        return "local_window_size is set";
+    if (kn_attr_int(n, "smooth_softmax", 0))
+        return "smooth_softmax is set";
+    if (kn_attr_int(n, "qk_output", 0))
+        return "qk_output is set";
+    int64_t hq = kn_attr_int(n, "num_heads", 0), hkv = kn_attr_int(n, "kv_num_heads", 0);
+    if (hq <= 0 || hkv <= 0 || hq % hkv)
+        return "num_heads is not a positive multiple of kv_num_heads";
+    return NULL;
+}
+
+static kiln_status map_ms_gqa(kpass *p, int i) {
+    kn_net *net = p->net;
+    kn_node *n = &net->nodes[i];
+    char name[600], nm[700];
+    snprintf(name, sizeof name, "%s", n->name);
+    bool packed = !has_in(n, 1);
+    int q = n->in[0], k = packed ? -1 : n->in[1], v = packed ? -1 : n->in[2], sl = n->in[5];
+    int y = n->out[0], node;
+    int64_t hq = kn_attr_int(n, "num_heads", 0), hkv = kn_attr_int(n, "kv_num_heads", 0);
+    const kn_attr *sa = kn_attr_find(n, "scale");
+    double scale = sa && kn_attr_float(n, "scale", 0.f) != 0.f ? kn_attr_float(n, "scale", 1.f) : 1.0;
+    bool default_scale = !(sa && kn_attr_float(n, "scale", 0.f) != 0.f);
+    kiln_dtype dt = kpass_dtype(p, q) != KILN_DTYPE_UNDEFINED ? kpass_dtype(p, q) : KILN_DTYPE_FLOAT;
+    kpass_kill(p, i);
+    int qkv[3];
+    if (packed) { /* [B, S, Hq + 2 Hkv, D] split on the head axis */
+        const int64_t sh[4] = {0, 0, hq + 2 * hkv, -1};
+        int h4, sizes;
+        snprintf(nm, sizeof nm, "%s packed heads", name);
+        KN_TRY(view(p, q, sh, 4, NULL, nm, -1, &h4));
+        const int64_t parts[3] = {hq, hkv, hkv};
+        KN_TRY(kpass_add_i64(net, "gqa_heads", parts, 3, &sizes));
+        for (int j = 0; j < 3; j++)
+            KN_TRY(kn_net_new_tensor(net, j == 0 ? "gqa_q" : j == 1 ? "gqa_k" : "gqa_v", &qkv[j]));
+        int in2[2] = {h4, sizes};
+        snprintf(nm, sizeof nm, "%s Q, K, V", name);
+        KN_TRY(kn_net_add_node(net, nm, "Split", "", 13, 2, in2, 3, qkv, &node));
+        KN_TRY(kn_node_set_int(&net->nodes[node], "axis", 2));
+    } else {
+        const int src[3] = {q, k, v};
+        for (int j = 0; j < 3; j++) {
+            const int64_t sh[4] = {0, 0, j == 0 ? hq : hkv, -1};
+            snprintf(nm, sizeof nm, "%s %s heads", name, j == 0 ? "query" : j == 1 ? "key" : "value");
+            KN_TRY(view(p, src[j], sh, 4, NULL, nm, -1, &qkv[j]));
+        }
+    }
+    /* keys past each batch's length: Range(0, S) < seqlens_k + 1 */
+    int shp, one, zero, sk, pos, pos4, l64, len, len4, keep, mask;
+    KN_TRY(kn_net_new_tensor(net, "gqa_shape", &shp));
+    snprintf(nm, sizeof nm, "%s key count", name);
+    KN_TRY(kn_net_add_node(net, nm, "Shape", "", 15, 1, &qkv[1], 1, &shp, &node));
+    kn_tdata sv;
+    KN_TRY(kn_tdata_alloc(&sv, KILN_DTYPE_INT64, 0, NULL));
+    ((int64_t *)sv.data)[0] = 1;
+    KN_TRY(kpass_add_const(net, "gqa_one", &sv, &one));
+    KN_TRY(kn_tdata_alloc(&sv, KILN_DTYPE_INT64, 0, NULL));
+    ((int64_t *)sv.data)[0] = 0;
+    KN_TRY(kpass_add_const(net, "gqa_zero", &sv, &zero));
+    KN_TRY(kn_net_new_tensor(net, "gqa_keys", &sk));
+    int g2[2] = {shp, one};
+    KN_TRY(kn_net_add_node(net, nm, "Gather", "", 13, 2, g2, 1, &sk, &node));
+    KN_TRY(kn_net_new_tensor(net, "gqa_pos", &pos));
+    int r3[3] = {zero, sk, one};
+    snprintf(nm, sizeof nm, "%s key positions", name);
+    KN_TRY(kn_net_add_node(net, nm, "Range", "", 11, 3, r3, 1, &pos, &node));
+    const int64_t sh_pos[4] = {1, 1, 1, -1}, sh_len[4] = {-1, 1, 1, 1};
+    KN_TRY(view(p, pos, sh_pos, 4, NULL, nm, -1, &pos4));
+    KN_TRY(kn_net_new_tensor(net, "gqa_len64", &l64));
+    snprintf(nm, sizeof nm, "%s lengths", name);
+    KN_TRY(kn_net_add_node(net, nm, "Cast", "", 13, 1, &sl, 1, &l64, &node));
+    KN_TRY(kn_node_set_int(&net->nodes[node], "to", KILN_DTYPE_INT64));
+    KN_TRY(kn_net_new_tensor(net, "gqa_len", &len));
+    int a2[2] = {l64, one};
+    KN_TRY(kn_net_add_node(net, nm, "Add", "", 14, 2, a2, 1, &len, &node));
+    KN_TRY(view(p, len, sh_len, 4, NULL, nm, -1, &len4));
+    KN_TRY(kn_net_new_tensor(net, "gqa_keep", &keep));
+    int l2[2] = {pos4, len4};
+    snprintf(nm, sizeof nm, "%s keys kept", name);
+    KN_TRY(kn_net_add_node(net, nm, "Less", "", 13, 2, l2, 1, &keep, &node));
+    snprintf(nm, sizeof nm, "%s lengths as added scores", name);
+    KN_TRY(bool_mask(p, keep, dt, -INFINITY, nm, &mask));
+    int yb;
+    KN_TRY(kn_net_new_tensor(net, "attn_bshd", &yb));
+    KN_TRY(new_attention(p, name, qkv, mask, yb, scale, default_scale));
+    KN_TRY(kn_node_set_int(&net->nodes[net->n_nodes - 1], "causal", 1));
+    const int64_t sh3[3] = {0, 0, -1};
+    snprintf(nm, sizeof nm, "%s output", name);
+    KN_TRY(view(p, yb, sh3, 3, NULL, nm, y, &y));
+    kn_log(KILN_LOG_VERBOSE, "attention: com.microsoft GroupQueryAttention '%s' is a causal "
+           "kiln::Attention (%lld query heads, %lld key/value heads%s)", name, (long long)hq,
+           (long long)hkv, packed ? ", packed" : "");
+    return KILN_OK;
+}
+
 static bool is_attn_op(const kn_node *n) {
     return kpass_is(n, "Attention") ||
            (kpass_is_kiln(n, "Attention") && kn_attr_int(n, "scale_pending", 0));
@@ -967,8 +1088,10 @@ kiln_status kpass_attn_ops(kpass *p, int *changed) {
                 (*changed)++;
             }
         } else if (is_ms(n, "GroupQueryAttention")) {
-            why = "GroupQueryAttention reads a KV cache through seqlens_k and masks by position "
-                  "(causal, local window), which kiln::Attention does not take";
+            if (!(why = ms_gqa_why(p, n))) {
+                KN_TRY(map_ms_gqa(p, i));
+                (*changed)++;
+            }
         }
         if (why)
             kn_log(KILN_LOG_VERBOSE, "attention: %s '%s' not mapped: %s", net->nodes[i].op_type,
