@@ -53,6 +53,10 @@
  *               in float (no rounding between the adds and the norm). The
  *               builder's layernorm pass makes it from Add chains (and a
  *               Gather of a constant table) feeding a LayerNormalization.
+ *               Optional output 1, Sum: rows + R1 + ... + Rk in X's type
+ *               (Y's shape), for a sum also read elsewhere (the residual
+ *               stream of a pre-norm block, as SkipLayerNormalization's
+ *               fourth output).
  * kiln::ElementwiseChain
  *               inputs X0..Xk (broadcastable to one output shape).
  *               attributes: ops (strings: op names as in ONNX, e.g. "Add",

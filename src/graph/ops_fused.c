@@ -322,6 +322,8 @@ static kiln_status infer_layernorm_fused(kn_infer *c) {
             return kn_node_error(c->node, KILN_ERR_SHAPE,
                                  "addend %d must be X's type and a suffix of Y's shape", i - 3);
     }
+    if (c->n_out > 1 && kn_has_out(c, 1)) /* the sum: Y's shape, X's type */
+        c->out[1] = *y;
     return KILN_OK;
 }
 

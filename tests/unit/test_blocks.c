@@ -540,6 +540,38 @@ static void test_rotary_decomposed(void) {
     }
 }
 
+/* A LayerNorm of a sum also read afterwards (x = a + h; y = LN(x); out =
+ * x + f(y): CLIP's embeddings before the first pre-norm block): one
+ * kiln::LayerNorm whose second output is the sum; case 1: the sum is a
+ * graph output as well. */
+static void test_layernorm_sum_kept(void) {
+    for (int c = 0; c < 2; c++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        KT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_FLOAT, 3, DIMS(-1, 5, 16), NULL));
+        KT_OK(kiln_network_add_input(net, "h", KILN_DTYPE_FLOAT, 3, DIMS(-1, 5, 16), NULL));
+        fconst(net, "g", 1, DIMS(16), 0.5f, 1.f);
+        fconst(net, "b", 1, DIMS(16), -0.5f, 1.f);
+        node(net, "res", "Add", 2, IN("a", "h"), "x");
+        node(net, "ln", "LayerNormalization", 3, IN("x", "g", "b"), "y");
+        node(net, "act", "Tanh", 1, IN("y"), "t");
+        node(net, "res2", "Add", 2, IN("x", "t"), "out");
+        KT_OK(kiln_network_mark_output(net, "out"));
+        if (c)
+            KT_OK(kiln_network_mark_output(net, "x"));
+        kn_net *o = optimized(net, 0, 1, 2, 4);
+        if (o) {
+            const kn_node *l = find_op(o, KN_DOMAIN_KILN, "LayerNorm");
+            CHECK_OR_DUMP(l && l->n_out == 2 && count_op(o, "", "LayerNormalization") == 0, o);
+            char what[64];
+            snprintf(what, sizeof what, "layernorm with its sum kept, case %d", c);
+            compare(net, o, what, 3);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
 int main(void) {
     printf("seed %u (fixed)\n", rng_state);
     test_rmsnorm();
@@ -551,6 +583,7 @@ int main(void) {
     test_contrib();
     test_hfuse();
     test_rotary_decomposed();
+    test_layernorm_sum_kept();
     if (kt_skipped)
         printf("%d numeric check(s) skipped: kernels missing\n", kt_skipped);
     return kt_finish();

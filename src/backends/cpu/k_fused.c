@@ -278,7 +278,9 @@ static bool sup_layernorm(const kn_node *node, const kn_tinfo *in, int n_in, con
     for (int i = 0; i < n_in; i++)
         if (i != 3 && in[i].dtype != KILN_DTYPE_UNDEFINED && !kb_is_real(in[i].dtype))
             return false;
-    return n_out == 1 && kb_is_real(out[0].dtype);
+    return (n_out == 1 || (n_out == 2 && (out[1].dtype == KILN_DTYPE_UNDEFINED ||
+                                          out[1].dtype == in[0].dtype))) &&
+           kb_is_real(out[0].dtype);
 }
 
 const kb_kernel kb_cpu_fused[] = {

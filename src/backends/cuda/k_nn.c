@@ -87,7 +87,8 @@ _Static_assert(KC_LN_MAX_ADD == KN_LN_MAX_ADD, "kiln::LayerNorm addend limits di
 
 static bool layernorm_fused_supports(const kn_node *node, const kn_tinfo *in, int n_in,
                                      const kn_tinfo *out, int n_out) {
-    if (n_in < 2 || n_out != 1 || !kc_is_float(in[0].dtype) || out[0].dtype != in[0].dtype ||
+    if (n_in < 2 || n_out < 1 || n_out > 2 || !kc_is_float(in[0].dtype) || out[0].dtype != in[0].dtype ||
+        (n_out == 2 && out[1].dtype != KILN_DTYPE_UNDEFINED && out[1].dtype != in[0].dtype) ||
         !kc_is_float(in[1].dtype) || (in[1].dtype != in[0].dtype && in[1].dtype != KILN_DTYPE_FLOAT))
         return false;
     if (n_in > 2 && in[2].dtype != KILN_DTYPE_UNDEFINED && in[2].dtype != in[1].dtype)
@@ -113,6 +114,11 @@ static kiln_status layernorm_fused_run(const kb_run *r) {
                              (long long)h);
     kc_ln_sum s;
     memset(&s, 0, sizeof s);
+    if (r->n_out > 1 && r->out[1].data) { /* the sum, kept */
+        if (kc_numel(&r->out[1]) != kc_numel(y))
+            return kn_node_error(r->node, KILN_ERR_SHAPE, "the Sum output does not have Y's size");
+        s.sum_out = r->out[1].data;
+    }
     if (gather) {
         s.ids = r->in[3].data;
         s.ids_dt = r->in[3].dtype;
