@@ -12,13 +12,15 @@
  * What follows each Y_i does not matter: Q, K and V projections in any head
  * layout, grouped-query attention's narrower K and V, a Llama MLP's gate and
  * up projections, Whisper's bias-less K beside biased Q and V (a missing
- * bias is zeros). The split copies; where the parts are three equal head
+ * bias is zeros). A Mul of a part by a scalar constant (a query's scaling)
+ * folds into its weights and bias. The split copies; where the parts are three equal head
  * tensors read by one attention layer, the qkv pass then has the attention
  * read the packed product in place and the Split goes. Runs before the
  * bias-activation pass, which then puts the concatenated bias (and nothing
  * part-specific) into the GEMM's epilogue. */
 #include "passes.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,10 +32,30 @@ typedef struct hf_proj {
     int w;       /* constant weight */
     bool trans;  /* w is [N, K] (Gemm transB) */
     int bias;    /* constant bias, or -1 */
-    int out;     /* Y_i: the Add's output, else the node's */
+    int mul;     /* a Mul by a scalar after it (folded into W_i, b_i), or -1 */
+    double scale;
+    int out;     /* Y_i: the Mul's, the Add's, else the node's output */
     int64_t k, n;
     kiln_dtype dt;
 } hf_proj;
+
+/* A float projection's sole reader Mul(Y, c) of a constant scalar c
+ * (Whisper's and BERT's query scaling) folds into its weights and bias. */
+static void scaled(const kpass *p, hf_proj *h) {
+    int m = kpass_sole_reader(p, h->out);
+    double c;
+    if (m < 0 || h->dt != KILN_DTYPE_FLOAT || !kpass_is(&p->net->nodes[m], "Mul") ||
+        p->net->nodes[m].n_in != 2 || p->net->nodes[m].n_out != 1)
+        return;
+    const kn_node *mn = &p->net->nodes[m];
+    int other = mn->in[0] == h->out ? mn->in[1] : mn->in[0];
+    if (other == h->out || !kpass_const_scalar(p->net, other, &c) ||
+        p->net->tensors[other].value.rank > 1 || !isfinite(c))
+        return;
+    h->mul = m;
+    h->scale = c;
+    h->out = mn->out[0];
+}
 
 /* Whether bias b (a constant) is a vector of n values of type dt that adds
  * to x's product without broadcasting it further: dims all 1 but the last
@@ -62,6 +84,8 @@ static bool as_proj(const kpass *p, int i, hf_proj *h) {
     memset(h, 0, sizeof *h);
     h->node = i;
     h->add = -1;
+    h->mul = -1;
+    h->scale = 1.0;
     h->bias = -1;
     h->w = n->in[1];
     h->dt = w->dtype;
@@ -97,22 +121,30 @@ static bool as_proj(const kpass *p, int i, hf_proj *h) {
         if (!bias_fits(p, bias, n->in[0], h->n, h->dt))
             return false;
         h->bias = bias;
+        scaled(p, h);
         return true;
     }
-    if (!kpass_is(n, "MatMul"))
+    if (!kpass_is(n, "MatMul")) {
+        scaled(p, h);
         return true;
+    }
     /* a plain MatMul's bias is the Add that alone reads it */
     int a = kpass_sole_reader(p, h->out);
     if (a < 0 || !kpass_is(&net->nodes[a], "Add") || net->nodes[a].n_in != 2 ||
-        net->nodes[a].n_out != 1)
+        net->nodes[a].n_out != 1) {
+        scaled(p, h);
         return true;
+    }
     const kn_node *an = &net->nodes[a];
     int other = an->in[0] == h->out ? an->in[1] : an->in[0];
-    if (other == h->out || !kpass_is_const(net, other) || !bias_fits(p, other, n->in[0], h->n, h->dt))
+    if (other == h->out || !kpass_is_const(net, other) || !bias_fits(p, other, n->in[0], h->n, h->dt)) {
+        scaled(p, h);
         return true;
+    }
     h->add = a;
     h->bias = other;
     h->out = an->out[0];
+    scaled(p, h);
     return true;
 }
 
@@ -133,6 +165,10 @@ static kiln_status put_weight(const kn_net *net, const hf_proj *h, char *d, int6
         }
     }
     kn_aligned_free(tmp);
+    if (h->scale != 1.0) /* float only (scaled) */
+        for (int64_t r = 0; r < h->k; r++)
+            for (int64_t c = 0; c < h->n; c++)
+                ((float *)d)[r * total + c0 + c] *= (float)h->scale;
     return KILN_OK;
 }
 
@@ -175,6 +211,9 @@ static kiln_status fuse_group(kpass *p, const hf_proj *g, int ng) {
                 }
                 memcpy((char *)bv.data + (size_t)c0 * es, src, (size_t)g[j].n * es);
                 kn_aligned_free(tmp);
+                if (g[j].scale != 1.0)
+                    for (int64_t c = 0; c < g[j].n; c++)
+                        ((float *)bv.data)[c0 + c] *= (float)g[j].scale;
             }
             c0 += g[j].n;
         }
@@ -196,6 +235,8 @@ static kiln_status fuse_group(kpass *p, const hf_proj *g, int ng) {
         kpass_kill(p, g[j].node);
         if (g[j].add >= 0)
             kpass_kill(p, g[j].add);
+        if (g[j].mul >= 0)
+            kpass_kill(p, g[j].mul);
     }
     int y, ni, in2[2] = {x, w};
     kiln_status st = kn_net_new_tensor(net, "hfuse", &y);

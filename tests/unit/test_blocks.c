@@ -390,9 +390,9 @@ static int gemm_count(const kn_net *o) {
 }
 
 /* Horizontal fusion: linear layers of one input with constant weights are
- * one GEMM. Case 0: Q [16, 16] + bias, K [16, 8] without, V [16, 8] + bias
- * (grouped-query widths, Whisper's bias-less K), each output read by a
- * different op; case 1: a gated MLP, silu(x Wg) * (x Wu); case 2: Gemm
+ * one GEMM. Case 0: Q [16, 16] + bias then scaled by a constant, K [16, 8]
+ * without bias, V [16, 8] + bias (grouped-query widths, Whisper's bias-less
+ * K), each output read by a different op; case 1: a gated MLP, silu(x Wg) * (x Wu); case 2: Gemm
  * with transB beside a MatMul on a 2-D input; case 3: a weight that is an
  * input (an attention product) stays a layer of its own. */
 static void test_hfuse(void) {
@@ -410,7 +410,9 @@ static void test_hfuse(void) {
             fconst(net, "bq", 1, DIMS(16), -0.5f, 1.f);
             fconst(net, "bv", 1, DIMS(16 / 2), -0.5f, 1.f);
             node(net, "q", "MatMul", 2, IN("x", "wq"), "q0");
-            node(net, "qb", "Add", 2, IN("q0", "bq"), "q");
+            node(net, "qb", "Add", 2, IN("q0", "bq"), "q1");
+            fscalar(net, "qscale", 0.35f); /* the query's scaling folds into its weights */
+            node(net, "qs", "Mul", 2, IN("q1", "qscale"), "q");
             node(net, "k", "MatMul", 2, IN("x", "wk"), "k");
             node(net, "v", "MatMul", 2, IN("x", "wv"), "v0");
             node(net, "vb", "Add", 2, IN("bv", "v0"), "v");
@@ -450,6 +452,8 @@ static void test_hfuse(void) {
         if (o) {
             CHECK_OR_DUMP(gemm_count(o) == want, o);
             CHECK_OR_DUMP(count_op(o, "", "Split") == (want == 1 ? 1 : 0), o);
+            if (c == 0)
+                CHECK_OR_DUMP(count_op(o, "", "Mul") == 0, o);
             char what[64];
             snprintf(what, sizeof what, "hfuse case %d", c);
             compare(net, o, what, 3);
