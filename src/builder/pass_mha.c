@@ -61,9 +61,12 @@ typedef struct mv_sink {
 } mv_sink;
 
 static bool is_view_op(const kn_node *n) {
-    return (kpass_is(n, "Transpose") || kpass_is(n, "Reshape") || kpass_is(n, "Unsqueeze") ||
-            kpass_is(n, "Squeeze") || kpass_is(n, "Flatten") || kpass_is(n, "Split")) &&
-           n->n_in >= 1;
+    return ((kpass_is(n, "Transpose") || kpass_is(n, "Reshape") || kpass_is(n, "Unsqueeze") ||
+             kpass_is(n, "Squeeze") || kpass_is(n, "Flatten") || kpass_is(n, "Split")) &&
+            n->n_in >= 1) ||
+           /* a Concat of one tensor (a KV cache's cat with no past, as GPT-2's
+            * TorchScript export writes it) is that tensor */
+           (kpass_is(n, "Concat") && n->n_in == 1 && n->in[0] >= 0);
 }
 
 /* Walk back from t; scalar Mul/Div are taken when scale_ok, Expand (a
@@ -396,8 +399,8 @@ static bool apply(const kpass *p, int k, const kn_node *n, int out, mv_atoms *v)
             for (int e = d + 1; e <= v->rank; e++)
                 v->first[e]++;
         }
-    } else if (kpass_is(n, "Mul") || kpass_is(n, "Div")) {
-        /* a scalar factor: the view is unchanged */
+    } else if (kpass_is(n, "Mul") || kpass_is(n, "Div") || kpass_is(n, "Concat")) {
+        /* a scalar factor, or a Concat of one tensor: the view is unchanged */
     } else if (!regroup(v, o->rank, o->dims)) { /* Reshape, Unsqueeze, Squeeze, Flatten */
         return false;
     }
