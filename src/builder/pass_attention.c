@@ -532,7 +532,7 @@ kiln_status kpass_gather_transpose(kpass *p, int *changed) {
 /* ---------------- the attention ops ----------------
  * ONNX Attention (opset 23) and com.microsoft MultiHeadAttention as
  * kiln::Attention, when they compute nothing more than it does:
- *   - ONNX: no QK output read, softcap 0; Q, K, V [B, H, S, D] (each
+ *   - ONNX: no QK output read (softcap is kiln::Attention's); Q, K, V [B, H, S, D] (each
  *     transposed to [B, S, H, D], the output back) or [B, S, H*D] (viewed
  *     with q_num_heads / kv_num_heads heads); a bool mask becomes
  *     Where(M, 0, -inf), a float one is added as it is. kv heads may
@@ -621,8 +621,8 @@ static const char *onnx_attention_why(const kpass *p, const kn_node *n) {
             return "it has inputs beyond past_value (nonpad_kv_seqlen)";
     if (!unused_out(p, n, 3))
         return "its QK output is read";
-    if (kn_attr_float(n, "softcap", 0.f) != 0.f)
-        return "softcap is set (ONNX Attention's own kernels run it)";
+    if (kn_attr_float(n, "softcap", 0.f) < 0.f)
+        return "softcap is negative";
     int r = kpass_rank(p, n->in[0]);
     if (r != 3 && r != 4)
         return "Q's rank is not 3 or 4 at every profile point";
@@ -677,6 +677,7 @@ static kiln_status map_onnx_attention(kpass *p, int i) {
     int pres[2] = {n->n_out > 1 ? n->out[1] : -1, n->n_out > 2 ? n->out[2] : -1};
     bool used[2] = {!unused_out(p, n, 1), !unused_out(p, n, 2)};
     bool causal = kn_attr_int(n, "is_causal", 0) != 0;
+    float softcap = kn_attr_float(n, "softcap", 0.f);
     int64_t hq = kn_attr_int(n, "q_num_heads", 0), hkv = kn_attr_int(n, "kv_num_heads", 0);
     const kn_attr *sa = kn_attr_find(n, "scale");
     double scale = sa ? kn_attr_float(n, "scale", 1.f) : 0.0;
@@ -743,6 +744,8 @@ static kiln_status map_onnx_attention(kpass *p, int i) {
     KN_TRY(new_attention(p, name, qkv, mask, yb, scale, false));
     if (causal) /* the last node added is the attention */
         KN_TRY(kn_node_set_int(&net->nodes[net->n_nodes - 1], "causal", 1));
+    if (softcap > 0.f)
+        KN_TRY(kn_node_set_float(&net->nodes[net->n_nodes - 1], "softcap", softcap));
     snprintf(nm, sizeof nm, "%s output", name);
     if (r == 4) {
         KN_TRY(view(p, yb, NULL, 0, p0213, nm, y, &y));
@@ -946,7 +949,7 @@ static kiln_status map_ms_attention(kpass *p, int i) {
 /* com.microsoft GroupQueryAttention in its prompt form: query [B, S, Hq*D],
  * key / value [B, S, Hkv*D] (or one packed [B, S, (Hq + 2 Hkv) * D] query),
  * seqlens_k [B] (int32, each batch's valid length - 1), no past cache, no
- * present output read, no rotary, softcap, local window, smooth softmax,
+ * present output read, no rotary, local window, smooth softmax,
  * bias or head sink. ONNX Runtime then masks key j of row i where j > i
  * or j > seqlens_k[b]: kiln::Attention with causal = 1 and the mask
  * Where(j < seqlens_k[b] + 1, 0, -inf) [B, 1, 1, S]. */
@@ -965,8 +968,8 @@ static const char *ms_gqa_why(const kpass *p, const kn_node *n) {
             return "its present key/value (total_sequence_length long) is read";
     if (kn_attr_int(n, "do_rotary", 0))
         return "do_rotary is set";
-    if (kn_attr_float(n, "softcap", 0.f) != 0.f)
-        return "softcap is set";
+    if (kn_attr_float(n, "softcap", 0.f) < 0.f)
+        return "softcap is negative";
     if (kn_attr_int(n, "local_window_size", -1) >= 0)
         return "local_window_size is set";
     if (kn_attr_int(n, "smooth_softmax", 0))
@@ -991,6 +994,7 @@ static kiln_status map_ms_gqa(kpass *p, int i) {
     const kn_attr *sa = kn_attr_find(n, "scale");
     double scale = sa && kn_attr_float(n, "scale", 0.f) != 0.f ? kn_attr_float(n, "scale", 1.f) : 1.0;
     bool default_scale = !(sa && kn_attr_float(n, "scale", 0.f) != 0.f);
+    float softcap = kn_attr_float(n, "softcap", 0.f);
     kiln_dtype dt = kpass_dtype(p, q) != KILN_DTYPE_UNDEFINED ? kpass_dtype(p, q) : KILN_DTYPE_FLOAT;
     kpass_kill(p, i);
     int qkv[3];
@@ -1054,6 +1058,8 @@ static kiln_status map_ms_gqa(kpass *p, int i) {
     KN_TRY(kn_net_new_tensor(net, "attn_bshd", &yb));
     KN_TRY(new_attention(p, name, qkv, mask, yb, scale, default_scale));
     KN_TRY(kn_node_set_int(&net->nodes[net->n_nodes - 1], "causal", 1));
+    if (softcap > 0.f) /* before the mask, as ONNX Runtime applies it */
+        KN_TRY(kn_node_set_float(&net->nodes[net->n_nodes - 1], "softcap", softcap));
     const int64_t sh3[3] = {0, 0, -1};
     snprintf(nm, sizeof nm, "%s output", name);
     KN_TRY(view(p, yb, sh3, 3, NULL, nm, y, &y));

@@ -34,6 +34,9 @@
  *               where j > i + Sk - Sq (by position, aligned to the last
  *               key as after a past cache; j > i when Sq = Sk), besides M
  *               (which then holds only the other terms, e.g. padding).
+ *               softcap (float, default 0): > 0 turns the scaled scores s
+ *               into softcap * tanh(s / softcap) before M is added (ONNX
+ *               Attention's softcap; the CUDA general kernel alone).
  * kiln::Gemm    inputs A, B, C?       attributes: those of ONNX Gemm, plus
  *               activation, alpha_act, beta_act.
  *               Y = act(alpha * A' B' + beta * C)

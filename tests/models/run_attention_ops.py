@@ -5,9 +5,9 @@ kiln::Attention, conformance-style: small graphs made here with onnx.helper
 and compared with a reference that is not kiln:
 
   - ONNX Attention (opset 23) with past_key / past_value inputs, the present
-    outputs, is_causal, 3-D (grouped heads) and 4-D: onnx.reference;
+    outputs, is_causal, softcap, 3-D (grouped heads) and 4-D: onnx.reference;
   - com.microsoft GroupQueryAttention in its prompt form (unpacked and packed
-    QKV, seqlens_k of padded batches): ONNX Runtime; with its present
+    QKV, softcap, seqlens_k of padded batches): ONNX Runtime; with its present
     outputs read it is not mapped and kiln's reference kernel runs it.
 
 Each plan must hold a kiln::Attention and no attention op left (the mapping
@@ -37,7 +37,7 @@ SEED = 29
 S, D, HQ, HKV, P = 5, 8, 4, 2, 3
 
 
-def attention_past(rank, causal, mask):
+def attention_past(rank, causal, mask, softcap=0.0):
     """ONNX Attention over x [B, S, HQ*D] projections, with a past cache."""
     rng = np.random.default_rng(SEED)
     e = HQ * D
@@ -59,6 +59,8 @@ def attention_past(rank, causal, mask):
             names[j] = t + "t"
     ins = names + ["mask" if mask else "", "past_k", "past_v"]
     attrs = {"is_causal": 1 if causal else 0}
+    if softcap:
+        attrs["softcap"] = softcap
     if rank == 3:
         attrs.update(q_num_heads=HQ, kv_num_heads=hkv)
     out = "o4" if rank == 4 else "y"
@@ -80,7 +82,7 @@ def attention_past(rank, causal, mask):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
 
 
-def gqa(packed, present=False):
+def gqa(packed, present=False, softcap=0.0):
     """com.microsoft GroupQueryAttention, prompt form, over x projections
     (present: its present key / value are graph outputs too)."""
     rng = np.random.default_rng(SEED)
@@ -96,7 +98,8 @@ def gqa(packed, present=False):
         names.append(n + "_out")
     ins = names + ([""] * 2 if packed else []) + ["", "", "seqlens_k", "total_len"]
     nodes.append(helper.make_node("GroupQueryAttention", ins, ["y", "present_k", "present_v"],
-                                  domain="com.microsoft", num_heads=HQ, kv_num_heads=HKV))
+                                  domain="com.microsoft", num_heads=HQ, kv_num_heads=HKV,
+                                  **({"softcap": softcap} if softcap else {})))
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", S, e]),
               helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, ["b"]),
               helper.make_tensor_value_info("total_len", TensorProto.INT32, [1])]
@@ -205,8 +208,10 @@ def main():
     cases = [("attention_past_4d_causal", attention_past(4, True, True), onnx_reference),
              ("attention_past_3d_causal", attention_past(3, True, False), onnx_reference),
              ("attention_past_3d_mask", attention_past(3, False, True), onnx_reference),
+             ("attention_past_4d_softcap", attention_past(4, True, True, 1.5), onnx_reference),
              ("gqa_prompt", gqa(False), ort_reference),
              ("gqa_prompt_packed", gqa(True), ort_reference),
+             ("gqa_prompt_softcap", gqa(False, softcap=1.5), ort_reference),
              ("gqa_prompt_present", gqa(False, True), ort_reference)]
     fails = []
     for key, model, ref in cases:

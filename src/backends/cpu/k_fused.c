@@ -186,6 +186,7 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
     }
     float scale = kn_attr_float(r->node, "scale", 1.f);
     bool causal = kn_attr_int(r->node, "causal", 0) != 0;
+    float softcap = kn_attr_float(r->node, "softcap", 0.f);
     int64_t ms[4] = {0, 0, 0, 0}; /* mask strides over [B, H, Sq, Sk], 0 where broadcast */
     if (m)
         kn_mask_strides(m->rank, m->dims, ms);
@@ -209,6 +210,9 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
              Sk, 1);
         for (int64_t i = 0; i < rows; i++) {
             float *row = sc + i * Sk, mx = -INFINITY, sum = 0.f;
+            if (softcap > 0.f) /* before the mask, as ONNX Attention's */
+                for (int64_t j = 0; j < Sk; j++)
+                    row[j] = softcap * tanhf(row[j] / softcap);
             if (M)
                 for (int64_t j = 0; j < Sk; j++)
                     row[j] += M[b * ms[0] + h * ms[1] + (i0 + i) * ms[2] + j * ms[3]];

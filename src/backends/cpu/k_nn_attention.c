@@ -325,7 +325,7 @@ kiln_status kb_ms_attention_run(const kb_run *r) {
  * one packed [B, S, (Hq + 2 Hkv) * D]; seqlens_k [B] int32 (valid length - 1
  * per batch); no past cache. Key j of query row i is masked where j > i or
  * j > seqlens_k[b]; query head h reads key/value head h / (Hq / Hkv). scale
- * 0 (the default) is 1/sqrt(D). Computed in double; the present outputs
+ * 0 (the default) is 1/sqrt(D); softcap > 0 caps the scaled scores. Computed in double; the present outputs
  * get the new keys and values [B, Hkv, S, D]. */
 kiln_status kb_ms_gqa_run(const kb_run *r) {
     const kb_tensor *q = &r->in[0], *k = MS_IN(r, 1), *v = MS_IN(r, 2), *sl = MS_IN(r, 5);
@@ -333,11 +333,11 @@ kiln_status kb_ms_gqa_run(const kb_run *r) {
     bool packed = !k;
     if (q->rank != 3 || hq < 1 || hkv < 1 || hq % hkv || !sl || sl->dtype != KILN_DTYPE_INT32 ||
         (!k) != (!v) || ms_has(r, 3) || ms_has(r, 4) || kb_numel(sl) != q->dims[0] ||
-        kn_attr_int(r->node, "do_rotary", 0) || kn_attr_float(r->node, "softcap", 0.f) != 0.f ||
+        kn_attr_int(r->node, "do_rotary", 0) || kn_attr_float(r->node, "softcap", 0.f) < 0.f ||
         kn_attr_int(r->node, "local_window_size", -1) >= 0 || kn_attr_int(r->node, "smooth_softmax", 0))
         return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
                              "GroupQueryAttention: only the prompt form (no past cache, rotary, "
-                             "softcap, local window or smooth softmax) is supported");
+                             "local window or smooth softmax) is supported");
     for (int i = 7; i < r->n_in; i++)
         if (ms_has(r, i))
             return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
@@ -352,6 +352,7 @@ kiln_status kb_ms_gqa_run(const kb_run *r) {
         return kn_node_error(r->node, KILN_ERR_SHAPE, "GroupQueryAttention: Q, K, V do not fit");
     float sc = kn_attr_float(r->node, "scale", 0.f);
     double scale = sc != 0.f ? sc : 1.0 / sqrt((double)d);
+    double softcap = kn_attr_float(r->node, "softcap", 0.f);
     /* rows of Q, K, V: element (b, s, head, c) */
     int64_t qw = packed ? (hq + 2 * hkv) * d : hq * d, kw = packed ? qw : hkv * d;
     const kb_tensor *kt = packed ? q : k, *vt = packed ? q : v;
@@ -374,6 +375,8 @@ kiln_status kb_ms_gqa_run(const kb_run *r) {
                                    kb_ld(kt->data, kt->dtype,
                                          (size_t)((b * S + j) * kw + k0 + hk * d + c));
                         s = dot * scale;
+                        if (softcap > 0.0)
+                            s = softcap * tanh(s / softcap);
                     }
                     p[j] = s;
                     mx = s > mx ? s : mx;

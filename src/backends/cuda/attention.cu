@@ -339,6 +339,8 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
             for (int64_t dd = 0; dd < a.d; dd++)
                 dot += qs[w][dd] * kc_ld_f(k, a.dt, kb + dd);
             s = dot * a.scale;
+            if (a.softcap > 0.f)
+                s = a.softcap * tanhf(s / a.softcap);
             if (mask)
                 s += kc_ld_f(mask, a.mask_dt, mrow + j * a.mstride[3]);
             if (a.causal && j > i + (a.sk - a.sq)) /* key after the query */
@@ -977,7 +979,7 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
         simt = getenv("KILN_ATTENTION_GENERIC") && atoi(getenv("KILN_ATTENTION_GENERIC")) == 1;
         staged = getenv("KILN_ATTENTION_STAGED") && atoi(getenv("KILN_ATTENTION_STAGED")) == 1;
     }
-    bool general = simt || a->kernel == KC_ATT_GENERAL;
+    bool general = simt || a->kernel == KC_ATT_GENERAL || a->softcap != 0.f; /* softcap: simt only */
     if (!general && !staged &&
         (a->kernel == KC_ATT_WGMMA || a->kernel == KC_ATT_WGMMA_WIDE || a->kernel == KC_ATT_WGMMA_PIPE)) {
         const bool causal = a->causal != 0;

@@ -429,21 +429,26 @@ static bool attention_tc_shapes(const kn_node *node, const kn_tinfo *in, bool di
     return direct ? sq % 16 == 0 && sk % 16 == 0 : sk <= 512;
 }
 
+/* softcap runs on the general kernel alone */
+static bool no_softcap(const kn_node *node) { return kn_attr_float(node, "softcap", 0.f) == 0.f; }
+
 static bool attention_supports_direct(const kn_node *node, const kn_tinfo *in, int n_in,
                                       const kn_tinfo *out, int n_out) {
-    return attention_supports(node, in, n_in, out, n_out) && attention_tc_shapes(node, in, true);
+    return attention_supports(node, in, n_in, out, n_out) && no_softcap(node) &&
+           attention_tc_shapes(node, in, true);
 }
 
 static bool attention_supports_staged(const kn_node *node, const kn_tinfo *in, int n_in,
                                       const kn_tinfo *out, int n_out) {
-    return attention_supports(node, in, n_in, out, n_out) && attention_tc_shapes(node, in, false);
+    return attention_supports(node, in, n_in, out, n_out) && no_softcap(node) &&
+           attention_tc_shapes(node, in, false);
 }
 
 /* The mma.sync tactic: float16 / bfloat16, d = dv in {32, 64, 128}, any
  * Sq and Sk. */
 static bool attention_supports_mma(const kn_node *node, const kn_tinfo *in, int n_in,
                                    const kn_tinfo *out, int n_out) {
-    if (!attention_supports(node, in, n_in, out, n_out) ||
+    if (!attention_supports(node, in, n_in, out, n_out) || !no_softcap(node) ||
         (in[0].dtype != KILN_DTYPE_FLOAT16 && in[0].dtype != KILN_DTYPE_BFLOAT16))
         return false;
     bool packed = kn_attr_int(node, "qkv_packed", 0) != 0;
@@ -510,6 +515,7 @@ static kiln_status attention_go(const kb_run *r, int kernel) {
     }
     a.scale = kn_attr_float(r->node, "scale", 1.f);
     a.causal = kn_attr_int(r->node, "causal", 0) != 0;
+    a.softcap = kn_attr_float(r->node, "softcap", 0.f);
     a.kernel = kernel;
     a.dt = q->dtype;
     a.mask_dt = m ? m->dtype : KILN_DTYPE_UNDEFINED;
