@@ -9,8 +9,9 @@
  * where one keep_i is the causal predicate kv_idx <= q_idx, with q_idx and
  * kv_idx Range(0, S, 1) laid along the query and key axes (by Unsqueeze /
  * Reshape / Squeeze / Cast), spelled LessOrEqual(k, q), GreaterOrEqual(q, k)
- * or Not(Greater(k, q)) / Not(Less(q, k)); the others (the padding mask, a
- * constant all-true) anything. The dual form Where(masked_1 Or ..., -inf, 0)
+ * or Not(Greater(k, q)) / Not(Less(q, k)), or Trilu of all ones [S, S]
+ * (lower, k = 0; computed from the shape at run time); the others (the
+ * padding mask, a constant all-true) anything. The dual form Where(masked_1 Or ..., -inf, 0)
  * with the causal term Greater(k, q) / Less(q, k) is taken as well.
  *
  * A kiln::Attention reading such an M with Sq = Sk at every profile point
@@ -99,6 +100,56 @@ static int pos_axis(const kpass *p, int t, const int64_t *s) {
     return axis == 2 || axis == 3 ? axis : -1;
 }
 
+static bool const_all(const kn_net *net, int t, bool v);
+
+/* Whether t is all ones (true) whatever the inputs: a constant, a
+ * ConstantOfShape of 1, or an Expand of such a constant. */
+static bool all_ones(const kpass *p, int t) {
+    const kn_net *net = p->net;
+    if (kpass_is_const(net, t))
+        return const_all(net, t, true);
+    int i = prod(p, t);
+    if (i < 0)
+        return false;
+    const kn_node *n = &net->nodes[i];
+    if (kpass_is(n, "Expand") && n->n_in == 2)
+        return kpass_is_const(net, n->in[0]) && const_all(net, n->in[0], true);
+    if (kpass_is(n, "ConstantOfShape")) {
+        const kn_attr *v = kn_attr_find(n, "value");
+        if (!v) /* default 0.0 */
+            return false;
+        return v->type == KN_ATTR_TENSOR && v->tensor && kpass_numel(v->tensor) == 1 &&
+               kiln_dtype_size(v->tensor->dtype) > 0 && kpass_value_at(v->tensor, 0) != 0.0;
+    }
+    return false;
+}
+
+/* Trilu(ones [.., S, S]): lower with k = 0 keeps j <= i (+1), upper with k
+ * = 1 keeps j > i (-1); the last two dims S, S at every point and the
+ * leading ones 1. */
+static int trilu_pred(const kpass *p, const kn_node *n, const int64_t *s) {
+    int64_t k = 0;
+    if (n->n_in > 1 && n->in[1] >= 0 && !const_int(p->net, n->in[1], &k))
+        return 0;
+    if (!all_ones(p, n->in[0]))
+        return 0;
+    for (int q = 0; q < p->n_points; q++) {
+        const kn_tinfo *ti = kpass_shape(p, q, n->out[0]);
+        if (!ti || ti->rank < 2 || ti->rank > 4 || ti->dims[ti->rank - 1] != s[q] ||
+            ti->dims[ti->rank - 2] != s[q])
+            return 0;
+        for (int d = 0; d + 2 < ti->rank; d++)
+            if (ti->dims[d] != 1)
+                return 0;
+    }
+    bool upper = kn_attr_int(n, "upper", 1) != 0;
+    if (!upper && k == 0)
+        return 1;
+    if (upper && k == 1)
+        return -1;
+    return 0;
+}
+
 /* +1: t is true exactly where key j <= query i; -1: exactly where j > i; 0: neither known. */
 static int causal_pred(const kpass *p, int t, const int64_t *s) {
     const kn_net *net = p->net;
@@ -107,10 +158,13 @@ static int causal_pred(const kpass *p, int t, const int64_t *s) {
         if (i < 0)
             return 0;
         const kn_node *n = &net->nodes[i];
-        if (kpass_is(n, "Cast") && n->n_in == 1 && kpass_dtype(p, n->in[0]) == KILN_DTYPE_BOOL) {
+        /* a Cast to bool: nonzero is true (a float tril of ones too) */
+        if (kpass_is(n, "Cast") && n->n_in == 1 && kn_attr_int(n, "to", 0) == KILN_DTYPE_BOOL) {
             t = n->in[0];
             continue;
         }
+        if (kpass_is(n, "Trilu") && n->n_in >= 1)
+            return trilu_pred(p, n, s);
         if (kpass_is(n, "Not") && n->n_in == 1) {
             int r = causal_pred(p, n->in[0], s);
             return -r;

@@ -535,10 +535,11 @@ static void test_ms_mha(void) {
  * Where(Greater(k, q) Or Not(keep), -inf, 0) (case 1): the attention gets
  * causal = 1 and the padding row alone. Case 2: the anti-causal q <= k is
  * no causal mask; case 3: a finite fill (a fully masked row would be
- * uniform, not zeros) keeps the mask. Batch 3 has a fully masked row
+ * uniform, not zeros) keeps the mask; case 4: Trilu of ones expanded to
+ * [S, S] (lower), cast to bool, is causal too. Batch 3 has a fully masked row
  * (SDPA's NaN guard after the Softmax makes it zeros). */
 static void test_runtime_causal(void) {
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 5; c++) {
         kiln_network *net;
         KT_OK(kiln_network_create(&net));
         KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, -1, E), NULL));
@@ -569,6 +570,19 @@ static void test_runtime_causal(void) {
             node(net, "padded", "Not", 1, IN("keep4"), "pad");
             node(net, "masked", "Or", 2, IN("cm", "pad"), "both");
             node(net, "mask_where", "Where", 3, IN("both", "neg", "zero"), "am");
+        } else if (c == 4) { /* Cast(Trilu(Expand(1.0, [S, S]))) to bool */
+            iconst(net, "ax0b", 1, (const int64_t[]){0});
+            node(net, "sl1", "Unsqueeze", 2, IN("sl", "ax0b"), "sl1");
+            KT_OK(kiln_network_set_attr_int(net, node(net, "ss", "Concat", 2, IN("sl1", "sl1"), "ss"),
+                                            "axis", 0));
+            fscalar(net, "one_f", 1.f);
+            node(net, "ones", "Expand", 2, IN("one_f", "ss"), "ones");
+            KT_OK(kiln_network_set_attr_int(net, node(net, "tril", "Trilu", 1, IN("ones"), "tl"),
+                                            "upper", 0));
+            KT_OK(kiln_network_set_attr_int(net, node(net, "tril_b", "Cast", 1, IN("tl"), "cm"), "to",
+                                            KILN_DTYPE_BOOL));
+            node(net, "both", "And", 2, IN("cm", "keep4"), "both");
+            node(net, "mask_where", "Where", 3, IN("both", "zero", "neg"), "am");
         } else {
             node(net, "causal", "LessOrEqual", 2, c == 2 ? IN("qi", "ki") : IN("ki", "qi"), "cm");
             node(net, "both", "And", 2, IN("cm", "keep4"), "both");
@@ -587,10 +601,11 @@ static void test_runtime_causal(void) {
         kn_net *o = check_fused(net, what);
         if (o) {
             const kn_node *a = find_op(o, KN_DOMAIN_KILN, "Attention");
-            bool causal = c < 2;
+            bool causal = c < 2 || c == 4;
             KT_CHECK(a && kn_attr_int(a, "causal", 0) == (causal ? 1 : 0));
             KT_CHECK(a && a->n_in > 3 && a->in[3] >= 0); /* the padding row stays */
-            int cmp = count_op(o, "", "LessOrEqual") + count_op(o, "", "Greater");
+            int cmp = count_op(o, "", "LessOrEqual") + count_op(o, "", "Greater") +
+                      count_op(o, "", "Trilu");
             KT_CHECK(causal ? cmp == 0 : cmp == 1);
             if (!(a && kn_attr_int(a, "causal", 0) == (causal ? 1 : 0)))
                 dump(o);
