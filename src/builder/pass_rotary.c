@@ -21,36 +21,16 @@
 
 #include "passes.h"
 
-/* One int value of t at every profile point (a constant, or a host value
- * shape inference computed). */
+/* The one int value of constant t (Slice bounds computed from static
+ * shapes are constants once shape folding has run). */
 static bool int_at(const kpass *p, int t, int64_t *v) {
-    if (t < 0)
-        return false;
     const kn_net *net = p->net;
-    if (kpass_is_const(net, t)) {
-        const kn_tdata *d = &net->tensors[t].value;
-        if (kpass_numel(d) != 1 || (d->dtype != KILN_DTYPE_INT64 && d->dtype != KILN_DTYPE_INT32))
-            return false;
-        *v = kpass_value_int(d, 0);
-        return true;
-    }
-    if (p->shapes_state != 1)
+    if (t < 0 || !kpass_is_const(net, t))
         return false;
-    for (int k = 0; k < p->n_points; k++) {
-        const kn_tinfo *ti = kpass_shape(p, k, t);
-        if (!ti || !ti->value || kn_numel(ti->rank, ti->dims) != 1)
-            return false;
-        int64_t x;
-        if (ti->dtype == KILN_DTYPE_INT64)
-            x = ((const int64_t *)ti->value)[0];
-        else if (ti->dtype == KILN_DTYPE_INT32)
-            x = ((const int32_t *)ti->value)[0];
-        else
-            return false;
-        if (k > 0 && x != *v)
-            return false;
-        *v = x;
-    }
+    const kn_tdata *d = &net->tensors[t].value;
+    if (kpass_numel(d) != 1 || (d->dtype != KILN_DTYPE_INT64 && d->dtype != KILN_DTYPE_INT32))
+        return false;
+    *v = kpass_value_int(d, 0);
     return true;
 }
 
