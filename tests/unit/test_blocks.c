@@ -576,6 +576,40 @@ static void test_layernorm_sum_kept(void) {
     }
 }
 
+/* A norm's weight left outside it (RMSNormalization / LayerNormalization,
+ * then Mul by a constant row), with a Shape of the norm's output beside
+ * (as the shape-sink pass leaves it): the weight folds into the norm's
+ * scale (and bias). */
+static void test_norm_weight_fold(void) {
+    for (int ln = 0; ln < 2; ln++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, 5, 16), NULL));
+        fconst(net, "s", 1, DIMS(16), 0.5f, 1.f);
+        fconst(net, "b", 1, DIMS(16), -0.5f, 1.f);
+        fconst(net, "w", 1, DIMS(16), -1.f, 2.f);
+        int n = ln ? node_v(net, "norm", "LayerNormalization", "", 17, 3, IN("x", "s", "b"), "y")
+                   : node_v(net, "norm", "RMSNormalization", "", 23, 2, IN("x", "s"), "y");
+        KT_OK(kiln_network_set_attr_int(net, n, "axis", -1));
+        node(net, "weight", "Mul", 2, IN("w", "y"), "z");
+        node(net, "shape", "Shape", 1, IN("y"), "ys");
+        node(net, "zeros", "ConstantOfShape", 1, IN("ys"), "zs");
+        node(net, "plus", "Add", 2, IN("z", "zs"), "out");
+        KT_OK(kiln_network_mark_output(net, "out"));
+        kn_net *o = optimized(net, 0, 1, 2, 4);
+        if (o) {
+            CHECK_OR_DUMP(count_op(o, "", ln ? "LayerNormalization" : "RMSNormalization") +
+                                  count_op(o, KN_DOMAIN_KILN, "LayerNorm") ==
+                              1 &&
+                              count_op(o, "", "Mul") == 0,
+                          o);
+            compare(net, o, ln ? "LayerNormalization weight folded" : "RMSNormalization weight folded", 3);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
 int main(void) {
     printf("seed %u (fixed)\n", rng_state);
     test_rmsnorm();
@@ -588,6 +622,7 @@ int main(void) {
     test_hfuse();
     test_rotary_decomposed();
     test_layernorm_sum_kept();
+    test_norm_weight_fold();
     if (kt_skipped)
         printf("%d numeric check(s) skipped: kernels missing\n", kt_skipped);
     return kt_finish();
