@@ -201,6 +201,14 @@ static bool const_all(const kn_net *net, int t, bool v) {
     return true;
 }
 
+/* Whether t is Expand(c) of a constant c all `v`. */
+static bool expanded_const_all(const kpass *p, int t, bool v) {
+    int i = prod(p, t);
+    if (i < 0 || !kpass_is(&p->net->nodes[i], "Expand") || p->net->nodes[i].n_in != 2)
+        return false;
+    return const_all(p->net, p->net->nodes[i].in[0], v);
+}
+
 /* The leaves of the And (keep) / Or (!keep) tree at t, Casts of booleans
  * looked through; false when more than CM_LEAVES. */
 static bool leaves(const kpass *p, int t, bool keep, int *out, int *n) {
@@ -295,8 +303,17 @@ kiln_status kpass_attn_causal_mask(kpass *p, int *changed) {
             int c = causal_pred(p, lv[j], s);
             if (c == (keep ? 1 : -1))
                 causal = true;
-            else if (!const_all(net, lv[j], keep))
+            else if (!const_all(net, lv[j], keep) && !expanded_const_all(p, lv[j], keep))
                 rest[nr++] = lv[j];
+        }
+        if (!causal && nr == 0 && ok) { /* a mask that masks nothing (an all-true keep) */
+            kn_node *an = &net->nodes[i];
+            an->in[3] = -1;
+            kpass_touch(p, i);
+            kn_log(KILN_LOG_VERBOSE, "attention-causal: '%s' drops a mask that masks nothing",
+                   an->name);
+            (*changed)++;
+            continue;
         }
         for (int j = 0; j < nr && ok; j++)
             ok = fits(p, rest[j], (const int64_t (*)[4])att) && kpass_dtype(p, rest[j]) == KILN_DTYPE_BOOL;

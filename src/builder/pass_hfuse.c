@@ -250,8 +250,7 @@ static kiln_status fuse_group(kpass *p, const hf_proj *g, int ng) {
     if (bias >= 0) {
         int yb, ai, ia[2] = {y, bias};
         KN_TRY(kn_net_new_tensor(net, "hfuse_biased", &yb));
-        snprintf(nm, sizeof nm, "%s bias", net->nodes[ni].name);
-        KN_TRY(kn_net_add_node(net, nm, "Add", "", 14, 2, ia, 1, &yb, &ai));
+        KN_TRY(kn_net_add_node(net, "packed bias", "Add", "", 14, 2, ia, 1, &yb, &ai));
         kpass_touch(p, ai);
         y = yb;
     }

@@ -536,10 +536,11 @@ static void test_ms_mha(void) {
  * causal = 1 and the padding row alone. Case 2: the anti-causal q <= k is
  * no causal mask; case 3: a finite fill (a fully masked row would be
  * uniform, not zeros) keeps the mask; case 4: Trilu of ones expanded to
- * [S, S] (lower), cast to bool, is causal too. Batch 3 has a fully masked row
+ * [S, S] (lower), cast to bool, is causal too; case 5: an expanded
+ * all-true keep masks nothing and is dropped. Batch 3 has a fully masked row
  * (SDPA's NaN guard after the Softmax makes it zeros). */
 static void test_runtime_causal(void) {
-    for (int c = 0; c < 5; c++) {
+    for (int c = 0; c < 6; c++) {
         kiln_network *net;
         KT_OK(kiln_network_create(&net));
         KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, -1, E), NULL));
@@ -570,6 +571,12 @@ static void test_runtime_causal(void) {
             node(net, "padded", "Not", 1, IN("keep4"), "pad");
             node(net, "masked", "Or", 2, IN("cm", "pad"), "both");
             node(net, "mask_where", "Where", 3, IN("both", "neg", "zero"), "am");
+        } else if (c == 5) { /* Where(Expand(true, [B, 1, S, S]), 0, -inf): masks nothing */
+            KT_OK(kiln_network_add_constant(net, "yes", KILN_DTYPE_BOOL, 4, DIMS(1, 1, 1, 1),
+                                            (const uint8_t[]){1}, 1));
+            node(net, "bshape", "Shape", 1, IN("keep4"), "ks4");
+            node(net, "all", "Expand", 2, IN("yes", "ks4"), "both");
+            node(net, "mask_where", "Where", 3, IN("both", "zero", "neg"), "am");
         } else if (c == 4) { /* Cast(Trilu(Expand(1.0, [S, S]))) to bool */
             iconst(net, "ax0b", 1, (const int64_t[]){0});
             node(net, "sl1", "Unsqueeze", 2, IN("sl", "ax0b"), "sl1");
@@ -603,10 +610,13 @@ static void test_runtime_causal(void) {
             const kn_node *a = find_op(o, KN_DOMAIN_KILN, "Attention");
             bool causal = c < 2 || c == 4;
             KT_CHECK(a && kn_attr_int(a, "causal", 0) == (causal ? 1 : 0));
-            KT_CHECK(a && a->n_in > 3 && a->in[3] >= 0); /* the padding row stays */
+            if (c == 5) /* dropped */
+                KT_CHECK(a && (a->n_in < 4 || a->in[3] < 0));
+            else
+                KT_CHECK(a && a->n_in > 3 && a->in[3] >= 0); /* the padding row stays */
             int cmp = count_op(o, "", "LessOrEqual") + count_op(o, "", "Greater") +
                       count_op(o, "", "Trilu");
-            KT_CHECK(causal ? cmp == 0 : cmp == 1);
+            KT_CHECK(causal || c == 5 ? cmp == 0 : cmp == 1);
             if (!(a && kn_attr_int(a, "causal", 0) == (causal ? 1 : 0)))
                 dump(o);
             kn_net_free(o);
