@@ -245,7 +245,10 @@ static bool fits(const kpass *p, int t, const int64_t (*att)[4]) {
 }
 
 typedef struct cm_entry {
-    int cond, keep_in, fill_in, mask; /* a Where's inputs and what replaced it (-1: none) */
+    int cond;          /* a Where's condition */
+    bool keep;         /* its orientation (the fill is -inf, the other 0) */
+    kiln_dtype dt;     /* its type */
+    int mask;          /* what replaced it (-1: none) */
 } cm_entry;
 
 kiln_status kpass_attn_causal_mask(kpass *p, int *changed) {
@@ -320,9 +323,9 @@ kiln_status kpass_attn_causal_mask(kpass *p, int *changed) {
         if (!ok || !causal)
             continue;
         int mask = -1, hit = -1;
-        for (int c = 0; c < n_cache && hit < 0; c++)
-            if (cache[c].cond == wn->in[0] && cache[c].keep_in == wn->in[1] &&
-                cache[c].fill_in == wn->in[2])
+        kiln_dtype mdt = kpass_dtype(p, a->in[3]);
+        for (int c = 0; c < n_cache && hit < 0; c++) /* layers sharing one mask share its rewrite */
+            if (cache[c].cond == wn->in[0] && cache[c].keep == keep && cache[c].dt == mdt)
                 hit = c;
         if (hit >= 0) {
             mask = cache[hit].mask;
@@ -342,8 +345,7 @@ kiln_status kpass_attn_causal_mask(kpass *p, int *changed) {
             KN_TRY(kn_net_add_node(net, nm, "Where", "", 16, 3, in3, 1, &mask, NULL));
         }
         if (hit < 0 && n_cache < CM_CACHE)
-            cache[n_cache++] = (cm_entry){net->nodes[w].in[0], net->nodes[w].in[1],
-                                          net->nodes[w].in[2], mask};
+            cache[n_cache++] = (cm_entry){net->nodes[w].in[0], keep, mdt, mask};
         kn_node *an = &net->nodes[i];
         an->in[3] = mask;
         KN_TRY(kn_node_set_int(an, "causal", 1));
