@@ -224,7 +224,69 @@ static bool mul_with(const kpass *p, int i, int x, int *other) {
     return true;
 }
 
-static bool any_add(const kn_node *n) { return kpass_is(n, "Add"); }
+static bool any_add(const kn_node *n) { return kpass_is(n, "Add") || kpass_is(n, "RotaryEmbedding"); }
+
+/* Whether node i is a Transpose by [0, 2, 1, 3]. */
+static bool swap12(const kpass *p, int i) {
+    if (i < 0 || !kpass_is(&p->net->nodes[i], "Transpose") || p->net->nodes[i].n_in != 1)
+        return false;
+    size_t np = 0;
+    const int64_t *perm = kn_attr_ints(&p->net->nodes[i], "perm", &np);
+    return perm && np == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3;
+}
+
+/* RotaryEmbedding node i on Transpose(T [B, S, H, D], [0, 2, 1, 3]) whose
+ * output only a Transpose back reads (heads split, rotated heads-first,
+ * then given to an attention that wants [B, S, H, D]): the op rotates T
+ * viewed as [B, S, H * D] with num_heads H instead, and both Transposes go
+ * (two copies fewer per Q and K). */
+static kiln_status heads_last(kpass *p, int i, int *changed) {
+    kn_net *net = p->net;
+    const kn_node *n = &net->nodes[i];
+    if (n->domain[0] || n->n_in < 3 || (n->n_in > 3 && n->in[3] >= 0) || n->n_out != 1)
+        return KILN_OK;
+    int t1 = prod(p, n->in[0]);
+    int t2 = kpass_sole_reader(p, n->out[0]);
+    if (!swap12(p, t1) || !kpass_free(p, t1) || kpass_sole_reader(p, n->in[0]) != i || !swap12(p, t2))
+        return KILN_OK;
+    int x = net->nodes[t1].in[0], z = net->nodes[t2].out[0];
+    int64_t h = -1, d = -1;
+    for (int k = 0; k < p->n_points; k++) {
+        const kn_tinfo *xt = kpass_shape(p, k, x);
+        if (!xt || xt->rank != 4 || (h >= 0 && (xt->dims[2] != h || xt->dims[3] != d)))
+            return KILN_OK;
+        h = xt->dims[2];
+        d = xt->dims[3];
+    }
+    if (h < 1 || d < 1)
+        return KILN_OK;
+    const int64_t s3[3] = {0, 0, h * d}, s4[4] = {0, 0, h, d};
+    int sh3, sh4, x3, r3, node;
+    char nm[300];
+    KN_TRY(kpass_add_i64(net, "rotary_rows", s3, 3, &sh3));
+    KN_TRY(kpass_add_i64(net, "rotary_heads", s4, 4, &sh4));
+    KN_TRY(kn_net_new_tensor(net, "rotary_in", &x3));
+    KN_TRY(kn_net_new_tensor(net, "rotary_out", &r3));
+    int in2[2] = {x, sh3};
+    snprintf(nm, sizeof nm, "%s rows", net->nodes[i].name);
+    KN_TRY(kn_net_add_node(net, nm, "Reshape", "", 14, 2, in2, 1, &x3, &node));
+    kpass_touch(p, node);
+    kpass_kill(p, t1);
+    kpass_kill(p, t2);
+    kn_node *y = &net->nodes[i];
+    y->in[0] = x3;
+    KN_TRY(kn_node_set_int(y, "num_heads", h));
+    kpass_set_output(net, i, 0, r3);
+    kpass_touch(p, i);
+    int in2b[2] = {r3, sh4};
+    snprintf(nm, sizeof nm, "%s heads", net->nodes[i].name);
+    KN_TRY(kn_net_add_node(net, nm, "Reshape", "", 14, 2, in2b, 1, &z, &node));
+    kpass_touch(p, node);
+    kn_log(KILN_LOG_VERBOSE, "rotary: '%s' rotates [B, S, H * D] rows, its two Transposes gone",
+           net->nodes[i].name);
+    (*changed)++;
+    return KILN_OK;
+}
 
 kiln_status kpass_rotary(kpass *p, int *changed) {
     kn_net *net = p->net;
@@ -233,6 +295,10 @@ kiln_status kpass_rotary(kpass *p, int *changed) {
     if (!ready)
         return KILN_OK;
     for (int i = 0; i < p->n_nodes; i++) {
+        if (kpass_free(p, i) && kpass_is(&net->nodes[i], "RotaryEmbedding")) {
+            KN_TRY(heads_last(p, i, changed));
+            continue;
+        }
         const kn_node *a = &net->nodes[i];
         if (!kpass_free(p, i) || !kpass_is(a, "Add") || a->n_in != 2 || a->n_out != 1 ||
             kpass_rank(p, a->out[0]) != 4)

@@ -470,13 +470,20 @@ static void test_hfuse(void) {
  * operands swapped, constant angles (folded to a constant cos/sin with
  * equal halves) times a scaling; case 2: cos an input (its halves may
  * differ): not fused; case 3: the halves swapped (not rotate_half): not
- * fused. */
+ * fused; case 4: on heads transposed from [B, S, H, D] and back, the op
+ * rotates the [B, S, H * D] rows and both Transposes go. */
 static void test_rotary_decomposed(void) {
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 5; c++) {
         kiln_network *net;
         KT_OK(kiln_network_create(&net));
-        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 3, 5, 8), NULL));
-        if (c == 0 || c == 3) {
+        if (c == 4) { /* heads split [B, S, H, D], transposed to heads-first and back */
+            KT_OK(kiln_network_add_input(net, "t", KILN_DTYPE_FLOAT, 4, DIMS(-1, 5, 3, 8), NULL));
+            KT_OK(kiln_network_set_attr_ints(net, node(net, "to_hf", "Transpose", 1, IN("t"), "x"),
+                                             "perm", DIMS(0, 2, 1, 3), 4));
+        } else {
+            KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 3, 5, 8), NULL));
+        }
+        if (c == 0 || c == 3 || c == 4) {
             KT_OK(kiln_network_add_input(net, "f", KILN_DTYPE_FLOAT, 3, DIMS(-1, 5, 4), NULL));
         } else if (c == 1) {
             fconst(net, "f", 3, DIMS(1, 5, 4), -3.f, 6.f);
@@ -525,16 +532,21 @@ static void test_rotary_decomposed(void) {
         } else {
             node(net, "mc", "Mul", 2, IN("x", "cosu"), "xc");
             node(net, "ms", "Mul", 2, IN("rh", "sinu"), "xs");
-            node(net, "add", "Add", 2, IN("xc", "xs"), "y");
+            node(net, "add", "Add", 2, IN("xc", "xs"), c == 4 ? "yh" : "y");
         }
+        if (c == 4)
+            KT_OK(kiln_network_set_attr_ints(net, node(net, "to_bshd", "Transpose", 1, IN("yh"), "y"),
+                                             "perm", DIMS(0, 2, 1, 3), 4));
         KT_OK(kiln_network_mark_output(net, "y"));
         kn_net *o = optimized(net, 0, 1, 2, 3);
         if (o) {
-            bool fused = c < 2;
+            bool fused = c < 2 || c == 4;
             CHECK_OR_DUMP(count_op(o, "", "RotaryEmbedding") == (fused ? 1 : 0), o);
             if (fused)
                 CHECK_OR_DUMP(count_op(o, "", "Neg") + count_op(o, "", "Mul") +
                                   count_op(o, "", "Slice") + count_op(o, "", "Split") == 0, o);
+            if (c == 4) /* rotated as [B, S, H * D] rows: no Transpose left */
+                CHECK_OR_DUMP(count_op(o, "", "Transpose") == 0, o);
             char what[64];
             snprintf(what, sizeof what, "rotary decomposed case %d", c);
             compare(net, o, what, 2);
