@@ -666,6 +666,40 @@ static const char *onnx_attention_why(const kpass *p, const kn_node *n) {
     return NULL;
 }
 
+/* t [B, Hkv * G, S, D] = Reshape(Expand(Unsqueeze(k, [2]), [B, Hkv, G, S, D]))
+ * at every profile point (transformers' repeat_kv for grouped-query
+ * heads): k [B, Hkv, S, D], or -1. Query head h then reads k's head h / G,
+ * which is what kiln::Attention does with Hkv heads. */
+static int unrepeat_kv(const kpass *p, int t) {
+    const kn_net *net = p->net;
+    int r = kpass_producer(p, t);
+    if (r < 0 || !kpass_is(&net->nodes[r], "Reshape"))
+        return -1;
+    int e = kpass_producer(p, net->nodes[r].in[0]);
+    if (e < 0 || !kpass_is(&net->nodes[e], "Expand") || net->nodes[e].n_in != 2)
+        return -1;
+    int u = kpass_producer(p, net->nodes[e].in[0]);
+    if (u < 0 || !kpass_is(&net->nodes[u], "Unsqueeze") || net->nodes[u].n_in != 2 ||
+        !kpass_is_const(net, net->nodes[u].in[1]))
+        return -1;
+    const kn_tdata *ax = &net->tensors[net->nodes[u].in[1]].value;
+    if (kpass_numel(ax) != 1 || kpass_value_int(ax, 0) != 2)
+        return -1;
+    int k = net->nodes[u].in[0];
+    for (int q = 0; q < p->n_points; q++) {
+        const kn_tinfo *kt = kpass_shape(p, q, k), *et = kpass_shape(p, q, net->nodes[e].out[0]);
+        const kn_tinfo *tt = kpass_shape(p, q, t);
+        if (!kt || !et || !tt || kt->rank != 4 || et->rank != 5 || tt->rank != 4)
+            return -1;
+        if (et->dims[0] != kt->dims[0] || et->dims[1] != kt->dims[1] || et->dims[3] != kt->dims[2] ||
+            et->dims[4] != kt->dims[3] || tt->dims[0] != kt->dims[0] ||
+            tt->dims[1] != kt->dims[1] * et->dims[2] || tt->dims[2] != kt->dims[2] ||
+            tt->dims[3] != kt->dims[3])
+            return -1;
+    }
+    return k;
+}
+
 static kiln_status map_onnx_attention(kpass *p, int i) {
     kn_net *net = p->net;
     kn_node *n = &net->nodes[i];
@@ -686,6 +720,17 @@ static kiln_status map_onnx_attention(kpass *p, int i) {
         const kn_tinfo *q0 = kpass_shape(p, 0, src[0]);
         int64_t d = r == 4 ? q0->dims[3] : q0->dims[2] / hq;
         scale = 1.0 / sqrt((double)(d > 0 ? d : 1));
+    }
+    /* 4-D K and V repeated for grouped heads, without a cache: the
+     * attention reads the unrepeated heads (both, or neither) */
+    if (r == 4 && pkv[0] < 0 && !used[0] && !used[1]) {
+        int k0 = unrepeat_kv(p, src[1]), v0 = unrepeat_kv(p, src[2]);
+        const kn_tinfo *kt = k0 >= 0 ? kpass_shape(p, 0, k0) : NULL;
+        const kn_tinfo *vt = v0 >= 0 ? kpass_shape(p, 0, v0) : NULL;
+        if (kt && vt && kt->dims[1] == vt->dims[1]) {
+            src[1] = k0;
+            src[2] = v0;
+        }
     }
     kpass_kill(p, i);
     int qkv[3], mask = -1, yb;

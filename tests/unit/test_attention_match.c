@@ -732,6 +732,53 @@ static void test_onnx_attention_past(void) {
     }
 }
 
+/* ONNX Attention on K and V repeated for grouped heads (transformers'
+ * repeat_kv: Unsqueeze(k, 2), Expand to [B, Hkv, G, S, D], Reshape to
+ * [B, H, S, D], as torch's dynamo exporter writes Llama at opset 23): the
+ * attention reads the Hkv heads and the repeat goes. */
+static void test_onnx_attention_repeat_kv(void) {
+    enum { HKV = H / 2, G = H / HKV };
+    kiln_network *net = base_net(false);
+    heads(net, "x", "q", DIMS(0, 2, 1, 3), NULL);
+    iconst(net, "shape4kv", 4, (const int64_t[]){0, 0, HKV, D});
+    iconst(net, "ax2", 1, (const int64_t[]){2});
+    iconst(net, "rep", 5, (const int64_t[]){1, HKV, G, S, D});
+    iconst(net, "merged", 4, (const int64_t[]){0, H, S, D});
+    for (int j = 0; j < 2; j++) {
+        char w[8], mm[8], r[8], t[8], u[8], e[8], o[8];
+        const char *c = j ? "v" : "k";
+        snprintf(w, sizeof w, "W%s", c);
+        snprintf(mm, sizeof mm, "%s_mm", c);
+        snprintf(r, sizeof r, "%s_r", c);
+        snprintf(t, sizeof t, "%s_t", c);
+        snprintf(u, sizeof u, "%s_u", c);
+        snprintf(e, sizeof e, "%s_e", c);
+        snprintf(o, sizeof o, "%s", c);
+        fconst(net, w, 2, DIMS(E, E / 2));
+        node(net, mm, "MatMul", 2, IN("x", w), mm);
+        node(net, r, "Reshape", 2, IN(mm, "shape4kv"), r);
+        perm(net, node(net, t, "Transpose", 1, IN(r), t), DIMS(0, 2, 1, 3), 4);
+        node(net, u, "Unsqueeze", 2, IN(t, "ax2"), u);
+        node(net, e, "Expand", 2, IN(u, "rep"), e);
+        node(net, o, "Reshape", 2, IN(e, "merged"), o);
+    }
+    int a = -1;
+    const char *outs[1] = {"o"};
+    KT_OK(kiln_network_add_node(net, "sdpa", "Attention", "", 23, 3, IN("q", "k", "v"), 1, outs, &a));
+    perm(net, node(net, "o_t", "Transpose", 1, IN("o"), "ot"), DIMS(0, 2, 1, 3), 4);
+    node(net, "merge", "Reshape", 2, IN("ot", "shape3"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = check_fused(net, "ONNX Attention on repeat_kv heads");
+    if (o) {
+        bool gone = count_op(o, "", "Expand") == 0;
+        KT_CHECK(gone);
+        if (!gone)
+            dump(o);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 int main(void) {
     printf("seed %u\n", seed);
     rng = seed;
@@ -743,6 +790,7 @@ int main(void) {
     test_gqa();
     test_onnx_attention();
     test_onnx_attention_past();
+    test_onnx_attention_repeat_kv();
     test_ms_mha();
     return kt_finish();
 }
