@@ -532,11 +532,14 @@ kiln_status kpass_gather_transpose(kpass *p, int *changed) {
 /* ---------------- the attention ops ----------------
  * ONNX Attention (opset 23) and com.microsoft MultiHeadAttention as
  * kiln::Attention, when they compute nothing more than it does:
- *   - ONNX: no past key/value inputs, no present or QK outputs read,
- *     softcap 0, is_causal 0; Q, K, V [B, H, S, D] (each transposed to
- *     [B, S, H, D], the output back) or [B, S, H*D] (viewed with
- *     q_num_heads / kv_num_heads heads); a bool mask becomes Where(M, 0,
- *     -inf), a float one is added as it is. kv heads may divide q heads.
+ *   - ONNX: no QK output read (softcap is kiln::Attention's); Q, K, V [B, H, S, D] (each
+ *     transposed to [B, S, H, D], the output back) or [B, S, H*D] (viewed
+ *     with q_num_heads / kv_num_heads heads); a bool mask becomes
+ *     Where(M, 0, -inf), a float one is added as it is. kv heads may
+ *     divide q heads. past_key / past_value [B, Hkv, P, D]: K and V are
+ *     Concat(past, new) on the sequence axis, which are the present
+ *     outputs; is_causal (with kv_seq = q_seq, so that ONNX's j > i + P is
+ *     kiln's j > i + Sk - Sq) is the causal attribute.
  *   - MultiHeadAttention: 3-D query, key and value, no packed bias or past,
  *     unidirectional 0; key_padding_mask [B, L] (0 masks a key, by
  *     mask_filter_value as ONNX Runtime does) and attention_bias are added.
@@ -544,7 +547,8 @@ kiln_status kpass_gather_transpose(kpass *p, int *changed) {
  *     bias Add whose [B, S, 3, H, D] view a packed kiln::Attention reads;
  *     equal qkv_hidden_sizes, a raw [B, T] int32 mask_index (as above),
  *     attention_bias; no past, unidirectional or rotary.
- *   - GroupQueryAttention is not mapped (always a cache and positions).
+ *   - GroupQueryAttention in its prompt form (no past cache, present
+ *     unread): causal, with its seqlens_k as a per-batch key mask.
  * The default scale, 1/sqrt(head size), is set once shapes are known.
  * Anything else stays as it is (ONNX Attention has its own kernels). */
 
@@ -610,17 +614,15 @@ static kiln_status new_attention(kpass *p, const char *name, const int *qkv, int
 static const char *onnx_attention_why(const kpass *p, const kn_node *n) {
     if (n->n_in < 3 || !has_in(n, 0) || !has_in(n, 1) || !has_in(n, 2))
         return "Q, K or V is absent";
-    if (has_in(n, 4) || has_in(n, 5))
-        return "it has past key/value inputs";
-    if (n->n_in > 6)
-        return "it has inputs beyond past_value";
-    for (int j = 1; j < 4; j++)
-        if (!unused_out(p, n, j))
-            return "its present key/value or QK output is read";
-    if (kn_attr_float(n, "softcap", 0.f) != 0.f)
-        return "softcap is set";
-    if (kn_attr_int(n, "is_causal", 0))
-        return "is_causal is set (kiln::Attention's kernels take causality from a mask)";
+    if (has_in(n, 4) != has_in(n, 5))
+        return "only one of past_key and past_value is given";
+    for (int j = 6; j < n->n_in; j++)
+        if (has_in(n, j))
+            return "it has inputs beyond past_value (nonpad_kv_seqlen)";
+    if (!unused_out(p, n, 3))
+        return "its QK output is read";
+    if (kn_attr_float(n, "softcap", 0.f) < 0.f)
+        return "softcap is negative";
     int r = kpass_rank(p, n->in[0]);
     if (r != 3 && r != 4)
         return "Q's rank is not 3 or 4 at every profile point";
@@ -629,6 +631,17 @@ static const char *onnx_attention_why(const kpass *p, const kn_node *n) {
             return "Q, K and V ranks differ";
     if (r == 3 && (kn_attr_int(n, "q_num_heads", 0) <= 0 || kn_attr_int(n, "kv_num_heads", 0) <= 0))
         return "3-D inputs without q_num_heads and kv_num_heads";
+    bool past = has_in(n, 4);
+    if (past && (kpass_rank(p, n->in[4]) != 4 || kpass_rank(p, n->in[5]) != 4))
+        return "past_key / past_value are not 4-D at every profile point";
+    /* is_causal masks key j of row i where j > i + past, kiln::Attention's
+     * causal where j > i + (past + kv_seq - q_seq): equal when kv_seq = q_seq */
+    if (kn_attr_int(n, "is_causal", 0))
+        for (int k = 0; k < p->n_points; k++) {
+            const kn_tinfo *q = kpass_shape(p, k, n->in[0]), *kt = kpass_shape(p, k, n->in[1]);
+            if (!q || !kt || q->dims[r == 4 ? 2 : 1] != kt->dims[r == 4 ? 2 : 1])
+                return "is_causal with a key sequence other than the query's";
+        }
     if (has_in(n, 3)) {
         kiln_dtype mt = kpass_dtype(p, n->in[3]);
         int mr = kpass_rank(p, n->in[3]);
@@ -639,15 +652,52 @@ static const char *onnx_attention_why(const kpass *p, const kn_node *n) {
         /* the mask must cover every key (ONNX masks keys past a short one) */
         for (int k = 0; k < p->n_points; k++) {
             const kn_tinfo *m = kpass_shape(p, k, n->in[3]), *kt = kpass_shape(p, k, n->in[1]);
-            int64_t sk = r == 4 ? kt->dims[2] : kt->dims[1];
+            const kn_tinfo *pk = past ? kpass_shape(p, k, n->in[4]) : NULL;
+            if (!m || !kt || (past && !pk))
+                return "the mask's or the keys' shape is unknown";
+            int64_t sk = (r == 4 ? kt->dims[2] : kt->dims[1]) + (past ? pk->dims[2] : 0);
             if (m->dims[m->rank - 1] != sk && m->dims[m->rank - 1] != 1)
-                return "the mask's last dim is not the key length";
+                return "the mask's last dim is not the key length (past included)";
         }
     }
     kiln_dtype qt = kpass_dtype(p, n->in[0]);
     if (qt != KILN_DTYPE_FLOAT && qt != KILN_DTYPE_FLOAT16 && qt != KILN_DTYPE_BFLOAT16)
         return "Q is not float, float16 or bfloat16";
     return NULL;
+}
+
+/* t [B, Hkv * G, S, D] = Reshape(Expand(Unsqueeze(k, [2]), [B, Hkv, G, S, D]))
+ * at every profile point (transformers' repeat_kv for grouped-query
+ * heads): k [B, Hkv, S, D], or -1. Query head h then reads k's head h / G,
+ * which is what kiln::Attention does with Hkv heads. */
+static int unrepeat_kv(const kpass *p, int t) {
+    const kn_net *net = p->net;
+    int r = kpass_producer(p, t);
+    if (r < 0 || !kpass_is(&net->nodes[r], "Reshape"))
+        return -1;
+    int e = kpass_producer(p, net->nodes[r].in[0]);
+    if (e < 0 || !kpass_is(&net->nodes[e], "Expand") || net->nodes[e].n_in != 2)
+        return -1;
+    int u = kpass_producer(p, net->nodes[e].in[0]);
+    if (u < 0 || !kpass_is(&net->nodes[u], "Unsqueeze") || net->nodes[u].n_in != 2 ||
+        !kpass_is_const(net, net->nodes[u].in[1]))
+        return -1;
+    const kn_tdata *ax = &net->tensors[net->nodes[u].in[1]].value;
+    if (kpass_numel(ax) != 1 || kpass_value_int(ax, 0) != 2)
+        return -1;
+    int k = net->nodes[u].in[0];
+    for (int q = 0; q < p->n_points; q++) {
+        const kn_tinfo *kt = kpass_shape(p, q, k), *et = kpass_shape(p, q, net->nodes[e].out[0]);
+        const kn_tinfo *tt = kpass_shape(p, q, t);
+        if (!kt || !et || !tt || kt->rank != 4 || et->rank != 5 || tt->rank != 4)
+            return -1;
+        if (et->dims[0] != kt->dims[0] || et->dims[1] != kt->dims[1] || et->dims[3] != kt->dims[2] ||
+            et->dims[4] != kt->dims[3] || tt->dims[0] != kt->dims[0] ||
+            tt->dims[1] != kt->dims[1] * et->dims[2] || tt->dims[2] != kt->dims[2] ||
+            tt->dims[3] != kt->dims[3])
+            return -1;
+    }
+    return k;
 }
 
 static kiln_status map_onnx_attention(kpass *p, int i) {
@@ -657,6 +707,11 @@ static kiln_status map_onnx_attention(kpass *p, int i) {
     snprintf(name, sizeof name, "%s", n->name);
     int r = kpass_rank(p, n->in[0]);
     int src[4] = {n->in[0], n->in[1], n->in[2], has_in(n, 3) ? n->in[3] : -1}, y = n->out[0];
+    int pkv[2] = {has_in(n, 4) ? n->in[4] : -1, has_in(n, 5) ? n->in[5] : -1};
+    int pres[2] = {n->n_out > 1 ? n->out[1] : -1, n->n_out > 2 ? n->out[2] : -1};
+    bool used[2] = {!unused_out(p, n, 1), !unused_out(p, n, 2)};
+    bool causal = kn_attr_int(n, "is_causal", 0) != 0;
+    float softcap = kn_attr_float(n, "softcap", 0.f);
     int64_t hq = kn_attr_int(n, "q_num_heads", 0), hkv = kn_attr_int(n, "kv_num_heads", 0);
     const kn_attr *sa = kn_attr_find(n, "scale");
     double scale = sa ? kn_attr_float(n, "scale", 1.f) : 0.0;
@@ -666,12 +721,55 @@ static kiln_status map_onnx_attention(kpass *p, int i) {
         int64_t d = r == 4 ? q0->dims[3] : q0->dims[2] / hq;
         scale = 1.0 / sqrt((double)(d > 0 ? d : 1));
     }
+    /* 4-D K and V repeated for grouped heads, without a cache: the
+     * attention reads the unrepeated heads (both, or neither) */
+    if (r == 4 && pkv[0] < 0 && !used[0] && !used[1]) {
+        int k0 = unrepeat_kv(p, src[1]), v0 = unrepeat_kv(p, src[2]);
+        const kn_tinfo *kt = k0 >= 0 ? kpass_shape(p, 0, k0) : NULL;
+        const kn_tinfo *vt = v0 >= 0 ? kpass_shape(p, 0, v0) : NULL;
+        if (kt && vt && kt->dims[1] == vt->dims[1]) {
+            src[1] = k0;
+            src[2] = v0;
+        }
+    }
     kpass_kill(p, i);
     int qkv[3], mask = -1, yb;
     char nm[700];
     static const int64_t p0213[4] = {0, 2, 1, 3};
     for (int j = 0; j < 3; j++) {
-        snprintf(nm, sizeof nm, "%s %s to [B, S, H, D]", name, j == 0 ? "Q" : j == 1 ? "K" : "V");
+        const char *what = j == 0 ? "Q" : j == 1 ? "K" : "V";
+        /* K and V with a past cache or a present output: [B, Hkv, T, D],
+         * the past first (the present outputs), then to [B, T, Hkv, D] */
+        if (j > 0 && (pkv[j - 1] >= 0 || used[j - 1])) {
+            int t = src[j];
+            if (r == 3) { /* [B, S, Hkv * D] -> [B, Hkv, S, D] */
+                const int64_t sh[4] = {0, 0, hkv, -1};
+                int v4;
+                snprintf(nm, sizeof nm, "%s %s heads", name, what);
+                KN_TRY(view(p, t, sh, 4, NULL, nm, -1, &v4));
+                snprintf(nm, sizeof nm, "%s %s heads first", name, what);
+                KN_TRY(view(p, v4, NULL, 0, p0213, nm, -1, &t));
+            }
+            int present = used[j - 1] ? pres[j - 1] : -1;
+            if (pkv[j - 1] >= 0) {
+                int cat = present, node, in2[2] = {pkv[j - 1], t};
+                if (cat < 0)
+                    KN_TRY(kn_net_new_tensor(net, "attn_present", &cat));
+                snprintf(nm, sizeof nm, "%s present %s", name, j == 1 ? "key" : "value");
+                KN_TRY(kn_net_add_node(net, nm, "Concat", "", 13, 2, in2, 1, &cat, &node));
+                KN_TRY(kn_node_set_int(&net->nodes[node], "axis", 2));
+                t = cat;
+            } else if (present >= 0) { /* the present output is the input itself */
+                snprintf(nm, sizeof nm, "%s present %s", name, j == 1 ? "key" : "value");
+                int node;
+                KN_TRY(kn_net_add_node(net, nm, "Identity", "", 16, 1, &t, 1, &present, &node));
+                t = present;
+            }
+            snprintf(nm, sizeof nm, "%s %s to [B, T, H, D]", name, what);
+            KN_TRY(view(p, t, NULL, 0, p0213, nm, -1, &qkv[j]));
+            continue;
+        }
+        snprintf(nm, sizeof nm, "%s %s to [B, S, H, D]", name, what);
         if (r == 4) {
             KN_TRY(view(p, src[j], NULL, 0, p0213, nm, -1, &qkv[j]));
         } else {
@@ -689,6 +787,10 @@ static kiln_status map_onnx_attention(kpass *p, int i) {
     }
     KN_TRY(kn_net_new_tensor(net, "attn_bshd", &yb));
     KN_TRY(new_attention(p, name, qkv, mask, yb, scale, false));
+    if (causal) /* the last node added is the attention */
+        KN_TRY(kn_node_set_int(&net->nodes[net->n_nodes - 1], "causal", 1));
+    if (softcap > 0.f)
+        KN_TRY(kn_node_set_float(&net->nodes[net->n_nodes - 1], "softcap", softcap));
     snprintf(nm, sizeof nm, "%s output", name);
     if (r == 4) {
         KN_TRY(view(p, yb, NULL, 0, p0213, nm, y, &y));
@@ -696,8 +798,9 @@ static kiln_status map_onnx_attention(kpass *p, int i) {
         const int64_t sh[3] = {0, 0, -1};
         KN_TRY(view(p, yb, sh, 3, NULL, nm, y, &y));
     }
-    kn_log(KILN_LOG_VERBOSE, "attention: ONNX Attention '%s' is kiln::Attention (%d-D, scale %g%s)",
-           name, r, scale, src[3] >= 0 ? ", with mask" : "");
+    kn_log(KILN_LOG_VERBOSE, "attention: ONNX Attention '%s' is kiln::Attention (%d-D, scale %g%s%s%s)",
+           name, r, scale, src[3] >= 0 ? ", with mask" : "", causal ? ", causal" : "",
+           pkv[0] >= 0 ? ", past cache" : "");
     return KILN_OK;
 }
 
@@ -888,6 +991,129 @@ static kiln_status map_ms_attention(kpass *p, int i) {
     return KILN_OK;
 }
 
+/* com.microsoft GroupQueryAttention in its prompt form: query [B, S, Hq*D],
+ * key / value [B, S, Hkv*D] (or one packed [B, S, (Hq + 2 Hkv) * D] query),
+ * seqlens_k [B] (int32, each batch's valid length - 1), no past cache, no
+ * present output read, no rotary, local window, smooth softmax,
+ * bias or head sink. ONNX Runtime then masks key j of row i where j > i
+ * or j > seqlens_k[b]: kiln::Attention with causal = 1 and the mask
+ * Where(j < seqlens_k[b] + 1, 0, -inf) [B, 1, 1, S]. */
+static const char *ms_gqa_why(const kpass *p, const kn_node *n) {
+    if (n->n_in < 7 || !has_in(n, 0) || !has_in(n, 5))
+        return "query or seqlens_k is absent";
+    if (has_in(n, 1) != has_in(n, 2))
+        return "only one of key and value is given";
+    if (has_in(n, 3) || has_in(n, 4))
+        return "it reads a past cache (placed per batch by seqlens_k, which a Concat cannot follow)";
+    for (int j = 7; j < n->n_in; j++)
+        if (has_in(n, j))
+            return "it has rotary caches, position ids, an attention bias or head sinks";
+    for (int j = 1; j < n->n_out; j++)
+        if (!unused_out(p, n, j))
+            return "its present key/value (total_sequence_length long) is read";
+    if (kn_attr_int(n, "do_rotary", 0))
+        return "do_rotary is set";
+    if (kn_attr_float(n, "softcap", 0.f) < 0.f)
+        return "softcap is negative";
+    if (kn_attr_int(n, "local_window_size", -1) >= 0)
+        return "local_window_size is set";
+    if (kn_attr_int(n, "smooth_softmax", 0))
+        return "smooth_softmax is set";
+    if (kn_attr_int(n, "qk_output", 0))
+        return "qk_output is set";
+    int64_t hq = kn_attr_int(n, "num_heads", 0), hkv = kn_attr_int(n, "kv_num_heads", 0);
+    if (hq <= 0 || hkv <= 0 || hq % hkv)
+        return "num_heads is not a positive multiple of kv_num_heads";
+    return NULL;
+}
+
+static kiln_status map_ms_gqa(kpass *p, int i) {
+    kn_net *net = p->net;
+    kn_node *n = &net->nodes[i];
+    char name[600], nm[700];
+    snprintf(name, sizeof name, "%s", n->name);
+    bool packed = !has_in(n, 1);
+    int q = n->in[0], k = packed ? -1 : n->in[1], v = packed ? -1 : n->in[2], sl = n->in[5];
+    int y = n->out[0], node;
+    int64_t hq = kn_attr_int(n, "num_heads", 0), hkv = kn_attr_int(n, "kv_num_heads", 0);
+    const kn_attr *sa = kn_attr_find(n, "scale");
+    double scale = sa && kn_attr_float(n, "scale", 0.f) != 0.f ? kn_attr_float(n, "scale", 1.f) : 1.0;
+    bool default_scale = !(sa && kn_attr_float(n, "scale", 0.f) != 0.f);
+    float softcap = kn_attr_float(n, "softcap", 0.f);
+    kiln_dtype dt = kpass_dtype(p, q) != KILN_DTYPE_UNDEFINED ? kpass_dtype(p, q) : KILN_DTYPE_FLOAT;
+    kpass_kill(p, i);
+    int qkv[3];
+    if (packed) { /* [B, S, Hq + 2 Hkv, D] split on the head axis */
+        const int64_t sh[4] = {0, 0, hq + 2 * hkv, -1};
+        int h4, sizes;
+        snprintf(nm, sizeof nm, "%s packed heads", name);
+        KN_TRY(view(p, q, sh, 4, NULL, nm, -1, &h4));
+        const int64_t parts[3] = {hq, hkv, hkv};
+        KN_TRY(kpass_add_i64(net, "gqa_heads", parts, 3, &sizes));
+        for (int j = 0; j < 3; j++)
+            KN_TRY(kn_net_new_tensor(net, j == 0 ? "gqa_q" : j == 1 ? "gqa_k" : "gqa_v", &qkv[j]));
+        int in2[2] = {h4, sizes};
+        snprintf(nm, sizeof nm, "%s Q, K, V", name);
+        KN_TRY(kn_net_add_node(net, nm, "Split", "", 13, 2, in2, 3, qkv, &node));
+        KN_TRY(kn_node_set_int(&net->nodes[node], "axis", 2));
+    } else {
+        const int src[3] = {q, k, v};
+        for (int j = 0; j < 3; j++) {
+            const int64_t sh[4] = {0, 0, j == 0 ? hq : hkv, -1};
+            snprintf(nm, sizeof nm, "%s %s heads", name, j == 0 ? "query" : j == 1 ? "key" : "value");
+            KN_TRY(view(p, src[j], sh, 4, NULL, nm, -1, &qkv[j]));
+        }
+    }
+    /* keys past each batch's length: Range(0, S) < seqlens_k + 1 */
+    int shp, one, zero, sk, pos, pos4, l64, len, len4, keep, mask;
+    KN_TRY(kn_net_new_tensor(net, "gqa_shape", &shp));
+    snprintf(nm, sizeof nm, "%s key count", name);
+    KN_TRY(kn_net_add_node(net, nm, "Shape", "", 15, 1, &qkv[1], 1, &shp, &node));
+    kn_tdata sv;
+    KN_TRY(kn_tdata_alloc(&sv, KILN_DTYPE_INT64, 0, NULL));
+    ((int64_t *)sv.data)[0] = 1;
+    KN_TRY(kpass_add_const(net, "gqa_one", &sv, &one));
+    KN_TRY(kn_tdata_alloc(&sv, KILN_DTYPE_INT64, 0, NULL));
+    ((int64_t *)sv.data)[0] = 0;
+    KN_TRY(kpass_add_const(net, "gqa_zero", &sv, &zero));
+    KN_TRY(kn_net_new_tensor(net, "gqa_keys", &sk));
+    int g2[2] = {shp, one};
+    KN_TRY(kn_net_add_node(net, nm, "Gather", "", 13, 2, g2, 1, &sk, &node));
+    KN_TRY(kn_net_new_tensor(net, "gqa_pos", &pos));
+    int r3[3] = {zero, sk, one};
+    snprintf(nm, sizeof nm, "%s key positions", name);
+    KN_TRY(kn_net_add_node(net, nm, "Range", "", 11, 3, r3, 1, &pos, &node));
+    const int64_t sh_pos[4] = {1, 1, 1, -1}, sh_len[4] = {-1, 1, 1, 1};
+    KN_TRY(view(p, pos, sh_pos, 4, NULL, nm, -1, &pos4));
+    KN_TRY(kn_net_new_tensor(net, "gqa_len64", &l64));
+    snprintf(nm, sizeof nm, "%s lengths", name);
+    KN_TRY(kn_net_add_node(net, nm, "Cast", "", 13, 1, &sl, 1, &l64, &node));
+    KN_TRY(kn_node_set_int(&net->nodes[node], "to", KILN_DTYPE_INT64));
+    KN_TRY(kn_net_new_tensor(net, "gqa_len", &len));
+    int a2[2] = {l64, one};
+    KN_TRY(kn_net_add_node(net, nm, "Add", "", 14, 2, a2, 1, &len, &node));
+    KN_TRY(view(p, len, sh_len, 4, NULL, nm, -1, &len4));
+    KN_TRY(kn_net_new_tensor(net, "gqa_keep", &keep));
+    int l2[2] = {pos4, len4};
+    snprintf(nm, sizeof nm, "%s keys kept", name);
+    KN_TRY(kn_net_add_node(net, nm, "Less", "", 13, 2, l2, 1, &keep, &node));
+    snprintf(nm, sizeof nm, "%s lengths as added scores", name);
+    KN_TRY(bool_mask(p, keep, dt, -INFINITY, nm, &mask));
+    int yb;
+    KN_TRY(kn_net_new_tensor(net, "attn_bshd", &yb));
+    KN_TRY(new_attention(p, name, qkv, mask, yb, scale, default_scale));
+    KN_TRY(kn_node_set_int(&net->nodes[net->n_nodes - 1], "causal", 1));
+    if (softcap > 0.f) /* before the mask, as ONNX Runtime applies it */
+        KN_TRY(kn_node_set_float(&net->nodes[net->n_nodes - 1], "softcap", softcap));
+    const int64_t sh3[3] = {0, 0, -1};
+    snprintf(nm, sizeof nm, "%s output", name);
+    KN_TRY(view(p, yb, sh3, 3, NULL, nm, y, &y));
+    kn_log(KILN_LOG_VERBOSE, "attention: com.microsoft GroupQueryAttention '%s' is a causal "
+           "kiln::Attention (%lld query heads, %lld key/value heads%s)", name, (long long)hq,
+           (long long)hkv, packed ? ", packed" : "");
+    return KILN_OK;
+}
+
 static bool is_attn_op(const kn_node *n) {
     return kpass_is(n, "Attention") ||
            (kpass_is_kiln(n, "Attention") && kn_attr_int(n, "scale_pending", 0));
@@ -913,8 +1139,10 @@ kiln_status kpass_attn_ops(kpass *p, int *changed) {
                 (*changed)++;
             }
         } else if (is_ms(n, "GroupQueryAttention")) {
-            why = "GroupQueryAttention reads a KV cache through seqlens_k and masks by position "
-                  "(causal, local window), which kiln::Attention does not take";
+            if (!(why = ms_gqa_why(p, n))) {
+                KN_TRY(map_ms_gqa(p, i));
+                (*changed)++;
+            }
         }
         if (why)
             kn_log(KILN_LOG_VERBOSE, "attention: %s '%s' not mapped: %s", net->nodes[i].op_type,

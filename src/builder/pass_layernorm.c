@@ -5,7 +5,10 @@
  * table); the full-shape term may itself be a Gather of rows from a
  * constant [V, H] table (an embedding lookup), which the fused op then does
  * itself. BERT's embeddings (word rows + position and token-type tables,
- * normalized) become one pass over the rows instead of three. */
+ * normalized) become one pass over the rows instead of three. A sum also
+ * read elsewhere (x = x + h; y = LN(x); later x + ...: CLIP's and ViT's
+ * embeddings before the first pre-norm block) is the fused op's second
+ * output, as SkipLayerNormalization's. */
 #include <stdio.h>
 #include <string.h>
 
@@ -99,7 +102,7 @@ static int row_gather(const kpass *p, int t, int reader) {
 }
 
 static kiln_status fuse(kpass *p, int ln, int sum, int gather, const int *terms, int n_terms,
-                        int main_term) {
+                        int main_term, bool keep_sum) {
     kn_net *net = p->net;
     const kn_node *l = &net->nodes[ln];
     int in[4 + KN_LN_MAX_ADD], n_in = 4;
@@ -113,18 +116,19 @@ static kiln_status fuse(kpass *p, int ln, int sum, int gather, const int *terms,
     char name[1024];
     snprintf(name, sizeof name, "%s%s%s + %s", gather >= 0 ? net->nodes[gather].name : "",
              gather >= 0 ? " + " : "", net->nodes[sum].name, l->name);
-    int out = l->out[0], gi;
+    int outs[2] = {l->out[0], l->in[0]}, gi;
     float eps = kn_attr_float(l, "epsilon", 1e-5f);
     kpass_kill(p, ln);
     kpass_kill(p, sum);
     if (gather >= 0)
         kpass_kill(p, gather);
-    KN_TRY(kn_net_add_node(net, name, "LayerNorm", KN_DOMAIN_KILN, 1, n_in, in, 1, &out, &gi));
+    KN_TRY(kn_net_add_node(net, name, "LayerNorm", KN_DOMAIN_KILN, 1, n_in, in, keep_sum ? 2 : 1,
+                           outs, &gi));
     kn_node *g = &net->nodes[gi];
     KN_TRY(kn_node_set_float(g, "epsilon", eps));
     KN_TRY(kn_node_set_int(g, "gather", gather >= 0));
-    kn_log(KILN_LOG_VERBOSE, "layernorm: %d term(s)%s -> kiln::LayerNorm '%s'", n_terms,
-           gather >= 0 ? " and a row gather" : "", name);
+    kn_log(KILN_LOG_VERBOSE, "layernorm: %d term(s)%s -> kiln::LayerNorm '%s'%s", n_terms,
+           gather >= 0 ? " and a row gather" : "", name, keep_sum ? ", the sum kept as output 1" : "");
     return KILN_OK;
 }
 
@@ -142,8 +146,10 @@ kiln_status kpass_layernorm(kpass *p, int *changed) {
             continue;
         int x = net->nodes[i].in[0];
         int s = kpass_producer(p, x);
-        if (s < 0 || kpass_sole_reader(p, x) != i)
+        if (s < 0)
             continue;
+        /* a sum also read elsewhere (the residual stream) stays an output */
+        bool keep_sum = kpass_sole_reader(p, x) != i;
         int terms[LN_MAX_TERMS];
         int n_terms = sum_terms(&net->nodes[s], terms);
         if (n_terms < 2)
@@ -174,7 +180,7 @@ kiln_status kpass_layernorm(kpass *p, int *changed) {
         }
         if (!ok)
             continue;
-        KN_TRY(fuse(p, i, s, gather, terms, n_terms, main_term));
+        KN_TRY(fuse(p, i, s, gather, terms, n_terms, main_term, keep_sum));
         (*changed)++;
     }
     return KILN_OK;

@@ -61,9 +61,12 @@ typedef struct mv_sink {
 } mv_sink;
 
 static bool is_view_op(const kn_node *n) {
-    return (kpass_is(n, "Transpose") || kpass_is(n, "Reshape") || kpass_is(n, "Unsqueeze") ||
-            kpass_is(n, "Squeeze") || kpass_is(n, "Flatten") || kpass_is(n, "Split")) &&
-           n->n_in >= 1;
+    return ((kpass_is(n, "Transpose") || kpass_is(n, "Reshape") || kpass_is(n, "Unsqueeze") ||
+             kpass_is(n, "Squeeze") || kpass_is(n, "Flatten") || kpass_is(n, "Split")) &&
+            n->n_in >= 1) ||
+           /* a Concat of one tensor (a KV cache's cat with no past, as GPT-2's
+            * TorchScript export writes it) is that tensor */
+           (kpass_is(n, "Concat") && n->n_in == 1 && n->in[0] >= 0);
 }
 
 /* Walk back from t; scalar Mul/Div are taken when scale_ok, Expand (a
@@ -396,8 +399,8 @@ static bool apply(const kpass *p, int k, const kn_node *n, int out, mv_atoms *v)
             for (int e = d + 1; e <= v->rank; e++)
                 v->first[e]++;
         }
-    } else if (kpass_is(n, "Mul") || kpass_is(n, "Div")) {
-        /* a scalar factor: the view is unchanged */
+    } else if (kpass_is(n, "Mul") || kpass_is(n, "Div") || kpass_is(n, "Concat")) {
+        /* a scalar factor, or a Concat of one tensor: the view is unchanged */
     } else if (!regroup(v, o->rank, o->dims)) { /* Reshape, Unsqueeze, Squeeze, Flatten */
         return false;
     }
@@ -1339,10 +1342,11 @@ kiln_status kpass_view_chains(kpass *p, int *changed) {
 /* ---------------- causal masks ----------------
  * A kiln::Attention whose mask is a constant [.., S, S] of 0 on and below
  * the diagonal and at most -1e4 above it (GPT-2's export, decoder blocks),
- * with S both the query and the key count everywhere, is marked causal=1.
- * The mask stays an input, so every kernel computes the same thing; the
- * ones that know the attribute apply it by position instead of reading it
- * (the wgmma kernels, which take only masks of one row per batch else). */
+ * with S both the query and the key count everywhere, is marked causal=1
+ * and loses the mask: every kernel masks by position (a key above the
+ * diagonal gets -inf instead of the constant's at most -1e4: exp of either
+ * is 0 in float, and no row is fully masked). Masks computed at run time
+ * are pass_causal.c's. */
 
 static bool causal_mask(const kn_tdata *m, int64_t s) {
     if (m->rank < 2 || m->rank > 4 || m->dims[m->rank - 1] != s || m->dims[m->rank - 2] != s)
@@ -1384,6 +1388,7 @@ kiln_status kpass_attn_causal(kpass *p, int *changed) {
         if (!ok || s < 1 || s > 4096 || !causal_mask(&net->tensors[a->in[3]].value, s))
             continue;
         KN_TRY(kn_node_set_int(a, "causal", 1));
+        net->nodes[i].in[3] = -1;
         kpass_touch(p, i);
         kn_log(KILN_LOG_VERBOSE, "attention-causal: '%s' has a causal mask over %lld tokens", a->name,
                (long long)s);

@@ -321,9 +321,106 @@ static kiln_status replace(kpass *p, const nmatch *m, bool ln, int64_t h) {
 
 static bool any_mean(const kn_node *n) { return kpass_is(n, "ReduceMean"); }
 
+/* A float constant of h values, all dims but the last 1 (rank <= ranky). */
+static bool row_vector(const kn_net *net, int t, int64_t h, int ranky) {
+    if (t < 0 || !kpass_is_const(net, t))
+        return false;
+    const kn_tdata *v = &net->tensors[t].value;
+    if (v->dtype != KILN_DTYPE_FLOAT || v->rank < 1 || v->rank > ranky || kpass_numel(v) != h ||
+        v->dims[v->rank - 1] != h)
+        return false;
+    return true;
+}
+
+/* A new float constant of h values: a[j] * b[j] (b NULL: 1). */
+static kiln_status scaled_vec(kn_net *net, const char *hint, int a, int b, int64_t h, int *out) {
+    float *fa = NULL, *fb = NULL;
+    KN_TRY(kpass_const_floats(net, a, &fa));
+    if (b >= 0) {
+        kiln_status st = kpass_const_floats(net, b, &fb);
+        if (st != KILN_OK) {
+            kn_free(fa);
+            return st;
+        }
+    }
+    for (int64_t j = 0; j < h; j++)
+        fa[j] *= fb ? fb[j] : 1.f;
+    kn_free(fb);
+    kn_tdata v;
+    memset(&v, 0, sizeof v);
+    v.dtype = KILN_DTYPE_FLOAT;
+    v.rank = 1;
+    v.dims[0] = h;
+    v.nbytes = (size_t)h * sizeof(float);
+    v.data = fa;
+    return kpass_add_const(net, hint, &v, out);
+}
+
+/* y = Norm(x, S, B) over the last axis read only by Mul(y, w) of a
+ * constant row w (a weight the decomposed match left outside, behind a
+ * Cast, or an exporter's separate scale): Norm(x, S * w, B * w). */
+static kiln_status fold_weight(kpass *p, int i, int *changed) {
+    kn_net *net = p->net;
+    const kn_node *n = &net->nodes[i];
+    bool ln = kpass_is(n, "LayerNormalization");
+    if (!(ln || kpass_is(n, "RMSNormalization")) || n->n_in < 2 || n->out[0] < 0 ||
+        (n->n_out > 1 && n->out[1] >= 0) || (n->n_out > 2 && n->out[2] >= 0))
+        return KILN_OK;
+    int r = kpass_rank(p, n->in[0]);
+    int64_t axis = kn_attr_int(n, "axis", -1);
+    if (r < 1 || (axis != -1 && axis != r - 1))
+        return KILN_OK;
+    int64_t h = last_dim(p, n->in[0]);
+    /* one Mul reads y; Shape nodes may too (the shape-sink pass points them
+     * before the Mul: the same shape, since w is a row) */
+    int yt = n->out[0], m = -1;
+    if (h < 1 || yt >= p->n_tensors || p->is_output[yt])
+        return KILN_OK;
+    for (int k = p->rd_start[yt]; k < p->rd_start[yt + 1]; k++) {
+        int rd = p->rd_node[k];
+        if (!kpass_free(p, rd))
+            return KILN_OK;
+        if (kpass_is(&net->nodes[rd], "Shape"))
+            continue;
+        if (m >= 0 && rd != m)
+            return KILN_OK;
+        m = rd;
+    }
+    if (m < 0 || !kpass_is(&net->nodes[m], "Mul") || net->nodes[m].n_in != 2 ||
+        (net->nodes[m].in[0] == yt && net->nodes[m].in[1] == yt))
+        return KILN_OK;
+    const kn_node *mn = &net->nodes[m];
+    int w = mn->in[0] == n->out[0] ? mn->in[1] : mn->in[0];
+    bool has_b = ln && n->n_in > 2 && n->in[2] >= 0;
+    if (w == n->out[0] || !row_vector(net, w, h, r) || !row_vector(net, n->in[1], h, 1) ||
+        (has_b && !row_vector(net, n->in[2], h, 1)))
+        return KILN_OK;
+    int s2, b2 = -1;
+    KN_TRY(scaled_vec(net, "norm scale", n->in[1], w, h, &s2));
+    if (has_b)
+        KN_TRY(scaled_vec(net, "norm bias", net->nodes[i].in[2], w, h, &b2));
+    kn_node *nn = &net->nodes[i];
+    nn->in[1] = s2;
+    if (has_b)
+        nn->in[2] = b2;
+    KN_TRY(kpass_join_name(nn, net->nodes[m].name));
+    int y = net->nodes[m].out[0];
+    kpass_kill(p, m);
+    kpass_set_output(net, i, 0, y);
+    kpass_touch(p, i);
+    kpass_replace_reads(p, yt, y); /* the Shape readers */
+    kn_log(KILN_LOG_VERBOSE, "norms: '%s' takes the weight after it", net->nodes[i].name);
+    (*changed)++;
+    return KILN_OK;
+}
+
+static bool any_mean_or_norm(const kn_node *n) {
+    return any_mean(n) || kpass_is(n, "LayerNormalization") || kpass_is(n, "RMSNormalization");
+}
+
 kiln_status kpass_norms(kpass *p, int *changed) {
     bool ready;
-    KN_TRY(kpass_shapes_if(p, any_mean, &ready));
+    KN_TRY(kpass_shapes_if(p, any_mean_or_norm, &ready));
     if (!ready)
         return KILN_OK;
     kn_net *net = p->net;
@@ -351,5 +448,8 @@ kiln_status kpass_norms(kpass *p, int *changed) {
         KN_TRY(replace(p, &m, ln, h));
         (*changed)++;
     }
+    for (int i = 0; i < p->n_nodes; i++)
+        if (kpass_free(p, i))
+            KN_TRY(fold_weight(p, i, changed));
     return KILN_OK;
 }

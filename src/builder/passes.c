@@ -756,10 +756,12 @@ static const pass_entry kpass_rounds[] = {
     {"conv-bn", kpass_conv_bn, true},
     {"gelu", kpass_gelu, true},
     {"norms", kpass_norms, true}, /* before the attention passes read the adds */
+    {"rotary", kpass_rotary, true}, /* x * cos + rotate_half(x) * sin */
     {"gather-transpose", kpass_gather_transpose, true}, /* exposes packed-QKV heads */
     {"attention", kpass_attention, true}, /* before a mask Add becomes a MatMul bias */
     {"row-permutes", kpass_row_permutes, true},
     {"view-chains", kpass_view_chains, true},
+    {"hfuse", kpass_hfuse, true}, /* before bias-activation takes per-layer epilogues */
     {"bias-activation", kpass_bias_act, true},
     {"qkv", kpass_qkv, true}, /* after the projections took their biases */
 };
@@ -768,6 +770,7 @@ static const pass_entry kpass_rounds[] = {
  * swallow a bias or activation that a matrix op's epilogue could take. */
 static const pass_entry kpass_final[] = {
     {"attention-uniform-mask", kpass_attn_uniform_mask, true},
+    {"attention-causal-mask", kpass_attn_causal_mask, true}, /* run-time causal masks */
     {"attention-causal", kpass_attn_causal, true},
     {"elementwise-chain", kpass_chain, true},
     {"layernorm", kpass_layernorm, true},

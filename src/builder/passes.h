@@ -52,8 +52,13 @@ KN_HIDDEN kiln_status kpass_contrib(kpass *p, int *changed);
 /* Decomposed LayerNorm / RMSNorm -> LayerNormalization / RMSNormalization
  * (pass_norms.c). */
 KN_HIDDEN kiln_status kpass_norms(kpass *p, int *changed);
+/* x * cos + rotate_half(x) * sin spelled out -> RotaryEmbedding (pass_rotary.c). */
+KN_HIDDEN kiln_status kpass_rotary(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_bias_act(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_qkv(kpass *p, int *changed);
+/* Linear layers of one input with constant weights of equal K -> one GEMM
+ * with concatenated weights and biases, split after (pass_hfuse.c). */
+KN_HIDDEN kiln_status kpass_hfuse(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_gather_transpose(kpass *p, int *changed);
 /* The score side of an attention pattern at Softmax node si (last axis,
  * rank 4): Softmax(fill(S * c + M + M2)) with each of the scale, the masks
@@ -97,6 +102,9 @@ KN_HIDDEN kiln_status kpass_attn_causal(kpass *p, int *changed);
 /* kiln::Attention drops a mask whose every element is provably one finite
  * value (pass_range.c: value ranges through the ops that build masks). */
 KN_HIDDEN kiln_status kpass_attn_uniform_mask(kpass *p, int *changed);
+/* kiln::Attention whose mask is a run-time causal predicate And the
+ * padding terms gets causal=1 and the padding terms alone (pass_causal.c). */
+KN_HIDDEN kiln_status kpass_attn_causal_mask(kpass *p, int *changed);
 /* A patch-embedding Conv (kernel = stride) as a GEMM over the patches
  * (pass_patchify.c). */
 KN_HIDDEN kiln_status kpass_patchify(kpass *p, int *changed);

@@ -30,6 +30,13 @@
  *               [B, S, 3, H, D] tensor holding Q, K and V (inputs 1 and 2
  *               absent; the builder packs the three projections into one
  *               GEMM whose output the kernel reads in place).
+ *               causal (int, default 0): 1 masks key j of query row i
+ *               where j > i + Sk - Sq (by position, aligned to the last
+ *               key as after a past cache; j > i when Sq = Sk), besides M
+ *               (which then holds only the other terms, e.g. padding).
+ *               softcap (float, default 0): > 0 turns the scaled scores s
+ *               into softcap * tanh(s / softcap) before M is added (ONNX
+ *               Attention's softcap; the CUDA general kernel alone).
  * kiln::Gemm    inputs A, B, C?       attributes: those of ONNX Gemm, plus
  *               activation, alpha_act, beta_act.
  *               Y = act(alpha * A' B' + beta * C)
@@ -49,6 +56,10 @@
  *               in float (no rounding between the adds and the norm). The
  *               builder's layernorm pass makes it from Add chains (and a
  *               Gather of a constant table) feeding a LayerNormalization.
+ *               Optional output 1, Sum: rows + R1 + ... + Rk in X's type
+ *               (Y's shape), for a sum also read elsewhere (the residual
+ *               stream of a pre-norm block, as SkipLayerNormalization's
+ *               fourth output).
  * kiln::ElementwiseChain
  *               inputs X0..Xk (broadcastable to one output shape).
  *               attributes: ops (strings: op names as in ONNX, e.g. "Add",

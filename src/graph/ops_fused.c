@@ -221,6 +221,41 @@ static kiln_status infer_ms_attention(kn_infer *c) {
     return KILN_OK;
 }
 
+/* com.microsoft GroupQueryAttention (known so that its prompt form loads
+ * and maps onto kiln::Attention): query [B, S, Hq * D], or packed
+ * [B, S, (Hq + 2 Hkv) * D] without key and value -> [B, S, Hq * D]; the
+ * present key / value [B, Hkv, past + S, D] (the prompt form's reference
+ * writes the new keys and values there; ONNX Runtime sizes them by
+ * total_sequence_length, the same in a prompt without padding). */
+static kiln_status infer_ms_gqa(kn_infer *c) {
+    int64_t hq = kn_attr_int(c->node, "num_heads", 0), hkv = kn_attr_int(c->node, "kv_num_heads", 0);
+    if (c->n_in < 1 || !kn_has_in(c, 0) || c->in[0].rank != 3 || hq <= 0 || hkv <= 0)
+        return kn_node_error(c->node, KILN_ERR_SHAPE,
+                             "needs query [B, S, num_heads * D], num_heads and kv_num_heads");
+    c->out[0] = c->in[0];
+    if (!(c->n_in > 1 && kn_has_in(c, 1))) {
+        int64_t w = c->in[0].dims[2];
+        if (w % (hq + 2 * hkv))
+            return kn_node_error(c->node, KILN_ERR_SHAPE,
+                                 "packed query width %lld is not (num_heads + 2 kv_num_heads) * D",
+                                 (long long)w);
+        c->out[0].dims[2] = w / (hq + 2 * hkv) * hq;
+    }
+    /* present key / value [B, Hkv, past + S, D] (BNSH) */
+    int64_t d = c->out[0].dims[2] / hq, past = 0;
+    if (c->n_in > 3 && kn_has_in(c, 3) && c->in[3].rank == 4)
+        past = c->in[3].dims[2];
+    for (int j = 1; j < 3 && j < c->n_out; j++) {
+        c->out[j].dtype = c->in[0].dtype;
+        c->out[j].rank = 4;
+        c->out[j].dims[0] = c->in[0].dims[0];
+        c->out[j].dims[1] = hkv;
+        c->out[j].dims[2] = past + c->in[0].dims[1];
+        c->out[j].dims[3] = d;
+    }
+    return KILN_OK;
+}
+
 bool kn_suffix_of(const kn_tinfo *r, const kn_tinfo *y) {
     int lead = 0;
     while (lead < r->rank - 1 && r->dims[lead] == 1)
@@ -287,6 +322,8 @@ static kiln_status infer_layernorm_fused(kn_infer *c) {
             return kn_node_error(c->node, KILN_ERR_SHAPE,
                                  "addend %d must be X's type and a suffix of Y's shape", i - 3);
     }
+    if (c->n_out > 1 && kn_has_out(c, 1)) /* the sum: Y's shape, X's type */
+        c->out[1] = *y;
     return KILN_OK;
 }
 
@@ -308,6 +345,7 @@ const kn_op_schema kn_ops_fused[] = {
     {"Attention", KN_DOMAIN_KILN, infer_attention, 0},
     {"MultiHeadAttention", "com.microsoft", infer_ms_mha, 0},
     {"Attention", "com.microsoft", infer_ms_attention, 0},
+    {"GroupQueryAttention", "com.microsoft", infer_ms_gqa, 0},
     {"AveragePool", KN_DOMAIN_KILN, infer_pool_cl, 0},
     {"LayerNorm", KN_DOMAIN_KILN, infer_layernorm_fused, 0},
 };

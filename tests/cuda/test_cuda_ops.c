@@ -1064,6 +1064,26 @@ static void test_layernorm_fused(void) {
         a_int("gather", 1);
         tc_run();
     }
+    for (int t = 0; t < 3; t++) { /* the sum kept as output 1 (a residual stream) */
+        kiln_dtype dt = real_types[t];
+        tc_begin("LayerNorm", KN_DOMAIN_KILN, 1, tol_for(dt, 1e-4), "residual sum kept, 768 wide");
+        tc_rand(dt, 3, D(3, 7, 768), -2, 2);
+        tc_rand(dt, 1, D(768), 0.5, 1.5);
+        tc_rand(dt, 1, D(768), -1, 1);
+        tc_absent();
+        tc_rand(dt, 3, D(3, 7, 768), -2, 2);
+        tc_node(2);
+        tc_run();
+        tc_begin("LayerNorm", KN_DOMAIN_KILN, 1, tol_for(dt, 1e-4), "gather + table, sum kept, 100 wide");
+        tc_rand(dt, 2, D(9, 100), -1, 1);
+        tc_rand(dt, 1, D(100), 0.5, 1.5);
+        tc_absent();
+        tc_vals(KILN_DTYPE_INT32, 1, D(6), (const int32_t[]){0, 8, -9, 4, 4, 1}, false);
+        tc_rand(dt, 2, D(6, 100), -1, 1);
+        tc_node(2);
+        a_int("gather", 1);
+        tc_run();
+    }
     tc_begin("LayerNorm", KN_DOMAIN_KILN, 1, tol_for(KILN_DTYPE_FLOAT16, 1e-4),
              "float16 rows, float parameters, 8191 rows");
     tc_rand(KILN_DTYPE_FLOAT16, 2, D(8191, 768), -2, 2);
@@ -1915,7 +1935,49 @@ static void attention_padding_case(kiln_dtype dt, const char *label, int64_t b, 
     tc_run();
 }
 
+/* causal = 1 by position besides a padding row [B, 1, 1, Sk] of 0 / -inf
+ * (batch 1 fully masked), what the builder makes of a run-time causal
+ * mask; sk > sq aligns the causal mask to the last key (after a past
+ * cache); softcap > 0 (the general kernel alone). */
+static void attention_causal_pad_case(kiln_dtype dt, const char *label, int64_t b, int64_t sq,
+                                      int64_t sk, int64_t h, int64_t d, bool pad, float softcap) {
+    tc_begin("Attention", KN_DOMAIN_KILN, 1, dt == KILN_DTYPE_FLOAT ? 1e-4 : 2e-2, label);
+    tc_rand(dt, 4, D(b, sq, h, d), -1, 1);
+    tc_rand(dt, 4, D(b, sk, h, d), -1, 1);
+    tc_rand(dt, 4, D(b, sk, h, d), -1, 1);
+    if (pad) {
+        float *m = malloc(sizeof(float) * (size_t)(b * sk));
+        for (int64_t i = 0; i < b; i++)
+            for (int64_t j = 0; j < sk; j++)
+                m[i * sk + j] = i == 1 || j >= sk - 3 * i ? -INFINITY : 0.f;
+        tc_vals(KILN_DTYPE_FLOAT, 4, D(b, 1, 1, sk), m, false);
+        free(m);
+    }
+    tc_node(1);
+    a_float("scale", 0.125f);
+    a_int("causal", 1);
+    if (softcap > 0.f)
+        a_float("softcap", softcap);
+    tc_run();
+}
+
 static void test_attention(void) {
+    for (int t = 0; t < 3; t++) { /* causal by position with a padding row; past offset; softcap */
+        kiln_dtype dt = real_types[t];
+        char l[128];
+        static const int64_t lens[] = {16, 64, 100, 128, 200};
+        for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+            snprintf(l, sizeof l, "%s causal=1 + padding row (batch 1 fully masked), S %lld",
+                     kiln_dtype_name(dt), (long long)lens[k]);
+            attention_causal_pad_case(dt, l, 3, lens[k], lens[k], 4, 64, true, 0.f);
+        }
+        snprintf(l, sizeof l, "%s causal=1 no mask, Sq 5 Sk 12 (after a past cache)", kiln_dtype_name(dt));
+        attention_causal_pad_case(dt, l, 2, 5, 12, 4, 64, false, 0.f);
+        snprintf(l, sizeof l, "%s causal=1 + padding, Sq 7 Sk 40", kiln_dtype_name(dt));
+        attention_causal_pad_case(dt, l, 3, 7, 40, 2, 32, true, 0.f);
+        snprintf(l, sizeof l, "%s causal=1 + padding, softcap 1.5, S 64", kiln_dtype_name(dt));
+        attention_causal_pad_case(dt, l, 3, 64, 64, 4, 64, true, 1.5f);
+    }
     for (int t = 0; t < 3; t++) { /* grouped-query heads; padding with a fully masked row */
         kiln_dtype dt = real_types[t];
         char l[128];
@@ -2360,12 +2422,14 @@ static void test_op_coverage(void) {
         if (strcmp(s->op_type, "Shape") == 0 || strcmp(s->op_type, "Size") == 0)
             continue;
         /* Known gap, named so that nothing else slips in: ONNX Runtime's
-         * com.microsoft MultiHeadAttention and Attention are mapped onto
-         * kiln::Attention by the attention pass; the forms it does not map
-         * (past inputs, packed bias) have only the CPU reference, and a CUDA
-         * build of such a model is refused for want of a kernel. */
+         * com.microsoft MultiHeadAttention, Attention and GroupQueryAttention
+         * are mapped onto kiln::Attention by the attention pass; the forms it
+         * does not map (past inputs, packed bias, a read present output) have
+         * only the CPU reference, and a CUDA build of such a model is refused
+         * for want of a kernel. */
         if (strcmp(s->domain, "com.microsoft") == 0 &&
-            (strcmp(s->op_type, "MultiHeadAttention") == 0 || strcmp(s->op_type, "Attention") == 0))
+            (strcmp(s->op_type, "MultiHeadAttention") == 0 || strcmp(s->op_type, "Attention") == 0 ||
+             strcmp(s->op_type, "GroupQueryAttention") == 0))
             continue;
         if (kb_cuda_backend.kernels_for(s->domain, s->op_type, kk, 16) == 0) {
             printf("FAIL op coverage: %s%s%s has a CPU kernel and no CUDA kernel\n", s->domain,

@@ -10,6 +10,10 @@ Checks, per file:
   - fusion: at least as many kiln::Attention layers as expected.json says for
     that file (the zoo's small models have two attention layers each; a file
     listed below two is a known gap, and the report says so);
+  - packing: at most as many GEMM layers (MatMul, Gemm, kiln::MatMul,
+    kiln::Gemm) as expected.json's "gemms" says (Q, K and V as one GEMM,
+    a gated MLP's gate and up as one), and at least as many fused layers of
+    each kind "ops" lists (e.g. RotaryEmbedding);
   - a shape outside the profile is refused.
 
 Exit status: 0 pass, 1 fail, 77 skipped (no onnxruntime / onnx / numpy).
@@ -37,6 +41,7 @@ except ImportError as e:
     sys.exit(SKIP)
 
 SEED = 2026
+GEMM_OPS = ("MatMul", "Gemm", "kiln::MatMul", "kiln::Gemm")
 # (batch, seq, past) at the profile's min / opt / max and the shapes run
 PROFILE = ((1, 4, 1), (2, 16, 8), (4, 32, 16))
 RUNS = ((1, 7, 3), (3, 16, 8))
@@ -154,9 +159,23 @@ def check_file(key, kiln, work, tol, expected, report_only):
     counts, nlayers = op_counts(kiln, plan, log) or ({}, 0)
     att = counts.get("kiln::Attention", 0)
     want = expected["attention"].get(key, 0)
-    print("%-28s %4d layers, %d kiln::Attention (expected >= %d)" % (key, nlayers, att, want))
+    gemms = sum(counts.get(op, 0) for op in GEMM_OPS)
+    gmax = expected.get("gemms", {}).get(key)
+    print("%-28s %4d layers, %d kiln::Attention (expected >= %d), %d GEMMs (expected <= %s)"
+          % (key, nlayers, att, want, gemms, gmax))
     if not report_only and att < want:
         failures.append("%s: %d kiln::Attention layers, expected at least %d" % (key, att, want))
+    if not report_only and gmax is not None and gemms > gmax:
+        failures.append("%s: %d GEMM layers, expected at most %d (projections not packed)"
+                        % (key, gemms, gmax))
+    for op, n in expected.get("ops", {}).get(key, {}).items():
+        have = counts.get(op, 0)
+        if op.startswith("-"):  # "-Op": at most n of Op left unfused
+            have = counts.get(op[1:], 0)
+            if not report_only and have > n:
+                failures.append("%s: %d %s layers left, expected at most %d" % (key, have, op[1:], n))
+        elif not report_only and have < n:
+            failures.append("%s: %d %s layers, expected at least %d" % (key, have, op, n))
 
     so = ort.SessionOptions()
     so.log_severity_level = 3

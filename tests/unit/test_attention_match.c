@@ -529,6 +529,256 @@ static void test_ms_mha(void) {
     kiln_network_destroy(ref);
 }
 
+/* A causal mask computed at run time, as transformers' masking_utils
+ * writes it: kv_idx <= q_idx from Range(0, S) laid along the key and query
+ * axes, And the padding row, Where(., 0, -inf) (case 0); the dual
+ * Where(Greater(k, q) Or Not(keep), -inf, 0) (case 1): the attention gets
+ * causal = 1 and the padding row alone. Case 2: the anti-causal q <= k is
+ * no causal mask; case 3: a finite fill (a fully masked row would be
+ * uniform, not zeros) keeps the mask; case 4: Trilu of ones expanded to
+ * [S, S] (lower), cast to bool, is causal too; case 5: an expanded
+ * all-true keep masks nothing and is dropped. Batch 3 has a fully masked row
+ * (SDPA's NaN guard after the Softmax makes it zeros). */
+static void test_runtime_causal(void) {
+    for (int c = 0; c < 6; c++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, -1, E), NULL));
+        KT_OK(kiln_network_add_input(net, "keep", KILN_DTYPE_BOOL, 2, DIMS(-1, -1), NULL));
+        iconst(net, "shape4", 4, (const int64_t[]){0, 0, H, D});
+        iconst(net, "shape3", 3, (const int64_t[]){0, 0, E});
+        heads(net, "x", "q", DIMS(0, 2, 1, 3), NULL);
+        heads(net, "x", "kt", DIMS(0, 2, 3, 1), NULL);
+        heads(net, "x", "v", DIMS(0, 2, 1, 3), NULL);
+        node(net, "shape", "Shape", 1, IN("x"), "xs");
+        KT_OK(kiln_network_add_constant(net, "one_i", KILN_DTYPE_INT64, 0, NULL, (const int64_t[]){1},
+                                        sizeof(int64_t)));
+        KT_OK(kiln_network_add_constant(net, "zero_i", KILN_DTYPE_INT64, 0, NULL, (const int64_t[]){0},
+                                        sizeof(int64_t)));
+        KT_OK(kiln_network_set_attr_int(net, node(net, "seq", "Gather", 2, IN("xs", "one_i"), "sl"),
+                                        "axis", 0));
+        node(net, "range", "Range", 3, IN("zero_i", "sl", "one_i"), "pos");
+        iconst(net, "ax0", 1, (const int64_t[]){0});
+        iconst(net, "ax1", 1, (const int64_t[]){1});
+        iconst(net, "ax12", 2, (const int64_t[]){1, 2});
+        node(net, "qidx", "Unsqueeze", 2, IN("pos", "ax1"), "qi");  /* [S, 1] */
+        node(net, "kidx", "Unsqueeze", 2, IN("pos", "ax0"), "ki");  /* [1, S] */
+        node(net, "keep4", "Unsqueeze", 2, IN("keep", "ax12"), "keep4");
+        fscalar(net, "zero", 0.f);
+        fscalar(net, "neg", c == 3 ? -3.4028234663852886e38f : -INFINITY);
+        if (c == 1) {
+            node(net, "future", "Greater", 2, IN("ki", "qi"), "cm");
+            node(net, "padded", "Not", 1, IN("keep4"), "pad");
+            node(net, "masked", "Or", 2, IN("cm", "pad"), "both");
+            node(net, "mask_where", "Where", 3, IN("both", "neg", "zero"), "am");
+        } else if (c == 5) { /* Where(Expand(true, [B, 1, S, S]), 0, -inf): masks nothing */
+            KT_OK(kiln_network_add_constant(net, "yes", KILN_DTYPE_BOOL, 4, DIMS(1, 1, 1, 1),
+                                            (const uint8_t[]){1}, 1));
+            node(net, "bshape", "Shape", 1, IN("keep4"), "ks4");
+            node(net, "all", "Expand", 2, IN("yes", "ks4"), "both");
+            node(net, "mask_where", "Where", 3, IN("both", "zero", "neg"), "am");
+        } else if (c == 4) { /* Cast(Trilu(Expand(1.0, [S, S]))) to bool */
+            iconst(net, "ax0b", 1, (const int64_t[]){0});
+            node(net, "sl1", "Unsqueeze", 2, IN("sl", "ax0b"), "sl1");
+            KT_OK(kiln_network_set_attr_int(net, node(net, "ss", "Concat", 2, IN("sl1", "sl1"), "ss"),
+                                            "axis", 0));
+            fscalar(net, "one_f", 1.f);
+            node(net, "ones", "Expand", 2, IN("one_f", "ss"), "ones");
+            KT_OK(kiln_network_set_attr_int(net, node(net, "tril", "Trilu", 1, IN("ones"), "tl"),
+                                            "upper", 0));
+            KT_OK(kiln_network_set_attr_int(net, node(net, "tril_b", "Cast", 1, IN("tl"), "cm"), "to",
+                                            KILN_DTYPE_BOOL));
+            node(net, "both", "And", 2, IN("cm", "keep4"), "both");
+            node(net, "mask_where", "Where", 3, IN("both", "zero", "neg"), "am");
+        } else {
+            node(net, "causal", "LessOrEqual", 2, c == 2 ? IN("qi", "ki") : IN("ki", "qi"), "cm");
+            node(net, "both", "And", 2, IN("cm", "keep4"), "both");
+            node(net, "mask_where", "Where", 3, IN("both", "zero", "neg"), "am");
+        }
+        node(net, "scores", "MatMul", 2, IN("q", "kt"), "s");
+        node(net, "add_mask", "Add", 2, IN("s", "am"), "sm");
+        KT_OK(kiln_network_set_attr_int(net, node(net, "softmax", "Softmax", 1, IN("sm"), "p"), "axis",
+                                        -1));
+        fscalar(net, "pz", 0.f); /* SDPA's guard: a fully masked row gives zeros */
+        node(net, "isnan", "IsNaN", 1, IN("p"), "nan");
+        node(net, "guard", "Where", 3, IN("nan", "pz", "p"), "pg");
+        tail(net, "pg", "v");
+        char what[64];
+        snprintf(what, sizeof what, "run-time causal mask, case %d", c);
+        kn_net *o = check_fused(net, what);
+        if (o) {
+            const kn_node *a = find_op(o, KN_DOMAIN_KILN, "Attention");
+            bool causal = c < 2 || c == 4;
+            KT_CHECK(a && kn_attr_int(a, "causal", 0) == (causal ? 1 : 0));
+            if (c == 5) /* dropped */
+                KT_CHECK(a && (a->n_in < 4 || a->in[3] < 0));
+            else
+                KT_CHECK(a && a->n_in > 3 && a->in[3] >= 0); /* the padding row stays */
+            int cmp = count_op(o, "", "LessOrEqual") + count_op(o, "", "Greater") +
+                      count_op(o, "", "Trilu");
+            KT_CHECK(causal || c == 5 ? cmp == 0 : cmp == 1);
+            if (!(a && kn_attr_int(a, "causal", 0) == (causal ? 1 : 0)))
+                dump(o);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
+/* Every output of both nets at batch b within 1e-5 (relative to max(1, |ref|)). */
+static void compare_all(kiln_network *ref, kn_net *opt, const char *what, int64_t b) {
+    feeds f;
+    make_feeds(ref, b, &f);
+    kt_exec x, y;
+    kiln_status sa = kt_exec_run(&x, ref, (const void *const *)f.data, f.rank,
+                                 (const int64_t (*)[KILN_MAX_DIMS])f.dims);
+    kiln_status sb = kt_exec_run(&y, opt, (const void *const *)f.data, f.rank,
+                                 (const int64_t (*)[KILN_MAX_DIMS])f.dims);
+    KT_OK(sa);
+    KT_OK(sb);
+    if (sa == KILN_OK && sb == KILN_OK) {
+        KT_CHECK(ref->n_outputs == opt->n_outputs);
+        for (int k = 0; k < ref->n_outputs && k < opt->n_outputs; k++) {
+            kn_tinfo ta, tb;
+            const float *ya = kt_exec_output(&x, k, &ta), *yb = kt_exec_output(&y, k, &tb);
+            bool same = ta.rank == tb.rank && !memcmp(ta.dims, tb.dims, sizeof(int64_t) * (size_t)ta.rank);
+            KT_CHECK(same);
+            if (!same)
+                continue;
+            double worst = 0;
+            for (int64_t i = 0; i < kn_numel(ta.rank, ta.dims); i++) {
+                double d = fabs((double)ya[i] - yb[i]), sc = fabs((double)ya[i]) > 1 ? fabs((double)ya[i]) : 1;
+                worst = isnan(d) ? INFINITY : d / sc > worst ? d / sc : worst;
+            }
+            if (worst > 1e-5) {
+                kt_fail++;
+                fprintf(stderr, "  %s (batch %lld): output %d differs by %g (seed %u)\n", what,
+                        (long long)b, k, worst, seed);
+            } else {
+                kt_pass++;
+            }
+        }
+    }
+    kt_exec_free(&x);
+    kt_exec_free(&y);
+    for (int k = 0; k < 4; k++)
+        free(f.data[k]);
+}
+
+/* ONNX Attention with a past cache (pk, pv [B, Hkv, P, D]), is_causal and
+ * the present outputs read: kiln::Attention over Concat(past, new) with
+ * causal = 1 (aligned to the last key: ONNX's j > i + P). Case 0: 4-D,
+ * past, causal, a float mask over all P + S keys; case 1: 3-D grouped
+ * heads, past, causal; case 2: 4-D, no past, causal, present read; case
+ * 3: 3-D, past, not causal, with the mask. */
+static void test_onnx_attention_past(void) {
+    enum { P = 3, HKV = H / 2 };
+    for (int c = 0; c < 4; c++) {
+        kiln_network *net = base_net(false);
+        bool past = c != 2, causal = c != 3, mask = c == 0 || c == 3, r4 = c % 2 == 0;
+        int hkv = r4 ? H : HKV;
+        if (past) {
+            KT_OK(kiln_network_add_input(net, "pk", KILN_DTYPE_FLOAT, 4, DIMS(-1, hkv, P, D), NULL));
+            KT_OK(kiln_network_add_input(net, "pv", KILN_DTYPE_FLOAT, 4, DIMS(-1, hkv, P, D), NULL));
+        }
+        if (mask)
+            fconst(net, "fmask", 4, DIMS(1, 1, S, S + (past ? P : 0)));
+        const char *outs[3] = {r4 ? "o" : "y", "present_k", "present_v"};
+        const char *ins[6] = {"q", "k", "v", mask ? "fmask" : "", past ? "pk" : "", past ? "pv" : ""};
+        int a = -1;
+        if (r4) {
+            heads(net, "x", "q", DIMS(0, 2, 1, 3), NULL);
+            heads(net, "x", "k", DIMS(0, 2, 1, 3), NULL);
+            heads(net, "x", "v", DIMS(0, 2, 1, 3), NULL);
+        } else {
+            fconst(net, "Wq", 2, DIMS(E, E));
+            fconst(net, "Wk", 2, DIMS(E, E / 2));
+            fconst(net, "Wv", 2, DIMS(E, E / 2));
+            node(net, "q_mm", "MatMul", 2, IN("x", "Wq"), "q");
+            node(net, "k_mm", "MatMul", 2, IN("x", "Wk"), "k");
+            node(net, "v_mm", "MatMul", 2, IN("x", "Wv"), "v");
+        }
+        KT_OK(kiln_network_add_node(net, "sdpa", "Attention", "", 23, past ? 6 : 4, ins, 3, outs, &a));
+        if (!r4) {
+            KT_OK(kiln_network_set_attr_int(net, a, "q_num_heads", H));
+            KT_OK(kiln_network_set_attr_int(net, a, "kv_num_heads", HKV));
+        }
+        if (causal)
+            KT_OK(kiln_network_set_attr_int(net, a, "is_causal", 1));
+        if (r4) {
+            perm(net, node(net, "o_t", "Transpose", 1, IN("o"), "ot"), DIMS(0, 2, 1, 3), 4);
+            node(net, "merge", "Reshape", 2, IN("ot", "shape3"), "y");
+        }
+        KT_OK(kiln_network_mark_output(net, "y"));
+        KT_OK(kiln_network_mark_output(net, "present_k"));
+        KT_OK(kiln_network_mark_output(net, "present_v"));
+        char what[64];
+        snprintf(what, sizeof what, "ONNX Attention with past/present, case %d", c);
+        kn_net *o = optimized(net);
+        if (o) {
+            const kn_node *at = find_op(o, KN_DOMAIN_KILN, "Attention");
+            bool ok = at && count_op(o, "", "Attention") == 0 &&
+                      kn_attr_int(at, "causal", 0) == (causal ? 1 : 0);
+            KT_CHECK(ok);
+            if (!ok) {
+                fprintf(stderr, "  %s: not mapped\n", what);
+                dump(o);
+            }
+            compare_all(net, o, what, 3);
+            compare_all(net, o, what, 1);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
+/* ONNX Attention on K and V repeated for grouped heads (transformers'
+ * repeat_kv: Unsqueeze(k, 2), Expand to [B, Hkv, G, S, D], Reshape to
+ * [B, H, S, D], as torch's dynamo exporter writes Llama at opset 23): the
+ * attention reads the Hkv heads and the repeat goes. */
+static void test_onnx_attention_repeat_kv(void) {
+    enum { HKV = H / 2, G = H / HKV };
+    kiln_network *net = base_net(false);
+    heads(net, "x", "q", DIMS(0, 2, 1, 3), NULL);
+    iconst(net, "shape4kv", 4, (const int64_t[]){0, 0, HKV, D});
+    iconst(net, "ax2", 1, (const int64_t[]){2});
+    iconst(net, "rep", 5, (const int64_t[]){1, HKV, G, S, D});
+    iconst(net, "merged", 4, (const int64_t[]){0, H, S, D});
+    for (int j = 0; j < 2; j++) {
+        char w[8], mm[8], r[8], t[8], u[8], e[8], o[8];
+        const char *c = j ? "v" : "k";
+        snprintf(w, sizeof w, "W%s", c);
+        snprintf(mm, sizeof mm, "%s_mm", c);
+        snprintf(r, sizeof r, "%s_r", c);
+        snprintf(t, sizeof t, "%s_t", c);
+        snprintf(u, sizeof u, "%s_u", c);
+        snprintf(e, sizeof e, "%s_e", c);
+        snprintf(o, sizeof o, "%s", c);
+        fconst(net, w, 2, DIMS(E, E / 2));
+        node(net, mm, "MatMul", 2, IN("x", w), mm);
+        node(net, r, "Reshape", 2, IN(mm, "shape4kv"), r);
+        perm(net, node(net, t, "Transpose", 1, IN(r), t), DIMS(0, 2, 1, 3), 4);
+        node(net, u, "Unsqueeze", 2, IN(t, "ax2"), u);
+        node(net, e, "Expand", 2, IN(u, "rep"), e);
+        node(net, o, "Reshape", 2, IN(e, "merged"), o);
+    }
+    int a = -1;
+    const char *outs[1] = {"o"};
+    KT_OK(kiln_network_add_node(net, "sdpa", "Attention", "", 23, 3, IN("q", "k", "v"), 1, outs, &a));
+    perm(net, node(net, "o_t", "Transpose", 1, IN("o"), "ot"), DIMS(0, 2, 1, 3), 4);
+    node(net, "merge", "Reshape", 2, IN("ot", "shape3"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = check_fused(net, "ONNX Attention on repeat_kv heads");
+    if (o) {
+        bool gone = count_op(o, "", "Expand") == 0;
+        KT_CHECK(gone);
+        if (!gone)
+            dump(o);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 int main(void) {
     printf("seed %u\n", seed);
     rng = seed;
@@ -536,8 +786,11 @@ int main(void) {
     test_div_additive();
     test_masked_fill();
     test_trilu_causal();
+    test_runtime_causal();
     test_gqa();
     test_onnx_attention();
+    test_onnx_attention_past();
+    test_onnx_attention_repeat_kv();
     test_ms_mha();
     return kt_finish();
 }

@@ -384,6 +384,244 @@ static void test_contrib(void) {
     }
 }
 
+static int gemm_count(const kn_net *o) {
+    return count_op(o, "", "MatMul") + count_op(o, KN_DOMAIN_KILN, "MatMul") +
+           count_op(o, "", "Gemm") + count_op(o, KN_DOMAIN_KILN, "Gemm");
+}
+
+/* Horizontal fusion: linear layers of one input with constant weights are
+ * one GEMM. Case 0: Q [16, 16] + bias then scaled by a constant, K [16, 8]
+ * without bias, V [16, 8] + bias (grouped-query widths, Whisper's bias-less
+ * K), each output read by a different op; case 1: a gated MLP, silu(x Wg) * (x Wu); case 2: Gemm
+ * with transB beside a MatMul on a 2-D input; case 3: a weight that is an
+ * input (an attention product) stays a layer of its own. */
+static void test_hfuse(void) {
+    for (int c = 0; c < 4; c++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        bool two_d = c == 2;
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, two_d ? 2 : 3,
+                                     two_d ? DIMS(-1, 16) : DIMS(-1, 5, 16), NULL));
+        int want = 1;
+        if (c == 0) {
+            fconst(net, "wq", 2, DIMS(16, 16), -0.5f, 1.f);
+            fconst(net, "wk", 2, DIMS(16, 8), -0.5f, 1.f);
+            fconst(net, "wv", 2, DIMS(16, 8), -0.5f, 1.f);
+            fconst(net, "bq", 1, DIMS(16), -0.5f, 1.f);
+            fconst(net, "bv", 1, DIMS(16 / 2), -0.5f, 1.f);
+            node(net, "q", "MatMul", 2, IN("x", "wq"), "q0");
+            node(net, "qb", "Add", 2, IN("q0", "bq"), "q1");
+            fscalar(net, "qscale", 0.35f); /* the query's scaling folds into its weights */
+            node(net, "qs", "Mul", 2, IN("q1", "qscale"), "q");
+            node(net, "k", "MatMul", 2, IN("x", "wk"), "k");
+            node(net, "v", "MatMul", 2, IN("x", "wv"), "v0");
+            node(net, "vb", "Add", 2, IN("bv", "v0"), "v");
+            node(net, "qr", "Relu", 1, IN("q"), "qo");
+            node(net, "kt", "Tanh", 1, IN("k"), "ko");
+            KT_OK(kiln_network_mark_output(net, "qo"));
+            KT_OK(kiln_network_mark_output(net, "ko"));
+            KT_OK(kiln_network_mark_output(net, "v"));
+        } else if (c == 1) {
+            fconst(net, "wg", 2, DIMS(16, 24), -0.5f, 1.f);
+            fconst(net, "wu", 2, DIMS(16, 24), -0.5f, 1.f);
+            node(net, "gate", "MatMul", 2, IN("x", "wg"), "g");
+            node(net, "up", "MatMul", 2, IN("x", "wu"), "u");
+            node(net, "sig", "Sigmoid", 1, IN("g"), "sg");
+            node(net, "silu", "Mul", 2, IN("g", "sg"), "a");
+            node(net, "glu", "Mul", 2, IN("a", "u"), "y");
+            KT_OK(kiln_network_mark_output(net, "y"));
+        } else if (c == 2) {
+            fconst(net, "wa", 2, DIMS(12, 16), -0.5f, 1.f); /* [N, K]: transB */
+            fconst(net, "ca", 1, DIMS(12), -0.5f, 1.f);
+            fconst(net, "wb", 2, DIMS(16, 4), -0.5f, 1.f);
+            int g = node(net, "ga", "Gemm", 3, IN("x", "wa", "ca"), "ya");
+            KT_OK(kiln_network_set_attr_int(net, g, "transB", 1));
+            node(net, "mb", "MatMul", 2, IN("x", "wb"), "yb");
+            KT_OK(kiln_network_mark_output(net, "ya"));
+            KT_OK(kiln_network_mark_output(net, "yb"));
+        } else {
+            KT_OK(kiln_network_add_input(net, "w", KILN_DTYPE_FLOAT, 2, DIMS(16, 8), NULL));
+            fconst(net, "wc", 2, DIMS(16, 8), -0.5f, 1.f);
+            node(net, "m1", "MatMul", 2, IN("x", "w"), "y1");
+            node(net, "m2", "MatMul", 2, IN("x", "wc"), "y2");
+            KT_OK(kiln_network_mark_output(net, "y1"));
+            KT_OK(kiln_network_mark_output(net, "y2"));
+            want = 2;
+        }
+        kn_net *o = optimized(net, 0, 1, 2, 4);
+        if (o) {
+            CHECK_OR_DUMP(gemm_count(o) == want, o);
+            CHECK_OR_DUMP(count_op(o, "", "Split") == (want == 1 ? 1 : 0), o);
+            if (c == 0)
+                CHECK_OR_DUMP(count_op(o, "", "Mul") == 0, o);
+            char what[64];
+            snprintf(what, sizeof what, "hfuse case %d", c);
+            compare(net, o, what, 3);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
+/* Rotary embeddings spelled out as transformers writes them:
+ * q * cos + rotate_half(q) * sin with rotate_half = Concat(-x2, x1) on
+ * x [B, H, S, D], cos = Unsqueeze(Cos(Concat(f, f)), 1). Case 0: Slices
+ * and Neg, per-batch angles f (an input); case 1: one Split, Mul by -1,
+ * operands swapped, constant angles (folded to a constant cos/sin with
+ * equal halves) times a scaling; case 2: cos an input (its halves may
+ * differ): not fused; case 3: the halves swapped (not rotate_half): not
+ * fused; case 4: on heads transposed from [B, S, H, D] and back, the op
+ * rotates the [B, S, H * D] rows and both Transposes go. */
+static void test_rotary_decomposed(void) {
+    for (int c = 0; c < 5; c++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        if (c == 4) { /* heads split [B, S, H, D], transposed to heads-first and back */
+            KT_OK(kiln_network_add_input(net, "t", KILN_DTYPE_FLOAT, 4, DIMS(-1, 5, 3, 8), NULL));
+            KT_OK(kiln_network_set_attr_ints(net, node(net, "to_hf", "Transpose", 1, IN("t"), "x"),
+                                             "perm", DIMS(0, 2, 1, 3), 4));
+        } else {
+            KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 3, 5, 8), NULL));
+        }
+        if (c == 0 || c == 3 || c == 4) {
+            KT_OK(kiln_network_add_input(net, "f", KILN_DTYPE_FLOAT, 3, DIMS(-1, 5, 4), NULL));
+        } else if (c == 1) {
+            fconst(net, "f", 3, DIMS(1, 5, 4), -3.f, 6.f);
+        }
+        iconst(net, "ax1", 1, DIMS(1), DIMS(1));
+        if (c == 2) {
+            KT_OK(kiln_network_add_input(net, "cosu", KILN_DTYPE_FLOAT, 4, DIMS(-1, 1, 5, 8), NULL));
+            KT_OK(kiln_network_add_input(net, "sinu", KILN_DTYPE_FLOAT, 4, DIMS(-1, 1, 5, 8), NULL));
+        } else {
+            int cc = node(net, "cat", "Concat", 2, IN("f", "f"), "emb");
+            KT_OK(kiln_network_set_attr_int(net, cc, "axis", -1));
+            node(net, "cos", "Cos", 1, IN("emb"), "cos0");
+            node(net, "sin", "Sin", 1, IN("emb"), "sin0");
+            if (c == 1) {
+                fscalar(net, "scaling", 1.25f);
+                node(net, "cs", "Mul", 2, IN("scaling", "cos0"), "cos1");
+                node(net, "ss", "Mul", 2, IN("sin0", "scaling"), "sin1");
+            }
+            node(net, "cu", "Unsqueeze", 2, IN(c == 1 ? "cos1" : "cos0", "ax1"), "cosu");
+            node(net, "su", "Unsqueeze", 2, IN(c == 1 ? "sin1" : "sin0", "ax1"), "sinu");
+        }
+        if (c == 1) {
+            iconst(net, "halves", 1, DIMS(2), DIMS(4, 4));
+            const char *outs[2] = {"x1", "x2"};
+            int sp = -1;
+            KT_OK(kiln_network_add_node(net, "split", "Split", "", 18, 2, IN("x", "halves"), 2, outs,
+                                        &sp));
+            KT_OK(kiln_network_set_attr_int(net, sp, "axis", 3));
+            fscalar(net, "m1", -1.f);
+            node(net, "neg", "Mul", 2, IN("m1", "x2"), "nx2");
+        } else {
+            iconst(net, "s0", 1, DIMS(1), DIMS(0));
+            iconst(net, "s4", 1, DIMS(1), DIMS(4));
+            iconst(net, "big", 1, DIMS(1), DIMS(INT64_MAX));
+            iconst(net, "axl", 1, DIMS(1), DIMS(-1));
+            node(net, "sl1", "Slice", 4, IN("x", "s0", "s4", "axl"), "x1");
+            node(net, "sl2", "Slice", 4, IN("x", "s4", "big", "axl"), "x2");
+            node(net, "neg", "Neg", 1, IN(c == 3 ? "x1" : "x2"), "nx2");
+        }
+        int rc = node(net, "rot", "Concat", 2, IN("nx2", c == 3 ? "x2" : "x1"), "rh");
+        KT_OK(kiln_network_set_attr_int(net, rc, "axis", -1));
+        if (c == 1) {
+            node(net, "mc", "Mul", 2, IN("cosu", "x"), "xc");
+            node(net, "ms", "Mul", 2, IN("sinu", "rh"), "xs");
+            node(net, "add", "Add", 2, IN("xs", "xc"), "y");
+        } else {
+            node(net, "mc", "Mul", 2, IN("x", "cosu"), "xc");
+            node(net, "ms", "Mul", 2, IN("rh", "sinu"), "xs");
+            node(net, "add", "Add", 2, IN("xc", "xs"), c == 4 ? "yh" : "y");
+        }
+        if (c == 4)
+            KT_OK(kiln_network_set_attr_ints(net, node(net, "to_bshd", "Transpose", 1, IN("yh"), "y"),
+                                             "perm", DIMS(0, 2, 1, 3), 4));
+        KT_OK(kiln_network_mark_output(net, "y"));
+        kn_net *o = optimized(net, 0, 1, 2, 3);
+        if (o) {
+            bool fused = c < 2 || c == 4;
+            CHECK_OR_DUMP(count_op(o, "", "RotaryEmbedding") == (fused ? 1 : 0), o);
+            if (fused)
+                CHECK_OR_DUMP(count_op(o, "", "Neg") + count_op(o, "", "Mul") +
+                                  count_op(o, "", "Slice") + count_op(o, "", "Split") == 0, o);
+            if (c == 4) /* rotated as [B, S, H * D] rows: no Transpose left */
+                CHECK_OR_DUMP(count_op(o, "", "Transpose") == 0, o);
+            char what[64];
+            snprintf(what, sizeof what, "rotary decomposed case %d", c);
+            compare(net, o, what, 2);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
+/* A LayerNorm of a sum also read afterwards (x = a + h; y = LN(x); out =
+ * x + f(y): CLIP's embeddings before the first pre-norm block): one
+ * kiln::LayerNorm whose second output is the sum; case 1: the sum is a
+ * graph output as well. */
+static void test_layernorm_sum_kept(void) {
+    for (int c = 0; c < 2; c++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        KT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_FLOAT, 3, DIMS(-1, 5, 16), NULL));
+        KT_OK(kiln_network_add_input(net, "h", KILN_DTYPE_FLOAT, 3, DIMS(-1, 5, 16), NULL));
+        fconst(net, "g", 1, DIMS(16), 0.5f, 1.f);
+        fconst(net, "b", 1, DIMS(16), -0.5f, 1.f);
+        node(net, "res", "Add", 2, IN("a", "h"), "x");
+        node(net, "ln", "LayerNormalization", 3, IN("x", "g", "b"), "y");
+        node(net, "act", "Tanh", 1, IN("y"), "t");
+        node(net, "res2", "Add", 2, IN("x", "t"), "out");
+        KT_OK(kiln_network_mark_output(net, "out"));
+        if (c)
+            KT_OK(kiln_network_mark_output(net, "x"));
+        kn_net *o = optimized(net, 0, 1, 2, 4);
+        if (o) {
+            const kn_node *l = find_op(o, KN_DOMAIN_KILN, "LayerNorm");
+            CHECK_OR_DUMP(l && l->n_out == 2 && count_op(o, "", "LayerNormalization") == 0, o);
+            char what[64];
+            snprintf(what, sizeof what, "layernorm with its sum kept, case %d", c);
+            compare(net, o, what, 3);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
+/* A norm's weight left outside it (RMSNormalization / LayerNormalization,
+ * then Mul by a constant row), with a Shape of the norm's output beside
+ * (as the shape-sink pass leaves it): the weight folds into the norm's
+ * scale (and bias). */
+static void test_norm_weight_fold(void) {
+    for (int ln = 0; ln < 2; ln++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, 5, 16), NULL));
+        fconst(net, "s", 1, DIMS(16), 0.5f, 1.f);
+        fconst(net, "b", 1, DIMS(16), -0.5f, 1.f);
+        fconst(net, "w", 1, DIMS(16), -1.f, 2.f);
+        int n = ln ? node_v(net, "norm", "LayerNormalization", "", 17, 3, IN("x", "s", "b"), "y")
+                   : node_v(net, "norm", "RMSNormalization", "", 23, 2, IN("x", "s"), "y");
+        KT_OK(kiln_network_set_attr_int(net, n, "axis", -1));
+        node(net, "weight", "Mul", 2, IN("w", "y"), "z");
+        node(net, "shape", "Shape", 1, IN("y"), "ys");
+        node(net, "zeros", "ConstantOfShape", 1, IN("ys"), "zs");
+        node(net, "plus", "Add", 2, IN("z", "zs"), "out");
+        KT_OK(kiln_network_mark_output(net, "out"));
+        kn_net *o = optimized(net, 0, 1, 2, 4);
+        if (o) {
+            CHECK_OR_DUMP(count_op(o, "", ln ? "LayerNormalization" : "RMSNormalization") +
+                                  count_op(o, KN_DOMAIN_KILN, "LayerNorm") ==
+                              1 &&
+                              count_op(o, "", "Mul") == 0,
+                          o);
+            compare(net, o, ln ? "LayerNormalization weight folded" : "RMSNormalization weight folded", 3);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
 int main(void) {
     printf("seed %u (fixed)\n", rng_state);
     test_rmsnorm();
@@ -393,6 +631,10 @@ int main(void) {
     test_quick_gelu();
     test_rotary_domains();
     test_contrib();
+    test_hfuse();
+    test_rotary_decomposed();
+    test_layernorm_sum_kept();
+    test_norm_weight_fold();
     if (kt_skipped)
         printf("%d numeric check(s) skipped: kernels missing\n", kt_skipped);
     return kt_finish();

@@ -185,6 +185,8 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
         V = v->data;
     }
     float scale = kn_attr_float(r->node, "scale", 1.f);
+    bool causal = kn_attr_int(r->node, "causal", 0) != 0;
+    float softcap = kn_attr_float(r->node, "softcap", 0.f);
     int64_t ms[4] = {0, 0, 0, 0}; /* mask strides over [B, H, Sq, Sk], 0 where broadcast */
     if (m)
         kn_mask_strides(m->rank, m->dims, ms);
@@ -208,9 +210,15 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
              Sk, 1);
         for (int64_t i = 0; i < rows; i++) {
             float *row = sc + i * Sk, mx = -INFINITY, sum = 0.f;
+            if (softcap > 0.f) /* before the mask, as ONNX Attention's */
+                for (int64_t j = 0; j < Sk; j++)
+                    row[j] = softcap * tanhf(row[j] / softcap);
             if (M)
                 for (int64_t j = 0; j < Sk; j++)
                     row[j] += M[b * ms[0] + h * ms[1] + (i0 + i) * ms[2] + j * ms[3]];
+            if (causal) /* keys after the query, aligned to the last key */
+                for (int64_t j = i0 + i + 1 + Sk - Sq > 0 ? i0 + i + 1 + Sk - Sq : 0; j < Sk; j++)
+                    row[j] = -INFINITY;
             for (int64_t j = 0; j < Sk; j++)
                 mx = row[j] > mx ? row[j] : mx;
             if (mx == -INFINITY) { /* every key masked: the row gives zeros */
@@ -274,7 +282,9 @@ static bool sup_layernorm(const kn_node *node, const kn_tinfo *in, int n_in, con
     for (int i = 0; i < n_in; i++)
         if (i != 3 && in[i].dtype != KILN_DTYPE_UNDEFINED && !kb_is_real(in[i].dtype))
             return false;
-    return n_out == 1 && kb_is_real(out[0].dtype);
+    return (n_out == 1 || (n_out == 2 && (out[1].dtype == KILN_DTYPE_UNDEFINED ||
+                                          out[1].dtype == in[0].dtype))) &&
+           kb_is_real(out[0].dtype);
 }
 
 const kb_kernel kb_cpu_fused[] = {

@@ -476,6 +476,7 @@ const kb_kernel kb_cpu_nn[] = {
     REF("Attention", sup_attention, kb_nn_attention_prepare, kb_nn_attention_run),
     {"MultiHeadAttention", "com.microsoft", "ref", sup_any, NULL, NULL, NULL, NULL, kb_ms_mha_run},
     {"Attention", "com.microsoft", "ref", sup_any, NULL, NULL, NULL, NULL, kb_ms_attention_run},
+    {"GroupQueryAttention", "com.microsoft", "ref", sup_any, NULL, NULL, NULL, NULL, kb_ms_gqa_run},
     REF("Dropout", sup_any, NULL, dropout_run),
     REF("RNN", sup_recurrent, kb_nn_rnn_prepare, kb_nn_rnn_run),
     REF("GRU", sup_recurrent, kb_nn_rnn_prepare, kb_nn_rnn_run),

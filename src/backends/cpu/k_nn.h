@@ -207,6 +207,7 @@ KN_HIDDEN kiln_status kb_nn_attention_run(const kb_run *r);
 /* com.microsoft MultiHeadAttention and Attention references (k_nn_attention.c). */
 KN_HIDDEN kiln_status kb_ms_mha_run(const kb_run *r);
 KN_HIDDEN kiln_status kb_ms_attention_run(const kb_run *r);
+KN_HIDDEN kiln_status kb_ms_gqa_run(const kb_run *r);
 /* Attention's geometry from kernel tensors (absent inputs have no data);
  * the CUDA backend's too. */
 KN_HIDDEN kiln_status kb_nn_attention_geom(const kn_node *node, const kb_tensor *in, int n_in,

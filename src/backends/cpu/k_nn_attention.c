@@ -318,3 +318,103 @@ kiln_status kb_ms_attention_run(const kb_run *r) {
     kn_free(w);
     return KILN_OK;
 }
+
+/* com.microsoft GroupQueryAttention, its prompt form (what the builder maps
+ * onto a causal kiln::Attention, as a reference so that it also builds
+ * without fusion): query [B, S, Hq*D] with key and value [B, S, Hkv*D], or
+ * one packed [B, S, (Hq + 2 Hkv) * D]; seqlens_k [B] int32 (valid length - 1
+ * per batch); no past cache. Key j of query row i is masked where j > i or
+ * j > seqlens_k[b]; query head h reads key/value head h / (Hq / Hkv). scale
+ * 0 (the default) is 1/sqrt(D); softcap > 0 caps the scaled scores. Computed in double; the present outputs
+ * get the new keys and values [B, Hkv, S, D]. */
+kiln_status kb_ms_gqa_run(const kb_run *r) {
+    const kb_tensor *q = &r->in[0], *k = MS_IN(r, 1), *v = MS_IN(r, 2), *sl = MS_IN(r, 5);
+    int64_t hq = kn_attr_int(r->node, "num_heads", 0), hkv = kn_attr_int(r->node, "kv_num_heads", 0);
+    bool packed = !k;
+    if (q->rank != 3 || hq < 1 || hkv < 1 || hq % hkv || !sl || sl->dtype != KILN_DTYPE_INT32 ||
+        (!k) != (!v) || ms_has(r, 3) || ms_has(r, 4) || kb_numel(sl) != q->dims[0] ||
+        kn_attr_int(r->node, "do_rotary", 0) || kn_attr_float(r->node, "softcap", 0.f) < 0.f ||
+        kn_attr_int(r->node, "local_window_size", -1) >= 0 || kn_attr_int(r->node, "smooth_softmax", 0))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                             "GroupQueryAttention: only the prompt form (no past cache, rotary, "
+                             "local window or smooth softmax) is supported");
+    for (int i = 7; i < r->n_in; i++)
+        if (ms_has(r, i))
+            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                                 "GroupQueryAttention: input %d (rotary caches, position ids, "
+                                 "attention bias, head sinks) is not supported", i);
+    int64_t B = q->dims[0], S = q->dims[1];
+    int64_t d = packed ? q->dims[2] / (hq + 2 * hkv) : q->dims[2] / hq;
+    if (d < 1 || (packed ? q->dims[2] != (hq + 2 * hkv) * d : q->dims[2] != hq * d) ||
+        (!packed && (k->rank != 3 || v->rank != 3 || k->dims[0] != B || k->dims[1] != S ||
+                     k->dims[2] != hkv * d || v->dims[0] != B || v->dims[1] != S ||
+                     v->dims[2] != hkv * d)))
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "GroupQueryAttention: Q, K, V do not fit");
+    float sc = kn_attr_float(r->node, "scale", 0.f);
+    double scale = sc != 0.f ? sc : 1.0 / sqrt((double)d);
+    double softcap = kn_attr_float(r->node, "softcap", 0.f);
+    /* rows of Q, K, V: element (b, s, head, c) */
+    int64_t qw = packed ? (hq + 2 * hkv) * d : hq * d, kw = packed ? qw : hkv * d;
+    const kb_tensor *kt = packed ? q : k, *vt = packed ? q : v;
+    int64_t k0 = packed ? hq * d : 0, v0 = packed ? (hq + hkv) * d : 0;
+    double *p = kn_malloc(sizeof(double) * (size_t)(S + 1));
+    if (!p)
+        return KILN_ERR_OUT_OF_MEMORY;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t len = (int64_t)((const int32_t *)sl->data)[b] + 1;
+        for (int64_t h = 0; h < hq; h++) {
+            int64_t hk = h / (hq / hkv);
+            for (int64_t i = 0; i < S; i++) {
+                double mx = -INFINITY;
+                for (int64_t j = 0; j < S; j++) {
+                    double s = -INFINITY;
+                    if (j <= i && j < len) {
+                        double dot = 0.0;
+                        for (int64_t c = 0; c < d; c++)
+                            dot += kb_ld(q->data, q->dtype, (size_t)((b * S + i) * qw + h * d + c)) *
+                                   kb_ld(kt->data, kt->dtype,
+                                         (size_t)((b * S + j) * kw + k0 + hk * d + c));
+                        s = dot * scale;
+                        if (softcap > 0.0)
+                            s = softcap * tanh(s / softcap);
+                    }
+                    p[j] = s;
+                    mx = s > mx ? s : mx;
+                }
+                double sum = 0.0;
+                for (int64_t j = 0; j < S; j++) {
+                    p[j] = mx == -INFINITY ? 0.0 : exp(p[j] - mx);
+                    sum += p[j];
+                }
+                for (int64_t c = 0; c < d; c++) {
+                    double acc = 0.0;
+                    for (int64_t j = 0; j < S; j++)
+                        if (p[j] != 0.0)
+                            acc += p[j] * kb_ld(vt->data, vt->dtype,
+                                                (size_t)((b * S + j) * kw + v0 + hk * d + c));
+                    kb_st(r->out[0].data, r->out[0].dtype, (size_t)((b * S + i) * hq * d + h * d + c),
+                          sum > 0.0 ? acc / sum : 0.0);
+                }
+            }
+        }
+    }
+    kn_free(p);
+    /* present key / value: the new ones in [B, Hkv, S, D] */
+    for (int o = 1; o < 3 && o < r->n_out; o++) {
+        kb_tensor *pt = &r->out[o];
+        if (!pt->data)
+            continue;
+        if (pt->rank != 4 || pt->dims[0] != B || pt->dims[1] != hkv || pt->dims[2] != S ||
+            pt->dims[3] != d)
+            return kn_node_error(r->node, KILN_ERR_SHAPE, "present output %d does not fit", o);
+        const kb_tensor *src = o == 1 ? kt : vt;
+        int64_t off = o == 1 ? k0 : v0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < hkv; h++)
+                for (int64_t s = 0; s < S; s++)
+                    for (int64_t c = 0; c < d; c++)
+                        kb_st(pt->data, pt->dtype, (size_t)(((b * hkv + h) * S + s) * d + c),
+                              kb_ld(src->data, src->dtype, (size_t)((b * S + s) * kw + off + h * d + c)));
+    }
+    return KILN_OK;
+}

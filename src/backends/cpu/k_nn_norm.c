@@ -190,13 +190,16 @@ static double ln_row_at(const ln_row *w, int64_t j) {
 /* kiln::LayerNorm (graph/fused.h): rows of X, or of a [V, H] table picked
  * by Ids, plus suffix-broadcast addends, normalized over H. Each pass over
  * a row forms its sum again, in double as the statistics are, so the
- * kernel needs no buffer. */
+ * kernel needs no buffer; the Sum output (when asked) gets it rounded. */
 kiln_status kb_nn_layernorm_fused_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0], *sc = &r->in[1];
     const kb_tensor *b = present(r, 2) ? &r->in[2] : NULL;
     const kb_tensor *ids = present(r, 3) ? &r->in[3] : NULL;
     kb_tensor *y = &r->out[0];
+    kb_tensor *sum = r->n_out > 1 && r->out[1].data ? &r->out[1] : NULL;
     bool gather = kn_attr_int(r->node, "gather", 0) != 0;
+    if (sum && kb_numel(sum) != kb_numel(y))
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "the Sum output does not have Y's size");
     if (gather != (ids != NULL) || (gather && x->rank != 2))
         return kn_node_error(r->node, KILN_ERR_SHAPE, "gather needs a [V, H] table and Ids");
     int64_t h = y->rank ? y->dims[y->rank - 1] : 1, rows = h ? kb_numel(y) / h : 0;
@@ -222,6 +225,7 @@ kiln_status kb_nn_layernorm_fused_run(const kb_run *r) {
                 sc->dtype == KILN_DTYPE_FLOAT && (!b || b->dtype == KILN_DTYPE_FLOAT);
     for (int k = 0; k < n_add; k++)
         fast = fast && add[k]->dtype == KILN_DTYPE_FLOAT;
+    fast = fast && (!sum || sum->dtype == KILN_DTYPE_FLOAT);
     double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
     int nth = threads_for(r, rows * h);
 #pragma omp parallel for num_threads(nth) schedule(static)
@@ -247,9 +251,15 @@ kiln_status kb_nn_layernorm_fused_run(const kb_run *r) {
             const float *sp = sc->data, *bp = b ? b->data : NULL;
             for (int64_t j = 0; j < h; j++)
                 yp[j] = (float)((ln_row_at(&w, j) - m) * inv * sp[j] + (bp ? bp[j] : 0.0));
+            if (sum)
+                for (int64_t j = 0; j < h; j++)
+                    ((float *)sum->data)[o * h + j] = (float)ln_row_at(&w, j);
         } else {
             for (int64_t j = 0; j < h; j++)
                 st(y, o * h + j, (ln_row_at(&w, j) - m) * inv * ld(sc, j) + (b ? ld(b, j) : 0.0));
+            if (sum)
+                for (int64_t j = 0; j < h; j++)
+                    st(sum, o * h + j, ln_row_at(&w, j));
         }
     }
     return KILN_OK;

@@ -85,6 +85,7 @@ __device__ __forceinline__ void att_softmax16(float *Ss, int lds, T *Ps, int ldp
 #pragma unroll 4
         for (int j = half; j < sk; j += 2) {
             float s = srow[j] * a.scale + mrow[j];
+            s = a.causal && j > qi + (a.sk - a.sq) ? -INFINITY : s;
             srow[j] = s;
             mx = fmaxf(mx, s);
         }
@@ -93,6 +94,7 @@ __device__ __forceinline__ void att_softmax16(float *Ss, int lds, T *Ps, int ldp
 #pragma unroll 4
         for (int j = half; j < sk; j += 2) {
             float s = srow[j] * a.scale + kc_ld_f(mask, a.mask_dt, mbase + j * a.mstride[3]);
+            s = a.causal && j > qi + (a.sk - a.sq) ? -INFINITY : s;
             srow[j] = s;
             mx = fmaxf(mx, s);
         }
@@ -100,6 +102,7 @@ __device__ __forceinline__ void att_softmax16(float *Ss, int lds, T *Ps, int ldp
 #pragma unroll 4
         for (int j = half; j < sk; j += 2) {
             float s = srow[j] * a.scale;
+            s = a.causal && j > qi + (a.sk - a.sq) ? -INFINITY : s;
             srow[j] = s;
             mx = fmaxf(mx, s);
         }
@@ -336,8 +339,12 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
             for (int64_t dd = 0; dd < a.d; dd++)
                 dot += qs[w][dd] * kc_ld_f(k, a.dt, kb + dd);
             s = dot * a.scale;
+            if (a.softcap > 0.f)
+                s = a.softcap * tanhf(s / a.softcap);
             if (mask)
                 s += kc_ld_f(mask, a.mask_dt, mrow + j * a.mstride[3]);
+            if (a.causal && j > i + (a.sk - a.sq)) /* key after the query */
+                s = -INFINITY;
         }
         const float mn = fmaxf(m, kc_warp_max(s));
         if (mn == -INFINITY)
@@ -634,6 +641,8 @@ __global__ void __launch_bounds__(MMA_MAX_WARPS * 32)
                                  b * a.mstride[0] + h * a.mstride[1] + row * a.mstride[2] +
                                      j * a.mstride[3]) *
                          MMA_LOG2E;
+                if (a.causal && j > row + (a.sk - a.sq)) /* key after the query */
+                    x = -INFINITY;
                 s[nt][e] = x;
             }
         /* online softmax: the quad of lanes g shares rows g and g + 8 */
@@ -805,6 +814,8 @@ __global__ void __launch_bounds__(NW * 32, MINB)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             float x = fmaf(s[nt][e], sl2, (e & 1) ? m2.y : m2.x);
+            if (a.causal && nt * 8 + 2 * t + (e & 1) > (e < 2 ? rlo : rhi) + (int)(a.sk - a.sq))
+                x = -INFINITY; /* key after the query */
             if (GENERAL && mask) {
                 const int col = nt * 8 + 2 * t + (e & 1), row = e < 2 ? rlo : rhi;
                 if (row < sq && col < sk)
@@ -968,17 +979,17 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
         simt = getenv("KILN_ATTENTION_GENERIC") && atoi(getenv("KILN_ATTENTION_GENERIC")) == 1;
         staged = getenv("KILN_ATTENTION_STAGED") && atoi(getenv("KILN_ATTENTION_STAGED")) == 1;
     }
-    bool general = simt || a->kernel == KC_ATT_GENERAL;
+    bool general = simt || a->kernel == KC_ATT_GENERAL || a->softcap != 0.f; /* softcap: simt only */
     if (!general && !staged &&
         (a->kernel == KC_ATT_WGMMA || a->kernel == KC_ATT_WGMMA_WIDE || a->kernel == KC_ATT_WGMMA_PIPE)) {
-        const bool causal = a->causal && a->sq == a->sk;
-        const bool rowmask = !mask || causal || (a->mstride[1] == 0 && a->mstride[2] == 0);
+        const bool causal = a->causal != 0;
+        const bool rowmask = !mask || (a->mstride[1] == 0 && a->mstride[2] == 0);
         /* the wgmma kernels' tensor maps take one head layout for Q, K, V */
         if (rowmask && a->group <= 1 && mma_ok(q, k, v, y, a) && kc_attn_wgmma_shapes(a) && kc_attn_wgmma_device()) {
             const int kind = a->kernel == KC_ATT_WGMMA_PIPE ? 2 : a->kernel == KC_ATT_WGMMA_WIDE ? 1 : 0;
-            kc_attn ca = *a; /* causal: by position, the mask unread */
+            kc_attn ca = *a; /* causal: by position, beside the row mask */
             ca.causal = causal;
-            cudaError_t e = kc_attention_wgmma(q, k, v, causal ? NULL : mask, y, &ca, kind, stream);
+            cudaError_t e = kc_attention_wgmma(q, k, v, mask, y, &ca, kind, stream);
             if (e != cudaErrorNotSupported)
                 return e;
         }

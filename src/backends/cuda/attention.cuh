@@ -22,9 +22,10 @@ typedef struct kc_attn {
     int64_t group;          /* query heads per K/V head (grouped-query attention; 0 or 1:
                                none): query head h reads K/V head h / group */
     int kernel;             /* KC_ATT_*: which kernel (falls back when shapes refuse) */
-    int causal;             /* 1: the mask is the causal one (0 where key <= query, very
-                               negative after; Sq == Sk), which the wgmma kernels apply by
-                               position instead of reading it; the others read the mask */
+    float softcap;          /* > 0: scores become softcap * tanh(scores / softcap) before
+                               the mask (the general kernel only; the others refuse it) */
+    int causal;             /* 1: key j of query row i is masked where j > i + sk - sq
+                               (aligned to the last key), by position, besides the mask */
 } kc_attn;
 
 enum {

@@ -23,7 +23,7 @@
  *     lane.
  * Only the mask that is one row per batch (or none) is taken, and the
  * causal mask (kc_attn.causal), applied by position: key j of query row i
- * is masked when j > i; kc_attention sends other masks to the mma.sync
+ * is masked when j > i + Sk - Sq; kc_attention sends other masks to the mma.sync
  * kernel.
  *
  * wgmma exists only in the architecture-specific target sm_90a, so this
@@ -230,7 +230,7 @@ __device__ __forceinline__ void wga_tile(unsigned char *Qs, const unsigned char 
     const float sl2 = a.scale * WGA_LOG2E;
     float mx[2] = {-INFINITY, -INFINITY};
     /* the lane's two query rows, for the causal mask (past any key when not) */
-    const int qr = a.causal ? q0 + wg * 64 + warp * 16 + g : WGA_KEYS;
+    const int qr = a.causal ? q0 + wg * 64 + warp * 16 + g + (int)(a.sk - a.sq) : WGA_KEYS;
 #pragma unroll
     for (int j = 0; j < 16; j++) {
         const float2 m2 = *reinterpret_cast<const float2 *>(Ms + 8 * j + 2 * t);

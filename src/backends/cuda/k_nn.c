@@ -87,7 +87,8 @@ _Static_assert(KC_LN_MAX_ADD == KN_LN_MAX_ADD, "kiln::LayerNorm addend limits di
 
 static bool layernorm_fused_supports(const kn_node *node, const kn_tinfo *in, int n_in,
                                      const kn_tinfo *out, int n_out) {
-    if (n_in < 2 || n_out != 1 || !kc_is_float(in[0].dtype) || out[0].dtype != in[0].dtype ||
+    if (n_in < 2 || n_out < 1 || n_out > 2 || !kc_is_float(in[0].dtype) || out[0].dtype != in[0].dtype ||
+        (n_out == 2 && out[1].dtype != KILN_DTYPE_UNDEFINED && out[1].dtype != in[0].dtype) ||
         !kc_is_float(in[1].dtype) || (in[1].dtype != in[0].dtype && in[1].dtype != KILN_DTYPE_FLOAT))
         return false;
     if (n_in > 2 && in[2].dtype != KILN_DTYPE_UNDEFINED && in[2].dtype != in[1].dtype)
@@ -113,6 +114,11 @@ static kiln_status layernorm_fused_run(const kb_run *r) {
                              (long long)h);
     kc_ln_sum s;
     memset(&s, 0, sizeof s);
+    if (r->n_out > 1 && r->out[1].data) { /* the sum, kept */
+        if (kc_numel(&r->out[1]) != kc_numel(y))
+            return kn_node_error(r->node, KILN_ERR_SHAPE, "the Sum output does not have Y's size");
+        s.sum_out = r->out[1].data;
+    }
     if (gather) {
         s.ids = r->in[3].data;
         s.ids_dt = r->in[3].dtype;
@@ -423,21 +429,26 @@ static bool attention_tc_shapes(const kn_node *node, const kn_tinfo *in, bool di
     return direct ? sq % 16 == 0 && sk % 16 == 0 : sk <= 512;
 }
 
+/* softcap runs on the general kernel alone */
+static bool no_softcap(const kn_node *node) { return kn_attr_float(node, "softcap", 0.f) == 0.f; }
+
 static bool attention_supports_direct(const kn_node *node, const kn_tinfo *in, int n_in,
                                       const kn_tinfo *out, int n_out) {
-    return attention_supports(node, in, n_in, out, n_out) && attention_tc_shapes(node, in, true);
+    return attention_supports(node, in, n_in, out, n_out) && no_softcap(node) &&
+           attention_tc_shapes(node, in, true);
 }
 
 static bool attention_supports_staged(const kn_node *node, const kn_tinfo *in, int n_in,
                                       const kn_tinfo *out, int n_out) {
-    return attention_supports(node, in, n_in, out, n_out) && attention_tc_shapes(node, in, false);
+    return attention_supports(node, in, n_in, out, n_out) && no_softcap(node) &&
+           attention_tc_shapes(node, in, false);
 }
 
 /* The mma.sync tactic: float16 / bfloat16, d = dv in {32, 64, 128}, any
  * Sq and Sk. */
 static bool attention_supports_mma(const kn_node *node, const kn_tinfo *in, int n_in,
                                    const kn_tinfo *out, int n_out) {
-    if (!attention_supports(node, in, n_in, out, n_out) ||
+    if (!attention_supports(node, in, n_in, out, n_out) || !no_softcap(node) ||
         (in[0].dtype != KILN_DTYPE_FLOAT16 && in[0].dtype != KILN_DTYPE_BFLOAT16))
         return false;
     bool packed = kn_attr_int(node, "qkv_packed", 0) != 0;
@@ -503,7 +514,8 @@ static kiln_status attention_go(const kb_run *r, int kernel) {
         vp = r->in[2].data;
     }
     a.scale = kn_attr_float(r->node, "scale", 1.f);
-    a.causal = m && kn_attr_int(r->node, "causal", 0) && a.sq == a.sk;
+    a.causal = kn_attr_int(r->node, "causal", 0) != 0;
+    a.softcap = kn_attr_float(r->node, "softcap", 0.f);
     a.kernel = kernel;
     a.dt = q->dtype;
     a.mask_dt = m ? m->dtype : KILN_DTYPE_UNDEFINED;

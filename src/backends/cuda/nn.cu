@@ -640,10 +640,13 @@ __global__ void layernorm_sum_kernel(const void *x, const kc_ln_sum s, void *y, 
     }
     const float inv = 1.f / sqrtf(kc_block_sum(q, sh) / (float)inner + eps);
     for (int64_t k = threadIdx.x; k < inner; k += blockDim.x) {
-        float o = (val(k) - mean) * inv * kc_ld_f(scale, pt, k);
+        const float sv = val(k);
+        float o = (sv - mean) * inv * kc_ld_f(scale, pt, k);
         if (bias)
             o += kc_ld_f(bias, pt, k);
         kc_st_f(y, dt, r * inner + k, o);
+        if (s.sum_out)
+            kc_st_f(s.sum_out, dt, r * inner + k, sv);
     }
 }
 
@@ -695,6 +698,20 @@ __global__ void __launch_bounds__(KC_ROW_THREADS)
     if (!live)
         return;
     kc_ln_row_store<T, P, NV, LPR>(elem, lane, nvec, inner, row, y, scale, bias, mean, inv);
+    if (s.sum_out) { /* the sum itself, rounded to T */
+        TP *sr = reinterpret_cast<TP *>((T *)s.sum_out + row * (int64_t)inner);
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int c = lane + j * LPR;
+            if (c < nvec) {
+                TP o;
+#pragma unroll
+                for (int e = 0; e < V; e++)
+                    o.v[e] = kc_fromf<T>(v[j][e]);
+                sr[c] = o;
+            }
+        }
+    }
 }
 
 template <typename T, typename P> struct lns_go {
@@ -737,6 +754,7 @@ extern "C" cudaError_t kc_layernorm_sum(const void *x, const kc_ln_sum *sum, voi
     bool fast = kc_fast_paths();
     for (int a = 0; a < s.n_add && fast; a++)
         fast = kc_aligned16(s.add[a], 16);
+    fast = fast && (!s.sum_out || kc_aligned16(s.sum_out, 16));
     int lpr = 0, nv = fast ? kc_ln_fast_shape(dt, pt, inner, x, y, scale, bias, &lpr) : 0;
     if (nv && nv <= 8)
         return kc_ln_typed(dt, pt, [&](auto t, auto p) {

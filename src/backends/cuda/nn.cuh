@@ -35,6 +35,7 @@ typedef struct kc_ln_sum {
     int n_add;
     const void *add[KC_LN_MAX_ADD];
     int64_t add_rows[KC_LN_MAX_ADD];
+    void *sum_out; /* the sums themselves, [rows, inner] of dt; NULL: not kept */
 } kc_ln_sum;
 /* kc_layernorm over those sums (formed in float), without Mean / InvStdDev;
  * x and the addends are of dt. */
