@@ -126,8 +126,24 @@ def test_flags_channels_last_and_fp16(tiny_onnx, rng):
     base = kiln.build(tiny_onnx, shapes={"input": (2, 3, 64, 64)}).infer({"input": x})["output"]
     cl = kiln.build(tiny_onnx, shapes={"input": (2, 3, 64, 64)}, channels_last=True)
     np.testing.assert_allclose(cl.infer({"input": x})["output"], base, atol=1e-4, rtol=1e-4)
+    # FP16 allows the type (TensorRT's meaning): each layer keeps the faster
     half = kiln.build(tiny_onnx, shapes={"input": (2, 3, 64, 64)}, fp16=True)
     got = half.infer({"input": x})["output"]
+    np.testing.assert_allclose(got, base, atol=5e-2, rtol=5e-2)
+    # a layer precision for every layer ("*") forces it
+    logger = kiln.Logger(kiln.Logger.ERROR)
+    builder = kiln.Builder(logger)
+    network = builder.create_network(0)
+    assert kiln.OnnxParser(network, logger).parse_from_file(tiny_onnx)
+    config = builder.create_builder_config()
+    config.set_flag(kiln.BuilderFlag.FP16)
+    config.set_flag(kiln.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
+    config.set_layer_precision("*", kiln.DataType.HALF)
+    profile = builder.create_optimization_profile()
+    profile.set_shape("input", (2, 3, 64, 64), (2, 3, 64, 64), (2, 3, 64, 64))
+    config.add_optimization_profile(profile)
+    forced = kiln.Runtime(logger).deserialize_cuda_engine(builder.build_serialized_network(network, config))
+    got = forced.infer({"input": x})["output"]
     np.testing.assert_allclose(got, base, atol=5e-2, rtol=5e-2)
     assert not np.array_equal(got, base)     # really ran in float16
     cfg = kiln.Builder().create_builder_config()
