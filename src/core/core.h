@@ -169,4 +169,24 @@ KN_HIDDEN kiln_status kn_strmap_put(kn_strmap *m, const char *key, int val);
 KN_HIDDEN int kn_strmap_get(const kn_strmap *m, const char *key);
 KN_HIDDEN void kn_strmap_free(kn_strmap *m);
 
+/* ---- CPU thread pool (pool.c) ----
+ * kiln's kernels split loops over threads through this instead of OpenMP so
+ * that an idle thread spins only briefly and then sleeps: on a machine whose
+ * cores other work needs, a thread that spins for milliseconds at every join
+ * takes the slice its descheduled partner needs (docs/architecture.md,
+ * "Threads"). fn(ctx, lo, hi, tid) runs iterations [lo, hi) as thread tid
+ * (0 = the caller, < threads); every iteration of [0, n) runs exactly once
+ * and all have run when kn_parallel_for returns. grain 0: each thread gets
+ * one contiguous block of about n / threads iterations (OpenMP's
+ * schedule(static)); grain > 0: threads take blocks of `grain` iterations in
+ * turn until none is left (schedule(dynamic, grain)). A call from inside a
+ * running loop, or with threads <= 1, runs in the caller alone with tid 0;
+ * calls from several application threads at once get a pool each (up to a
+ * bound, then the caller alone). The spin before sleeping is
+ * KILN_SPIN_COUNT pause loops (default 1000; 0: sleep at once). */
+typedef void (*kn_range_fn)(void *ctx, int64_t lo, int64_t hi, int tid);
+KN_HIDDEN void kn_parallel_for(int threads, int64_t n, int64_t grain, kn_range_fn fn, void *ctx);
+/* Threads the pools have started, over the life of the process (tests). */
+KN_HIDDEN int kn_pool_threads_started(void);
+
 #endif
