@@ -111,7 +111,11 @@ KN_HIDDEN kiln_status kn_file_open(const char *path, int *fd, size_t *size);
  * kn_malloc'd buffer (size + 1 bytes, the last one 0). A file that ends
  * sooner, because it changed since it was opened, is an error naming path. */
 KN_HIDDEN kiln_status kn_file_read_fd(int fd, const char *path, size_t size, uint8_t **data);
-/* Map a whole file read-only. Empty files map to data=NULL, size=0. */
+/* A whole regular file as read-only bytes that stay valid until
+ * kn_file_unmap, whatever happens to the file meanwhile: a private copy (see
+ * kn_file_read_private), not a mapping, so a file truncated or rewritten
+ * while it is used cannot fault or change what was read. Empty files give
+ * data=NULL, size=0. */
 KN_HIDDEN kiln_status kn_file_map(const char *path, kn_mapped *out);
 KN_HIDDEN void kn_file_unmap(kn_mapped *m);
 /* Read a whole regular file into a kn_malloc'd buffer (one byte more than
