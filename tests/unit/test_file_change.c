@@ -113,9 +113,11 @@ static void test_model_rewritten(void) {
     KT_CHECK(file_size(path) == size);
     KT_OK(build_run(ref, "input", 4, dims, x, want, 10));
     KT_OK(build_run(net, "input", 4, dims, x, got, 10));
+    /* the two builds may time different tactics into their plans: equal to
+     * rounding (zeroed weights give a different answer altogether) */
     int same = 1;
     for (int i = 0; i < 10; i++)
-        same &= got[i] == want[i];
+        same &= fabsf(got[i] - want[i]) <= 1e-4f * (1.f + fabsf(want[i]));
     KT_CHECK(same);
     KT_CHECK(want[0] != 0.f || want[1] != 0.f);
     printf("tiny_cnn after its file was zeroed: out[0] %g (reference %g)\n", got[0], want[0]);
