@@ -181,7 +181,10 @@ static void fold_i(int op, const int64_t *v, int64_t m, int64_t *acc) {
     case R_PROD: for (int64_t i = 0; i < m; i++) a = (int64_t)((uint64_t)a * (uint64_t)v[i]); break;
     case R_MAX: for (int64_t i = 0; i < m; i++) a = v[i] > a ? v[i] : a; break;
     case R_MIN: for (int64_t i = 0; i < m; i++) a = v[i] < a ? v[i] : a; break;
-    case R_L1: for (int64_t i = 0; i < m; i++) a += v[i] < 0 ? -v[i] : v[i]; break;
+    case R_L1: /* |INT64_MIN| and the sum wrap, as Abs and Add of int64 do */
+        for (int64_t i = 0; i < m; i++)
+            a = (int64_t)((uint64_t)a + (v[i] < 0 ? 0u - (uint64_t)v[i] : (uint64_t)v[i]));
+        break;
     case R_SUMSQ: for (int64_t i = 0; i < m; i++) a = (int64_t)((uint64_t)a + (uint64_t)v[i] * (uint64_t)v[i]); break;
     default: break;
     }

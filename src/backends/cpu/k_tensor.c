@@ -640,11 +640,15 @@ static kiln_status k_eyelike(const kb_run *r) {
     memset(o->data, 0, (size_t)(rows * cols) * es);
     uint8_t one[16] = {0};
     kbt_store(o->dtype, one, 0, 1.0);
-    for (int64_t i = 0; i < rows; i++) {
-        int64_t j = i + k;
-        if (j >= 0 && j < cols)
-            kbt_copy1((uint8_t *)o->data + (size_t)(i * cols + j) * es, one, es);
+    /* the diagonal's row range, so that i + k never overflows: k is an
+     * attribute, anything in int64 */
+    int64_t i0 = 0, i1 = 0; /* the rows with a one: 0 <= i + k < cols */
+    if (k > -rows && k < cols) {
+        i0 = k < 0 ? -k : 0;
+        i1 = cols - k < rows ? cols - k : rows;
     }
+    for (int64_t i = i0; i < i1; i++)
+        kbt_copy1((uint8_t *)o->data + (size_t)(i * cols + i + k) * es, one, es);
     return KILN_OK;
 }
 
