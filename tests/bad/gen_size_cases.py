@@ -163,6 +163,14 @@ cases["ubk_slice_steps"] = model(
     [vi("x", [1], I64)], [vi("y", None, I64)],
     [i64s("c", [0, 1, 2, 3], [4]), i64("starts", [I64_MAX]), i64("ends", [I64_MIN]),
      i64("axes", [0]), i64("steps", [I64_MIN])])
+# both axes of a 4x4 slice at once, steps of INT64_MAX and INT64_MIN taking one
+# element each: step * stride overflowed
+cases["ubk_slice_axes"] = model(
+    [node("Slice", ["c", "starts", "ends", "axes", "steps"], ["s"], "slice"),
+     node("Add", ["x", "s"], ["y"], "add")],
+    [vi("x", [1, 1], I64)], [vi("y", None, I64)],
+    [i64s("c", list(range(16)), [4, 4]), i64("starts", [I64_MIN, I64_MAX]),
+     i64("ends", [I64_MAX, I64_MIN]), i64("axes", [0, 1]), i64("steps", [I64_MAX, I64_MIN])])
 # indices of INT64_MIN: normalising a negative index (i + dim) and its offset
 cases["ubk_gathernd"] = model(
     [node("GatherND", ["c", "idx"], ["g"], "gathernd"), node("Add", ["x", "g"], ["y"], "add")],
@@ -198,6 +206,11 @@ cases["ubk_scatter_elements_mul"] = model(
      node("Add", ["x", "s"], ["y"], "add")],
     [vi("x", [1], I64)], [vi("y", None, I64)],
     [i64s("c", [1 << 62], [1]), i64s("idx", [0], [1]), i64s("u", [4], [1])], opset=16)
+# a MaxUnpool index of INT64_MAX: read through a double it became INT64_MIN
+# (an undefined conversion), and its plane times the plane size overflowed
+cases["ubk_maxunpool"] = model(
+    [node("MaxUnpool", ["x", "idx"], ["y"], "unpool", kernel_shape=[2, 2], strides=[2, 2])],
+    [vi("x", [1, 1, 1, 1])], [vi("y", None)], [i64s("idx", [I64_MAX], [1, 1, 1, 1])])
 # sequence lengths far past the time axis
 cases["ubk_reverse_sequence"] = model(
     [node("ReverseSequence", ["x", "lens"], ["y"], "reverse", batch_axis=1, time_axis=0)],

@@ -34,6 +34,7 @@ static const kcase cases[] = {
     {"ubk_eyelike_one", 5, NULL, 9, {0, 1, 0, 0, 0, 1, 0, 0, 0}},
     {"ubk_eyelike_neg", 5, NULL, 9, {0, 0, 0, 1, 0, 0, 0, 1, 0}},
     {"ubk_slice_steps", 0, NULL, 1, {3}},
+    {"ubk_slice_axes", 0, NULL, 1, {3}},
     {"ubk_gathernd", 0, "node 'gathernd' (GatherND): index -9223372036854775808 of tuple 0 is "
                         "out of range [-4, 4)", 0, {0}},
     {"ubk_scatter_elements", 0, "node 'scatter' (ScatterElements): index -9223372036854775808 "
@@ -46,6 +47,8 @@ static const kcase cases[] = {
     {"ubk_reducesumsquare", 0, NULL, 1, {0}},
     {"ubk_scatternd_add", 0, NULL, 1, {I64_MIN}},
     {"ubk_scatter_elements_mul", 0, NULL, 1, {0}},
+    {"ubk_maxunpool", 0, "node 'unpool' (MaxUnpool): index 9223372036854775807 is outside the "
+                         "output", 0, {0}},
     {"ubk_reverse_sequence", 0, "node 'reverse' (ReverseSequence): sequence length "
                                 "9223372036854775807 of batch 0 is outside [0, 2]", 0, {0}},
 };

@@ -215,10 +215,18 @@ kiln_status kb_nn_max_unpool_run(const kb_run *r) {
     }
     memset(y->data, 0, (size_t)total * es);
     for (int64_t i = 0; i < n; i++) {
-        int64_t k = (int64_t)kb_ld(idx->data, idx->dtype, (size_t)i);
+        /* read exactly: an int64 index through a double rounded, and one
+         * past 2^63 was an undefined conversion */
+        int64_t k = -1;
+        if (idx->dtype == KILN_DTYPE_INT64)
+            k = ((const int64_t *)idx->data)[i];
+        else if (!kn_double_to_i64(kb_ld(idx->data, idx->dtype, (size_t)i), INT64_MIN, INT64_MAX,
+                                   &k))
+            k = -1;
         int64_t plane = orig_plane ? k / orig_plane : 0, rest = orig_plane ? k % orig_plane : 0;
         int64_t off = 0, mul = 1;
-        bool inside = k >= 0;
+        /* a plane past the output's would overflow plane * out_plane */
+        bool inside = k >= 0 && (out_plane == 0 || plane < total / out_plane);
         for (int d = nsp - 1; d >= 0; d--) {
             int64_t c = rest % orig[d];
             rest /= orig[d];

@@ -368,12 +368,20 @@ static kiln_status k_slice(const kb_run *r) {
     KN_TRY(kn_slice_decode(r->node, in, n_in, &p));
     int64_t st[KILN_MAX_DIMS], ost[KILN_MAX_DIMS], off = 0;
     kbt_strides(x->rank, x->dims, st);
-    for (int d = 0; d < x->rank; d++) {
-        off += p.start[d] * st[d];
-        ost[d] = p.step[d] * st[d];
-    }
     if (kbt_numel(&r->out[0]) == 0)
         return KILN_OK;
+    for (int d = 0; d < x->rank; d++) {
+        /* a step only matters when it is taken: with one element along d a
+         * step of INT64_MAX is legal and its stride overflowed; with two or
+         * more the steps stay inside the dim, and so inside the tensor */
+        int64_t step = r->out[0].dims[d] > 1 ? p.step[d] : 0, so = 0;
+        if (kn_mul_i64(p.start[d], st[d], &so) || kn_add_i64(off, so, &off) ||
+            kn_mul_i64(step, st[d], &ost[d]))
+            return kn_node_error(r->node, KILN_ERR_SHAPE,
+                                 "start %lld or step %lld of axis %d overflows the data "
+                                 "input's offsets",
+                                 (long long)p.start[d], (long long)p.step[d], d);
+    }
     kbt_strided_copy(r->out[0].data, x->data, esize(x), x->rank, r->out[0].dims, ost, off,
                      r->threads);
     return KILN_OK;
