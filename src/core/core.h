@@ -180,10 +180,11 @@ KN_HIDDEN void kn_strmap_free(kn_strmap *m);
  * takes the slice its descheduled partner needs (docs/architecture.md,
  * "Threads"). fn(ctx, lo, hi, tid) runs iterations [lo, hi) as thread tid
  * (0 = the caller, < threads); every iteration of [0, n) runs exactly once
- * and all have run when kn_parallel_for returns. grain 0: each thread gets
- * one contiguous block of about n / threads iterations (OpenMP's
- * schedule(static)); grain > 0: threads take blocks of `grain` iterations in
- * turn until none is left (schedule(dynamic, grain)). A call from inside a
+ * and all have run when kn_parallel_for returns. grain 0: the loop is cut
+ * into contiguous blocks, a few a thread (OpenMP's schedule(static), finer);
+ * grain > 0: blocks of `grain` iterations (schedule(dynamic, grain)).
+ * Threads take blocks in turn until none is left, so a thread that is not
+ * running leaves its share to the others instead of holding up the join. A call from inside a
  * running loop, or with threads <= 1, runs in the caller alone with tid 0;
  * calls from several application threads at once get a pool each (up to a
  * bound, then the caller alone). The spin before sleeping is

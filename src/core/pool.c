@@ -9,12 +9,16 @@
 
 /* Workers a pool may have, and pools at once (application threads running
  * kiln concurrently); past either bound a loop runs with fewer threads. */
-#define KN_POOL_MAX_WORKERS 255
+#define KN_POOL_MAX_WORKERS 254
 #define KN_POOL_MAX 16
 /* Pause loops before a waiting thread sleeps: tens of microseconds, about
  * what a sleep and a wake-up cost, so a wait never costs much more than
  * twice the better of spinning and sleeping chosen in hindsight. */
 #define KN_POOL_DEFAULT_SPIN 1000
+/* Static loops are cut into this many blocks a thread, so that a thread
+ * preempted in the middle of its share holds up only a quarter of it. */
+#define KN_POOL_STATIC_SPLIT 4
+#define KN_POOL_LOW 0xffffffu /* the low 24 bits of gen, limit and claim */
 
 typedef struct kn_pool kn_pool;
 
@@ -35,19 +39,23 @@ struct kn_pool {
     bool busy;            /* taken by a caller; under g_reg_mu */
     int n_workers;
     kn_worker workers[KN_POOL_MAX_WORKERS];
-    /* the job. gen is (job number << 16 | threads of the job): a worker
-     * learns from gen alone whether it takes part, and only workers that take
-     * part (and are counted in pending) read the fields below, which the
-     * caller writes before it publishes gen (release) and rewrites only once
-     * pending is back to 0. */
-    _Atomic uint64_t gen;
-    uint64_t seq; /* the caller's job count */
+    /* The job, split into nblocks blocks that threads claim in turn, so the
+     * join waits only for blocks, never for a worker that has not woken up
+     * (on a busy machine a descheduled worker's share is taken by the
+     * others). Each word carries the job number in its top 40 bits:
+     *   gen    = seq << 24 | threads   (wakes workers; tid >= threads skip)
+     *   limit  = seq << 24 | nblocks
+     *   claim  = seq << 24 | next block to hand out
+     * A worker reads fn, ctx, n and grain only after it claimed a block of
+     * the job (a CAS on claim), and the caller rewrites them only once every
+     * block of the job has finished, so a late worker never sees a half
+     * written job or runs a block of one that is over. */
+    _Atomic uint64_t gen, limit, claim;
+    _Atomic uint64_t finished; /* blocks of this job done */
+    uint64_t seq;              /* the caller's job count */
     kn_range_fn fn;
     void *ctx;
-    int64_t n, grain;
-    int nth;
-    _Atomic int64_t next;   /* dynamic schedule: first iteration not handed out */
-    _Atomic int pending;    /* workers of this job still running */
+    int64_t n, grain; /* grain 0: nblocks equal static blocks */
 };
 
 static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -92,20 +100,34 @@ static void static_block(int64_t n, int nth, int tid, int64_t *lo, int64_t *hi) 
     *hi = *lo + q + (tid < r ? 1 : 0);
 }
 
-static void run_part(kn_pool *p, int tid) {
-    if (p->grain <= 0) {
-        int64_t lo, hi;
-        static_block(p->n, p->nth, tid, &lo, &hi);
+/* Claim and run blocks of job `seq` until none is left; signal the caller
+ * when this thread finished the job's last block. */
+static void run_blocks(kn_pool *p, uint64_t seq, int tid) {
+    for (;;) {
+        uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
+        if (c >> 24 != seq)
+            return; /* the job is over (all claimed, another published) */
+        uint64_t lim = atomic_load_explicit(&p->limit, memory_order_acquire);
+        if (lim >> 24 != seq || (c & KN_POOL_LOW) >= (lim & KN_POOL_LOW))
+            return;
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        int64_t b = (int64_t)(c & KN_POOL_LOW), nb = (int64_t)(lim & KN_POOL_LOW), lo, hi;
+        if (p->grain > 0) {
+            lo = b * p->grain;
+            hi = p->n - lo < p->grain ? p->n : lo + p->grain;
+        } else {
+            static_block(p->n, (int)nb, (int)b, &lo, &hi);
+        }
         if (lo < hi)
             p->fn(p->ctx, lo, hi, tid);
-        return;
-    }
-    for (;;) {
-        int64_t lo = atomic_fetch_add_explicit(&p->next, p->grain, memory_order_relaxed);
-        if (lo >= p->n)
-            return;
-        int64_t hi = p->n - lo < p->grain ? p->n : lo + p->grain;
-        p->fn(p->ctx, lo, hi, tid);
+        if (atomic_fetch_add_explicit(&p->finished, 1, memory_order_acq_rel) + 1 == (uint64_t)nb) {
+            pthread_mutex_lock(&p->mu);
+            if (p->caller_sleeping)
+                pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
 }
 
@@ -134,15 +156,9 @@ static void *worker_main(void *arg) {
                 return NULL;
         }
         seen = g;
-        if (w->tid >= (int)(g & 0xffff))
+        if (w->tid >= (int)(g & KN_POOL_LOW))
             continue; /* a smaller job than this pool: nothing for this one */
-        run_part(p, w->tid);
-        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&p->mu);
-            if (p->caller_sleeping)
-                pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->mu);
-        }
+        run_blocks(p, g >> 24, w->tid);
     }
 }
 
@@ -245,34 +261,49 @@ void kn_parallel_for(int threads, int64_t n, int64_t grain, kn_range_fn fn, void
         run_serial(n, fn, ctx);
         return;
     }
+    /* blocks: a few a thread for static loops, one a grain for dynamic
+     * ones (grains doubled until the count fits the 24 bits it travels in) */
+    int64_t nblocks;
+    if (grain > 0) {
+        while ((n + grain - 1) / grain > (int64_t)KN_POOL_LOW)
+            grain *= 2;
+        nblocks = (n + grain - 1) / grain;
+    } else {
+        nblocks = (int64_t)threads * KN_POOL_STATIC_SPLIT;
+        if (nblocks > n)
+            nblocks = n;
+    }
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
     p->grain = grain;
-    p->nth = threads;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->pending, threads - 1, memory_order_relaxed);
-    p->seq++;
-    atomic_store_explicit(&p->gen, p->seq << 16 | (uint64_t)threads, memory_order_release);
+    p->seq = (p->seq + 1) & (((uint64_t)1 << 40) - 1);
+    uint64_t tag = p->seq << 24;
+    atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->limit, tag | (uint64_t)nblocks, memory_order_release);
+    atomic_store_explicit(&p->claim, tag, memory_order_release);
+    atomic_store_explicit(&p->gen, tag | (uint64_t)threads, memory_order_release);
     pthread_mutex_lock(&p->mu);
     if (p->sleeping)
         pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
 
     t_in_loop = 1;
-    run_part(p, 0);
+    run_blocks(p, p->seq, 0);
     t_in_loop = 0;
 
+    /* the caller took blocks until none was left; the last ones may still
+     * be running on workers */
     bool done = false;
     for (int i = 0; i < g_spin && !done; i++) {
-        done = atomic_load_explicit(&p->pending, memory_order_acquire) == 0;
+        done = atomic_load_explicit(&p->finished, memory_order_acquire) == (uint64_t)nblocks;
         if (!done)
             cpu_relax();
     }
     if (!done) {
         pthread_mutex_lock(&p->mu);
         p->caller_sleeping = true;
-        while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0)
+        while (atomic_load_explicit(&p->finished, memory_order_acquire) != (uint64_t)nblocks)
             pthread_cond_wait(&p->done, &p->mu);
         p->caller_sleeping = false;
         pthread_mutex_unlock(&p->mu);

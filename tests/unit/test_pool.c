@@ -119,12 +119,15 @@ int main(void) {
         for (size_t s = 0; s < KN_ARRAY_LEN(sizes); s++)
             for (size_t g = 0; g < KN_ARRAY_LEN(grains); g++)
                 KT_CHECK(exactly_once(threads[t], sizes[s], grains[g]));
-    /* a static loop gives each thread one contiguous block */
+    /* a static loop is cut into a few contiguous blocks a thread (4) */
     {
         _Atomic int hits[100] = {0};
         count_job c = {hits, 4, 0, 0};
         kn_parallel_for(4, 100, 0, count_fn, &c);
-        KT_CHECK(atomic_load(&c.calls) == 4);
+        KT_CHECK(atomic_load(&c.calls) == 16);
+        count_job d = {hits, 4, 0, 0};
+        kn_parallel_for(4, 100, 25, count_fn, &d); /* dynamic: one call a grain */
+        KT_CHECK(atomic_load(&d.calls) == 4);
     }
     /* many loops back to back (workers go to sleep and wake between some) */
     for (int i = 0; i < 2000; i++)
