@@ -32,6 +32,8 @@ policy once, when it loads with libkiln:
              linking libkiln gets by default
   c-pool=N   the same with KILN_SPIN_COUNT=N (kiln's pool spins N pause
              loops before it sleeps; a large N is a spinning control)
+  c-spin=N   the C program with GOMP_SPINCOUNT=N (libgomp, which oneDNN's
+             tactics run on, spins N pause loops, then sleeps)
 In the c configs ORT runs in the driving Python process as before, in
 alternating blocks with the C program, which times its own runs.
 Usage:
@@ -264,6 +266,10 @@ def config_env(cfg, env):
         env = no_policy(env)
         env["KILN_SPIN_COUNT"] = cfg[7:]
         return env
+    if cfg.startswith("c-spin="):
+        env = no_policy(env)
+        env["GOMP_SPINCOUNT"] = cfg[7:]
+        return env
     return CONFIGS[cfg](env)
 
 
@@ -349,7 +355,7 @@ def main():
                "--threads", str(args.threads), "--runs", str(args.runs), "--phases",
                str(args.phases), "--block", str(args.block), "--warmup", str(args.warmup),
                "--busy", str(args.busy), "--busy-max", str(args.busy_max)]
-        if cfg == "c" or cfg.startswith("c-pool="):
+        if cfg == "c" or cfg.startswith(("c-pool=", "c-spin=")):
             exe = exe or build_embed(args.lib)
             cmd += ["--embed", exe]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True)
