@@ -211,6 +211,19 @@ cases["ubk_scatter_elements_mul"] = model(
 cases["ubk_maxunpool"] = model(
     [node("MaxUnpool", ["x", "idx"], ["y"], "unpool", kernel_shape=[2, 2], strides=[2, 2])],
     [vi("x", [1, 1, 1, 1])], [vi("y", None)], [i64s("idx", [I64_MAX], [1, 1, 1, 1])])
+# values that became int64 through a double out of range (undefined; GCC's
+# -fsanitize=float-cast-overflow, which -fsanitize=undefined leaves out):
+# NonMaxSuppression's max_output_boxes_per_class of INT64_MAX, and Resize
+# source coordinates from a roi of NaN and 1e30
+cases["ubk_nms_max_boxes"] = model(
+    [node("NonMaxSuppression", ["boxes", "x", "max"], ["y"], "nms")],
+    [vi("x", [1, 1, 2])], [vi("y", None, I64)],
+    [f32("boxes", [0, 0, 1, 1, 2, 2, 3, 3], [1, 2, 4]), i64("max", [I64_MAX])])
+cases["ubk_resize_roi"] = model(
+    [node("Resize", ["x", "roi", "", "sizes"], ["y"], "resize", mode="linear",
+          coordinate_transformation_mode="tf_crop_and_resize")],
+    [vi("x", [1, 1, 2, 2])], [vi("y", None)],
+    [f32("roi", [0, 0, -1e30, float("nan"), 1, 1, 1e30, 1e30]), i64("sizes", [1, 1, 3, 3])])
 # sequence lengths far past the time axis
 cases["ubk_reverse_sequence"] = model(
     [node("ReverseSequence", ["x", "lens"], ["y"], "reverse", batch_axis=1, time_axis=0)],

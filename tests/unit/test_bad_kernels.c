@@ -2,9 +2,11 @@
  * arithmetic overflowed inside the CPU reference kernels (undefined
  * behaviour, found with the UBSan build): the models of
  * tests/bad/gen_size_cases.py named ubk_*. Each is built and run with x all
- * `fill`; it gives exactly the values below (integer data arithmetic wraps,
- * as the elementwise integer ops do) or fails with the error below, which
- * names the node. In a -DKILN_SANITIZE=ON build any overflow left aborts. */
+ * `fill` (int64; for a float x its bits); it gives exactly the values
+ * below (integer data arithmetic wraps, as the elementwise integer ops do)
+ * or fails with the error below, which names the node. In a
+ * -DKILN_SANITIZE=ON build any signed overflow left aborts; the two cases of
+ * doubles converted out of range need -fsanitize=float-cast-overflow. */
 #include <stdbool.h>
 
 #include "test.h"
@@ -49,6 +51,11 @@ static const kcase cases[] = {
     {"ubk_scatter_elements_mul", 0, NULL, 1, {0}},
     {"ubk_maxunpool", 0, "node 'unpool' (MaxUnpool): index 9223372036854775807 is outside the "
                          "output", 0, {0}},
+    /* all scores 0, boxes apart: both kept, in index order */
+    {"ubk_nms_max_boxes", 0, NULL, 6, {0, 0, 0, 0, 0, 1}},
+    /* x all 0 (the float bits of 0): every output 0, NaN coordinates take
+     * the extrapolation value 0 */
+    {"ubk_resize_roi", 0, NULL, 9, {0}},
     {"ubk_reverse_sequence", 0, "node 'reverse' (ReverseSequence): sequence length "
                                 "9223372036854775807 of batch 0 is outside [0, 2]", 0, {0}},
 };

@@ -93,10 +93,20 @@ kiln_status kbt_resize_taps(const kn_node *n, const kn_resize_plan *p, int d, in
         double x = x_original(p, d, o, in, out, &outside);
         int64_t *ti = idx + o * cap;
         double *tw = wt + o * cap;
-        if (outside) {
+        if (outside || isnan(x)) { /* a NaN coordinate (a NaN roi) too */
             cnt[o] = -1;
             continue;
         }
+        /* far outside the input every tap lands on the edge or outside,
+         * exactly as one filter width out: clamping there keeps the result
+         * and the conversions to int64 below defined (a roi of 1e30
+         * overflowed them). The filter spans 2 / sa pixels either side at
+         * most (cubic, antialiased). */
+        double margin = fmin(4.0 / (p->antialias && s < 1 ? s : 1.0) + 4.0, 1099511627776.0);
+        if (x < -margin)
+            x = -margin;
+        else if (x > (double)in + margin)
+            x = (double)in + margin;
         double b = floor(x), ratio = x - b;
         if (p->mode == KN_RS_NEAREST) {
             int64_t i;
