@@ -1,12 +1,13 @@
 /* omp_wait.c - the kiln command's OpenMP wait policy: idle worker threads
  * spin briefly, then sleep, instead of spinning for milliseconds on cores
  * that other work needs (docs/decisions.md, "CPU threads on a shared
- * machine").
+ * machine" and "CPU threads: kiln's own pool"). kiln's own kernels run on
+ * kiln's pool, which waits that way by itself; this is for oneDNN's
+ * tactics, which run on libgomp.
  *
  * GNU OpenMP reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, in its own
- * initializer, which runs when libkiln.so (through oneDNN and the kernels'
- * pragmas) brings it in: before main, and before any initializer of
- * libkiln.so itself. Not even the executable's .preinit_array can set them:
+ * initializer, which runs when libkiln.so (through oneDNN) brings it in:
+ * before main, and before any initializer of libkiln.so itself. Not even the executable's .preinit_array can set them:
  * it runs before libc's initializer, which puts back the environment the
  * process started with. So when the user set neither, the command sets
  * GOMP_SPINCOUNT and executes itself again, once (the variable is then set,

@@ -25,9 +25,20 @@ policy once, when it loads with libkiln:
              (300000 pause loops, milliseconds)
   passive    OMP_WAIT_POLICY=passive
   spin=N     GOMP_SPINCOUNT=N (libgomp spins N pause loops, then sleeps)
+  c          kiln in a plain C program that embeds libkiln.so
+             (bench/cpu/embed_bench.c, built here with cc against --lib)
+             with no wait-policy variable at all (OMP_WAIT_POLICY,
+             GOMP_SPINCOUNT and KILN_SPIN_COUNT removed): what a program
+             linking libkiln gets by default
+  c-pool=N   the same with KILN_SPIN_COUNT=N (kiln's pool spins N pause
+             loops before it sleeps; a large N is a spinning control)
+  c-spin=N   the C program with GOMP_SPINCOUNT=N (libgomp, which oneDNN's
+             tactics run on, spins N pause loops, then sleeps)
+In the c configs ORT runs in the driving Python process as before, in
+alternating blocks with the C program, which times its own runs.
 Usage:
   bench/cpu/busy_bench.py [--lib build/libkiln.so] [--threads N] [--runs 30]
-                          [--phases 4] [--busy N] [--config kiln,libgomp,...]
+                          [--phases 4] [--busy N] [--config kiln,libgomp,c,...]
 """
 
 import argparse
@@ -135,17 +146,52 @@ class Busy:
 
 # ---------------- one configuration, in a child process ----------------
 
+class Embedded:
+    """kiln in the C program bench/cpu/embed_bench.c, driven over a pipe; it
+    times its own runs, so the pipe is not in the figures."""
+
+    def __init__(self, exe, args, x):
+        import numpy as np
+        self.inp = "/tmp/kiln_busy_input_%d.f32" % os.getpid()
+        x.astype("<f4").tofile(self.inp)
+        self.p = subprocess.Popen([exe, args.model, args.input, args.shape, str(args.threads),
+                                   self.inp], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True)
+        if self.p.stdout.readline().strip() != "ready":
+            raise RuntimeError("embed_bench did not start")
+        self.out = np.array([float(v) for v in self.p.stdout.readline().split()[1:]], np.float32)
+
+    def runs(self, n):
+        self.p.stdin.write("%d\n" % n)
+        self.p.stdin.flush()
+        return [float(v) for v in self.p.stdout.readline().split()]
+
+    def close(self):
+        try:
+            self.p.stdin.write("q\n")
+            self.p.stdin.close()
+        except OSError:
+            pass
+        self.p.wait()
+        os.unlink(self.inp)
+
+
 def worker(args):
     import numpy as np
     import onnxruntime as ort
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     from cpu_bench import Kiln, KilnModel, timed
 
-    k = Kiln(args.lib)
     rng = np.random.default_rng(1)
     shape = [int(d) for d in args.shape.split("x")]
     feeds = {args.input: rng.standard_normal(shape).astype(np.float32)}
-    km = KilnModel(k, args.model, feeds, args.threads)
+    if args.embed:
+        km = Embedded(args.embed, args, feeds[args.input])
+        km.run = lambda: km.runs(1)
+        kiln_block = km.runs
+    else:
+        km = KilnModel(Kiln(args.lib), args.model, feeds, args.threads)
+        kiln_block = None
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
     so.inter_op_num_threads = 1
@@ -153,7 +199,7 @@ def worker(args):
     sess = ort.InferenceSession(args.model, so, providers=["CPUExecutionProvider"])
     km.run()
     ref = sess.run(None, feeds)[0]
-    got = next(iter(km.outputs.values()))
+    got = km.out.reshape(ref.shape) if args.embed else next(iter(km.outputs.values()))
     err = float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
     for _ in range(args.warmup):
         km.run()
@@ -172,8 +218,11 @@ def worker(args):
             while min(done.values()) < per_phase:
                 for who, fn in (("kiln", km.run), ("ort", lambda: sess.run(None, feeds))):
                     fn()  # one untimed run: wakes that runtime's threads
-                    for _ in range(args.block):
-                        times[(who, b)].append(timed(fn))
+                    if who == "kiln" and kiln_block:
+                        times[(who, b)] += kiln_block(args.block)
+                    else:
+                        for _ in range(args.block):
+                            times[(who, b)].append(timed(fn))
                     done[who] += args.block
             if b:
                 busy.stop()
@@ -190,7 +239,8 @@ def worker(args):
 
 
 def no_policy(env):
-    return {k: v for k, v in env.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    return {k: v for k, v in env.items()
+            if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KILN_SPIN_COUNT")}
 
 
 # "kiln" is what the kiln command does when the user sets no wait policy
@@ -202,6 +252,7 @@ CONFIGS = {
     "env": lambda env: env,
     "libgomp": no_policy,
     "passive": lambda env: dict(no_policy(env), OMP_WAIT_POLICY="passive"),
+    "c": no_policy,
 }
 
 
@@ -210,6 +261,14 @@ def config_env(cfg, env):
     if cfg.startswith("spin="):
         env = no_policy(env)
         env["GOMP_SPINCOUNT"] = cfg[5:]
+        return env
+    if cfg.startswith("c-pool="):
+        env = no_policy(env)
+        env["KILN_SPIN_COUNT"] = cfg[7:]
+        return env
+    if cfg.startswith("c-spin="):
+        env = no_policy(env)
+        env["GOMP_SPINCOUNT"] = cfg[7:]
         return env
     return CONFIGS[cfg](env)
 
@@ -221,6 +280,16 @@ def git_commit():
         return c.strip() + (" (src modified)" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def build_embed(lib):
+    """Compile bench/cpu/embed_bench.c against the library at `lib`."""
+    exe = "/tmp/kiln_embed_bench_%d" % os.getpid()
+    libdir = os.path.dirname(os.path.abspath(lib))
+    subprocess.check_call([os.environ.get("CC", "cc"), "-O2", "-I", os.path.join(ROOT, "include"),
+                           "-o", exe, os.path.join(HERE, "embed_bench.c"), "-L" + libdir,
+                           "-lkiln", "-Wl,-rpath," + libdir])
+    return exe
 
 
 def main():
@@ -240,6 +309,7 @@ def main():
                     help="a spinner ends by itself after this many seconds")
     ap.add_argument("--config", default="kiln,libgomp")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--embed", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if not args.model:
         args.model = "/tmp/kiln_busy_resnet.onnx"
@@ -262,6 +332,12 @@ def main():
         cpu, len(os.sched_getaffinity(0)), os.cpu_count(), platform.platform()))
     print("- kiln commit %s, library %s; ONNX Runtime %s; Python %s" % (
         git_commit(), args.lib, ort.__version__, platform.python_version()))
+    try:
+        ldd = subprocess.check_output(["ldd", args.lib], text=True)
+    except (OSError, subprocess.CalledProcessError):
+        ldd = ""
+    print("- libkiln links oneDNN: %s, libgomp: %s" % (
+        "yes" if "libdnnl" in ldd else "no", "yes" if "libgomp" in ldd else "no"))
     print("- model %s, input %s; %d threads each; %d spinning process(es) when busy" % (
         os.path.basename(args.model), args.shape, args.threads, args.busy))
     print("- median of %d timed runs a runtime and condition over %d alternating quiet/busy "
@@ -271,6 +347,7 @@ def main():
           "ORT busy (ms) | ORT slowdown | kiln slowdown / ORT's | load quiet / busy | error |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     sys.stdout.flush()
+    exe = None
     for cfg in args.config.split(","):
         env = config_env(cfg, dict(os.environ))
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--lib", args.lib,
@@ -278,6 +355,9 @@ def main():
                "--threads", str(args.threads), "--runs", str(args.runs), "--phases",
                str(args.phases), "--block", str(args.block), "--warmup", str(args.warmup),
                "--busy", str(args.busy), "--busy-max", str(args.busy_max)]
+        if cfg == "c" or cfg.startswith(("c-pool=", "c-spin=")):
+            exe = exe or build_embed(args.lib)
+            cmd += ["--embed", exe]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if out.returncode != 0:
             print("| %s | failed: %s |" % (cfg, out.stderr.strip().splitlines()[-1:]))

@@ -111,7 +111,11 @@ KN_HIDDEN kiln_status kn_file_open(const char *path, int *fd, size_t *size);
  * kn_malloc'd buffer (size + 1 bytes, the last one 0). A file that ends
  * sooner, because it changed since it was opened, is an error naming path. */
 KN_HIDDEN kiln_status kn_file_read_fd(int fd, const char *path, size_t size, uint8_t **data);
-/* Map a whole file read-only. Empty files map to data=NULL, size=0. */
+/* A whole regular file as read-only bytes that stay valid until
+ * kn_file_unmap, whatever happens to the file meanwhile: a private copy (see
+ * kn_file_read_private), not a mapping, so a file truncated or rewritten
+ * while it is used cannot fault or change what was read. Empty files give
+ * data=NULL, size=0. */
 KN_HIDDEN kiln_status kn_file_map(const char *path, kn_mapped *out);
 KN_HIDDEN void kn_file_unmap(kn_mapped *m);
 /* Read a whole regular file into a kn_malloc'd buffer (one byte more than
@@ -168,5 +172,26 @@ KN_HIDDEN kiln_status kn_strmap_put(kn_strmap *m, const char *key, int val);
 /* Returns -1 when absent. */
 KN_HIDDEN int kn_strmap_get(const kn_strmap *m, const char *key);
 KN_HIDDEN void kn_strmap_free(kn_strmap *m);
+
+/* ---- CPU thread pool (pool.c) ----
+ * kiln's kernels split loops over threads through this instead of OpenMP so
+ * that an idle thread spins only briefly and then sleeps: on a machine whose
+ * cores other work needs, a thread that spins for milliseconds at every join
+ * takes the slice its descheduled partner needs (docs/architecture.md,
+ * "Threads"). fn(ctx, lo, hi, tid) runs iterations [lo, hi) as thread tid
+ * (0 = the caller, < threads); every iteration of [0, n) runs exactly once
+ * and all have run when kn_parallel_for returns. grain 0: the loop is cut
+ * into contiguous blocks, a few a thread (OpenMP's schedule(static), finer);
+ * grain > 0: blocks of `grain` iterations (schedule(dynamic, grain)).
+ * Threads take blocks in turn until none is left, so a thread that is not
+ * running leaves its share to the others instead of holding up the join. A call from inside a
+ * running loop, or with threads <= 1, runs in the caller alone with tid 0;
+ * calls from several application threads at once get a pool each (up to a
+ * bound, then the caller alone). The spin before sleeping is
+ * KILN_SPIN_COUNT pause loops (default 1000; 0: sleep at once). */
+typedef void (*kn_range_fn)(void *ctx, int64_t lo, int64_t hi, int tid);
+KN_HIDDEN void kn_parallel_for(int threads, int64_t n, int64_t grain, kn_range_fn fn, void *ctx);
+/* Threads the pools have started, over the life of the process (tests). */
+KN_HIDDEN int kn_pool_threads_started(void);
 
 #endif

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,30 +54,31 @@ kiln_status kn_file_read_fd(int fd, const char *path, size_t size, uint8_t **dat
     return KILN_OK;
 }
 
+/* Not a mapping any more: a private copy (kn_file_read_private). A file
+ * mapped while it is used faults (SIGBUS) on the first page past its new end
+ * when it is truncated, and shows every later write: an ONNX model or its
+ * external data rewritten during a build crashed the process. The copy
+ * costs the file's size in memory, which building needs for the weights
+ * anyway (docs/decisions.md, "ONNX files are read, not mapped"). */
 kiln_status kn_file_map(const char *path, kn_mapped *out) {
     memset(out, 0, sizeof *out);
-    int fd = -1;
+    uint8_t *b = NULL;
     size_t size = 0;
-    KN_TRY(kn_file_open(path, &fd, &size));
+    KN_TRY(kn_file_read_private(path, &b, &size));
     if (size == 0) {
-        close(fd);
+        kn_aligned_free(b);
         return KILN_OK;
     }
-    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int err = errno;
-    close(fd);
-    if (p == MAP_FAILED)
-        return kn_error(KILN_ERR_IO, "cannot map '%s': %s", path, strerror(err));
-    out->data = p;
+    out->data = b;
     out->size = size;
-    out->base_ = p;
+    out->base_ = b;
     out->len_ = size;
     return KILN_OK;
 }
 
 void kn_file_unmap(kn_mapped *m) {
     if (m && m->base_)
-        munmap(m->base_, m->len_);
+        kn_aligned_free(m->base_);
     if (m)
         memset(m, 0, sizeof *m);
 }

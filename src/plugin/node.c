@@ -248,6 +248,17 @@ typedef struct eb_pool {
     int n;
 } eb_pool;
 
+/* Whether e is an expression this pool handed out. A plugin passes back
+ * pointers kiln gave it; anything else (a stale, forged or foreign pointer)
+ * is treated as missing rather than read. */
+static bool eb_valid(const eb_pool *p, const kiln_dim_expr *e) {
+    uintptr_t a = (uintptr_t)e, lo = (uintptr_t)&p->e[0], hi = (uintptr_t)&p->e[p->n];
+    return e && a >= lo && a < hi && (a - lo) % sizeof p->e[0] == 0;
+}
+
+/* Dims a plugin may give an output: kiln plans at most 2^48 elements. */
+#define EB_DIM_MAX ((int64_t)1 << 48)
+
 static struct kiln_dim_expr *eb_new(eb_pool *p, int64_t v, int known) {
     if (p->n >= (int)KN_ARRAY_LEN(p->e))
         return NULL;
@@ -291,15 +302,24 @@ static void eb_text(const kiln_dim_expr *e, char *buf, size_t cap, int depth) {
     }
 }
 
+/* An operation on two expressions of this pool. Its value is unknown (and
+ * the output dimension using it is refused) on a division by zero, a result
+ * that does not fit int64_t (INT64_MIN / -1 included, which traps), or an
+ * operand that is missing, unknown or not from this pool; an op outside
+ * kiln_dim_op gives NULL. */
 static const kiln_dim_expr *eb_operation(void *ctx, kiln_dim_op op, const kiln_dim_expr *a,
                                          const kiln_dim_expr *b) {
-    struct kiln_dim_expr *e = eb_new(ctx, 0, 0);
+    eb_pool *pool = ctx;
+    if ((int)op < KILN_DIM_SUM || (int)op > KILN_DIM_MAX)
+        return NULL;
+    bool va = eb_valid(pool, a), vb = eb_valid(pool, b);
+    struct kiln_dim_expr *e = eb_new(pool, 0, 0);
     if (!e)
         return NULL;
     e->op = (int)op;
-    e->a = a;
-    e->b = b;
-    if (!a || !b || !a->known || !b->known)
+    e->a = va ? a : NULL;
+    e->b = vb ? b : NULL;
+    if (!va || !vb || !a->known || !b->known)
         return e;
     int64_t x = a->v, y = b->v, r = 0;
     bool ok = true;
@@ -308,12 +328,12 @@ static const kiln_dim_expr *eb_operation(void *ctx, kiln_dim_op op, const kiln_d
     case KILN_DIM_SUB: ok = !__builtin_sub_overflow(x, y, &r); break;
     case KILN_DIM_PROD: ok = !__builtin_mul_overflow(x, y, &r); break;
     case KILN_DIM_FLOOR_DIV:
-        ok = y != 0;
+        ok = y != 0 && !(x == INT64_MIN && y == -1);
         if (ok)
             r = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
         break;
     case KILN_DIM_CEIL_DIV:
-        ok = y != 0;
+        ok = y != 0 && !(x == INT64_MIN && y == -1);
         if (ok)
             r = x / y + ((x % y != 0) && ((x < 0) == (y < 0)));
         break;
@@ -326,8 +346,12 @@ static const kiln_dim_expr *eb_operation(void *ctx, kiln_dim_op op, const kiln_d
     return e;
 }
 
-static int32_t eb_is_constant(void *ctx, const kiln_dim_expr *e) { return e && e->known; }
-static int64_t eb_value(void *ctx, const kiln_dim_expr *e) { return e && e->known ? e->v : -1; }
+static int32_t eb_is_constant(void *ctx, const kiln_dim_expr *e) {
+    return eb_valid(ctx, e) && e->known;
+}
+static int64_t eb_value(void *ctx, const kiln_dim_expr *e) {
+    return eb_valid(ctx, e) && e->known ? e->v : -1;
+}
 
 static kiln_status plugin_infer(kn_infer *c) {
     const kn_node *n = c->node;
@@ -379,15 +403,29 @@ static kiln_status plugin_infer(kn_infer *c) {
         c->out[j].rank = eout[j].rank;
         for (int d = 0; d < eout[j].rank; d++) {
             const kiln_dim_expr *e = eout[j].d[d];
-            if (!e || !e->known || e->v < 0) {
+            if (!eb_valid(pool, e) || !e->known || e->v < 0 || e->v > EB_DIM_MAX) {
+                char val[32];
+                snprintf(val, sizeof val, "%lld", eb_valid(pool, e) ? (long long)e->v : 0LL);
                 st = kn_node_error(n, KILN_ERR_SHAPE,
-                                   "the plugin's expression for output %d dimension %d %s", j, d,
-                                   !e ? "is missing" : !e->known ? "cannot be evaluated (a "
-                                   "division by zero, an overflow or too many expressions)"
-                                   : "is negative");
+                                   "the plugin's expression for output %d dimension %d %s%s%s", j,
+                                   d,
+                                   !e ? "is missing"
+                                   : !eb_valid(pool, e) ? "is not an expression kiln made"
+                                   : !e->known ? "cannot be evaluated (a division by zero, an "
+                                                 "overflow or too many expressions)"
+                                   : e->v < 0 ? "is negative: "
+                                              : "is over the limit of 2^48: ",
+                                   eb_valid(pool, e) && e->known ? val : "",
+                                   "");
                 goto done;
             }
             c->out[j].dims[d] = e->v;
+        }
+        size_t bytes = 0;
+        if (!kn_shape_fits(dout[j], eout[j].rank, c->out[j].dims, &bytes)) {
+            st = kn_node_error(n, KILN_ERR_SHAPE, "the plugin's output %d shape has more "
+                                                  "elements or bytes than kiln plans (2^48)", j);
+            goto done;
         }
         if (kn_log_enabled(KILN_LOG_VERBOSE)) {
             char text[1024], one[256];

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """gen_size_cases.py - the bad-input catalog for sizes: ONNX models whose
 shapes overflow or whose attributes are absurd (tests/bad/onnx/size_*.onnx,
-ub_*.onnx), and plans built from good models with one layer field or profile
-dim rewritten and the checksums recomputed, as a hostile plan would be
-(tests/bad/plans/size_*.plan). tests/unit/test_bad_sizes.c holds the error
+ub_*.onnx; ubk_*.onnx: constants whose arithmetic overflows inside the CPU
+kernels, tests/unit/test_bad_kernels.c), and plans built from good models
+with one layer field or profile dim rewritten and the checksums recomputed,
+as a hostile plan would be (tests/bad/plans/size_*.plan). tests/unit/test_bad_sizes.c holds the error
 each must give. Run from the repository root with a python that has onnx,
 after building kiln (the plans are built by build/kiln, or KILN=path):
     python tests/bad/gen_size_cases.py"""
@@ -120,6 +121,113 @@ cases["ub_mel_bins"] = model(
      node("Add", ["x", "m"], ["y"], "add")],
     [vi("x", [1])], [vi("y", None)],
     [i64("bins", 1 << 62), i64("dft", 16), i64("rate", 8000), f32("lo", 0.0), f32("hi", 4000.0)])
+
+# -- values read from tensors whose arithmetic overflowed int64 inside the CPU
+# reference kernels (undefined behaviour; found with the UBSan build). Each
+# adds a run-time input x (zeros in tests/unit/test_bad_kernels.c) so the
+# result is an output; the constants are folded at build or run, both
+# through the same kernels. tests/unit/test_bad_kernels.c holds the result
+# or the error each must give.
+I64 = TensorProto.INT64
+
+
+def i64s(name, values, shape):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64).reshape(shape), name)
+
+
+# four values from INT64_MIN in steps of 2^61: the span just fits int64
+cases["ubk_range_step"] = model(
+    [node("Range", ["start", "limit", "delta"], ["r"], "range"),
+     node("Add", ["x", "r"], ["y"], "add")],
+    [vi("x", [4], I64)], [vi("y", None, I64)],
+    [i64("start", I64_MIN), i64("limit", -1), i64("delta", 1 << 61)])
+# a running sum past INT64_MAX
+cases["ubk_cumsum"] = model(
+    [node("CumSum", ["c", "axis"], ["s"], "cumsum"), node("Add", ["x", "s"], ["y"], "add")],
+    [vi("x", [2], I64)], [vi("y", None, I64)],
+    [i64s("c", [I64_MAX, 1], [2]), i64("axis", 0)])
+# a diagonal offset of INT64_MAX: row + k overflowed
+cases["ubk_eyelike"] = model(
+    [node("EyeLike", ["x"], ["y"], "eye", k=I64_MAX)],
+    [vi("x", [3, 3], I64)], [vi("y", None, I64)])
+for tag, k in (("one", 1), ("neg", -1)):  # ordinary offsets, the same loop
+    cases["ubk_eyelike_" + tag] = model(
+        [node("EyeLike", ["x"], ["y"], "eye", k=k)], [vi("x", [3, 3], I64)], [vi("y", None, I64)])
+cases["ubk_eyelike_min"] = model(
+    [node("EyeLike", ["x"], ["y"], "eye", k=I64_MIN)],
+    [vi("x", [3, 3], I64)], [vi("y", None, I64)])
+# extreme starts, ends and steps
+cases["ubk_slice_steps"] = model(
+    [node("Slice", ["c", "starts", "ends", "axes", "steps"], ["s"], "slice"),
+     node("Add", ["x", "s"], ["y"], "add")],
+    [vi("x", [1], I64)], [vi("y", None, I64)],
+    [i64s("c", [0, 1, 2, 3], [4]), i64("starts", [I64_MAX]), i64("ends", [I64_MIN]),
+     i64("axes", [0]), i64("steps", [I64_MIN])])
+# both axes of a 4x4 slice at once, steps of INT64_MAX and INT64_MIN taking one
+# element each: step * stride overflowed
+cases["ubk_slice_axes"] = model(
+    [node("Slice", ["c", "starts", "ends", "axes", "steps"], ["s"], "slice"),
+     node("Add", ["x", "s"], ["y"], "add")],
+    [vi("x", [1, 1], I64)], [vi("y", None, I64)],
+    [i64s("c", list(range(16)), [4, 4]), i64("starts", [I64_MIN, I64_MAX]),
+     i64("ends", [I64_MAX, I64_MIN]), i64("axes", [0, 1]), i64("steps", [I64_MAX, I64_MIN])])
+# indices of INT64_MIN: normalising a negative index (i + dim) and its offset
+cases["ubk_gathernd"] = model(
+    [node("GatherND", ["c", "idx"], ["g"], "gathernd"), node("Add", ["x", "g"], ["y"], "add")],
+    [vi("x", [1], I64)], [vi("y", None, I64)],
+    [i64s("c", [0, 1, 2, 3], [4]), i64s("idx", [I64_MIN], [1, 1])])
+cases["ubk_scatter_elements"] = model(
+    [node("ScatterElements", ["c", "idx", "u"], ["s"], "scatter"),
+     node("Add", ["x", "s"], ["y"], "add")],
+    [vi("x", [4], I64)], [vi("y", None, I64)],
+    [i64s("c", [0, 1, 2, 3], [4]), i64s("idx", [I64_MIN], [1]), i64s("u", [7], [1])])
+cases["ubk_onehot_index"] = model(
+    [node("OneHot", ["idx", "depth", "values"], ["o"], "onehot"),
+     node("Add", ["x", "o"], ["y"], "add")],
+    [vi("x", [1, 4], I64)], [vi("y", None, I64)],
+    [i64s("idx", [I64_MIN], [1]), i64("depth", [4]), i64s("values", [0, 1], [2])])
+cases["ubk_trilu"] = model(
+    [node("Trilu", ["x", "k"], ["y"], "trilu", upper=0)],
+    [vi("x", [2, 2], I64)], [vi("y", None, I64)], [i64("k", I64_MIN)])
+# integer reductions and scatter reductions past int64 (these wrap, as the
+# elementwise integer ops do)
+for op, vals in (("ReduceSum", [I64_MAX, 1]), ("ReduceProd", [1 << 62, 4]),
+                 ("ReduceL1", [I64_MIN, 0]), ("ReduceSumSquare", [1 << 32, 0])):
+    cases["ubk_" + op.lower()] = model(
+        [node(op, ["c"], ["r"], "reduce", keepdims=0), node("Add", ["x", "r"], ["y"], "add")],
+        [vi("x", [], I64)], [vi("y", None, I64)], [i64s("c", vals, [2])], opset=13)
+cases["ubk_scatternd_add"] = model(
+    [node("ScatterND", ["c", "idx", "u"], ["s"], "scatter", reduction="add"),
+     node("Add", ["x", "s"], ["y"], "add")],
+    [vi("x", [1], I64)], [vi("y", None, I64)],
+    [i64s("c", [I64_MAX], [1]), i64s("idx", [0], [1, 1]), i64s("u", [1], [1])], opset=16)
+cases["ubk_scatter_elements_mul"] = model(
+    [node("ScatterElements", ["c", "idx", "u"], ["s"], "scatter", reduction="mul"),
+     node("Add", ["x", "s"], ["y"], "add")],
+    [vi("x", [1], I64)], [vi("y", None, I64)],
+    [i64s("c", [1 << 62], [1]), i64s("idx", [0], [1]), i64s("u", [4], [1])], opset=16)
+# a MaxUnpool index of INT64_MAX: read through a double it became INT64_MIN
+# (an undefined conversion), and its plane times the plane size overflowed
+cases["ubk_maxunpool"] = model(
+    [node("MaxUnpool", ["x", "idx"], ["y"], "unpool", kernel_shape=[2, 2], strides=[2, 2])],
+    [vi("x", [1, 1, 1, 1])], [vi("y", None)], [i64s("idx", [I64_MAX], [1, 1, 1, 1])])
+# values that became int64 through a double out of range (undefined; GCC's
+# -fsanitize=float-cast-overflow, which -fsanitize=undefined leaves out):
+# NonMaxSuppression's max_output_boxes_per_class of INT64_MAX, and Resize
+# source coordinates from a roi of NaN and 1e30
+cases["ubk_nms_max_boxes"] = model(
+    [node("NonMaxSuppression", ["boxes", "x", "max"], ["y"], "nms")],
+    [vi("x", [1, 1, 2])], [vi("y", None, I64)],
+    [f32("boxes", [0, 0, 1, 1, 2, 2, 3, 3], [1, 2, 4]), i64("max", [I64_MAX])])
+cases["ubk_resize_roi"] = model(
+    [node("Resize", ["x", "roi", "", "sizes"], ["y"], "resize", mode="linear",
+          coordinate_transformation_mode="tf_crop_and_resize")],
+    [vi("x", [1, 1, 2, 2])], [vi("y", None)],
+    [f32("roi", [0, 0, -1e30, float("nan"), 1, 1, 1e30, 1e30]), i64("sizes", [1, 1, 3, 3])])
+# sequence lengths far past the time axis
+cases["ubk_reverse_sequence"] = model(
+    [node("ReverseSequence", ["x", "lens"], ["y"], "reverse", batch_axis=1, time_axis=0)],
+    [vi("x", [2, 2], I64)], [vi("y", None, I64)], [i64s("lens", [I64_MAX, I64_MIN], [2])])
 
 for name, m in cases.items():
     save(m, os.path.join(onnx_dir, name + ".onnx"))

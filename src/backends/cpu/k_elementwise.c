@@ -380,18 +380,33 @@ static kiln_status bad_dtype(const kn_node *n, kiln_dtype dt) {
 
 static int64_t numel_of(const kb_tensor *t) { return kn_numel(t->rank, t->dims); }
 
-/* y = op(x) over n elements; x and y contiguous, y of x's dtype or bool. */
-static void unary_apply(const kb_unary_op *op, kb_ctype ct, const kb_uparam *p, const kb_tensor *x,
-                        kb_tensor *y, int threads) {
-    int64_t n = numel_of(x);
-    if (n <= 0)
-        return;
-    int64_t nchunks = n / KB_EW_CHUNK + (n % KB_EW_CHUNK != 0); /* no n + CHUNK overflow */
-    size_t xs = kiln_dtype_size(x->dtype), ys = kiln_dtype_size(y->dtype);
-    bool xnat = kb_ew_native(x->dtype, ct), ynat = op->bool_out || kb_ew_native(y->dtype, ct);
-    kb_unary_fn fn = op->fn[ct];
-#pragma omp parallel for num_threads(threads) if (n >= KB_EW_PAR_MIN) schedule(static)
-    for (int64_t c = 0; c < nchunks; c++) {
+typedef struct unary_chunks_ctx {
+    const kb_uparam *p;
+    const kb_tensor *x;
+    kb_tensor *y;
+    kb_ctype ct;
+    int64_t n;
+    size_t xs;
+    size_t ys;
+    bool xnat;
+    bool ynat;
+    kb_unary_fn fn;
+} unary_chunks_ctx;
+
+static void unary_chunks(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const unary_chunks_ctx *c_ = vc;
+    const kb_uparam *p = c_->p;
+    const kb_tensor *x = c_->x;
+    kb_tensor *y = c_->y;
+    kb_ctype ct = c_->ct;
+    int64_t n = c_->n;
+    size_t xs = c_->xs;
+    size_t ys = c_->ys;
+    bool xnat = c_->xnat;
+    bool ynat = c_->ynat;
+    kb_unary_fn fn = c_->fn;
+    (void)tid;
+    for (int64_t c = lo_; c < hi_; c++) {
         uint64_t bx[KB_EW_CHUNK], by[KB_EW_CHUNK];
         int64_t i0 = c * KB_EW_CHUNK, m = n - i0 < KB_EW_CHUNK ? n - i0 : KB_EW_CHUNK;
         const uint8_t *src = (const uint8_t *)x->data + (size_t)i0 * xs;
@@ -407,23 +422,59 @@ static void unary_apply(const kb_unary_op *op, kb_ctype ct, const kb_uparam *p, 
     }
 }
 
-/* y = fn(a, b) with broadcasting, computing in ct; y has the output shape. y
- * may be a (same shape). */
-static void binary_apply(kb_binary_fn fn, bool bool_out, kb_ctype ct, const kb_tensor *a,
-                         const kb_tensor *b, kb_tensor *y, int threads) {
-    kb_bcast bc;
-    const kb_tensor *ins[2] = {a, b};
-    kb_bcast_init(&bc, 2, ins, y);
-    if (bc.total <= 0)
+/* y = op(x) over n elements; x and y contiguous, y of x's dtype or bool. */
+static void unary_apply(const kb_unary_op *op, kb_ctype ct, const kb_uparam *p, const kb_tensor *x,
+                        kb_tensor *y, int threads) {
+    int64_t n = numel_of(x);
+    if (n <= 0)
         return;
-    int64_t segs = (bc.inner + KB_EW_CHUNK - 1) / KB_EW_CHUNK, units = bc.rows * segs;
-    size_t as = kiln_dtype_size(a->dtype), bs = kiln_dtype_size(b->dtype),
-           ys = kiln_dtype_size(y->dtype);
-    bool anat = kb_ew_native(a->dtype, ct), bnat = kb_ew_native(b->dtype, ct),
-         ynat = bool_out || kb_ew_native(y->dtype, ct);
-    int64_t sa = bc.stride[0][bc.rank - 1], sb = bc.stride[1][bc.rank - 1];
-#pragma omp parallel for num_threads(threads) if (bc.total >= KB_EW_PAR_MIN) schedule(static)
-    for (int64_t u = 0; u < units; u++) {
+    int64_t nchunks = n / KB_EW_CHUNK + (n % KB_EW_CHUNK != 0); /* no n + CHUNK overflow */
+    size_t xs = kiln_dtype_size(x->dtype), ys = kiln_dtype_size(y->dtype);
+    bool xnat = kb_ew_native(x->dtype, ct), ynat = op->bool_out || kb_ew_native(y->dtype, ct);
+    kb_unary_fn fn = op->fn[ct];
+    {
+        unary_chunks_ctx c_ = {p, x, y, ct, n, xs, ys, xnat, ynat, fn};
+        kn_parallel_for(n >= KB_EW_PAR_MIN ? threads : 1, nchunks, 0, unary_chunks, &c_);
+    }
+}
+
+typedef struct binary_units_ctx {
+    kb_binary_fn fn;
+    kb_ctype ct;
+    const kb_tensor *a;
+    const kb_tensor *b;
+    kb_tensor *y;
+    kb_bcast bc;
+    int64_t segs;
+    size_t as;
+    size_t bs;
+    size_t ys;
+    bool anat;
+    bool bnat;
+    bool ynat;
+    int64_t sa;
+    int64_t sb;
+} binary_units_ctx;
+
+static void binary_units(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const binary_units_ctx *c_ = vc;
+    kb_binary_fn fn = c_->fn;
+    kb_ctype ct = c_->ct;
+    const kb_tensor *a = c_->a;
+    const kb_tensor *b = c_->b;
+    kb_tensor *y = c_->y;
+    kb_bcast bc = c_->bc;
+    int64_t segs = c_->segs;
+    size_t as = c_->as;
+    size_t bs = c_->bs;
+    size_t ys = c_->ys;
+    bool anat = c_->anat;
+    bool bnat = c_->bnat;
+    bool ynat = c_->ynat;
+    int64_t sa = c_->sa;
+    int64_t sb = c_->sb;
+    (void)tid;
+    for (int64_t u = lo_; u < hi_; u++) {
         uint64_t ba[KB_EW_CHUNK], bb[KB_EW_CHUNK], by[KB_EW_CHUNK];
         int64_t row = u / segs, i0 = (u % segs) * KB_EW_CHUNK;
         int64_t m = bc.inner - i0 < KB_EW_CHUNK ? bc.inner - i0 : KB_EW_CHUNK;
@@ -444,6 +495,27 @@ static void binary_apply(kb_binary_fn fn, bool bool_out, kb_ctype ct, const kb_t
         fn(pa, sa, pb, sb, ynat ? (void *)dst : (void *)by, m);
         if (!ynat)
             kb_ew_store(y->dtype, dst, m, ct, by);
+    }
+}
+
+/* y = fn(a, b) with broadcasting, computing in ct; y has the output shape. y
+ * may be a (same shape). */
+static void binary_apply(kb_binary_fn fn, bool bool_out, kb_ctype ct, const kb_tensor *a,
+                         const kb_tensor *b, kb_tensor *y, int threads) {
+    kb_bcast bc;
+    const kb_tensor *ins[2] = {a, b};
+    kb_bcast_init(&bc, 2, ins, y);
+    if (bc.total <= 0)
+        return;
+    int64_t segs = (bc.inner + KB_EW_CHUNK - 1) / KB_EW_CHUNK, units = bc.rows * segs;
+    size_t as = kiln_dtype_size(a->dtype), bs = kiln_dtype_size(b->dtype),
+           ys = kiln_dtype_size(y->dtype);
+    bool anat = kb_ew_native(a->dtype, ct), bnat = kb_ew_native(b->dtype, ct),
+         ynat = bool_out || kb_ew_native(y->dtype, ct);
+    int64_t sa = bc.stride[0][bc.rank - 1], sb = bc.stride[1][bc.rank - 1];
+    {
+        binary_units_ctx c_ = {fn, ct, a, b, y, bc, segs, as, bs, ys, anat, bnat, ynat, sa, sb};
+        kn_parallel_for(bc.total >= KB_EW_PAR_MIN ? threads : 1, units, 0, binary_units, &c_);
     }
 }
 
@@ -579,25 +651,33 @@ static bool where_supports(const kn_node *node, const kn_tinfo *in, int n_in, co
            in[1].dtype == in[2].dtype;
 }
 
-static kiln_status where_run(const kb_run *r) {
-    const kb_tensor *cnd = &r->in[0], *x = &r->in[1], *yv = &r->in[2];
-    kb_tensor *out = &r->out[0];
-    size_t es = kiln_dtype_size(out->dtype);
-    if (cnd->dtype != KILN_DTYPE_BOOL)
-        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "condition must be bool, not %s",
-                             kiln_dtype_name(cnd->dtype));
-    if (es == 0 || x->dtype != yv->dtype)
-        return bad_dtype(r->node, x->dtype);
+typedef struct where_units_ctx {
+    const kb_tensor *cnd;
+    const kb_tensor *x;
+    const kb_tensor *yv;
+    kb_tensor *out;
+    size_t es;
     kb_bcast bc;
-    const kb_tensor *ins[3] = {cnd, x, yv};
-    kb_bcast_init(&bc, 3, ins, out);
-    if (bc.total <= 0)
-        return KILN_OK;
-    int64_t s0 = bc.stride[0][bc.rank - 1], s1 = bc.stride[1][bc.rank - 1],
-            s2 = bc.stride[2][bc.rank - 1];
-    int64_t segs = (bc.inner + KB_EW_CHUNK - 1) / KB_EW_CHUNK, units = bc.rows * segs;
-#pragma omp parallel for num_threads(r->threads) if (bc.total >= KB_EW_PAR_MIN) schedule(static)
-    for (int64_t u = 0; u < units; u++) {
+    int64_t s0;
+    int64_t s1;
+    int64_t s2;
+    int64_t segs;
+} where_units_ctx;
+
+static void where_units(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const where_units_ctx *c_ = vc;
+    const kb_tensor *cnd = c_->cnd;
+    const kb_tensor *x = c_->x;
+    const kb_tensor *yv = c_->yv;
+    kb_tensor *out = c_->out;
+    size_t es = c_->es;
+    kb_bcast bc = c_->bc;
+    int64_t s0 = c_->s0;
+    int64_t s1 = c_->s1;
+    int64_t s2 = c_->s2;
+    int64_t segs = c_->segs;
+    (void)tid;
+    for (int64_t u = lo_; u < hi_; u++) {
         int64_t row = u / segs, i0 = (u % segs) * KB_EW_CHUNK;
         int64_t m = bc.inner - i0 < KB_EW_CHUNK ? bc.inner - i0 : KB_EW_CHUNK;
         int64_t off[3];
@@ -625,6 +705,29 @@ static kiln_status where_run(const kb_run *r) {
         }
 #undef WHERE_ROW
     }
+}
+
+static kiln_status where_run(const kb_run *r) {
+    const kb_tensor *cnd = &r->in[0], *x = &r->in[1], *yv = &r->in[2];
+    kb_tensor *out = &r->out[0];
+    size_t es = kiln_dtype_size(out->dtype);
+    if (cnd->dtype != KILN_DTYPE_BOOL)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "condition must be bool, not %s",
+                             kiln_dtype_name(cnd->dtype));
+    if (es == 0 || x->dtype != yv->dtype)
+        return bad_dtype(r->node, x->dtype);
+    kb_bcast bc;
+    const kb_tensor *ins[3] = {cnd, x, yv};
+    kb_bcast_init(&bc, 3, ins, out);
+    if (bc.total <= 0)
+        return KILN_OK;
+    int64_t s0 = bc.stride[0][bc.rank - 1], s1 = bc.stride[1][bc.rank - 1],
+            s2 = bc.stride[2][bc.rank - 1];
+    int64_t segs = (bc.inner + KB_EW_CHUNK - 1) / KB_EW_CHUNK, units = bc.rows * segs;
+    {
+        where_units_ctx c_ = {cnd, x, yv, out, es, bc, s0, s1, s2, segs};
+        kn_parallel_for(bc.total >= KB_EW_PAR_MIN ? r->threads : 1, units, 0, where_units, &c_);
+    }
     return KILN_OK;
 }
 
@@ -634,6 +737,42 @@ static bool cast_supports(const kn_node *node, const kn_tinfo *in, int n_in, con
                           int n_out) {
     return n_in >= 1 && n_out >= 1 && kb_ew_ctype(in[0].dtype) >= 0 &&
            kb_ew_ctype(out[0].dtype) >= 0;
+}
+
+typedef struct cast_chunks_ctx {
+    const kb_tensor *x;
+    kb_tensor *y;
+    int ct;
+    int64_t n;
+    size_t xs;
+    size_t ys;
+    bool f8_nosat;
+} cast_chunks_ctx;
+
+static void cast_chunks(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const cast_chunks_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    kb_tensor *y = c_->y;
+    int ct = c_->ct;
+    int64_t n = c_->n;
+    size_t xs = c_->xs;
+    size_t ys = c_->ys;
+    bool f8_nosat = c_->f8_nosat;
+    (void)tid;
+    for (int64_t c = lo_; c < hi_; c++) {
+        uint64_t buf[KB_EW_CHUNK];
+        int64_t i0 = c * KB_EW_CHUNK, m = n - i0 < KB_EW_CHUNK ? n - i0 : KB_EW_CHUNK;
+        const uint8_t *src = (const uint8_t *)x->data + (size_t)i0 * xs;
+        uint8_t *dst = (uint8_t *)y->data + (size_t)i0 * ys;
+        kb_ew_load(x->dtype, src, m, (kb_ctype)ct, buf);
+        kb_ew_store(y->dtype, dst, m, (kb_ctype)ct, buf);
+        if (f8_nosat) {
+            float *f = (float *)buf;
+            kb_ew_load(x->dtype, src, m, KB_F32, f);
+            for (int64_t i = 0; i < m; i++)
+                dst[i] = kn_f8_from_float(f[i], (int)y->dtype, 0);
+        }
+    }
 }
 
 kiln_status kb_ew_run_cast(const kb_run *r) {
@@ -658,20 +797,9 @@ kiln_status kb_ew_run_cast(const kb_run *r) {
      * rounding of core/fp8.h, as QuantizeLinear's */
     bool f8_nosat = kn_f8_is((int)y->dtype) && kn_attr_int(r->node, "saturate", 1) == 0;
     int64_t nchunks = (n + KB_EW_CHUNK - 1) / KB_EW_CHUNK;
-#pragma omp parallel for num_threads(r->threads) if (n >= KB_EW_PAR_MIN) schedule(static)
-    for (int64_t c = 0; c < nchunks; c++) {
-        uint64_t buf[KB_EW_CHUNK];
-        int64_t i0 = c * KB_EW_CHUNK, m = n - i0 < KB_EW_CHUNK ? n - i0 : KB_EW_CHUNK;
-        const uint8_t *src = (const uint8_t *)x->data + (size_t)i0 * xs;
-        uint8_t *dst = (uint8_t *)y->data + (size_t)i0 * ys;
-        kb_ew_load(x->dtype, src, m, (kb_ctype)ct, buf);
-        kb_ew_store(y->dtype, dst, m, (kb_ctype)ct, buf);
-        if (f8_nosat) {
-            float *f = (float *)buf;
-            kb_ew_load(x->dtype, src, m, KB_F32, f);
-            for (int64_t i = 0; i < m; i++)
-                dst[i] = kn_f8_from_float(f[i], (int)y->dtype, 0);
-        }
+    {
+        cast_chunks_ctx c_ = {x, y, ct, n, xs, ys, f8_nosat};
+        kn_parallel_for(n >= KB_EW_PAR_MIN ? r->threads : 1, nchunks, 0, cast_chunks, &c_);
     }
     return KILN_OK;
 }

@@ -98,32 +98,29 @@ kiln_status kb_ew_init_chain(const kn_node *node, void **state) {
     return KILN_OK;
 }
 
-kiln_status kb_ew_run_chain(const kb_run *r) {
-    const chain_state *s = r->state;
-    kb_tensor *y = &r->out[0];
-    int yct = kb_ew_ctype(y->dtype);
-    if (yct != KB_F32 && yct != KB_F64)
-        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "data type %s is not supported",
-                             kiln_dtype_name(y->dtype));
-    if (r->n_in > KB_EW_MAX_IN)
-        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "more than %d inputs", KB_EW_MAX_IN);
-    kb_ctype ct = (kb_ctype)yct;
-    for (int i = 0; i < s->n; i++)
-        if ((s->steps[i].un && !s->steps[i].un->fn[ct]) ||
-            (s->steps[i].bin && !s->steps[i].bin->fn[ct]))
-            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "op %d has no %s loop", i,
-                                 kiln_dtype_name(y->dtype));
-    const kb_tensor *ins[KB_EW_MAX_IN];
-    for (int k = 0; k < r->n_in; k++)
-        ins[k] = &r->in[k];
+typedef struct chain_units_ctx {
+    const chain_state *s;
+    kb_tensor *y;
+    kb_ctype ct;
+    const kb_tensor *const *ins;
     kb_bcast bc;
-    kb_bcast_init(&bc, r->n_in, ins, y);
-    if (bc.total <= 0)
-        return KILN_OK;
-    int64_t segs = (bc.inner + KB_EW_CHUNK - 1) / KB_EW_CHUNK, units = bc.rows * segs;
-    size_t ys = kiln_dtype_size(y->dtype), cs = kb_ew_csize(ct);
-#pragma omp parallel for num_threads(r->threads) if (bc.total >= KB_EW_PAR_MIN / 4) schedule(static)
-    for (int64_t u = 0; u < units; u++) {
+    int64_t segs;
+    size_t ys;
+    size_t cs;
+} chain_units_ctx;
+
+static void chain_units(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const chain_units_ctx *c_ = vc;
+    const chain_state *s = c_->s;
+    kb_tensor *y = c_->y;
+    kb_ctype ct = c_->ct;
+    const kb_tensor *const *ins = c_->ins;
+    kb_bcast bc = c_->bc;
+    int64_t segs = c_->segs;
+    size_t ys = c_->ys;
+    size_t cs = c_->cs;
+    (void)tid;
+    for (int64_t u = lo_; u < hi_; u++) {
         uint64_t acc[KB_EW_CHUNK], tmp[KB_EW_CHUNK];
         int64_t row = u / segs, i0 = (u % segs) * KB_EW_CHUNK;
         int64_t m = bc.inner - i0 < KB_EW_CHUNK ? bc.inner - i0 : KB_EW_CHUNK;
@@ -162,6 +159,36 @@ kiln_status kb_ew_run_chain(const kb_run *r) {
             memcpy(dst, acc, (size_t)m * cs);
         else
             kb_ew_store(y->dtype, dst, m, ct, acc);
+    }
+}
+
+kiln_status kb_ew_run_chain(const kb_run *r) {
+    const chain_state *s = r->state;
+    kb_tensor *y = &r->out[0];
+    int yct = kb_ew_ctype(y->dtype);
+    if (yct != KB_F32 && yct != KB_F64)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "data type %s is not supported",
+                             kiln_dtype_name(y->dtype));
+    if (r->n_in > KB_EW_MAX_IN)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "more than %d inputs", KB_EW_MAX_IN);
+    kb_ctype ct = (kb_ctype)yct;
+    for (int i = 0; i < s->n; i++)
+        if ((s->steps[i].un && !s->steps[i].un->fn[ct]) ||
+            (s->steps[i].bin && !s->steps[i].bin->fn[ct]))
+            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "op %d has no %s loop", i,
+                                 kiln_dtype_name(y->dtype));
+    const kb_tensor *ins[KB_EW_MAX_IN];
+    for (int k = 0; k < r->n_in; k++)
+        ins[k] = &r->in[k];
+    kb_bcast bc;
+    kb_bcast_init(&bc, r->n_in, ins, y);
+    if (bc.total <= 0)
+        return KILN_OK;
+    int64_t segs = (bc.inner + KB_EW_CHUNK - 1) / KB_EW_CHUNK, units = bc.rows * segs;
+    size_t ys = kiln_dtype_size(y->dtype), cs = kb_ew_csize(ct);
+    {
+        chain_units_ctx c_ = {s, y, ct, ins, bc, segs, ys, cs};
+        kn_parallel_for(bc.total >= KB_EW_PAR_MIN / 4 ? r->threads : 1, units, 0, chain_units, &c_);
     }
     return KILN_OK;
 }

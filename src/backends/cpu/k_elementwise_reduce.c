@@ -181,7 +181,10 @@ static void fold_i(int op, const int64_t *v, int64_t m, int64_t *acc) {
     case R_PROD: for (int64_t i = 0; i < m; i++) a = (int64_t)((uint64_t)a * (uint64_t)v[i]); break;
     case R_MAX: for (int64_t i = 0; i < m; i++) a = v[i] > a ? v[i] : a; break;
     case R_MIN: for (int64_t i = 0; i < m; i++) a = v[i] < a ? v[i] : a; break;
-    case R_L1: for (int64_t i = 0; i < m; i++) a += v[i] < 0 ? -v[i] : v[i]; break;
+    case R_L1: /* |INT64_MIN| and the sum wrap, as Abs and Add of int64 do */
+        for (int64_t i = 0; i < m; i++)
+            a = (int64_t)((uint64_t)a + (v[i] < 0 ? 0u - (uint64_t)v[i] : (uint64_t)v[i]));
+        break;
     case R_SUMSQ: for (int64_t i = 0; i < m; i++) a = (int64_t)((uint64_t)a + (uint64_t)v[i] * (uint64_t)v[i]); break;
     default: break;
     }
@@ -248,16 +251,37 @@ static void vfold_i(int op, const int64_t *v, int64_t m, int64_t *acc) {
         fold_i(op, &v[i], 1, &acc[i]);
 }
 
-/* Reductions whose innermost input dim is kept: runs of Ik outputs are
- * contiguous in the input too, so whole rows are folded at once. */
-static void reduce_vec(const red_geom *g, const kb_tensor *x, kb_tensor *y, int op, bool exact_int,
-                       int64_t lo, int64_t hi, int threads) {
-    int64_t ik = g->kdim[g->nk - 1], nout = numel_of(y);
-    int64_t segs = (ik + KB_EW_CHUNK - 1) / KB_EW_CHUNK, units = nout / ik * segs;
-    size_t es = kiln_dtype_size(x->dtype), ys = kiln_dtype_size(y->dtype);
-    kb_ctype ct = exact_int ? KB_I64 : KB_F64;
-#pragma omp parallel for num_threads(threads) if (numel_of(x) >= KB_EW_PAR_MIN) schedule(static)
-    for (int64_t u = 0; u < units; u++) {
+typedef struct reduce_vec_units_ctx {
+    const red_geom *g;
+    const kb_tensor *x;
+    kb_tensor *y;
+    int op;
+    bool exact_int;
+    int64_t lo;
+    int64_t hi;
+    int64_t ik;
+    int64_t segs;
+    size_t es;
+    size_t ys;
+    kb_ctype ct;
+} reduce_vec_units_ctx;
+
+static void reduce_vec_units(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const reduce_vec_units_ctx *c_ = vc;
+    const red_geom *g = c_->g;
+    const kb_tensor *x = c_->x;
+    kb_tensor *y = c_->y;
+    int op = c_->op;
+    bool exact_int = c_->exact_int;
+    int64_t lo = c_->lo;
+    int64_t hi = c_->hi;
+    int64_t ik = c_->ik;
+    int64_t segs = c_->segs;
+    size_t es = c_->es;
+    size_t ys = c_->ys;
+    kb_ctype ct = c_->ct;
+    (void)tid;
+    for (int64_t u = lo_; u < hi_; u++) {
         int64_t i0 = (u % segs) * KB_EW_CHUNK, o0 = u / segs * ik + i0;
         int64_t m = ik - i0 < KB_EW_CHUNK ? ik - i0 : KB_EW_CHUNK;
         int64_t base = kept_offset(g, o0);
@@ -308,6 +332,78 @@ static void reduce_vec(const red_geom *g, const kb_tensor *x, kb_tensor *y, int 
     }
 }
 
+/* Reductions whose innermost input dim is kept: runs of Ik outputs are
+ * contiguous in the input too, so whole rows are folded at once. */
+static void reduce_vec(const red_geom *g, const kb_tensor *x, kb_tensor *y, int op, bool exact_int,
+                       int64_t lo, int64_t hi, int threads) {
+    int64_t ik = g->kdim[g->nk - 1], nout = numel_of(y);
+    int64_t segs = (ik + KB_EW_CHUNK - 1) / KB_EW_CHUNK, units = nout / ik * segs;
+    size_t es = kiln_dtype_size(x->dtype), ys = kiln_dtype_size(y->dtype);
+    kb_ctype ct = exact_int ? KB_I64 : KB_F64;
+    {
+        reduce_vec_units_ctx c_ = {g, x, y, op, exact_int, lo, hi, ik, segs, es, ys, ct};
+        kn_parallel_for(numel_of(x) >= KB_EW_PAR_MIN ? threads : 1, units, 0, reduce_vec_units, &c_);
+    }
+}
+
+typedef struct reduce_outputs_ctx {
+    red_geom g;
+    const kb_tensor *x;
+    kb_tensor *y;
+    int op;
+    bool exact_int;
+    kb_ctype ct;
+    size_t ys;
+    int64_t lo;
+    int64_t hi;
+} reduce_outputs_ctx;
+
+static void reduce_outputs(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const reduce_outputs_ctx *c_ = vc;
+    red_geom g = c_->g;
+    const kb_tensor *x = c_->x;
+    kb_tensor *y = c_->y;
+    int op = c_->op;
+    bool exact_int = c_->exact_int;
+    kb_ctype ct = c_->ct;
+    size_t ys = c_->ys;
+    int64_t lo = c_->lo;
+    int64_t hi = c_->hi;
+    (void)tid;
+    for (int64_t o = lo_; o < hi_; o++) {
+        int64_t base = kept_offset(&g, o);
+        uint8_t *dst = (uint8_t *)y->data + (size_t)o * ys;
+        if (exact_int) {
+            int64_t acc = op == R_PROD ? 1 : op == R_MAX ? lo : op == R_MIN ? hi : 0;
+            red_visit(&g, x, base, ct, op, 0, NULL, &acc, 0);
+            if (op == R_MEAN && g.R > 0)
+                acc /= g.R;
+            kb_ew_store(y->dtype, dst, 1, KB_I64, &acc);
+            continue;
+        }
+        double acc = op == R_PROD ? 1.0 : op == R_MAX ? -INFINITY : op == R_MIN ? INFINITY : 0.0;
+        double mx = 0;
+        if (op == R_LOGSUMEXP) {
+            mx = -INFINITY;
+            red_visit(&g, x, base, ct, op, 0, &mx, NULL, 0);
+            if (mx == -INFINITY) /* all -inf, or nothing: the result is -inf */
+                mx = 0;
+            acc = 0;
+            red_visit(&g, x, base, ct, op, 1, &acc, NULL, mx);
+            acc = log(acc) + mx;
+        } else {
+            red_visit(&g, x, base, ct, op, 0, &acc, NULL, 0);
+            if (op == R_MEAN)
+                acc = g.R ? acc / (double)g.R : NAN;
+            else if (op == R_L2)
+                acc = sqrt(acc);
+            else if (op == R_LOGSUM)
+                acc = log(acc);
+        }
+        kb_ew_store(y->dtype, dst, 1, KB_F64, &acc);
+    }
+}
+
 kiln_status kb_ew_run_reduce(const kb_run *r) {
     const kb_tensor *x = &r->in[0];
     kb_tensor *y = &r->out[0];
@@ -341,92 +437,36 @@ kiln_status kb_ew_run_reduce(const kb_run *r) {
         reduce_vec(&g, x, y, op, exact_int, lo, hi, r->threads);
         return KILN_OK;
     }
-#pragma omp parallel for num_threads(r->threads) if (work >= KB_EW_PAR_MIN) schedule(static)
-    for (int64_t o = 0; o < nout; o++) {
-        int64_t base = kept_offset(&g, o);
-        uint8_t *dst = (uint8_t *)y->data + (size_t)o * ys;
-        if (exact_int) {
-            int64_t acc = op == R_PROD ? 1 : op == R_MAX ? lo : op == R_MIN ? hi : 0;
-            red_visit(&g, x, base, ct, op, 0, NULL, &acc, 0);
-            if (op == R_MEAN && g.R > 0)
-                acc /= g.R;
-            kb_ew_store(y->dtype, dst, 1, KB_I64, &acc);
-            continue;
-        }
-        double acc = op == R_PROD ? 1.0 : op == R_MAX ? -INFINITY : op == R_MIN ? INFINITY : 0.0;
-        double mx = 0;
-        if (op == R_LOGSUMEXP) {
-            mx = -INFINITY;
-            red_visit(&g, x, base, ct, op, 0, &mx, NULL, 0);
-            if (mx == -INFINITY) /* all -inf, or nothing: the result is -inf */
-                mx = 0;
-            acc = 0;
-            red_visit(&g, x, base, ct, op, 1, &acc, NULL, mx);
-            acc = log(acc) + mx;
-        } else {
-            red_visit(&g, x, base, ct, op, 0, &acc, NULL, 0);
-            if (op == R_MEAN)
-                acc = g.R ? acc / (double)g.R : NAN;
-            else if (op == R_L2)
-                acc = sqrt(acc);
-            else if (op == R_LOGSUM)
-                acc = log(acc);
-        }
-        kb_ew_store(y->dtype, dst, 1, KB_F64, &acc);
+    {
+        reduce_outputs_ctx c_ = {g, x, y, op, exact_int, ct, ys, lo, hi};
+        kn_parallel_for(work >= KB_EW_PAR_MIN ? r->threads : 1, nout, 0, reduce_outputs, &c_);
     }
     return KILN_OK;
 }
 
 /* ---------------- ArgMax / ArgMin ---------------- */
 
-kiln_status kb_ew_run_argmax(const kb_run *r) {
-    const kb_tensor *x = &r->in[0];
-    kb_tensor *y = &r->out[0];
-    if (kb_ew_ctype(x->dtype) < 0)
-        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "data type %s is not supported",
-                             kiln_dtype_name(x->dtype));
-    int axis = 0;
-    KN_TRY(norm_axis(r->node, kn_attr_int(r->node, "axis", 0), x->rank, &axis));
-    bool is_max = strcmp(r->node->op_type, "ArgMax") == 0;
-    bool last = kn_attr_int(r->node, "select_last_index", 0) != 0;
-    int64_t O, R, I;
-    split3(x, axis, &O, &R, &I);
-    if (R == 0 && O * I > 0)
-        return kn_node_error(r->node, KILN_ERR_SHAPE, "cannot take the %s over an empty axis",
-                             r->node->op_type);
-    size_t es = kiln_dtype_size(x->dtype);
-    int64_t *out = y->data;
-    if (I > 1) { /* compare whole contiguous rows of m columns */
-        int64_t segs = (I + KB_EW_CHUNK - 1) / KB_EW_CHUNK;
-#pragma omp parallel for num_threads(r->threads) if (O * I * R >= KB_EW_PAR_MIN) schedule(static)
-        for (int64_t u = 0; u < O * segs; u++) {
-            int64_t o = u / segs, i0 = (u % segs) * KB_EW_CHUNK;
-            int64_t m = I - i0 < KB_EW_CHUNK ? I - i0 : KB_EW_CHUNK;
-            double best[KB_EW_CHUNK], v[KB_EW_CHUNK];
-            int64_t *bi = out + o * I + i0;
-            for (int64_t j = 0; j < R; j++) {
-                const uint8_t *src = (const uint8_t *)x->data + (size_t)((o * R + j) * I + i0) * es;
-                kb_ew_load(x->dtype, src, m, KB_F64, j == 0 ? best : v);
-                if (j == 0) {
-                    for (int64_t k = 0; k < m; k++)
-                        bi[k] = 0;
-                    continue;
-                }
-                for (int64_t k = 0; k < m; k++) {
-                    double a = v[k];
-                    if (is_max ? (last ? a >= best[k] : a > best[k])
-                               : (last ? a <= best[k] : a < best[k])) {
-                        best[k] = a;
-                        bi[k] = j;
-                    }
-                }
-            }
-        }
-        return KILN_OK;
-    }
-    int64_t units = O * I;
-#pragma omp parallel for num_threads(r->threads) if (O * I * R >= KB_EW_PAR_MIN) schedule(static)
-    for (int64_t u = 0; u < units; u++) {
+typedef struct argmax_units_ctx {
+    const kb_tensor *x;
+    int64_t *out;
+    bool is_max;
+    bool last;
+    int64_t R;
+    int64_t I;
+    size_t es;
+} argmax_units_ctx;
+
+static void argmax_units(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const argmax_units_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    int64_t *out = c_->out;
+    bool is_max = c_->is_max;
+    bool last = c_->last;
+    int64_t R = c_->R;
+    int64_t I = c_->I;
+    size_t es = c_->es;
+    (void)tid;
+    for (int64_t u = lo_; u < hi_; u++) {
         int64_t o = u / I, i = u % I;
         const uint8_t *base = (const uint8_t *)x->data + (size_t)(o * R * I + i) * es;
         uint64_t raw[KB_EW_CHUNK];
@@ -448,6 +488,85 @@ kiln_status kb_ew_run_argmax(const kb_run *r) {
             }
         }
         out[u] = bi;
+    }
+}
+
+typedef struct argmax_cols_ctx {
+    const kb_tensor *x;
+    int64_t *out;
+    bool is_max;
+    bool last;
+    int64_t R;
+    int64_t I;
+    size_t es;
+    int64_t segs;
+} argmax_cols_ctx;
+
+static void argmax_cols(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const argmax_cols_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    int64_t *out = c_->out;
+    bool is_max = c_->is_max;
+    bool last = c_->last;
+    int64_t R = c_->R;
+    int64_t I = c_->I;
+    size_t es = c_->es;
+    int64_t segs = c_->segs;
+    (void)tid;
+    for (int64_t u = lo_; u < hi_; u++) {
+        int64_t o = u / segs, i0 = (u % segs) * KB_EW_CHUNK;
+        int64_t m = I - i0 < KB_EW_CHUNK ? I - i0 : KB_EW_CHUNK;
+        double best[KB_EW_CHUNK], v[KB_EW_CHUNK];
+        int64_t *bi = out + o * I + i0;
+        for (int64_t j = 0; j < R; j++) {
+            const uint8_t *src = (const uint8_t *)x->data + (size_t)((o * R + j) * I + i0) * es;
+            kb_ew_load(x->dtype, src, m, KB_F64, j == 0 ? best : v);
+            if (j == 0) {
+                for (int64_t k = 0; k < m; k++)
+                    bi[k] = 0;
+                continue;
+            }
+            for (int64_t k = 0; k < m; k++) {
+                double a = v[k];
+                if (is_max ? (last ? a >= best[k] : a > best[k])
+                           : (last ? a <= best[k] : a < best[k])) {
+                    best[k] = a;
+                    bi[k] = j;
+                }
+            }
+        }
+    }
+}
+
+kiln_status kb_ew_run_argmax(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    kb_tensor *y = &r->out[0];
+    if (kb_ew_ctype(x->dtype) < 0)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "data type %s is not supported",
+                             kiln_dtype_name(x->dtype));
+    int axis = 0;
+    KN_TRY(norm_axis(r->node, kn_attr_int(r->node, "axis", 0), x->rank, &axis));
+    bool is_max = strcmp(r->node->op_type, "ArgMax") == 0;
+    bool last = kn_attr_int(r->node, "select_last_index", 0) != 0;
+    int64_t O, R, I;
+    split3(x, axis, &O, &R, &I);
+    if (R == 0 && O * I > 0)
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "cannot take the %s over an empty axis",
+                             r->node->op_type);
+    size_t es = kiln_dtype_size(x->dtype);
+    int64_t *out = y->data;
+    if (I > 1) { /* compare whole contiguous rows of m columns */
+        int64_t segs = (I + KB_EW_CHUNK - 1) / KB_EW_CHUNK;
+        {
+            argmax_cols_ctx c_ = {x, out, is_max, last, R, I, es, segs};
+            kn_parallel_for(O * I * R >= KB_EW_PAR_MIN ? r->threads : 1, O * segs, 0, argmax_cols, &c_);
+        }
+        return KILN_OK;
+    }
+    int64_t units = O * I;
+    {
+        argmax_units_ctx c_ = {x, out, is_max, last, R, I, es};
+        kn_parallel_for(O * I * R >= KB_EW_PAR_MIN ? r->threads : 1, units, 0, argmax_units, &c_);
     }
     return KILN_OK;
 }
@@ -574,6 +693,59 @@ static void softmax_row_any(int kind, const kb_tensor *x, kb_tensor *y, int64_t 
     }
 }
 
+typedef struct softmax_rows_ctx {
+    const kb_tensor *x;
+    kb_tensor *y;
+    int kind;
+    int64_t R;
+    int64_t I;
+    bool fast;
+} softmax_rows_ctx;
+
+static void softmax_rows(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const softmax_rows_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    kb_tensor *y = c_->y;
+    int kind = c_->kind;
+    int64_t R = c_->R;
+    int64_t I = c_->I;
+    bool fast = c_->fast;
+    (void)tid;
+    for (int64_t u = lo_; u < hi_; u++) {
+        int64_t o = u / I, i = u % I;
+        if (fast)
+            softmax_row_f32(kind, (const float *)x->data + o * R, (float *)y->data + o * R, R);
+        else
+            softmax_row_any(kind, x, y, o * R * I + i, R, I);
+    }
+}
+
+typedef struct softmax_cols_ctx {
+    const kb_tensor *x;
+    kb_tensor *y;
+    int kind;
+    int64_t R;
+    int64_t I;
+    int64_t segs;
+} softmax_cols_ctx;
+
+static void softmax_cols(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const softmax_cols_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    kb_tensor *y = c_->y;
+    int kind = c_->kind;
+    int64_t R = c_->R;
+    int64_t I = c_->I;
+    int64_t segs = c_->segs;
+    (void)tid;
+    for (int64_t u = lo_; u < hi_; u++) {
+        int64_t o = u / segs, i0 = (u % segs) * KB_EW_CHUNK;
+        int64_t m = I - i0 < KB_EW_CHUNK ? I - i0 : KB_EW_CHUNK;
+        softmax_cols_f32(kind, (const float *)x->data + o * R * I + i0,
+                         (float *)y->data + o * R * I + i0, R, I, m);
+    }
+}
+
 kiln_status kb_ew_run_softmax(const kb_run *r) {
     const kb_tensor *x = &r->in[0];
     kb_tensor *y = &r->out[0];
@@ -600,52 +772,47 @@ kiln_status kb_ew_run_softmax(const kb_run *r) {
         return KILN_OK;
     if (x->dtype == KILN_DTYPE_FLOAT && I > 1) {
         int64_t segs = (I + KB_EW_CHUNK - 1) / KB_EW_CHUNK;
-#pragma omp parallel for num_threads(r->threads) if (units * R >= KB_EW_PAR_MIN) schedule(static)
-        for (int64_t u = 0; u < O * segs; u++) {
-            int64_t o = u / segs, i0 = (u % segs) * KB_EW_CHUNK;
-            int64_t m = I - i0 < KB_EW_CHUNK ? I - i0 : KB_EW_CHUNK;
-            softmax_cols_f32(kind, (const float *)x->data + o * R * I + i0,
-                             (float *)y->data + o * R * I + i0, R, I, m);
+        {
+            softmax_cols_ctx c_ = {x, y, kind, R, I, segs};
+            kn_parallel_for(units * R >= KB_EW_PAR_MIN ? r->threads : 1, O * segs, 0, softmax_cols, &c_);
         }
         return KILN_OK;
     }
     bool fast = x->dtype == KILN_DTYPE_FLOAT;
-#pragma omp parallel for num_threads(r->threads) if (units * R >= KB_EW_PAR_MIN) schedule(static)
-    for (int64_t u = 0; u < units; u++) {
-        int64_t o = u / I, i = u % I;
-        if (fast)
-            softmax_row_f32(kind, (const float *)x->data + o * R, (float *)y->data + o * R, R);
-        else
-            softmax_row_any(kind, x, y, o * R * I + i, R, I);
+    {
+        softmax_rows_ctx c_ = {x, y, kind, R, I, fast};
+        kn_parallel_for(units * R >= KB_EW_PAR_MIN ? r->threads : 1, units, 0, softmax_rows, &c_);
     }
     return KILN_OK;
 }
 
 /* ---------------- CumSum / CumProd ---------------- */
 
-kiln_status kb_ew_run_cumsum(const kb_run *r) {
-    const kb_tensor *x = &r->in[0];
-    kb_tensor *y = &r->out[0];
-    int xct = kb_ew_ctype(x->dtype);
-    if (xct < 0)
-        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "data type %s is not supported",
-                             kiln_dtype_name(x->dtype));
-    if (r->n_in < 2 || !r->in[1].data || numel_of(&r->in[1]) != 1)
-        return kn_node_error(r->node, KILN_ERR_INVALID_ARGUMENT, "axis must be a scalar tensor");
-    int64_t ax64;
-    kb_ew_load(r->in[1].dtype, r->in[1].data, 1, KB_I64, &ax64);
-    int axis = 0;
-    KN_TRY(norm_axis(r->node, ax64, x->rank, &axis));
-    bool prod = strcmp(r->node->op_type, "CumProd") == 0;
-    bool exclusive = kn_attr_int(r->node, "exclusive", 0) != 0;
-    bool reverse = kn_attr_int(r->node, "reverse", 0) != 0;
-    int64_t O, R, I;
-    split3(x, axis, &O, &R, &I);
-    kb_ctype ct = (xct == KB_I64 || xct == KB_U64) ? KB_I64 : KB_F64;
-    size_t es = kiln_dtype_size(x->dtype);
-    int64_t units = O * I;
-#pragma omp parallel for num_threads(r->threads) if (units * R >= KB_EW_PAR_MIN) schedule(static)
-    for (int64_t u = 0; u < units; u++) {
+typedef struct cumsum_units_ctx {
+    const kb_tensor *x;
+    kb_tensor *y;
+    bool prod;
+    bool exclusive;
+    bool reverse;
+    int64_t R;
+    int64_t I;
+    kb_ctype ct;
+    size_t es;
+} cumsum_units_ctx;
+
+static void cumsum_units(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const cumsum_units_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    kb_tensor *y = c_->y;
+    bool prod = c_->prod;
+    bool exclusive = c_->exclusive;
+    bool reverse = c_->reverse;
+    int64_t R = c_->R;
+    int64_t I = c_->I;
+    kb_ctype ct = c_->ct;
+    size_t es = c_->es;
+    (void)tid;
+    for (int64_t u = lo_; u < hi_; u++) {
         int64_t o = u / I, i = u % I;
         int64_t first = o * R * I + i + (reverse ? (R - 1) * I : 0);
         int64_t step = reverse ? -I : I;
@@ -677,6 +844,33 @@ kiln_status kb_ew_run_cumsum(const kb_run *r) {
             kb_ew_store(y->dtype, raw, m, ct, v);
             kb_ew_scatter(yb + j * step * (int64_t)es, es, step, m, raw);
         }
+    }
+}
+
+kiln_status kb_ew_run_cumsum(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    kb_tensor *y = &r->out[0];
+    int xct = kb_ew_ctype(x->dtype);
+    if (xct < 0)
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "data type %s is not supported",
+                             kiln_dtype_name(x->dtype));
+    if (r->n_in < 2 || !r->in[1].data || numel_of(&r->in[1]) != 1)
+        return kn_node_error(r->node, KILN_ERR_INVALID_ARGUMENT, "axis must be a scalar tensor");
+    int64_t ax64;
+    kb_ew_load(r->in[1].dtype, r->in[1].data, 1, KB_I64, &ax64);
+    int axis = 0;
+    KN_TRY(norm_axis(r->node, ax64, x->rank, &axis));
+    bool prod = strcmp(r->node->op_type, "CumProd") == 0;
+    bool exclusive = kn_attr_int(r->node, "exclusive", 0) != 0;
+    bool reverse = kn_attr_int(r->node, "reverse", 0) != 0;
+    int64_t O, R, I;
+    split3(x, axis, &O, &R, &I);
+    kb_ctype ct = (xct == KB_I64 || xct == KB_U64) ? KB_I64 : KB_F64;
+    size_t es = kiln_dtype_size(x->dtype);
+    int64_t units = O * I;
+    {
+        cumsum_units_ctx c_ = {x, y, prod, exclusive, reverse, R, I, ct, es};
+        kn_parallel_for(units * R >= KB_EW_PAR_MIN ? r->threads : 1, units, 0, cumsum_units, &c_);
     }
     return KILN_OK;
 }

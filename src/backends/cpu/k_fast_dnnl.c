@@ -5,6 +5,7 @@
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cpu/k_fast.h"
@@ -26,7 +27,21 @@ static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 static dnnl_engine_t engine_obj;
 static dnnl_status_t engine_status;
 
-static void engine_make(void) { engine_status = dnnl_engine_create(&engine_obj, dnnl_cpu, 0); }
+/* oneDNN's Debian build threads through libgomp (DNNL_CPU_RUNTIME OMP, no
+ * threadpool interop), which reads its wait policy once, when it loads with
+ * libkiln.so, before kiln could set it: with neither variable set, its idle
+ * threads spin for milliseconds on cores other work needs (kiln's own
+ * kernels use kiln's pool, src/core/pool.c). The kiln command sets
+ * GOMP_SPINCOUNT itself (tools/omp_wait.c); an embedding program is told
+ * once, when oneDNN is first used. */
+static void engine_make(void) {
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
+        kn_log(KILN_LOG_WARNING,
+               "oneDNN runs on libgomp, whose idle threads spin for milliseconds by default: on "
+               "a machine shared with other work set GOMP_SPINCOUNT=1000 (or "
+               "OMP_WAIT_POLICY=passive) in the environment before the program starts");
+    engine_status = dnnl_engine_create(&engine_obj, dnnl_cpu, 0);
+}
 
 kiln_status kf_engine(const kn_node *n, dnnl_engine_t *out) {
     pthread_once(&engine_once, engine_make);

@@ -103,6 +103,26 @@ static int64_t bcast_offset(const kb_tensor *t, const kb_tensor *y, int64_t i) {
     return off;
 }
 
+typedef struct matmul_epilogue_rows_ctx {
+    float *Y;
+    const float *B;
+    int64_t n;
+    kb_epilogue ep;
+} matmul_epilogue_rows_ctx;
+
+static void matmul_epilogue_rows(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const matmul_epilogue_rows_ctx *c_ = vc;
+    float *Y = c_->Y;
+    const float *B = c_->B;
+    int64_t n = c_->n;
+    kb_epilogue ep = c_->ep;
+    (void)tid;
+    for (int64_t i = lo_; i < hi_; i++)
+        for (int64_t j = 0; j < n; j++)
+            Y[i * n + j] = kb_act_apply(ep.act, Y[i * n + j] + (B ? B[j] : 0.f), ep.alpha,
+                                        ep.beta);
+}
+
 static kiln_status fused_matmul_run(const kb_run *r) {
     kb_staged st;
     KN_TRY(stage(r, 0, &st));
@@ -122,11 +142,10 @@ static kiln_status fused_matmul_run(const kb_run *r) {
     if (!bias || (bias->rank == 1 && bias->dims[0] == n)) { /* per column: the common case */
         int64_t rows = n ? total / n : 0;
         int nth = r->threads > 1 && total > 16384 ? r->threads : 1;
-#pragma omp parallel for num_threads(nth) schedule(static)
-        for (int64_t i = 0; i < rows; i++)
-            for (int64_t j = 0; j < n; j++)
-                Y[i * n + j] = kb_act_apply(ep.act, Y[i * n + j] + (B ? B[j] : 0.f), ep.alpha,
-                                            ep.beta);
+        {
+            matmul_epilogue_rows_ctx c_ = {Y, B, n, ep};
+            kn_parallel_for(nth, rows, 0, matmul_epilogue_rows, &c_);
+        }
     } else {
         for (int64_t i = 0; i < total; i++)
             Y[i] = kb_act_apply(ep.act, Y[i] + B[bcast_offset(bias, y, i)], ep.alpha, ep.beta);
@@ -134,13 +153,6 @@ static kiln_status fused_matmul_run(const kb_run *r) {
     kb_stage_out(&st, &r->out[0]);
     return KILN_OK;
 }
-
-#ifdef _OPENMP
-#include <omp.h>
-static int kb_omp_thread(void) { return omp_get_thread_num(); }
-#else
-static int kb_omp_thread(void) { return 0; }
-#endif
 
 /* kiln::Attention (graph/fused.h), in float through staged copies. Jobs
  * of (batch, head, block of up to KB_ATT_ROWS query rows) run in parallel;
@@ -158,6 +170,92 @@ size_t kb_attention_workspace(const kb_tensor *in, int n_in, const kb_tensor *ou
         sk = in[1].dims[1] > 0 ? in[1].dims[1] : 1;
     return ((kb_stage_bytes(in, n_in, &out[0]) + 63u) & ~(size_t)63u) +
            (size_t)sk * KB_ATT_ROWS * sizeof(float) * (size_t)att_threads();
+}
+
+typedef struct attention_jobs_ctx {
+    kb_gemm_fn gemm;
+    int64_t H;
+    int64_t Hkv;
+    int64_t D;
+    int64_t Dv;
+    int64_t Sq;
+    int64_t Sk;
+    int64_t blocks;
+    int64_t qrow;
+    int64_t krow;
+    int64_t vrow;
+    float scale;
+    const float *Q;
+    const float *K;
+    const float *V;
+    const float *M;
+    const int64_t *ms;
+    float *scratch;
+    float *Y;
+    bool causal;
+    float softcap;
+} attention_jobs_ctx;
+
+static void attention_jobs(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const attention_jobs_ctx *c_ = vc;
+    kb_gemm_fn gemm = c_->gemm;
+    int64_t H = c_->H;
+    int64_t Hkv = c_->Hkv;
+    int64_t D = c_->D;
+    int64_t Dv = c_->Dv;
+    int64_t Sq = c_->Sq;
+    int64_t Sk = c_->Sk;
+    int64_t blocks = c_->blocks;
+    int64_t qrow = c_->qrow;
+    int64_t krow = c_->krow;
+    int64_t vrow = c_->vrow;
+    float scale = c_->scale;
+    const float *Q = c_->Q;
+    const float *K = c_->K;
+    const float *V = c_->V;
+    const float *M = c_->M;
+    const int64_t *ms = c_->ms;
+    float *scratch = c_->scratch;
+    float *Y = c_->Y;
+    bool causal = c_->causal;
+    float softcap = c_->softcap;
+    (void)tid;
+    for (int64_t job = lo_; job < hi_; job++) {
+        int64_t b = job / (H * blocks), h = job / blocks % H, i0 = job % blocks * KB_ATT_ROWS;
+        int64_t hk = h / (H / Hkv); /* the K/V head of query head h */
+        int64_t rows = Sq - i0 < KB_ATT_ROWS ? Sq - i0 : KB_ATT_ROWS;
+        float *sc = scratch + (size_t)Sk * KB_ATT_ROWS * (size_t)tid;
+        const float *qb = Q + (b * Sq + i0) * qrow + h * D;
+        gemm(false, true, rows, Sk, D, scale, qb, qrow, K + b * Sk * krow + hk * D, krow, 0.f, sc,
+             Sk, 1);
+        for (int64_t i = 0; i < rows; i++) {
+            float *row = sc + i * Sk, mx = -INFINITY, sum = 0.f;
+            if (softcap > 0.f) /* before the mask, as ONNX Attention's */
+                for (int64_t j = 0; j < Sk; j++)
+                    row[j] = softcap * tanhf(row[j] / softcap);
+            if (M)
+                for (int64_t j = 0; j < Sk; j++)
+                    row[j] += M[b * ms[0] + h * ms[1] + (i0 + i) * ms[2] + j * ms[3]];
+            if (causal) /* keys after the query, aligned to the last key */
+                for (int64_t j = i0 + i + 1 + Sk - Sq > 0 ? i0 + i + 1 + Sk - Sq : 0; j < Sk; j++)
+                    row[j] = -INFINITY;
+            for (int64_t j = 0; j < Sk; j++)
+                mx = row[j] > mx ? row[j] : mx;
+            if (mx == -INFINITY) { /* every key masked: the row gives zeros */
+                memset(row, 0, sizeof(float) * (size_t)Sk);
+                continue;
+            }
+            for (int64_t j = 0; j < Sk; j++) {
+                row[j] = expf(row[j] - mx);
+                sum += row[j];
+            }
+            float inv = 1.f / sum;
+            for (int64_t j = 0; j < Sk; j++)
+                row[j] *= inv;
+        }
+        gemm(false, false, rows, Dv, Sk, 1.f, sc, Sk, V + b * Sk * vrow + hk * Dv, vrow, 0.f,
+             Y + ((b * Sq + i0) * H + h) * Dv, H * Dv, 1);
+    }
 }
 
 kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
@@ -199,42 +297,9 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
     float *scratch = (float *)((uint8_t *)r->workspace + sbytes);
     const float *M = m ? m->data : NULL;
     float *Y = st.out.data;
-#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
-    for (int64_t job = 0; job < jobs; job++) {
-        int64_t b = job / (H * blocks), h = job / blocks % H, i0 = job % blocks * KB_ATT_ROWS;
-        int64_t hk = h / (H / Hkv); /* the K/V head of query head h */
-        int64_t rows = Sq - i0 < KB_ATT_ROWS ? Sq - i0 : KB_ATT_ROWS;
-        float *sc = scratch + (size_t)Sk * KB_ATT_ROWS * (size_t)kb_omp_thread();
-        const float *qb = Q + (b * Sq + i0) * qrow + h * D;
-        gemm(false, true, rows, Sk, D, scale, qb, qrow, K + b * Sk * krow + hk * D, krow, 0.f, sc,
-             Sk, 1);
-        for (int64_t i = 0; i < rows; i++) {
-            float *row = sc + i * Sk, mx = -INFINITY, sum = 0.f;
-            if (softcap > 0.f) /* before the mask, as ONNX Attention's */
-                for (int64_t j = 0; j < Sk; j++)
-                    row[j] = softcap * tanhf(row[j] / softcap);
-            if (M)
-                for (int64_t j = 0; j < Sk; j++)
-                    row[j] += M[b * ms[0] + h * ms[1] + (i0 + i) * ms[2] + j * ms[3]];
-            if (causal) /* keys after the query, aligned to the last key */
-                for (int64_t j = i0 + i + 1 + Sk - Sq > 0 ? i0 + i + 1 + Sk - Sq : 0; j < Sk; j++)
-                    row[j] = -INFINITY;
-            for (int64_t j = 0; j < Sk; j++)
-                mx = row[j] > mx ? row[j] : mx;
-            if (mx == -INFINITY) { /* every key masked: the row gives zeros */
-                memset(row, 0, sizeof(float) * (size_t)Sk);
-                continue;
-            }
-            for (int64_t j = 0; j < Sk; j++) {
-                row[j] = expf(row[j] - mx);
-                sum += row[j];
-            }
-            float inv = 1.f / sum;
-            for (int64_t j = 0; j < Sk; j++)
-                row[j] *= inv;
-        }
-        gemm(false, false, rows, Dv, Sk, 1.f, sc, Sk, V + b * Sk * vrow + hk * Dv, vrow, 0.f,
-             Y + ((b * Sq + i0) * H + h) * Dv, H * Dv, 1);
+    {
+        attention_jobs_ctx c_ = {gemm, H, Hkv, D, Dv, Sq, Sk, blocks, qrow, krow, vrow, scale, Q, K, V, M, ms, scratch, Y, causal, softcap};
+        kn_parallel_for(nth, jobs, 1, attention_jobs, &c_);
     }
     kb_stage_out(&st, &r->out[0]);
     return KILN_OK;

@@ -202,41 +202,66 @@ static void epi_any(const kq_epi *q, const int32_t *acc, int64_t as, int64_t n, 
     epi_run(q, acc, as, n, c0, cstep, y, y0, ystr);
 }
 
+typedef struct epi_ctx {
+    const kq_epi *q;
+    const int32_t *acc;
+    int64_t acs, ass, c0, nc, ns;
+    void *y;
+    int64_t yoff, ycs, yss;
+} epi_ctx;
+
+enum { EPI_TILE = 64 };
+
+/* both channel-contiguous (matmul rows): runs across channels */
+static void epi_rows(void *vc, int64_t lo, int64_t hi, int tid) {
+    const epi_ctx *c = vc;
+    (void)tid;
+    for (int64_t j = lo; j < hi; j++)
+        epi_row(c->q, c->acc + j * c->ass, c->nc, c->c0, c->y, c->yoff + c->c0 + j * c->yss);
+}
+
+/* NHWC sums into NCHW Y: tiles of positions, transposed through L1 */
+static void epi_tiles(void *vc, int64_t lo, int64_t hi, int tid) {
+    const epi_ctx *c = vc;
+    (void)tid;
+    for (int64_t ti = lo; ti < hi; ti++) {
+        int32_t tile[EPI_TILE];
+        int64_t j0 = ti * EPI_TILE, tn = c->ns - j0 < EPI_TILE ? c->ns - j0 : EPI_TILE;
+        for (int64_t i = 0; i < c->nc; i++) {
+            for (int64_t t = 0; t < tn; t++)
+                tile[t] = c->acc[(j0 + t) * c->ass + i];
+            int64_t yo = c->yoff + (c->c0 + i) * c->ycs;
+            if (c->yss == 1)
+                epi_channel(c->q, tile, tn, c->c0 + i, c->y, yo + j0);
+            else
+                epi_any(c->q, tile, 1, tn, c->c0 + i, 0, c->y, yo + j0 * c->yss, c->yss);
+        }
+    }
+}
+
+static void epi_channels(void *vc, int64_t lo, int64_t hi, int tid) {
+    const epi_ctx *c = vc;
+    (void)tid;
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t yo = c->yoff + (c->c0 + i) * c->ycs;
+        if (c->ass == 1 && c->yss == 1)
+            epi_channel(c->q, c->acc + i * c->acs, c->ns, c->c0 + i, c->y, yo);
+        else
+            epi_any(c->q, c->acc + i * c->acs, c->ass, c->ns, c->c0 + i, 0, c->y, yo, c->yss);
+    }
+}
+
 void kq_epi_apply(const kq_epi *q, const int32_t *acc, int64_t acs, int64_t ass, int64_t c0,
                   int64_t nc, int64_t ns, void *y, int64_t yoff, int64_t ycs, int64_t yss,
                   int threads) {
     int nth = threads > 1 && nc * ns > 16384 ? threads : 1;
-    if (acs == 1 && ycs == 1) { /* both channel-contiguous (matmul rows): runs across channels */
-#pragma omp parallel for num_threads(nth) schedule(static)
-        for (int64_t j = 0; j < ns; j++)
-            epi_row(q, acc + j * ass, nc, c0, y, yoff + c0 + j * yss);
-        return;
-    }
-    if (acs == 1) { /* NHWC sums into NCHW Y: tiles of positions, transposed through L1 */
-        enum { T = 64 };
-        int64_t tiles = (ns + T - 1) / T;
-#pragma omp parallel for num_threads(nth) schedule(static)
-        for (int64_t ti = 0; ti < tiles; ti++) {
-            int32_t tile[T];
-            int64_t j0 = ti * T, tn = ns - j0 < T ? ns - j0 : T;
-            for (int64_t i = 0; i < nc; i++) {
-                for (int64_t t = 0; t < tn; t++)
-                    tile[t] = acc[(j0 + t) * ass + i];
-                if (yss == 1)
-                    epi_channel(q, tile, tn, c0 + i, y, yoff + (c0 + i) * ycs + j0);
-                else
-                    epi_any(q, tile, 1, tn, c0 + i, 0, y, yoff + (c0 + i) * ycs + j0 * yss, yss);
-            }
-        }
-        return;
-    }
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t i = 0; i < nc; i++) {
-        if (ass == 1 && yss == 1)
-            epi_channel(q, acc + i * acs, ns, c0 + i, y, yoff + (c0 + i) * ycs);
-        else
-            epi_any(q, acc + i * acs, ass, ns, c0 + i, 0, y, yoff + (c0 + i) * ycs, yss);
-    }
+    epi_ctx c = {q, acc, acs, ass, c0, nc, ns, y, yoff, ycs, yss};
+    if (acs == 1 && ycs == 1)
+        kn_parallel_for(nth, ns, 0, epi_rows, &c);
+    else if (acs == 1)
+        kn_parallel_for(nth, (ns + EPI_TILE - 1) / EPI_TILE, 0, epi_tiles, &c);
+    else
+        kn_parallel_for(nth, nc, 0, epi_channels, &c);
 }
 
 /* ---------------- kiln::QConv ---------------- */
@@ -364,6 +389,29 @@ static inline int32_t ld8(const void *p, kiln_dtype t, int64_t i) {
     return t == KILN_DTYPE_UINT8 ? ((const uint8_t *)p)[i] : ((const int8_t *)p)[i];
 }
 
+
+typedef struct qmm_ctx {
+    const int16_t *a16, *w16;
+    int32_t *acc;
+    int64_t n, k;
+} qmm_ctx;
+
+/* acc[i, j] = sum_p a16[i, p] w16[j, p], exactly (rows lo..hi) */
+static void qmm_rows(void *vc, int64_t lo, int64_t hi, int tid) {
+    const qmm_ctx *c = vc;
+    (void)tid;
+    for (int64_t i = lo; i < hi; i++) {
+        const int16_t *ar = c->a16 + i * c->k;
+        for (int64_t j = 0; j < c->n; j++) {
+            const int16_t *wr = c->w16 + j * c->k;
+            int32_t s = 0;
+            for (int64_t p = 0; p < c->k; p++)
+                s += (int32_t)ar[p] * wr[p];
+            c->acc[i * c->n + j] = s;
+        }
+    }
+}
+
 kiln_status kq_qmatmul_run(const kb_run *r) {
     const kb_tensor *x = &r->in[KN_QL_X], *w = &r->in[KN_QL_W];
     qmm_geo g;
@@ -394,17 +442,8 @@ kiln_status kq_qmatmul_run(const kb_run *r) {
         for (int64_t i = 0; i < m * k; i++)
             a16[i] = (int16_t)(ld8(x->data, x->dtype, b * m * k + i) - xzp);
         int nth = r->threads > 1 && m * n * k > 32768 ? r->threads : 1;
-#pragma omp parallel for num_threads(nth) schedule(static)
-        for (int64_t i = 0; i < m; i++) {
-            const int16_t *ar = a16 + i * k;
-            for (int64_t j = 0; j < n; j++) {
-                const int16_t *wr = w16 + j * k;
-                int32_t s = 0;
-                for (int64_t p = 0; p < k; p++)
-                    s += (int32_t)ar[p] * wr[p];
-                acc[i * n + j] = s;
-            }
-        }
+        qmm_ctx c = {a16, w16, acc, n, k};
+        kn_parallel_for(nth, m, 0, qmm_rows, &c);
         kq_epi_apply(&q, acc, 1, n, 0, n, m, r->out[0].data, b * m * n, 1, n, r->threads);
     }
     return KILN_OK;

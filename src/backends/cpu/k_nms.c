@@ -36,7 +36,16 @@ kiln_status kb_nn_nms_run(const kb_run *r) {
     if (boxes->rank != 3 || scores->rank != 3 || boxes->dims[2] != 4 || scores->dims[0] != B ||
         scores->dims[2] != N)
         return kn_node_error(r->node, KILN_ERR_SHAPE, "boxes must be [B, N, 4] and scores [B, C, N]");
-    int64_t max_out = nms_present(r, 2) ? (int64_t)kb_ld(r->in[2].data, r->in[2].dtype, 0) : 0;
+    /* max_output_boxes_per_class is int64: read exactly (through a double,
+     * INT64_MAX became 2^63, an undefined conversion) */
+    int64_t max_out = 0;
+    if (nms_present(r, 2)) {
+        if (r->in[2].dtype == KILN_DTYPE_INT64)
+            max_out = *(const int64_t *)r->in[2].data;
+        else if (!kn_double_to_i64(kb_ld(r->in[2].data, r->in[2].dtype, 0), INT64_MIN, INT64_MAX,
+                                   &max_out))
+            max_out = 0;
+    }
     float iou = nms_present(r, 3) ? (float)kb_ld(r->in[3].data, r->in[3].dtype, 0) : 0.f;
     bool has_score = nms_present(r, 4);
     float score_thr = has_score ? (float)kb_ld(r->in[4].data, r->in[4].dtype, 0) : 0.f;

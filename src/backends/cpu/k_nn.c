@@ -244,6 +244,56 @@ static kiln_status qlinear_matmul_run(const kb_run *r) {
 
 /* ---------------- Einsum ---------------- */
 
+typedef struct einsum_outputs_ctx {
+    const kb_run *r;
+    kn_einsum e;
+    const int64_t (*stride)[KN_EINSUM_LABELS];
+    const int *sum_lab;
+    int n_sum;
+    int64_t sum_count;
+    kb_tensor *y;
+} einsum_outputs_ctx;
+
+static void einsum_outputs(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const einsum_outputs_ctx *c_ = vc;
+    const kb_run *r = c_->r;
+    kn_einsum e = c_->e;
+    const int64_t (*stride)[KN_EINSUM_LABELS] = c_->stride;
+    const int *sum_lab = c_->sum_lab;
+    int n_sum = c_->n_sum;
+    int64_t sum_count = c_->sum_count;
+    kb_tensor *y = c_->y;
+    (void)tid;
+    for (int64_t o = lo_; o < hi_; o++) {
+        int64_t base[KN_EINSUM_MAX_IN] = {0}, rest = o;
+        for (int q = e.out_rank - 1; q >= 0; q--) {
+            int l = e.out_label[q];
+            int64_t c = rest % e.size[l];
+            rest /= e.size[l];
+            for (int i = 0; i < r->n_in; i++)
+                base[i] += c * stride[i][l];
+        }
+        double acc = 0.0;
+        int64_t sc[KN_EINSUM_LABELS] = {0};
+        for (int64_t t = 0; t < sum_count; t++) {
+            double prod = 1.0;
+            for (int i = 0; i < r->n_in; i++) {
+                int64_t off = base[i];
+                for (int q = 0; q < n_sum; q++)
+                    off += sc[q] * stride[i][sum_lab[q]];
+                prod *= kb_ld(r->in[i].data, r->in[i].dtype, (size_t)off);
+            }
+            acc += prod;
+            for (int q = n_sum - 1; q >= 0; q--) {
+                if (++sc[q] < e.size[sum_lab[q]])
+                    break;
+                sc[q] = 0;
+            }
+        }
+        kb_st(y->data, y->dtype, (size_t)o, acc);
+    }
+}
+
 /* Plain loops over the output index space and, inside, the summed labels.
  * A label repeated within one operand takes the diagonal (its strides add). */
 static kiln_status einsum_run(const kb_run *r) {
@@ -285,34 +335,9 @@ static kiln_status einsum_run(const kb_run *r) {
     kb_tensor *y = &r->out[0];
     int64_t total = kb_numel(y);
     int nth = r->threads > 1 && total * sum_count > 32768 ? r->threads : 1;
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t o = 0; o < total; o++) {
-        int64_t base[KN_EINSUM_MAX_IN] = {0}, rest = o;
-        for (int q = e.out_rank - 1; q >= 0; q--) {
-            int l = e.out_label[q];
-            int64_t c = rest % e.size[l];
-            rest /= e.size[l];
-            for (int i = 0; i < r->n_in; i++)
-                base[i] += c * stride[i][l];
-        }
-        double acc = 0.0;
-        int64_t sc[KN_EINSUM_LABELS] = {0};
-        for (int64_t t = 0; t < sum_count; t++) {
-            double prod = 1.0;
-            for (int i = 0; i < r->n_in; i++) {
-                int64_t off = base[i];
-                for (int q = 0; q < n_sum; q++)
-                    off += sc[q] * stride[i][sum_lab[q]];
-                prod *= kb_ld(r->in[i].data, r->in[i].dtype, (size_t)off);
-            }
-            acc += prod;
-            for (int q = n_sum - 1; q >= 0; q--) {
-                if (++sc[q] < e.size[sum_lab[q]])
-                    break;
-                sc[q] = 0;
-            }
-        }
-        kb_st(y->data, y->dtype, (size_t)o, acc);
+    {
+        einsum_outputs_ctx c_ = {r, e, stride, sum_lab, n_sum, sum_count, y};
+        kn_parallel_for(nth, total, 0, einsum_outputs, &c_);
     }
     return KILN_OK;
 }

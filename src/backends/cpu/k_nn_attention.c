@@ -99,30 +99,25 @@ static void write_present(const att_io *t, bool value, kb_tensor *dst) {
             }
 }
 
-kiln_status kb_nn_attention_run(const kb_run *r) {
+typedef struct attention_jobs_ctx {
+    const kb_run *r;
     kn_attention a;
-    KN_TRY(kb_nn_attention_geom(r->node, r->in, r->n_in, &a));
-#define IN(i) (r->n_in > (i) && r->in[i].data ? &r->in[i] : NULL)
-    const kb_tensor *mask = IN(3), *pk = IN(4), *pv = IN(5);
-#undef IN
-    for (int i = 0; i < r->n_in && i < 6; i++)
-        if (r->in[i].data && !kb_is_real(r->in[i].dtype) &&
-            !(i == 3 && r->in[i].dtype == KILN_DTYPE_BOOL))
-            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
-                                 "Attention input %d of type %s is not supported", i,
-                                 kiln_dtype_name(r->in[i].dtype));
-    if (r->workspace_size < (size_t)(a.batch * a.q_heads * a.total) * sizeof(double))
-        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
-    att_io t = {&a, &r->in[0], &r->in[1], &r->in[2], pk, pv, &r->out[0]};
-    kb_tensor *qk = r->n_out > 3 && r->out[3].data ? &r->out[3] : NULL;
-    if (r->n_out > 1 && r->out[1].data)
-        write_present(&t, false, &r->out[1]);
-    if (r->n_out > 2 && r->out[2].data)
-        write_present(&t, true, &r->out[2]);
-    int64_t jobs = a.batch * a.q_heads, group = a.q_heads / a.kv_heads;
-    int nth = r->threads > 1 && jobs * a.q_seq * a.total * a.head > 32768 ? r->threads : 1;
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t job = 0; job < jobs; job++) {
+    att_io t;
+    const kb_tensor *mask;
+    kb_tensor *qk;
+    int64_t group;
+} attention_jobs_ctx;
+
+static void attention_jobs(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const attention_jobs_ctx *c_ = vc;
+    const kb_run *r = c_->r;
+    kn_attention a = c_->a;
+    att_io t = c_->t;
+    const kb_tensor *mask = c_->mask;
+    kb_tensor *qk = c_->qk;
+    int64_t group = c_->group;
+    (void)tid;
+    for (int64_t job = lo_; job < hi_; job++) {
         int64_t b = job / a.q_heads, h = job % a.q_heads, kvh = h / group;
         double *p = (double *)r->workspace + job * a.total;
         for (int64_t i = 0; i < a.q_seq; i++) {
@@ -174,6 +169,34 @@ kiln_status kb_nn_attention_run(const kb_run *r) {
                 kb_st(t.y->data, t.y->dtype, (size_t)(yo + e), acc);
             }
         }
+    }
+}
+
+kiln_status kb_nn_attention_run(const kb_run *r) {
+    kn_attention a;
+    KN_TRY(kb_nn_attention_geom(r->node, r->in, r->n_in, &a));
+#define IN(i) (r->n_in > (i) && r->in[i].data ? &r->in[i] : NULL)
+    const kb_tensor *mask = IN(3), *pk = IN(4), *pv = IN(5);
+#undef IN
+    for (int i = 0; i < r->n_in && i < 6; i++)
+        if (r->in[i].data && !kb_is_real(r->in[i].dtype) &&
+            !(i == 3 && r->in[i].dtype == KILN_DTYPE_BOOL))
+            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                                 "Attention input %d of type %s is not supported", i,
+                                 kiln_dtype_name(r->in[i].dtype));
+    if (r->workspace_size < (size_t)(a.batch * a.q_heads * a.total) * sizeof(double))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "workspace too small");
+    att_io t = {&a, &r->in[0], &r->in[1], &r->in[2], pk, pv, &r->out[0]};
+    kb_tensor *qk = r->n_out > 3 && r->out[3].data ? &r->out[3] : NULL;
+    if (r->n_out > 1 && r->out[1].data)
+        write_present(&t, false, &r->out[1]);
+    if (r->n_out > 2 && r->out[2].data)
+        write_present(&t, true, &r->out[2]);
+    int64_t jobs = a.batch * a.q_heads, group = a.q_heads / a.kv_heads;
+    int nth = r->threads > 1 && jobs * a.q_seq * a.total * a.head > 32768 ? r->threads : 1;
+    {
+        attention_jobs_ctx c_ = {r, a, t, mask, qk, group};
+        kn_parallel_for(nth, jobs, 0, attention_jobs, &c_);
     }
     return KILN_OK;
 }

@@ -1,7 +1,6 @@
 /* k_nn_conv.c - reference Conv and ConvTranspose (float, any number of
  * spatial dims): im2col / col2im around the reference GEMM, one group at a
  * time. */
-#include <omp.h>
 #include <string.h>
 
 #include "k_nn.h"
@@ -66,17 +65,33 @@ static void kernel_coords(const kn_window *w, int64_t kidx, int64_t *kc) {
     }
 }
 
-/* col[(c * K + kidx), o] = x[c, o * stride - pad0 + k * dil] or 0 outside. */
-/* Columns [o0, o1) of the im2col matrix: col[(c * K + kidx), o - o0] =
- * x[c, o * stride - pad0 + k * dil], or 0 outside the input. Each output row
- * (positions along the last spatial dim) is written as one run. */
-static void im2col(const kn_window *w, const float *x, int64_t channels, int64_t ksize,
-                   int64_t in_size, int64_t o0, int64_t o1, float *col, int threads) {
-    int nsp = w->nsp, last = nsp - 1;
-    int64_t rows = channels * ksize, olast = w->out[last], n = o1 - o0;
-    int nth = threads > 1 && rows * n > 32768 ? threads : 1;
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
+typedef struct im2col_rows_ctx {
+    const kn_window *w;
+    const float *x;
+    int64_t ksize;
+    int64_t in_size;
+    int64_t o0;
+    int64_t o1;
+    float *col;
+    int last;
+    int64_t olast;
+    int64_t n;
+} im2col_rows_ctx;
+
+static void im2col_rows(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const im2col_rows_ctx *c_ = vc;
+    const kn_window *w = c_->w;
+    const float *x = c_->x;
+    int64_t ksize = c_->ksize;
+    int64_t in_size = c_->in_size;
+    int64_t o0 = c_->o0;
+    int64_t o1 = c_->o1;
+    float *col = c_->col;
+    int last = c_->last;
+    int64_t olast = c_->olast;
+    int64_t n = c_->n;
+    (void)tid;
+    for (int64_t r = lo_; r < hi_; r++) {
         int64_t kc[KN_WIN_MAX];
         kernel_coords(w, r % ksize, kc);
         const float *xc = x + (r / ksize) * in_size;
@@ -111,6 +126,21 @@ static void im2col(const kn_window *w, const float *x, int64_t channels, int64_t
     }
 }
 
+/* col[(c * K + kidx), o] = x[c, o * stride - pad0 + k * dil] or 0 outside. */
+/* Columns [o0, o1) of the im2col matrix: col[(c * K + kidx), o - o0] =
+ * x[c, o * stride - pad0 + k * dil], or 0 outside the input. Each output row
+ * (positions along the last spatial dim) is written as one run. */
+static void im2col(const kn_window *w, const float *x, int64_t channels, int64_t ksize,
+                   int64_t in_size, int64_t o0, int64_t o1, float *col, int threads) {
+    int nsp = w->nsp, last = nsp - 1;
+    int64_t rows = channels * ksize, olast = w->out[last], n = o1 - o0;
+    int nth = threads > 1 && rows * n > 32768 ? threads : 1;
+    {
+        im2col_rows_ctx c_ = {w, x, ksize, in_size, o0, o1, col, last, olast, n};
+        kn_parallel_for(nth, rows, 0, im2col_rows, &c_);
+    }
+}
+
 /* One group of one image: im2col (unless direct) and the GEMM, `chunk`
  * output positions at a time so the im2col slot stays bounded. */
 static void conv_group(const kb_conv *cv, const float *x, const float *w, float *y, int64_t b,
@@ -133,6 +163,29 @@ static void conv_group(const kb_conv *cv, const float *x, const float *w, float 
     }
 }
 
+typedef struct conv_jobs_ctx {
+    const kb_conv *cv;
+    const float *x;
+    const float *w;
+    float *y;
+    float *ws;
+    size_t stride;
+} conv_jobs_ctx;
+
+static void conv_jobs(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const conv_jobs_ctx *c_ = vc;
+    const kb_conv *cv = c_->cv;
+    const float *x = c_->x;
+    const float *w = c_->w;
+    float *y = c_->y;
+    float *ws = c_->ws;
+    size_t stride = c_->stride;
+    (void)tid;
+    for (int64_t j = lo_; j < hi_; j++)
+        conv_group(cv, x, w, y, j / cv->group, j % cv->group,
+                   ws + (size_t)tid * stride, 1);
+}
+
 void kb_conv_forward(const kb_conv *cv, const float *x, const float *w, float *y,
                      const kb_epilogue *ep, float *ws, int threads) {
     int64_t jobs = cv->batch * cv->group;
@@ -141,10 +194,10 @@ void kb_conv_forward(const kb_conv *cv, const float *x, const float *w, float *y
     if (nth > 1 && jobs > 1) {
         /* many small groups (depthwise): one group per thread, each with its
          * own im2col slot */
-#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
-        for (int64_t j = 0; j < jobs; j++)
-            conv_group(cv, x, w, y, j / cv->group, j % cv->group,
-                       ws + (size_t)omp_get_thread_num() * stride, 1);
+        {
+            conv_jobs_ctx c_ = {cv, x, w, y, ws, stride};
+            kn_parallel_for(nth, jobs, 1, conv_jobs, &c_);
+        }
     } else {
         for (int64_t j = 0; j < jobs; j++)
             conv_group(cv, x, w, y, j / cv->group, j % cv->group, ws, threads);
@@ -245,16 +298,29 @@ kiln_status kb_nn_convt_prepare(const void *state, const kn_node *node, const kb
     return KILN_OK;
 }
 
-/* y[c, i * stride - pad0 + k * dil] += col[(c * K + kidx), i - i0] for the
- * input positions i in [i0, i1): the adjoint of im2col. One thread per
- * output channel, so no two threads add to one value. */
-static void col2im(const kn_window *w, const float *col, int64_t channels, int64_t ksize,
-                   int64_t i0, int64_t i1, int64_t out_size, float *y, int threads) {
-    int nsp = w->nsp;
-    int64_t n = i1 - i0;
-    int nth = threads > 1 && channels * ksize * n > 32768 ? threads : 1;
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t c = 0; c < channels; c++) {
+typedef struct col2im_channels_ctx {
+    const kn_window *w;
+    const float *col;
+    int64_t ksize;
+    int64_t i0;
+    int64_t out_size;
+    float *y;
+    int nsp;
+    int64_t n;
+} col2im_channels_ctx;
+
+static void col2im_channels(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const col2im_channels_ctx *c_ = vc;
+    const kn_window *w = c_->w;
+    const float *col = c_->col;
+    int64_t ksize = c_->ksize;
+    int64_t i0 = c_->i0;
+    int64_t out_size = c_->out_size;
+    float *y = c_->y;
+    int nsp = c_->nsp;
+    int64_t n = c_->n;
+    (void)tid;
+    for (int64_t c = lo_; c < hi_; c++) {
         float *yc = y + c * out_size;
         for (int64_t kidx = 0; kidx < ksize; kidx++) {
             int64_t kc[KN_WIN_MAX], ic[KN_WIN_MAX];
@@ -282,6 +348,20 @@ static void col2im(const kn_window *w, const float *col, int64_t channels, int64
                 }
             }
         }
+    }
+}
+
+/* y[c, i * stride - pad0 + k * dil] += col[(c * K + kidx), i - i0] for the
+ * input positions i in [i0, i1): the adjoint of im2col. One thread per
+ * output channel, so no two threads add to one value. */
+static void col2im(const kn_window *w, const float *col, int64_t channels, int64_t ksize,
+                   int64_t i0, int64_t i1, int64_t out_size, float *y, int threads) {
+    int nsp = w->nsp;
+    int64_t n = i1 - i0;
+    int nth = threads > 1 && channels * ksize * n > 32768 ? threads : 1;
+    {
+        col2im_channels_ctx c_ = {w, col, ksize, i0, out_size, y, nsp, n};
+        kn_parallel_for(nth, channels, 0, col2im_channels, &c_);
     }
 }
 

@@ -58,6 +58,38 @@ static void affine(const kb_tensor *x, kb_tensor *y, int64_t off, int64_t n, dou
         st(y, off + i, ld(x, off + i) * k + shift);
 }
 
+typedef struct batchnorm_planes_ctx {
+    const kb_tensor *x;
+    const kb_tensor *sc;
+    const kb_tensor *b;
+    const kb_tensor *mean;
+    const kb_tensor *var;
+    kb_tensor *y;
+    double eps;
+    int64_t ch;
+    int64_t size;
+} batchnorm_planes_ctx;
+
+static void batchnorm_planes(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const batchnorm_planes_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    const kb_tensor *sc = c_->sc;
+    const kb_tensor *b = c_->b;
+    const kb_tensor *mean = c_->mean;
+    const kb_tensor *var = c_->var;
+    kb_tensor *y = c_->y;
+    double eps = c_->eps;
+    int64_t ch = c_->ch;
+    int64_t size = c_->size;
+    (void)tid;
+    for (int64_t pl = lo_; pl < hi_; pl++) {
+        int64_t c = pl % ch;
+        double k = ld(sc, c) / sqrt(ld(var, c) + eps);
+        double shift = ld(b, c) - ld(mean, c) * k;
+        affine(x, y, pl * size, size, k, shift);
+    }
+}
+
 kiln_status kb_nn_batchnorm_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0], *sc = &r->in[1], *b = &r->in[2], *mean = &r->in[3],
                     *var = &r->in[4];
@@ -72,14 +104,39 @@ kiln_status kb_nn_batchnorm_run(const kb_run *r) {
     }
     int64_t planes = x->dims[0] * ch;
     int nth = threads_for(r, planes * size);
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        int64_t c = pl % ch;
-        double k = ld(sc, c) / sqrt(ld(var, c) + eps);
-        double shift = ld(b, c) - ld(mean, c) * k;
-        affine(x, y, pl * size, size, k, shift);
+    {
+        batchnorm_planes_ctx c_ = {x, sc, b, mean, var, y, eps, ch, size};
+        kn_parallel_for(nth, planes, 0, batchnorm_planes, &c_);
     }
     return KILN_OK;
+}
+
+typedef struct instancenorm_planes_ctx {
+    const kb_tensor *x;
+    const kb_tensor *sc;
+    const kb_tensor *b;
+    kb_tensor *y;
+    double eps;
+    int64_t ch;
+    int64_t size;
+} instancenorm_planes_ctx;
+
+static void instancenorm_planes(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const instancenorm_planes_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    const kb_tensor *sc = c_->sc;
+    const kb_tensor *b = c_->b;
+    kb_tensor *y = c_->y;
+    double eps = c_->eps;
+    int64_t ch = c_->ch;
+    int64_t size = c_->size;
+    (void)tid;
+    for (int64_t pl = lo_; pl < hi_; pl++) {
+        double m, v;
+        row_stats(x, pl * size, size, &m, &v);
+        double k = ld(sc, pl % ch) / sqrt(v + eps), shift = ld(b, pl % ch);
+        affine(x, y, pl * size, size, k, shift - m * k);
+    }
 }
 
 kiln_status kb_nn_instancenorm_run(const kb_run *r) {
@@ -89,12 +146,9 @@ kiln_status kb_nn_instancenorm_run(const kb_run *r) {
     int64_t ch = x->dims[1], size = kn_numel(x->rank - 2, x->dims + 2);
     int64_t planes = x->dims[0] * ch;
     int nth = threads_for(r, planes * size);
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        double m, v;
-        row_stats(x, pl * size, size, &m, &v);
-        double k = ld(sc, pl % ch) / sqrt(v + eps), shift = ld(b, pl % ch);
-        affine(x, y, pl * size, size, k, shift - m * k);
+    {
+        instancenorm_planes_ctx c_ = {x, sc, b, y, eps, ch, size};
+        kn_parallel_for(nth, planes, 0, instancenorm_planes, &c_);
     }
     return KILN_OK;
 }
@@ -112,6 +166,63 @@ static int64_t bcast_index(const kb_tensor *t, int64_t j, int rank, const int64_
         mul *= t->dims[td];
     }
     return off;
+}
+
+typedef struct layernorm_rows_ctx {
+    const kb_tensor *x;
+    const kb_tensor *sc;
+    const kb_tensor *b;
+    kb_tensor *y;
+    kb_tensor *mo;
+    kb_tensor *io;
+    double eps;
+    int in_rank;
+    const int64_t *in_dims;
+    int64_t inner;
+    bool sc_flat;
+    bool b_flat;
+    bool fast;
+} layernorm_rows_ctx;
+
+static void layernorm_rows(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const layernorm_rows_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    const kb_tensor *sc = c_->sc;
+    const kb_tensor *b = c_->b;
+    kb_tensor *y = c_->y;
+    kb_tensor *mo = c_->mo;
+    kb_tensor *io = c_->io;
+    double eps = c_->eps;
+    int in_rank = c_->in_rank;
+    const int64_t *in_dims = c_->in_dims;
+    int64_t inner = c_->inner;
+    bool sc_flat = c_->sc_flat;
+    bool b_flat = c_->b_flat;
+    bool fast = c_->fast;
+    (void)tid;
+    for (int64_t o = lo_; o < hi_; o++) {
+        double m, v;
+        row_stats(x, o * inner, inner, &m, &v);
+        double inv = 1.0 / sqrt(v + eps);
+        if (fast) {
+            const float *xp = (const float *)x->data + o * inner, *sp = sc->data;
+            const float *bp = b ? b->data : NULL;
+            float *yp = (float *)y->data + o * inner;
+            float mf = (float)m, invf = (float)inv;
+            for (int64_t j = 0; j < inner; j++)
+                yp[j] = (xp[j] - mf) * invf * sp[j] + (bp ? bp[j] : 0.f);
+        } else {
+            for (int64_t j = 0; j < inner; j++) {
+                double s = ld(sc, sc_flat ? j : bcast_index(sc, j, in_rank, in_dims));
+                double bb = b ? ld(b, b_flat ? j : bcast_index(b, j, in_rank, in_dims)) : 0.0;
+                st(y, o * inner + j, (ld(x, o * inner + j) - m) * inv * s + bb);
+            }
+        }
+        if (mo)
+            st(mo, o, m);
+        if (io)
+            st(io, o, inv);
+    }
 }
 
 kiln_status kb_nn_layernorm_run(const kb_run *r) {
@@ -135,29 +246,9 @@ kiln_status kb_nn_layernorm_run(const kb_run *r) {
                 sc->dtype == KILN_DTYPE_FLOAT && sc_flat &&
                 (!b || (b_flat && b->dtype == KILN_DTYPE_FLOAT));
     int nth = threads_for(r, outer * inner);
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t o = 0; o < outer; o++) {
-        double m, v;
-        row_stats(x, o * inner, inner, &m, &v);
-        double inv = 1.0 / sqrt(v + eps);
-        if (fast) {
-            const float *xp = (const float *)x->data + o * inner, *sp = sc->data;
-            const float *bp = b ? b->data : NULL;
-            float *yp = (float *)y->data + o * inner;
-            float mf = (float)m, invf = (float)inv;
-            for (int64_t j = 0; j < inner; j++)
-                yp[j] = (xp[j] - mf) * invf * sp[j] + (bp ? bp[j] : 0.f);
-        } else {
-            for (int64_t j = 0; j < inner; j++) {
-                double s = ld(sc, sc_flat ? j : bcast_index(sc, j, in_rank, in_dims));
-                double bb = b ? ld(b, b_flat ? j : bcast_index(b, j, in_rank, in_dims)) : 0.0;
-                st(y, o * inner + j, (ld(x, o * inner + j) - m) * inv * s + bb);
-            }
-        }
-        if (mo)
-            st(mo, o, m);
-        if (io)
-            st(io, o, inv);
+    {
+        layernorm_rows_ctx c_ = {x, sc, b, y, mo, io, eps, in_rank, in_dims, inner, sc_flat, b_flat, fast};
+        kn_parallel_for(nth, outer, 0, layernorm_rows, &c_);
     }
     return KILN_OK;
 }
@@ -185,6 +276,75 @@ static double ln_row_at(const ln_row *w, int64_t j) {
     for (int k = 0; k < w->n_add; k++)
         e += ld(w->add[k], w->aoff[k] + j);
     return e;
+}
+
+typedef struct layernorm_fused_rows_ctx {
+    const kb_tensor *x;
+    const kb_tensor *sc;
+    const kb_tensor *b;
+    const kb_tensor *ids;
+    kb_tensor *y;
+    bool gather;
+    int64_t h;
+    int64_t v_rows;
+    const kb_tensor *const *add;
+    const int64_t *add_rows;
+    int n_add;
+    bool fast;
+    double eps;
+    kb_tensor *sum;
+} layernorm_fused_rows_ctx;
+
+static void layernorm_fused_rows(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const layernorm_fused_rows_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    const kb_tensor *sc = c_->sc;
+    const kb_tensor *b = c_->b;
+    const kb_tensor *ids = c_->ids;
+    kb_tensor *y = c_->y;
+    bool gather = c_->gather;
+    int64_t h = c_->h;
+    int64_t v_rows = c_->v_rows;
+    const kb_tensor *const *add = c_->add;
+    const int64_t *add_rows = c_->add_rows;
+    int n_add = c_->n_add;
+    bool fast = c_->fast;
+    double eps = c_->eps;
+    kb_tensor *sum = c_->sum;
+    (void)tid;
+    for (int64_t o = lo_; o < hi_; o++) {
+        ln_row w = {x, o * h, n_add, add, {0}, fast};
+        if (gather) {
+            int64_t src = (int64_t)ld(ids, o);
+            w.xoff = (src < 0 ? src + v_rows : src) * h;
+        }
+        for (int k = 0; k < n_add; k++)
+            w.aoff[k] = (o % add_rows[k]) * h;
+        double s = 0.0;
+        for (int64_t j = 0; j < h; j++)
+            s += ln_row_at(&w, j);
+        double m = h ? s / (double)h : 0.0, q = 0.0;
+        for (int64_t j = 0; j < h; j++) {
+            double d = ln_row_at(&w, j) - m;
+            q += d * d;
+        }
+        double inv = 1.0 / sqrt((h ? q / (double)h : 0.0) + eps);
+        if (fast) {
+            float *yp = (float *)y->data + o * h;
+            const float *sp = sc->data, *bp = b ? b->data : NULL;
+            for (int64_t j = 0; j < h; j++)
+                yp[j] = (float)((ln_row_at(&w, j) - m) * inv * sp[j] + (bp ? bp[j] : 0.0));
+            if (sum)
+                for (int64_t j = 0; j < h; j++)
+                    ((float *)sum->data)[o * h + j] = (float)ln_row_at(&w, j);
+        } else {
+            for (int64_t j = 0; j < h; j++)
+                st(y, o * h + j, (ln_row_at(&w, j) - m) * inv * ld(sc, j) + (b ? ld(b, j) : 0.0));
+            if (sum)
+                for (int64_t j = 0; j < h; j++)
+                    st(sum, o * h + j, ln_row_at(&w, j));
+        }
+    }
 }
 
 /* kiln::LayerNorm (graph/fused.h): rows of X, or of a [V, H] table picked
@@ -228,41 +388,47 @@ kiln_status kb_nn_layernorm_fused_run(const kb_run *r) {
     fast = fast && (!sum || sum->dtype == KILN_DTYPE_FLOAT);
     double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
     int nth = threads_for(r, rows * h);
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t o = 0; o < rows; o++) {
-        ln_row w = {x, o * h, n_add, add, {0}, fast};
-        if (gather) {
-            int64_t src = (int64_t)ld(ids, o);
-            w.xoff = (src < 0 ? src + v_rows : src) * h;
-        }
-        for (int k = 0; k < n_add; k++)
-            w.aoff[k] = (o % add_rows[k]) * h;
-        double s = 0.0;
-        for (int64_t j = 0; j < h; j++)
-            s += ln_row_at(&w, j);
-        double m = h ? s / (double)h : 0.0, q = 0.0;
-        for (int64_t j = 0; j < h; j++) {
-            double d = ln_row_at(&w, j) - m;
-            q += d * d;
-        }
-        double inv = 1.0 / sqrt((h ? q / (double)h : 0.0) + eps);
-        if (fast) {
-            float *yp = (float *)y->data + o * h;
-            const float *sp = sc->data, *bp = b ? b->data : NULL;
-            for (int64_t j = 0; j < h; j++)
-                yp[j] = (float)((ln_row_at(&w, j) - m) * inv * sp[j] + (bp ? bp[j] : 0.0));
-            if (sum)
-                for (int64_t j = 0; j < h; j++)
-                    ((float *)sum->data)[o * h + j] = (float)ln_row_at(&w, j);
-        } else {
-            for (int64_t j = 0; j < h; j++)
-                st(y, o * h + j, (ln_row_at(&w, j) - m) * inv * ld(sc, j) + (b ? ld(b, j) : 0.0));
-            if (sum)
-                for (int64_t j = 0; j < h; j++)
-                    st(sum, o * h + j, ln_row_at(&w, j));
-        }
+    {
+        layernorm_fused_rows_ctx c_ = {x, sc, b, ids, y, gather, h, v_rows, add, add_rows, n_add, fast, eps, sum};
+        kn_parallel_for(nth, rows, 0, layernorm_fused_rows, &c_);
     }
     return KILN_OK;
+}
+
+typedef struct rmsnorm_rows_ctx {
+    const kb_tensor *x;
+    const kb_tensor *sc;
+    kb_tensor *y;
+    double eps;
+    int in_rank;
+    const int64_t *in_dims;
+    int64_t inner;
+    bool sc_flat;
+} rmsnorm_rows_ctx;
+
+static void rmsnorm_rows(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const rmsnorm_rows_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    const kb_tensor *sc = c_->sc;
+    kb_tensor *y = c_->y;
+    double eps = c_->eps;
+    int in_rank = c_->in_rank;
+    const int64_t *in_dims = c_->in_dims;
+    int64_t inner = c_->inner;
+    bool sc_flat = c_->sc_flat;
+    (void)tid;
+    for (int64_t o = lo_; o < hi_; o++) {
+        double q = 0.0;
+        for (int64_t j = 0; j < inner; j++) {
+            double v = ld(x, o * inner + j);
+            q += v * v;
+        }
+        double inv = 1.0 / sqrt((inner ? q / (double)inner : 0.0) + eps);
+        for (int64_t j = 0; j < inner; j++) {
+            double s = ld(sc, sc_flat ? j : bcast_index(sc, j, in_rank, in_dims));
+            st(y, o * inner + j, ld(x, o * inner + j) * inv * s);
+        }
+    }
 }
 
 kiln_status kb_nn_rmsnorm_run(const kb_run *r) {
@@ -279,34 +445,42 @@ kiln_status kb_nn_rmsnorm_run(const kb_run *r) {
     int64_t inner = kn_numel(in_rank, in_dims), outer = kn_numel((int)axis, x->dims);
     bool sc_flat = kb_numel(sc) == inner;
     int nth = threads_for(r, outer * inner);
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t o = 0; o < outer; o++) {
-        double q = 0.0;
-        for (int64_t j = 0; j < inner; j++) {
-            double v = ld(x, o * inner + j);
-            q += v * v;
-        }
-        double inv = 1.0 / sqrt((inner ? q / (double)inner : 0.0) + eps);
-        for (int64_t j = 0; j < inner; j++) {
-            double s = ld(sc, sc_flat ? j : bcast_index(sc, j, in_rank, in_dims));
-            st(y, o * inner + j, ld(x, o * inner + j) * inv * s);
-        }
+    {
+        rmsnorm_rows_ctx c_ = {x, sc, y, eps, in_rank, in_dims, inner, sc_flat};
+        kn_parallel_for(nth, outer, 0, rmsnorm_rows, &c_);
     }
     return KILN_OK;
 }
 
-kiln_status kb_nn_groupnorm_run(const kb_run *r) {
-    const kb_tensor *x = &r->in[0], *sc = &r->in[1], *b = &r->in[2];
-    kb_tensor *y = &r->out[0];
-    double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
-    int64_t groups = kn_attr_int(r->node, "num_groups", 1), ch = x->dims[1];
-    int64_t size = kn_numel(x->rank - 2, x->dims + 2), cpg = ch / groups;
-    /* one value per channel (opset 21) or per group (opset 18), each input on its own */
-    bool sc_per_channel = kb_numel(sc) == ch, b_per_channel = kb_numel(b) == ch;
-    int64_t blocks = x->dims[0] * groups, len = cpg * size;
-    int nth = threads_for(r, blocks * len);
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t bl = 0; bl < blocks; bl++) {
+typedef struct groupnorm_blocks_ctx {
+    const kb_tensor *x;
+    const kb_tensor *sc;
+    const kb_tensor *b;
+    kb_tensor *y;
+    double eps;
+    int64_t groups;
+    int64_t size;
+    int64_t cpg;
+    bool sc_per_channel;
+    bool b_per_channel;
+    int64_t len;
+} groupnorm_blocks_ctx;
+
+static void groupnorm_blocks(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const groupnorm_blocks_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    const kb_tensor *sc = c_->sc;
+    const kb_tensor *b = c_->b;
+    kb_tensor *y = c_->y;
+    double eps = c_->eps;
+    int64_t groups = c_->groups;
+    int64_t size = c_->size;
+    int64_t cpg = c_->cpg;
+    bool sc_per_channel = c_->sc_per_channel;
+    bool b_per_channel = c_->b_per_channel;
+    int64_t len = c_->len;
+    (void)tid;
+    for (int64_t bl = lo_; bl < hi_; bl++) {
         double m, v;
         row_stats(x, bl * len, len, &m, &v);
         double inv = 1.0 / sqrt(v + eps);
@@ -319,7 +493,54 @@ kiln_status kb_nn_groupnorm_run(const kb_run *r) {
                 st(y, off + i, (ld(x, off + i) - m) * inv * s + sh);
         }
     }
+}
+
+kiln_status kb_nn_groupnorm_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *sc = &r->in[1], *b = &r->in[2];
+    kb_tensor *y = &r->out[0];
+    double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
+    int64_t groups = kn_attr_int(r->node, "num_groups", 1), ch = x->dims[1];
+    int64_t size = kn_numel(x->rank - 2, x->dims + 2), cpg = ch / groups;
+    /* one value per channel (opset 21) or per group (opset 18), each input on its own */
+    bool sc_per_channel = kb_numel(sc) == ch, b_per_channel = kb_numel(b) == ch;
+    int64_t blocks = x->dims[0] * groups, len = cpg * size;
+    int nth = threads_for(r, blocks * len);
+    {
+        groupnorm_blocks_ctx c_ = {x, sc, b, y, eps, groups, size, cpg, sc_per_channel, b_per_channel, len};
+        kn_parallel_for(nth, blocks, 0, groupnorm_blocks, &c_);
+    }
     return KILN_OK;
+}
+
+typedef struct lpnorm_rows_ctx {
+    const kb_tensor *x;
+    kb_tensor *y;
+    int64_t p;
+    int64_t len;
+    int64_t inner;
+} lpnorm_rows_ctx;
+
+static void lpnorm_rows(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const lpnorm_rows_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    kb_tensor *y = c_->y;
+    int64_t p = c_->p;
+    int64_t len = c_->len;
+    int64_t inner = c_->inner;
+    (void)tid;
+    for (int64_t o = lo_; o < hi_; o++) {
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t base = o * len * inner + i;
+            double s = 0.0;
+            for (int64_t k = 0; k < len; k++) {
+                double v = ld(x, base + k * inner);
+                s += p == 1 ? fabs(v) : v * v;
+            }
+            double norm = p == 1 ? s : sqrt(s);
+            for (int64_t k = 0; k < len; k++)
+                st(y, base + k * inner, norm > 0.0 ? ld(x, base + k * inner) / norm : 0.0);
+        }
+    }
 }
 
 kiln_status kb_nn_lpnorm_run(const kb_run *r) {
@@ -333,21 +554,51 @@ kiln_status kb_nn_lpnorm_run(const kb_run *r) {
     int64_t len = x->dims[axis], inner = kn_numel(x->rank - (int)axis - 1, x->dims + axis + 1);
     int64_t outer = kn_numel((int)axis, x->dims);
     int nth = threads_for(r, outer * len * inner);
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t o = 0; o < outer; o++) {
-        for (int64_t i = 0; i < inner; i++) {
-            int64_t base = o * len * inner + i;
-            double s = 0.0;
-            for (int64_t k = 0; k < len; k++) {
-                double v = ld(x, base + k * inner);
-                s += p == 1 ? fabs(v) : v * v;
-            }
-            double norm = p == 1 ? s : sqrt(s);
-            for (int64_t k = 0; k < len; k++)
-                st(y, base + k * inner, norm > 0.0 ? ld(x, base + k * inner) / norm : 0.0);
-        }
+    {
+        lpnorm_rows_ctx c_ = {x, y, p, len, inner};
+        kn_parallel_for(nth, outer, 0, lpnorm_rows, &c_);
     }
     return KILN_OK;
+}
+
+typedef struct lrn_planes_ctx {
+    const kb_tensor *x;
+    kb_tensor *y;
+    double alpha;
+    double beta;
+    double bias;
+    int64_t size;
+    int64_t ch;
+    int64_t sp;
+    int64_t lo;
+    int64_t hi;
+} lrn_planes_ctx;
+
+static void lrn_planes(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const lrn_planes_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    kb_tensor *y = c_->y;
+    double alpha = c_->alpha;
+    double beta = c_->beta;
+    double bias = c_->bias;
+    int64_t size = c_->size;
+    int64_t ch = c_->ch;
+    int64_t sp = c_->sp;
+    int64_t lo = c_->lo;
+    int64_t hi = c_->hi;
+    (void)tid;
+    for (int64_t pl = lo_; pl < hi_; pl++) {
+        int64_t n = pl / ch, c = pl % ch;
+        int64_t c0 = c - lo < 0 ? 0 : c - lo, c1 = c + hi >= ch ? ch - 1 : c + hi;
+        for (int64_t i = 0; i < sp; i++) {
+            double sq = 0.0;
+            for (int64_t cc = c0; cc <= c1; cc++) {
+                double v = ld(x, (n * ch + cc) * sp + i);
+                sq += v * v;
+            }
+            st(y, pl * sp + i, ld(x, pl * sp + i) / pow(bias + alpha / (double)size * sq, beta));
+        }
+    }
 }
 
 kiln_status kb_nn_lrn_run(const kb_run *r) {
@@ -360,18 +611,9 @@ kiln_status kb_nn_lrn_run(const kb_run *r) {
     int64_t lo = (size - 1) / 2, hi = size - 1 - lo; /* floor and ceil of (size-1)/2 */
     int64_t planes = x->dims[0] * ch;
     int nth = threads_for(r, planes * sp * size);
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        int64_t n = pl / ch, c = pl % ch;
-        int64_t c0 = c - lo < 0 ? 0 : c - lo, c1 = c + hi >= ch ? ch - 1 : c + hi;
-        for (int64_t i = 0; i < sp; i++) {
-            double sq = 0.0;
-            for (int64_t cc = c0; cc <= c1; cc++) {
-                double v = ld(x, (n * ch + cc) * sp + i);
-                sq += v * v;
-            }
-            st(y, pl * sp + i, ld(x, pl * sp + i) / pow(bias + alpha / (double)size * sq, beta));
-        }
+    {
+        lrn_planes_ctx c_ = {x, y, alpha, beta, bias, size, ch, sp, lo, hi};
+        kn_parallel_for(nth, planes, 0, lrn_planes, &c_);
     }
     return KILN_OK;
 }

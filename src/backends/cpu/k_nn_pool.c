@@ -69,6 +69,37 @@ static double pool_one(const pool_args *a, const void *x, kiln_dtype dt, int64_t
     return acc;
 }
 
+typedef struct pool_planes_ctx {
+    pool_args a;
+    const kb_tensor *x;
+    kb_tensor *y;
+    int64_t *idx;
+} pool_planes_ctx;
+
+static void pool_planes(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const pool_planes_ctx *c_ = vc;
+    pool_args a = c_->a;
+    const kb_tensor *x = c_->x;
+    kb_tensor *y = c_->y;
+    int64_t *idx = c_->idx;
+    (void)tid;
+    for (int64_t pl = lo_; pl < hi_; pl++) {
+        int64_t oc[KN_WIN_MAX] = {0};
+        for (int64_t o = 0; o < a.out_size; o++) {
+            int64_t arg;
+            double v = pool_one(&a, x->data, x->dtype, pl * a.in_size, oc, idx ? &arg : NULL);
+            kb_st(y->data, y->dtype, (size_t)(pl * a.out_size + o), v);
+            if (idx)
+                idx[pl * a.out_size + o] = arg;
+            for (int d = a.w.nsp - 1; d >= 0; d--) {
+                if (++oc[d] < a.w.out[d])
+                    break;
+                oc[d] = 0;
+            }
+        }
+    }
+}
+
 kiln_status kb_nn_pool_run(const kb_run *r) {
     const kn_node *node = r->node;
     const kb_tensor *x = &r->in[0];
@@ -97,37 +128,30 @@ kiln_status kb_nn_pool_run(const kb_run *r) {
     int64_t *idx = r->n_out > 1 && r->out[1].data ? r->out[1].data : NULL;
     int64_t planes = x->dims[0] * x->dims[1];
     int nth = r->threads > 1 && planes * a.out_size * a.ksize > 32768 ? r->threads : 1;
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        int64_t oc[KN_WIN_MAX] = {0};
-        for (int64_t o = 0; o < a.out_size; o++) {
-            int64_t arg;
-            double v = pool_one(&a, x->data, x->dtype, pl * a.in_size, oc, idx ? &arg : NULL);
-            kb_st(y->data, y->dtype, (size_t)(pl * a.out_size + o), v);
-            if (idx)
-                idx[pl * a.out_size + o] = arg;
-            for (int d = a.w.nsp - 1; d >= 0; d--) {
-                if (++oc[d] < a.w.out[d])
-                    break;
-                oc[d] = 0;
-            }
-        }
+    {
+        pool_planes_ctx c_ = {a, x, y, idx};
+        kn_parallel_for(nth, planes, 0, pool_planes, &c_);
     }
     return KILN_OK;
 }
 
-kiln_status kb_nn_global_pool_run(const kb_run *r) {
-    const kb_tensor *x = &r->in[0];
-    kb_tensor *y = &r->out[0];
-    const char *op = r->node->op_type;
-    pool_kind kind = strcmp(op, "GlobalMaxPool") == 0  ? POOL_MAX
-                     : strcmp(op, "GlobalLpPool") == 0 ? POOL_LP
-                                                       : POOL_AVG;
-    double p = (double)kn_attr_int(r->node, "p", 2);
-    int64_t planes = x->dims[0] * x->dims[1], size = kn_numel(x->rank - 2, x->dims + 2);
-    int nth = r->threads > 1 && planes * size > 32768 ? r->threads : 1;
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t pl = 0; pl < planes; pl++) {
+typedef struct global_pool_planes_ctx {
+    const kb_tensor *x;
+    kb_tensor *y;
+    pool_kind kind;
+    double p;
+    int64_t size;
+} global_pool_planes_ctx;
+
+static void global_pool_planes(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const global_pool_planes_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    kb_tensor *y = c_->y;
+    pool_kind kind = c_->kind;
+    double p = c_->p;
+    int64_t size = c_->size;
+    (void)tid;
+    for (int64_t pl = lo_; pl < hi_; pl++) {
         double acc = kind == POOL_MAX ? -INFINITY : 0.0;
         for (int64_t i = 0; i < size; i++) {
             double v = kb_ld(x->data, x->dtype, (size_t)(pl * size + i));
@@ -143,6 +167,22 @@ kiln_status kb_nn_global_pool_run(const kb_run *r) {
         else if (kind == POOL_LP)
             acc = pow(acc, 1.0 / p);
         kb_st(y->data, y->dtype, (size_t)pl, acc);
+    }
+}
+
+kiln_status kb_nn_global_pool_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    kb_tensor *y = &r->out[0];
+    const char *op = r->node->op_type;
+    pool_kind kind = strcmp(op, "GlobalMaxPool") == 0  ? POOL_MAX
+                     : strcmp(op, "GlobalLpPool") == 0 ? POOL_LP
+                                                       : POOL_AVG;
+    double p = (double)kn_attr_int(r->node, "p", 2);
+    int64_t planes = x->dims[0] * x->dims[1], size = kn_numel(x->rank - 2, x->dims + 2);
+    int nth = r->threads > 1 && planes * size > 32768 ? r->threads : 1;
+    {
+        global_pool_planes_ctx c_ = {x, y, kind, p, size};
+        kn_parallel_for(nth, planes, 0, global_pool_planes, &c_);
     }
     return KILN_OK;
 }
@@ -175,10 +215,18 @@ kiln_status kb_nn_max_unpool_run(const kb_run *r) {
     }
     memset(y->data, 0, (size_t)total * es);
     for (int64_t i = 0; i < n; i++) {
-        int64_t k = (int64_t)kb_ld(idx->data, idx->dtype, (size_t)i);
+        /* read exactly: an int64 index through a double rounded, and one
+         * past 2^63 was an undefined conversion */
+        int64_t k = -1;
+        if (idx->dtype == KILN_DTYPE_INT64)
+            k = ((const int64_t *)idx->data)[i];
+        else if (!kn_double_to_i64(kb_ld(idx->data, idx->dtype, (size_t)i), INT64_MIN, INT64_MAX,
+                                   &k))
+            k = -1;
         int64_t plane = orig_plane ? k / orig_plane : 0, rest = orig_plane ? k % orig_plane : 0;
         int64_t off = 0, mul = 1;
-        bool inside = k >= 0;
+        /* a plane past the output's would overflow plane * out_plane */
+        bool inside = k >= 0 && (out_plane == 0 || plane < total / out_plane);
         for (int d = nsp - 1; d >= 0; d--) {
             int64_t c = rest % orig[d];
             rest /= orig[d];

@@ -20,16 +20,33 @@ double kq_per_channel(const kb_tensor *t, int64_t c, double dflt) {
     return kb_ld(t->data, t->dtype, (size_t)(kb_numel(t) == 1 ? 0 : c));
 }
 
-/* col[(c * K + kidx), o] = x[c, window position] - zp, or 0 in the padding
- * (which holds the zero point). */
-void kq_im2col_i16(const kn_window *w, const void *x, kiln_dtype dt, int64_t x_off,
-                       int32_t zp, int64_t channels, int64_t ksize, int64_t in_size,
-                       int64_t out_size, int16_t *col, int threads) {
-    int nsp = w->nsp;
-    int64_t rows = channels * ksize;
-    int nth = threads > 1 && rows * out_size > 32768 ? threads : 1;
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
+typedef struct im2col_i16_rows_ctx {
+    const kn_window *w;
+    const void *x;
+    kiln_dtype dt;
+    int64_t x_off;
+    int32_t zp;
+    int64_t ksize;
+    int64_t in_size;
+    int64_t out_size;
+    int16_t *col;
+    int nsp;
+} im2col_i16_rows_ctx;
+
+static void im2col_i16_rows(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const im2col_i16_rows_ctx *c_ = vc;
+    const kn_window *w = c_->w;
+    const void *x = c_->x;
+    kiln_dtype dt = c_->dt;
+    int64_t x_off = c_->x_off;
+    int32_t zp = c_->zp;
+    int64_t ksize = c_->ksize;
+    int64_t in_size = c_->in_size;
+    int64_t out_size = c_->out_size;
+    int16_t *col = c_->col;
+    int nsp = c_->nsp;
+    (void)tid;
+    for (int64_t r = lo_; r < hi_; r++) {
         int64_t kc[KN_WIN_MAX], oc[KN_WIN_MAX] = {0}, kidx = r % ksize;
         for (int d = nsp - 1; d >= 0; d--) {
             kc[d] = kidx % w->kernel[d];
@@ -55,13 +72,45 @@ void kq_im2col_i16(const kn_window *w, const void *x, kiln_dtype dt, int64_t x_o
     }
 }
 
-/* acc[co, :] = sum_p (w[co, p] - wzp[co]) col[p, :] for the group's channels. */
-void kq_int_gemm(const void *w, kiln_dtype wt, int64_t w_off, const kb_tensor *wzp,
-                     int64_t co0, int64_t couts, int64_t kdim, const int16_t *col, int64_t n,
-                     int32_t *acc, int threads) {
-    int nth = threads > 1 && couts * kdim * n > 32768 ? threads : 1;
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t i = 0; i < couts; i++) {
+/* col[(c * K + kidx), o] = x[c, window position] - zp, or 0 in the padding
+ * (which holds the zero point). */
+void kq_im2col_i16(const kn_window *w, const void *x, kiln_dtype dt, int64_t x_off,
+                       int32_t zp, int64_t channels, int64_t ksize, int64_t in_size,
+                       int64_t out_size, int16_t *col, int threads) {
+    int nsp = w->nsp;
+    int64_t rows = channels * ksize;
+    int nth = threads > 1 && rows * out_size > 32768 ? threads : 1;
+    {
+        im2col_i16_rows_ctx c_ = {w, x, dt, x_off, zp, ksize, in_size, out_size, col, nsp};
+        kn_parallel_for(nth, rows, 0, im2col_i16_rows, &c_);
+    }
+}
+
+typedef struct int_gemm_rows_ctx {
+    const void *w;
+    kiln_dtype wt;
+    int64_t w_off;
+    const kb_tensor *wzp;
+    int64_t co0;
+    int64_t kdim;
+    const int16_t *col;
+    int64_t n;
+    int32_t *acc;
+} int_gemm_rows_ctx;
+
+static void int_gemm_rows(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const int_gemm_rows_ctx *c_ = vc;
+    const void *w = c_->w;
+    kiln_dtype wt = c_->wt;
+    int64_t w_off = c_->w_off;
+    const kb_tensor *wzp = c_->wzp;
+    int64_t co0 = c_->co0;
+    int64_t kdim = c_->kdim;
+    const int16_t *col = c_->col;
+    int64_t n = c_->n;
+    int32_t *acc = c_->acc;
+    (void)tid;
+    for (int64_t i = lo_; i < hi_; i++) {
         int32_t *row = acc + i * n;
         int32_t zp = (int32_t)kq_per_channel(wzp, co0 + i, 0);
         memset(row, 0, sizeof(int32_t) * (size_t)n);
@@ -74,6 +123,17 @@ void kq_int_gemm(const void *w, kiln_dtype wt, int64_t w_off, const kb_tensor *w
             for (int64_t j = 0; j < n; j++)
                 row[j] += a * cp[j];
         }
+    }
+}
+
+/* acc[co, :] = sum_p (w[co, p] - wzp[co]) col[p, :] for the group's channels. */
+void kq_int_gemm(const void *w, kiln_dtype wt, int64_t w_off, const kb_tensor *wzp,
+                     int64_t co0, int64_t couts, int64_t kdim, const int16_t *col, int64_t n,
+                     int32_t *acc, int threads) {
+    int nth = threads > 1 && couts * kdim * n > 32768 ? threads : 1;
+    {
+        int_gemm_rows_ctx c_ = {w, wt, w_off, wzp, co0, kdim, col, n, acc};
+        kn_parallel_for(nth, couts, 0, int_gemm_rows, &c_);
     }
 }
 

@@ -30,23 +30,27 @@ static int64_t cache_row(const kn_rotary *g, const kb_tensor *pos, int64_t b, in
     return row >= 0 && row < g->cache_rows ? row : -1;
 }
 
-kiln_status kb_nn_rotary_run(const kb_run *r) {
+typedef struct rotary_tokens_ctx {
     kn_rotary g;
-    KN_TRY(rotary_geometry(r, &g));
-    const kb_tensor *x = &r->in[g.x], *cs = &r->in[g.cos], *sn = &r->in[g.sin];
-    const kb_tensor *pos = g.pos >= 0 ? &r->in[g.pos] : NULL;
-    kb_tensor *y = &r->out[0];
-    for (int64_t b = 0; b < g.batch; b++) /* every position checked before a value is written */
-        for (int64_t s = 0; s < g.seq; s++)
-            if (cache_row(&g, pos, b, s) < 0)
-                return kn_node_error(r->node, KILN_ERR_INVALID_ARGUMENT,
-                                     "position of token (%lld, %lld) is outside the caches' %lld "
-                                     "rows",
-                                     (long long)b, (long long)s, (long long)g.cache_rows);
-    int64_t half = g.rot / 2, tokens = g.batch * g.seq;
-    int nth = r->threads > 1 && kb_numel(x) > 32768 ? r->threads : 1;
-#pragma omp parallel for num_threads(nth) schedule(static)
-    for (int64_t t = 0; t < tokens; t++) {
+    const kb_tensor *x;
+    const kb_tensor *cs;
+    const kb_tensor *sn;
+    const kb_tensor *pos;
+    kb_tensor *y;
+    int64_t half;
+} rotary_tokens_ctx;
+
+static void rotary_tokens(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const rotary_tokens_ctx *c_ = vc;
+    kn_rotary g = c_->g;
+    const kb_tensor *x = c_->x;
+    const kb_tensor *cs = c_->cs;
+    const kb_tensor *sn = c_->sn;
+    const kb_tensor *pos = c_->pos;
+    kb_tensor *y = c_->y;
+    int64_t half = c_->half;
+    (void)tid;
+    for (int64_t t = lo_; t < hi_; t++) {
         int64_t b = t / g.seq, s = t % g.seq, row = cache_row(&g, pos, b, s) * g.cache_stride;
         for (int64_t h = 0; h < g.heads; h++) {
             int64_t base = kn_rotary_at(&g, b, s, h, 0);
@@ -63,6 +67,27 @@ kiln_status kb_nn_rotary_run(const kb_run *r) {
                 kb_st(y->data, y->dtype, (size_t)(base + d),
                       kb_ld(x->data, x->dtype, (size_t)(base + d)));
         }
+    }
+}
+
+kiln_status kb_nn_rotary_run(const kb_run *r) {
+    kn_rotary g;
+    KN_TRY(rotary_geometry(r, &g));
+    const kb_tensor *x = &r->in[g.x], *cs = &r->in[g.cos], *sn = &r->in[g.sin];
+    const kb_tensor *pos = g.pos >= 0 ? &r->in[g.pos] : NULL;
+    kb_tensor *y = &r->out[0];
+    for (int64_t b = 0; b < g.batch; b++) /* every position checked before a value is written */
+        for (int64_t s = 0; s < g.seq; s++)
+            if (cache_row(&g, pos, b, s) < 0)
+                return kn_node_error(r->node, KILN_ERR_INVALID_ARGUMENT,
+                                     "position of token (%lld, %lld) is outside the caches' %lld "
+                                     "rows",
+                                     (long long)b, (long long)s, (long long)g.cache_rows);
+    int64_t half = g.rot / 2, tokens = g.batch * g.seq;
+    int nth = r->threads > 1 && kb_numel(x) > 32768 ? r->threads : 1;
+    {
+        rotary_tokens_ctx c_ = {g, x, cs, sn, pos, y, half};
+        kn_parallel_for(nth, tokens, 0, rotary_tokens, &c_);
     }
     return KILN_OK;
 }

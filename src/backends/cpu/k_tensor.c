@@ -119,18 +119,34 @@ void kbt_strides(int rank, const int64_t *dims, int64_t *strides) {
 
 kn_tinfo kbt_info(const kb_tensor *t) { return kn_tinfo_of(t->dtype, t->rank, t->dims, t->data); }
 
-/* The last two (merged) dims are a transpose: the second-to-last is
- * contiguous in the source. Copy in square tiles so that both sides stay in
- * cache. */
-static void tiled_transpose(uint8_t *o, const uint8_t *s, size_t es, int r, const int64_t *d,
-                            const int64_t *st, int nt) {
-    enum { TB = 32 };
-    int64_t A = d[r - 2], B = d[r - 1], bs = st[r - 1], outer = 1;
-    for (int i = 0; i < r - 2; i++)
-        outer *= d[i];
-    int64_t ablocks = (A + TB - 1) / TB;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t k = 0; k < outer * ablocks; k++) {
+typedef struct transpose_tiles_ctx {
+    uint8_t *o;
+    const uint8_t *s;
+    size_t es;
+    int r;
+    const int64_t *d;
+    const int64_t *st;
+    int64_t A;
+    int64_t B;
+    int64_t bs;
+    int64_t ablocks;
+} transpose_tiles_ctx;
+
+static void transpose_tiles(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const transpose_tiles_ctx *c_ = vc;
+    enum { TB = 32 }; /* tiled_transpose's tile */
+    uint8_t *o = c_->o;
+    const uint8_t *s = c_->s;
+    size_t es = c_->es;
+    int r = c_->r;
+    const int64_t *d = c_->d;
+    const int64_t *st = c_->st;
+    int64_t A = c_->A;
+    int64_t B = c_->B;
+    int64_t bs = c_->bs;
+    int64_t ablocks = c_->ablocks;
+    (void)tid;
+    for (int64_t k = lo_; k < hi_; k++) {
         int64_t ob = k / ablocks, a0 = (k % ablocks) * TB, rem = ob, so = 0;
         for (int i = r - 3; i >= 0; i--) {
             so += (rem % d[i]) * st[i];
@@ -154,6 +170,61 @@ static void tiled_transpose(uint8_t *o, const uint8_t *s, size_t es, int r, cons
                 }
             }
         }
+    }
+}
+
+/* The last two (merged) dims are a transpose: the second-to-last is
+ * contiguous in the source. Copy in square tiles so that both sides stay in
+ * cache. */
+static void tiled_transpose(uint8_t *o, const uint8_t *s, size_t es, int r, const int64_t *d,
+                            const int64_t *st, int nt) {
+    enum { TB = 32 };
+    int64_t A = d[r - 2], B = d[r - 1], bs = st[r - 1], outer = 1;
+    for (int i = 0; i < r - 2; i++)
+        outer *= d[i];
+    int64_t ablocks = (A + TB - 1) / TB;
+    {
+        transpose_tiles_ctx c_ = {o, s, es, r, d, st, A, B, bs, ablocks};
+        kn_parallel_for(nt, outer * ablocks, 0, transpose_tiles, &c_);
+    }
+}
+
+typedef struct strided_rows_ctx {
+    const uint8_t *s;
+    uint8_t *o;
+    size_t es;
+    int r;
+    const int64_t *d;
+    const int64_t *st;
+    int64_t inner;
+    int64_t ist;
+} strided_rows_ctx;
+
+static void strided_rows(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const strided_rows_ctx *c_ = vc;
+    const uint8_t *s = c_->s;
+    uint8_t *o = c_->o;
+    size_t es = c_->es;
+    int r = c_->r;
+    const int64_t *d = c_->d;
+    const int64_t *st = c_->st;
+    int64_t inner = c_->inner;
+    int64_t ist = c_->ist;
+    (void)tid;
+    for (int64_t k = lo_; k < hi_; k++) {
+        int64_t rem = k, so = 0;
+        for (int i = r - 2; i >= 0; i--) {
+            so += (rem % d[i]) * st[i];
+            rem /= d[i];
+        }
+        const uint8_t *sp = s + so * (int64_t)es;
+        uint8_t *op = o + k * inner * (int64_t)es;
+        if (ist == 1) {
+            memcpy(op, sp, (size_t)inner * es);
+            continue;
+        }
+        for (int64_t j = 0; j < inner; j++)
+            kbt_copy1(op + j * (int64_t)es, sp + j * ist * (int64_t)es, es);
     }
 }
 
@@ -190,21 +261,9 @@ void kbt_strided_copy(void *dst, const void *src, size_t es, int rank, const int
         tiled_transpose(o, s, es, r, d, st, nt);
         return;
     }
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t k = 0; k < outer; k++) {
-        int64_t rem = k, so = 0;
-        for (int i = r - 2; i >= 0; i--) {
-            so += (rem % d[i]) * st[i];
-            rem /= d[i];
-        }
-        const uint8_t *sp = s + so * (int64_t)es;
-        uint8_t *op = o + k * inner * (int64_t)es;
-        if (ist == 1) {
-            memcpy(op, sp, (size_t)inner * es);
-            continue;
-        }
-        for (int64_t j = 0; j < inner; j++)
-            kbt_copy1(op + j * (int64_t)es, sp + j * ist * (int64_t)es, es);
+    {
+        strided_rows_ctx c_ = {s, o, es, r, d, st, inner, ist};
+        kn_parallel_for(nt, outer, 0, strided_rows, &c_);
     }
 }
 
@@ -309,12 +368,20 @@ static kiln_status k_slice(const kb_run *r) {
     KN_TRY(kn_slice_decode(r->node, in, n_in, &p));
     int64_t st[KILN_MAX_DIMS], ost[KILN_MAX_DIMS], off = 0;
     kbt_strides(x->rank, x->dims, st);
-    for (int d = 0; d < x->rank; d++) {
-        off += p.start[d] * st[d];
-        ost[d] = p.step[d] * st[d];
-    }
     if (kbt_numel(&r->out[0]) == 0)
         return KILN_OK;
+    for (int d = 0; d < x->rank; d++) {
+        /* a step only matters when it is taken: with one element along d a
+         * step of INT64_MAX is legal and its stride overflowed; with two or
+         * more the steps stay inside the dim, and so inside the tensor */
+        int64_t step = r->out[0].dims[d] > 1 ? p.step[d] : 0, so = 0;
+        if (kn_mul_i64(p.start[d], st[d], &so) || kn_add_i64(off, so, &off) ||
+            kn_mul_i64(step, st[d], &ost[d]))
+            return kn_node_error(r->node, KILN_ERR_SHAPE,
+                                 "start %lld or step %lld of axis %d overflows the data "
+                                 "input's offsets",
+                                 (long long)p.start[d], (long long)p.step[d], d);
+    }
     kbt_strided_copy(r->out[0].data, x->data, esize(x), x->rank, r->out[0].dims, ost, off,
                      r->threads);
     return KILN_OK;
@@ -420,6 +487,50 @@ static kiln_status k_pad_prepare(const void *state, const kn_node *node, const k
     return KILN_OK;
 }
 
+typedef struct pad_rows_ctx {
+    const kb_tensor *x;
+    const kb_tensor *o;
+    size_t es;
+    const uint8_t *cval;
+    int rank;
+    int64_t *const *map;
+    const int64_t *st;
+    int64_t inner;
+    const int64_t *last;
+} pad_rows_ctx;
+
+static void pad_rows(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const pad_rows_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    const kb_tensor *o = c_->o;
+    size_t es = c_->es;
+    const uint8_t *cval = c_->cval;
+    int rank = c_->rank;
+    int64_t *const *map = c_->map;
+    const int64_t *st = c_->st;
+    int64_t inner = c_->inner;
+    const int64_t *last = c_->last;
+    (void)tid;
+    for (int64_t k = lo_; k < hi_; k++) {
+        int64_t rem = k, so = 0;
+        bool fill = false;
+        for (int d = rank - 2; d >= 0; d--) {
+            int64_t s = map[d][rem % o->dims[d]];
+            rem /= o->dims[d];
+            if (s < 0)
+                fill = true;
+            else
+                so += s * st[d];
+        }
+        uint8_t *op = (uint8_t *)o->data + (size_t)(k * inner) * es;
+        const uint8_t *sp = (const uint8_t *)x->data + (size_t)so * es;
+        for (int64_t j = 0; j < inner; j++) {
+            int64_t s = fill ? -1 : last[j];
+            kbt_copy1(op + (size_t)j * es, s < 0 ? cval : sp + (size_t)s * es, es);
+        }
+    }
+}
+
 static kiln_status k_pad(const kb_run *r) {
     const kb_tensor *x = &r->in[0], *o = &r->out[0];
     kn_tinfo in[4];
@@ -459,24 +570,9 @@ static kiln_status k_pad(const kb_run *r) {
     int64_t inner = o->dims[rank - 1], outer = total / inner;
     const int64_t *last = map[rank - 1];
     int nt = r->threads > 1 && total > (1 << 16) ? r->threads : 1;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t k = 0; k < outer; k++) {
-        int64_t rem = k, so = 0;
-        bool fill = false;
-        for (int d = rank - 2; d >= 0; d--) {
-            int64_t s = map[d][rem % o->dims[d]];
-            rem /= o->dims[d];
-            if (s < 0)
-                fill = true;
-            else
-                so += s * st[d];
-        }
-        uint8_t *op = (uint8_t *)o->data + (size_t)(k * inner) * es;
-        const uint8_t *sp = (const uint8_t *)x->data + (size_t)so * es;
-        for (int64_t j = 0; j < inner; j++) {
-            int64_t s = fill ? -1 : last[j];
-            kbt_copy1(op + (size_t)j * es, s < 0 ? cval : sp + (size_t)s * es, es);
-        }
+    {
+        pad_rows_ctx c_ = {x, o, es, cval, rank, map, st, inner, last};
+        kn_parallel_for(nt, outer, 0, pad_rows, &c_);
     }
     return KILN_OK;
 }
@@ -552,11 +648,15 @@ static kiln_status k_eyelike(const kb_run *r) {
     memset(o->data, 0, (size_t)(rows * cols) * es);
     uint8_t one[16] = {0};
     kbt_store(o->dtype, one, 0, 1.0);
-    for (int64_t i = 0; i < rows; i++) {
-        int64_t j = i + k;
-        if (j >= 0 && j < cols)
-            kbt_copy1((uint8_t *)o->data + (size_t)(i * cols + j) * es, one, es);
+    /* the diagonal's row range, so that i + k never overflows: k is an
+     * attribute, anything in int64 */
+    int64_t i0 = 0, i1 = 0; /* the rows with a one: 0 <= i + k < cols */
+    if (k > -rows && k < cols) {
+        i0 = k < 0 ? -k : 0;
+        i1 = cols - k < rows ? cols - k : rows;
     }
+    for (int64_t i = i0; i < i1; i++)
+        kbt_copy1((uint8_t *)o->data + (size_t)(i * cols + i + k) * es, one, es);
     return KILN_OK;
 }
 

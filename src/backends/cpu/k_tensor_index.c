@@ -36,6 +36,23 @@ static int64_t idx_at(const kb_tensor *t, int64_t i, int64_t dim) {
 
 /* ---------------- gathers ---------------- */
 
+typedef struct gather_ctx {
+    const kb_tensor *x, *ix, *o;
+    int64_t dim, ni;
+    size_t chunk;
+} gather_ctx;
+
+/* Rows [lo, hi) of the output seen as [outer, indices] rows of `chunk` bytes. */
+static void gather_rows(void *vc, int64_t lo, int64_t hi, int tid) {
+    const gather_ctx *c = vc;
+    for (int64_t kj = lo; kj < hi; kj++) {
+        int64_t k = kj / c->ni, j = kj % c->ni;
+        int64_t s = idx_at(c->ix, j, c->dim);
+        memcpy((uint8_t *)c->o->data + (size_t)kj * c->chunk,
+               (const uint8_t *)c->x->data + (size_t)(k * c->dim + s) * c->chunk, c->chunk);
+    }
+}
+
 kiln_status kbt_gather(const kb_run *r) {
     const kb_tensor *x = &r->in[0], *ix = &r->in[1], *o = &r->out[0];
     int ax = norm_axis(r->node, "axis", 0, x->rank);
@@ -49,13 +66,8 @@ kiln_status kbt_gather(const kb_run *r) {
     if (kbt_numel(o) == 0)
         return KILN_OK;
     int nt = r->threads > 1 && kbt_numel(o) > (1 << 16) ? r->threads : 1;
-#pragma omp parallel for collapse(2) num_threads(nt) schedule(static)
-    for (int64_t k = 0; k < outer; k++)
-        for (int64_t j = 0; j < ni; j++) {
-            int64_t s = idx_at(ix, j, dim);
-            memcpy((uint8_t *)o->data + (size_t)(k * ni + j) * chunk,
-                   (const uint8_t *)x->data + (size_t)(k * dim + s) * chunk, chunk);
-        }
+    gather_ctx c = {x, ix, o, dim, ni, chunk};
+    kn_parallel_for(nt, outer * ni, 0, gather_rows, &c);
     return KILN_OK;
 }
 

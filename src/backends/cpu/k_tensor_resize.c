@@ -93,10 +93,20 @@ kiln_status kbt_resize_taps(const kn_node *n, const kn_resize_plan *p, int d, in
         double x = x_original(p, d, o, in, out, &outside);
         int64_t *ti = idx + o * cap;
         double *tw = wt + o * cap;
-        if (outside) {
+        if (outside || isnan(x)) { /* a NaN coordinate (a NaN roi) too */
             cnt[o] = -1;
             continue;
         }
+        /* far outside the input every tap lands on the edge or outside,
+         * exactly as one filter width out: clamping there keeps the result
+         * and the conversions to int64 below defined (a roi of 1e30
+         * overflowed them). The filter spans 2 / sa pixels either side at
+         * most (cubic, antialiased). */
+        double margin = fmin(4.0 / (p->antialias && s < 1 ? s : 1.0) + 4.0, 1099511627776.0);
+        if (x < -margin)
+            x = -margin;
+        else if (x > (double)in + margin)
+            x = (double)in + margin;
         double b = floor(x), ratio = x - b;
         if (p->mode == KN_RS_NEAREST) {
             int64_t i;
@@ -179,55 +189,35 @@ kiln_status kbt_resize_taps(const kn_node *n, const kn_resize_plan *p, int d, in
     return KILN_OK;
 }
 
-kiln_status kbt_resize(const kb_run *r) {
-    const kb_tensor *x = &r->in[0], *o = &r->out[0];
-    kn_tinfo in[4];
-    int n_in = r->n_in < 4 ? r->n_in : 4;
-    for (int i = 0; i < n_in; i++)
-        in[i] = kbt_info(&r->in[i]);
-    kn_resize_plan p;
-    KN_TRY(kn_resize_decode(r->node, in, n_in, &p));
-    int rank = x->rank;
-    for (int d = 0; d < rank; d++)
-        if (p.out[d] != o->dims[d])
-            return kn_node_error(r->node, KILN_ERR_INTERNAL, "output shape changed");
-    int64_t total = kbt_numel(o);
-    if (total == 0)
-        return KILN_OK;
-    if (kbt_numel(x) == 0)
-        return kn_node_error(r->node, KILN_ERR_SHAPE, "cannot resize an empty tensor");
-    if (rank == 0) {
-        memcpy(o->data, x->data, kiln_dtype_size(x->dtype));
-        return KILN_OK;
-    }
-    if (p.mode != KN_RS_NEAREST && !kbt_is_numeric(x->dtype))
-        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "interpolation of type %s",
-                             kiln_dtype_name(x->dtype));
-    axis_tab tab[KILN_MAX_DIMS];
-    uint8_t *ws = r->workspace;
-    if (!ws)
-        return kn_node_error(r->node, KILN_ERR_INTERNAL, "no workspace");
-    for (int d = 0; d < rank; d++) {
-        int64_t out = o->dims[d];
-        tab[d].cap = kbt_resize_max_taps(r->node, x->dims[d], out);
-        tab[d].cnt = (int64_t *)ws;
-        tab[d].idx = tab[d].cnt + out;
-        tab[d].w = (double *)(tab[d].idx + out * tab[d].cap);
-        ws += (tab_bytes(out, tab[d].cap) + 63) & ~(size_t)63;
-        KN_TRY(kbt_resize_taps(r->node, &p, d, x->dims[d], out, tab[d].cap, tab[d].cnt, tab[d].idx,
-                               tab[d].w));
-    }
-    int64_t xs[KILN_MAX_DIMS];
-    kbt_strides(rank, x->dims, xs);
-    size_t es = kiln_dtype_size(x->dtype);
-    uint8_t extra[16] = {0};
-    kbt_store(x->dtype, extra, 0, p.extrapolation);
-    bool nearest = p.mode == KN_RS_NEAREST, f32 = x->dtype == KILN_DTYPE_FLOAT;
-    const axis_tab *lt = &tab[rank - 1];
-    int64_t width = o->dims[rank - 1], rows = total / width;
-    int nt = r->threads > 1 && total > (1 << 14) ? r->threads : 1;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t row = 0; row < rows; row++) {
+typedef struct resize_rows_ctx {
+    const kb_tensor *x;
+    const kb_tensor *o;
+    int rank;
+    const axis_tab *tab;
+    const int64_t *xs;
+    size_t es;
+    const uint8_t *extra;
+    bool nearest;
+    bool f32;
+    const axis_tab *lt;
+    int64_t width;
+} resize_rows_ctx;
+
+static void resize_rows(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const resize_rows_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    const kb_tensor *o = c_->o;
+    int rank = c_->rank;
+    const axis_tab *tab = c_->tab;
+    const int64_t *xs = c_->xs;
+    size_t es = c_->es;
+    const uint8_t *extra = c_->extra;
+    bool nearest = c_->nearest;
+    bool f32 = c_->f32;
+    const axis_tab *lt = c_->lt;
+    int64_t width = c_->width;
+    (void)tid;
+    for (int64_t row = lo_; row < hi_; row++) {
         int64_t c[KILN_MAX_DIMS], rem = row;
         bool outside = false;
         for (int d = rank - 2; d >= 0; d--) {
@@ -331,6 +321,59 @@ kiln_status kbt_resize(const kb_run *r) {
             else
                 kbt_store(x->dtype, dst, j, acc);
         }
+    }
+}
+
+kiln_status kbt_resize(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *o = &r->out[0];
+    kn_tinfo in[4];
+    int n_in = r->n_in < 4 ? r->n_in : 4;
+    for (int i = 0; i < n_in; i++)
+        in[i] = kbt_info(&r->in[i]);
+    kn_resize_plan p;
+    KN_TRY(kn_resize_decode(r->node, in, n_in, &p));
+    int rank = x->rank;
+    for (int d = 0; d < rank; d++)
+        if (p.out[d] != o->dims[d])
+            return kn_node_error(r->node, KILN_ERR_INTERNAL, "output shape changed");
+    int64_t total = kbt_numel(o);
+    if (total == 0)
+        return KILN_OK;
+    if (kbt_numel(x) == 0)
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "cannot resize an empty tensor");
+    if (rank == 0) {
+        memcpy(o->data, x->data, kiln_dtype_size(x->dtype));
+        return KILN_OK;
+    }
+    if (p.mode != KN_RS_NEAREST && !kbt_is_numeric(x->dtype))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "interpolation of type %s",
+                             kiln_dtype_name(x->dtype));
+    axis_tab tab[KILN_MAX_DIMS];
+    uint8_t *ws = r->workspace;
+    if (!ws)
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "no workspace");
+    for (int d = 0; d < rank; d++) {
+        int64_t out = o->dims[d];
+        tab[d].cap = kbt_resize_max_taps(r->node, x->dims[d], out);
+        tab[d].cnt = (int64_t *)ws;
+        tab[d].idx = tab[d].cnt + out;
+        tab[d].w = (double *)(tab[d].idx + out * tab[d].cap);
+        ws += (tab_bytes(out, tab[d].cap) + 63) & ~(size_t)63;
+        KN_TRY(kbt_resize_taps(r->node, &p, d, x->dims[d], out, tab[d].cap, tab[d].cnt, tab[d].idx,
+                               tab[d].w));
+    }
+    int64_t xs[KILN_MAX_DIMS];
+    kbt_strides(rank, x->dims, xs);
+    size_t es = kiln_dtype_size(x->dtype);
+    uint8_t extra[16] = {0};
+    kbt_store(x->dtype, extra, 0, p.extrapolation);
+    bool nearest = p.mode == KN_RS_NEAREST, f32 = x->dtype == KILN_DTYPE_FLOAT;
+    const axis_tab *lt = &tab[rank - 1];
+    int64_t width = o->dims[rank - 1], rows = total / width;
+    int nt = r->threads > 1 && total > (1 << 14) ? r->threads : 1;
+    {
+        resize_rows_ctx c_ = {x, o, rank, tab, xs, es, extra, nearest, f32, lt, width};
+        kn_parallel_for(nt, rows, 0, resize_rows, &c_);
     }
     return KILN_OK;
 }

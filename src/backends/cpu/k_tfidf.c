@@ -37,6 +37,29 @@ static kiln_status tf_init(const kn_node *node, void **state) {
     return KILN_OK;
 }
 
+typedef struct tfidf_rows_ctx {
+    const kb_tensor *x;
+    kn_tfidf g;
+    kn_tfidf_tab t;
+    uint32_t *y;
+} tfidf_rows_ctx;
+
+static void tfidf_rows(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const tfidf_rows_ctx *c_ = vc;
+    const kb_tensor *x = c_->x;
+    kn_tfidf g = c_->g;
+    kn_tfidf_tab t = c_->t;
+    uint32_t *y = c_->y;
+    (void)tid;
+    for (int64_t row = lo_; row < hi_; row++) {
+        memset(y + row * g.out_size, 0, (size_t)g.out_size * sizeof *y);
+        for (int64_t start = 0; start < g.len; start++)
+            kn_tfidf_count_at(&g, &t, x->data, row, start, y);
+        for (int64_t i = row * g.out_size; i < (row + 1) * g.out_size; i++)
+            kn_tfidf_finish(&g, &t, y, i);
+    }
+}
+
 static kiln_status tf_run(const kb_run *r) {
     const tf_state *s = r->state;
     if (!s || r->n_in != 1 || r->n_out != 1)
@@ -47,13 +70,9 @@ static kiln_status tf_run(const kb_run *r) {
     const kn_tfidf_tab t = kn_tfidf_tab_at(&g, s->tables);
     uint32_t *y = r->out[0].data;
     const int64_t rows = g.rows;
-#pragma omp parallel for num_threads(r->threads) if (rows > 1 && rows * g.len >= 4096) schedule(static)
-    for (int64_t row = 0; row < rows; row++) {
-        memset(y + row * g.out_size, 0, (size_t)g.out_size * sizeof *y);
-        for (int64_t start = 0; start < g.len; start++)
-            kn_tfidf_count_at(&g, &t, x->data, row, start, y);
-        for (int64_t i = row * g.out_size; i < (row + 1) * g.out_size; i++)
-            kn_tfidf_finish(&g, &t, y, i);
+    {
+        tfidf_rows_ctx c_ = {x, g, t, y};
+        kn_parallel_for(rows > 1 && rows * g.len >= 4096 ? r->threads : 1, rows, 0, tfidf_rows, &c_);
     }
     return KILN_OK;
 }
