@@ -389,7 +389,6 @@ static inline int32_t ld8(const void *p, kiln_dtype t, int64_t i) {
     return t == KILN_DTYPE_UINT8 ? ((const uint8_t *)p)[i] : ((const int8_t *)p)[i];
 }
 
-
 typedef struct qmm_ctx {
     const int16_t *a16, *w16;
     int32_t *acc;
