@@ -867,37 +867,6 @@ bool cmp_run_reference(const cmp_opts *o, const kiln_network *net, const npy_lis
 
 /* ---------------- comparison ---------------- */
 
-/* Quantile q of sorted values: linear interpolation between ranks. */
-static double quantile(const double *v, size_t n, double q) {
-    if (n == 0)
-        return 0;
-    double pos = q * (double)(n - 1);
-    size_t lo = (size_t)floor(pos), hi = lo + 1 < n ? lo + 1 : lo;
-    double f = pos - (double)lo;
-    if (isinf(v[lo]) || isinf(v[hi]))
-        return f > 0 ? v[hi] : v[lo];
-    return v[lo] + (v[hi] - v[lo]) * f;
-}
-
-typedef struct err_stats {
-    double max, mean, median, q;
-} err_stats;
-
-static void stats_of(double *v, size_t n, double q, err_stats *s) {
-    double sum = 0;
-    for (size_t i = 0; i < n; i++)
-        sum += v[i];
-    qsort(v, n, sizeof *v, cli_cmp_double);
-    s->max = n ? v[n - 1] : 0;
-    s->mean = n ? sum / (double)n : 0;
-    s->median = quantile(v, n, 0.5);
-    s->q = quantile(v, n, q);
-}
-
-static double pick(const err_stats *s, cmp_stat st) {
-    return st == CMP_MAX ? s->max : st == CMP_MEAN ? s->mean : s->median;
-}
-
 static const char *stat_name(cmp_stat s) {
     static const char *const n[] = {"elemwise", "max", "mean", "median"};
     return n[s];
@@ -907,118 +876,73 @@ static bool cmp_silent_flag;
 
 void cmp_set_silent(bool silent) { cmp_silent_flag = silent; }
 
+/* The statistic the verdict used (not elemwise). */
+static double pick(const kiln_compare_result *r, cmp_stat st, bool rel) {
+    if (st == CMP_MAX)
+        return rel ? r->max_rel : r->max_abs;
+    if (st == CMP_MEAN)
+        return rel ? r->mean_rel : r->mean_abs;
+    return rel ? r->median_rel : r->median_abs;
+}
+
+/* The report of one output; the numbers are kiln_compare_tensors' (the
+ * library's, shared with Python's kiln.compare). */
 bool cmp_tensor(const cmp_opts *o, const char *name, const npy_array *got, const npy_array *ref,
                 bool quiet) {
     quiet = quiet || cmp_silent_flag;
-    double atol = tol_get(&o->atol, name, 1e-5), rtol = tol_get(&o->rtol, name, 1e-5);
+    kiln_compare_options co = {tol_get(&o->atol, name, 1e-5), tol_get(&o->rtol, name, 1e-5),
+                               (kiln_compare_stat)o->stat, o->quantile};
+    double atol = co.atol, rtol = co.rtol;
     char gd[128], rd[128];
     cli_format_dims(gd, sizeof gd, got->rank, got->dims);
     cli_format_dims(rd, sizeof rd, ref->rank, ref->dims);
-    bool same_shape = got->rank == ref->rank &&
-                      memcmp(got->dims, ref->dims, (size_t)got->rank * sizeof *got->dims) == 0;
-    if (!same_shape) {
+    kiln_compare_result r;
+    if (kiln_compare_tensors(got, ref, &co, &r) != KILN_OK) {
+        if (!cmp_silent_flag)
+            cli_error("FAIL '%s': %s", name, kiln_last_error());
+        return false;
+    }
+    if (!r.same_shape) {
         if (!cmp_silent_flag)
             cli_error("FAIL '%s': shape %s from kiln, %s from the reference", name,
                       got->rank ? gd : "scalar", ref->rank ? rd : "scalar");
         return false;
     }
-    size_t n;
-    npy_volume(got->rank, got->dims, &n);
-    double *ab = malloc((n ? n : 1) * sizeof *ab), *re = malloc((n ? n : 1) * sizeof *re);
-    if (!ab || !re) {
-        free(ab);
-        free(re);
-        cli_error("out of memory");
-        return false;
-    }
-    size_t nan_g = 0, nan_r = 0, inf_g = 0, inf_r = 0, bad = 0, worst = 0;
-    /* value summaries of both sides (finite values only) */
-    double sum_g = 0, sum_r = 0, min_g = INFINITY, max_g = -INFINITY, min_r = INFINITY,
-           max_r = -INFINITY;
-    size_t fin_g = 0, fin_r = 0;
-    double worst_abs = -1;
-    for (size_t i = 0; i < n; i++) {
-        double g = npy_get(got->dtype, got->data, i), r = npy_get(ref->dtype, ref->data, i);
-        if (isfinite(g)) {
-            fin_g++;
-            sum_g += g;
-            min_g = g < min_g ? g : min_g;
-            max_g = g > max_g ? g : max_g;
-        }
-        if (isfinite(r)) {
-            fin_r++;
-            sum_r += r;
-            min_r = r < min_r ? r : min_r;
-            max_r = r > max_r ? r : max_r;
-        }
-        nan_g += isnan(g) != 0;
-        nan_r += isnan(r) != 0;
-        inf_g += isinf(g) != 0;
-        inf_r += isinf(r) != 0;
-        double a, rel;
-        if ((isnan(g) && isnan(r)) || (isinf(g) && isinf(r) && (g > 0) == (r > 0))) {
-            a = rel = 0; /* the same special value */
-        } else if (isnan(g) || isnan(r) || isinf(g) || isinf(r)) {
-            a = rel = INFINITY;
-        } else {
-            a = fabs(g - r);
-            rel = a == 0 ? 0 : r == 0 ? INFINITY : a / fabs(r);
-        }
-        ab[i] = a;
-        re[i] = rel;
-        if (a > atol && rel > rtol)
-            bad++;
-        if (a > worst_abs) {
-            worst_abs = a;
-            worst = i;
-        }
-    }
-    double gw = n ? npy_get(got->dtype, got->data, worst) : 0;
-    double rw = n ? npy_get(ref->dtype, ref->data, worst) : 0;
-    err_stats sa, sr;
-    stats_of(ab, n, o->quantile, &sa);
-    stats_of(re, n, o->quantile, &sr);
-    free(ab);
-    free(re);
-    bool pass;
-    if (o->stat == CMP_ELEMWISE)
-        pass = bad == 0;
-    else
-        pass = !(pick(&sa, o->stat) > atol && pick(&sr, o->stat) > rtol);
+    size_t n = r.count;
     if (!quiet) {
         cli_info("Output '%s' (%s %s, reference %s):", name, kiln_dtype_name(got->dtype),
                  got->rank ? gd : "scalar", kiln_dtype_name(ref->dtype));
-        if (fin_g)
-            cli_info("    kiln:      mean=%.6g min=%.6g max=%.6g (finite values)",
-                     sum_g / (double)fin_g, min_g, max_g);
-        if (fin_r)
-            cli_info("    reference: mean=%.6g min=%.6g max=%.6g (finite values)",
-                     sum_r / (double)fin_r, min_r, max_r);
-        cli_info("    abs error: max=%.6g mean=%.6g median=%.6g q%g=%.6g", sa.max, sa.mean,
-                 sa.median, o->quantile, sa.q);
-        cli_info("    rel error: max=%.6g mean=%.6g median=%.6g q%g=%.6g", sr.max, sr.mean,
-                 sr.median, o->quantile, sr.q);
-        cli_info("    NaN: kiln %zu, reference %zu; Inf: kiln %zu, reference %zu", nan_g, nan_r,
-                 inf_g, inf_r);
-        if (n && worst_abs > 0)
-            cli_info("    largest abs error at element %zu: kiln %.9g, reference %.9g", worst, gw,
-                     rw);
+        if (r.finite_got)
+            cli_info("    kiln:      mean=%.6g min=%.6g max=%.6g (finite values)", r.mean_got,
+                     r.min_got, r.max_got);
+        if (r.finite_ref)
+            cli_info("    reference: mean=%.6g min=%.6g max=%.6g (finite values)", r.mean_ref,
+                     r.min_ref, r.max_ref);
+        cli_info("    abs error: max=%.6g mean=%.6g median=%.6g q%g=%.6g", r.max_abs, r.mean_abs,
+                 r.median_abs, o->quantile, r.quantile_abs);
+        cli_info("    rel error: max=%.6g mean=%.6g median=%.6g q%g=%.6g", r.max_rel, r.mean_rel,
+                 r.median_rel, o->quantile, r.quantile_rel);
+        cli_info("    NaN: kiln %zu, reference %zu; Inf: kiln %zu, reference %zu", r.nan_got,
+                 r.nan_ref, r.inf_got, r.inf_ref);
+        if (n && r.max_abs > 0)
+            cli_info("    largest abs error at element %zu: kiln %.9g, reference %.9g",
+                     r.worst_index, r.worst_got, r.worst_ref);
     }
-    if (pass) {
+    if (r.passed) {
         if (!quiet)
             cli_info("    PASS '%s' (%s: atol=%g rtol=%g)", name, stat_name(o->stat), atol, rtol);
     } else if (o->stat == CMP_ELEMWISE) {
         if (!cmp_silent_flag)
             cli_error("FAIL '%s': %zu of %zu elements are over both atol=%g and rtol=%g (max "
                       "abs error %.6g, max rel error %.6g)",
-                      name, bad, n, atol, rtol, sa.max, sr.max);
+                      name, r.mismatches, n, atol, rtol, r.max_abs, r.max_rel);
     } else {
         if (!cmp_silent_flag)
             cli_error("FAIL '%s': %s abs error %.6g > atol=%g and %s rel error %.6g > rtol=%g",
-                      name, stat_name(o->stat), pick(&sa, o->stat), atol, stat_name(o->stat),
-                      pick(&sr, o->stat), rtol);
+                      name, stat_name(o->stat), pick(&r, o->stat, false), atol,
+                      stat_name(o->stat), pick(&r, o->stat, true), rtol);
     }
-    return pass;
+    return r.passed;
 }
 
 /* ---------------- the command ---------------- */

@@ -1073,7 +1073,8 @@ from .plugin import (FieldType, IPluginRegistry, Plugin, PluginLibrary,  # noqa:
                      PluginTensorDesc, define_plugin, deregister_plugin, get_plugin_registry,
                      load_plugin_library, list_plugins, register_plugin)
 from ._convenience import build, load  # noqa: E402
-from .accuracy import compare, compare_arrays, CompareResult, OutputComparison  # noqa: E402
+from .accuracy import (compare, compare_arrays, CompareResult, OutputComparison,  # noqa: E402
+                       load_npz, load_npy, save_npz, save_npy)
 
 __all__ = [
     "Error", "InvalidArgumentError", "ParseError", "UnsupportedError", "ShapeError",
@@ -1089,4 +1090,5 @@ __all__ = [
     "define_plugin", "register_plugin", "deregister_plugin", "get_plugin_registry",
     "load_plugin_library", "list_plugins",
     "build", "load", "compare", "compare_arrays", "CompareResult", "OutputComparison",
+    "load_npz", "load_npy", "save_npz", "save_npy",
 ]

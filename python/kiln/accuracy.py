@@ -13,8 +13,11 @@ error is over rtol. A shape mismatch fails at once; the same NaN (or
 same-signed Inf) in the same place counts as equal, any other NaN/Inf
 difference as an infinite error.
 
-This is an implementation in Python over the C API; `kiln compare` (the
-CLI, tools/) is a separate implementation of the same rules.
+The statistics and the verdict are the C library's kiln_compare_tensors
+(include/kiln/kiln_tools.h), the one `kiln compare` and `kiln debug` use;
+load_npz / save_npz / load_npy / save_npy are its .npy/.npz code, the one
+behind `kiln exec --loadInputs / --exportOutput` and `kiln compare
+--load-inputs / --save-results`. Running kiln and ONNX Runtime is Python.
 """
 from __future__ import annotations
 
@@ -96,43 +99,82 @@ def _tol(value: Union[float, Mapping[str, float]], name: str, default: float) ->
     return float(value)
 
 
+_STATS = {"elemwise": 0, "max": 1, "mean": 2, "median": 3}
+
+
+def _as_tensor(name: str, a: np.ndarray):
+    """(name, kiln dtype, dims, buffer) of an array for the C calls; arrays of
+    a dtype kiln has not (float128, ...) go as float64."""
+    from ._tensors import kiln_dtype_of
+    a = np.asarray(a)
+    try:
+        dt = kiln_dtype_of(a.dtype)
+    except TypeError:
+        a = a.astype(np.float64)
+        dt = kiln_dtype_of(a.dtype)
+    shape = tuple(int(d) for d in a.shape)      # (np.ascontiguousarray makes 0-d 1-d)
+    if not a.flags.c_contiguous:
+        a = a.copy(order="C")
+    return (name, dt, shape, a.reshape(-1).view(np.uint8))
+
+
+def _as_array(item) -> np.ndarray:
+    from ._tensors import numpy_dtype
+    _name, dt, dims, data = item
+    return np.frombuffer(data, dtype=numpy_dtype(dt)).reshape(dims)
+
+
+def load_npz(path: Union[str, os.PathLike]) -> Dict[str, np.ndarray]:
+    """Every array of a .npz file (or the one of a .npy file, named by its
+    stem), in file order, through kiln's own reader: bounded by
+    KILN_MAX_INPUT_BYTES, errors (kiln.ParseError, kiln.FileError) name the
+    file and byte offset. bfloat16 arrays come back as their uint16 bits."""
+    from . import _kiln
+    return {item[0]: _as_array(item) for item in _kiln.tensors_load_file(os.fspath(path))}
+
+
+def load_npy(path: Union[str, os.PathLike]) -> np.ndarray:
+    """The array of a .npy file (kiln's reader)."""
+    arrays = load_npz(path)
+    if len(arrays) != 1:
+        raise ValueError(f"{os.fspath(path)!r} holds {len(arrays)} arrays, not one")
+    return next(iter(arrays.values()))
+
+
+def save_npz(path: Union[str, os.PathLike], arrays: Mapping[str, np.ndarray]) -> None:
+    """Write arrays as an uncompressed .npz (members "<name>.npy"), as kiln
+    writes --exportOutput / --save-results files."""
+    from . import _kiln
+    _kiln.tensors_save(os.fspath(path), [_as_tensor(k, v) for k, v in arrays.items()], True)
+
+
+def save_npy(path: Union[str, os.PathLike], array: np.ndarray) -> None:
+    """Write one array as .npy (kiln's writer)."""
+    from . import _kiln
+    _kiln.tensors_save(os.fspath(path), [_as_tensor("array", array)], False)
+
+
 def compare_arrays(name: str, got: np.ndarray, ref: np.ndarray, atol: float = 1e-5,
                    rtol: float = 1e-5, check_error_stat: str = "elemwise") -> OutputComparison:
-    """Compare one output with its reference."""
+    """Compare one output with its reference (the C library's
+    kiln_compare_tensors: the numbers `kiln compare` prints)."""
+    from . import _kiln
+    stat = _STATS.get(check_error_stat)
+    if stat is None:
+        raise ValueError(f"check_error_stat {check_error_stat!r}: use elemwise, max, mean or median")
     got = np.asarray(got)
     ref = np.asarray(ref)
-    if got.shape != ref.shape:
+    r = _kiln.compare_tensors(_as_tensor(name, got), _as_tensor(name, ref), float(atol),
+                              float(rtol), stat, 0.99)
+    if not r["same_shape"]:
         inf = float("inf")
         return OutputComparison(name, got.shape, ref.shape, inf, inf, inf, inf, inf, inf,
                                 int(ref.size), int(ref.size), None, atol, rtol, False)
-    if got.dtype == np.bool_ or ref.dtype == np.bool_:
-        g, r = got.astype(np.float64), ref.astype(np.float64)
-    else:
-        g, r = got.astype(np.float64), ref.astype(np.float64)
-    same_special = (np.isnan(g) & np.isnan(r)) | (np.isinf(g) & np.isinf(r) & (np.sign(g) == np.sign(r)))
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        abs_err = np.abs(g - r)
-        abs_err = np.where(same_special, 0.0, abs_err)
-        abs_err = np.where(np.isnan(abs_err), np.inf, abs_err)
-        rel_err = np.where(abs_err == 0, 0.0, abs_err / np.abs(r))
-        rel_err = np.where(np.isnan(rel_err), np.inf, rel_err)
-    over = (abs_err > atol) & (rel_err > rtol)
-    n = int(abs_err.size)
-    stat = check_error_stat
-    if n == 0:
-        passed = True
-    elif stat == "elemwise":
-        passed = not bool(over.any())
-    else:
-        fn = {"max": np.max, "mean": np.mean, "median": np.median}.get(stat)
-        if fn is None:
-            raise ValueError(f"check_error_stat {stat!r}: use elemwise, max, mean or median")
-        passed = not (fn(abs_err) > atol and fn(rel_err) > rtol)
-    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(abs_err)), abs_err.shape)) if n else None
-    f = lambda fn, a: float(fn(a)) if n else 0.0  # noqa: E731
-    return OutputComparison(name, got.shape, ref.shape, f(np.max, abs_err), f(np.mean, abs_err),
-                            f(np.median, abs_err), f(np.max, rel_err), f(np.mean, rel_err),
-                            f(np.median, rel_err), int(over.sum()), n, worst, atol, rtol, passed)
+    n = r["count"]
+    worst = tuple(int(i) for i in np.unravel_index(r["worst_index"], got.shape)) if n else None
+    return OutputComparison(name, got.shape, ref.shape, r["max_abs"], r["mean_abs"],
+                            r["median_abs"], r["max_rel"], r["mean_rel"], r["median_rel"],
+                            r["mismatches"], n, worst, atol, rtol, bool(r["passed"]))
 
 
 def random_inputs(engine, shapes: Optional[Mapping[str, Sequence[int]]] = None,

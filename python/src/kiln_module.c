@@ -25,6 +25,7 @@
 #include "kiln/kiln_onnx.h"
 #include "kiln/kiln_plugin.h"
 #include "kiln/kiln_runtime.h"
+#include "kiln/kiln_tools.h"
 
 /* ------------------------------------------------------------------------
  * Exceptions: kiln.Error and one subclass per kiln_status. */
@@ -2210,7 +2211,207 @@ static PyObject *mod_shutdown(PyObject *m, PyObject *u) {
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------------
+ * Tensor files and the output comparison (kiln_tools.h): the same code as
+ * `kiln compare` / `kiln exec --loadInputs`. Tensors cross as (name, dtype,
+ * dims, bytearray); kiln/accuracy.py makes numpy arrays of them. */
+
+static PyObject *tensor_tuple(const kiln_host_tensor *t) {
+    PyObject *data = PyByteArray_FromStringAndSize((const char *)t->data, (Py_ssize_t)t->bytes);
+    if (!data)
+        return NULL;
+    PyObject *dims = dims_tuple(t->dims, t->rank);
+    if (!dims) {
+        Py_DECREF(data);
+        return NULL;
+    }
+    return Py_BuildValue("(siNN)", t->name ? t->name : "", (int)t->dtype, dims, data);
+}
+
+static PyObject *list_of(kiln_tensor_list *l) {
+    PyObject *r = PyList_New(0);
+    for (int i = 0; r && i < l->n; i++) {
+        PyObject *t = tensor_tuple(&l->items[i]);
+        if (!t || PyList_Append(r, t) < 0) {
+            Py_XDECREF(t);
+            Py_CLEAR(r);
+            break;
+        }
+        Py_DECREF(t);
+    }
+    kiln_tensor_list_free(l);
+    return r;
+}
+
+/* (name, dtype, dims, buffer) -> a borrowed host tensor over the buffer */
+static int parse_tensor(PyObject *item, kiln_host_tensor *t, Py_buffer *view) {
+    PyObject *dims_o, *data_o;
+    const char *name;
+    int dtype;
+    if (!PyArg_ParseTuple(item, "siOO", &name, &dtype, &dims_o, &data_o))
+        return -1;
+    memset(t, 0, sizeof *t);
+    if (parse_dims(dims_o, t->dims, &t->rank, name) < 0)
+        return -1;
+    if (PyObject_GetBuffer(data_o, view, PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    t->name = (char *)name;
+    t->dtype = (kiln_dtype)dtype;
+    t->data = view->buf;
+    t->bytes = (size_t)view->len;
+    return 0;
+}
+
+static PyObject *mod_tensors_load_file(PyObject *m, PyObject *arg) {
+    PyObject *b;
+    if (!PyUnicode_FSConverter(arg, &b))
+        return NULL;
+    kiln_tensor_list l = {0};
+    kiln_status st;
+    Py_BEGIN_ALLOW_THREADS st = kiln_tensors_load_file(PyBytes_AsString(b), &l);
+    Py_END_ALLOW_THREADS Py_DECREF(b);
+    if (st != KILN_OK)
+        return raise_status(st);
+    return list_of(&l);
+}
+
+static PyObject *mod_tensors_decode(PyObject *m, PyObject *args) {
+    Py_buffer v;
+    const char *file = NULL;
+    int npz = 0;
+    if (!PyArg_ParseTuple(args, "y*p|z", &v, &npz, &file))
+        return NULL;
+    kiln_tensor_list l = {0};
+    kiln_host_tensor t;
+    kiln_status st;
+    Py_BEGIN_ALLOW_THREADS
+    if (npz)
+        st = kiln_npz_decode(v.buf, (size_t)v.len, file, &l);
+    else
+        st = kiln_npy_decode(v.buf, (size_t)v.len, file, &t);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&v);
+    if (st != KILN_OK)
+        return raise_status(st);
+    if (!npz) {
+        PyObject *r = tensor_tuple(&t);
+        kiln_host_tensor_free(&t);
+        return r;
+    }
+    return list_of(&l);
+}
+
+/* tensors_save(path, [(name, dtype, dims, buffer)], npz) ; encode when path is None */
+static PyObject *mod_tensors_save(PyObject *m, PyObject *args) {
+    PyObject *path_o, *items;
+    int npz = 1;
+    if (!PyArg_ParseTuple(args, "OO|p", &path_o, &items, &npz))
+        return NULL;
+    PyObject *f = PySequence_Fast(items, "tensors must be a sequence of (name, dtype, dims, buffer)");
+    if (!f)
+        return NULL;
+    Py_ssize_t n = PySequence_Size(f);
+    if (!npz && n != 1) {
+        Py_DECREF(f);
+        PyErr_SetString(PyExc_ValueError, "a .npy file holds exactly one tensor");
+        return NULL;
+    }
+    kiln_host_tensor *ts = calloc((size_t)(n ? n : 1), sizeof *ts);
+    Py_buffer *views = calloc((size_t)(n ? n : 1), sizeof *views);
+    PyObject *b = NULL, *result = NULL;
+    Py_ssize_t got = 0;
+    if (!ts || !views) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (; got < n; got++) {
+        PyObject *it = PySequence_GetItem(f, got);
+        int r = it ? parse_tensor(it, &ts[got], &views[got]) : -1;
+        Py_XDECREF(it);
+        if (r < 0)
+            goto out;
+    }
+    if (path_o != Py_None && !PyUnicode_FSConverter(path_o, &b))
+        goto out;
+    kiln_tensor_list l = {(int)n, (int)n, ts};
+    void *buf = NULL;
+    size_t size = 0;
+    kiln_status st;
+    const char *path = b ? PyBytes_AsString(b) : NULL;
+    Py_BEGIN_ALLOW_THREADS
+    if (path)
+        st = npz ? kiln_npz_save_file(path, &l) : kiln_npy_save_file(path, &ts[0]);
+    else
+        st = npz ? kiln_npz_encode(&l, &buf, &size) : kiln_npy_encode(&ts[0], &buf, &size);
+    Py_END_ALLOW_THREADS
+    if (st != KILN_OK) {
+        raise_status(st);
+        goto out;
+    }
+    if (path) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else {
+        result = PyBytes_FromStringAndSize(buf, (Py_ssize_t)size);
+        kiln_free(buf);
+    }
+out:
+    for (Py_ssize_t i = 0; i < got; i++)
+        PyBuffer_Release(&views[i]);
+    free(ts);
+    free(views);
+    Py_XDECREF(b);
+    Py_DECREF(f);
+    return result;
+}
+
+/* compare_tensors((name, dtype, dims, buf), (name, dtype, dims, buf), atol, rtol, stat, q) -> dict */
+static PyObject *mod_compare_tensors(PyObject *m, PyObject *args) {
+    PyObject *go, *ro;
+    kiln_compare_options o = {1e-5, 1e-5, KILN_COMPARE_ELEMWISE, 0.99};
+    int stat = 0;
+    if (!PyArg_ParseTuple(args, "OO|ddid", &go, &ro, &o.atol, &o.rtol, &stat, &o.quantile))
+        return NULL;
+    o.stat = (kiln_compare_stat)stat;
+    kiln_host_tensor g, r;
+    Py_buffer gv, rv;
+    if (parse_tensor(go, &g, &gv) < 0)
+        return NULL;
+    if (parse_tensor(ro, &r, &rv) < 0) {
+        PyBuffer_Release(&gv);
+        return NULL;
+    }
+    kiln_compare_result res;
+    kiln_status st;
+    Py_BEGIN_ALLOW_THREADS st = kiln_compare_tensors(&g, &r, &o, &res);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&gv);
+    PyBuffer_Release(&rv);
+    if (st != KILN_OK)
+        return raise_status(st);
+    return Py_BuildValue(
+        "{s:O,s:O,s:n,s:n,s:n,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:n,s:n,s:n,s:n,s:n,s:n,"
+        "s:d,s:d,s:d,s:d,s:d,s:d}",
+        "passed", res.passed ? Py_True : Py_False, "same_shape", res.same_shape ? Py_True : Py_False,
+        "count", (Py_ssize_t)res.count, "mismatches", (Py_ssize_t)res.mismatches, "worst_index",
+        (Py_ssize_t)res.worst_index, "worst_got", res.worst_got, "worst_ref", res.worst_ref,
+        "max_abs", res.max_abs, "mean_abs", res.mean_abs, "median_abs", res.median_abs,
+        "quantile_abs", res.quantile_abs, "max_rel", res.max_rel, "mean_rel", res.mean_rel,
+        "median_rel", res.median_rel, "quantile_rel", res.quantile_rel, "nan_got",
+        (Py_ssize_t)res.nan_got, "nan_ref", (Py_ssize_t)res.nan_ref, "inf_got",
+        (Py_ssize_t)res.inf_got, "inf_ref", (Py_ssize_t)res.inf_ref, "finite_got",
+        (Py_ssize_t)res.finite_got, "finite_ref", (Py_ssize_t)res.finite_ref, "mean_got",
+        res.mean_got, "min_got", res.min_got, "max_got", res.max_got, "mean_ref", res.mean_ref,
+        "min_ref", res.min_ref, "max_ref", res.max_ref);
+}
+
 static PyMethodDef module_methods[] = {
+    {"tensors_load_file", mod_tensors_load_file, METH_O,
+     "tensors_load_file(path) -> [(name, dtype, dims, bytearray)] (.npz, or one .npy)"},
+    {"tensors_decode", mod_tensors_decode, METH_VARARGS,
+     "tensors_decode(bytes, npz, file=None) -> [(name, dtype, dims, bytearray)] or one tuple"},
+    {"tensors_save", mod_tensors_save, METH_VARARGS,
+     "tensors_save(path or None, [(name, dtype, dims, buffer)], npz=True) -> None or bytes"},
+    {"compare_tensors", mod_compare_tensors, METH_VARARGS,
+     "compare_tensors(got, ref, atol, rtol, stat, quantile) -> dict (kiln_compare_tensors)"},
     {"version", mod_version, METH_NOARGS, "kiln_version_string()"},
     {"status_name", mod_status_name, METH_O, NULL},
     {"last_error", mod_last_error, METH_NOARGS, NULL},

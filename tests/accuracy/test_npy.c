@@ -1,4 +1,5 @@
-/* test_npy.c - the CLI's .npy/.npz code (tools/npy.c) on its own: encode and
+/* test_npy.c - the .npy/.npz code as the CLI sees it (the library's,
+ * include/kiln/kiln_tools.h, under tools/npy.h's names) on its own: encode and
  * decode every dtype, .npz archives, every truncation and many corruptions
  * of valid files rejected with a message naming file and byte, and seeded
  * random inputs that stay in their ranges; with the catalog's folder as

@@ -1,11 +1,12 @@
-/* fuzz_npy.c - libFuzzer target: the CLI's .npy and .npz readers
- * (tools/npy.c) on arbitrary bytes. Every input must be rejected with a
+/* fuzz_npy.c - libFuzzer target: the library's .npy and .npz readers
+ * (src/tools/npy.c, public as kiln_npy_decode / kiln_npz_decode) on
+ * arbitrary bytes. Every input must be rejected with a
  * message or decoded; nothing may crash, leak or read out of bounds. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "npy.h"
+#include "tools/npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

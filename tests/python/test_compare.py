@@ -16,11 +16,28 @@ def test_compare_passes_in_float(tiny_onnx):
     assert "PASSED" in r.table()
 
 
+def _forced_fp16(onnx_path):
+    # FP16 only allows the type (TensorRT's meaning); a "*" layer precision forces it
+    logger = kiln.Logger(kiln.Logger.ERROR)
+    builder = kiln.Builder(logger)
+    network = builder.create_network(0)
+    assert kiln.OnnxParser(network, logger).parse_from_file(onnx_path)
+    config = builder.create_builder_config()
+    config.set_flag(kiln.BuilderFlag.FP16)
+    config.set_flag(kiln.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
+    config.set_layer_precision("*", kiln.DataType.HALF)
+    profile = builder.create_optimization_profile()
+    profile.set_shape("input", (2, 3, 64, 64), (2, 3, 64, 64), (2, 3, 64, 64))
+    config.add_optimization_profile(profile)
+    plan = builder.build_serialized_network(network, config)
+    return kiln.Runtime(logger).deserialize_cuda_engine(plan)
+
+
 def test_compare_fails_fp16_at_tight_tolerance(tiny_onnx):
-    r = kiln.compare(tiny_onnx, shapes={"input": (2, 3, 64, 64)}, fp16=True, atol=1e-7, rtol=1e-7)
+    e = _forced_fp16(tiny_onnx)
+    r = kiln.compare(tiny_onnx, e, atol=1e-7, rtol=1e-7)
     assert not r.passed and r["output"].failing > 0 and "FAILED" in r.table()
-    loose = kiln.compare(tiny_onnx, shapes={"input": (2, 3, 64, 64)}, fp16=True,
-                         atol={"output": 5e-2}, rtol=5e-2)
+    loose = kiln.compare(tiny_onnx, e, atol={"output": 5e-2}, rtol=5e-2)
     assert loose.passed
 
 
