@@ -84,10 +84,10 @@ static void test_calibrators(void) {
     KT_CHECK(p4 < 5.0);
     KT_NEAR(en, 128 * 1000.0 / 2048, 1e-9);
 
-    /* histogram: past amax into the last bin, NaN skipped */
+    /* histogram: past amax into the last bin, NaN and zeros skipped */
     double h[4] = {0};
-    float v[5] = {0.1f, -0.6f, 2.0f, 0.99f, NAN};
-    kcal_hist_add(h, 4, 1.0, v, 5);
+    float v[6] = {0.1f, -0.6f, 2.0f, 0.99f, NAN, 0.0f};
+    kcal_hist_add(h, 4, 1.0, v, 6);
     KT_CHECK(h[0] == 1 && h[1] == 0 && h[2] == 1 && h[3] == 2);
 }
 
