@@ -943,8 +943,12 @@ static bool ends_with(const char *s, const char *suffix) {
  * is a calibration cache to reuse. */
 static bool configure_calib(const cli_build_opts *o, const kiln_network *net,
                             kiln_builder_config *cfg) {
-    if (!o->calib)
+    if (!o->calib) {
+        if (o->flags & KILN_BUILDER_FLAG_INT8)
+            cli_warn("--int8 without --calib: INT8 layers come from the model's own Q/DQ only "
+                     "(--calib=DIR|FILE quantizes a float model)");
         return true;
+    }
     if (!(o->flags & KILN_BUILDER_FLAG_INT8)) {
         cli_error("--calib needs --int8");
         return false;
