@@ -138,8 +138,10 @@ void kcal_hist_add(double *hist, int nbins, double amax, const float *x, size_t 
     double k = amax > 0 ? nbins / amax : 0;
     for (size_t i = 0; i < n; i++) {
         double a = fabs((double)x[i]);
-        if (!(a == a))
-            continue; /* NaN */
+        if (!(a > 0))
+            continue; /* NaN, or a zero: exact at any scale (ReLU's half of
+                       * the values would otherwise pull the entropy
+                       * threshold down) */
         double f = a * k;
         int j = f >= nbins ? nbins - 1 : (int)f;
         hist[j] += 1;
@@ -401,17 +403,25 @@ static kiln_status run_batch(const kn_net *net, const kcal_cfg *c, run *r, int b
         return KILN_ERR_OUT_OF_MEMORY;
     r->n_bufs = nio;
     kiln_status st = KILN_OK;
+    for (int a = 0; a < n_acts; a++) {
+        host[a] = NULL;
+        owned[a] = true;
+    }
     for (int i = 0; i < nio && st == KILN_OK; i++) {
         const char *name = kiln_engine_io_tensor_name(r->eng, i);
         if (kiln_engine_tensor_io_mode(r->eng, name) != KILN_IO_INPUT)
             continue;
         const kcal_batch *x = batch_of(c, b, name);
-        if (!x)
-            return kn_error(KILN_ERR_INVALID_ARGUMENT,
-                            "calibration: batch %d has no data for input '%s'", b, name);
-        if (x->dtype != kiln_engine_tensor_dtype(r->eng, name))
-            return kn_error(KILN_ERR_INVALID_ARGUMENT,
-                            "calibration: batch %d of input '%s' has the wrong type", b, name);
+        if (!x) {
+            st = kn_error(KILN_ERR_INVALID_ARGUMENT,
+                          "calibration: batch %d has no data for input '%s'", b, name);
+            break;
+        }
+        if (x->dtype != kiln_engine_tensor_dtype(r->eng, name)) {
+            st = kn_error(KILN_ERR_INVALID_ARGUMENT,
+                          "calibration: batch %d of input '%s' has the wrong type", b, name);
+            break;
+        }
         st = kiln_context_set_input_shape(r->ctx, name, x->rank, x->dims);
         if (st == KILN_OK)
             st = kiln_engine_alloc(r->eng, x->bytes ? x->bytes : 1, &r->bufs[i]);
@@ -426,8 +436,10 @@ static kiln_status run_batch(const kn_net *net, const kcal_cfg *c, run *r, int b
             continue;
         int64_t dims[KILN_MAX_DIMS];
         int rank = kiln_context_tensor_shape(r->ctx, name, dims);
-        if (rank < 0)
-            return kn_error(KILN_ERR_INTERNAL, "calibration: no shape for '%s'", name);
+        if (rank < 0) {
+            st = kn_error(KILN_ERR_INTERNAL, "calibration: no shape for '%s'", name);
+            break;
+        }
         size_t n = 1;
         for (int d = 0; d < rank; d++)
             n *= (size_t)(dims[d] > 0 ? dims[d] : 0);
@@ -442,7 +454,6 @@ static kiln_status run_batch(const kn_net *net, const kcal_cfg *c, run *r, int b
         st = kiln_context_synchronize(r->ctx, NULL);
     for (int a = 0; a < n_acts && st == KILN_OK; a++) {
         const char *name = net->tensors[acts[a]].name;
-        host[a] = NULL;
         count[a] = 0;
         owned[a] = false;
         if (is_input(net, acts[a])) {
@@ -462,8 +473,10 @@ static kiln_status run_batch(const kn_net *net, const kcal_cfg *c, run *r, int b
         for (int d = 0; d < rank; d++)
             n *= (size_t)(dims[d] > 0 ? dims[d] : 0);
         host[a] = kn_malloc(n * sizeof(float) + 1);
-        if (!host[a])
-            return KILN_ERR_OUT_OF_MEMORY;
+        if (!host[a]) {
+            st = KILN_ERR_OUT_OF_MEMORY;
+            break;
+        }
         count[a] = n;
         void *dev = kiln_context_tensor_address(r->ctx, name);
         st = kiln_engine_copy(r->eng, host[a], dev, n * sizeof(float), KILN_COPY_TO_HOST);
@@ -513,8 +526,7 @@ static kiln_status collect(const kn_net *net, const kiln_builder_config *cfg, co
                     kcal_hist_add(hist + (size_t)a * KCAL_BINS, KCAL_BINS, amax[a], host[a], count[a]);
                 }
             }
-            if (host && owned)
-                free_host(n_acts, host, owned);
+            free_host(n_acts, host, owned);
         }
     }
     for (int a = 0; a < n_acts && st == KILN_OK; a++) {

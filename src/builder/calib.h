@@ -27,7 +27,8 @@ KN_HIDDEN double kcal_threshold_percentile(const double *hist, int nbins, double
  * divergence, when quantized to `levels` levels (TensorRT's entropy
  * calibrator). */
 KN_HIDDEN double kcal_threshold_entropy(const double *hist, int nbins, double amax, int levels);
-/* Count |x[i]| into hist (values past amax into the last bin). */
+/* Count |x[i]| into hist (values past amax into the last bin; zeros and
+ * NaN are not counted). */
 KN_HIDDEN void kcal_hist_add(double *hist, int nbins, double amax, const float *x, size_t n);
 
 /* With calibration configured on cfg and KILN_BUILDER_FLAG_INT8 set: *out is
