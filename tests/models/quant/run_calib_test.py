@@ -15,6 +15,8 @@ Checks per model and calibrator (minmax, percentile, entropy):
     bit and the same layers and scales;
   - --layerPrecisions=LAYER:fp32 keeps that layer in float (one quantized
     layer fewer).
+gen_models' small ResNet-50 and BERT too, against twice the error of ONNX
+Runtime's own quantize_static (s8 symmetric min-max) on the same input.
 And --calib without --int8, or a folder without batches, is refused.
 
 Data: numpy default_rng with fixed seeds (7: calibration, 11: the run).
@@ -162,6 +164,76 @@ def check(kiln, work, name):
     return fails
 
 
+# gen_models' small ResNet-50 and BERT (int64 ids and mask: .npz batches of
+# several inputs), each calibrator against the FP32 plan; the bound is twice
+# the error of ONNX Runtime's own quantize_static (s8 symmetric, min-max,
+# per-channel weights: TensorRT's scheme) on the same model and input, or
+# ZOO_FLOOR when that is smaller
+ZOO = {"resnet50": 21, "bert": 17}  # and the quantized layers each must reach
+ZOO_FLOOR = 0.05
+
+
+def check_zoo(kiln, work, name):
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        print("zoo %s: skipped (no onnxruntime)" % name)
+        return []
+    fails = []
+    qpath, m = gen_quant.make_zoo(work, name, "s8sym")
+    path = os.path.join(work, "zoo_%s.onnx" % name)
+    data = os.path.join(work, "zoo_%s_calib" % name)
+    shutil.rmtree(data, ignore_errors=True)
+    os.makedirs(data)
+    for k in range(4):
+        np.savez(os.path.join(data, "b%d.npz" % k), **gen_quant.zoo_feeds(m, 100 + k))
+    feeds = gen_quant.zoo_feeds(m, 5)
+    shapes = ",".join("%s:%s" % (k, "x".join(str(d) for d in v.shape)) for k, v in feeds.items())
+    files = []
+    for k, v in feeds.items():
+        f = os.path.join(work, "zoo_%s.%s.bin" % (name, k))
+        v.tofile(f)
+        files.append("%s:%s" % (k, f))
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(qpath, so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    ort_q = dict(zip(names, sess.run(names, feeds)))
+    outs = {}
+    for tag, extra in [("fp32", [])] + [(a, ["--int8", "--calib=" + data, "--calibAlgo=" + a,
+                                             "--calibCache=" + os.path.join(work, "zoo_%s_%s.cache" % (name, a))])
+                                        for a in ALGOS]:
+        out = os.path.join(work, "zoo_%s_%s.npz" % (name, tag))
+        p = run([kiln, "exec", "--onnx=" + path, "--shapes=" + shapes, "--loadInputs=" + ",".join(files),
+                 "--exportOutput=" + out, "--iterations=1", "--warmUp=0", "--duration=0",
+                 "--threads=2"] + extra)
+        if p.returncode != 0:
+            return ["zoo %s/%s: kiln exec failed:\n%s" % (name, tag, p.stdout[-2000:])]
+        z = np.load(out)
+        outs[tag] = {k: z[k] for k in z.files}
+    p = run([kiln, "inspect", path, "--json", "--shapes=" + shapes, "--threads=2", "--int8",
+             "--calib=" + os.path.join(work, "zoo_%s_minmax.cache" % name)])
+    if p.returncode != 0:
+        return ["zoo %s: inspect from the cache failed:\n%s" % (name, p.stdout[-2000:])]
+    nq = len(quantized(json.loads(p.stdout[p.stdout.index("{"):])["layers"]))
+    print("zoo %-9s %d quantized layers" % (name, nq))
+    if nq < ZOO[name]:
+        fails.append("zoo %s: %d quantized layers, %d expected" % (name, nq, ZOO[name]))
+    for o in names:
+        f = outs["fp32"][o].astype(np.float64)
+        mag = float(np.max(np.abs(f)))
+        ort_rel = float(np.max(np.abs(ort_q[o] - f))) / mag
+        lim = max(2 * ort_rel, ZOO_FLOOR)
+        for a in ALGOS:
+            rel = float(np.max(np.abs(outs[a][o].astype(np.float64) - f))) / mag
+            ok = rel <= lim
+            print("zoo %-9s %-10s %-18s rel. error %.4f (ORT quantize_static %.4f, limit %.4f)  %s"
+                  % (name, a, o, rel, ort_rel, lim, "ok" if ok else "FAIL"))
+            if not ok:
+                fails.append("zoo %s/%s %s: relative error %.4f > %.4f" % (name, a, o, rel, lim))
+    return fails
+
+
 def refusals(kiln, work):
     fails = []
     path = os.path.join(work, "cnn.onnx")
@@ -186,6 +258,8 @@ def main():
     fails = []
     for name in CASES:
         fails += check(args.kiln, args.work, name)
+    for name in ZOO:
+        fails += check_zoo(args.kiln, args.work, name)
     fails += refusals(args.kiln, args.work)
     for f in fails:
         print("FAIL: " + f)
