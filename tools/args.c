@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "npy.h"
@@ -554,8 +556,40 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
         if (!cli_no_value(name, value))
             return -1;
         o->flags |= KILN_BUILDER_FLAG_INT8;
-        cli_warn("--int8: INT8 layers come from the model's Q/DQ (explicit quantization); "
-                 "calibration (--calib) is not implemented yet");
+        return 1;
+    }
+    if (strcmp(name, "--calib") == 0 || strcmp(name, "--calibCache") == 0) {
+        if (!cli_need_value(name, value))
+            return -1;
+        if (name[7])
+            o->calib_cache = value;
+        else
+            o->calib = value;
+        return 1;
+    }
+    if (strcmp(name, "--calibAlgo") == 0) {
+        if (!cli_need_value(name, value))
+            return -1;
+        if (strcmp(value, "entropy") == 0)
+            o->calib_algo = KILN_CALIB_ENTROPY;
+        else if (strcmp(value, "minmax") == 0)
+            o->calib_algo = KILN_CALIB_MINMAX;
+        else if (strcmp(value, "percentile") == 0)
+            o->calib_algo = KILN_CALIB_PERCENTILE;
+        else {
+            cli_error("%s: unknown calibrator '%s' (use entropy, minmax or percentile)", name, value);
+            return -1;
+        }
+        return 1;
+    }
+    if (strcmp(name, "--calibPercentile") == 0) {
+        char *end = NULL;
+        double v = value ? strtod(value, &end) : 0;
+        if (!value || end == value || *end || !(v > 0 && v <= 100)) {
+            cli_error("%s: expected a percentile in (0, 100], e.g. 99.99", name);
+            return -1;
+        }
+        o->calib_pct = v;
         return 1;
     }
     static const char *const lowp[] = {"--fp8", "--int4"};
@@ -894,8 +928,126 @@ static bool names_exist(const kiln_network *net, const cli_shape_list *l, const 
     return true;
 }
 
+static int name_cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* --calib: a folder is calibration data (each .npz one batch, its arrays
+ * named by input; each .npy one batch of a one-input network), in file-name
+ * order, and its scales go to --calibCache or DIR/calibration.cache; a file
+ * is a calibration cache to reuse. */
+static bool configure_calib(const cli_build_opts *o, const kiln_network *net,
+                            kiln_builder_config *cfg) {
+    if (!o->calib) {
+        if (o->flags & KILN_BUILDER_FLAG_INT8)
+            cli_warn("--int8 without --calib: INT8 layers come from the model's own Q/DQ only "
+                     "(--calib=DIR|FILE quantizes a float model)");
+        return true;
+    }
+    if (!(o->flags & KILN_BUILDER_FLAG_INT8)) {
+        cli_error("--calib needs --int8");
+        return false;
+    }
+    struct stat sb;
+    if (stat(o->calib, &sb) != 0) {
+        cli_error("--calib=%s: %s", o->calib, strerror(errno));
+        return false;
+    }
+    double pct = o->calib_pct > 0 ? o->calib_pct : 99.99;
+    kiln_status st;
+    if (!S_ISDIR(sb.st_mode)) {
+        if ((st = kiln_builder_config_set_calibration(cfg, (kiln_calib_algo)o->calib_algo, pct,
+                                                      o->calib)) != KILN_OK) {
+            cli_kiln_error("--calib", st);
+            return false;
+        }
+        cli_info("Calibration: scales from the cache %s", o->calib);
+        return true;
+    }
+    char cache[4096];
+    if (o->calib_cache)
+        snprintf(cache, sizeof cache, "%s", o->calib_cache);
+    else
+        snprintf(cache, sizeof cache, "%s/calibration.cache", o->calib);
+    if ((st = kiln_builder_config_set_calibration(cfg, (kiln_calib_algo)o->calib_algo, pct,
+                                                  cache)) != KILN_OK) {
+        cli_kiln_error("--calib", st);
+        return false;
+    }
+    DIR *d = opendir(o->calib);
+    if (!d) {
+        cli_error("--calib=%s: %s", o->calib, strerror(errno));
+        return false;
+    }
+    int n = 0, cap = 0;
+    char **names = NULL;
+    bool ok = true;
+    for (struct dirent *e; (e = readdir(d)) != NULL && ok;) {
+        if (!ends_with(e->d_name, ".npz") && !ends_with(e->d_name, ".npy"))
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **nn = realloc(names, sizeof *names * (size_t)cap);
+            ok = nn != NULL;
+            if (ok)
+                names = nn;
+        }
+        if (ok && !(names[n] = strdup(e->d_name)))
+            ok = false;
+        if (ok)
+            n++;
+    }
+    closedir(d);
+    if (ok && n == 0) {
+        cli_error("--calib=%s: the folder has no .npy or .npz files", o->calib);
+        ok = false;
+    }
+    if (ok)
+        qsort(names, (size_t)n, sizeof *names, name_cmp);
+    for (int i = 0; i < n && ok; i++) {
+        char path[4096], err[NPY_ERR_CAP];
+        snprintf(path, sizeof path, "%s/%s", o->calib, names[i]);
+        npy_list l = {0};
+        if (!npy_load_file(path, &l, err)) {
+            cli_error("--calib: %s", err);
+            ok = false;
+            break;
+        }
+        bool single = ends_with(names[i], ".npy");
+        if (single && kiln_network_num_inputs(net) != 1) {
+            cli_error("--calib: %s: a .npy batch needs a one-input network (use .npz files with "
+                      "arrays named by input)", path);
+            ok = false;
+        }
+        for (int k = 0; k < l.n && ok; k++) {
+            const npy_array *a = &l.items[k];
+            const char *in = single ? kiln_network_input_name(net, 0) : a->name;
+            st = kiln_builder_config_add_calibration_batch(cfg, i, in, a->dtype, a->rank, a->dims,
+                                                           a->data);
+            if (st != KILN_OK) {
+                cli_kiln_error(path, st);
+                ok = false;
+            }
+        }
+        npy_list_free(&l);
+    }
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (ok)
+        cli_info("Calibration: %d batches from %s; cache %s", n, o->calib, cache);
+    return ok;
+}
+
 static bool configure(const cli_build_opts *o, const kiln_network *net, kiln_builder_config *cfg) {
     kiln_status st;
+    if (!configure_calib(o, net, cfg))
+        return false;
     kiln_builder_config_set_flags(cfg, o->flags);
     kiln_builder_config_set_workspace_limit(cfg, o->workspace);
     kiln_builder_config_set_threads(cfg, o->threads);

@@ -116,6 +116,10 @@ typedef struct cli_build_opts {
     int n_io_types[2];          /* --inputIOFormats [0], --outputIOFormats [1] */
     const char *load_inputs;    /* --loadInputs: a shape tensor's values when no spec gives them */
     kiln_dtype *io_types[2];    /* one type per I/O in order, or one for every one */
+    const char *calib;          /* --calib: a folder of batches or a cache file */
+    const char *calib_cache;    /* --calibCache: where a folder's scales are written */
+    int calib_algo;             /* --calibAlgo (kiln_calib_algo) */
+    double calib_pct;           /* --calibPercentile, 0 = default */
 } cli_build_opts;
 
 /* Handle one of the build flags (--minShapes/--optShapes/--maxShapes/--shapes,

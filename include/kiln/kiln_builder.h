@@ -54,8 +54,9 @@ typedef enum kiln_builder_flag {
     /* allow INT8 layers (trtexec's --int8). A network with Q/DQ
      * (QuantizeLinear / DequantizeLinear, QLinearConv, ...) builds its INT8
      * layers where the graph places them with or without the flag
-     * (explicit quantization); calibration of a network without Q/DQ is not
-     * implemented yet, so there the flag changes nothing. Added in 0.2. */
+     * (explicit quantization). A network without Q/DQ is quantized by
+     * calibration (kiln_builder_config_set_calibration) when the flag is
+     * set; without calibration the flag changes nothing. Added in 0.2. */
     KILN_BUILDER_FLAG_INT8 = 1u << 16
 } kiln_builder_flag;
 
@@ -150,6 +151,43 @@ KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_input_values(
  * An input of the second kind given no values is built with any (its
  * shapes are the same). Added in 0.2. */
 KILN_API int kiln_builder_input_is_shape_tensor(const kiln_network *net, const char *input);
+
+/* Calibrators (kiln_builder_config_set_calibration). Added in 0.2. */
+typedef enum kiln_calib_algo {
+    /* the threshold whose clipped distribution, quantized to 128 levels,
+     * differs least (KL divergence) from the 2048-bin histogram of |x|
+     * (TensorRT's entropy calibrator) */
+    KILN_CALIB_ENTROPY = 0,
+    KILN_CALIB_MINMAX = 1,     /* the largest |x| seen */
+    KILN_CALIB_PERCENTILE = 2  /* the given percentile of |x| (histogram bin edge) */
+} kiln_calib_algo;
+
+/* INT8 calibration (implicit quantization) under KILN_BUILDER_FLAG_INT8, for
+ * a network without Q/DQ of its own. With batches given
+ * (kiln_builder_config_add_calibration_batch) the build first runs the float
+ * network on them (FP32, on the config's backend), takes the values of every
+ * activation input of Conv / MatMul / Gemm and gives each one symmetric int8
+ * scale (threshold / 127, the threshold from `algo`; `percentile` in (0,
+ * 100] is used by KILN_CALIB_PERCENTILE only), and writes them to
+ * `cache_path` when it is not NULL: a text file, a '#' comment line then one
+ * "tensor: scale" line per tensor. Without batches the scales are read from
+ * `cache_path`. The build then inserts QuantizeLinear / DequantizeLinear at
+ * those inputs, quantizes the constant weights symmetrically per output
+ * channel, and builds the INT8 layers as for a Q/DQ model. Layers whose
+ * precision is set to a float type (kiln_builder_config_set_layer_precision,
+ * "*" included) stay in float, as do tensors without a scale. Added in 0.2. */
+KILN_API KILN_NODISCARD kiln_status kiln_builder_config_set_calibration(kiln_builder_config *cfg,
+                                                                        kiln_calib_algo algo,
+                                                                        double percentile,
+                                                                        const char *cache_path);
+/* One input's data in calibration batch `batch` (0, 1, ...): every batch
+ * needs every network input; `data` (rank/dims in C order, of `dtype`) is
+ * copied. The batches' shapes may differ (one profile spans them). Giving a
+ * batch turns calibration on (entropy, no cache file, unless
+ * kiln_builder_config_set_calibration says otherwise). Added in 0.2. */
+KILN_API KILN_NODISCARD kiln_status kiln_builder_config_add_calibration_batch(
+    kiln_builder_config *cfg, int batch, const char *input, kiln_dtype dtype, int rank,
+    const int64_t *dims, const void *data);
 
 /* Build `net` into a serialized plan. On success *plan is a buffer of *size
  * bytes owned by the caller (free with kiln_free). The network is not changed.

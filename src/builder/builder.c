@@ -9,6 +9,7 @@
 
 #include "backends/backend.h"
 #include "builder.h"
+#include "calib.h"
 #include "graph/fused.h"
 #include "kiln/kiln_builder.h"
 #include "plugin/plugin.h"
@@ -45,7 +46,14 @@ struct kiln_builder_config {
     /* I/O types (pass_io.c reads them) */
     int n_io, cap_io;
     kbld_io_type *io;
+    struct kcal_cfg *calib;   /* INT8 calibration (calib.c), or NULL */
 };
+
+kcal_cfg **kbld_calib_slot(kiln_builder_config *cfg) { return &cfg->calib; }
+const kcal_cfg *kbld_calib(const kiln_builder_config *cfg) { return cfg ? cfg->calib : NULL; }
+uint32_t kbld_cfg_flags(const kiln_builder_config *cfg) { return cfg->flags; }
+const char *kbld_cfg_backend(const kiln_builder_config *cfg) { return cfg->backend; }
+int kbld_cfg_threads(const kiln_builder_config *cfg) { return cfg->threads; }
 
 /* ---------------- configuration ---------------- */
 
@@ -84,6 +92,7 @@ KILN_API void kiln_builder_config_destroy(kiln_builder_config *cfg) {
         kn_free(cfg->profiles[p].shapes);
     }
     kn_free(cfg->profiles);
+    kcal_cfg_free(cfg->calib);
     for (int i = 0; i < cfg->n_lprec; i++)
         kn_free(cfg->lprec_names[i]);
     kn_free(cfg->lprec_names);
@@ -1416,7 +1425,11 @@ KILN_API kiln_status kiln_build_serialized(const kiln_network *net, const kiln_b
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_build_serialized: NULL argument");
     void *p = NULL;
     size_t n = 0;
-    kiln_status st = build(net, cfg, &p, &n);
+    kn_net *qnet = NULL; /* net with the Q/DQ calibration gives it */
+    kiln_status st = kcal_apply(net, cfg, &qnet);
+    if (st == KILN_OK)
+        st = build(qnet ? qnet : net, cfg, &p, &n);
+    kn_net_free(qnet);
     if (st != KILN_OK)
         return kn_error_wrap(st, "build failed");
     *plan = p;
