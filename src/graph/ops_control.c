@@ -251,28 +251,29 @@ static kiln_status infer_loop(kn_infer *c) {
     return st;
 }
 
+/* Scan-8 (opset 8): input 0 is sequence_lens, and every state, scan input
+ * and output has a batch axis first (captures do not); the scan axis is
+ * the one after it. Later opsets: no batch, axes by attribute. */
 static kiln_status infer_scan(kn_infer *c) {
-    if (c->node->opset > 0 && c->node->opset < 9)
-        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
-                             "Scan of opset %d (batched, with sequence_lens) is not supported; "
-                             "opset 9 and later are",
-                             c->node->opset);
+    bool v8 = c->node->opset > 0 && c->node->opset < 9;
+    int off = v8 ? 1 : 0;
     int nc = captures(c);
     int ns = (int)kn_attr_int(c->node, "num_scan_inputs", -1);
-    int nv = c->n_in - nc - ns;
+    int nin = c->n_in - off;
+    int nv = nin - nc - ns;
     if (ns < 1 || nv < 0)
         return kn_node_error(c->node, KILN_ERR_PARSE, "num_scan_inputs %d does not fit %d inputs",
-                             ns, c->n_in - nc);
+                             ns, nin - nc);
     const kn_net *g = body_of(c, "body");
-    KN_TRY(need_body(c, g, "body", nv + ns + nc, nv));
+    KN_TRY(need_body(c, g, "body", nin, nv));
     int nk = g->n_outputs - nv;
     if (c->n_out != nv + nk)
         return kn_node_error(c->node, KILN_ERR_PARSE, "Scan has %d outputs, its body gives %d",
                              c->n_out, nv + nk);
     size_t na = 0, noa = 0;
-    const int64_t *in_axes = kn_attr_ints(c->node, "scan_input_axes", &na);
-    const int64_t *out_axes = kn_attr_ints(c->node, "scan_output_axes", &noa);
-    kn_tinfo *bin = kn_calloc((size_t)(nv + ns + nc), sizeof *bin);
+    const int64_t *in_axes = v8 ? NULL : kn_attr_ints(c->node, "scan_input_axes", &na);
+    const int64_t *out_axes = v8 ? NULL : kn_attr_ints(c->node, "scan_output_axes", &noa);
+    kn_tinfo *bin = kn_calloc((size_t)nin, sizeof *bin);
     kn_tinfo *bout = kn_calloc((size_t)g->n_outputs, sizeof *bout);
     if (!bin || !bout) {
         kn_free(bin);
@@ -280,40 +281,65 @@ static kiln_status infer_scan(kn_infer *c) {
         return KILN_ERR_OUT_OF_MEMORY;
     }
     kiln_status st = KILN_OK;
-    int64_t len = -1;
-    for (int k = 0; k < nv + ns + nc; k++) {
-        bin[k] = c->in[k];
+    int64_t len = -1, batch = -1;
+    for (int k = 0; k < nin && st == KILN_OK; k++) {
+        const kn_tinfo *x = &c->in[off + k];
+        bin[k] = *x;
         bin[k].data_dependent = false;
-        if (k < nv || k >= nv + ns)
-            continue;
+        if (k >= nv + ns)
+            continue; /* a capture */
         bin[k].value = NULL;
-        const kn_tinfo *x = &c->in[k];
-        int ax = 0;
-        if (st == KILN_OK)
+        int cut = (k >= nv) + (v8 ? 1 : 0); /* axes to drop */
+        if (x->rank < cut) {
+            st = kn_node_error(c->node, KILN_ERR_SHAPE, "input %d has rank %d", off + k, x->rank);
+            break;
+        }
+        if (v8) {
+            if (batch >= 0 && x->dims[0] != batch)
+                st = kn_node_error(c->node, KILN_ERR_SHAPE, "inputs differ in batch size");
+            batch = x->dims[0];
+        }
+        int ax = v8 ? 1 : 0;
+        if (k >= nv && !v8)
             st = kn_axis(c, na ? in_axes[k - nv] : 0, x->rank, &ax);
         if (st != KILN_OK)
             break;
-        if (len >= 0 && x->dims[ax] != len)
-            st = kn_node_error(c->node, KILN_ERR_SHAPE, "scan inputs differ in length (%lld, %lld)",
-                               (long long)len, (long long)x->dims[ax]);
-        len = x->dims[ax];
-        bin[k].rank = x->rank - 1;
-        for (int d = ax; d < x->rank - 1; d++)
-            bin[k].dims[d] = x->dims[d + 1];
+        if (k >= nv) {
+            if (len >= 0 && x->dims[ax] != len)
+                st = kn_node_error(c->node, KILN_ERR_SHAPE,
+                                   "scan inputs differ in length (%lld, %lld)", (long long)len,
+                                   (long long)x->dims[ax]);
+            len = x->dims[ax];
+        }
+        bin[k].rank = x->rank - cut;
+        for (int d = 0, s = 0; d < x->rank; d++)
+            if (!(v8 && d == 0) && !(k >= nv && d == ax))
+                bin[k].dims[s++] = x->dims[d];
     }
     if (st == KILN_OK)
-        st = kx_body_infer(c->node, g, nv + ns + nc, bin, g->n_outputs, bout);
-    for (int j = 0; j < nv && st == KILN_OK; j++)
+        st = kx_body_infer(c->node, g, nin, bin, g->n_outputs, bout);
+    for (int j = 0; j < nv && st == KILN_OK; j++) {
         c->out[j] = bout[j];
+        if (v8) {
+            c->out[j].rank = bout[j].rank + 1;
+            c->out[j].dims[0] = batch;
+            memcpy(c->out[j].dims + 1, bout[j].dims, (size_t)bout[j].rank * sizeof bout[j].dims[0]);
+        }
+    }
     for (int j = 0; j < nk && st == KILN_OK; j++) {
         const kn_tinfo *b = &bout[nv + j];
         kn_tinfo *o = &c->out[nv + j];
-        int ax = 0;
+        int ax = v8 ? 1 : 0;
         o->dtype = b->dtype;
-        o->rank = b->rank + 1;
-        st = kn_axis(c, noa ? out_axes[j] : 0, o->rank, &ax);
+        o->rank = b->rank + 1 + (v8 ? 1 : 0);
+        if (o->rank > KILN_MAX_DIMS) {
+            st = kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "scan output %d has too many dims", j);
+            break;
+        }
+        if (!v8)
+            st = kn_axis(c, noa ? out_axes[j] : 0, o->rank, &ax);
         for (int d = 0, s = 0; st == KILN_OK && d < o->rank; d++)
-            o->dims[d] = d == ax ? len : b->dims[s++];
+            o->dims[d] = d == ax ? len : (v8 && d == 0) ? batch : b->dims[s++];
     }
     kn_free(bin);
     kn_free(bout);

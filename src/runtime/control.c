@@ -158,11 +158,14 @@ static kiln_status body_types(const kn_node *n, const kb_tensor *in, int n_in, k
         memcpy(bt + 2, ti + 2, (size_t)(n_in - 2) * sizeof *bt);
     } else {
         int ns = (int)kn_attr_int(n, "num_scan_inputs", 0);
-        int nv = n_in - n_captures(n) - ns;
-        *nb = n_in;
-        memcpy(bt, ti, (size_t)n_in * sizeof *bt);
-        for (int k = nv; k < nv + ns; k++)
-            bt[k].rank = ti[k].rank - 1;
+        bool v8 = n->opset > 0 && n->opset < 9; /* sequence_lens first, batch axes */
+        const kn_tinfo *t0 = v8 ? ti + 1 : ti;
+        int nin = v8 ? n_in - 1 : n_in;
+        int nv = nin - n_captures(n) - ns;
+        *nb = nin;
+        memcpy(bt, t0, (size_t)nin * sizeof *bt);
+        for (int k = 0; k < nv + ns; k++)
+            bt[k].rank = t0[k].rank - (k >= nv) - (v8 ? 1 : 0);
     }
     return KILN_OK;
 }
@@ -389,28 +392,29 @@ static kiln_status run_loop(const kb_run *r) {
 
 static int norm_axis(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); }
 
-static kiln_status run_scan(const kb_run *r) {
-    ctl_inst *ci = r->inst;
-    kx_body *b = &ci->b[0];
-    const kn_node *n = r->node;
+/* One scan over in (states, scan inputs, captures) into out (states, scan
+ * outputs). v8: Scan-8's per-batch form, scan axis 0 of each batch entry,
+ * directions from "directions". */
+static kiln_status scan_core(const kn_node *n, kx_body *b, int n_in, const kb_tensor *in, int n_out,
+                             kb_tensor *out, bool v8) {
     int nc = n_captures(n), ns = (int)kn_attr_int(n, "num_scan_inputs", 0);
-    int nv = r->n_in - nc - ns, nk = r->n_out - nv;
+    int nv = n_in - nc - ns, nk = n_out - nv;
     size_t na = 0, nd = 0, noa = 0, nod = 0;
-    const int64_t *in_axes = kn_attr_ints(n, "scan_input_axes", &na);
-    const int64_t *in_dirs = kn_attr_ints(n, "scan_input_directions", &nd);
-    const int64_t *out_axes = kn_attr_ints(n, "scan_output_axes", &noa);
-    const int64_t *out_dirs = kn_attr_ints(n, "scan_output_directions", &nod);
+    const int64_t *in_axes = v8 ? NULL : kn_attr_ints(n, "scan_input_axes", &na);
+    const int64_t *in_dirs = kn_attr_ints(n, v8 ? "directions" : "scan_input_directions", &nd);
+    const int64_t *out_axes = v8 ? NULL : kn_attr_ints(n, "scan_output_axes", &noa);
+    const int64_t *out_dirs = v8 ? NULL : kn_attr_ints(n, "scan_output_directions", &nod);
     held *cur = kn_calloc((size_t)nv + 1, sizeof *cur);
     held *slice = kn_calloc((size_t)ns + 1, sizeof *slice);
     kiln_status st = cur && slice ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
     int64_t len = 0;
     for (int j = 0; j < nv && st == KILN_OK; j++) {
         kn_tinfo ti;
-        tinfo_of_kb(&r->in[j], &ti);
-        st = hold(&cur[j], r->in[j].data, &ti);
+        tinfo_of_kb(&in[j], &ti);
+        st = hold(&cur[j], in[j].data, &ti);
     }
     for (int k = 0; k < ns && st == KILN_OK; k++) { /* slice buffers */
-        const kb_tensor *x = &r->in[nv + k];
+        const kb_tensor *x = &in[nv + k];
         int ax = norm_axis(na ? in_axes[k] : 0, x->rank);
         len = x->dims[ax];
         kn_tinfo ti = {0};
@@ -428,7 +432,7 @@ static kiln_status run_scan(const kb_run *r) {
     }
     for (int64_t i = 0; i < len && st == KILN_OK; i++) {
         for (int k = 0; k < ns; k++) {
-            const kb_tensor *x = &r->in[nv + k];
+            const kb_tensor *x = &in[nv + k];
             int ax = norm_axis(na ? in_axes[k] : 0, x->rank);
             int64_t at = nd && in_dirs[k] ? len - 1 - i : i;
             slice_copy(x->data, slice[k].data, x->rank, x->dims, ax, at,
@@ -439,7 +443,7 @@ static kiln_status run_scan(const kb_run *r) {
         for (int k = 0; k < ns && st == KILN_OK; k++)
             st = body_input(b, nv + k, slice[k].rank, slice[k].dims, slice[k].data);
         for (int k = 0; k < nc && st == KILN_OK; k++) {
-            const kb_tensor *x = &r->in[nv + ns + k];
+            const kb_tensor *x = &in[nv + ns + k];
             st = body_input(b, nv + ns + k, x->rank, x->dims, x->data);
         }
         if (st == KILN_OK)
@@ -450,7 +454,7 @@ static kiln_status run_scan(const kb_run *r) {
             st = hold(&cur[j], src, &ti);
         }
         for (int k = 0; k < nk && st == KILN_OK; k++) {
-            kb_tensor *o = &r->out[nv + k];
+            kb_tensor *o = &out[nv + k];
             kn_tinfo ti;
             const void *src = body_output(b, nv + k, &ti);
             if (!o->data)
@@ -474,11 +478,11 @@ static kiln_status run_scan(const kb_run *r) {
         }
     }
     for (int j = 0; j < nv && st == KILN_OK; j++) {
-        if (!r->out[j].data)
+        if (!out[j].data)
             continue;
         kn_tinfo ti;
         held_info(&cur[j], &ti);
-        st = put_output(n, j, &r->out[j], cur[j].data, &ti);
+        st = put_output(n, j, &out[j], cur[j].data, &ti);
     }
     for (int j = 0; cur && j < nv; j++)
         kn_aligned_free(cur[j].data);
@@ -487,6 +491,52 @@ static kiln_status run_scan(const kb_run *r) {
     kn_free(cur);
     kn_free(slice);
     return st;
+}
+
+/* Entry bi of a batched tensor (axis 0), as a tensor of one rank less. */
+static kb_tensor batch_view(const kb_tensor *t, int64_t bi) {
+    kb_tensor v = *t;
+    v.host = NULL;
+    v.rank = t->rank - 1;
+    memmove(v.dims, t->dims + 1, (size_t)v.rank * sizeof v.dims[0]);
+    if (t->data)
+        v.data = (uint8_t *)t->data + (size_t)bi * tbytes(v.dtype, v.rank, v.dims);
+    return v;
+}
+
+static kiln_status run_scan(const kb_run *r) {
+    ctl_inst *ci = r->inst;
+    const kn_node *n = r->node;
+    if (n->opset <= 0 || n->opset >= 9)
+        return scan_core(n, &ci->b[0], r->n_in, r->in, r->n_out, r->out, false);
+    /* Scan-8: input 0 is sequence_lens; every state, scan input and output
+     * has a batch axis first; captures do not */
+    int nc = n_captures(n), ns = (int)kn_attr_int(n, "num_scan_inputs", 0);
+    int nin = r->n_in - 1, nv = nin - nc - ns;
+    if (nin < 1 || nin > 64 || r->n_out > 64 || nv < 0)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "too many inputs or outputs");
+    const kb_tensor *x0 = &r->in[1 + nv];
+    int64_t nb = x0->dims[0], len = x0->rank > 1 ? x0->dims[1] : 0;
+    if (r->in[0].data) {
+        const kb_tensor *sl = &r->in[0];
+        for (int64_t i = 0; i < kn_numel(sl->rank, sl->dims); i++) {
+            int64_t v = sl->dtype == KILN_DTYPE_INT32 ? ((const int32_t *)sl->data)[i]
+                                                      : ((const int64_t *)sl->data)[i];
+            if (v != len)
+                return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                     "sequence_lens[%lld] = %lld is not the full length %lld",
+                                     (long long)i, (long long)v, (long long)len);
+        }
+    }
+    kb_tensor vin[64], vout[64];
+    for (int64_t bi = 0; bi < nb; bi++) {
+        for (int k = 0; k < nin; k++)
+            vin[k] = k < nv + ns ? batch_view(&r->in[1 + k], bi) : r->in[1 + k];
+        for (int j = 0; j < r->n_out; j++)
+            vout[j] = batch_view(&r->out[j], bi);
+        KN_TRY(scan_core(n, &ci->b[0], nin, vin, r->n_out, vout, true));
+    }
+    return KILN_OK;
 }
 
 const kb_kernel kb_cpu_control[] = {

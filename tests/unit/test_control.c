@@ -1,7 +1,8 @@
 /* test_control.c - control flow (issue 32): If with a condition constant
  * folding proves (a shape fact over the profile) is inlined and its branch
  * optimized with the graph; If with a run-time condition, Loop (trip count,
- * early exit, loop-carried values, scan outputs) and an If nested in a Loop
+ * early exit, loop-carried values, scan outputs), Scan with axes and a
+ * reverse direction, and an If nested in a Loop
  * body reading the main graph's input run on the CPU through the executor.
  * Bodies read outer values by name, resolved by kn_net_resolve_captures as
  * the ONNX reader does. Inputs are fixed (deterministic); expected values
@@ -71,7 +72,6 @@ static void test_if_inlined(void) {
         compare(net, o, "If on a shape fact", 3); /* the reference runs the If itself */
         kn_net_free(o);
     }
-    /* no shape fact: cond false at batch 3 only, so the If stays */
     kn_net_free(net);
 }
 
@@ -188,6 +188,63 @@ static void run_loop(int64_t m, int64_t limit, bool nested) {
     kn_net_free(net);
 }
 
+/* Scan (opset 16) over the columns of x [2, 3] in reverse (scan_input_axes
+ * [1], directions [1]), writing the running sums as columns (output axis
+ * 1): s = s + w * col, w read from outside. */
+static void test_scan_axes(void) {
+    kn_net *net = new_net();
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 2, DIMS(2, 3), NULL));
+    fconst(net, "s0", 1, DIMS(2), 0.f, 0.f);
+    fscalar(net, "w", 0.5f);
+    const char *outs[2] = {"s_final", "sums"};
+    int ns = -1;
+    KT_OK(kiln_network_add_node(net, "scan", "Scan", "", 16, 2, IN("s0", "x"), 2, outs, &ns));
+    KT_OK(kiln_network_set_attr_int(net, ns, "num_scan_inputs", 1));
+    KT_OK(kiln_network_set_attr_ints(net, ns, "scan_input_axes", DIMS(1), 1));
+    KT_OK(kiln_network_set_attr_ints(net, ns, "scan_input_directions", DIMS(1), 1));
+    KT_OK(kiln_network_set_attr_ints(net, ns, "scan_output_axes", DIMS(1), 1));
+    kn_net *b = new_net();
+    KT_OK(kiln_network_add_input(b, "s_in", KILN_DTYPE_FLOAT, 1, DIMS(2), NULL));
+    KT_OK(kiln_network_add_input(b, "col", KILN_DTYPE_FLOAT, 1, DIMS(2), NULL));
+    node(b, "mul", "Mul", 2, IN("col", "w"), "wc");
+    node(b, "add", "Add", 2, IN("s_in", "wc"), "s_out");
+    node(b, "id", "Identity", 1, IN("s_out"), "sum_out");
+    KT_OK(kiln_network_mark_output(b, "s_out"));
+    KT_OK(kiln_network_mark_output(b, "sum_out"));
+    attach(net, ns, "body", b);
+    KT_OK(kiln_network_mark_output(net, "s_final"));
+    KT_OK(kiln_network_mark_output(net, "sums"));
+    KT_OK(kn_net_resolve_captures(net, 0));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (!o) {
+        kn_net_free(net);
+        return;
+    }
+    const float x[6] = {1, 2, 3, 10, 20, 30};
+    const void *data[1] = {x};
+    int rank[1] = {2};
+    int64_t dims[1][KILN_MAX_DIMS] = {{2, 3}};
+    kt_exec e;
+    KT_OK(kt_exec_run(&e, o, data, rank, (const int64_t (*)[KILN_MAX_DIMS])dims));
+    kn_tinfo ti;
+    const float *sf = kt_exec_output(&e, 0, &ti);
+    KT_CHECK(sf && ti.rank == 1 && ti.dims[0] == 2);
+    for (int r = 0; sf && r < 2; r++)
+        KT_NEAR(sf[r], 0.5f * (x[r * 3] + x[r * 3 + 1] + x[r * 3 + 2]), 1e-5);
+    const float *y = kt_exec_output(&e, 1, &ti);
+    KT_CHECK(y && ti.rank == 2 && ti.dims[0] == 2 && ti.dims[1] == 3);
+    for (int r = 0; y && r < 2; r++) {
+        float acc = 0;
+        for (int i = 0; i < 3; i++) { /* iteration i reads column 2 - i, writes column i */
+            acc += 0.5f * x[r * 3 + 2 - i];
+            KT_NEAR(y[r * 3 + i], acc, 1e-5);
+        }
+    }
+    kt_exec_free(&e);
+    kn_net_free(o);
+    kn_net_free(net);
+}
+
 /* A body reading a name no graph defines fails naming it. */
 static void test_unresolved(void) {
     kn_net *net = new_net();
@@ -210,6 +267,7 @@ int main(void) {
     run_loop(0, 5, false);   /* no iteration: the initial value, an empty scan */
     run_loop(5, 100, true);  /* If nested in the body, reading the main graph's x */
     run_loop(6, 3, true);
+    test_scan_axes();
     test_unresolved();
     printf("%d passed, %d failed, %d skipped\n", kt_pass, kt_fail, kt_skipped);
     return kt_fail ? 1 : 0;
