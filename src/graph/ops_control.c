@@ -66,8 +66,12 @@ static kiln_status resolve_node(kn_net *net, int ni, int is_sub) {
     for (int a = 0; a < n->n_attr && st == KILN_OK && n_names; a++) {
         kn_net *g = n->attrs[a].type == KN_ATTR_GRAPH ? n->attrs[a].graph : NULL;
         for (int k = 0; g && k < n_names && st == KILN_OK; k++) {
-            int t;
-            st = kn_net_tensor(g, net->tensors[idx[k]].name, &t);
+            const char *nm = net->tensors[idx[k]].name;
+            int t = kn_net_find(g, nm);
+            if (t >= 0 && !is_free(g, t)) /* this body has a value of that name: */
+                st = kn_net_new_tensor(g, nm, &t); /* an unused input of its own */
+            else if (t < 0)
+                st = kn_net_tensor(g, nm, &t);
             if (st == KILN_OK)
                 st = add_body_input(g, t);
         }
