@@ -8,11 +8,13 @@
  * the ONNX reader does. Inputs are fixed (deterministic); expected values
  * are computed here by hand. */
 #include <string.h>
+#include <unistd.h>
 
 #include "builder/builder.h"
 #include "builder/passes.h"
 #include "graph/control.h"
 #include "kiln/kiln_builder.h"
+#include "kiln/kiln_onnx.h"
 #include "test.h"
 #include "kt_exec.h"
 
@@ -92,6 +94,32 @@ static void test_if_runtime(void) {
         return;
     }
     CHECK_OR_DUMP(count_op(o, "", "If") == 1, o);
+    /* written back as ONNX has it (the capture an outer-scope read again),
+     * and read again to the same form */
+    char path[512];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/test_control_%d.onnx", tmp && *tmp ? tmp : "/tmp",
+             (int)getpid());
+    KT_OK(kiln_onnx_write_file(net, path));
+    FILE *f = fopen(path, "rb");
+    char buf[4096];
+    size_t nr = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f)
+        fclose(f);
+    bool has_attr = false;
+    for (size_t i = 0; i + 13 <= nr; i++)
+        has_attr |= memcmp(buf + i, KN_CAPTURES_ATTR, 13) == 0;
+    KT_CHECK(nr > 0 && !has_attr);
+    kn_net *back = NULL;
+    KT_OK(kiln_onnx_parse_file(path, &back));
+    remove(path);
+    if (back) {
+        const kn_node *bi = find_op(back, "", "If");
+        KT_CHECK(bi && bi->n_in == 2 && kn_attr_int(bi, KN_CAPTURES_ATTR, 0) == 1);
+        const kn_attr *tb = bi ? kn_attr_find(bi, "then_branch") : NULL;
+        KT_CHECK(tb && tb->graph && tb->graph->n_inputs == 1);
+        kn_net_free(back);
+    }
     const float x[4] = {1, -2, 3.5f, 0};
     for (int v = 0; v < 2; v++) {
         uint8_t c = (uint8_t)v;
