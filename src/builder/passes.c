@@ -750,6 +750,7 @@ static const pass_entry kpass_rounds[] = {
     {"contrib", kpass_contrib, false}, /* no kernels for them: runs without fusion too */
     {"qdq", kpass_qdq, true}, /* before folding turns DQ(weights) into floats */
     {"constant-fold", kpass_fold, false},
+    {"control", kpass_control, false}, /* If on a folded condition: its branch inlined */
     {"shape-sink", kpass_shape_sink, true}, /* frees layout chains from Shape readers */
     {"pad-conv", kpass_pad_conv, true},
     {"patchify", kpass_patchify, true}, /* before conv-bn: a patch conv has no BN */

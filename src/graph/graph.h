@@ -268,5 +268,7 @@ extern const kn_op_schema kn_ops_tfidf[]; /* ops_tfidf.c */
 extern const size_t kn_ops_tfidf_count;
 extern const kn_op_schema kn_ops_contrib[]; /* ops_contrib.c */
 extern const size_t kn_ops_contrib_count;
+extern const kn_op_schema kn_ops_control[]; /* ops_control.c: If, Loop, Scan */
+extern const size_t kn_ops_control_count;
 
 #endif

@@ -17,6 +17,7 @@ const kn_op_schema *kn_op_nth(size_t i) {
         {kn_ops_spectral, &kn_ops_spectral_count},
         {kn_ops_tfidf, &kn_ops_tfidf_count},
         {kn_ops_contrib, &kn_ops_contrib_count},
+        {kn_ops_control, &kn_ops_control_count},
     };
     for (size_t k = 0; k < KN_ARRAY_LEN(tables); k++) {
         if (i < *tables[k].n)

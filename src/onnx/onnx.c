@@ -7,6 +7,7 @@
 
 #include "kiln/kiln_onnx.h"
 #include "onnx_internal.h"
+#include "graph/control.h"
 #include "plugin/plugin.h"
 
 /* Field numbers (onnx.proto). */
@@ -939,6 +940,8 @@ static kiln_status parse(const void *data, size_t size, kn_blob *blob, const cha
     kn_net *net;
     KN_TRY(kn_net_new(&net));
     kiln_status st = parse_model(&cx, &root, net);
+    if (st == KILN_OK) /* subgraphs' outer-scope reads become explicit inputs */
+        st = kn_net_resolve_captures(net, 0);
     if (st == KILN_OK && !(flags & KX_ONNX_NO_PLUGINS)) /* custom ops become plugin nodes */
         st = kpl_import(net, (flags & KX_ONNX_PLUGINS_OVERRIDE) != 0,
                         !(flags & KX_ONNX_NO_OP_CHECK));

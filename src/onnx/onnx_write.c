@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph/control.h"
 #include "graph/graph.h"
 #include "kiln/kiln_onnx.h"
 
@@ -100,7 +101,8 @@ static void wb_float(wbuf *b, int field, float f) {
 
 /* ---------------- messages ---------------- */
 
-static kiln_status write_graph(wbuf *out, const kn_net *net, const char *name);
+/* hidden: trailing inputs not written (captures, see graph/control.h) */
+static kiln_status write_graph(wbuf *out, const kn_net *net, const char *name, int hidden);
 
 static void write_tensor(wbuf *b, const char *name, const kn_tdata *v) {
     wbuf dims = {0};
@@ -163,7 +165,7 @@ static void write_value_info(wbuf *b, const kn_tensor *t, const kn_tinfo *guesse
     wb_msg(b, 2, &type);
 }
 
-static kiln_status write_attr(wbuf *b, const kn_attr *a, const kn_node *n) {
+static kiln_status write_attr(wbuf *b, const kn_attr *a, const kn_node *n, int captures) {
     wb_str(b, 1, a->name);
     switch (a->type) {
     case KN_ATTR_FLOAT: wb_float(b, 2, a->f); break;
@@ -177,7 +179,7 @@ static kiln_status write_attr(wbuf *b, const kn_attr *a, const kn_node *n) {
     }
     case KN_ATTR_GRAPH: {
         wbuf g = {0};
-        kiln_status st = write_graph(&g, a->graph, a->name);
+        kiln_status st = write_graph(&g, a->graph, a->name, captures);
         if (st != KILN_OK) {
             wb_free(&g);
             return st;
@@ -226,8 +228,13 @@ static kiln_status write_attr(wbuf *b, const kn_attr *a, const kn_node *n) {
     return KILN_OK;
 }
 
+/* A control-flow node's captured outer values (graph/control.h) are
+ * written back as ONNX has them: outer-scope reads by name, not inputs. */
 static kiln_status write_node(wbuf *b, const kn_net *net, const kn_node *n) {
-    for (int j = 0; j < n->n_in; j++)
+    int captures = (int)kn_attr_int(n, KN_CAPTURES_ATTR, 0);
+    if (captures < 0 || captures > n->n_in)
+        captures = 0;
+    for (int j = 0; j < n->n_in - captures; j++)
         wb_str(b, 1, n->in[j] >= 0 ? net->tensors[n->in[j]].name : "");
     for (int j = 0; j < n->n_out; j++)
         wb_str(b, 2, n->out[j] >= 0 ? net->tensors[n->out[j]].name : "");
@@ -235,8 +242,10 @@ static kiln_status write_node(wbuf *b, const kn_net *net, const kn_node *n) {
         wb_str(b, 3, n->name);
     wb_str(b, 4, n->op_type);
     for (int k = 0; k < n->n_attr; k++) {
+        if (strcmp(n->attrs[k].name, KN_CAPTURES_ATTR) == 0)
+            continue;
         wbuf a = {0};
-        kiln_status st = write_attr(&a, &n->attrs[k], n);
+        kiln_status st = write_attr(&a, &n->attrs[k], n, captures);
         if (st != KILN_OK) {
             wb_free(&a);
             return st;
@@ -333,7 +342,7 @@ static kn_tinfo *guess_types(const kn_net *net) {
     return ti;
 }
 
-static kiln_status write_graph(wbuf *out, const kn_net *net, const char *name) {
+static kiln_status write_graph(wbuf *out, const kn_net *net, const char *name, int hidden) {
     for (int i = 0; i < net->n_nodes; i++) {
         if (net->nodes[i].dead)
             continue;
@@ -358,7 +367,7 @@ static kiln_status write_graph(wbuf *out, const kn_net *net, const char *name) {
         write_tensor(&tb, x->name, &x->value);
         wb_msg(out, 5, &tb);
     }
-    for (int k = 0; k < net->n_inputs; k++) {
+    for (int k = 0; k < net->n_inputs - hidden; k++) {
         wbuf vb = {0};
         write_value_info(&vb, &net->tensors[net->inputs[k]], NULL);
         wb_msg(out, 11, &vb);
@@ -399,7 +408,7 @@ static kiln_status write_model(wbuf *b, const kn_net *net) {
     wb_str(b, 2, "kiln");
     wb_str(b, 3, kiln_version_string());
     wbuf g = {0};
-    kiln_status st = write_graph(&g, net, "kiln");
+    kiln_status st = write_graph(&g, net, "kiln", 0);
     if (st != KILN_OK) {
         wb_free(&g);
         return st;

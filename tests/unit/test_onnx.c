@@ -440,7 +440,7 @@ static void test_attributes(void) {
     if (!net)
         return;
     const kn_node *n = &net->nodes[0];
-    KT_CHECK(n->n_attr == 10);
+    KT_CHECK(n->n_attr == 11); /* the ten read and kiln_captures (graph/control.h) */
     KT_CHECK(kn_attr_float(n, "f", 0) == 0.25f && kn_attr_int(n, "i", 0) == -7);
     const kn_attr *s = kn_attr_find(n, "s");
     KT_CHECK(s && s->type == KN_ATTR_STRING && s->s_len == 4 && memcmp(s->s, "ab\0c", 4) == 0);
@@ -464,9 +464,13 @@ static void test_attributes(void) {
         const kn_net *sub = g->graph;
         KT_CHECK(sub->n_nodes == 1 && strcmp(sub->nodes[0].op_type, "Relu") == 0 &&
                  sub->nodes[0].opset == 13 && sub->opset == 13);
-        KT_CHECK(sub->n_inputs == 0 && sub->n_outputs == 1);
-        int a = kn_net_find(sub, "A"); /* outer-scope value: a tensor with no producer */
-        KT_CHECK(a >= 0 && sub->tensors[a].producer == -1 && sub->nodes[0].in[0] == a);
+        /* the outer-scope value A becomes a body input and an If input */
+        KT_CHECK(sub->n_inputs == 1 && sub->n_outputs == 1);
+        int a = kn_net_find(sub, "A");
+        KT_CHECK(a >= 0 && sub->tensors[a].producer == -1 && sub->nodes[0].in[0] == a &&
+                 sub->inputs[0] == a);
+        KT_CHECK(n->n_in == 2 && n->in[1] == kn_net_find(net, "A") &&
+                 kn_attr_int(n, "kiln_captures", 0) == 1);
     }
     kn_net_free(net);
 

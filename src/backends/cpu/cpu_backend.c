@@ -53,6 +53,10 @@ const kb_kernel *kb_tables_find(const kb_table *tables, size_t n_tables, const c
 extern const kb_kernel kb_cpu_int8[];
 extern const size_t kb_cpu_int8_count;
 
+/* src/runtime/control.c: If, Loop, Scan (bodies run by the executor) */
+extern const kb_kernel kb_cpu_control[];
+extern const size_t kb_cpu_control_count;
+
 static const kb_table kb_tables[] = {
     {kb_cpu_elementwise, &kb_cpu_elementwise_count},
     {kb_cpu_tensor, &kb_cpu_tensor_count},
@@ -62,6 +66,7 @@ static const kb_table kb_tables[] = {
     {kb_cpu_tfidf, &kb_cpu_tfidf_count},
     {kb_cpu_fast, &kb_cpu_fast_count},
     {kb_cpu_int8, &kb_cpu_int8_count},
+    {kb_cpu_control, &kb_cpu_control_count},
 };
 
 int kb_cpu_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {

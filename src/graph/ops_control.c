@@ -1,0 +1,360 @@
+/* ops_control.c - If, Loop and Scan: outer-scope captures of their bodies
+ * and shape inference through the bodies. */
+#include <string.h>
+
+#include "graph/control.h"
+
+/* ---- captures ---- */
+
+static bool is_free(const kn_net *g, int t) {
+    const kn_tensor *x = &g->tensors[t];
+    return x->producer < 0 && !(x->flags & (KN_T_INPUT | KN_T_CONST));
+}
+
+static bool is_control(const kn_node *n) {
+    return n->domain[0] == 0 && (strcmp(n->op_type, "If") == 0 || strcmp(n->op_type, "Loop") == 0 ||
+                                 strcmp(n->op_type, "Scan") == 0);
+}
+
+static kiln_status add_body_input(kn_net *g, int t) {
+    KN_TRY(kn_grow((void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof(int)));
+    g->tensors[t].flags |= KN_T_INPUT;
+    g->inputs[g->n_inputs++] = t;
+    return KILN_OK;
+}
+
+static kiln_status resolve_node(kn_net *net, int ni, int is_sub) {
+    kn_node *n = &net->nodes[ni];
+    /* names every body reads from outside, in first-seen order */
+    char **names = NULL;
+    int n_names = 0, cap = 0;
+    kiln_status st = KILN_OK;
+    for (int a = 0; a < n->n_attr && st == KILN_OK; a++) {
+        kn_net *g = n->attrs[a].type == KN_ATTR_GRAPH ? n->attrs[a].graph : NULL;
+        if (!g)
+            continue;
+        st = kn_net_resolve_captures(g, 1);
+        for (int t = 0; t < g->n_tensors && st == KILN_OK; t++) {
+            if (!is_free(g, t))
+                continue;
+            bool seen = false;
+            for (int k = 0; k < n_names && !seen; k++)
+                seen = strcmp(names[k], g->tensors[t].name) == 0;
+            if (seen)
+                continue;
+            st = kn_grow((void **)&names, &cap, n_names + 1, sizeof *names);
+            if (st == KILN_OK)
+                names[n_names++] = g->tensors[t].name; /* borrowed: bodies outlive this */
+        }
+    }
+    if (st == KILN_OK && n_names && !is_control(n))
+        st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                           "a subgraph attribute of this op reads outer values ('%s')", names[0]);
+    int *idx = NULL;
+    if (st == KILN_OK && n_names && !(idx = kn_malloc((size_t)n_names * sizeof *idx)))
+        st = KILN_ERR_OUT_OF_MEMORY;
+    for (int k = 0; k < n_names && st == KILN_OK; k++) {
+        idx[k] = kn_net_find(net, names[k]);
+        if (idx[k] < 0 && !is_sub)
+            st = kn_node_error(n, KILN_ERR_PARSE,
+                               "a subgraph reads '%s', which no enclosing graph defines", names[k]);
+        else if (idx[k] < 0)
+            st = kn_net_tensor(net, names[k], &idx[k]); /* resolved further out */
+        n = &net->nodes[ni];
+    }
+    /* every body gets every capture as a trailing input, in one order */
+    for (int a = 0; a < n->n_attr && st == KILN_OK && n_names; a++) {
+        kn_net *g = n->attrs[a].type == KN_ATTR_GRAPH ? n->attrs[a].graph : NULL;
+        for (int k = 0; g && k < n_names && st == KILN_OK; k++) {
+            const char *nm = net->tensors[idx[k]].name;
+            int t = kn_net_find(g, nm);
+            if (t >= 0 && !is_free(g, t)) /* this body has a value of that name: */
+                st = kn_net_new_tensor(g, nm, &t); /* an unused input of its own */
+            else if (t < 0)
+                st = kn_net_tensor(g, nm, &t);
+            if (st == KILN_OK)
+                st = add_body_input(g, t);
+        }
+    }
+    if (st == KILN_OK && n_names) {
+        int *in = kn_malloc((size_t)(n->n_in + n_names) * sizeof *in);
+        if (!in)
+            st = KILN_ERR_OUT_OF_MEMORY;
+        else {
+            memcpy(in, n->in, (size_t)n->n_in * sizeof *in);
+            memcpy(in + n->n_in, idx, (size_t)n_names * sizeof *in);
+            kn_free(n->in);
+            n->in = in;
+            n->n_in += n_names;
+            st = kn_node_set_int(n, KN_CAPTURES_ATTR,
+                                 kn_attr_int(n, KN_CAPTURES_ATTR, 0) + n_names);
+        }
+    }
+    kn_free(idx);
+    kn_free(names);
+    return st;
+}
+
+kiln_status kn_net_resolve_captures(kn_net *net, int is_sub) {
+    for (int i = 0; i < net->n_nodes; i++) {
+        bool has_graph = false;
+        for (int a = 0; a < net->nodes[i].n_attr; a++)
+            has_graph |= net->nodes[i].attrs[a].type == KN_ATTR_GRAPH;
+        if (has_graph)
+            KN_TRY(resolve_node(net, i, is_sub));
+    }
+    return KILN_OK;
+}
+
+/* ---- shape inference ---- */
+
+static const kn_net *body_of(const kn_infer *c, const char *attr) {
+    const kn_attr *a = kn_attr_find(c->node, attr);
+    return a && a->type == KN_ATTR_GRAPH ? a->graph : NULL;
+}
+
+static int captures(const kn_infer *c) { return (int)kn_attr_int(c->node, KN_CAPTURES_ATTR, 0); }
+
+static kiln_status need_body(const kn_infer *c, const kn_net *g, const char *attr, int n_in,
+                             int min_out) {
+    if (!g)
+        return kn_node_error(c->node, KILN_ERR_PARSE, "graph attribute '%s' is missing", attr);
+    if (g->n_inputs != n_in)
+        return kn_node_error(c->node, KILN_ERR_PARSE, "body '%s' has %d inputs, expected %d", attr,
+                             g->n_inputs, n_in);
+    if (g->n_outputs < min_out)
+        return kn_node_error(c->node, KILN_ERR_PARSE, "body '%s' has %d outputs, expected %d",
+                             attr, g->n_outputs, min_out);
+    return KILN_OK;
+}
+
+static kiln_status infer_if(kn_infer *c) {
+    int nc = captures(c);
+    if (c->n_in != 1 + nc || !kn_has_in(c, 0))
+        return kn_node_error(c->node, KILN_ERR_PARSE, "If takes one condition input");
+    const kn_net *gt = body_of(c, "then_branch"), *ge = body_of(c, "else_branch");
+    KN_TRY(need_body(c, gt, "then_branch", nc, c->n_out));
+    KN_TRY(need_body(c, ge, "else_branch", nc, c->n_out));
+    if (gt->n_outputs != c->n_out || ge->n_outputs != c->n_out)
+        return kn_node_error(c->node, KILN_ERR_PARSE, "the branches have %d and %d outputs, the If %d",
+                             gt->n_outputs, ge->n_outputs, c->n_out);
+    if (kn_numel(c->in[0].rank, c->in[0].dims) != 1)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "the condition has %lld elements, not 1",
+                             (long long)kn_numel(c->in[0].rank, c->in[0].dims));
+    if (c->in[0].value) {
+        bool cond = kn_value_double(&c->in[0], 0) != 0;
+        return kx_body_infer(c->node, cond ? gt : ge, nc, c->in + 1, c->n_out, c->out);
+    }
+    /* the condition is not known: both branches, the larger where they differ */
+    kn_tinfo *o2 = kn_calloc((size_t)c->n_out + 1, sizeof *o2);
+    if (!o2)
+        return KILN_ERR_OUT_OF_MEMORY;
+    kiln_status st = kx_body_infer(c->node, gt, nc, c->in + 1, c->n_out, c->out);
+    if (st == KILN_OK)
+        st = kx_body_infer(c->node, ge, nc, c->in + 1, c->n_out, o2);
+    for (int j = 0; j < c->n_out && st == KILN_OK; j++) {
+        kn_tinfo *a = &c->out[j];
+        if (a->dtype != o2[j].dtype || a->rank != o2[j].rank)
+            st = kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
+                               "output %d differs in type or rank between the branches and the "
+                               "condition is not known",
+                               j);
+        for (int d = 0; st == KILN_OK && d < a->rank; d++)
+            if (a->dims[d] != o2[j].dims[d]) {
+                a->dims[d] = a->dims[d] > o2[j].dims[d] ? a->dims[d] : o2[j].dims[d];
+                a->data_dependent = true;
+            }
+    }
+    kn_free(o2);
+    return st;
+}
+
+/* Whether body output 0 (the loop condition) is the condition input passed
+ * through, so that the loop runs exactly its trip count. */
+static bool cond_passthrough(const kn_net *g) {
+    int t = g->outputs[0], cin = g->inputs[1];
+    for (int guard = 0; guard < 64; guard++) {
+        if (t == cin)
+            return true;
+        const kn_tensor *x = &g->tensors[t];
+        if (x->flags & KN_T_CONST)
+            return x->value.nbytes >= 1 && ((const uint8_t *)x->value.data)[0] != 0;
+        if (x->producer < 0)
+            return false;
+        const kn_node *p = &g->nodes[x->producer];
+        if (strcmp(p->op_type, "Identity") != 0 || p->n_in < 1 || p->in[0] < 0)
+            return false;
+        t = p->in[0];
+    }
+    return false;
+}
+
+static kiln_status infer_loop(kn_infer *c) {
+    int nc = captures(c), nv = c->n_in - 2 - nc;
+    if (nv < 0)
+        return kn_node_error(c->node, KILN_ERR_PARSE, "Loop takes M and cond inputs");
+    const kn_net *g = body_of(c, "body");
+    KN_TRY(need_body(c, g, "body", 2 + nv + nc, 1 + nv));
+    int nk = g->n_outputs - 1 - nv;
+    if (c->n_out != nv + nk)
+        return kn_node_error(c->node, KILN_ERR_PARSE, "Loop has %d outputs, its body gives %d",
+                             c->n_out, nv + nk);
+    bool has_m = kn_has_in(c, 0), has_cond = kn_has_in(c, 1);
+    int64_t trip = -1;
+    if (has_m && c->in[0].value)
+        trip = kn_value_int(&c->in[0], 0);
+    else if (has_m)
+        return kn_node_error(c->node, KILN_ERR_SHAPE, "the trip count M is not known on the host");
+    if (has_cond && c->in[1].value && kn_value_double(&c->in[1], 0) == 0)
+        trip = 0;
+    if (trip < 0 && !has_m && nk > 0)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
+                             "a Loop without trip count M cannot have scan outputs here");
+    kn_tinfo *bin = kn_calloc((size_t)(2 + nv + nc), sizeof *bin);
+    kn_tinfo *bout = kn_calloc((size_t)g->n_outputs, sizeof *bout);
+    if (!bin || !bout) {
+        kn_free(bin);
+        kn_free(bout);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    static const int64_t zero = 0;
+    static const uint8_t yes = 1;
+    bin[0].dtype = KILN_DTYPE_INT64;
+    bin[0].value = &zero;
+    bin[1].dtype = KILN_DTYPE_BOOL;
+    bin[1].value = &yes;
+    for (int k = 0; k < nv + nc; k++) {
+        bin[2 + k] = c->in[2 + k];
+        bin[2 + k].data_dependent = false;
+    }
+    kiln_status st = kx_body_infer(c->node, g, 2 + nv + nc, bin, g->n_outputs, bout);
+    bool exact = cond_passthrough(g);
+    for (int j = 0; j < nv && st == KILN_OK; j++) {
+        c->out[j] = bout[1 + j];
+        if (c->out[j].dtype != c->in[2 + j].dtype)
+            st = kn_node_error(c->node, KILN_ERR_SHAPE,
+                               "loop-carried value %d changes type in the body", j);
+        if (trip == 0)
+            kn_same_as(&c->out[j], &c->in[2 + j]);
+    }
+    for (int j = 0; j < nk && st == KILN_OK; j++) {
+        kn_tinfo *o = &c->out[nv + j];
+        const kn_tinfo *b = &bout[1 + nv + j];
+        if (b->rank + 1 > KILN_MAX_DIMS) {
+            st = kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "scan output %d has too many dims", j);
+            break;
+        }
+        o->dtype = b->dtype;
+        o->rank = b->rank + 1;
+        o->dims[0] = trip;
+        memcpy(o->dims + 1, b->dims, (size_t)b->rank * sizeof b->dims[0]);
+        o->data_dependent = trip > 0 && !exact;
+    }
+    kn_free(bin);
+    kn_free(bout);
+    return st;
+}
+
+/* Scan-8 (opset 8): input 0 is sequence_lens, and every state, scan input
+ * and output has a batch axis first (captures do not); the scan axis is
+ * the one after it. Later opsets: no batch, axes by attribute. */
+static kiln_status infer_scan(kn_infer *c) {
+    bool v8 = c->node->opset > 0 && c->node->opset < 9;
+    int off = v8 ? 1 : 0;
+    int nc = captures(c);
+    int ns = (int)kn_attr_int(c->node, "num_scan_inputs", -1);
+    int nin = c->n_in - off;
+    int nv = nin - nc - ns;
+    if (ns < 1 || nv < 0)
+        return kn_node_error(c->node, KILN_ERR_PARSE, "num_scan_inputs %d does not fit %d inputs",
+                             ns, nin - nc);
+    const kn_net *g = body_of(c, "body");
+    KN_TRY(need_body(c, g, "body", nin, nv));
+    int nk = g->n_outputs - nv;
+    if (c->n_out != nv + nk)
+        return kn_node_error(c->node, KILN_ERR_PARSE, "Scan has %d outputs, its body gives %d",
+                             c->n_out, nv + nk);
+    size_t na = 0, noa = 0;
+    const int64_t *in_axes = v8 ? NULL : kn_attr_ints(c->node, "scan_input_axes", &na);
+    const int64_t *out_axes = v8 ? NULL : kn_attr_ints(c->node, "scan_output_axes", &noa);
+    kn_tinfo *bin = kn_calloc((size_t)nin, sizeof *bin);
+    kn_tinfo *bout = kn_calloc((size_t)g->n_outputs, sizeof *bout);
+    if (!bin || !bout) {
+        kn_free(bin);
+        kn_free(bout);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    kiln_status st = KILN_OK;
+    int64_t len = -1, batch = -1;
+    for (int k = 0; k < nin && st == KILN_OK; k++) {
+        const kn_tinfo *x = &c->in[off + k];
+        bin[k] = *x;
+        bin[k].data_dependent = false;
+        if (k >= nv + ns)
+            continue; /* a capture */
+        bin[k].value = NULL;
+        int cut = (k >= nv) + (v8 ? 1 : 0); /* axes to drop */
+        if (x->rank < cut) {
+            st = kn_node_error(c->node, KILN_ERR_SHAPE, "input %d has rank %d", off + k, x->rank);
+            break;
+        }
+        if (v8) {
+            if (batch >= 0 && x->dims[0] != batch)
+                st = kn_node_error(c->node, KILN_ERR_SHAPE, "inputs differ in batch size");
+            batch = x->dims[0];
+        }
+        int ax = v8 ? 1 : 0;
+        if (k >= nv && !v8)
+            st = kn_axis(c, na ? in_axes[k - nv] : 0, x->rank, &ax);
+        if (st != KILN_OK)
+            break;
+        if (k >= nv) {
+            if (len >= 0 && x->dims[ax] != len)
+                st = kn_node_error(c->node, KILN_ERR_SHAPE,
+                                   "scan inputs differ in length (%lld, %lld)", (long long)len,
+                                   (long long)x->dims[ax]);
+            len = x->dims[ax];
+        }
+        bin[k].rank = x->rank - cut;
+        for (int d = 0, s = 0; d < x->rank; d++)
+            if (!(v8 && d == 0) && !(k >= nv && d == ax))
+                bin[k].dims[s++] = x->dims[d];
+    }
+    if (st == KILN_OK)
+        st = kx_body_infer(c->node, g, nin, bin, g->n_outputs, bout);
+    for (int j = 0; j < nv && st == KILN_OK; j++) {
+        c->out[j] = bout[j];
+        if (v8) {
+            c->out[j].rank = bout[j].rank + 1;
+            c->out[j].dims[0] = batch;
+            memcpy(c->out[j].dims + 1, bout[j].dims, (size_t)bout[j].rank * sizeof bout[j].dims[0]);
+        }
+    }
+    for (int j = 0; j < nk && st == KILN_OK; j++) {
+        const kn_tinfo *b = &bout[nv + j];
+        kn_tinfo *o = &c->out[nv + j];
+        int ax = v8 ? 1 : 0;
+        o->dtype = b->dtype;
+        o->rank = b->rank + 1 + (v8 ? 1 : 0);
+        if (o->rank > KILN_MAX_DIMS) {
+            st = kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "scan output %d has too many dims", j);
+            break;
+        }
+        if (!v8)
+            st = kn_axis(c, noa ? out_axes[j] : 0, o->rank, &ax);
+        for (int d = 0, s = 0; st == KILN_OK && d < o->rank; d++)
+            o->dims[d] = d == ax ? len : (v8 && d == 0) ? batch : b->dims[s++];
+    }
+    kn_free(bin);
+    kn_free(bout);
+    return st;
+}
+
+/* If reads its condition on the host (the branch decides the shapes), Loop
+ * its trip count and first condition. */
+const kn_op_schema kn_ops_control[] = {
+    {"If", "", infer_if, 1u << 0},
+    {"Loop", "", infer_loop, (1u << 0) | (1u << 1)},
+    {"Scan", "", infer_scan, 0},
+};
+const size_t kn_ops_control_count = KN_ARRAY_LEN(kn_ops_control);

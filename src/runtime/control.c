@@ -1,0 +1,547 @@
+/* control.c - If, Loop and Scan on the CPU: each body is a network of its
+ * own, run by kiln's executor (a program and a context per body) from the
+ * control-flow node's kernel; and body shape inference for ops_control.c. */
+#include <string.h>
+
+#include "exec.h"
+#include "graph/control.h"
+
+/* One body, ready to run: an owned copy of the subgraph with its inputs
+ * typed from the node's inputs, bound to the CPU reference kernels. */
+typedef struct kx_body {
+    kn_net *net;
+    kx_program p;
+    kx_ctx c;
+    int state; /* 0 closed, 1 program, 2 program and context */
+} kx_body;
+
+static void body_close(kx_body *b) {
+    if (b->state >= 2)
+        kx_ctx_fini(&b->c);
+    if (b->state >= 1)
+        kx_program_fini(&b->p);
+    kn_net_free(b->net);
+    memset(b, 0, sizeof *b);
+}
+
+/* in[i]: dtype and rank of body input i (dims stay dynamic). */
+static kiln_status body_open(kx_body *b, const kn_node *node, const kn_net *src, int n,
+                             const kn_tinfo *in) {
+    memset(b, 0, sizeof *b);
+    if (src->n_inputs != n)
+        return kn_node_error(node, KILN_ERR_INTERNAL, "body has %d inputs, %d given", src->n_inputs,
+                             n);
+    KN_TRY(kn_net_clone(src, &b->net));
+    for (int i = 0; i < n; i++) {
+        kn_tensor *t = &b->net->tensors[b->net->inputs[i]];
+        if (in[i].dtype == KILN_DTYPE_UNDEFINED) {
+            body_close(b);
+            return kn_node_error(node, KILN_ERR_UNSUPPORTED,
+                                 "body input '%s' has no value (absent optional input)", t->name);
+        }
+        if (t->dtype != KILN_DTYPE_UNDEFINED && t->dtype != in[i].dtype) {
+            body_close(b);
+            return kn_node_error(node, KILN_ERR_SHAPE, "body input '%s' is %s, the value given %s",
+                                 t->name, kiln_dtype_name(t->dtype), kiln_dtype_name(in[i].dtype));
+        }
+        t->dtype = in[i].dtype;
+        t->rank = in[i].rank;
+        for (int d = 0; d < KILN_MAX_DIMS; d++)
+            t->dims[d] = -1;
+    }
+    kiln_status st = kn_net_toposort(b->net);
+    if (st == KILN_OK)
+        st = kx_program_init(&b->p, b->net, 1);
+    if (st == KILN_OK) {
+        b->state = 1;
+        st = kx_ctx_init(&b->c, &b->p);
+    }
+    if (st == KILN_OK)
+        b->state = 2;
+    else
+        body_close(b);
+    if (st != KILN_OK)
+        return kn_error_wrap(st, "in the body of node '%s' (%s)", node->name, node->op_type);
+    return KILN_OK;
+}
+
+/* Set input i's shape and bind its data. */
+static kiln_status body_input(kx_body *b, int i, int rank, const int64_t *dims, const void *data) {
+    KN_TRY(kx_ctx_set_input_shape(&b->c, i, rank, dims));
+    kx_ctx_bind(&b->c, b->net->inputs[i], (void *)data);
+    return KILN_OK;
+}
+
+/* Output k of the last run: data and shape. */
+static const void *body_output(const kx_body *b, int k, kn_tinfo *ti) {
+    int t = b->net->outputs[k];
+    *ti = b->c.ti[t];
+    if (b->c.addr[t])
+        return b->c.addr[t];
+    if (b->c.hostval[t])
+        return b->c.hostval[t];
+    if (b->net->tensors[t].flags & KN_T_CONST)
+        return b->net->tensors[t].value.data;
+    return b->c.user[t];
+}
+
+static size_t tbytes(kiln_dtype dt, int rank, const int64_t *dims) {
+    int64_t n = kn_numel(rank, dims);
+    return n < 0 ? 0 : (size_t)n * kiln_dtype_size(dt);
+}
+
+kiln_status kx_body_infer(const kn_node *node, const kn_net *body, int n_in, const kn_tinfo *in,
+                          int n_out, kn_tinfo *out) {
+    if (body->n_outputs < n_out)
+        return kn_node_error(node, KILN_ERR_PARSE, "body has %d outputs, %d wanted",
+                             body->n_outputs, n_out);
+    kx_body b;
+    KN_TRY(body_open(&b, node, body, n_in, in));
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < n_in && st == KILN_OK; i++) {
+        const kn_tensor *t = &b.net->tensors[b.net->inputs[i]];
+        if ((t->flags & KN_T_HOST) && !in[i].value)
+            st = kn_node_error(node, KILN_ERR_SHAPE,
+                               "the body needs the value of input '%s' to infer shapes", t->name);
+        else
+            st = body_input(&b, i, in[i].rank, in[i].dims, in[i].value);
+    }
+    if (st == KILN_OK)
+        st = kx_ctx_infer(&b.c);
+    for (int k = 0; k < n_out && st == KILN_OK; k++) {
+        out[k] = b.c.ti[b.net->outputs[k]];
+        out[k].value = NULL;
+    }
+    body_close(&b);
+    if (st != KILN_OK)
+        return kn_error_wrap(st, "inferring the body of node '%s' (%s)", node->name, node->op_type);
+    return KILN_OK;
+}
+
+/* ---- kernels ---- */
+
+typedef struct ctl_inst {
+    int n;
+    kx_body b[2];
+} ctl_inst;
+
+static void ctl_release(void *p) {
+    ctl_inst *ci = p;
+    for (int i = 0; ci && i < ci->n; i++)
+        body_close(&ci->b[i]);
+    kn_free(ci);
+}
+
+static const kn_net *graph_attr(const kn_node *n, const char *name) {
+    const kn_attr *a = kn_attr_find(n, name);
+    return a && a->type == KN_ATTR_GRAPH ? a->graph : NULL;
+}
+
+static int n_captures(const kn_node *n) { return (int)kn_attr_int(n, KN_CAPTURES_ATTR, 0); }
+
+/* Body input types for node n's inputs: Loop prepends iteration and
+ * condition, Scan drops the scan axis of scan inputs. */
+static kiln_status body_types(const kn_node *n, const kb_tensor *in, int n_in, kn_tinfo *bt,
+                              int *nb) {
+    kn_tinfo ti[64];
+    if (n_in > 64)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "too many inputs");
+    kb_tinfo_types(in, n_in, ti);
+    if (strcmp(n->op_type, "If") == 0) {
+        *nb = n_in - 1;
+        memcpy(bt, ti + 1, (size_t)*nb * sizeof *bt);
+    } else if (strcmp(n->op_type, "Loop") == 0) {
+        *nb = n_in;
+        memset(bt, 0, 2 * sizeof *bt);
+        bt[0].dtype = KILN_DTYPE_INT64;
+        bt[1].dtype = KILN_DTYPE_BOOL;
+        memcpy(bt + 2, ti + 2, (size_t)(n_in - 2) * sizeof *bt);
+    } else {
+        int ns = (int)kn_attr_int(n, "num_scan_inputs", 0);
+        bool v8 = n->opset > 0 && n->opset < 9; /* sequence_lens first, batch axes */
+        const kn_tinfo *t0 = v8 ? ti + 1 : ti;
+        int nin = v8 ? n_in - 1 : n_in;
+        int nv = nin - n_captures(n) - ns;
+        *nb = nin;
+        memcpy(bt, t0, (size_t)nin * sizeof *bt);
+        for (int k = 0; k < nv + ns; k++)
+            bt[k].rank = t0[k].rank - (k >= nv) - (v8 ? 1 : 0);
+    }
+    return KILN_OK;
+}
+
+static kiln_status ctl_prepare(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                               const kb_tensor *out, int n_out, void **inst, size_t *workspace) {
+    (void)state, (void)out, (void)n_out;
+    *workspace = 0;
+    ctl_inst *ci = kn_calloc(1, sizeof *ci);
+    if (!ci)
+        return KILN_ERR_OUT_OF_MEMORY;
+    kn_tinfo bt[64];
+    int nb = 0;
+    kiln_status st = body_types(node, in, n_in, bt, &nb);
+    const char *names[2] = {"body", NULL};
+    if (strcmp(node->op_type, "If") == 0)
+        names[0] = "then_branch", names[1] = "else_branch";
+    for (int i = 0; i < 2 && names[i] && st == KILN_OK; i++) {
+        const kn_net *g = graph_attr(node, names[i]);
+        if (!g)
+            st = kn_node_error(node, KILN_ERR_PARSE, "graph attribute '%s' is missing", names[i]);
+        else
+            st = body_open(&ci->b[i], node, g, nb, bt);
+        if (st == KILN_OK)
+            ci->n = i + 1;
+    }
+    if (st != KILN_OK) {
+        ctl_release(ci);
+        return st;
+    }
+    *inst = ci;
+    return KILN_OK;
+}
+
+/* Copy a body output into node output o, whose memory holds the inferred
+ * (for data-dependent outputs: upper-bound) shape; o gets the true shape. */
+static kiln_status put_output(const kn_node *n, int j, kb_tensor *o, const void *src,
+                              const kn_tinfo *ti) {
+    size_t have = tbytes(o->dtype, o->rank, o->dims), need = tbytes(ti->dtype, ti->rank, ti->dims);
+    if (ti->dtype != o->dtype || need > have)
+        return kn_node_error(n, KILN_ERR_RUNTIME,
+                             "output %d: the body gave %zu bytes of %s, %zu bytes of %s were planned",
+                             j, need, kiln_dtype_name(ti->dtype), have, kiln_dtype_name(o->dtype));
+    if (need)
+        memcpy(o->data, src, need);
+    o->rank = ti->rank;
+    memcpy(o->dims, ti->dims, sizeof o->dims);
+    return KILN_OK;
+}
+
+static bool truth(const kb_tensor *t) {
+    size_t es = kiln_dtype_size(t->dtype);
+    const uint8_t *p = t->data;
+    for (size_t i = 0; i < es; i++)
+        if (p[i])
+            return true;
+    return false;
+}
+
+static kiln_status run_if(const kb_run *r) {
+    ctl_inst *ci = r->inst;
+    kx_body *b = &ci->b[truth(&r->in[0]) ? 0 : 1];
+    for (int i = 1; i < r->n_in; i++)
+        KN_TRY(body_input(b, i - 1, r->in[i].rank, r->in[i].dims, r->in[i].data));
+    KN_TRY(kx_ctx_run(&b->c));
+    for (int j = 0; j < r->n_out; j++) {
+        if (!r->out[j].data)
+            continue;
+        kn_tinfo ti;
+        const void *src = body_output(b, j, &ti);
+        KN_TRY(put_output(r->node, j, &r->out[j], src, &ti));
+    }
+    return KILN_OK;
+}
+
+/* A value held between iterations. */
+typedef struct held {
+    void *data;
+    kiln_dtype dtype;
+    int rank;
+    int64_t dims[KILN_MAX_DIMS];
+} held;
+
+static kiln_status hold(held *h, const void *src, const kn_tinfo *ti) {
+    size_t n = tbytes(ti->dtype, ti->rank, ti->dims);
+    void *d = kn_aligned_alloc(n ? n : 1);
+    if (!d)
+        return KILN_ERR_OUT_OF_MEMORY;
+    if (n)
+        memcpy(d, src, n);
+    kn_aligned_free(h->data);
+    h->data = d;
+    h->dtype = ti->dtype;
+    h->rank = ti->rank;
+    memcpy(h->dims, ti->dims, sizeof h->dims);
+    return KILN_OK;
+}
+
+static void held_info(const held *h, kn_tinfo *ti) {
+    memset(ti, 0, sizeof *ti);
+    ti->dtype = h->dtype;
+    ti->rank = h->rank;
+    memcpy(ti->dims, h->dims, sizeof ti->dims);
+}
+
+static void tinfo_of_kb(const kb_tensor *t, kn_tinfo *ti) {
+    memset(ti, 0, sizeof *ti);
+    ti->dtype = t->dtype;
+    ti->rank = t->rank;
+    memcpy(ti->dims, t->dims, sizeof ti->dims);
+}
+
+/* Copy slice `idx` along `axis` of a tensor of shape dims between the whole
+ * tensor `whole` and the slice `part` (into the slice when extract). */
+static void slice_copy(uint8_t *whole, uint8_t *part, int rank, const int64_t *dims, int axis,
+                       int64_t idx, size_t es, bool extract) {
+    int64_t outer = 1, inner = (int64_t)es;
+    for (int d = 0; d < axis; d++)
+        outer *= dims[d];
+    for (int d = axis + 1; d < rank; d++)
+        inner *= dims[d];
+    int64_t len = dims[axis];
+    for (int64_t o = 0; o < outer; o++) {
+        uint8_t *w = whole + (size_t)((o * len + idx) * inner), *p = part + (size_t)(o * inner);
+        if (extract)
+            memcpy(p, w, (size_t)inner);
+        else
+            memcpy(w, p, (size_t)inner);
+    }
+}
+
+static kiln_status run_loop(const kb_run *r) {
+    ctl_inst *ci = r->inst;
+    kx_body *b = &ci->b[0];
+    const kn_node *n = r->node;
+    int nc = n_captures(n), nv = r->n_in - 2 - nc, nk = r->n_out - nv;
+    int64_t m = r->in[0].data ? ((const int64_t *)r->in[0].data)[0] : INT64_MAX;
+    bool cond = r->in[1].data ? truth(&r->in[1]) : true;
+    held *cur = kn_calloc((size_t)nv + 1, sizeof *cur);
+    size_t *scan_at = kn_calloc((size_t)nk + 1, sizeof *scan_at);
+    kn_tinfo *scan_ti = kn_calloc((size_t)nk + 1, sizeof *scan_ti);
+    kiln_status st = cur && scan_at && scan_ti ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+    for (int j = 0; j < nv && st == KILN_OK; j++) {
+        kn_tinfo ti;
+        tinfo_of_kb(&r->in[2 + j], &ti);
+        st = hold(&cur[j], r->in[2 + j].data, &ti);
+    }
+    int64_t it = 0;
+    for (; st == KILN_OK && it < m && cond; it++) {
+        uint8_t c8 = 1;
+        st = body_input(b, 0, 0, NULL, &it);
+        if (st == KILN_OK)
+            st = body_input(b, 1, 0, NULL, &c8);
+        for (int j = 0; j < nv && st == KILN_OK; j++)
+            st = body_input(b, 2 + j, cur[j].rank, cur[j].dims, cur[j].data);
+        for (int k = 0; k < nc && st == KILN_OK; k++) {
+            const kb_tensor *x = &r->in[2 + nv + k];
+            st = body_input(b, 2 + nv + k, x->rank, x->dims, x->data);
+        }
+        if (st == KILN_OK)
+            st = kx_ctx_run(&b->c);
+        if (st != KILN_OK)
+            break;
+        kn_tinfo ti;
+        const void *cp = body_output(b, 0, &ti);
+        if (kn_numel(ti.rank, ti.dims) != 1) {
+            st = kn_node_error(n, KILN_ERR_RUNTIME, "the body's condition has %lld elements",
+                               (long long)kn_numel(ti.rank, ti.dims));
+            break;
+        }
+        kb_tensor ct = {(void *)cp, ti.dtype, 0, {0}, NULL};
+        cond = truth(&ct);
+        for (int j = 0; j < nv && st == KILN_OK; j++) {
+            const void *src = body_output(b, 1 + j, &ti);
+            st = hold(&cur[j], src, &ti);
+        }
+        for (int k = 0; k < nk && st == KILN_OK; k++) {
+            kb_tensor *o = &r->out[nv + k];
+            const void *src = body_output(b, 1 + nv + k, &ti);
+            size_t bytes = tbytes(ti.dtype, ti.rank, ti.dims);
+            if (it > 0 && (ti.rank != scan_ti[k].rank ||
+                           memcmp(ti.dims, scan_ti[k].dims, sizeof ti.dims) != 0)) {
+                st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                   "scan output %d changes shape between iterations", k);
+                break;
+            }
+            scan_ti[k] = ti;
+            if (!o->data)
+                continue;
+            if (ti.dtype != o->dtype ||
+                scan_at[k] + bytes > tbytes(o->dtype, o->rank, o->dims)) {
+                st = kn_node_error(n, KILN_ERR_RUNTIME,
+                                   "scan output %d outgrew its planned %lld iterations", k,
+                                   (long long)o->dims[0]);
+                break;
+            }
+            if (bytes)
+                memcpy((uint8_t *)o->data + scan_at[k], src, bytes);
+            scan_at[k] += bytes;
+        }
+    }
+    for (int j = 0; j < nv && st == KILN_OK; j++) {
+        if (!r->out[j].data)
+            continue;
+        kn_tinfo ti;
+        held_info(&cur[j], &ti);
+        st = put_output(n, j, &r->out[j], cur[j].data, &ti);
+    }
+    for (int k = 0; k < nk && st == KILN_OK; k++) {
+        kb_tensor *o = &r->out[nv + k];
+        o->dims[0] = it;
+        if (it > 0) {
+            o->rank = scan_ti[k].rank + 1;
+            memcpy(o->dims + 1, scan_ti[k].dims, (size_t)scan_ti[k].rank * sizeof o->dims[0]);
+        }
+    }
+    for (int j = 0; cur && j < nv; j++)
+        kn_aligned_free(cur[j].data);
+    kn_free(cur);
+    kn_free(scan_at);
+    kn_free(scan_ti);
+    return st;
+}
+
+static int norm_axis(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); }
+
+/* One scan over in (states, scan inputs, captures) into out (states, scan
+ * outputs). v8: Scan-8's per-batch form, scan axis 0 of each batch entry,
+ * directions from "directions". */
+static kiln_status scan_core(const kn_node *n, kx_body *b, int n_in, const kb_tensor *in, int n_out,
+                             kb_tensor *out, bool v8) {
+    int nc = n_captures(n), ns = (int)kn_attr_int(n, "num_scan_inputs", 0);
+    int nv = n_in - nc - ns, nk = n_out - nv;
+    size_t na = 0, nd = 0, noa = 0, nod = 0;
+    const int64_t *in_axes = v8 ? NULL : kn_attr_ints(n, "scan_input_axes", &na);
+    const int64_t *in_dirs = kn_attr_ints(n, v8 ? "directions" : "scan_input_directions", &nd);
+    const int64_t *out_axes = v8 ? NULL : kn_attr_ints(n, "scan_output_axes", &noa);
+    const int64_t *out_dirs = v8 ? NULL : kn_attr_ints(n, "scan_output_directions", &nod);
+    held *cur = kn_calloc((size_t)nv + 1, sizeof *cur);
+    held *slice = kn_calloc((size_t)ns + 1, sizeof *slice);
+    kiln_status st = cur && slice ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+    int64_t len = 0;
+    for (int j = 0; j < nv && st == KILN_OK; j++) {
+        kn_tinfo ti;
+        tinfo_of_kb(&in[j], &ti);
+        st = hold(&cur[j], in[j].data, &ti);
+    }
+    for (int k = 0; k < ns && st == KILN_OK; k++) { /* slice buffers */
+        const kb_tensor *x = &in[nv + k];
+        int ax = norm_axis(na ? in_axes[k] : 0, x->rank);
+        len = x->dims[ax];
+        kn_tinfo ti = {0};
+        ti.dtype = x->dtype;
+        ti.rank = x->rank - 1;
+        for (int d = 0, s = 0; d < x->rank; d++)
+            if (d != ax)
+                ti.dims[s++] = x->dims[d];
+        size_t bytes = tbytes(ti.dtype, ti.rank, ti.dims);
+        if (!(slice[k].data = kn_aligned_alloc(bytes ? bytes : 1)))
+            st = KILN_ERR_OUT_OF_MEMORY;
+        slice[k].dtype = ti.dtype;
+        slice[k].rank = ti.rank;
+        memcpy(slice[k].dims, ti.dims, sizeof ti.dims);
+    }
+    for (int64_t i = 0; i < len && st == KILN_OK; i++) {
+        for (int k = 0; k < ns; k++) {
+            const kb_tensor *x = &in[nv + k];
+            int ax = norm_axis(na ? in_axes[k] : 0, x->rank);
+            int64_t at = nd && in_dirs[k] ? len - 1 - i : i;
+            slice_copy(x->data, slice[k].data, x->rank, x->dims, ax, at,
+                       kiln_dtype_size(x->dtype), true);
+        }
+        for (int j = 0; j < nv && st == KILN_OK; j++)
+            st = body_input(b, j, cur[j].rank, cur[j].dims, cur[j].data);
+        for (int k = 0; k < ns && st == KILN_OK; k++)
+            st = body_input(b, nv + k, slice[k].rank, slice[k].dims, slice[k].data);
+        for (int k = 0; k < nc && st == KILN_OK; k++) {
+            const kb_tensor *x = &in[nv + ns + k];
+            st = body_input(b, nv + ns + k, x->rank, x->dims, x->data);
+        }
+        if (st == KILN_OK)
+            st = kx_ctx_run(&b->c);
+        for (int j = 0; j < nv && st == KILN_OK; j++) {
+            kn_tinfo ti;
+            const void *src = body_output(b, j, &ti);
+            st = hold(&cur[j], src, &ti);
+        }
+        for (int k = 0; k < nk && st == KILN_OK; k++) {
+            kb_tensor *o = &out[nv + k];
+            kn_tinfo ti;
+            const void *src = body_output(b, nv + k, &ti);
+            if (!o->data)
+                continue;
+            int ax = norm_axis(noa ? out_axes[k] : 0, o->rank);
+            kn_tinfo want = {0};
+            want.dtype = o->dtype;
+            want.rank = o->rank - 1;
+            for (int d = 0, s = 0; d < o->rank; d++)
+                if (d != ax)
+                    want.dims[s++] = o->dims[d];
+            if (ti.dtype != want.dtype || ti.rank != want.rank ||
+                memcmp(ti.dims, want.dims, (size_t)ti.rank * sizeof ti.dims[0]) != 0) {
+                st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                   "scan output %d changes shape between iterations", k);
+                break;
+            }
+            int64_t at = nod && out_dirs[k] ? len - 1 - i : i;
+            slice_copy(o->data, (uint8_t *)src, o->rank, o->dims, ax, at,
+                       kiln_dtype_size(o->dtype), false);
+        }
+    }
+    for (int j = 0; j < nv && st == KILN_OK; j++) {
+        if (!out[j].data)
+            continue;
+        kn_tinfo ti;
+        held_info(&cur[j], &ti);
+        st = put_output(n, j, &out[j], cur[j].data, &ti);
+    }
+    for (int j = 0; cur && j < nv; j++)
+        kn_aligned_free(cur[j].data);
+    for (int k = 0; slice && k < ns; k++)
+        kn_aligned_free(slice[k].data);
+    kn_free(cur);
+    kn_free(slice);
+    return st;
+}
+
+/* Entry bi of a batched tensor (axis 0), as a tensor of one rank less. */
+static kb_tensor batch_view(const kb_tensor *t, int64_t bi) {
+    kb_tensor v = *t;
+    v.host = NULL;
+    v.rank = t->rank - 1;
+    memmove(v.dims, t->dims + 1, (size_t)v.rank * sizeof v.dims[0]);
+    if (t->data)
+        v.data = (uint8_t *)t->data + (size_t)bi * tbytes(v.dtype, v.rank, v.dims);
+    return v;
+}
+
+static kiln_status run_scan(const kb_run *r) {
+    ctl_inst *ci = r->inst;
+    const kn_node *n = r->node;
+    if (n->opset <= 0 || n->opset >= 9)
+        return scan_core(n, &ci->b[0], r->n_in, r->in, r->n_out, r->out, false);
+    /* Scan-8: input 0 is sequence_lens; every state, scan input and output
+     * has a batch axis first; captures do not */
+    int nc = n_captures(n), ns = (int)kn_attr_int(n, "num_scan_inputs", 0);
+    int nin = r->n_in - 1, nv = nin - nc - ns;
+    if (nin < 1 || nin > 64 || r->n_out > 64 || nv < 0)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "too many inputs or outputs");
+    const kb_tensor *x0 = &r->in[1 + nv];
+    int64_t nb = x0->dims[0], len = x0->rank > 1 ? x0->dims[1] : 0;
+    if (r->in[0].data) {
+        const kb_tensor *sl = &r->in[0];
+        for (int64_t i = 0; i < kn_numel(sl->rank, sl->dims); i++) {
+            int64_t v = sl->dtype == KILN_DTYPE_INT32 ? ((const int32_t *)sl->data)[i]
+                                                      : ((const int64_t *)sl->data)[i];
+            if (v != len)
+                return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                     "sequence_lens[%lld] = %lld is not the full length %lld",
+                                     (long long)i, (long long)v, (long long)len);
+        }
+    }
+    kb_tensor vin[64], vout[64];
+    for (int64_t bi = 0; bi < nb; bi++) {
+        for (int k = 0; k < nin; k++)
+            vin[k] = k < nv + ns ? batch_view(&r->in[1 + k], bi) : r->in[1 + k];
+        for (int j = 0; j < r->n_out; j++)
+            vout[j] = batch_view(&r->out[j], bi);
+        KN_TRY(scan_core(n, &ci->b[0], nin, vin, r->n_out, vout, true));
+    }
+    return KILN_OK;
+}
+
+const kb_kernel kb_cpu_control[] = {
+    {"If", "", "ref", NULL, NULL, NULL, ctl_prepare, ctl_release, run_if},
+    {"Loop", "", "ref", NULL, NULL, NULL, ctl_prepare, ctl_release, run_loop},
+    {"Scan", "", "ref", NULL, NULL, NULL, ctl_prepare, ctl_release, run_scan},
+};
+const size_t kb_cpu_control_count = KN_ARRAY_LEN(kb_cpu_control);
