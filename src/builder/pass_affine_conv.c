@@ -250,7 +250,7 @@ kiln_status kpass_bn_split(kpass *p, int *changed) {
         bn = &net->nodes[i];
         int y = bn->out[0];
         char name[600];
-        snprintf(name, sizeof name, "%s", bn->name);
+        snprintf(name, sizeof name, "%s (shift)", bn->name);
         int in2[2] = {mid, tt};
         KN_TRY(kn_net_add_node(net, name, "Add", "", 14, 2, in2, 1, &y, &node));
         kn_node *b = &net->nodes[i];
@@ -266,7 +266,7 @@ kiln_status kpass_bn_split(kpass *p, int *changed) {
         net->tensors[mid].producer = i;
         net->tensors[y].producer = node;
         kn_log(KILN_LOG_VERBOSE, "bn-split: BatchNormalization '%s' as a per-channel Mul + Add",
-               name);
+               net->nodes[i].name);
         kpass_touch(p, i);
         (*changed)++;
     }
