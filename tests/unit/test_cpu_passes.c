@@ -182,6 +182,118 @@ static void test_bn_other_ranks(void) {
     kiln_network_destroy(net);
 }
 
+/* ---------------- Concat in place (runtime/exec.c) ---------------- */
+
+/* Whether tensor `name` of the executed net lies at `bytes` into tensor
+ * `owner` in the arena. */
+static bool at_offset(const kt_exec *e, const char *name, const char *owner, size_t bytes) {
+    int t = kn_net_find(e->net, name), o = kn_net_find(e->net, owner);
+    if (t < 0 || o < 0 || e->c.offset[t] == SIZE_MAX || e->c.offset[o] == SIZE_MAX)
+        return false;
+    return e->c.offset[t] == e->c.offset[o] + bytes;
+}
+
+static int n_inplace(const kt_exec *e) {
+    int k = 0;
+    for (int si = 0; si < e->p.n_steps; si++)
+        k += e->c.inplace[si];
+    return k;
+}
+
+/* DenseNet's pattern: c1 = Concat(x0, f(x0)), c2 = Concat(c1, g(c1)) along
+ * the channels at batch 1: the producers write into c2's bytes (c1 itself a
+ * slice of it), no Concat runs, and the outputs equal a run with the
+ * copies (KILN_NO_CONCAT_IN_PLACE). At batch 2 the slices are not
+ * contiguous: the Concats run. A slice off the 256-byte alignment (3
+ * channels of 3x3) keeps its copy. */
+static void test_concat_in_place(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 3, 8, 8), NULL));
+    add_conv(net, "c0", "x", "x0", 3, 4, 1, 0, 1, true);
+    add_conv(net, "f", "x0", "f0", 4, 4, 3, 1, 1, true);
+    int n1 = node(net, "cat1", "Concat", 2, IN("x0", "f0"), "c1");
+    KT_OK(kiln_network_set_attr_int(net, n1, "axis", 1));
+    node(net, "relu", "Relu", 1, IN("c1"), "r1");
+    add_conv(net, "g", "r1", "g0", 8, 4, 3, 1, 1, true);
+    int n2 = node(net, "cat2", "Concat", 2, IN("c1", "g0"), "c2");
+    KT_OK(kiln_network_set_attr_int(net, n2, "axis", -3));
+    add_conv(net, "h", "c2", "y", 12, 2, 1, 0, 1, true);
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *ref = NULL;
+    KT_OK(kn_net_toposort(net));
+    KT_OK(kn_net_clone(net, &ref));
+    for (int64_t batch = 1; ref && batch <= 2; batch++) {
+        run_in ri;
+        float *bufs[4] = {0};
+        make_inputs(ref, &ri, bufs, batch);
+        kt_exec a, b;
+        setenv("KILN_NO_CONCAT_IN_PLACE", "1", 1);
+        kiln_status sa = kt_exec_run(&a, ref, ri.data, ri.rank, (const int64_t (*)[KILN_MAX_DIMS])ri.dims);
+        unsetenv("KILN_NO_CONCAT_IN_PLACE");
+        kiln_status sb = kt_exec_run(&b, ref, ri.data, ri.rank, (const int64_t (*)[KILN_MAX_DIMS])ri.dims);
+        KT_OK(sa);
+        KT_OK(sb);
+        if (sa == KILN_OK && sb == KILN_OK) {
+            KT_CHECK(n_inplace(&a) == 0);
+            size_t ch = 4 * 8 * 8 * sizeof(float);
+            if (batch == 1) {
+                KT_CHECK(n_inplace(&b) == 2);
+                KT_CHECK(at_offset(&b, "x0", "c2", 0) && at_offset(&b, "f0", "c2", ch) &&
+                         at_offset(&b, "c1", "c2", 0) && at_offset(&b, "g0", "c2", 2 * ch));
+            } else {
+                KT_CHECK(n_inplace(&b) == 0);
+            }
+            kn_tinfo ta, tb;
+            const float *ya = kt_exec_output(&a, 0, &ta), *yb = kt_exec_output(&b, 0, &tb);
+            int64_t nn = kn_numel(ta.rank, ta.dims);
+            bool same = ya && yb && kn_numel(tb.rank, tb.dims) == nn;
+            for (int64_t i = 0; same && i < nn; i++)
+                same = ya[i] == yb[i];
+            KT_CHECK(same);
+            if (!same)
+                fprintf(stderr, "  concat in place, batch %lld: outputs differ\n", (long long)batch);
+        }
+        kt_exec_free(&a);
+        kt_exec_free(&b);
+        for (int k = 0; k < 4; k++)
+            free(bufs[k]);
+    }
+    kn_net_free(ref);
+    kiln_network_destroy(net);
+
+    /* 3 channels of 3x3 floats: 108 bytes, off the alignment: a copy */
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(1, 2, 3, 3), NULL));
+    add_conv(net, "a", "x", "a0", 2, 3, 1, 0, 1, true);
+    add_conv(net, "b", "x", "b0", 2, 3, 1, 0, 1, true);
+    int n3 = node(net, "cat", "Concat", 2, IN("a0", "b0"), "c");
+    KT_OK(kiln_network_set_attr_int(net, n3, "axis", 1));
+    node(net, "sig", "Sigmoid", 1, IN("c"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    KT_OK(kn_net_toposort(net));
+    ref = NULL;
+    KT_OK(kn_net_clone(net, &ref));
+    if (ref) {
+        run_in ri;
+        float *bufs[4] = {0};
+        make_inputs(ref, &ri, bufs, 1);
+        kt_exec b;
+        KT_OK(kt_exec_run(&b, ref, ri.data, ri.rank, (const int64_t (*)[KILN_MAX_DIMS])ri.dims));
+        KT_CHECK(n_inplace(&b) == 0);
+        kt_exec_free(&b);
+        for (int k = 0; k < 4; k++)
+            free(bufs[k]);
+        kn_net *o = optimized(net, 0, 1, 1, 1);
+        if (o) {
+            compare(net, o, "unaligned concat", 1);
+            kn_net_free(o);
+        }
+        kn_net_free(ref);
+    }
+    kiln_network_destroy(net);
+}
+
 /* ---------------- tactic choice ---------------- */
 
 static void test_tactic_pick(void) {
@@ -293,6 +405,7 @@ int main(void) {
     test_bn_before_conv();
     test_bn_relu_chain();
     test_bn_other_ranks();
+    test_concat_in_place();
     test_tactic_pick();
     test_tactic_build();
     return kt_finish();
