@@ -190,7 +190,27 @@ def zoo_model(name, out_dir):
         dropped.add(n.input[0])
     del g.node[:]
     g.node.extend(keep)
-    others = [i for i in g.initializer if i.name not in dropped]
+    # BatchNormalization parameters stored as values (the light models'
+    # variances are random normals, some negative: NaN everywhere) are
+    # redrawn: scale in [0.5, 1), small shift and mean, variance in [0.5, 1.5)
+    fresh = {}
+    for n in g.node:
+        if n.op_type != "BatchNormalization":
+            continue
+        for j, (lo, hi) in zip(range(1, 5), ((0.5, 1.0), (-0.1, 0.1), (-0.1, 0.1), (0.5, 1.5))):
+            name = n.input[j]
+            shape = None
+            if name in inits:
+                shape = numpy_helper.to_array(inits[name]).shape
+            for t in new_inits:
+                if t.name == name:
+                    shape = tuple(t.dims)
+            if shape is not None:
+                fresh[name] = numpy_helper.from_array(
+                    rng.uniform(lo, hi, shape).astype(np.float32), name)
+    new_inits = [fresh.pop(t.name, t) for t in new_inits]
+    others = [fresh.pop(i.name, i) for i in g.initializer if i.name not in dropped]
+    others += list(fresh.values())
     del g.initializer[:]
     g.initializer.extend(others + new_inits)
     names = set(i.name for i in g.initializer)
