@@ -136,8 +136,8 @@ kiln_status kpass_affine_conv(kpass *p, int *changed) {
         int x = e->in[xi], c = e->in[1 - xi];
         if (x < 0 || c < 0 || x == c || !kpass_is_const(net, c) || kpass_is_const(net, x))
             continue;
-        if (kpass_dtype(p, x) != KILN_DTYPE_FLOAT || kpass_rank(p, x) != r)
-            continue;
+        /* x is the Conv's data input: of W's rank and type by the op's
+         * definition, so no shapes are needed here */
         const kn_tdata *v = &net->tensors[c].value;
         bool per;
         if (!channel_const(v, r, cin, &per))
@@ -174,9 +174,15 @@ kiln_status kpass_affine_conv(kpass *p, int *changed) {
     return KILN_OK;
 }
 
+static bool is_bn(const kn_node *n) { return kpass_is(n, "BatchNormalization"); }
+
 kiln_status kpass_bn_split(kpass *p, int *changed) {
     kn_net *net = p->net;
     int n0 = p->n_nodes;
+    bool ready = false;
+    KN_TRY(kpass_shapes_if(p, is_bn, &ready)); /* the input's rank shapes the constants */
+    if (!ready)
+        return KILN_OK;
     for (int i = 0; i < n0; i++) {
         if (!kpass_free(p, i))
             continue;
