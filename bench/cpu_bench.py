@@ -23,7 +23,12 @@ Usage:
 reference kernels) before the library loads; left out, libgomp's default
 (spin a while, then sleep) applies. On an oversubscribed machine passive
 waiting avoids burning the time slices the partner thread needs.
-Models come from scripts/gen_models.py (resnet50.onnx, bert.onnx in DIR).
+Models come from scripts/gen_models.py (resnet50.onnx, bert.onnx in DIR);
+zoo_<name> (zoo_densenet121, zoo_resnet50, zoo_squeezenet, zoo_inception_v2,
+zoo_vgg19, ...) is the ONNX model zoo's opset-9 graph from onnx's backend
+test data with random weights (fixed seed), written to DIR on first use; it
+runs at its own static batch (1) only. The kiln context gets --threads too
+(kiln_context_set_threads), not only the builder.
 """
 
 import argparse
@@ -71,6 +76,7 @@ class Kiln:
             "kiln_engine_tensor_dtype": (C.c_int, [vp, C.c_char_p]),
             "kiln_context_create": (C.c_int, [vp, pp]),
             "kiln_context_destroy": (None, [vp]),
+            "kiln_context_set_threads": (None, [vp, C.c_int]),
             "kiln_context_set_input_shape": (C.c_int, [vp, C.c_char_p, C.c_int, i64p]),
             "kiln_context_tensor_shape": (C.c_int, [vp, C.c_char_p, i64p]),
             "kiln_context_set_tensor_address": (C.c_int, [vp, C.c_char_p, vp]),
@@ -117,6 +123,7 @@ class KilnModel:
         finally:
             L.kiln_free(plan)
         k.check(L.kiln_context_create(self.engine, C.byref(self.ctx)), "context")
+        L.kiln_context_set_threads(self.ctx, threads)  # the context's threads, not the cores
         self.keep = []
         for name, arr in inputs.items():
             arr = np.ascontiguousarray(arr)
@@ -149,7 +156,87 @@ class KilnModel:
         self.k.lib.kiln_engine_destroy(self.engine)
 
 
-def make_inputs(model, batch, rng):
+ZOO = ("densenet121", "resnet50", "squeezenet", "inception_v2", "vgg19", "inception_v1",
+       "shufflenet", "bvlc_alexnet", "zfnet512")
+
+
+def zoo_model(name, out_dir):
+    """The ONNX model zoo graph `name` (opset 9, as onnx's backend test data
+    ships it: light_<name>.onnx, weights as ConstantOfShape) with the
+    weights materialized as random initializers (fixed seed), saved as
+    out_dir/zoo_<name>.onnx; its path."""
+    import onnx
+    from onnx import numpy_helper
+    dst = os.path.join(out_dir, "zoo_%s.onnx" % name)
+    if os.path.exists(dst):
+        return dst
+    src = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
+                       "light_%s.onnx" % name)
+    m = onnx.load(src)
+    g = m.graph
+    inits = {i.name: i for i in g.initializer}
+    rng = np.random.default_rng(35)
+    keep, new_inits, dropped = [], [], set()
+    for n in g.node:
+        if n.op_type != "ConstantOfShape" or n.input[0] not in inits:
+            keep.append(n)
+            continue
+        shape = [int(v) for v in numpy_helper.to_array(inits[n.input[0]])]
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        val = (rng.standard_normal(shape) * np.sqrt(1.0 / max(fan_in, 1))).astype(np.float32)
+        if "var" in n.output[0]:
+            val = np.abs(val) + 0.5
+        new_inits.append(numpy_helper.from_array(val, n.output[0]))
+        dropped.add(n.input[0])
+    del g.node[:]
+    g.node.extend(keep)
+    # BatchNormalization parameters stored as values (the light models'
+    # variances are random normals, some negative: NaN everywhere) are
+    # redrawn: scale in [0.5, 1), small shift and mean, variance in [0.5, 1.5)
+    fresh = {}
+    for n in g.node:
+        if n.op_type != "BatchNormalization":
+            continue
+        for j, (lo, hi) in zip(range(1, 5), ((0.5, 1.0), (-0.1, 0.1), (-0.1, 0.1), (0.5, 1.5))):
+            name = n.input[j]
+            shape = None
+            if name in inits:
+                shape = numpy_helper.to_array(inits[name]).shape
+            for t in new_inits:
+                if t.name == name:
+                    shape = tuple(t.dims)
+            if shape is not None:
+                fresh[name] = numpy_helper.from_array(
+                    rng.uniform(lo, hi, shape).astype(np.float32), name)
+    new_inits = [fresh.pop(t.name, t) for t in new_inits]
+    others = [fresh.pop(i.name, i) for i in g.initializer if i.name not in dropped]
+    others += list(fresh.values())
+    del g.initializer[:]
+    g.initializer.extend(others + new_inits)
+    names = set(i.name for i in g.initializer)
+    ins = [i for i in g.input if i.name not in names and i.name not in dropped]
+    del g.input[:]
+    g.input.extend(ins)
+    m.ir_version = max(m.ir_version, 4)  # initializers need not be listed as inputs
+    os.makedirs(out_dir, exist_ok=True)
+    onnx.save(m, dst)
+    return dst
+
+
+def make_inputs(model, batch, rng, path=None):
+    if model.startswith("zoo_"):
+        import onnx
+        m = onnx.load(path, load_external_data=False)
+        inits = set(i.name for i in m.graph.initializer)
+        feeds = {}
+        for i in m.graph.input:
+            if i.name in inits:
+                continue
+            shape = [d.dim_value if d.dim_value > 0 else batch for d in i.type.tensor_type.shape.dim]
+            if shape and shape[0] != batch:
+                return None  # a static batch: this model runs at its own only
+            feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+        return feeds
     if model == "resnet50":
         return {"input": rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
     ids = rng.integers(0, 30522, (batch, 128), dtype=np.int64)
@@ -236,6 +323,8 @@ def main():
     rng = np.random.default_rng(0)
     for model in args.which.split(","):
         path = os.path.join(args.models, model + ".onnx")
+        if model.startswith("zoo_"):
+            path = zoo_model(model[4:], args.models)
         so = ort.SessionOptions()
         so.intra_op_num_threads = args.threads
         so.inter_op_num_threads = 1
@@ -245,7 +334,9 @@ def main():
             so.add_session_config_entry("session.intra_op.allow_spinning", args.ort_spin)
         sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         for batch in [int(b) for b in args.batches.split(",")]:
-            feeds = make_inputs(model, batch, rng)
+            feeds = make_inputs(model, batch, rng, path)
+            if feeds is None:
+                continue
             try:
                 km = KilnModel(k, path, feeds, args.threads)
             except RuntimeError as e:

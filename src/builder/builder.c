@@ -983,6 +983,45 @@ kiln_status kbld_time_cast(kbld *b, const kn_tinfo *from, kiln_dtype to, double 
     return kbld_time_layer(b, &c, &in, &out, ms);
 }
 
+kbld_tactic_time_fn kbld_tactic_time_hook = NULL;
+
+int kbld_tactic_pick(int n, int rounds, const double *ms, int dflt, double margin) {
+    bool dflt_ran = dflt >= 0 && dflt < n;
+    for (int r = 0; dflt_ran && r < rounds; r++)
+        if (ms[r * n + dflt] < 0)
+            dflt_ran = false;
+    int best = dflt_ran ? dflt : -1;
+    double best_worst = 0;
+    if (dflt_ran)
+        for (int r = 0; r < rounds; r++)
+            if (ms[r * n + dflt] > best_worst)
+                best_worst = ms[r * n + dflt];
+    for (int c = 0; c < n; c++) {
+        if (c == dflt)
+            continue;
+        bool ran = true, wins = true;
+        double worst = 0;
+        for (int r = 0; r < rounds; r++) {
+            double t = ms[r * n + c];
+            if (t < 0) {
+                ran = false;
+                break;
+            }
+            if (t > worst)
+                worst = t;
+            if (dflt_ran && !(t * (1.0 + margin) < ms[r * n + dflt]))
+                wins = false;
+        }
+        if (!ran || !wins)
+            continue;
+        if (best < 0 || (best == dflt ? true : worst < best_worst)) {
+            best = c;
+            best_worst = worst;
+        }
+    }
+    return best;
+}
+
 /* Pick each layer's tactic: the only candidate, the cached winner, or the
  * fastest when timed. `cache` holds winners by layer signature (loaded from
  * the timing-cache file when there is one). */
@@ -1070,21 +1109,42 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit, kbld_tcache *cache
                 best = hk;
                 hits++;
             } else {
-                best = NULL;
-                for (int c = 0; c < ok; c++) {
-                    double ms = 0;
-                    kiln_status ts = time_kernel(b, cand[c], n, ti, ws_limit, &pool, &ms);
-                    if (ts != KILN_OK) {
-                        kn_log(KILN_LOG_VERBOSE, "layer '%s': tactic '%s' skipped: %s", n->name,
-                               cand[c]->tactic, kiln_last_error());
-                        continue;
+                /* interleaved rounds, the order reversed every other one, so
+                 * a load that comes and goes hits every candidate alike */
+                double tms[KBLD_TACTIC_ROUNDS * KB_MAX_CANDIDATES];
+                for (int r = 0; r < KBLD_TACTIC_ROUNDS; r++)
+                    for (int q = 0; q < ok; q++) {
+                        int c = r % 2 ? ok - 1 - q : q;
+                        double *ms = &tms[r * ok + c];
+                        if (r > 0 && tms[c] < 0) { /* failed once: out */
+                            *ms = -1;
+                            continue;
+                        }
+                        kiln_status ts = kbld_tactic_time_hook
+                                             ? kbld_tactic_time_hook(n, cand[c]->tactic, r, ms)
+                                             : time_kernel(b, cand[c], n, ti, ws_limit, &pool, ms);
+                        if (ts != KILN_OK) {
+                            kn_log(KILN_LOG_VERBOSE, "layer '%s': tactic '%s' skipped: %s",
+                                   n->name, cand[c]->tactic, kiln_last_error());
+                            *ms = -1;
+                            continue;
+                        }
+                        kn_log(KILN_LOG_VERBOSE, "layer '%s': tactic '%s' %.3f ms (round %d)",
+                               n->name, cand[c]->tactic, *ms, r + 1);
                     }
-                    kn_log(KILN_LOG_VERBOSE, "layer '%s': tactic '%s' %.3f ms", n->name,
-                           cand[c]->tactic, ms);
-                    if (!best || ms < best_ms) {
-                        best = cand[c];
-                        best_ms = ms;
-                    }
+                int pick = kbld_tactic_pick(ok, KBLD_TACTIC_ROUNDS, tms, ok - 1,
+                                            KBLD_TACTIC_MARGIN);
+                best = pick >= 0 ? cand[pick] : NULL;
+                if (best) {
+                    best_ms = tms[pick];
+                    for (int r = 1; r < KBLD_TACTIC_ROUNDS; r++)
+                        if (tms[r * ok + pick] < best_ms)
+                            best_ms = tms[r * ok + pick];
+                    if (pick != ok - 1)
+                        kn_log(KILN_LOG_VERBOSE,
+                               "layer '%s': tactic '%s' beat '%s' by %.0f%% in every round",
+                               n->name, best->tactic, cand[ok - 1]->tactic,
+                               KBLD_TACTIC_MARGIN * 100);
                 }
                 timed++;
                 if (!best) {

@@ -82,6 +82,24 @@ KN_HIDDEN kiln_status kbld_time_cast(kbld *b, const kn_tinfo *from, kiln_dtype t
 typedef kiln_status (*kbld_time_fn)(const kn_node *n, const kn_tinfo *in, const kn_tinfo *out,
                                     double *ms);
 KN_HIDDEN extern kbld_time_fn kbld_time_hook;
+/* Tactic choice that load cannot fool (builder.c). Candidates are timed in
+ * KBLD_TACTIC_ROUNDS interleaved rounds (every candidate once a round, the
+ * order reversed every other round); ms[r * n + c] is candidate c's time in
+ * round r, < 0 when it could not run. `dflt` is the candidate the rule picks
+ * without timing (the library tactic registered last; never the reference
+ * kernel when a fast tactic supports the layer). A candidate other than
+ * dflt is chosen only when it beats dflt by `margin` (a fraction) in EVERY
+ * round; among those, the fastest by its slowest round. When dflt could not
+ * run, the fastest that ran in every round. Returns the index, -1 when none
+ * ran. */
+#define KBLD_TACTIC_ROUNDS 2
+#define KBLD_TACTIC_MARGIN 0.10
+KN_HIDDEN int kbld_tactic_pick(int n, int rounds, const double *ms, int dflt, double margin);
+/* Tests: replaces the timing of one candidate tactic in one round of the
+ * tactic choice when set. NULL = measure. */
+typedef kiln_status (*kbld_tactic_time_fn)(const kn_node *n, const char *tactic, int round,
+                                           double *ms);
+KN_HIDDEN extern kbld_tactic_time_fn kbld_tactic_time_hook;
 /* Whether tactic timing is off for this build (NO_TIMING, REF_TACTICS or
  * optimization level 0). */
 KN_HIDDEN bool kbld_no_timing(const kbld *b);

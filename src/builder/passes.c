@@ -755,6 +755,8 @@ static const pass_entry kpass_rounds[] = {
     {"pad-conv", kpass_pad_conv, true},
     {"patchify", kpass_patchify, true}, /* before conv-bn: a patch conv has no BN */
     {"conv-bn", kpass_conv_bn, true},
+    {"affine-conv", kpass_affine_conv, true}, /* per-channel Mul/Add into the Conv after */
+    {"bn-split", kpass_bn_split, true}, /* a BN no Conv took: Mul + Add for the two above */
     {"gelu", kpass_gelu, true},
     {"norms", kpass_norms, true}, /* before the attention passes read the adds */
     {"rotary", kpass_rotary, true}, /* x * cos + rotate_half(x) * sin */

@@ -46,6 +46,8 @@ KN_HIDDEN kiln_status kpass_dead_code(kpass *p, int *changed);
 /* If with a constant condition -> the nodes of its branch (pass_control.c). */
 KN_HIDDEN kiln_status kpass_control(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_conv_bn(kpass *p, int *changed);
+KN_HIDDEN kiln_status kpass_affine_conv(kpass *p, int *changed);
+KN_HIDDEN kiln_status kpass_bn_split(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_pad_conv(kpass *p, int *changed);
 KN_HIDDEN kiln_status kpass_gelu(kpass *p, int *changed);
 /* com.microsoft contrib ops (Gelu, FastGelu, BiasGelu, QuickGelu, the

@@ -289,10 +289,12 @@ kiln_status kx_ctx_init(kx_ctx *c, const kx_program *p) {
     c->views = kn_calloc(nviews, sizeof *c->views);
     c->view_at = kn_calloc(ns, sizeof *c->view_at);
     c->step_ms = kn_calloc(ns, sizeof *c->step_ms);
+    c->inplace = kn_calloc(ns, sizeof *c->inplace);
     c->saved = kn_calloc(nt, sizeof *c->saved);
     c->dhost = kn_calloc(nt, sizeof *c->dhost);
     if (!c->saved || !c->dhost || !c->ti || !c->hostval || !c->addr || !c->user || !c->offset || !c->in_dims ||
-        !c->in_rank || !c->inst || !c->ws || !c->views || !c->view_at || !c->step_ms) {
+        !c->in_rank || !c->inst || !c->ws || !c->views || !c->view_at || !c->step_ms ||
+        !c->inplace) {
         kx_ctx_fini(c);
         return KILN_ERR_OUT_OF_MEMORY;
     }
@@ -354,6 +356,7 @@ void kx_ctx_fini(kx_ctx *c) {
     kn_free(c->views);
     kn_free(c->view_at);
     kn_free(c->step_ms);
+    kn_free(c->inplace);
     kn_free(c->saved);
     kx_ctx_drop_graph(c);
     if (c->own_stream && c->p->be->stream_destroy)
@@ -674,6 +677,89 @@ static int by_size_desc(const void *a, const void *b) {
     return x->t - y->t;
 }
 
+/* The tensor owning t's bytes, following Reshape aliases and in-place
+ * Concat slices; *off (when given) gets the bytes into it. */
+static int find_root(const int *root, const size_t *roff, int t, size_t *off) {
+    size_t o = 0;
+    while (root[t] != t) {
+        o += roff[t];
+        t = root[t];
+    }
+    if (off)
+        *off = o;
+    return t;
+}
+
+/* Concat in place: when every dim before the axis is 1 (NCHW channels at
+ * batch 1, or axis 0), each input is one contiguous slice of the output, so
+ * the producers can write there and the copy goes. Only on the CPU backend,
+ * for an output and inputs that are arena activations of their own (not
+ * graph inputs, outputs, constants or host values, not Reshape aliases,
+ * not a slice of another Concat, each once), of the output's type and of
+ * known shapes, and when every slice starts on the arena's 256-byte
+ * alignment (as every activation does: kernels were timed so). Marks
+ * root/roff; true when the Concat need not run. */
+static bool concat_in_place(kx_ctx *c, int si, int *root, size_t *roff) {
+    const kx_step *s = &c->p->steps[si];
+    const kn_net *net = c->p->net;
+    const kn_node *n = &net->nodes[s->node];
+    const uint32_t away = KN_T_CONST | KN_T_HOST | KN_T_OUTPUT | KN_T_INPUT;
+    if (!on_cpu(c->p->be) || s->host || s->alias || n->domain[0] ||
+        strcmp(n->op_type, "Concat") != 0 || n->n_out != 1 || n->out[0] < 0 || n->n_in < 1 ||
+        getenv("KILN_NO_CONCAT_IN_PLACE"))
+        return false;
+    int o = n->out[0];
+    const kn_tinfo *to = &c->ti[o];
+    if ((net->tensors[o].flags & away) || c->hostval[o] || root[o] != o || to->data_dependent ||
+        to->rank < 1)
+        return false;
+    int64_t axis = kn_attr_int(n, "axis", 0);
+    if (axis < 0)
+        axis += to->rank;
+    if (axis < 0 || axis >= to->rank)
+        return false;
+    for (int d = 0; d < axis; d++)
+        if (to->dims[d] != 1)
+            return false;
+    size_t off = 0;
+    for (int j = 0; j < n->n_in; j++) {
+        int t = n->in[j];
+        if (t < 0 || t == o || (net->tensors[t].flags & away) || c->hostval[t] || root[t] != t)
+            return false;
+        const kn_tinfo *ti = &c->ti[t];
+        if (ti->dtype != to->dtype || ti->rank != to->rank || ti->data_dependent)
+            return false;
+        int pr = net->tensors[t].producer;
+        if (pr < 0 || pr >= net->n_nodes)
+            return false;
+        for (int k = 0; k < j; k++)
+            if (n->in[k] == t)
+                return false;
+        if (off % 256u != 0)
+            return false;
+        off += tinfo_bytes(ti);
+    }
+    if (off != tinfo_bytes(to))
+        return false;
+    /* the producers' steps must run (not host steps) */
+    for (int j = 0; j < n->n_in; j++) {
+        int pr = net->tensors[n->in[j]].producer;
+        bool found = false;
+        for (int q = 0; q < si; q++)
+            if (c->p->steps[q].node == pr && !c->p->steps[q].host && !c->p->steps[q].alias)
+                found = true;
+        if (!found)
+            return false;
+    }
+    off = 0;
+    for (int j = 0; j < n->n_in; j++) {
+        root[n->in[j]] = o;
+        roff[n->in[j]] = off;
+        off += tinfo_bytes(&c->ti[n->in[j]]);
+    }
+    return true;
+}
+
 /* Greedy by size: place each tensor at the lowest offset where it overlaps
  * no already-placed tensor whose lifetime overlaps its own. */
 static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes) {
@@ -707,6 +793,16 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes
         kn_free(last);
         return KILN_ERR_OUT_OF_MEMORY;
     }
+    size_t *roff = kn_calloc((size_t)nt + 1, sizeof *roff); /* bytes into root[i] */
+    if (!roff) {
+        kn_free(root);
+        kn_free(lv);
+        kn_free(placed_off);
+        kn_free(placed);
+        kn_free(first);
+        kn_free(last);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
     for (int i = 0; i < nt; i++) {
         first[i] = -1;
         last[i] = -1;
@@ -716,16 +812,29 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes
     for (int si = 0; si < c->p->n_steps; si++) {
         const kx_step *s = &c->p->steps[si];
         const kn_node *n = &net->nodes[s->node];
+        c->inplace[si] = false;
+        if (!s->host && s->alias)
+            root[n->out[0]] = root[n->in[0]];
+    }
+    for (int si = 0; si < c->p->n_steps; si++)
+        c->inplace[si] = concat_in_place(c, si, root, roff);
+    for (int si = 0; si < c->p->n_steps; si++) {
+        const kx_step *s = &c->p->steps[si];
+        const kn_node *n = &net->nodes[s->node];
         if (s->host)
             continue;
-        if (s->alias)
-            root[n->out[0]] = root[n->in[0]];
         for (int j = 0; j < n->n_out; j++)
-            if (n->out[j] >= 0 && first[root[n->out[j]]] < 0)
-                first[root[n->out[j]]] = si;
+            if (n->out[j] >= 0 && first[find_root(root, roff, n->out[j], NULL)] < 0)
+                first[find_root(root, roff, n->out[j], NULL)] = si;
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] >= 0)
-                last[root[n->in[j]]] = si;
+                last[find_root(root, roff, n->in[j], NULL)] = si;
+    }
+    for (int i = 0; i < nt; i++) { /* flatten: root[i] is the owner, roff[i] the bytes in */
+        size_t off = 0;
+        int r = find_root(root, roff, i, &off);
+        root[i] = r;
+        roff[i] = off;
     }
     for (int k = 0; k < net->n_outputs; k++)
         last[root[net->outputs[k]]] = c->p->n_steps;
@@ -780,11 +889,12 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes
     }
     for (int i = 0; st == KILN_OK && i < nt; i++)
         if (root[i] != i)
-            c->offset[i] = c->offset[root[i]];
+            c->offset[i] = c->offset[root[i]] == SIZE_MAX ? SIZE_MAX : c->offset[root[i]] + roff[i];
     if (st == KILN_OK) {
         *arena_bytes = total;
         *sum_bytes = sum;
     }
+    kn_free(roff);
     kn_free(root);
     kn_free(lv);
     kn_free(placed_off);
@@ -872,7 +982,7 @@ static kiln_status prepare_steps(kx_ctx *c, size_t *ws_max) {
     for (int si = 0; si < c->p->n_steps; si++) {
         const kx_step *s = &c->p->steps[si];
         c->ws[si] = 0;
-        if (s->host || s->alias)
+        if (s->host || s->alias || c->inplace[si])
             continue;
         fill_views(c, si);
         if (s->k->prepare) {
@@ -966,7 +1076,7 @@ static kiln_status run_steps(kx_ctx *c, void *stream, bool capture) {
     const kn_net *net = c->p->net;
     for (int si = 0; si < c->p->n_steps; si++) {
         const kx_step *s = &c->p->steps[si];
-        if (s->host || s->alias)
+        if (s->host || s->alias || c->inplace[si])
             continue;
         const kn_node *n = &net->nodes[s->node];
         fill_views(c, si);

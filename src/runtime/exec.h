@@ -65,6 +65,8 @@ typedef struct kx_ctx {
     size_t *ws;               /* per step: workspace size */
     kb_tensor *views;         /* per step: n_in + n_out pre-bound views */
     int *view_at;             /* per step: first view index */
+    bool *inplace;            /* per step: a Concat whose inputs were planned as views
+                                 of its output (written in place; the step does not run) */
     uint8_t *arena;
     size_t arena_cap;
     void *workspace;
