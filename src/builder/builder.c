@@ -1132,8 +1132,11 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit, kbld_tcache *cache
                         kn_log(KILN_LOG_VERBOSE, "layer '%s': tactic '%s' %.3f ms (round %d)",
                                n->name, cand[c]->tactic, *ms, r + 1);
                     }
-                int pick = kbld_tactic_pick(ok, KBLD_TACTIC_ROUNDS, tms, ok - 1,
-                                            KBLD_TACTIC_MARGIN);
+                /* the margin guards the CPU's choices against load on shared
+                 * cores; a GPU's timings are not shared that way, and there
+                 * the faster tactic in every round is kept */
+                double margin = be == &kb_cpu_backend ? KBLD_TACTIC_MARGIN : 0.0;
+                int pick = kbld_tactic_pick(ok, KBLD_TACTIC_ROUNDS, tms, ok - 1, margin);
                 best = pick >= 0 ? cand[pick] : NULL;
                 if (best) {
                     best_ms = tms[pick];
@@ -1143,8 +1146,7 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit, kbld_tcache *cache
                     if (pick != ok - 1)
                         kn_log(KILN_LOG_VERBOSE,
                                "layer '%s': tactic '%s' beat '%s' by %.0f%% in every round",
-                               n->name, best->tactic, cand[ok - 1]->tactic,
-                               KBLD_TACTIC_MARGIN * 100);
+                               n->name, best->tactic, cand[ok - 1]->tactic, margin * 100);
                 }
                 timed++;
                 if (!best) {
