@@ -376,49 +376,14 @@ static void test_pad_conv(void) {
     kiln_network_destroy(net);
 }
 
-/* The opset-9 spelling: the shortcut as Sum(x, conv) fuses the same way,
- * and a Sum of three is two Adds (one elementwise chain). */
-static void test_residual_sum(void) {
+/* ResNet's skip connection: Conv + Add(x) + Relu -> kiln::Conv with Z; the
+ * opset-9 spelling, Sum(x, conv), fuses the same way. */
+static void residual_case(const char *op, const char *want_name) {
     kiln_network *net;
     KT_OK(kiln_network_create(&net));
     KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(1, 4, 5, 5), NULL));
     add_conv(net, "conv", "x", "c", 4, 4, 3, true);
-    node(net, "sum", "Sum", 2, IN("x", "c"), "a");
-    node(net, "relu", "Relu", 1, IN("a"), "y");
-    KT_OK(kiln_network_mark_output(net, "y"));
-    kn_net *o = optimized(net, 0, 1, 1, 1);
-    if (o) {
-        CHECK_OR_DUMP(o->n_nodes == 1 && count_op(o, KN_DOMAIN_KILN, "Conv") == 1, o);
-        const kn_node *c = find_op(o, KN_DOMAIN_KILN, "Conv");
-        if (c)
-            KT_CHECK(c->n_in == 4 && c->in[3] == o->inputs[0] &&
-                     strcmp(kn_attr_string(c, "activation", ""), "Relu") == 0);
-        compare(net, o, "conv+Sum residual+relu", 1);
-        kn_net_free(o);
-    }
-    kiln_network_destroy(net);
-    KT_OK(kiln_network_create(&net));
-    KT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_FLOAT, 2, DIMS(-1, 6), NULL));
-    KT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_FLOAT, 2, DIMS(-1, 6), NULL));
-    fconst(net, "c", 1, DIMS(6), -1.f, 2.f);
-    node(net, "sum3", "Sum", 3, IN("a", "b", "c"), "y");
-    KT_OK(kiln_network_mark_output(net, "y"));
-    o = optimized(net, 0, 1, 2, 3);
-    if (o) {
-        CHECK_OR_DUMP(count_op(o, "", "Sum") == 0 && o->n_nodes == 1, o);
-        compare(net, o, "Sum of three", 3);
-        kn_net_free(o);
-    }
-    kiln_network_destroy(net);
-}
-
-/* ResNet's skip connection: Conv + Add(x) + Relu -> kiln::Conv with Z. */
-static void test_residual(void) {
-    kiln_network *net;
-    KT_OK(kiln_network_create(&net));
-    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(1, 4, 5, 5), NULL));
-    add_conv(net, "conv", "x", "c", 4, 4, 3, true);
-    node(net, "add", "Add", 2, IN("x", "c"), "a");
+    node(net, !strcmp(op, "Add") ? "add" : "sum", op, 2, IN("x", "c"), "a");
     node(net, "relu", "Relu", 1, IN("a"), "y");
     KT_OK(kiln_network_mark_output(net, "y"));
     kn_net *o = optimized(net, 0, 1, 1, 1);
@@ -428,9 +393,32 @@ static void test_residual(void) {
         if (c) {
             KT_CHECK(c->n_in == 4 && c->in[3] == o->inputs[0]);
             KT_CHECK(strcmp(kn_attr_string(c, "activation", ""), "Relu") == 0);
-            KT_CHECK(strcmp(c->name, "conv + add + relu") == 0);
+            KT_CHECK(strcmp(c->name, want_name) == 0);
         }
-        compare(net, o, "conv+residual+relu", 1);
+        compare(net, o, want_name, 1);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+static void test_residual(void) {
+    residual_case("Add", "conv + add + relu");
+    residual_case("Sum", "conv + sum + relu");
+}
+
+/* A Sum of three is two Adds (one elementwise chain). */
+static void test_residual_sum(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "a", KILN_DTYPE_FLOAT, 2, DIMS(-1, 6), NULL));
+    KT_OK(kiln_network_add_input(net, "b", KILN_DTYPE_FLOAT, 2, DIMS(-1, 6), NULL));
+    fconst(net, "c", 1, DIMS(6), -1.f, 2.f);
+    node(net, "sum3", "Sum", 3, IN("a", "b", "c"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 2, 3);
+    if (o) {
+        CHECK_OR_DUMP(count_op(o, "", "Sum") == 0 && o->n_nodes == 1, o);
+        compare(net, o, "Sum of three", 3);
         kn_net_free(o);
     }
     kiln_network_destroy(net);
