@@ -358,7 +358,7 @@ class INetworkDefinition:
 
     def add_constant_tensor(self, name: str, value: np.ndarray) -> ITensor:
         """A constant (an ONNX initializer), copied."""
-        arr = np.ascontiguousarray(value)
+        arr = np.require(value, requirements="C")  # a 0-d value stays 0-d
         self._c.add_constant(name, kiln_dtype_of(arr.dtype), arr.shape, arr)
         return ITensor(self, name)
 

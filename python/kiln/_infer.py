@@ -94,7 +94,7 @@ def infer(engine, ctx, feeds: Mapping[str, Any], stream: Any = None) -> Dict[str
             continue
         if kind == "cupy" and _kind(v) == "cupy" and gpu and not shape_input:
             cupy = sys.modules["cupy"]
-            a = cupy.ascontiguousarray(v, dtype=numpy_dtype(dt))
+            a = cupy.ascontiguousarray(v, dtype=numpy_dtype(dt)).reshape(tuple(v.shape))
             keep.append(a)
             c.set_input_shape(name, tuple(a.shape))
             c.set_tensor_address(name, a.data.ptr)
@@ -103,7 +103,8 @@ def infer(engine, ctx, feeds: Mapping[str, Any], stream: Any = None) -> Dict[str
             v = v.get()
         elif _kind(v) == "torch":
             v = v.detach().cpu().numpy()
-        a = np.ascontiguousarray(v, dtype=numpy_dtype(dt))
+        # np.require keeps a 0-d array 0-d (np.ascontiguousarray makes it 1-d)
+        a = np.require(v, dtype=numpy_dtype(dt), requirements="C")
         keep.append(a)
         c.set_input_shape(name, a.shape)
         if gpu and not shape_input:

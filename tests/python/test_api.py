@@ -245,3 +245,17 @@ def test_gil_released_in_build_and_enqueue(tiny_onnx, rng):
             ctx.execute_async_v3()
     assert _runs_without_the_gil(many)
     assert _runs_without_the_gil(lambda: kiln.build(tiny_onnx))
+
+
+def test_scalar_input_and_constant(tmp_path):
+    """A 0-d array binds a rank-0 input (np.ascontiguousarray would make it 1-d)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Add", ["s", "one"], ["y"])], "g",
+                          [helper.make_tensor_value_info("s", TensorProto.FLOAT, [])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+                          [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
+    path = tmp_path / "scalar.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    y = kiln.build(str(path)).infer({"s": np.array(2.5, np.float32)})["y"]
+    assert y.shape == () and float(y) == 3.5
