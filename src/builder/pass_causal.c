@@ -150,10 +150,38 @@ static int trilu_pred(const kpass *p, const kn_node *n, const int64_t *s) {
     return 0;
 }
 
+/* A constant [1, .., 1, S, S] with S the sequence at every profile point
+ * (a causal mask folded at a fixed sequence length): +1 when it is true
+ * exactly on and below the diagonal, -1 exactly above it, else 0. */
+static int const_tri(const kpass *p, int t, const int64_t *s) {
+    const kn_tdata *v = &p->net->tensors[t].value;
+    if (v->rank < 2 || kiln_dtype_size(v->dtype) == 0 || v->dtype == KILN_DTYPE_STRING)
+        return 0;
+    int64_t n = v->dims[v->rank - 1];
+    if (n < 1 || n > 4096 || v->dims[v->rank - 2] != n)
+        return 0;
+    for (int d = 0; d + 2 < v->rank; d++)
+        if (v->dims[d] != 1)
+            return 0;
+    for (int k = 0; k < p->n_points; k++)
+        if (s[k] != n)
+            return 0;
+    bool lower = true, upper = true;
+    for (int64_t i = 0; i < n && (lower || upper); i++)
+        for (int64_t j = 0; j < n; j++) {
+            bool on = kpass_value_at(v, i * n + j) != 0.0;
+            lower = lower && on == (j <= i);
+            upper = upper && on == (j > i);
+        }
+    return lower ? 1 : upper ? -1 : 0;
+}
+
 /* +1: t is true exactly where key j <= query i; -1: exactly where j > i; 0: neither known. */
 static int causal_pred(const kpass *p, int t, const int64_t *s) {
     const kn_net *net = p->net;
     for (int depth = 0; depth < 8; depth++) {
+        if (t >= 0 && kpass_is_const(net, t))
+            return const_tri(p, t, s);
         int i = prod(p, t);
         if (i < 0)
             return 0;

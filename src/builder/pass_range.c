@@ -290,6 +290,91 @@ static bool range_of(rctx *c, int t, vrange *out, int depth) {
     return ok;
 }
 
+/* ---------------- masks that only broadcast ----------------
+ * A padding mask often reaches kiln::Attention expanded to [B, 1, S, S]:
+ * And(every query valid [1, 1, S, 1], keys kept [B, 1, 1, S]) and an Expand
+ * to the scores' shape (transformers' SDPA masks, both exporters). The
+ * attention broadcasts its mask itself, so where a tensor feeds nothing but
+ * attention masks, the Expand and the provably all-true term of an And
+ * (all-false of an Or) can go: the mask stays [B, 1, 1, S], one row per
+ * batch, which the fast kernels take. */
+
+#define MASK_MAX_DEPTH 16
+
+static bool mask_op(const kn_node *n) {
+    static const char *const ops[] = {"Where", "And", "Or", "Not", "Cast", "Expand", "Add",
+                                      "Sub", "Mul", "Neg", NULL};
+    return is_one_of(n, ops);
+}
+
+/* Whether every reader of t (as the pass began, and t no graph output)
+ * is a kiln::Attention reading it as its mask only, or a mask op whose
+ * output feeds nothing else either. */
+static bool mask_only(const kpass *p, int t, int depth) {
+    const kn_net *net = p->net;
+    if (t < 0 || t >= p->n_tensors || p->is_output[t] || depth > MASK_MAX_DEPTH)
+        return false;
+    if (p->rd_start[t] == p->rd_start[t + 1])
+        return false;
+    for (int k = p->rd_start[t]; k < p->rd_start[t + 1]; k++) {
+        int r = p->rd_node[k];
+        const kn_node *n = &net->nodes[r];
+        if (n->dead)
+            return false;
+        if (kpass_is_kiln(n, "Attention")) {
+            for (int j = 0; j < n->n_in; j++)
+                if (n->in[j] == t && j != 3)
+                    return false;
+            continue;
+        }
+        if (!mask_op(n) || n->n_out < 1 || (kpass_is(n, "Expand") && n->in[0] != t) ||
+            !mask_only(p, n->out[0], depth + 1))
+            return false;
+    }
+    return true;
+}
+
+static bool all_value(rctx *c, int t, double v) {
+    vrange r;
+    return range_of(c, t, &r, 0) && r.lo == v && r.hi == v;
+}
+
+/* The tensor that can stand for mask value t where only its broadcast
+ * matters; rewrites the condition of a Where on the way. */
+static int simpler_mask(rctx *c, int t, int depth, int *changed) {
+    kpass *p = c->p;
+    kn_net *net = p->net;
+    if (depth > MASK_MAX_DEPTH || t < 0 || t >= p->n_tensors)
+        return t;
+    int pr = kpass_producer(p, t);
+    if (pr < 0)
+        return t;
+    kn_node *n = &net->nodes[pr];
+    if (kpass_is(n, "Expand") && n->n_in >= 1 && n->in[0] >= 0)
+        return simpler_mask(c, n->in[0], depth + 1, changed);
+    if ((kpass_is(n, "And") || kpass_is(n, "Or")) && n->n_in == 2 && n->in[0] >= 0 &&
+        n->in[1] >= 0) {
+        double unit = kpass_is(n, "And") ? 1.0 : 0.0;
+        int a = n->in[0], b = n->in[1];
+        if (all_value(c, a, unit))
+            return simpler_mask(c, b, depth + 1, changed);
+        if (all_value(c, b, unit))
+            return simpler_mask(c, a, depth + 1, changed);
+        return t;
+    }
+    if (kpass_is(n, "Where") && n->n_in == 3 && n->in[0] >= 0 && mask_only(p, t, 0)) {
+        int cond = simpler_mask(c, n->in[0], depth + 1, changed);
+        if (cond != n->in[0]) {
+            kn_log(KILN_LOG_VERBOSE, "attention-mask: '%s' reads '%s' for '%s' (only broadcast)",
+                   n->name, net->tensors[cond].name, net->tensors[n->in[0]].name);
+            net->nodes[pr].in[0] = cond;
+            kpass_touch(p, pr);
+            (*changed)++;
+        }
+    }
+    return t;
+}
+
 kiln_status kpass_attn_uniform_mask(kpass *p, int *changed) {
     kn_net *net = p->net;
     rctx c = {p, net->n_tensors, NULL, NULL};
@@ -307,8 +392,17 @@ kiln_status kpass_attn_uniform_mask(kpass *p, int *changed) {
             }
         }
         vrange v;
-        if (!range_of(&c, a->in[3], &v, 0) || v.lo != v.hi || !isfinite(v.lo))
+        if (!range_of(&c, a->in[3], &v, 0) || v.lo != v.hi || !isfinite(v.lo)) {
+            int m = a->in[3], s = simpler_mask(&c, m, 0, changed);
+            if (s != m && mask_only(p, m, 0)) {
+                kn_log(KILN_LOG_VERBOSE, "attention-mask: '%s' reads its mask '%s' unexpanded",
+                       a->name, net->tensors[s].name);
+                a->in[3] = s;
+                kpass_touch(p, i);
+                (*changed)++;
+            }
             continue;
+        }
         kn_log(KILN_LOG_VERBOSE,
                "attention-uniform-mask: '%s' drops its mask '%s' (every element is %g, which the "
                "softmax cancels)",

@@ -42,12 +42,27 @@ enum mask_kind {
     M_RANGE_GE1,    /* Range(0, B) >= 1 is false for batch 0: kept */
     M_INPUT,        /* from a graph input: kept */
     M_ALL_NEG_INF,  /* Where(Expand(false), 0, -inf): every row masked, kept */
+    M_PADDED,       /* Where(Expand(Range >= 0 [1,1,S,1] And keep [B,1,1,S]), 0, -inf):
+                     * kept, read unexpanded as [B, 1, 1, S] */
+    M_CONST_CAUSAL, /* Where(tril [1,1,S,S] And keep [B,1,1,S], 0, -inf) at a fixed S:
+                     * causal=1 and the keep term as the mask */
 };
 
 static const char *const kind_names[] = {
     "Range >= 0 mask", "ConstantOfShape mask", "expanded true mask",
     "Range >= 1 mask (kept)", "input mask (kept)", "all -inf mask (kept)",
+    "padding mask expanded by an all-true query term", "constant causal And padding",
 };
+
+/* keep [B, 1, 1, S] from a float input m [B, S]: m > -10 (true for the
+ * test's data, but nothing a pass can prove) */
+static void keep_rows(kiln_network *net) {
+    KT_OK(kiln_network_add_input(net, "m", KILN_DTYPE_FLOAT, 2, DIMS(-1, S), NULL));
+    fscalar(net, "m_lo", -10.f);
+    node(net, "m_gt", "Greater", 2, IN("m", "m_lo"), "m_keep");
+    iconst(net, "ax12", 1, DIMS(2), DIMS(1, 2));
+    node(net, "m_keep4", "Unsqueeze", 2, IN("m_keep", "ax12"), "keep4");
+}
 
 /* shape [B, 1, S, S] from Shape(x) */
 static void mask_shape(kiln_network *net) {
@@ -67,7 +82,40 @@ static void make_mask(kiln_network *net, enum mask_kind k) {
         node(net, "am_id", "Identity", 1, IN("am_in"), "am");
         return;
     }
+    if (k == M_CONST_CAUSAL) {
+        keep_rows(net);
+        bool tril[S * S];
+        for (int i = 0; i < S; i++)
+            for (int j = 0; j < S; j++)
+                tril[i * S + j] = j <= i;
+        KT_OK(kiln_network_add_constant(net, "tril", KILN_DTYPE_BOOL, 4, DIMS(1, 1, S, S), tril,
+                                        sizeof tril));
+        node(net, "causal_and", "And", 2, IN("tril", "keep4"), "keepx");
+        float z = 0.f;
+        KT_OK(kiln_network_add_constant(net, "mz", KILN_DTYPE_FLOAT, 0, NULL, &z, sizeof z));
+        fscalar(net, "mneg", -INFINITY);
+        node(net, "mwhere", "Where", 3, IN("keepx", "mz", "mneg"), "am");
+        return;
+    }
     mask_shape(net);
+    if (k == M_PADDED) {
+        keep_rows(net);
+        int64_t z = 0, one = 1, s_ = S;
+        KT_OK(kiln_network_add_constant(net, "q0", KILN_DTYPE_INT64, 0, NULL, &z, sizeof z));
+        KT_OK(kiln_network_add_constant(net, "q1", KILN_DTYPE_INT64, 0, NULL, &one, sizeof one));
+        KT_OK(kiln_network_add_constant(net, "qs", KILN_DTYPE_INT64, 0, NULL, &s_, sizeof s_));
+        node(net, "qrange", "Range", 3, IN("q0", "qs", "q1"), "qr");
+        iconst(net, "ax013", 1, DIMS(3), DIMS(0, 1, 3));
+        node(net, "qr4", "Unsqueeze", 2, IN("qr", "ax013"), "qr4");
+        node(net, "qvalid", "GreaterOrEqual", 2, IN("qr4", "q0"), "qv");
+        node(net, "pad_and", "And", 2, IN("qv", "keep4"), "keep");
+        node(net, "keep_x", "Expand", 2, IN("keep", "mshape"), "keepx");
+        float z2 = 0.f;
+        KT_OK(kiln_network_add_constant(net, "mz", KILN_DTYPE_FLOAT, 0, NULL, &z2, sizeof z2));
+        fscalar(net, "mneg", -INFINITY);
+        node(net, "mwhere", "Where", 3, IN("keepx", "mz", "mneg"), "am");
+        return;
+    }
     if (k == M_CONST_SHAPE) {
         node(net, "cos", "ConstantOfShape", 1, IN("mshape"), "am0"); /* float 0 */
         fscalar(net, "quarter", 0.25f);
@@ -118,7 +166,7 @@ static kiln_network *attention_net(enum mask_kind k) {
 }
 
 static void test_masks(void) {
-    for (int k = M_RANGE_GE0; k <= M_ALL_NEG_INF; k++) {
+    for (int k = M_RANGE_GE0; k <= M_CONST_CAUSAL; k++) {
         kiln_network *net = attention_net((enum mask_kind)k);
         kn_net *o = NULL;
         KT_OK(kn_net_toposort(net));
@@ -133,6 +181,10 @@ static void test_masks(void) {
         bool want = k <= M_EXPAND_TRUE;
         KT_CHECK(a != NULL);
         KT_CHECK(dropped == want);
+        if (k == M_PADDED) /* no Expand or And left: [B, 1, 1, S] reaches the attention */
+            CHECK_OR_DUMP(count_op(o, "", "Expand") == 0 && count_op(o, "", "And") == 0, o);
+        if (k == M_CONST_CAUSAL)
+            CHECK_OR_DUMP(a && kn_attr_int(a, "causal", 0) == 1 && count_op(o, "", "And") == 0, o);
         if (!a || dropped != want) {
             fprintf(stderr, "  %s: attention %s, mask %s (wanted %s)\n", kind_names[k],
                     a ? "fused" : "not fused", dropped ? "dropped" : "kept",
