@@ -974,15 +974,23 @@ static int node_of(const kiln_network *net, const char *tensor) {
     return -1;
 }
 
+static int compare_main(int argc, char **argv);
+
 int cli_cmd_compare(int argc, char **argv) {
-    cmp_opts o;
     /* Polygraphy's spellings (--atol 1e-2, --input-shapes x:[1,3], --trt) */
     int pg_argc = 0;
     char **pg_argv = pg_normalize_args(argc, argv, &pg_argc);
-    if (pg_argv) {
-        argc = pg_argc;
-        argv = pg_argv;
-    }
+    if (!pg_argv)
+        return compare_main(argc, argv);
+    int rc = compare_main(pg_argc, pg_argv);
+    for (int i = 0; i < pg_argc; i++)
+        free(pg_argv[i]);
+    free(pg_argv);
+    return rc;
+}
+
+static int compare_main(int argc, char **argv) {
+    cmp_opts o;
     cmp_opts_init(&o);
     int rc = 2;
     for (int i = 0; i < argc; i++) {

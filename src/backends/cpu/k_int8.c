@@ -70,7 +70,10 @@ kiln_status kq_epi_setup(const kb_run *r, int64_t cout, void *ws, kq_epi *q) {
  * time by the CPU (GCC's function multiversioning). The arithmetic is the
  * same in every clone (fp-contract=off above): only the vector width
  * changes. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+/* (not in sanitizer builds: the clones' resolvers run while the library is
+ * relocated, before the sanitizer's runtime is set up, and crash there) */
 #define KQ_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define KQ_CLONES
