@@ -337,15 +337,8 @@ kiln_status kpass_attn_causal_mask(kpass *p, int *changed) {
             else if (!const_all(net, lv[j], keep) && !expanded_const_all(p, lv[j], keep))
                 rest[nr++] = lv[j];
         }
-        if (!causal && nr == 0 && ok) { /* a mask that masks nothing (an all-true keep) */
-            kn_node *an = &net->nodes[i];
-            an->in[3] = -1;
-            kpass_touch(p, i);
-            kn_log(KILN_LOG_VERBOSE, "attention-causal: '%s' drops a mask that masks nothing",
-                   an->name);
-            (*changed)++;
-            continue;
-        }
+        /* (a mask that masks nothing at all is pass_range.c's: its value is
+         * provably 0 everywhere, and it is dropped before this pass) */
         for (int j = 0; j < nr && ok; j++)
             ok = fits(p, rest[j], (const int64_t (*)[4])att) && kpass_dtype(p, rest[j]) == KILN_DTYPE_BOOL;
         if (!ok || !causal)
