@@ -895,6 +895,8 @@ typedef struct kt_ctx_slot {
     void **bound;       /* per I/O tensor: the address the context has now */
 } kt_ctx_slot;
 
+typedef struct kt_req kt_req;
+
 typedef struct kt_instance {
     kt_model *m;
     TRITONBACKEND_ModelInstance *ti;
@@ -908,6 +910,8 @@ typedef struct kt_instance {
     void *stream;
     kt_buf *bufs;   /* one per input (indices of m->io) */
     int max_rows;   /* rows the staging buffers hold */
+    kt_req *reqs;   /* an execution's requests (Triton runs one at a time an instance) */
+    uint32_t cap_reqs;
 } kt_instance;
 
 static void kt_instance_free(kt_instance *in) {
@@ -926,6 +930,7 @@ static void kt_instance_free(kt_instance *in) {
         kt_engine_release(in->m, in->device);
     }
     free(in->bufs);
+    free(in->reqs);
     free(in->name);
     free(in);
 }
@@ -1069,7 +1074,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInsta
  * Execution */
 
 /* One request as the batch sees it. */
-typedef struct kt_req {
+struct kt_req {
     TRITONBACKEND_Request *r;
     TRITONBACKEND_Response *resp;
     TRITONSERVER_Error *err;    /* set: the request fails with it */
@@ -1078,7 +1083,7 @@ typedef struct kt_req {
     TRITONBACKEND_Input *inputs[64];
     const int64_t *shapes[64];
     uint32_t ranks[64];
-} kt_req;
+};
 
 /* Copy n bytes of Triton memory into engine memory at dst (host twin at hdst). */
 static TRITONSERVER_Error *kt_copy_in(kt_instance *in, void *dst, void *hdst, const void *src,
@@ -1402,8 +1407,14 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
     KT_TRY(TRITONBACKEND_ModelInstanceState(instance, &state));
     kt_instance *in = state;
     kt_model *m = in->m;
-    kt_req *qs = calloc(request_count ? request_count : 1, sizeof *qs);
-    if (!qs) return kt_err(TRITONSERVER_ERROR_INTERNAL, "kiln: out of memory");
+    if (request_count > in->cap_reqs) { /* grows to the largest batch of requests, once */
+        kt_req *r = realloc(in->reqs, request_count * sizeof *r);
+        if (!r) return kt_err(TRITONSERVER_ERROR_INTERNAL, "kiln: out of memory");
+        in->reqs = r;
+        in->cap_reqs = request_count;
+    }
+    kt_req *qs = in->reqs;
+    if (request_count) memset(qs, 0, request_count * sizeof *qs);
     kt_set_device(in->device);
     for (uint32_t i = 0; i < request_count; i++) {
         qs[i].r = requests[i];
@@ -1449,6 +1460,5 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
                                                                                  cstart, cend, exec_end);
         if (e) TRITONSERVER_ErrorDelete(e);
     }
-    free(qs);
     return NULL;
 }
