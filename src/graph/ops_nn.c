@@ -985,13 +985,16 @@ static kiln_status infer_batchnorm(kn_infer *c) {
     KN_TRY(need_inputs(c, 5));
     KN_TRY(need_real(c, 0));
     KN_TRY(need_rank_at_least(c, 0, 2));
-    if (kn_attr_int(c->node, "training_mode", 0) != 0)
+    /* training_mode=1 (opsets 14+): Y from the batch's own statistics, and
+     * outputs 1 and 2 the updated running mean and variance */
+    bool training = kn_attr_int(c->node, "training_mode", 0) != 0;
+    if (training && c->node->opset > 0 && c->node->opset < 14)
         return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
-                             "training_mode=1 is not supported (inference only)");
+                             "training_mode needs opset 14 or later");
     for (int i = 1; i < c->n_out; i++)
-        if (kn_has_out(c, i))
+        if (kn_has_out(c, i) && (!training || i > 2))
             return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
-                                 "the training outputs (running mean/var) are not supported");
+                                 "output %d exists in training mode only (outputs 1 and 2)", i);
     int64_t ch = c->in[0].dims[1];
     /* opsets 7 and 8: spatial=0 normalizes per activation, the statistics
      * having one value per element of a sample */
@@ -1002,6 +1005,9 @@ static kiln_status infer_batchnorm(kn_infer *c) {
     KN_TRY(need_numel(c, 3, ch, "mean"));
     KN_TRY(need_numel(c, 4, ch, "var"));
     kn_same_as(&c->out[0], &c->in[0]);
+    for (int i = 1; i < 3 && i < c->n_out; i++)
+        if (kn_has_out(c, i))
+            kn_same_as(&c->out[i], &c->in[2 + i]);
     return KILN_OK;
 }
 
@@ -1536,17 +1542,17 @@ static kiln_status infer_attention(kn_infer *c) {
 
 /* ---------------- Dropout ---------------- */
 
-/* Dropout is the identity at inference. Its ratio and training_mode are
- * value inputs so that training with a non-zero ratio (random, not
- * reproducible) is refused when the engine is built, not when it runs. */
+/* Dropout is the identity at inference. In training mode (input 2 true)
+ * with a ratio r in [0, 1) it zeroes each element with probability r and
+ * scales the others by 1/(1-r), the mask telling which were kept; the
+ * draws are kiln's counter-based generator's (graph/random.h), keyed by the
+ * seed attribute. */
 static kiln_status infer_dropout(kn_infer *c) {
     KN_TRY(need_inputs(c, 1));
     if (kn_has_in(c, 2) && c->in[2].value && kn_value_int(&c->in[2], 0) != 0) {
         double ratio = kn_has_in(c, 1) && c->in[1].value ? kn_value_double(&c->in[1], 0) : 0.5;
-        if (ratio != 0.0)
-            return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
-                                 "training_mode with ratio %g is not supported (inference only)",
-                                 ratio);
+        if (!(ratio >= 0.0 && ratio < 1.0))
+            return kn_node_error(c->node, KILN_ERR_SHAPE, "ratio %g is not in [0, 1)", ratio);
     }
     kn_same_as(&c->out[0], &c->in[0]);
     if (c->n_out > 1) {

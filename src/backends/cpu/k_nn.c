@@ -7,6 +7,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "graph/ops_tensor.h"
+#include "graph/random.h"
 #include "k_nn.h"
 
 static bool present(const kb_run *r, int i) { return i < r->n_in && r->in[i].data; }
@@ -344,13 +346,50 @@ static kiln_status einsum_run(const kb_run *r) {
 
 /* ---------------- Dropout (inference: identity) ---------------- */
 
+/* Dropout's instance: the generator's key (the seed attribute's, else one
+ * drawn per context) and the runs so far, so each run draws anew. */
+typedef struct dropout_inst {
+    uint64_t key, run;
+} dropout_inst;
+
+static kiln_status dropout_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                   int n_in, const kb_tensor *out, int n_out, void **inst,
+                                   size_t *workspace) {
+    (void)state, (void)in, (void)n_in, (void)out, (void)n_out;
+    dropout_inst *s = kn_calloc(1, sizeof *s);
+    if (!s)
+        return KILN_ERR_OUT_OF_MEMORY;
+    kn_random p = {0};
+    p.has_seed = kn_attr_find(node, "seed") != NULL;
+    p.seed = (double)kn_attr_int(node, "seed", 0);
+    s->key = kn_random_key(&p);
+    *inst = s;
+    *workspace = 0;
+    return KILN_OK;
+}
+
+static void dropout_release(void *inst) { kn_free(inst); }
+
 static kiln_status dropout_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0];
     if (present(r, 2) && kb_ld(r->in[2].data, r->in[2].dtype, 0) != 0.0) {
         double ratio = present(r, 1) ? kb_ld(r->in[1].data, r->in[1].dtype, 0) : 0.5;
-        if (ratio != 0.0)
-            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
-                                 "training_mode with a non-zero ratio is not supported");
+        if (!(ratio >= 0.0 && ratio < 1.0))
+            return kn_node_error(r->node, KILN_ERR_RUNTIME, "ratio %g is not in [0, 1)", ratio);
+        if (ratio != 0.0) { /* training: element i kept when its draw is >= ratio */
+            dropout_inst *s = r->inst;
+            double scale = 1.0 / (1.0 - ratio);
+            kb_tensor *mask = r->n_out > 1 && r->out[1].data ? &r->out[1] : NULL;
+            for (int64_t i = 0; i < kb_numel(x); i++) {
+                bool keep = kn_rand_uniform(s->key, (uint64_t)i, s->run) >= ratio;
+                kb_st(r->out[0].data, r->out[0].dtype, (size_t)i,
+                      keep ? kb_ld(x->data, x->dtype, (size_t)i) * scale : 0.0);
+                if (mask)
+                    kb_st(mask->data, mask->dtype, (size_t)i, keep ? 1.0 : 0.0);
+            }
+            s->run++;
+            return KILN_OK;
+        }
     }
     size_t bytes = (size_t)kb_numel(x) * kiln_dtype_size(x->dtype);
     if (r->out[0].data != x->data && bytes)
@@ -502,7 +541,7 @@ const kb_kernel kb_cpu_nn[] = {
     {"MultiHeadAttention", "com.microsoft", "ref", sup_any, NULL, NULL, NULL, NULL, kb_ms_mha_run},
     {"Attention", "com.microsoft", "ref", sup_any, NULL, NULL, NULL, NULL, kb_ms_attention_run},
     {"GroupQueryAttention", "com.microsoft", "ref", sup_any, NULL, NULL, NULL, NULL, kb_ms_gqa_run},
-    REF("Dropout", sup_any, NULL, dropout_run),
+    {"Dropout", "", "ref", sup_any, NULL, NULL, dropout_prepare, dropout_release, dropout_run},
     REF("RNN", sup_recurrent, kb_nn_rnn_prepare, kb_nn_rnn_run),
     REF("GRU", sup_recurrent, kb_nn_rnn_prepare, kb_nn_rnn_run),
     REF("LSTM", sup_recurrent, kb_nn_rnn_prepare, kb_nn_rnn_run),

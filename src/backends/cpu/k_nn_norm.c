@@ -1,4 +1,4 @@
-/* k_nn_norm.c - reference normalizations: BatchNormalization (inference),
+/* k_nn_norm.c - reference normalizations: BatchNormalization (inference and training mode),
  * InstanceNormalization, LayerNormalization, GroupNormalization,
  * LpNormalization, LRN, MeanVarianceNormalization. Statistics are computed
  * in double; values go through kb_ld / kb_st so float, double and float16
@@ -90,12 +90,46 @@ static void batchnorm_planes(void *vc, int64_t lo_, int64_t hi_, int tid) {
     }
 }
 
+/* Training mode: each channel's mean and (population) variance over the
+ * batch and spatial dims normalize Y; outputs 1 and 2, where present, are
+ * input_mean * momentum + batch_mean * (1 - momentum), and the same of the
+ * variances. */
+static kiln_status batchnorm_training(const kb_run *r) {
+    const kb_tensor *x = &r->in[0], *sc = &r->in[1], *b = &r->in[2], *mean = &r->in[3],
+                    *var = &r->in[4];
+    kb_tensor *y = &r->out[0];
+    double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
+    double mom = kn_attr_float(r->node, "momentum", 0.9f);
+    int64_t n = x->dims[0], ch = x->dims[1], size = kn_numel(x->rank - 2, x->dims + 2);
+    for (int64_t c = 0; c < ch; c++) {
+        double s = 0.0, q = 0.0, cnt = (double)(n * size);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t k = 0; k < size; k++)
+                s += ld(x, (i * ch + c) * size + k);
+        double m = cnt > 0 ? s / cnt : 0.0;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t k = 0; k < size; k++) {
+                double d = ld(x, (i * ch + c) * size + k) - m;
+                q += d * d;
+            }
+        double v = cnt > 0 ? q / cnt : 0.0;
+        double kf = ld(sc, c) / sqrt(v + eps), shift = ld(b, c) - m * kf;
+        for (int64_t i = 0; i < n; i++)
+            affine(x, y, (i * ch + c) * size, size, kf, shift);
+        if (r->n_out > 1 && r->out[1].data)
+            st(&r->out[1], c, ld(mean, c) * mom + m * (1.0 - mom));
+        if (r->n_out > 2 && r->out[2].data)
+            st(&r->out[2], c, ld(var, c) * mom + v * (1.0 - mom));
+    }
+    return KILN_OK;
+}
+
 kiln_status kb_nn_batchnorm_run(const kb_run *r) {
     const kb_tensor *x = &r->in[0], *sc = &r->in[1], *b = &r->in[2], *mean = &r->in[3],
                     *var = &r->in[4];
     kb_tensor *y = &r->out[0];
     if (kn_attr_int(r->node, "training_mode", 0) != 0)
-        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "training_mode=1 is not supported");
+        return batchnorm_training(r);
     double eps = kn_attr_float(r->node, "epsilon", 1e-5f);
     int64_t ch = x->dims[1], size = kn_numel(x->rank - 2, x->dims + 2);
     if (kb_numel(sc) != ch) { /* spatial=0 (opsets 7, 8): one value per activation */
