@@ -189,6 +189,86 @@ static bool cond_passthrough(const kn_net *g) {
     return false;
 }
 
+static bool same_shape(const kn_tinfo *a, const kn_tinfo *b) {
+    return a->rank == b->rank && memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]) == 0;
+}
+
+/* The most iterations whose shapes inference follows one by one. */
+#define LOOP_INFER_MAX 1024
+
+/* Loop-carried values whose shape changes between iterations (a value
+ * grown by Concat each time): with the trip count known on the host, the
+ * body's shape inference is repeated for every iteration (the iteration
+ * number given, as a shape may follow it);
+ * the outputs get the last shapes, or, when the condition may end the loop
+ * earlier, the largest shape of any iteration as a data-dependent upper
+ * bound (the kernel writes the true one). A changing shape with the trip
+ * count unknown, a rank that changes, or a scan output that changes shape
+ * is refused naming the node. bin/bout: iteration 0's body inputs and
+ * outputs; c->out[0..nv) already hold iteration 0's loop-carried shapes. */
+static kiln_status loop_shapes(kn_infer *c, const kn_net *g, int nv, int nc, int nk, int64_t trip,
+                               bool exact, kn_tinfo *bin, kn_tinfo *bout) {
+    int changed = -1;
+    for (int j = 0; j < nv && changed < 0; j++)
+        if (!same_shape(&bout[1 + j], &c->in[2 + j]))
+            changed = j;
+    if (changed < 0)
+        return KILN_OK; /* a fixed point from the start */
+    if (trip < 0 || trip > LOOP_INFER_MAX)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
+                             "loop-carried value %d changes shape between iterations and the trip "
+                             "count is %s when shapes are inferred",
+                             changed, trip < 0 ? "not known" : "too large to follow");
+    kn_tinfo *hi = kn_calloc((size_t)nv + 1, sizeof *hi);
+    kn_tinfo *scan0 = kn_calloc((size_t)nk + 1, sizeof *scan0);
+    if (!hi || !scan0) {
+        kn_free(hi);
+        kn_free(scan0);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    for (int j = 0; j < nv; j++) {
+        hi[j] = bout[1 + j];
+        if (!exact) /* the condition may stop the loop after any iteration */
+            for (int d = 0; d < hi[j].rank && hi[j].rank == c->in[2 + j].rank; d++)
+                if (c->in[2 + j].dims[d] > hi[j].dims[d])
+                    hi[j].dims[d] = c->in[2 + j].dims[d];
+    }
+    for (int k = 0; k < nk; k++)
+        scan0[k] = bout[1 + nv + k];
+    kiln_status st = KILN_OK;
+    int64_t itv = 0;
+    bin[0].value = &itv;
+    for (int64_t it = 1; it < trip && st == KILN_OK; it++) {
+        for (int j = 0; j < nv; j++) {
+            bin[2 + j] = bout[1 + j];
+            bin[2 + j].value = NULL;
+            bin[2 + j].data_dependent = false;
+        }
+        itv = it;
+        st = kx_body_infer(c->node, g, 2 + nv + nc, bin, g->n_outputs, bout);
+        for (int j = 0; j < nv && st == KILN_OK; j++) {
+            if (bout[1 + j].rank != hi[j].rank)
+                st = kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
+                                   "loop-carried value %d changes rank between iterations", j);
+            for (int d = 0; st == KILN_OK && d < hi[j].rank; d++)
+                if (bout[1 + j].dims[d] > hi[j].dims[d])
+                    hi[j].dims[d] = bout[1 + j].dims[d];
+        }
+        for (int k = 0; k < nk && st == KILN_OK; k++)
+            if (!same_shape(&bout[1 + nv + k], &scan0[k]))
+                st = kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
+                                   "scan output %d changes shape between iterations", k);
+    }
+    for (int j = 0; j < nv && st == KILN_OK; j++) {
+        c->out[j] = exact ? bout[1 + j] : hi[j];
+        c->out[j].value = NULL;
+        c->out[j].data_dependent = !exact;
+    }
+    kn_free(hi);
+    kn_free(scan0);
+    return st;
+}
+
 static kiln_status infer_loop(kn_infer *c) {
     int nc = captures(c), nv = c->n_in - 2 - nc;
     if (nv < 0)
@@ -237,6 +317,8 @@ static kiln_status infer_loop(kn_infer *c) {
         if (trip == 0)
             kn_same_as(&c->out[j], &c->in[2 + j]);
     }
+    if (st == KILN_OK && trip != 0)
+        st = loop_shapes(c, g, nv, nc, nk, trip, exact, bin, bout);
     for (int j = 0; j < nk && st == KILN_OK; j++) {
         kn_tinfo *o = &c->out[nv + j];
         const kn_tinfo *b = &bout[1 + nv + j];

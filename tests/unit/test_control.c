@@ -287,6 +287,120 @@ static void test_unresolved(void) {
     kn_net_free(net);
 }
 
+/* y_final = Loop(M, true, y0 [1]) with body y = Concat(y, x) (x [2] read
+ * from outside): the loop-carried value grows by 2 each iteration. mode 0:
+ * the condition passes through (exact shapes, M iterations); 1: cond_out =
+ * i < 1 (two iterations, the output planned at its largest shape and
+ * written at its true one); 2: the while form (no M), refused by shape
+ * inference since the shape cannot be followed. */
+static void test_loop_growing(int mode, int64_t m) {
+    kn_net *net = new_net();
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 1, DIMS(2), NULL));
+    iconst(net, "M", 0, NULL, &m);
+    uint8_t t = 1;
+    KT_OK(kiln_network_add_constant(net, "cond0", KILN_DTYPE_BOOL, 0, NULL, &t, 1));
+    const float y0 = 7.f;
+    KT_OK(kiln_network_add_constant(net, "y0", KILN_DTYPE_FLOAT, 1, DIMS(1), &y0, sizeof y0));
+    const char *outs[1] = {"y_final"};
+    int nl = -1;
+    KT_OK(kiln_network_add_node(net, "loop", "Loop", "", 16, 3,
+                                IN(mode == 2 ? "" : "M", "cond0", "y0"), 1, outs, &nl));
+    kn_net *b = new_net();
+    KT_OK(kiln_network_add_input(b, "i", KILN_DTYPE_INT64, 0, NULL, NULL));
+    KT_OK(kiln_network_add_input(b, "c_in", KILN_DTYPE_BOOL, 0, NULL, NULL));
+    KT_OK(kiln_network_add_input(b, "y_in", KILN_DTYPE_FLOAT, 1, DIMS(-1), NULL));
+    if (mode == 0) {
+        node(b, "cid", "Identity", 1, IN("c_in"), "c_out");
+    } else {
+        int64_t one = 1;
+        iconst(b, "one", 0, NULL, &one);
+        node(b, "less", "Less", 2, IN("i", "one"), "c_out");
+    }
+    int nc = node(b, "cat", "Concat", 2, IN("y_in", "x"), "y_out");
+    KT_OK(kiln_network_set_attr_int(b, nc, "axis", 0));
+    KT_OK(kiln_network_mark_output(b, "c_out"));
+    KT_OK(kiln_network_mark_output(b, "y_out"));
+    attach(net, nl, "body", b);
+    KT_OK(kiln_network_mark_output(net, "y_final"));
+    KT_OK(kn_net_resolve_captures(net, 0));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (!o) {
+        kn_net_free(net);
+        return;
+    }
+    const float x[2] = {1.5f, -2.f};
+    const void *data[1] = {x};
+    int rank[1] = {1};
+    int64_t dims[1][KILN_MAX_DIMS] = {{2}};
+    kt_exec e;
+    if (mode == 2) { /* shape inference refuses it, naming the node */
+        KT_FAILS(kt_exec_run(&e, o, data, rank, (const int64_t (*)[KILN_MAX_DIMS])dims),
+                 KILN_ERR_UNSUPPORTED, "changes shape between iterations and the trip count");
+        kt_exec_free(&e);
+        kn_net_free(o);
+        kn_net_free(net);
+        return;
+    }
+    KT_OK(kt_exec_run(&e, o, data, rank, (const int64_t (*)[KILN_MAX_DIMS])dims));
+    int64_t iters = mode == 0 ? m : (m < 2 ? m : 2);
+    kn_tinfo ti;
+    const float *y = kt_exec_output(&e, 0, &ti);
+    KT_CHECK(y && ti.rank == 1 && ti.dims[0] == 1 + 2 * iters);
+    if (!(ti.rank == 1 && ti.dims[0] == 1 + 2 * iters))
+        fprintf(stderr, "  growing loop mode %d M=%lld: %lld values, expected %lld\n", mode,
+                (long long)m, (long long)ti.dims[0], (long long)(1 + 2 * iters));
+    for (int64_t k = 0; y && ti.dims[0] == 1 + 2 * iters && k < ti.dims[0]; k++)
+        KT_NEAR(y[k], k == 0 ? y0 : x[(k - 1) % 2], 1e-6);
+    kt_exec_free(&e);
+    kn_net_free(o);
+    kn_net_free(net);
+}
+
+/* The while form: s = Loop("", true, s0 = 1) with s = s * 2 and
+ * cond_out = s < 40: runs until s reaches 64 (6 iterations). */
+static void test_loop_while(void) {
+    kn_net *net = new_net();
+    KT_OK(kiln_network_add_input(net, "s0", KILN_DTYPE_FLOAT, 1, DIMS(1), NULL));
+    uint8_t t = 1;
+    KT_OK(kiln_network_add_constant(net, "cond0", KILN_DTYPE_BOOL, 0, NULL, &t, 1));
+    const char *outs[1] = {"s_final"};
+    int nl = -1;
+    KT_OK(kiln_network_add_node(net, "loop", "Loop", "", 16, 3, IN("", "cond0", "s0"), 1, outs,
+                                &nl));
+    kn_net *b = new_net();
+    KT_OK(kiln_network_add_input(b, "i", KILN_DTYPE_INT64, 0, NULL, NULL));
+    KT_OK(kiln_network_add_input(b, "c_in", KILN_DTYPE_BOOL, 0, NULL, NULL));
+    KT_OK(kiln_network_add_input(b, "s_in", KILN_DTYPE_FLOAT, 1, DIMS(1), NULL));
+    fscalar(b, "two", 2.f);
+    fscalar(b, "forty", 40.f);
+    node(b, "mul", "Mul", 2, IN("s_in", "two"), "s_out");
+    node(b, "less", "Less", 2, IN("s_out", "forty"), "c_out");
+    KT_OK(kiln_network_mark_output(b, "c_out"));
+    KT_OK(kiln_network_mark_output(b, "s_out"));
+    attach(net, nl, "body", b);
+    KT_OK(kiln_network_mark_output(net, "s_final"));
+    KT_OK(kn_net_resolve_captures(net, 0));
+    kn_net *o = optimized(net, 0, 1, 1, 1);
+    if (!o) {
+        kn_net_free(net);
+        return;
+    }
+    const float s0 = 1.f;
+    const void *data[1] = {&s0};
+    int rank[1] = {1};
+    int64_t dims[1][KILN_MAX_DIMS] = {{1}};
+    kt_exec e;
+    KT_OK(kt_exec_run(&e, o, data, rank, (const int64_t (*)[KILN_MAX_DIMS])dims));
+    kn_tinfo ti;
+    const float *s = kt_exec_output(&e, 0, &ti);
+    KT_CHECK(s && ti.rank == 1 && ti.dims[0] == 1);
+    if (s)
+        KT_NEAR(s[0], 64.f, 1e-6);
+    kt_exec_free(&e);
+    kn_net_free(o);
+    kn_net_free(net);
+}
+
 int main(void) {
     test_if_inlined();
     test_if_runtime();
@@ -297,6 +411,11 @@ int main(void) {
     run_loop(6, 3, true);
     test_scan_axes();
     test_unresolved();
+    test_loop_growing(0, 4); /* exact: 4 iterations, y grows to 9 values */
+    test_loop_growing(0, 0); /* no iteration: y0 */
+    test_loop_growing(1, 5); /* early exit after 2: planned at 11, 5 written */
+    test_loop_growing(2, 4); /* while form, growing: refused when built */
+    test_loop_while();
     printf("%d passed, %d failed, %d skipped\n", kt_pass, kt_fail, kt_skipped);
     return kt_fail ? 1 : 0;
 }
