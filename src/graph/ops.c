@@ -4,6 +4,10 @@
 #include "graph.h"
 #include "plugin/plugin.h"
 
+/* ops_train.c: ai.onnx.preview.training's Adagrad, Momentum, Adam */
+extern const kn_op_schema kn_ops_train[];
+extern const size_t kn_ops_train_count;
+
 const kn_op_schema *kn_op_nth(size_t i) {
     static const struct {
         const kn_op_schema *t;
@@ -18,6 +22,7 @@ const kn_op_schema *kn_op_nth(size_t i) {
         {kn_ops_tfidf, &kn_ops_tfidf_count},
         {kn_ops_contrib, &kn_ops_contrib_count},
         {kn_ops_control, &kn_ops_control_count},
+        {kn_ops_train, &kn_ops_train_count},
     };
     for (size_t k = 0; k < KN_ARRAY_LEN(tables); k++) {
         if (i < *tables[k].n)
