@@ -19,10 +19,9 @@ static __device__ __forceinline__ float q_round(float x, float scale, float zp, 
     return v < hi ? v : hi;
 }
 
-/* The epilogue of element yi (channel ch, sum acc) into Y. */
-static __device__ void epilogue(const kc_qlayer &q, int32_t acc, int64_t ch, const void *z,
-                                void *y, int64_t yi) {
-    int32_t a = acc + q.b[ch];
+/* The epilogue of element yi (channel ch, sum acc + B[ch] = a) into Y. */
+static __device__ void epilogue_a(const kc_qlayer &q, int32_t a, int64_t ch, const void *z,
+                                  void *y, int64_t yi) {
     if (q.y_dt == KILN_DTYPE_INT32) {
         ((int32_t *)y)[yi] = a;
         return;
@@ -61,6 +60,12 @@ static __device__ void epilogue(const kc_qlayer &q, int32_t acc, int64_t ch, con
         ((uint8_t *)y)[yi] = (uint8_t)v;
     else
         ((int8_t *)y)[yi] = (int8_t)v;
+}
+
+/* The epilogue of element yi (channel ch, sum acc) into Y. */
+static __device__ __forceinline__ void epilogue(const kc_qlayer &q, int32_t acc, int64_t ch,
+                                                const void *z, void *y, int64_t yi) {
+    epilogue_a(q, acc + q.b[ch], ch, z, y, yi);
 }
 
 static __global__ void qconv_kernel(const void *x, const void *w, const void *z, void *y,
@@ -129,5 +134,101 @@ extern "C" cudaError_t kc_qlayer_run(const void *x, const void *w, const void *z
         qconv_kernel<<<blocks, threads, 0, stream>>>(x, w, z, y, *q, total);
     else
         qmatmul_kernel<<<blocks, threads, 0, stream>>>(x, w, z, y, *q, total);
+    return cudaGetLastError();
+}
+
+/* ---------------- the GEMM tactics' kernels (kc_qgemm) ---------------- */
+
+/* X as the GEMM's int8 [rows, kp] operand: an im2col row per output pixel
+ * (columns (ky, kx, c), c fastest) or X's rows of a QMatMul; uint8 values
+ * shifted by -128, a padded pixel the shifted zero point, columns k..kp-1 0. */
+static __global__ void qgemm_pack_kernel(const void *x, int8_t *xp, const kc_qlayer q,
+                                         const kc_qgemm g, int64_t total) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total)
+        return;
+    int64_t r = i / g.kp, kk = i % g.kp;
+    int32_t v = 0;
+    if (kk < g.k) {
+        int64_t xi = -1;
+        if (q.conv) {
+            int64_t c = kk % q.cin, t = kk / q.cin, kx = t % q.kw, ky = t / q.kw;
+            int64_t ox = r % q.ow, oy = (r / q.ow) % q.oh, n = r / (q.ow * q.oh);
+            int64_t iy = oy * q.sh - q.ph + ky * q.dh, ix = ox * q.sw - q.pw + kx * q.dw;
+            if (iy >= 0 && iy < q.ih && ix >= 0 && ix < q.iw)
+                xi = q.cl ? ((n * q.ih + iy) * q.iw + ix) * q.cin + c
+                          : ((n * q.cin + c) * q.ih + iy) * q.iw + ix;
+        } else {
+            xi = r * g.k + kk;
+        }
+        v = xi < 0 ? g.xzp : ld8(x, q.x_dt, xi) - (g.shift ? 128 : 0);
+    }
+    xp[i] = (int8_t)v;
+}
+
+/* The sum of each row of the int8 [rows, kp] operand: one warp a row. */
+static __global__ void qgemm_rowsum_kernel(const int8_t *xp, int32_t *rs, int64_t rows, int64_t kp) {
+    int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows)
+        return;
+    const int8_t *p = xp + r * kp;
+    int32_t s = 0;
+    for (int64_t k = lane; k < kp; k += 32)
+        s += p[k];
+    for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_down_sync(0xffffffffu, s, o);
+    if (lane == 0)
+        rs[r] = s;
+}
+
+/* acc + B = D[r, c] - wz'[c] * rowsum[r] + corr[c] (wrapping int32, as the
+ * reference's sums), then the direct kernel's epilogue. */
+static __global__ void qgemm_epilogue_kernel(const int32_t *d, const int32_t *rs, const void *z,
+                                             void *y, const kc_qlayer q, const kc_qgemm g,
+                                             int64_t total) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total)
+        return;
+    int64_t r = i / g.cols, c = i % g.cols;
+    uint32_t a = (uint32_t)d[r * g.np + c] + (uint32_t)g.corr[c];
+    if (g.wzp)
+        a -= (uint32_t)g.wzp[c] * (uint32_t)rs[r];
+    int64_t yi = i;
+    if (q.conv && !q.cl) {
+        int64_t sp = q.oh * q.ow;
+        yi = ((r / sp) * g.cols + c) * sp + r % sp;
+    }
+    epilogue_a(q, (int32_t)a, c, z, y, yi);
+}
+
+static unsigned blocks_of(int64_t total, int threads) {
+    return (unsigned)((total + threads - 1) / threads);
+}
+
+extern "C" cudaError_t kc_qgemm_pack(const void *x, int8_t *xp, const kc_qlayer *q,
+                                     const kc_qgemm *g, cudaStream_t stream) {
+    int64_t total = g->rows * g->kp;
+    if (total <= 0)
+        return cudaSuccess;
+    qgemm_pack_kernel<<<blocks_of(total, 256), 256, 0, stream>>>(x, xp, *q, *g, total);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kc_qgemm_rowsum(const int8_t *xp, int32_t *rs, const kc_qgemm *g,
+                                       cudaStream_t stream) {
+    if (g->rows <= 0)
+        return cudaSuccess;
+    qgemm_rowsum_kernel<<<blocks_of(g->rows, 8), 256, 0, stream>>>(xp, rs, g->rows, g->kp);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kc_qgemm_epilogue(const int32_t *d, const int32_t *rs, const void *z,
+                                         void *y, const kc_qlayer *q, const kc_qgemm *g,
+                                         cudaStream_t stream) {
+    int64_t total = g->rows * g->cols;
+    if (total <= 0)
+        return cudaSuccess;
+    qgemm_epilogue_kernel<<<blocks_of(total, 256), 256, 0, stream>>>(d, rs, z, y, *q, *g, total);
     return cudaGetLastError();
 }

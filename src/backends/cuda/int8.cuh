@@ -37,6 +37,32 @@ typedef struct kc_qlayer {
 cudaError_t kc_qlayer_run(const void *x, const void *w, const void *z, void *y,
                           const kc_qlayer *q, cudaStream_t stream);
 
+/* The GEMM tactics (k_int8.c's "imma"): Y's rows (output pixels of a
+ * QConv, rows of X of a QMatMul) times its columns (output channels) as an
+ * int8 x int8 -> int32 cuBLASLt product D [rows, np] = X' [rows, kp] W'^T,
+ * W' [np, kp] packed at prepare. X' and W' hold int8 values: uint8 ones
+ * shifted by -128 (x' = x - 128, zero point xz' = xz - 128), so that
+ * sum (x - xz)(w - wz) + B = D - wz'[c] * rowsum(X') + corr[c], with
+ * corr[c] = B[c] - xz' sum(W'[c]) + k xz' wz'[c] over the true k (the
+ * padded columns are 0 in both). Then the direct kernel's epilogue, bit
+ * for bit. */
+typedef struct kc_qgemm {
+    int64_t rows, cols, k, kp, np; /* M, N (= channels), true K, K and N padded to 16 */
+    int32_t xzp;                   /* X's zero point in the int8 domain: a padded pixel */
+    int shift;                     /* X is uint8 */
+    const int32_t *corr;           /* device, cols entries */
+    const int32_t *wzp;            /* device, cols entries; NULL: W' has no zero point */
+} kc_qgemm;
+
+/* X into X' [rows, kp] (an im2col for a QConv). */
+cudaError_t kc_qgemm_pack(const void *x, int8_t *xp, const kc_qlayer *q, const kc_qgemm *g,
+                          cudaStream_t stream);
+/* rs[r] = the sum of X' row r. */
+cudaError_t kc_qgemm_rowsum(const int8_t *xp, int32_t *rs, const kc_qgemm *g, cudaStream_t stream);
+/* D [rows, np] (rs: row sums, NULL when g->wzp is) into Y through q's epilogue. */
+cudaError_t kc_qgemm_epilogue(const int32_t *d, const int32_t *rs, const void *z, void *y,
+                              const kc_qlayer *q, const kc_qgemm *g, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif
