@@ -69,7 +69,7 @@ def main():
     torch.backends.cudnn.benchmark = True
     bm.log(f"seed {a.seed}; torch {torch.__version__}, {torch.cuda.get_device_name()}")
 
-    model = bm.make_resnet50(a.seed).eval()
+    model = bm.make_resnet50(a.seed)[0].eval()
     fp32 = os.path.join(a.work, "resnet50.onnx")
     qdq = os.path.join(a.work, f"resnet50_qdq_{a.activations}.onnx")
     t0 = time.time()
@@ -99,7 +99,7 @@ def main():
 
     k = bm.Kiln(a.kiln)
     torch_fp16 = model.half().cuda().to(memory_format=torch.channels_last)
-    torch_fp32 = bm.make_resnet50(a.seed).eval().cuda()
+    torch_fp32 = bm.make_resnet50(a.seed)[0].eval().cuda()
     lines = [f"# ResNet-50 INT8 (Q/DQ, {a.activations} activations) on {torch.cuda.get_device_name()}",
              "", "| batch | candidate | median ms | images/s | vs torch fp16 | vs kiln fp16 |",
              "|---|---|---|---|---|---|"]
