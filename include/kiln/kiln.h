@@ -65,7 +65,9 @@ typedef enum kiln_dtype {
     KILN_DTYPE_INT16 = 5,
     KILN_DTYPE_INT32 = 6,
     KILN_DTYPE_INT64 = 7,
-    KILN_DTYPE_STRING = 8,
+    KILN_DTYPE_STRING = 8, /* CPU only: a buffer of `const char *`, one NUL-terminated UTF-8
+                              string per element; an output's strings stay valid until the
+                              context runs again or is destroyed. Added in 0.2. */
     KILN_DTYPE_BOOL = 9,
     KILN_DTYPE_FLOAT16 = 10,
     KILN_DTYPE_DOUBLE = 11,

@@ -23,6 +23,8 @@ static bool never_fold(const kn_node *n) {
                                       "Loop", "Scan", "Identity"};
     if (n->domain[0] && strcmp(n->domain, KN_DOMAIN_KILN) != 0)
         return true; /* plugins and foreign domains have no reference kernel */
+    if (kpass_is(n, "Cast") && kn_attr_int(n, "to", 0) == KILN_DTYPE_STRING)
+        return true; /* a network keeps no string constants (their text is a kernel's) */
     for (size_t i = 0; i < KN_ARRAY_LEN(ops); i++)
         if (strcmp(n->op_type, ops[i]) == 0)
             return true;

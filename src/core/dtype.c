@@ -17,7 +17,9 @@ KILN_API size_t kiln_dtype_size(kiln_dtype t) {
     case KILN_DTYPE_INT64: case KILN_DTYPE_UINT64: case KILN_DTYPE_DOUBLE:
     case KILN_DTYPE_COMPLEX64: return 8;
     case KILN_DTYPE_COMPLEX128: return 16;
-    case KILN_DTYPE_UNDEFINED: case KILN_DTYPE_STRING: return 0;
+    /* a string element is a pointer to NUL-terminated UTF-8 (host only) */
+    case KILN_DTYPE_STRING: return sizeof(const char *);
+    case KILN_DTYPE_UNDEFINED: return 0;
     }
     return 0;
 }

@@ -270,5 +270,8 @@ extern const kn_op_schema kn_ops_contrib[]; /* ops_contrib.c */
 extern const size_t kn_ops_contrib_count;
 extern const kn_op_schema kn_ops_control[]; /* ops_control.c: If, Loop, Scan */
 extern const size_t kn_ops_control_count;
+/* ops_string.c: fails naming the node when an op that does not handle
+ * string tensors has one as input or output (after its inference). */
+KN_HIDDEN kiln_status kn_check_strings(const kn_infer *c);
 
 #endif

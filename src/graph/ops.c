@@ -8,6 +8,10 @@
 extern const kn_op_schema kn_ops_train[];
 extern const size_t kn_ops_train_count;
 
+/* ops_string.c: StringNormalizer */
+extern const kn_op_schema kn_ops_string[];
+extern const size_t kn_ops_string_count;
+
 const kn_op_schema *kn_op_nth(size_t i) {
     static const struct {
         const kn_op_schema *t;
@@ -23,6 +27,7 @@ const kn_op_schema *kn_op_nth(size_t i) {
         {kn_ops_contrib, &kn_ops_contrib_count},
         {kn_ops_control, &kn_ops_control_count},
         {kn_ops_train, &kn_ops_train_count},
+        {kn_ops_string, &kn_ops_string_count},
     };
     for (size_t k = 0; k < KN_ARRAY_LEN(tables); k++) {
         if (i < *tables[k].n)

@@ -191,9 +191,13 @@ static kiln_status infer_where(kn_infer *c) {
 
 /* ---------------- Cast ---------------- */
 
+/* Cast to and from string (CPU, src/backends/cpu/k_string.c): numbers and
+ * bool to text and back; float8 and bfloat16 stay out. */
+#define T_STRING_PEER (T_NUM | T_BOOL)
+
 static kiln_status infer_cast(kn_infer *c) {
     KN_TRY(need_inputs(c, 1));
-    KN_TRY(check_type(c, 0, T_ANY | T_FP8));
+    KN_TRY(check_type(c, 0, T_ANY | T_FP8 | T_BIT(KILN_DTYPE_STRING)));
     kiln_dtype to;
     if (strcmp(c->node->op_type, "CastLike") == 0) {
         KN_TRY(need_inputs(c, 2));
@@ -204,9 +208,14 @@ static kiln_status infer_cast(kn_infer *c) {
             return kn_node_error(c->node, KILN_ERR_INVALID_ARGUMENT, "attribute 'to' is missing");
         to = (kiln_dtype)a->i;
     }
-    if ((unsigned)to >= 32 || !((T_ANY | T_FP8) & T_BIT(to)))
+    if ((unsigned)to >= 32 || !((T_ANY | T_FP8 | T_BIT(KILN_DTYPE_STRING)) & T_BIT(to)))
         return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "cannot cast to %s (type %d)",
                              kiln_dtype_name(to), (int)to);
+    kiln_dtype from = c->in[0].dtype;
+    if ((from == KILN_DTYPE_STRING || to == KILN_DTYPE_STRING) && from != to &&
+        !(T_STRING_PEER & T_BIT(from == KILN_DTYPE_STRING ? to : from)))
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "cannot cast %s to %s",
+                             kiln_dtype_name(from), kiln_dtype_name(to));
     kn_same_as(&c->out[0], &c->in[0]);
     c->out[0].dtype = to;
     return KILN_OK;

@@ -22,6 +22,10 @@ typedef struct kx_ext_file {
     kx_map_blob *mb;     /* one reference held by the parse */
 } kx_ext_file;
 
+/* kx_onnx.flags, past the public parse flags: string tensors are read
+ * (kx_onnx_read_tensor's test data), not refused. */
+#define KX_ONNX_STRINGS (1u << 30)
+
 typedef struct kx_onnx {
     kx_pb pb;
     kn_blob *blob;          /* owner of pb.buf when tensors may borrow from it, else NULL */

@@ -347,6 +347,68 @@ static void fill_typed(kx_onnx *cx, kx_pb_msg *m, uint32_t which, kn_tdata *v) {
     }
 }
 
+/* A string tensor (read by kx_onnx_read_tensor only: a network keeps no
+ * string constants): one block holding numel `const char *` pointers, then
+ * the NUL-terminated strings they point to. */
+static kiln_status string_tensor(kx_onnx *cx, kx_pb_msg *m, size_t start, const tensor_fields *tf,
+                                 const char *label, kn_tdata *out) {
+    kx_pb *pb = &cx->pb;
+    size_t numel = 1;
+    for (size_t i = 0; i < tf->n_dims; i++)
+        if (tf->dims[i] < 0 || kn_mul_overflow(numel, (size_t)tf->dims[i], &numel))
+            return kx_pb_error(pb, m, NULL, "%s: bad dimension", label);
+    if (tf->has_raw || tf->location != 0 || tf->count[F_STRING] != numel)
+        return kx_pb_error(pb, m, NULL, "%s: a string tensor of %zu elements has %zu strings",
+                           label, numel, tf->count[F_STRING]);
+    size_t total = numel * sizeof(char *);
+    kx_pb_field f;
+    m->pos = start;
+    for (;;) { /* the strings' lengths */
+        KN_TRY(kx_pb_next(pb, m, &f));
+        if (!f.num)
+            break;
+        if (f.num == F_STRING) {
+            kx_str sv;
+            KN_TRY(kx_pb_bytes(pb, m, &f, &sv));
+            total += sv.n + 1;
+        }
+    }
+    char *block = kn_aligned_alloc(total ? total : 1);
+    if (!block)
+        return KILN_ERR_OUT_OF_MEMORY;
+    char **ptr = (char **)block, *at = block + numel * sizeof(char *);
+    size_t k = 0;
+    m->pos = start;
+    for (;;) {
+        kiln_status st = kx_pb_next(pb, m, &f);
+        if (st != KILN_OK) {
+            kn_aligned_free(block);
+            return st;
+        }
+        if (!f.num)
+            break;
+        if (f.num == F_STRING) {
+            kx_str sv;
+            if ((st = kx_pb_bytes(pb, m, &f, &sv)) != KILN_OK) {
+                kn_aligned_free(block);
+                return st;
+            }
+            ptr[k++] = at;
+            if (sv.n)
+                memcpy(at, sv.p, sv.n);
+            at[sv.n] = 0;
+            at += sv.n + 1;
+        }
+    }
+    memset(out, 0, sizeof *out);
+    out->dtype = KILN_DTYPE_STRING;
+    out->rank = (int)tf->n_dims;
+    memcpy(out->dims, tf->dims, tf->n_dims * sizeof tf->dims[0]);
+    out->data = block;
+    out->nbytes = numel * sizeof(char *);
+    return KILN_OK;
+}
+
 kiln_status kx_onnx_tensor(kx_onnx *cx, kx_pb_msg *m, kn_tdata *out, kx_str *name) {
     kx_pb *pb = &cx->pb;
     size_t start = m->pos;
@@ -358,6 +420,14 @@ kiln_status kx_onnx_tensor(kx_onnx *cx, kx_pb_msg *m, kn_tdata *out, kx_str *nam
     if (tf.has_segment)
         return kx_pb_fail(pb, m, NULL, KILN_ERR_UNSUPPORTED,
                           "%s: segmented tensors (TensorProto.segment) are not supported", label);
+    if (tf.dtype == KILN_DTYPE_STRING && (cx->flags & KX_ONNX_STRINGS) &&
+        tf.n_dims <= KILN_MAX_DIMS) {
+        KN_TRY(string_tensor(cx, m, start, &tf, label, out));
+        m->pos = start;
+        if (name)
+            *name = tf.name;
+        return KILN_OK;
+    }
     if (tf.dtype == KILN_DTYPE_STRING || tf.count[F_STRING])
         return kx_pb_fail(pb, m, NULL, KILN_ERR_UNSUPPORTED,
                           "%s: string tensors are not supported", label);
@@ -446,6 +516,7 @@ kiln_status kx_onnx_read_tensor(const void *data, size_t size, kn_tdata *out, ch
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "kx_onnx_read_tensor: NULL argument");
     kx_onnx cx;
     memset(&cx, 0, sizeof cx);
+    cx.flags = KX_ONNX_STRINGS;
     kx_pb_msg m;
     kx_pb_init(&cx.pb, data, size, &kx_d_tensor, &m);
     kx_str nm = {0};

@@ -518,6 +518,7 @@ static kiln_status infer_from(kx_ctx *c, int from, bool *unknown) {
             out[j].rank = -1;
         kn_infer ic = {n, n->n_in, in, n->n_out, out};
         KN_TRY(sch->infer(&ic));
+        KN_TRY(kn_check_strings(&ic));
         for (int j = 0; j < n->n_out; j++) {
             if (n->out[j] < 0)
                 continue;

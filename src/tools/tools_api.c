@@ -32,7 +32,7 @@ static kiln_status check_tensor(const kiln_host_tensor *t, const char *what) {
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "%s: tensor '%s': bad rank %d or shape", what,
                         nm, t->rank);
     size_t es = kiln_dtype_size(t->dtype);
-    if (es == 0)
+    if (es == 0 || t->dtype == KILN_DTYPE_STRING) /* a string tensor holds pointers */
         return kn_error(KILN_ERR_UNSUPPORTED, "%s: tensor '%s': data type %s has no .npy form",
                         what, nm, kiln_dtype_name(t->dtype));
     if (n > SIZE_MAX / es || n * es != t->bytes || (!t->data && t->bytes))

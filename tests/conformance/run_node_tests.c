@@ -219,6 +219,17 @@ static int compare_output(case_result *r, int set, const char *name, kiln_dtype 
         }
         return 0;
     }
+    if (want->dtype == KILN_DTYPE_STRING) { /* one `const char *` per element */
+        const char *const *g = got, *const *w = want->data;
+        size_t n = want->nbytes / sizeof(char *);
+        for (size_t k = 0; k < n; k++)
+            if (!g[k] || strcmp(g[k], w[k]) != 0) {
+                set_reason(r, OUT_FAILED, "set %d output '%s': element %zu is \"%s\", expected \"%s\"",
+                           set, name, k, g[k] ? g[k] : "(null)", w[k]);
+                return -1;
+            }
+        return 0;
+    }
     if (!is_float_type(want->dtype)) {
         if (memcmp(got, want->data, want->nbytes) == 0)
             return 0;

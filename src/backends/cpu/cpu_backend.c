@@ -61,6 +61,10 @@ extern const size_t kb_cpu_control_count;
 extern const kb_kernel kb_cpu_train[];
 extern const size_t kb_cpu_train_count;
 
+/* k_string.c: Cast to and from string, StringNormalizer */
+extern const kb_kernel kb_cpu_string[];
+extern const size_t kb_cpu_string_count;
+
 static const kb_table kb_tables[] = {
     {kb_cpu_elementwise, &kb_cpu_elementwise_count},
     {kb_cpu_tensor, &kb_cpu_tensor_count},
@@ -72,6 +76,7 @@ static const kb_table kb_tables[] = {
     {kb_cpu_int8, &kb_cpu_int8_count},
     {kb_cpu_control, &kb_cpu_control_count},
     {kb_cpu_train, &kb_cpu_train_count},
+    {kb_cpu_string, &kb_cpu_string_count},
 };
 
 int kb_cpu_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {

@@ -735,6 +735,9 @@ static kiln_status where_run(const kb_run *r) {
 
 static bool cast_supports(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                           int n_out) {
+    if (n_in >= 1 && n_out >= 1 &&
+        (in[0].dtype == KILN_DTYPE_STRING || out[0].dtype == KILN_DTYPE_STRING))
+        return true; /* kb_str_cast_run */
     return n_in >= 1 && n_out >= 1 && kb_ew_ctype(in[0].dtype) >= 0 &&
            kb_ew_ctype(out[0].dtype) >= 0;
 }
@@ -778,6 +781,8 @@ static void cast_chunks(void *vc, int64_t lo_, int64_t hi_, int tid) {
 kiln_status kb_ew_run_cast(const kb_run *r) {
     const kb_tensor *x = &r->in[0];
     kb_tensor *y = &r->out[0];
+    if (x->dtype == KILN_DTYPE_STRING || y->dtype == KILN_DTYPE_STRING)
+        return kb_str_cast_run(r); /* text, its strings in the instance's arena */
     int ct = kb_ew_ctype(x->dtype);
     if (ct < 0)
         return bad_dtype(r->node, x->dtype);
@@ -853,8 +858,9 @@ const kb_kernel kb_cpu_elementwise[] = {
     K_UN("IsInf"), K_UN("Shrink"),
     K_UN("Not"), K_UN("BitwiseNot"),
     {"Where", "", "ref", where_supports, NULL, NULL, NULL, NULL, where_run},
-    {"Cast", "", "ref", cast_supports, NULL, NULL, NULL, NULL, kb_ew_run_cast},
-    {"CastLike", "", "ref", cast_supports, NULL, NULL, NULL, NULL, kb_ew_run_cast},
+    {"Cast", "", "ref", cast_supports, NULL, NULL, kb_str_prepare, kb_str_release, kb_ew_run_cast},
+    {"CastLike", "", "ref", cast_supports, NULL, NULL, kb_str_prepare, kb_str_release,
+     kb_ew_run_cast},
     {"BitCast", "", "ref", NULL, NULL, NULL, NULL, NULL, bitcast_run},
     K_RED("ReduceSum"), K_RED("ReduceMean"), K_RED("ReduceMax"), K_RED("ReduceMin"),
     K_RED("ReduceProd"), K_RED("ReduceL1"), K_RED("ReduceL2"), K_RED("ReduceLogSum"),

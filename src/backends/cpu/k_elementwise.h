@@ -99,4 +99,12 @@ KN_HIDDEN void kb_ew_fini_chain(void *state);
 KN_HIDDEN void kb_ew_gather(const void *base, size_t esize, int64_t stride, int64_t n, void *dst);
 KN_HIDDEN void kb_ew_scatter(void *base, size_t esize, int64_t stride, int64_t n, const void *src);
 
+/* k_string.c: Cast to and from string for the Cast kernel, with an
+ * instance holding the strings it makes. */
+KN_HIDDEN kiln_status kb_str_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                     int n_in, const kb_tensor *out, int n_out, void **inst,
+                                     size_t *workspace);
+KN_HIDDEN void kb_str_release(void *inst);
+KN_HIDDEN kiln_status kb_str_cast_run(const kb_run *r);
+
 #endif
