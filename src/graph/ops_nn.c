@@ -1,7 +1,6 @@
 /* ops_nn.c - op schemas (shape and type inference) of the nn family:
  * convolutions, pooling, normalizations, Gemm / MatMul / Einsum, Dropout and
  * the recurrent ops; plus the window and Einsum geometry in ops_nn.h. */
-#include "roi_align.h"
 #include <math.h>
 #include <string.h>
 #include <strings.h>
@@ -819,9 +818,6 @@ kiln_status kn_roi_align_geom(const kn_node *n, const kn_tinfo *x, const kn_tinf
                              "output_height %lld, output_width %lld and sampling_ratio %lld must be "
                              "positive (sampling_ratio may be 0)",
                              (long long)g->oh, (long long)g->ow, (long long)g->sampling);
-    if (g->sampling > KN_ROI_MAX_GRID)
-        return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT, "sampling_ratio %lld is over %lld",
-                             (long long)g->sampling, (long long)KN_ROI_MAX_GRID);
     if (x->rank != 4 || rois->rank != 2 || idx->rank != 1 || (rois->dims[1] >= 0 && rois->dims[1] != 4))
         return kn_node_error(n, KILN_ERR_SHAPE,
                              "X must be [N, C, H, W], rois [R, 4] and batch_indices [R]; got ranks %d, "

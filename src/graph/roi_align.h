@@ -22,20 +22,10 @@ typedef struct kn_roi_box {
     int64_t grid_h, grid_w;
 } kn_roi_box;
 
-/* The most samples one bin may take along an axis, and in all: far more
- * than any real detector's region needs (a 2000-pixel region over a 7-bin
- * output takes 286 a side), small enough that a hostile region cannot keep a
- * kernel looping for hours. */
-#define KN_ROI_MAX_GRID ((int64_t)1 << 16)
-#define KN_ROI_MAX_SAMPLES ((int64_t)1 << 20)
-
 /* roi = [x1, y1, x2, y2] in input coordinates before spatial_scale;
  * half_pixel shifts by half a pixel (coordinate_transformation_mode), else a
- * region is at least one pixel wide; sampling 0 takes ceil(bin size) samples.
- * False (and a grid of no samples) when the region is not finite or its bins
- * would take more samples than KN_ROI_MAX_GRID a side or KN_ROI_MAX_SAMPLES
- * in all: the CPU fails naming the region, the CUDA kernel writes zeros. */
-KN_RA_FN bool kn_roi_box_of(const double *roi, double scale, bool half_pixel, int64_t oh, int64_t ow,
+ * region is at least one pixel wide; sampling 0 takes ceil(bin size) samples. */
+KN_RA_FN void kn_roi_box_of(const double *roi, double scale, bool half_pixel, int64_t oh, int64_t ow,
                             int64_t sampling, kn_roi_box *b) {
     double off = half_pixel ? 0.5 : 0.0;
     double x0 = roi[0] * scale - off, y0 = roi[1] * scale - off;
@@ -48,23 +38,12 @@ KN_RA_FN bool kn_roi_box_of(const double *roi, double scale, bool half_pixel, in
     b->x0 = x0;
     b->bin_h = h / (double)oh;
     b->bin_w = w / (double)ow;
-    b->grid_h = 0;
-    b->grid_w = 0;
-    /* every comparison is false for a NaN: the test is written so that a
-     * NaN or an infinity fails it */
-    const double lim = (double)KN_ROI_MAX_GRID;
-    double gh = sampling > 0 ? (double)sampling : ceil(b->bin_h);
-    double gw = sampling > 0 ? (double)sampling : ceil(b->bin_w);
-    if (!(y0 > -1e300 && y0 < 1e300 && x0 > -1e300 && x0 < 1e300))
-        return false;
-    if (!(gh <= lim && gw <= lim && gh > -lim && gw > -lim))
-        return false;
-    int64_t ih = gh > 0 ? (int64_t)gh : 0, iw = gw > 0 ? (int64_t)gw : 0;
-    if (ih * iw > KN_ROI_MAX_SAMPLES)
-        return false;
-    b->grid_h = ih;
-    b->grid_w = iw;
-    return true;
+    b->grid_h = sampling > 0 ? sampling : (int64_t)ceil(h / (double)oh);
+    b->grid_w = sampling > 0 ? sampling : (int64_t)ceil(w / (double)ow);
+    if (b->grid_h < 0)
+        b->grid_h = 0;
+    if (b->grid_w < 0)
+        b->grid_w = 0;
 }
 
 /* The bilinear read of point (y, x) on an h x w plane: four positions and

@@ -119,16 +119,6 @@ kiln_status kb_nn_roi_align_run(const kb_run *r) {
             return kn_node_error(r->node, KILN_ERR_RUNTIME,
                                  "region %lld has batch index %lld; X has %lld images", (long long)k,
                                  (long long)b, (long long)g.n);
-        double roi[4];
-        for (int j = 0; j < 4; j++)
-            roi[j] = kb_ld(rois->data, rois->dtype, (size_t)(k * 4 + j));
-        kn_roi_box box;
-        if (!kn_roi_box_of(roi, g.scale, g.half_pixel, g.oh, g.ow, g.sampling, &box))
-            return kn_node_error(r->node, KILN_ERR_RUNTIME,
-                                 "region %lld [%g, %g, %g, %g] (spatial_scale %g) is not finite or its "
-                                 "bins would take more than %lld samples a side or %lld in all",
-                                 (long long)k, roi[0], roi[1], roi[2], roi[3], g.scale,
-                                 (long long)KN_ROI_MAX_GRID, (long long)KN_ROI_MAX_SAMPLES);
     }
     const int64_t plane = g.h * g.w, bins = g.oh * g.ow;
     int nth = r->threads > 1 && g.rois * g.c * bins > 4096 ? r->threads : 1;
