@@ -47,7 +47,11 @@ def main():
         return 77
     with open(os.path.join(ROOT, "tests", "conformance", "expected_pass.txt")) as f:
         passing = {ln.strip() for ln in f if ln.strip() and not ln.startswith("#")}
-    cases = sorted(c for c in os.listdir(cases_dir) if c in passing)
+    # the training-mode Dropout cases expect numpy's random draws, which no
+    # other generator reproduces: the conformance runner checks their form
+    # (kept values and mask), an exact comparison here cannot pass
+    cases = sorted(c for c in os.listdir(cases_dir)
+                   if c in passing and not c.startswith("test_training_dropout"))
     failed, shape_cases = [], 0
     for c in cases:
         d = os.path.join(cases_dir, c)
