@@ -21,5 +21,7 @@ site=$("$py" -c 'import os, pytriton; print(os.path.dirname(os.path.dirname(pytr
 bin=pytriton/tritonserver/bin/tritonserver
 libs=$(cd "$site" && ldd $bin | awk '/nvidia_pytriton.libs/ {print $3}' | xargs -n1 basename | sed 's|^|nvidia_pytriton.libs/|')
 tar cf - -C "$site" $bin $libs | xz -T2 -6 > "$dev/triton.txz"
-tar czf "$dev/kiln_triton.tgz" -C "$b" kiln libkiln.so triton/backends/kiln
+# libkiln_omp_wait.so exists (and libkiln.so needs it) only in a build with oneDNN
+shim=$(cd "$b" && ls libkiln_omp_wait.so 2>/dev/null || true)
+tar czf "$dev/kiln_triton.tgz" -C "$b" kiln libkiln.so $shim triton/backends/kiln
 du -sh "$dev"/triton.txz "$dev"/kiln_triton.tgz

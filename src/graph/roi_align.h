@@ -22,10 +22,19 @@ typedef struct kn_roi_box {
     int64_t grid_h, grid_w;
 } kn_roi_box;
 
+/* The most samples a bin takes along one axis, and in all: a region whose
+ * bins would take more (only a region thousands of times taller or wider
+ * than its output, or not finite) is refused instead of looping for hours
+ * (and converting a huge ceil() to int64 is undefined). */
+#define KN_ROI_MAX_GRID 4096
+#define KN_ROI_MAX_SAMPLES (1 << 20)
+
 /* roi = [x1, y1, x2, y2] in input coordinates before spatial_scale;
  * half_pixel shifts by half a pixel (coordinate_transformation_mode), else a
- * region is at least one pixel wide; sampling 0 takes ceil(bin size) samples. */
-KN_RA_FN void kn_roi_box_of(const double *roi, double scale, bool half_pixel, int64_t oh, int64_t ow,
+ * region is at least one pixel wide; sampling 0 takes ceil(bin size) samples.
+ * False (box unset) when a coordinate or bin size is not finite or the sample
+ * grid is beyond KN_ROI_MAX_GRID a side or KN_ROI_MAX_SAMPLES a bin. */
+KN_RA_FN bool kn_roi_box_of(const double *roi, double scale, bool half_pixel, int64_t oh, int64_t ow,
                             int64_t sampling, kn_roi_box *b) {
     double off = half_pixel ? 0.5 : 0.0;
     double x0 = roi[0] * scale - off, y0 = roi[1] * scale - off;
@@ -34,16 +43,22 @@ KN_RA_FN void kn_roi_box_of(const double *roi, double scale, bool half_pixel, in
         w = w > 1.0 ? w : 1.0;
         h = h > 1.0 ? h : 1.0;
     }
+    double bh = h / (double)oh, bw = w / (double)ow;
+    if (!isfinite(x0) || !isfinite(y0) || !isfinite(bh) || !isfinite(bw))
+        return false;
+    double gh = sampling > 0 ? (double)sampling : ceil(bh);
+    double gw = sampling > 0 ? (double)sampling : ceil(bw);
+    gh = gh > 0.0 ? gh : 0.0;
+    gw = gw > 0.0 ? gw : 0.0;
+    if (gh > (double)KN_ROI_MAX_GRID || gw > (double)KN_ROI_MAX_GRID || gh * gw > (double)KN_ROI_MAX_SAMPLES)
+        return false;
     b->y0 = y0;
     b->x0 = x0;
-    b->bin_h = h / (double)oh;
-    b->bin_w = w / (double)ow;
-    b->grid_h = sampling > 0 ? sampling : (int64_t)ceil(h / (double)oh);
-    b->grid_w = sampling > 0 ? sampling : (int64_t)ceil(w / (double)ow);
-    if (b->grid_h < 0)
-        b->grid_h = 0;
-    if (b->grid_w < 0)
-        b->grid_w = 0;
+    b->bin_h = bh;
+    b->bin_w = bw;
+    b->grid_h = (int64_t)gh;
+    b->grid_w = (int64_t)gw;
+    return true;
 }
 
 /* The bilinear read of point (y, x) on an h x w plane: four positions and

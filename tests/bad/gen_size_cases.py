@@ -224,6 +224,16 @@ cases["ubk_resize_roi"] = model(
           coordinate_transformation_mode="tf_crop_and_resize")],
     [vi("x", [1, 1, 2, 2])], [vi("y", None)],
     [f32("roi", [0, 0, -1e30, float("nan"), 1, 1, 1e30, 1e30]), i64("sizes", [1, 1, 3, 3])])
+# RoiAlign regions whose sample grid, ceil(bin size), converted a double
+# of 1e30 (or NaN) to int64 (undefined), or at 1e12 (defined) looped for
+# hours over 10^12 samples
+for tag, roi in (("huge", [0, 0, 1e30, 1e30]), ("nan", [0, 0, float("nan"), 1]),
+                 ("big", [0, 0, 1e12, 1])):
+    cases["ubk_roi_align_" + tag] = model(
+        [node("RoiAlign", ["x", "rois", "idx"], ["y"], "roi", output_height=1, output_width=1,
+              sampling_ratio=0, spatial_scale=1.0)],
+        [vi("x", [1, 1, 2, 2])], [vi("y", None)],
+        [f32("rois", roi, [1, 4]), i64s("idx", [0], [1])])
 # sequence lengths far past the time axis
 cases["ubk_reverse_sequence"] = model(
     [node("ReverseSequence", ["x", "lens"], ["y"], "reverse", batch_axis=1, time_axis=0)],

@@ -56,6 +56,15 @@ static const kcase cases[] = {
     /* x all 0 (the float bits of 0): every output 0, NaN coordinates take
      * the extrapolation value 0 */
     {"ubk_resize_roi", 0, NULL, 9, {0}},
+    {"ubk_roi_align_huge", 0, "node 'roi' (RoiAlign): region 0 [0, 0, 1e+30, 1e+30] (spatial_scale 1) "
+                              "is not finite or its bins would take more than 4096 samples a side "
+                              "or 1048576 in all", 0, {0}},
+    {"ubk_roi_align_nan", 0, "node 'roi' (RoiAlign): region 0 [0, 0, nan, 1] (spatial_scale 1) "
+                             "is not finite or its bins would take more than 4096 samples a side "
+                             "or 1048576 in all", 0, {0}},
+    {"ubk_roi_align_big", 0, "node 'roi' (RoiAlign): region 0 [0, 0, 1e+12, 1] (spatial_scale 1) "
+                             "is not finite or its bins would take more than 4096 samples a side "
+                             "or 1048576 in all", 0, {0}},
     {"ubk_reverse_sequence", 0, "node 'reverse' (ReverseSequence): sequence length "
                                 "9223372036854775807 of batch 0 is outside [0, 2]", 0, {0}},
 };

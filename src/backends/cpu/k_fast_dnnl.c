@@ -28,18 +28,21 @@ static dnnl_engine_t engine_obj;
 static dnnl_status_t engine_status;
 
 /* oneDNN's Debian build threads through libgomp (DNNL_CPU_RUNTIME OMP, no
- * threadpool interop), which reads its wait policy once, when it loads with
- * libkiln.so, before kiln could set it: with neither variable set, its idle
- * threads spin for milliseconds on cores other work needs (kiln's own
- * kernels use kiln's pool, src/core/pool.c). The kiln command sets
- * GOMP_SPINCOUNT itself (tools/omp_wait.c); an embedding program is told
- * once, when oneDNN is first used. */
+ * threadpool interop), which reads its wait policy once, in its
+ * initializer: with neither variable set, its idle threads spin for
+ * milliseconds on cores other work needs (kiln's own kernels use kiln's
+ * pool, src/core/pool.c). libkiln_omp_wait.so, listed after libgomp in
+ * libkiln.so's DT_NEEDED, sets GOMP_SPINCOUNT=1000 before libgomp's
+ * initializer runs (src/core/omp_wait); so finding neither variable here
+ * means the shim did not run (a build or copy without it), and the
+ * embedding program is told once, when oneDNN is first used. */
 static void engine_make(void) {
     if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
         kn_log(KILN_LOG_WARNING,
-               "oneDNN runs on libgomp, whose idle threads spin for milliseconds by default: on "
-               "a machine shared with other work set GOMP_SPINCOUNT=1000 (or "
-               "OMP_WAIT_POLICY=passive) in the environment before the program starts");
+               "oneDNN runs on libgomp, whose idle threads spin for milliseconds by default, and "
+               "libkiln_omp_wait.so did not bound it: on a machine shared with other work set "
+               "GOMP_SPINCOUNT=1000 (or OMP_WAIT_POLICY=passive) in the environment before the "
+               "program starts");
     engine_status = dnnl_engine_create(&engine_obj, dnnl_cpu, 0);
 }
 

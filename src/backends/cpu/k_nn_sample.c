@@ -92,7 +92,8 @@ static void roi_align_rois(void *vc, int64_t lo_, int64_t hi_, int tid) {
         for (int j = 0; j < 4; j++)
             roi[j] = kb_ld(rois->data, rois->dtype, (size_t)(k * 4 + j));
         kn_roi_box box;
-        kn_roi_box_of(roi, g.scale, g.half_pixel, g.oh, g.ow, g.sampling, &box);
+        if (!kn_roi_box_of(roi, g.scale, g.half_pixel, g.oh, g.ow, g.sampling, &box))
+            continue; /* refused before the loop */
         const int64_t b = (int64_t)kb_ld(idx->data, idx->dtype, (size_t)k);
         for (int64_t c = 0; c < g.c; c++) {
             const int64_t base = (b * g.c + c) * plane;
@@ -119,6 +120,16 @@ kiln_status kb_nn_roi_align_run(const kb_run *r) {
             return kn_node_error(r->node, KILN_ERR_RUNTIME,
                                  "region %lld has batch index %lld; X has %lld images", (long long)k,
                                  (long long)b, (long long)g.n);
+        double roi[4];
+        for (int j = 0; j < 4; j++)
+            roi[j] = kb_ld(rois->data, rois->dtype, (size_t)(k * 4 + j));
+        kn_roi_box box;
+        if (!kn_roi_box_of(roi, g.scale, g.half_pixel, g.oh, g.ow, g.sampling, &box))
+            return kn_node_error(r->node, KILN_ERR_RUNTIME,
+                                 "region %lld [%g, %g, %g, %g] (spatial_scale %g) is not finite or its "
+                                 "bins would take more than %d samples a side or %d in all",
+                                 (long long)k, roi[0], roi[1], roi[2], roi[3], g.scale, KN_ROI_MAX_GRID,
+                                 KN_ROI_MAX_SAMPLES);
     }
     const int64_t plane = g.h * g.w, bins = g.oh * g.ow;
     int nth = r->threads > 1 && g.rois * g.c * bins > 4096 ? r->threads : 1;

@@ -192,8 +192,12 @@ __global__ void roi_align_kernel(const void *x, const void *rois, const int64_t 
             for (int j = 0; j < 4; j++)
                 roi[j] = kc_ld_f(rois, dt, k * 4 + j);
             kn_roi_box box;
-            kn_roi_box_of(roi, p.scale, p.half_pixel != 0, p.oh, p.ow, p.sampling, &box);
-            KN_ROI_BIN(KC_RA_LD, (b * p.c + c) * p.h * p.w, &box, ph, pw, p.h, p.w, p.mode, v);
+            /* a region the CPU refuses (not finite, or a sample grid beyond
+             * KN_ROI_MAX_GRID / KN_ROI_MAX_SAMPLES) gives NaN, not a loop */
+            if (kn_roi_box_of(roi, p.scale, p.half_pixel != 0, p.oh, p.ow, p.sampling, &box))
+                KN_ROI_BIN(KC_RA_LD, (b * p.c + c) * p.h * p.w, &box, ph, pw, p.h, p.w, p.mode, v);
+            else
+                v = (double)NAN;
         }
         kc_st_f(y, dt, i, (float)v);
     }
