@@ -6,9 +6,10 @@ import gc
 from typing import Tuple
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper  # noqa: E402
 
 import kiln
 import kiln.plugin as trtp
@@ -158,3 +159,51 @@ def test_definition_errors(tmp_path):
         gc.collect()
         for i in ("qdpe::noimpl", "qdpe::badshape"):
             _qdp._deregister(i)
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+def test_decorated_plugin_on_the_gpu(lib, tmp_path, rng):
+    """The same decorators on a GPU engine: the impl gets device Tensors
+    (__cuda_array_interface__) and kiln's stream; skipped without CUDA."""
+    try:
+        kiln.backend_info("cuda")
+    except kiln.Error as e:
+        pytest.skip(f"no CUDA backend here: {e}")
+    m = pytest.importorskip(lib)
+    if lib == "torch" and not m.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    pid = f"qdpg_{lib}::scale"
+
+    @trtp.register(pid)
+    def desc(x: trtp.TensorDesc, alpha: float) -> trtp.TensorDesc:
+        return x.like()
+
+    @trtp.impl(pid)
+    def run(x: trtp.Tensor, alpha: float, outputs, stream: int) -> None:
+        assert x.on_device
+        if lib == "torch":
+            import torch
+            with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+                o = torch.as_tensor(outputs[0], device="cuda")
+                torch.mul(torch.as_tensor(x, device="cuda"), alpha, out=o)
+        else:
+            import cupy
+            with cupy.cuda.ExternalStream(stream):
+                cupy.multiply(cupy.asarray(x), alpha, out=cupy.asarray(outputs[0]))
+
+    try:
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        nodes = [helper.make_node("Relu", ["x"], ["r"]),
+                 helper.make_node("scale", ["r"], ["y"], domain=f"qdpg_{lib}", alpha=3.0)]
+        model = qdp_model(str(tmp_path / "g.onnx"), nodes, [x], [y], f"qdpg_{lib}")
+        engine = kiln.build(model, shapes={"x": ((1, 8), (4, 8), (16, 8))}, backend="cuda")
+        loaded = kiln.Runtime().deserialize_cuda_engine(bytes(engine.serialize()))
+        a = rng.standard_normal((5, 8)).astype(np.float32)
+        for e in (engine, loaded):
+            np.testing.assert_allclose(e.infer({"x": a})["y"], np.maximum(a, 0) * 3.0,
+                                       rtol=1e-6, atol=1e-6)
+        del engine, loaded, e
+    finally:
+        gc.collect()
+        _qdp._deregister(pid)
