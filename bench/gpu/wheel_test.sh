@@ -16,7 +16,18 @@ tgt=/tmp/kw
 log=${OUT:+$OUT/wheel_test.log}
 log=${log:-/tmp/kiln_wheel_test.log}
 # the CUDA libraries (cudart, cuBLASLt, cuDNN 9) where the machine has them
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# (the system's, then those of pip's nvidia-* packages that PyTorch brings)
+nv=$($py - 2>/dev/null <<'PY'
+import os
+try:
+    import nvidia
+    print(":".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in sorted(os.listdir(p))
+                   if os.path.isdir(os.path.join(p, s, "lib"))))
+except Exception:
+    pass
+PY
+)
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu${nv:+:$nv}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 {
     echo "== $(date -u)  $($py --version)  $(uname -m)"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -2
@@ -30,6 +41,8 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu${LD_LIBRA
     rc=${PIPESTATUS[0]}
     if [ "$rc" != 0 ]; then echo "pip install failed (rc=$rc)"; exit "$rc"; fi
     export PYTHONPATH=$tgt PATH=$tgt/bin:$PATH
+    echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    for so in "$tgt"/kiln/*.so*; do echo "== ldd $so"; ldd "$so" | grep -E "cud|cublas|not found"; done
     # the package the tests import is the installed one
     (cd /tmp && $py - <<'PY')
 import os, kiln
