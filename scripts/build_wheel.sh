@@ -6,8 +6,9 @@
 # two for the CUDA objects), zlib (libz.so.1, for compressed .npz; the
 # distribution's libz.a is not position independent) and the CUDA 13 runtime
 # libraries (cudart, cuBLASLt, cuDNN 9) where it is installed.
-# It also puts pytest's wheels beside it (bench/gpu/wheel_test.sh installs both
-# there and runs tests/python against the installed package).
+# It also puts pytest's wheels (and onnx's, onnxruntime's) beside it
+# (bench/gpu/wheel_test.sh installs them there and runs tests/python against
+# the installed package).
 #
 #   scripts/build_wheel.sh            # CUDA on (nvcc needed; 10+ minutes cold)
 #   KILN_CUDA=OFF scripts/build_wheel.sh   # a CPU-only wheel
@@ -45,6 +46,12 @@ export CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-2}
 # pytest and its dependencies, as wheels (any platform, pure Python)
 "$py" -m pip download pytest --only-binary :all: --python-version 3.12 \
     --implementation cp --platform any --platform manylinux2014_x86_64 -d "$out" >/dev/null
+# onnx / onnxruntime for the tests, where the GPU machine lacks them
+# (bench/gpu/wheel_test.sh installs them only then; --no-deps: numpy is its own)
+"$py" -m pip download onnx protobuf ml_dtypes typing_extensions onnxruntime --no-deps \
+    --only-binary :all: --python-version 3.12 --implementation cp --platform any \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux_2_28_x86_64 -d "$out" >/dev/null
 
 whl=$(ls "$out"/kiln-*.whl)
 echo "wheel: $whl ($(du -h "$whl" | cut -f1))"

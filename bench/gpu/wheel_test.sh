@@ -12,7 +12,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 py=${PYTHON:-python3}
 whl=$root/.device2/whl
-tgt=/tmp/kw
+tgt=${KW:-/tmp/kw}
 log=${OUT:+$OUT/wheel_test.log}
 log=${log:-/tmp/kiln_wheel_test.log}
 # the CUDA libraries (cudart, cuBLASLt, cuDNN 9) where the machine has them
@@ -27,16 +27,16 @@ except Exception:
     pass
 PY
 )
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu${nv:+:$nv}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/lib/x86_64-linux-gnu${nv:+:$nv}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 {
     echo "== $(date -u)  $($py --version)  $(uname -m)"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -2
     rm -rf "$tgt"
     # --no-deps: numpy (and torch, cupy) are the machine's own; pytest's
     # dependencies are listed by name
-    pkgs=(kiln pytest iniconfig pluggy packaging)
+    pkgs=(kiln pytest iniconfig pluggy packaging pygments)
     $py -c "import onnx" 2>/dev/null || pkgs+=(onnx protobuf ml_dtypes typing_extensions)
-    $py -c "import onnxruntime" 2>/dev/null || pkgs+=(onnxruntime flatbuffers coloredlogs humanfriendly)
+    $py -c "import onnxruntime" 2>/dev/null || pkgs+=(onnxruntime)
     $py -m pip install --no-index --find-links "$whl" --no-deps -t "$tgt" "${pkgs[@]}" 2>&1 | tail -3
     rc=${PIPESTATUS[0]}
     if [ "$rc" != 0 ]; then echo "pip install failed (rc=$rc)"; exit "$rc"; fi
@@ -47,7 +47,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu${nv:+:$nv
     (cd /tmp && $py - <<'PY')
 import os, kiln
 print("kiln", getattr(kiln, "__version__", "?"), "from", os.path.dirname(kiln.__file__))
-assert kiln.__file__.startswith("/tmp/kw/"), kiln.__file__
+assert kiln.__file__.startswith(os.environ["PYTHONPATH"] + "/"), kiln.__file__
 for b in ("cpu", "cuda"):
     try:
         print(b, kiln.backend_info(b))

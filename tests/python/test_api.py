@@ -244,7 +244,9 @@ def test_gil_released_in_build_and_enqueue(tiny_onnx, rng):
         for _ in range(30):
             ctx.execute_async_v3()
     assert _runs_without_the_gil(many)
-    assert _runs_without_the_gil(lambda: kiln.build(tiny_onnx))
+    # several builds: a quick build (no oneDNN) releases the GIL briefly, and
+    # on a loaded machine the main thread may miss one window
+    assert _runs_without_the_gil(lambda: [kiln.build(tiny_onnx) for _ in range(5)])
 
 
 def test_scalar_input_and_constant(tmp_path):
