@@ -105,6 +105,22 @@ KILN_API KILN_NODISCARD kiln_status kiln_network_tensor_info(const kiln_network 
                                                              const char *name, kiln_dtype *dtype,
                                                              int *rank, int64_t *dims);
 
+/* The name of dimension d of a named tensor: the ONNX dim_param of a dynamic
+ * dimension of a network input, or one given by kiln_network_set_dim_name (TensorRT's
+ * ITensor::getDimensionName). *dim_name is NULL when the dimension has no
+ * name; the string lives as long as the network. KILN_ERR_NOT_FOUND for an
+ * unknown tensor, KILN_ERR_INVALID_ARGUMENT for d outside 0..rank-1.
+ * Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_network_tensor_dim_name(const kiln_network *net,
+                                                                 const char *name, int d,
+                                                                 const char **dim_name);
+
+/* Name dimension d of a network input or output (TensorRT's
+ * ITensor::setDimensionName); NULL or "" removes the name. Only tensors that
+ * are network inputs or outputs keep names. Added in 0.1. */
+KILN_API KILN_NODISCARD kiln_status kiln_network_set_dim_name(kiln_network *net, const char *name,
+                                                              int d, const char *dim_name);
+
 #ifdef __cplusplus
 }
 #endif

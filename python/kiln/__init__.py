@@ -260,6 +260,24 @@ class ITensor:
     def shape(self) -> Optional[Shape]:
         return self._network._c.tensor_info(self.name)[1]
 
+    def get_dimension_name(self, index: int) -> Optional[str]:
+        """The name of dimension `index` (the ONNX dim_param of a dynamic
+        dimension of a network input), or None (TensorRT's name)."""
+        return self._network._c.dim_name(self.name, int(index))
+
+    def set_dimension_name(self, index: int, name: Optional[str]) -> None:
+        """Name dimension `index` of a network input or output (None removes
+        the name); kiln's messages about that dimension use it."""
+        self._network._c.set_dim_name(self.name, int(index), name)
+
+    @property
+    def dimension_names(self) -> Optional[Tuple[Optional[str], ...]]:
+        """kiln's: the names of every dimension (None where unnamed)."""
+        shape = self.shape
+        if shape is None:
+            return None
+        return tuple(self.get_dimension_name(i) for i in range(len(shape)))
+
     @property
     def is_network_input(self) -> bool:
         return self.name in self._network._input_names()

@@ -405,3 +405,9 @@ def plan_plugins(plan: bytes) -> Dict[str, Any]:
     """The plugin records of a plan (kiln_plan_plugins_json), parsed."""
     import json
     return json.loads(_kiln.plan_plugins_json(plan))
+
+
+# TensorRT 10's tensorrt.plugin decorators (``import kiln.plugin as trtp``);
+# min / max are its shape-expression functions, as in tensorrt.plugin.
+from ._qdp import (AutoTuneCombination, Shape, ShapeExpr, ShapeExprs, Tensor,  # noqa: E402,F401
+                   TensorDesc, autotune, cdiv, from_shape_expr, impl, max, min, register)

@@ -380,6 +380,26 @@ static PyObject *network_set_tensor_info(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *network_dim_name(PyObject *self, PyObject *args) {
+    const char *name, *dn = NULL;
+    int d;
+    if (!PyArg_ParseTuple(args, "si", &name, &d))
+        return NULL;
+    CHECK(kiln_network_tensor_dim_name(NET(self), name, d, &dn));
+    if (!dn)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(dn);
+}
+
+static PyObject *network_set_dim_name(PyObject *self, PyObject *args) {
+    const char *name, *dn = NULL;
+    int d;
+    if (!PyArg_ParseTuple(args, "siz", &name, &d, &dn))
+        return NULL;
+    CHECK(kiln_network_set_dim_name(NET(self), name, d, dn));
+    Py_RETURN_NONE;
+}
+
 static PyObject *network_extract(PyObject *self, PyObject *arg) {
     PyObject *t = PySequence_Tuple(arg);
     if (!t)
@@ -429,6 +449,8 @@ static PyMethodDef network_methods[] = {
     {"node_io", network_node_io, METH_VARARGS, "node_io(node) -> (inputs, outputs)"},
     {"tensor_info", network_tensor_info, METH_O, "tensor_info(name) -> (dtype, dims or None)"},
     {"set_tensor_info", network_set_tensor_info, METH_VARARGS, "set_tensor_info(name, dtype, dims)"},
+    {"dim_name", network_dim_name, METH_VARARGS, "dim_name(tensor, d) -> str or None"},
+    {"set_dim_name", network_set_dim_name, METH_VARARGS, "set_dim_name(tensor, d, name or None)"},
     {"extract", network_extract, METH_O, "extract(node_indices) -> Network"},
     {"write_onnx", network_write_onnx, METH_O, "write_onnx(path)"},
     {NULL, NULL, 0, NULL}};

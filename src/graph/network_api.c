@@ -212,3 +212,44 @@ KILN_API kiln_status kiln_network_tensor_info(const kiln_network *net, const cha
         memcpy(dims, t->dims, (size_t)t->rank * sizeof(int64_t));
     return KILN_OK;
 }
+
+static kiln_status dim_of(const kiln_network *net, const char *name, int d, int *idx) {
+    *idx = kn_net_find(net, name);
+    if (*idx < 0)
+        return kn_error(KILN_ERR_NOT_FOUND, "no tensor named '%s'", name ? name : "(null)");
+    const kn_tensor *t = &net->tensors[*idx];
+    if (t->rank < 0 || d < 0 || d >= t->rank)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "tensor '%s': dimension %d is outside 0..%d",
+                        name, d, t->rank - 1);
+    return KILN_OK;
+}
+
+KILN_API kiln_status kiln_network_tensor_dim_name(const kiln_network *net, const char *name, int d,
+                                                  const char **dim_name) {
+    CHECK_NET(net);
+    if (!dim_name)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "tensor_dim_name: dim_name is NULL");
+    *dim_name = NULL;
+    int idx;
+    KN_TRY(dim_of(net, name, d, &idx));
+    *dim_name = net->tensors[idx].dim_names[d];
+    return KILN_OK;
+}
+
+KILN_API kiln_status kiln_network_set_dim_name(kiln_network *net, const char *name, int d,
+                                               const char *dim_name) {
+    CHECK_NET(net);
+    int idx;
+    KN_TRY(dim_of(net, name, d, &idx));
+    kn_tensor *t = &net->tensors[idx];
+    if (!(t->flags & (KN_T_INPUT | KN_T_OUTPUT)))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "tensor '%s' is not a network input or output: its dimensions have no names",
+                        name);
+    char *s = NULL;
+    if (dim_name && *dim_name && !(s = kn_strdup(dim_name)))
+        return KILN_ERR_OUT_OF_MEMORY;
+    kn_free(t->dim_names[d]);
+    t->dim_names[d] = s;
+    return KILN_OK;
+}
