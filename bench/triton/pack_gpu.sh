@@ -4,7 +4,11 @@
 # the nvidia-pytriton wheel and the libraries it loads (the wheel's
 # nvidia_pytriton.libs, trimmed to what `ldd tritonserver` names, in the
 # wheel's layout so its RUNPATH still finds them); kiln_triton.tgz holds the
-# CUDA build of kiln, libkiln.so and libtriton_kiln.so. Carry .device.
+# CUDA build of kiln, libkiln.so and the backend folder triton/backends/kiln,
+# whose libkiln.so is a symlink to the one copy at the top (libkiln.so is most
+# of the bytes; two copies would not fit what a run carries). Nothing else
+# goes in: the folder should hold triton.txz and kiln_triton.tgz only (both
+# are written afresh). Carry the folder (.device, or KILN_PACK_OUT).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 py=${KILN_PYTHON:-$root/.venv/bin/python}
@@ -12,16 +16,31 @@ py=${KILN_PYTHON:-$root/.venv/bin/python}
 b=${KILN_PACK_BUILD:-$root/build-gpu}
 dev=${KILN_PACK_OUT:-$root/.device}
 if [ -z "${KILN_PACK_BUILD:-}" ]; then
+  launch=""
+  command -v ccache >/dev/null && launch="-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"
   cmake -S "$root" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON -DKILN_USE_DNNL=OFF \
-        -DKILN_USE_OPENBLAS=OFF -DKILN_TRITON=ON >/dev/null
+        -DKILN_USE_OPENBLAS=OFF -DKILN_TRITON=ON $launch >/dev/null
   ninja -C "$b" kiln_cli triton_kiln >/dev/null
 fi
 mkdir -p "$dev"
+rm -f "$dev/triton.txz" "$dev/kiln_triton.tgz"
 site=$("$py" -c 'import os, pytriton; print(os.path.dirname(os.path.dirname(pytriton.__file__)))')
 bin=pytriton/tritonserver/bin/tritonserver
 libs=$(cd "$site" && ldd $bin | awk '/nvidia_pytriton.libs/ {print $3}' | xargs -n1 basename | sed 's|^|nvidia_pytriton.libs/|')
 tar cf - -C "$site" $bin $libs | xz -T2 -6 > "$dev/triton.txz"
-# libkiln_omp_wait.so exists (and libkiln.so needs it) only in a build with oneDNN
-shim=$(cd "$b" && ls libkiln_omp_wait.so 2>/dev/null || true)
-tar czf "$dev/kiln_triton.tgz" -C "$b" kiln libkiln.so $shim triton/backends/kiln
-du -sh "$dev"/triton.txz "$dev"/kiln_triton.tgz
+# the slim layout, staged: kiln, libkiln.so, triton/backends/kiln/{libtriton_kiln.so, libkiln.so -> ../../../libkiln.so}
+# (libkiln_omp_wait.so exists, and libkiln.so needs it, only in a build with oneDNN: then it goes beside both)
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/triton/backends/kiln"
+cp "$b/kiln" "$b/libkiln.so" "$stage/"
+cp "$b/triton/backends/kiln/libtriton_kiln.so" "$stage/triton/backends/kiln/"
+ln -s ../../../libkiln.so "$stage/triton/backends/kiln/libkiln.so"
+if [ -f "$b/libkiln_omp_wait.so" ]; then
+    cp "$b/libkiln_omp_wait.so" "$stage/"
+    ln -s ../../../libkiln_omp_wait.so "$stage/triton/backends/kiln/libkiln_omp_wait.so"
+fi
+tar czf "$dev/kiln_triton.tgz" -C "$stage" .
+n=$(tar tvzf "$dev/kiln_triton.tgz" | awk '$1 !~ /^l/ && $NF ~ /libkiln\.so$/' | wc -l)
+[ "$n" = 1 ] || { echo "pack_gpu.sh: kiln_triton.tgz holds $n copies of libkiln.so (want 1)" >&2; exit 1; }
+du -sh "$dev"/triton.txz "$dev"/kiln_triton.tgz "$dev"

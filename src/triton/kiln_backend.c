@@ -879,10 +879,25 @@ TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
  * Instances */
 
 typedef struct kt_buf {
-    void *dev;      /* engine memory (device memory, or host memory of a CPU engine) */
-    void *host;     /* GPU engines: pinned host staging of the same size */
+    void *dev;      /* inputs: engine memory (device memory, or host memory of a CPU engine) */
+    void *host;     /* GPU engines: pinned host staging (inputs: of the same size; outputs: only this) */
     size_t cap;
 } kt_buf;
+
+/* An output of a GPU batch on its way back: the batch's output lands in the
+ * output's pinned staging with one copy, then each response takes its rows. */
+typedef struct kt_scatter {
+    void *dst;      /* the response's buffer (host memory) */
+    int io;         /* the output (index of m->io) */
+    size_t off, bytes;
+} kt_scatter;
+
+/* One output of the batch being run (GPU engines). */
+typedef struct kt_obatch {
+    const void *src; /* the engine's output tensor */
+    size_t bytes;    /* the batch's rows of it */
+    int to_host;     /* some response takes it in host memory */
+} kt_obatch;
 
 /* One execution context of an instance. A context keeps one CUDA graph (for
  * its last shapes), so an instance that keeps several (graph_contexts) runs
@@ -912,6 +927,10 @@ typedef struct kt_instance {
     int max_rows;   /* rows the staging buffers hold */
     kt_req *reqs;   /* an execution's requests (Triton runs one at a time an instance) */
     uint32_t cap_reqs;
+    kiln_event *ev[4];  /* GPU engines: before copy-in, after it, after compute, after copy-out */
+    kt_obatch *ob;      /* one per m->io */
+    kt_scatter *sc;     /* a batch's responses' output rows (grown once to the largest batch) */
+    size_t n_sc, cap_sc;
 } kt_instance;
 
 static void kt_instance_free(kt_instance *in) {
@@ -926,10 +945,14 @@ static void kt_instance_free(kt_instance *in) {
             kiln_context_destroy(in->ctxs[c].ctx);
             free(in->ctxs[c].bound);
         }
+        for (int k = 0; k < 4; k++)
+            if (in->ev[k]) kiln_event_destroy(in->ev[k]);
         if (in->stream) kiln_engine_stream_destroy(in->e, in->stream);
         kt_engine_release(in->m, in->device);
     }
     free(in->bufs);
+    free(in->ob);
+    free(in->sc);
     free(in->reqs);
     free(in->name);
     free(in);
@@ -1026,7 +1049,10 @@ static TRITONSERVER_Error *kt_instance_setup(kt_instance *in) {
     int64_t lo = 0, hi = 0;
     if (m->max_batch > 0 && kt_plan_batch_range(m, e, &lo, &hi) && hi > in->max_rows) in->max_rows = (int)hi;
     in->bufs = calloc((size_t)m->n_io, sizeof *in->bufs);
-    if (!in->bufs) return kt_err(TRITONSERVER_ERROR_INTERNAL, "kiln: out of memory");
+    in->ob = calloc((size_t)m->n_io, sizeof *in->ob);
+    if (!in->bufs || !in->ob) return kt_err(TRITONSERVER_ERROR_INTERNAL, "kiln: out of memory");
+    for (int k = 0; in->gpu && k < 4; k++)
+        if ((st = kiln_event_create(e, &in->ev[k])) != KILN_OK) return kt_kerr(st, "creating an event for", in->name);
     for (int i = 0; i < m->n_io; i++) {
         kt_io *t = &m->io[i];
         if (!t->is_input) continue;
@@ -1085,10 +1111,11 @@ struct kt_req {
     uint32_t ranks[64];
 };
 
-/* Copy n bytes of Triton memory into engine memory at dst (host twin at hdst). */
-static TRITONSERVER_Error *kt_copy_in(kt_instance *in, void *dst, void *hdst, const void *src,
-                                      TRITONSERVER_MemoryType mt, size_t n) {
-    kiln_status st = KILN_OK;
+/* Copy n bytes of Triton memory into engine memory at dst: host memory for a
+ * CPU engine; for a GPU engine only a source in device memory comes here
+ * (host sources are gathered into pinned staging, kt_flush_in). */
+static TRITONSERVER_Error *kt_copy_in(kt_instance *in, void *dst, const void *src, TRITONSERVER_MemoryType mt,
+                                      size_t n) {
     if (!in->gpu) {
         if (mt != TRITONSERVER_MEMORY_GPU) { memcpy(dst, src, n); return NULL; }
 #ifdef KT_HAVE_CUDA
@@ -1096,12 +1123,7 @@ static TRITONSERVER_Error *kt_copy_in(kt_instance *in, void *dst, void *hdst, co
 #endif
         return kt_err(TRITONSERVER_ERROR_UNSUPPORTED, "kiln: instance '%s': input in GPU memory for a CPU engine", in->name);
     }
-    if (mt == TRITONSERVER_MEMORY_GPU) {
-        st = kiln_engine_copy_async(in->e, dst, src, n, KILN_COPY_ON_DEVICE, in->stream);
-    } else {
-        memcpy(hdst, src, n);
-        st = kiln_engine_copy_async(in->e, dst, hdst, n, KILN_COPY_TO_DEVICE, in->stream);
-    }
+    kiln_status st = kiln_engine_copy_async(in->e, dst, src, n, KILN_COPY_ON_DEVICE, in->stream);
     return st == KILN_OK ? NULL : kt_kerr(st, "copying an input for", in->name);
 }
 
@@ -1118,6 +1140,37 @@ static TRITONSERVER_Error *kt_copy_out(kt_instance *in, void *dst, TRITONSERVER_
     st = kiln_engine_copy_async(in->e, dst, src, n,
                                 mt == TRITONSERVER_MEMORY_GPU ? KILN_COPY_ON_DEVICE : KILN_COPY_TO_HOST, in->stream);
     return st == KILN_OK ? NULL : kt_kerr(st, "copying an output for", in->name);
+}
+
+/* Make b hold `bytes`: engine memory when `dev`, pinned host memory when
+ * `host`. Buffers only grow (to the largest batch seen) and stay with the
+ * instance; no batch runs while one is replaced (each ends synchronized). */
+static TRITONSERVER_Error *kt_reserve(kt_instance *in, kt_buf *b, size_t bytes, int dev, int host, const char *what) {
+    if (bytes <= b->cap && (!dev || b->dev) && (!host || b->host)) return NULL;
+    if (bytes < b->cap) bytes = b->cap;
+    kiln_status st;
+    if (b->dev) kiln_engine_free(in->e, b->dev);
+    if (b->host) kiln_engine_free_host(in->e, b->host);
+    b->dev = b->host = NULL;
+    b->cap = 0;
+    if (dev && (st = kiln_engine_alloc(in->e, bytes, &b->dev)) != KILN_OK) return kt_kerr(st, "allocating staging memory for", what);
+    if (host && (st = kiln_engine_alloc_host(in->e, bytes, &b->host)) != KILN_OK)
+        return kt_kerr(st, "allocating pinned staging memory for", what);
+    b->cap = bytes;
+    kt_log(TRITONSERVER_LOG_VERBOSE, "kiln: instance '%s': staging for '%s' grown to %zu bytes", in->name, what, bytes);
+    return NULL;
+}
+
+/* GPU engines: send the gathered bytes [*lo, *hi) of b's pinned staging to the
+ * device with one copy. */
+static TRITONSERVER_Error *kt_flush_in(kt_instance *in, kt_buf *b, size_t *lo, size_t *hi) {
+    if (*hi > *lo) {
+        kiln_status st = kiln_engine_copy_async(in->e, (char *)b->dev + *lo, (char *)b->host + *lo, *hi - *lo,
+                                                KILN_COPY_TO_DEVICE, in->stream);
+        if (st != KILN_OK) return kt_kerr(st, "copying an input for", in->name);
+    }
+    *lo = *hi;
+    return NULL;
 }
 
 /* Check one request against the plan: every input present, of the plan's
@@ -1261,6 +1314,11 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
         cs->profile = p;
     }
     /* inputs: shapes, then the data (gathered, padded) */
+    uint64_t t_in = kt_now_ns();
+    if (in->gpu && (st = kiln_event_record(in->ev[0], in->stream)) != KILN_OK) {
+        kt_fail_group(qs, n, kt_kerr(st, "recording an event for", in->name));
+        return;
+    }
     int ii = 0;
     for (int i = 0; i < m->n_io; i++) {
         kt_io *t = &m->io[i];
@@ -1293,11 +1351,17 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
             }
         }
         if (!direct) {
-            if (row_bytes * (size_t)run_rows > b->cap) {
-                kt_fail_group(qs, n, kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: input '%s' needs %zu bytes; staging holds %zu",
-                                            t->name, row_bytes * (size_t)run_rows, b->cap));
+            /* Every request's rows land in one staging buffer, in batch order;
+             * a GPU engine gathers host inputs into its pinned twin and sends
+             * them with one copy (a piece already in device memory is copied
+             * on the device, splitting the host copy around it). */
+            size_t need = row_bytes * (size_t)run_rows, lo = 0, hi = 0;
+            TRITONSERVER_Error *ge = kt_reserve(in, b, need, 1, in->gpu, t->name);
+            if (ge) {
+                kt_fail_group(qs, n, ge);
                 return;
             }
+            addr = b->dev;
             for (int r = 0; r < n; r++) {
                 TRITONBACKEND_Input *inp = qs[r].inputs[ii];
                 size_t off = (size_t)qs[r].row0 * row_bytes;
@@ -1305,12 +1369,25 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
                 for (uint32_t k = 0; k < nbuf; k++) {
                     const void *src;
                     uint64_t sz;
-                    TRITONSERVER_MemoryType mt = in->gpu ? TRITONSERVER_MEMORY_GPU : TRITONSERVER_MEMORY_CPU;
-                    int64_t mid = in->device < 0 ? 0 : in->device;
+                    TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+                    int64_t mid = 0;
                     TRITONSERVER_Error *e = TRITONBACKEND_InputBuffer(inp, k, &src, &sz, &mt, &mid);
-                    if (!e && off + sz > b->cap)
+                    if (!e && off + sz > need)
                         e = kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: input '%s' overruns its staging buffer", t->name);
-                    if (!e) e = kt_copy_in(in, (char *)b->dev + off, b->host ? (char *)b->host + off : NULL, src, mt, sz);
+                    if (!e && !in->gpu) {
+                        e = kt_copy_in(in, (char *)b->dev + off, src, mt, sz);
+                    } else if (!e && mt == TRITONSERVER_MEMORY_GPU) {
+                        e = kt_flush_in(in, b, &lo, &hi);
+                        if (!e) e = kt_copy_in(in, (char *)b->dev + off, src, mt, sz);
+                        lo = hi = off + sz;
+                    } else if (!e) {
+                        if (off != hi) {
+                            e = kt_flush_in(in, b, &lo, &hi);
+                            lo = hi = off;
+                        }
+                        if (!e) memcpy((char *)b->host + off, src, sz);
+                        hi = off + sz;
+                    }
                     if (e) {
                         kt_fail_group(qs, n, e);
                         return;
@@ -1323,13 +1400,23 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
                 if (!in->gpu) {
                     memset((char *)b->dev + off, 0, pad);
                 } else {
-                    memset((char *)b->host + off, 0, pad);
-                    if ((st = kiln_engine_copy_async(in->e, (char *)b->dev + off, (char *)b->host + off, pad,
-                                                     KILN_COPY_TO_DEVICE, in->stream)) != KILN_OK) {
-                        kt_fail_group(qs, n, kt_kerr(st, "padding input", t->name));
+                    TRITONSERVER_Error *e = NULL;
+                    if (off != hi) {
+                        e = kt_flush_in(in, b, &lo, &hi);
+                        lo = hi = off;
+                    }
+                    if (e) {
+                        kt_fail_group(qs, n, e);
                         return;
                     }
+                    memset((char *)b->host + off, 0, pad);
+                    hi = off + pad;
                 }
+            }
+            TRITONSERVER_Error *fe = in->gpu ? kt_flush_in(in, b, &lo, &hi) : NULL;
+            if (fe) {
+                kt_fail_group(qs, n, fe);
+                return;
             }
         }
         if (addr != cs->bound[i]) {
@@ -1341,16 +1428,29 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
         }
         ii++;
     }
-    *compute_start = kt_now_ns();
-    st = kiln_context_enqueue(ctx, in->stream);
-    if (st == KILN_OK) st = kiln_context_synchronize(ctx, in->stream);
-    *compute_end = kt_now_ns();
+    /* compute: a GPU engine's times come from events around the copies and
+     * the enqueue, so that compute is the plan's work alone */
+    uint64_t t_c0 = kt_now_ns();
+    st = KILN_OK;
+    if (in->gpu) st = kiln_event_record(in->ev[1], in->stream);
+    if (st == KILN_OK) st = kiln_context_enqueue(ctx, in->stream);
+    if (st == KILN_OK && in->gpu) st = kiln_event_record(in->ev[2], in->stream);
+    else if (st == KILN_OK) st = kiln_context_synchronize(ctx, in->stream);
+    uint64_t t_c1 = kt_now_ns();
     if (st != KILN_OK) {
         kt_fail_group(qs, n, kt_kerr(st, "running", m->name));
+        /* nothing of this batch may still read the staging buffers */
+        if (in->gpu && kiln_context_synchronize(ctx, in->stream) != KILN_OK)
+            kt_log(TRITONSERVER_LOG_ERROR, "kiln: instance '%s': %s", in->name, kiln_last_error());
         return;
     }
-    /* outputs: split the batch back into the requests' responses */
-    int pending_copies = 0;
+    /* outputs: the responses' buffers are made while a GPU engine computes;
+     * each output then comes back with one copy of the batch's rows into
+     * pinned staging, and each response takes its rows from there after the
+     * batch's one synchronization (a response buffer in device memory gets a
+     * copy on the device) */
+    for (int i = 0; i < m->n_io; i++) in->ob[i].to_host = 0;
+    in->n_sc = 0;
     for (int r = 0; r < n; r++) {
         kt_req *q = &qs[r];
         uint32_t n_out = 0;
@@ -1363,6 +1463,7 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
                 q->err = kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: model '%s' has no output '%s'", m->name, oname);
                 break;
             }
+            int io = (int)(t - m->io);
             int64_t dims[KILN_MAX_DIMS];
             int rank = kiln_context_tensor_shape(ctx, t->name, dims);
             void *src = kiln_context_tensor_address(ctx, t->name);
@@ -1376,16 +1477,81 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
             TRITONBACKEND_Output *out = NULL;
             if ((q->err = TRITONBACKEND_ResponseOutput(q->resp, &out, t->name, t->map->t, dims, (uint32_t)rank))) break;
             size_t bytes = row_bytes * (size_t)(batching ? q->rows : 1);
+            size_t off = (size_t)q->row0 * row_bytes;
             void *dst = NULL;
-            TRITONSERVER_MemoryType mt = in->gpu ? TRITONSERVER_MEMORY_GPU : TRITONSERVER_MEMORY_CPU;
-            int64_t mid = in->device < 0 ? 0 : in->device;
+            TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+            int64_t mid = 0;
             if ((q->err = TRITONBACKEND_OutputBuffer(out, &dst, bytes, &mt, &mid))) break;
-            q->err = kt_copy_out(in, dst, mt, (char *)src + (size_t)q->row0 * row_bytes, bytes);
-            pending_copies += in->gpu;
+            if (!in->gpu || mt == TRITONSERVER_MEMORY_GPU) {
+                q->err = kt_copy_out(in, dst, mt, (char *)src + off, bytes);
+                continue;
+            }
+            if (in->n_sc == in->cap_sc) {
+                size_t cap = in->cap_sc ? 2 * in->cap_sc : 64;
+                kt_scatter *sc = realloc(in->sc, cap * sizeof *sc);
+                if (!sc) {
+                    q->err = kt_err(TRITONSERVER_ERROR_INTERNAL, "kiln: out of memory");
+                    break;
+                }
+                in->sc = sc;
+                in->cap_sc = cap;
+            }
+            in->sc[in->n_sc++] = (kt_scatter){dst, io, off, bytes};
+            kt_obatch *ob = &in->ob[io];
+            ob->src = src;
+            ob->bytes = row_bytes * (size_t)(batching ? rows : 1);
+            ob->to_host = 1;
         }
     }
-    if (pending_copies && (st = kiln_context_synchronize(ctx, in->stream)) != KILN_OK)
-        kt_fail_group(qs, n, kt_kerr(st, "copying outputs of", m->name));
+    if (!in->gpu) {
+        uint64_t t_end = kt_now_ns();
+        *compute_start = t_c0;
+        *compute_end = t_c1;
+        kt_log(TRITONSERVER_LOG_VERBOSE, "kiln: '%s' batch of %lld: copy-in %.1f us, compute %.1f us, copy-out %.1f us",
+               in->name, (long long)rows, (double)(t_c0 - t_in) / 1e3, (double)(t_c1 - t_c0) / 1e3,
+               (double)(t_end - t_c1) / 1e3);
+        return;
+    }
+    TRITONSERVER_Error *oe = NULL;
+    for (int i = 0; i < m->n_io && !oe; i++) {
+        kt_obatch *ob = &in->ob[i];
+        if (!ob->to_host) continue;
+        oe = kt_reserve(in, &in->bufs[i], ob->bytes, 0, 1, m->io[i].name);
+        if (!oe && (st = kiln_engine_copy_async(in->e, in->bufs[i].host, ob->src, ob->bytes, KILN_COPY_TO_HOST,
+                                                in->stream)) != KILN_OK)
+            oe = kt_kerr(st, "copying an output for", in->name);
+    }
+    if (!oe && (st = kiln_event_record(in->ev[3], in->stream)) != KILN_OK) oe = kt_kerr(st, "recording an event for", in->name);
+    /* the batch's one synchronization */
+    if ((st = kiln_context_synchronize(ctx, in->stream)) != KILN_OK && !oe) oe = kt_kerr(st, "running", m->name);
+    uint64_t t_end = kt_now_ns();
+    if (oe) {
+        kt_fail_group(qs, n, oe);
+        return;
+    }
+    for (size_t k = 0; k < in->n_sc; k++) {
+        kt_scatter *sc = &in->sc[k];
+        memcpy(sc->dst, (char *)in->bufs[sc->io].host + sc->off, sc->bytes);
+    }
+    /* the device's times, placed on the host's clock: the copy-out ended by
+     * the synchronization's return */
+    double ms_in = 0, ms_c = 0, ms_out = 0;
+    if (kiln_event_elapsed_ms(in->ev[0], in->ev[1], &ms_in) != KILN_OK ||
+        kiln_event_elapsed_ms(in->ev[1], in->ev[2], &ms_c) != KILN_OK ||
+        kiln_event_elapsed_ms(in->ev[2], in->ev[3], &ms_out) != KILN_OK) {
+        *compute_start = t_c0; /* no device times: the host's view */
+        *compute_end = t_end;
+        return;
+    }
+    uint64_t ns_c = (uint64_t)(ms_c * 1e6), ns_out = (uint64_t)(ms_out * 1e6);
+    uint64_t ce = t_end > ns_out ? t_end - ns_out : t_end;
+    uint64_t c0 = ce > ns_c ? ce - ns_c : ce;
+    if (c0 < t_in) c0 = t_in;
+    if (ce < c0) ce = c0;
+    *compute_start = c0;
+    *compute_end = ce;
+    kt_log(TRITONSERVER_LOG_VERBOSE, "kiln: '%s' batch of %lld: copy-in %.1f us, compute %.1f us, copy-out %.1f us",
+           in->name, (long long)rows, ms_in * 1e3, ms_c * 1e3, ms_out * 1e3);
 }
 
 static void kt_send(kt_req *q) {
@@ -1435,6 +1601,8 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
             rows += qs[j].rows, j++;
         uint64_t cs = 0, ce = 0;
         kt_run_group(in, &qs[i], (int)(j - i), &cs, &ce);
+        if (in->gpu && qs[i].err && kiln_context_synchronize(in->ctxs[0].ctx, in->stream) != KILN_OK)
+            kt_log(TRITONSERVER_LOG_ERROR, "kiln: instance '%s': %s", in->name, kiln_last_error());
         if (!cstart) cstart = cs;
         if (ce) cend = ce;
         batch_rows += (uint64_t)rows;

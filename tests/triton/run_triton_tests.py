@@ -329,6 +329,26 @@ def run_checks(a, srv, repo, work, rng, tiny, tiny2p, multi, plugin_lib, bad):
           "the dynamic batcher gathered requests (%d rows in %d executions)" % (n_inf, n_exec),
           json.dumps(after.get("batch_stats", []))[:800])
 
+    # ---- statistics: the three phases are reported for every execution,
+    # compute (the plan's run) takes time, and each phase lies within the
+    # execution (compute_input + compute_infer + compute_output <= its total)
+    def delta(key, field):
+        return (int(after.get("inference_stats", {}).get(key, {}).get(field, 0)) -
+                int(before.get("inference_stats", {}).get(key, {}).get(field, 0)))
+    ns = {key: delta(key, "ns") for key in ("success", "compute_input", "compute_infer", "compute_output")}
+    ns["count"] = delta("compute_infer", "count")
+    check(ns["count"] == len(xs) and ns["compute_infer"] > 0 and
+          ns["compute_input"] >= 0 and ns["compute_output"] >= 0,
+          "statistics: compute_input / compute_infer / compute_output reported per request", ns)
+
+    # ---- the verbose log: one line per batch with its copy-in, compute and copy-out times
+    c.http.update_log_settings({"log_verbose_level": 1})
+    c.infer("tiny", {"input": rng.standard_normal((2, 3, 64, 64)).astype(np.float32)})
+    c.http.update_log_settings({"log_verbose_level": 0})
+    lines = [ln for ln in srv.log().splitlines() if "batch of 2: copy-in" in ln]
+    check(len(lines) >= 1 and "compute" in lines[-1] and "copy-out" in lines[-1] and " us" in lines[-1],
+          "verbose log: a batch's copy-in / compute / copy-out microseconds", lines[-1:] or srv.tail(10))
+
     # ---- two profiles; a ragged batch padded into the second
     for b in (3, 6, 12):
         x = rng.standard_normal((b, 3, 64, 64)).astype(np.float32)
