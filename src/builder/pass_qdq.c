@@ -658,7 +658,8 @@ static bool has_dq(const kn_node *n) {
  * Once every layer is made, each 2-D kiln::QConv moves to channels-last
  * (channels_last = 1: X, Z and Y are [N, H, W, C]; W stays [K, C/g, R, S]):
  * oneDNN's INT8 convolutions compute in NHWC, so the 8-bit tensors between
- * two such layers stay NHWC and no reorder runs between them. A Transpose
+ * two such layers stay NHWC and no reorder runs between them (an 8-bit
+ * MaxPool reading such a layer joins as kiln::MaxPool). A Transpose
  * makes the NCHW tensor where something else reads a layer's output (or it
  * is a graph output; the tensor keeps its name), and the NHWC one where a
  * layer reads a tensor from outside; dead code drops those nobody reads. */
