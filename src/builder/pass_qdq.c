@@ -604,14 +604,16 @@ static kiln_status try_qlinear(kpass *p, int i, bool *done) {
     return KILN_OK;
 }
 
-/* DQ(x) -> a layout op -> Q of the same scale, zero point and type: the
- * op on x itself (element moves commute with DQ, and Q(DQ(v)) == v).
- * Inputs past the first are constants. (MaxPool would too, but the CPU's
- * 8-bit MaxPool is the reference loop, slower than oneDNN's float pool
- * between a DQ and a Q.) */
+/* DQ(x) -> a layout op or MaxPool -> Q of the same scale, zero point and
+ * type: the op on x itself (element moves commute with DQ, and
+ * Q(DQ(v)) == v; DQ is monotone (scale > 0), so the max of the DQs is the
+ * DQ of the max, and MaxPool's padding never wins). Inputs past the first
+ * are constants. An 8-bit MaxPool between two QConvs joins their NHWC
+ * region (qdq_nhwc). */
 static bool moves_values(const kn_node *n) {
     return kpass_is(n, "Flatten") || kpass_is(n, "Reshape") ||
-           kpass_is(n, "Transpose") || kpass_is(n, "Squeeze") || kpass_is(n, "Unsqueeze");
+           kpass_is(n, "Transpose") || kpass_is(n, "Squeeze") || kpass_is(n, "Unsqueeze") ||
+           (kpass_is(n, "MaxPool") && n->n_out == 1);
 }
 
 static kiln_status try_pool(kpass *p, int i, bool *done) {
@@ -656,7 +658,8 @@ static bool has_dq(const kn_node *n) {
  * Once every layer is made, each 2-D kiln::QConv moves to channels-last
  * (channels_last = 1: X, Z and Y are [N, H, W, C]; W stays [K, C/g, R, S]):
  * oneDNN's INT8 convolutions compute in NHWC, so the 8-bit tensors between
- * two such layers stay NHWC and no reorder runs between them. A Transpose
+ * two such layers stay NHWC and no reorder runs between them (an 8-bit
+ * MaxPool reading such a layer joins as kiln::MaxPool). A Transpose
  * makes the NCHW tensor where something else reads a layer's output (or it
  * is a graph output; the tensor keeps its name), and the NHWC one where a
  * layer reads a tensor from outside; dead code drops those nobody reads. */
@@ -678,26 +681,47 @@ static bool nhwc_candidate(const kpass *p, int i) {
            n->out[0] >= 0 && kpass_rank(p, n->out[0]) == 4;
 }
 
+/* An 8-bit MaxPool (no Indices) reading a region QConv's output joins the
+ * region as kiln::MaxPool (channels-last, the same values). */
+static bool nhwc_pool(const kpass *p, int i) {
+    const kn_node *n = &p->net->nodes[i];
+    if (!kpass_free(p, i) || !kpass_is(n, "MaxPool") || n->n_in < 1 || n->n_out != 1 ||
+        n->in[0] < 0 || n->out[0] < 0 || !is_8bit(kpass_dtype(p, n->in[0])) ||
+        kpass_rank(p, n->in[0]) != 4 || kpass_rank(p, n->out[0]) != 4 ||
+        kn_attr_int(n, "storage_order", 0) != 0)
+        return false;
+    int pr = kpass_producer(p, n->in[0]);
+    return pr >= 0 && nhwc_candidate(p, pr);
+}
+
 static kiln_status qdq_nhwc(kpass *p, int *changed) {
     kn_net *net = p->net;
     int n0 = net->n_nodes, t0 = net->n_tensors;
     int count = 0;
-    for (int i = 0; i < n0; i++)
-        count += nhwc_candidate(p, i);
-    if (!count)
+    bool *pool = kn_calloc((size_t)(n0 > 0 ? n0 : 1), 1);
+    if (!pool)
+        return KILN_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < n0; i++) {
+        pool[i] = nhwc_pool(p, i); /* before any QConv changes */
+        count += nhwc_candidate(p, i) || pool[i];
+    }
+    if (!count) {
+        kn_free(pool);
         return KILN_OK;
+    }
     int *twin = kn_malloc(sizeof(int) * (size_t)t0); /* per tensor: its NHWC twin, or -1 */
     bool *sel = kn_calloc((size_t)n0, 1);
     if (!twin || !sel) {
         kn_free(twin);
         kn_free(sel);
+        kn_free(pool);
         return KILN_ERR_OUT_OF_MEMORY;
     }
     for (int t = 0; t < t0; t++)
         twin[t] = -1;
     kiln_status st = KILN_OK;
     for (int i = 0; i < n0 && st == KILN_OK; i++) {
-        if (!nhwc_candidate(p, i))
+        if (!pool[i] && !nhwc_candidate(p, i))
             continue;
         sel[i] = true;
         int y = net->nodes[i].out[0], u;
@@ -714,7 +738,7 @@ static kiln_status qdq_nhwc(kpass *p, int *changed) {
         if (!sel[i])
             continue;
         static const int slots[2] = {KN_QL_X, KN_QL_Z};
-        for (int k = 0; k < 2 && st == KILN_OK; k++) {
+        for (int k = 0; k < (pool[i] ? 1 : 2) && st == KILN_OK; k++) {
             kn_node *n = &net->nodes[i];
             if (slots[k] >= n->n_in || n->in[slots[k]] < 0)
                 continue;
@@ -733,14 +757,17 @@ static kiln_status qdq_nhwc(kpass *p, int *changed) {
             if (t < t0)
                 st = kpass_set_input(&net->nodes[i], slots[k], twin[t]);
         }
+        if (st == KILN_OK && pool[i])
+            st = kpass_retype(&net->nodes[i], "MaxPool", KN_DOMAIN_KILN, 1);
         if (st == KILN_OK)
             st = kn_node_set_int(&net->nodes[i], "channels_last", 1);
         kpass_touch(p, i);
     }
     kn_free(twin);
     kn_free(sel);
+    kn_free(pool);
     KN_TRY(st);
-    kn_log(KILN_LOG_VERBOSE, "qdq: %d INT8 convolution(s) on NHWC tensors", count);
+    kn_log(KILN_LOG_VERBOSE, "qdq: %d INT8 convolution(s) and pool(s) on NHWC tensors", count);
     *changed += count;
     return KILN_OK;
 }

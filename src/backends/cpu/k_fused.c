@@ -332,7 +332,9 @@ static const kb_kernel pool_cf = {"Pool", KN_DOMAIN_KILN, "ref", NULL, NULL, NUL
 
 static bool sup_pool_cl(const kn_node *node, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                         int n_out) {
-    return n_in >= 1 && kb_is_real(in[0].dtype) && in[0].rank >= 3;
+    kiln_dtype t = n_in >= 1 ? in[0].dtype : KILN_DTYPE_UNDEFINED;
+    bool q8 = strcmp(node->op_type, "MaxPool") == 0 && (t == KILN_DTYPE_INT8 || t == KILN_DTYPE_UINT8);
+    return n_in >= 1 && (kb_is_real(t) || q8) && in[0].rank >= 3;
 }
 
 static kiln_status pool_prepare(const void *state, const kn_node *node, const kb_tensor *in,

@@ -133,6 +133,8 @@ def check(kiln, work, name, variant):
 # gen_models' small models (BatchNorm folded, then quantize_static) and the
 # quantized layers each must reach
 ZOO = {"resnet50": 21, "mobilenetv2": 26, "bert": 17, "vit": 14}
+# the most layers of these kinds a zoo plan may have
+ZOO_LAYOUT = {"resnet50": {"Transpose": 2, "Add": 0, "DequantizeLinear": 2, "float MaxPool": 0}}
 
 
 def check_zoo(kiln, work, name, variant):
@@ -159,6 +161,18 @@ def check_zoo(kiln, work, name, variant):
     nq = sum(1 for l in rep["layers"] if l["op"] in ("QConv", "QMatMul"))
     if nq < ZOO[name]:
         fails.append("zoo %s/%s: %d quantized layers, %d expected" % (name, variant, nq, ZOO[name]))
+    if name in ZOO_LAYOUT:
+        # one INT8 region in one layout: a reformat at the input and one before the float
+        # pooling head, residual Adds inside the QConvs, MaxPool on the 8-bit tensor
+        ops = [l["op"] for l in rep["layers"]]
+        pools = [l for l in rep["layers"] if l["op"] == "MaxPool"]
+        got_l = {"Transpose": ops.count("Transpose"), "Add": ops.count("Add"),
+                 "DequantizeLinear": ops.count("DequantizeLinear"),
+                 "float MaxPool": sum(1 for l in pools if l["precision"] not in ("uint8", "int8"))}
+        print("zoo %-12s %-7s layout: %s" % (name, variant, got_l))
+        for k, lim in ZOO_LAYOUT[name].items():
+            if got_l[k] > lim:
+                fails.append("zoo %s/%s: %d %s layer(s), at most %d expected" % (name, variant, got_l[k], k, lim))
     so = ort.SessionOptions()
     so.log_severity_level = 3
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
