@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_models as bm  # noqa: E402
 
 
-def quantize(src, dst, act, calib_batches, seed):
+def quantize(src, dst, act, calib_batches, seed, pre):
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
 
@@ -42,6 +42,11 @@ def quantize(src, dst, act, calib_batches, seed):
         def get_next(self):
             return next(self.batches, None)
 
+    if pre:  # ONNX Runtime's recommended pre-processing (shape inference, BatchNorm folded)
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+        folded = dst.replace(".onnx", "_pre.onnx")
+        quant_pre_process(src, folded, skip_symbolic_shape=True)
+        src = folded
     quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8 if act == "uint8" else QuantType.QInt8,
                     weight_type=QuantType.QInt8)
@@ -59,6 +64,8 @@ def main():
     ap.add_argument("--kiln", required=True)
     ap.add_argument("--cli", required=True)
     ap.add_argument("--activations", default="uint8", choices=["uint8", "int8"])
+    ap.add_argument("--no-preprocess", action="store_true",
+                    help="quantize the export as it is, without quant_pre_process")
     ap.add_argument("--calib-batches", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--work", default="/tmp/kiln_int8")
@@ -71,10 +78,10 @@ def main():
 
     model = bm.make_resnet50(a.seed)[0].eval()
     fp32 = os.path.join(a.work, "resnet50.onnx")
-    qdq = os.path.join(a.work, f"resnet50_qdq_{a.activations}.onnx")
+    qdq = os.path.join(a.work, f"resnet50_qdq_{a.activations}{'_raw' if a.no_preprocess else ''}.onnx")
     t0 = time.time()
     bm.export("resnet50", model, fp32)
-    quantize(fp32, qdq, a.activations, a.calib_batches, a.seed)
+    quantize(fp32, qdq, a.activations, a.calib_batches, a.seed, not a.no_preprocess)
     bm.log(f"export and quantize_static: {time.time() - t0:.1f} s")
 
     spec = lambda b: bm.shape_spec("resnet50", b)  # noqa: E731

@@ -11,6 +11,27 @@
 KN_HIDDEN kiln_status kx_onnx_read_tensor(const void *data, size_t size, kn_tdata *out, char *name,
                                           size_t cap);
 
+/* A sequence or optional value of ONNX's test data (SequenceProto or
+ * OptionalProto .pb files), flattened to its tensors: kiln holds sequences
+ * of tensors and optionals of a tensor or of such a sequence only. */
+enum { KX_VALUE_SEQUENCE = 1, KX_VALUE_OPTIONAL = 2 };
+typedef struct kx_onnx_value {
+    int kind;           /* KX_VALUE_SEQUENCE or KX_VALUE_OPTIONAL */
+    int is_none;        /* optional: holds no element */
+    int elem_is_seq;    /* optional: its element is a sequence (items are its tensors) */
+    int n;              /* tensors held */
+    kn_tdata *items;    /* n owned tensors */
+    char name[64];
+} kx_onnx_value;
+
+/* Decode one serialized SequenceProto (kind KX_VALUE_SEQUENCE) or
+ * OptionalProto (KX_VALUE_OPTIONAL). Sparse tensors, maps and nested
+ * sequences or optionals are refused (KILN_ERR_UNSUPPORTED). On failure *out
+ * holds nothing. Free with kx_onnx_value_free. */
+KN_HIDDEN kiln_status kx_onnx_read_value(const void *data, size_t size, int kind,
+                                         kx_onnx_value *out);
+KN_HIDDEN void kx_onnx_value_free(kx_onnx_value *v);
+
 /* Parse flags. */
 enum {
     /* Skip the final check that kiln knows every node's (domain, op_type):

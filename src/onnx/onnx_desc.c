@@ -50,3 +50,11 @@ KX_DESC(kx_d_dim, "TensorShapeProto.Dimension", [1] = {"dim_value", 0}, [2] = {"
 KX_DESC(kx_d_opset, "OperatorSetIdProto", [1] = {"domain", 0}, [2] = {"version", 0});
 
 KX_DESC(kx_d_entry, "StringStringEntryProto", [1] = {"key", 0}, [2] = {"value", 0});
+
+KX_DESC(kx_d_sequence, "SequenceProto", [1] = {"name", 0}, [2] = {"elem_type", 0},
+        [3] = {"tensor_values", 1}, [4] = {"sparse_tensor_values", 1},
+        [5] = {"sequence_values", 1}, [6] = {"map_values", 1}, [7] = {"optional_values", 1});
+
+KX_DESC(kx_d_optional, "OptionalProto", [1] = {"name", 0}, [2] = {"elem_type", 0},
+        [3] = {"tensor_value", 0}, [4] = {"sparse_tensor_value", 0}, [5] = {"sequence_value", 0},
+        [6] = {"map_value", 0}, [7] = {"optional_value", 0});

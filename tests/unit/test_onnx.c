@@ -964,6 +964,54 @@ static int read_pb(const char *path, kn_tdata *v, char *name, size_t cap) {
     return st == KILN_OK ? 0 : -1;
 }
 
+/* SequenceProto and OptionalProto values (the runner's sequence data). */
+static void test_read_values(void) {
+    /* TensorProto dims=[2] FLOAT raw {1, 2} */
+#define KT_T "\x08\x02\x10\x01\x4a\x08\x00\x00\x80\x3f\x00\x00\x00\x40"
+    static const char seq[] = "\x0a\x01s\x10\x01\x1a\x0e" KT_T "\x1a\x0e" KT_T;
+    kx_onnx_value v;
+    KT_OK(kx_onnx_read_value(seq, sizeof seq - 1, KX_VALUE_SEQUENCE, &v));
+    KT_CHECK(v.kind == KX_VALUE_SEQUENCE && v.n == 2 && strcmp(v.name, "s") == 0);
+    for (int i = 0; i < v.n; i++)
+        KT_CHECK(v.items[i].dtype == KILN_DTYPE_FLOAT && v.items[i].rank == 1 &&
+                 v.items[i].dims[0] == 2 && ((float *)v.items[i].data)[1] == 2.0f);
+    kx_onnx_value_free(&v);
+    /* an empty sequence */
+    KT_OK(kx_onnx_read_value("\x10\x01", 2, KX_VALUE_SEQUENCE, &v));
+    KT_CHECK(v.n == 0 && !v.is_none);
+    kx_onnx_value_free(&v);
+    /* optional: none, a tensor, a sequence */
+    KT_OK(kx_onnx_read_value("\x0a\x01o\x10\x01", 5, KX_VALUE_OPTIONAL, &v));
+    KT_CHECK(v.kind == KX_VALUE_OPTIONAL && v.is_none && v.n == 0 && strcmp(v.name, "o") == 0);
+    kx_onnx_value_free(&v);
+    static const char opt_t[] = "\x10\x01\x1a\x0e" KT_T;
+    KT_OK(kx_onnx_read_value(opt_t, sizeof opt_t - 1, KX_VALUE_OPTIONAL, &v));
+    KT_CHECK(!v.is_none && !v.elem_is_seq && v.n == 1 && v.items[0].dims[0] == 2);
+    kx_onnx_value_free(&v);
+    static const char opt_s[] = "\x10\x03\x2a\x12\x10\x01\x1a\x0e" KT_T;
+    KT_OK(kx_onnx_read_value(opt_s, sizeof opt_s - 1, KX_VALUE_OPTIONAL, &v));
+    KT_CHECK(!v.is_none && v.elem_is_seq && v.n == 1);
+    kx_onnx_value_free(&v);
+#undef KT_T
+    /* a sequence of sequences, a map, a damaged tensor */
+    KT_FAILS(kx_onnx_read_value("\x2a\x00", 2, KX_VALUE_SEQUENCE, &v), KILN_ERR_UNSUPPORTED,
+             "SequenceProto.sequence_values");
+    KT_FAILS(kx_onnx_read_value("\x32\x00", 2, KX_VALUE_OPTIONAL, &v), KILN_ERR_UNSUPPORTED,
+             "OptionalProto.map_value");
+    KT_FAILS(kx_onnx_read_value("\x1a\x02\x12\x00", 4, KX_VALUE_SEQUENCE, &v), KILN_ERR_PARSE,
+             "data_type");
+    /* ONNX's own data, when installed */
+    uint8_t *d;
+    size_t n;
+    if (kn_file_read(NODE_DIR "/test_sequence_insert_at_back/test_data_set_0/input_0.pb", &d, &n) ==
+        KILN_OK) {
+        KT_OK(kx_onnx_read_value(d, n, KX_VALUE_SEQUENCE, &v));
+        KT_CHECK(v.n == 3 && v.items[0].dtype == KILN_DTYPE_INT64 && v.items[0].dims[0] == 4);
+        kx_onnx_value_free(&v);
+        kn_free(d);
+    }
+}
+
 static void test_real_add(void) {
     struct stat sb;
     if (stat(NODE_DIR "/test_add/model.onnx", &sb) != 0) {
@@ -1135,6 +1183,7 @@ int main(int argc, char **argv) {
     test_external();
     test_file_zero_copy();
     test_real_add();
+    test_read_values();
     test_all_node_models();
     test_bad_samples();
     return kt_finish();
