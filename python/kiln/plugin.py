@@ -236,7 +236,9 @@ class _Adapter:
 
     def enqueue(self, ins, in_ptrs, outs, out_ptrs, workspace, stream):
         if stream:   # a GPU engine: device pointers
-            a = [DeviceArray(p, d[2], d[0], stream, readonly=True) for d, p in zip(ins, in_ptrs)]
+            # inputs are not to be written, but they are not marked read-only:
+            # torch.as_tensor refuses a read-only __cuda_array_interface__
+            a = [DeviceArray(p, d[2], d[0], stream) for d, p in zip(ins, in_ptrs)]
             b = [DeviceArray(p, d[2], d[0], stream) for d, p in zip(outs, out_ptrs)]
             self.p.enqueue(a, b, workspace or None, stream)
         else:

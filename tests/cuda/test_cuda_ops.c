@@ -2442,6 +2442,11 @@ static void test_op_coverage(void) {
          * of such a model is refused for want of a kernel. */
         if (strcmp(s->domain, "ai.onnx.preview.training") == 0)
             continue;
+        /* Known gap (issue 32): string tensors stay on the host; their one
+         * string-only op, StringNormalizer, has the CPU kernel only and a
+         * CUDA build of such a model is refused for want of a kernel. */
+        if (!s->domain[0] && strcmp(s->op_type, "StringNormalizer") == 0)
+            continue;
         if (kb_cuda_backend.kernels_for(s->domain, s->op_type, kk, 16) == 0) {
             printf("FAIL op coverage: %s%s%s has a CPU kernel and no CUDA kernel\n", s->domain,
                    s->domain[0] ? "::" : "", s->op_type);
