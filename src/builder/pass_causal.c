@@ -21,6 +21,7 @@
  * materialized [B, 1, S, S] (or no mask when nothing else is left). The
  * fill must be -inf, so that a row whose every key is masked stays one
  * (zeros, as before): the result is the same in every row, padded or not. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 
 #define CM_LEAVES 8
 #define CM_CACHE 16
+#define CM_POINTS (3 * 8)
 
 static int prod(const kpass *p, int t) {
     if (t < 0)
@@ -50,11 +52,88 @@ static bool const_int(const kn_net *net, int t, int64_t *v) {
     return true;
 }
 
-/* Tensor t is the positions 0..S-1 laid along one axis of [B, H, Sq, Sk]
- * (right-aligned): that axis (2 or 3), or -1. `s` holds S per profile point. */
-static int pos_axis(const kpass *p, int t, const int64_t *s) {
+/* The one-element integer t's value at profile point k, computed from the
+ * shapes there: constants, Shape (of a rank-1 tensor, or picked by
+ * Gather / Slice's start), Gather of a shape by a constant index, Cast,
+ * Identity, Squeeze / Unsqueeze / Reshape, and + - * of such values (what
+ * exporters compute a past length with). The pass's inferred shapes keep
+ * no host values, so the arithmetic is done here. */
+static bool point_int_d(const kpass *p, int k, int t, int64_t *v, int depth) {
+    const kn_net *net = p->net;
+    if (const_int(net, t, v))
+        return true;
+    int i = prod(p, t);
+    if (i < 0 || depth > 12)
+        return false;
+    const kn_node *n = &net->nodes[i];
+    const kn_tinfo *ti = kpass_shape(p, k, t);
+    if (!ti || kn_numel(ti->rank, ti->dims) != 1 || n->n_in < 1)
+        return false;
+    if (kpass_is(n, "Cast") || kpass_is(n, "Identity") || kpass_is(n, "Squeeze") ||
+        kpass_is(n, "Unsqueeze") || kpass_is(n, "Reshape"))
+        return point_int_d(p, k, n->in[0], v, depth + 1);
+    if (kpass_is(n, "Add") || kpass_is(n, "Sub") || kpass_is(n, "Mul")) {
+        int64_t x, y;
+        if (n->n_in != 2 || !point_int_d(p, k, n->in[0], &x, depth + 1) ||
+            !point_int_d(p, k, n->in[1], &y, depth + 1))
+            return false;
+        *v = kpass_is(n, "Add") ? x + y : kpass_is(n, "Sub") ? x - y : x * y;
+        return true;
+    }
+    /* dim d of Shape(x) (its start attribute counted) */
+    int sh = -1;
+    int64_t d = 0;
+    if (kpass_is(n, "Shape")) {
+        sh = i;
+    } else if (kpass_is(n, "Gather") && n->n_in == 2 && kn_attr_int(n, "axis", 0) == 0 &&
+               const_int(net, n->in[1], &d)) {
+        sh = prod(p, n->in[0]);
+        if (sh >= 0 && !kpass_is(&net->nodes[sh], "Shape"))
+            sh = -1;
+    }
+    if (sh < 0)
+        return false;
+    const kn_node *sn = &net->nodes[sh];
+    const kn_tinfo *xi = sn->n_in >= 1 ? kpass_shape(p, k, sn->in[0]) : NULL;
+    if (!xi)
+        return false;
+    int64_t start = kn_attr_int(sn, "start", 0);
+    if (start < 0)
+        start += xi->rank;
+    if (d < 0)
+        d += xi->rank - start;
+    d += start;
+    if (d < 0 || d >= xi->rank || xi->dims[d] < 0)
+        return false;
+    *v = xi->dims[d];
+    return true;
+}
+
+static bool point_int(const kpass *p, int k, int t, int64_t *v) {
+    return point_int_d(p, k, t, v, 0);
+}
+
+/* Whether t has one element at every profile point. */
+static bool scalar_at_points(const kpass *p, int t) {
+    for (int k = 0; k < p->n_points; k++) {
+        const kn_tinfo *ti = kpass_shape(p, k, t);
+        if (!ti || kn_numel(ti->rank, ti->dims) != 1)
+            return false;
+    }
+    return true;
+}
+
+/* Tensor t is the positions off..off+L-1 laid along one axis of
+ * [B, H, Sq, Sk] (right-aligned): that axis (2 with L = Sq, or 3 with L =
+ * Sk), or -1. The positions are Range(0, L, 1) plus (Add) or minus (Sub)
+ * scalars whose value the shapes decide (a past length, Shape(.)[2]);
+ * off[k] gets their sum at profile point k. sq, sk hold the lengths per
+ * point. */
+static int pos_axis(const kpass *p, int t, const int64_t *sq, const int64_t *sk, int64_t *off) {
     const kn_net *net = p->net;
     int u = t;
+    for (int k = 0; k < p->n_points; k++)
+        off[k] = 0;
     for (int depth = 0; depth < 12; depth++) {
         int i = prod(p, u);
         if (i < 0)
@@ -66,6 +145,20 @@ static int pos_axis(const kpass *p, int t, const int64_t *s) {
                 return -1;
             break;
         }
+        if ((kpass_is(n, "Add") || kpass_is(n, "Sub")) && n->n_in == 2) {
+            /* positions +- a scalar: the other operand has one element */
+            int side = scalar_at_points(p, n->in[1]) ? 1 : 0;
+            if (side == 0 && (kpass_is(n, "Sub") || !scalar_at_points(p, n->in[0])))
+                return -1;
+            for (int k = 0; k < p->n_points; k++) {
+                int64_t v;
+                if (!point_int(p, k, n->in[side], &v))
+                    return -1;
+                off[k] += kpass_is(n, "Sub") ? -v : v;
+            }
+            u = n->in[1 - side];
+            continue;
+        }
         if (!(kpass_is(n, "Unsqueeze") || kpass_is(n, "Reshape") || kpass_is(n, "Squeeze") ||
               kpass_is(n, "Cast") || kpass_is(n, "Identity") || kpass_is(n, "Flatten")) ||
             n->n_in < 1)
@@ -74,7 +167,7 @@ static int pos_axis(const kpass *p, int t, const int64_t *s) {
         if (depth == 11)
             return -1;
     }
-    /* one axis of length S, every other of 1; the axis from a point with S > 1 */
+    /* one axis of length L, every other of 1; the axis from a point with L > 1 */
     int axis = -1;
     for (int k = 0; k < p->n_points; k++) {
         const kn_tinfo *ti = kpass_shape(p, k, t);
@@ -85,19 +178,24 @@ static int pos_axis(const kpass *p, int t, const int64_t *s) {
             int a = d + 4 - ti->rank;
             if (ti->dims[d] == 1)
                 continue;
-            if (ti->dims[d] != s[k] || found >= 0)
+            if (found >= 0 || (a != 2 && a != 3) || ti->dims[d] != (a == 2 ? sq[k] : sk[k]))
                 return -1;
             found = a;
         }
-        if (found < 0 && s[k] != 1)
-            return -1;
         if (found >= 0) {
             if (axis >= 0 && found != axis)
                 return -1;
             axis = found;
         }
     }
-    return axis == 2 || axis == 3 ? axis : -1;
+    /* a point where the axis has length 1 must have L = 1 there */
+    for (int k = 0; k < p->n_points && axis >= 0; k++)
+        if ((axis == 2 ? sq[k] : sk[k]) != 1) {
+            const kn_tinfo *ti = kpass_shape(p, k, t);
+            if (kn_numel(ti->rank, ti->dims) == 1)
+                return -1;
+        }
+    return axis;
 }
 
 static bool const_all(const kn_net *net, int t, bool v);
@@ -176,12 +274,25 @@ static int const_tri(const kpass *p, int t, const int64_t *s) {
     return lower ? 1 : upper ? -1 : 0;
 }
 
-/* +1: t is true exactly where key j <= query i; -1: exactly where j > i; 0: neither known. */
-static int causal_pred(const kpass *p, int t, const int64_t *s) {
+/* The attention's query and key lengths per profile point; square when
+ * Sq = Sk at every point (a constant or Trilu mask is then aligned either
+ * way). */
+typedef struct cm_geom {
+    const int64_t *sq, *sk;
+    bool square;
+} cm_geom;
+
+/* +1: t is true exactly where key j <= query i + Sk - Sq (the causal
+ * predicate aligned to the last key, which is j <= i when Sq = Sk); -1:
+ * exactly where j > i + Sk - Sq; 0: neither known. Positions compared may
+ * carry offsets (the query positions of a decoder step with a past cache
+ * are Range(0, Sq) + past): q + oq against k + ok is aligned to the last
+ * key when oq - ok = Sk - Sq at every point. */
+static int causal_pred(const kpass *p, int t, const cm_geom *g) {
     const kn_net *net = p->net;
     for (int depth = 0; depth < 8; depth++) {
         if (t >= 0 && kpass_is_const(net, t))
-            return const_tri(p, t, s);
+            return g->square ? const_tri(p, t, g->sq) : 0;
         int i = prod(p, t);
         if (i < 0)
             return 0;
@@ -192,17 +303,24 @@ static int causal_pred(const kpass *p, int t, const int64_t *s) {
             continue;
         }
         if (kpass_is(n, "Trilu") && n->n_in >= 1)
-            return trilu_pred(p, n, s);
+            return g->square ? trilu_pred(p, n, g->sq) : 0;
         if (kpass_is(n, "Not") && n->n_in == 1) {
-            int r = causal_pred(p, n->in[0], s);
+            int r = causal_pred(p, n->in[0], g);
             return -r;
         }
-        if (n->n_in != 2)
+        if (n->n_in != 2 || p->n_points > CM_POINTS)
             return 0;
-        int a0 = pos_axis(p, n->in[0], s), a1 = pos_axis(p, n->in[1], s);
+        int64_t off0[CM_POINTS], off1[CM_POINTS];
+        int a0 = pos_axis(p, n->in[0], g->sq, g->sk, off0);
+        int a1 = pos_axis(p, n->in[1], g->sq, g->sk, off1);
         if (a0 < 0 || a1 < 0 || a0 == a1)
             return 0;
         bool kq = a0 == 3; /* (key, query) operand order */
+        for (int k = 0; k < p->n_points; k++) {
+            int64_t oq = kq ? off1[k] : off0[k], ok = kq ? off0[k] : off1[k];
+            if (oq - ok != g->sk[k] - g->sq[k])
+                return 0;
+        }
         if (kpass_is(n, "LessOrEqual"))
             return kq ? 1 : 0;    /* j <= i */
         if (kpass_is(n, "GreaterOrEqual"))
@@ -272,6 +390,24 @@ static bool fits(const kpass *p, int t, const int64_t (*att)[4]) {
     return true;
 }
 
+/* Whether x is the fill a causal rewrite may drop for positions: -inf, or
+ * the lowest finite value of the mask's type (finfo.min, what transformers'
+ * dynamo exports write). The latter only when no padding term is left (the
+ * caller checks): a causal mask aligned to the last key with Sk >= Sq keeps
+ * key 0 of every row, so no row is fully masked, and score + lowest - max
+ * underflows exp to 0 exactly as -inf does. */
+static bool fill_lowest(double x, kiln_dtype dt) {
+    if (isinf(x))
+        return x < 0;
+    switch (dt) {
+    case KILN_DTYPE_FLOAT: return x == -(double)FLT_MAX;
+    case KILN_DTYPE_DOUBLE: return x == -DBL_MAX;
+    case KILN_DTYPE_FLOAT16: return x == -65504.0;
+    case KILN_DTYPE_BFLOAT16: return x == -3.3895313892515355e38;
+    default: return false;
+    }
+}
+
 typedef struct cm_entry {
     int cond;          /* a Where's condition */
     bool keep;         /* its orientation (the fill is -inf, the other 0) */
@@ -296,29 +432,35 @@ kiln_status kpass_attn_causal_mask(kpass *p, int *changed) {
         if (!kpass_const_scalar(net, wn->in[1], &x1) || !kpass_const_scalar(net, wn->in[2], &x2))
             continue;
         bool keep;
-        if (x1 == 0.0 && isinf(x2) && x2 < 0)
+        kiln_dtype mdt0 = kpass_dtype(p, a->in[3]);
+        if (x1 == 0.0 && fill_lowest(x2, mdt0))
             keep = true; /* Where(keep, 0, -inf) */
-        else if (x2 == 0.0 && isinf(x1) && x1 < 0)
+        else if (x2 == 0.0 && fill_lowest(x1, mdt0))
             keep = false; /* Where(masked, -inf, 0) */
         else
             continue;
+        bool finite = !isinf(keep ? x2 : x1);
         KN_TRY(kpass_need_shapes(p));
         if (p->shapes_state != 1)
             return KILN_OK;
         a = &net->nodes[i];
         wn = &net->nodes[w];
-        /* S = Sq = Sk at every point; the attention's [B, H, Sq, Sk] */
-        bool packed = kn_attr_int(a, "qkv_packed", 0) != 0, ok = p->n_points <= 3 * 8;
-        int64_t s[3 * 8], att[3 * 8][4];
+        /* Sq <= Sk at every point; the attention's [B, H, Sq, Sk] */
+        bool packed = kn_attr_int(a, "qkv_packed", 0) != 0, ok = p->n_points <= CM_POINTS;
+        int64_t sq[CM_POINTS], sk[CM_POINTS], att[CM_POINTS][4];
+        cm_geom g = {sq, sk, true};
         for (int k = 0; k < p->n_points && ok; k++) {
             const kn_tinfo *q = kpass_shape(p, k, a->in[0]);
             const kn_tinfo *kt = packed ? q : (a->in[1] >= 0 ? kpass_shape(p, k, a->in[1]) : NULL);
-            ok = q && kt && q->rank == (packed ? 5 : 4) && kt->rank >= 2 && q->dims[1] == kt->dims[1];
+            ok = q && kt && q->rank == (packed ? 5 : 4) && kt->rank >= 2 && q->dims[1] <= kt->dims[1];
             if (ok) {
-                s[k] = q->dims[1];
+                sq[k] = q->dims[1];
+                sk[k] = kt->dims[1];
+                g.square = g.square && sq[k] == sk[k];
                 att[k][0] = q->dims[0];
                 att[k][1] = packed ? q->dims[3] : q->dims[2];
-                att[k][2] = att[k][3] = s[k];
+                att[k][2] = sq[k];
+                att[k][3] = sk[k];
             }
         }
         if (!ok)
@@ -331,10 +473,11 @@ kiln_status kpass_attn_causal_mask(kpass *p, int *changed) {
         if (!leaves(p, cond, keep, lv, &nl))
             continue;
         for (int j = 0; j < nl && ok; j++) {
-            int c = causal_pred(p, lv[j], s);
+            int c = causal_pred(p, lv[j], &g);
             if (c == (keep ? 1 : -1))
                 causal = true;
-            else if (!const_all(net, lv[j], keep) && !expanded_const_all(p, lv[j], keep))
+            else if (!const_all(net, lv[j], keep) && !expanded_const_all(p, lv[j], keep) &&
+                     !(keep && all_ones(p, lv[j])))
                 rest[nr++] = lv[j];
         }
         /* (a mask that masks nothing at all is pass_range.c's: its value is
@@ -343,6 +486,17 @@ kiln_status kpass_attn_causal_mask(kpass *p, int *changed) {
             ok = fits(p, rest[j], (const int64_t (*)[4])att) && kpass_dtype(p, rest[j]) == KILN_DTYPE_BOOL;
         if (!ok || !causal)
             continue;
+        if (finite && nr > 0) {
+            /* a row whose keys are all padded is uniform over every key in
+             * the graph; with the causal term by position it would be
+             * uniform over the causal keys only */
+            kn_log(KILN_LOG_VERBOSE,
+                   "attention-causal: '%s' keeps its mask: a finite fill (%g) with padding "
+                   "terms gives a fully padded row the average of all values, which a "
+                   "causal flag would change",
+                   a->name, keep ? x2 : x1);
+            continue;
+        }
         int mask = -1, hit = -1;
         kiln_dtype mdt = kpass_dtype(p, a->in[3]);
         for (int c = 0; c < n_cache && hit < 0; c++) /* layers sharing one mask share its rewrite */
