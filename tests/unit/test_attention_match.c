@@ -625,6 +625,82 @@ static void test_runtime_causal(void) {
     }
 }
 
+/* The causal mask of a decoder step with a past cache, as masking_utils
+ * writes it: kv_idx = Range(0, Sk) over K = Concat(past, new) and q_idx =
+ * Range(0, S) + Shape(past)[2] (the cache positions), kv_idx <= q_idx, so
+ * key j is masked where j > i + Sk - Sq: causal = 1 (aligned to the last
+ * key) and no mask left. Case 0: fill -inf; case 1: fill float's lowest
+ * (finfo.min, dynamo's spelling: no padding term, so no row is fully
+ * masked and the fill is exact); case 2: the query offset is past + 1
+ * (not Sk - Sq): no causal flag, the comparison stays. */
+static void test_past_causal(void) {
+    for (int c = 0; c < 3; c++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, -1, E), NULL));
+        KT_OK(kiln_network_add_input(net, "pk", KILN_DTYPE_FLOAT, 4, DIMS(-1, H, -1, D), NULL));
+        KT_OK(kiln_network_add_input(net, "pv", KILN_DTYPE_FLOAT, 4, DIMS(-1, H, -1, D), NULL));
+        iconst(net, "shape4", 4, (const int64_t[]){0, 0, H, D});
+        iconst(net, "shape3", 3, (const int64_t[]){0, 0, E});
+        heads(net, "x", "q", DIMS(0, 2, 1, 3), NULL);
+        heads(net, "x", "kn", DIMS(0, 2, 1, 3), NULL);
+        heads(net, "x", "vn", DIMS(0, 2, 1, 3), NULL);
+        KT_OK(kiln_network_set_attr_int(net, node(net, "kcat", "Concat", 2, IN("pk", "kn"), "kc"),
+                                        "axis", 2));
+        KT_OK(kiln_network_set_attr_int(net, node(net, "vcat", "Concat", 2, IN("pv", "vn"), "v"),
+                                        "axis", 2));
+        perm(net, node(net, "k_t", "Transpose", 1, IN("kc"), "kt"), DIMS(0, 1, 3, 2), 4);
+        KT_OK(kiln_network_add_constant(net, "one_i", KILN_DTYPE_INT64, 0, NULL, (const int64_t[]){1},
+                                        sizeof(int64_t)));
+        KT_OK(kiln_network_add_constant(net, "zero_i", KILN_DTYPE_INT64, 0, NULL, (const int64_t[]){0},
+                                        sizeof(int64_t)));
+        KT_OK(kiln_network_add_constant(net, "two_i", KILN_DTYPE_INT64, 0, NULL, (const int64_t[]){2},
+                                        sizeof(int64_t)));
+        node(net, "xshape", "Shape", 1, IN("x"), "xs");
+        node(net, "pshape", "Shape", 1, IN("pk"), "ps");
+        node(net, "kshape", "Shape", 1, IN("kc"), "ks");
+        KT_OK(kiln_network_set_attr_int(net, node(net, "seq", "Gather", 2, IN("xs", "one_i"), "sl"),
+                                        "axis", 0));
+        KT_OK(kiln_network_set_attr_int(net, node(net, "past", "Gather", 2, IN("ps", "two_i"), "pl"),
+                                        "axis", 0));
+        KT_OK(kiln_network_set_attr_int(net, node(net, "total", "Gather", 2, IN("ks", "two_i"), "tl"),
+                                        "axis", 0));
+        node(net, "qrange", "Range", 3, IN("zero_i", "sl", "one_i"), "qr");
+        node(net, "qpos", "Add", 2, IN("qr", "pl"), c == 2 ? "qp0" : "qp");
+        if (c == 2)
+            node(net, "qpos1", "Add", 2, IN("qp0", "one_i"), "qp");
+        node(net, "krange", "Range", 3, IN("zero_i", "tl", "one_i"), "kp");
+        iconst(net, "ax0", 1, (const int64_t[]){0});
+        iconst(net, "ax1", 1, (const int64_t[]){1});
+        node(net, "qidx", "Unsqueeze", 2, IN("qp", "ax1"), "qi"); /* [S, 1] */
+        node(net, "kidx", "Unsqueeze", 2, IN("kp", "ax0"), "ki"); /* [1, P + S] */
+        node(net, "causal", "LessOrEqual", 2, IN("ki", "qi"), "cm");
+        fscalar(net, "zero", 0.f);
+        fscalar(net, "neg", c == 1 ? -3.4028234663852886e38f : -INFINITY);
+        node(net, "mask_where", "Where", 3, IN("cm", "zero", "neg"), "am");
+        node(net, "scores", "MatMul", 2, IN("q", "kt"), "s");
+        node(net, "add_mask", "Add", 2, IN("s", "am"), "sm");
+        KT_OK(kiln_network_set_attr_int(net, node(net, "softmax", "Softmax", 1, IN("sm"), "p"), "axis",
+                                        -1));
+        tail(net, "p", "v");
+        char what[64];
+        snprintf(what, sizeof what, "causal mask with a past cache, case %d", c);
+        kn_net *o = check_fused(net, what);
+        if (o) {
+            const kn_node *a = find_op(o, KN_DOMAIN_KILN, "Attention");
+            bool causal = c < 2;
+            KT_CHECK(a && kn_attr_int(a, "causal", 0) == (causal ? 1 : 0));
+            if (causal)
+                KT_CHECK(a && (a->n_in < 4 || a->in[3] < 0)); /* nothing left to mask */
+            KT_CHECK(count_op(o, "", "LessOrEqual") == (causal ? 0 : 1));
+            if (!(a && kn_attr_int(a, "causal", 0) == (causal ? 1 : 0)))
+                dump(o);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
 /* Every output of both nets at batch b within 1e-5 (relative to max(1, |ref|)). */
 static void compare_all(kiln_network *ref, kn_net *opt, const char *what, int64_t b) {
     feeds f;
@@ -787,6 +863,7 @@ int main(void) {
     test_masked_fill();
     test_trilu_causal();
     test_runtime_causal();
+    test_past_causal();
     test_gqa();
     test_onnx_attention();
     test_onnx_attention_past();
