@@ -1,5 +1,5 @@
 /* pass_rotary.c - rotary position embeddings spelled out become one
- * RotaryEmbedding (ONNX opset 23, half-split form):
+ * RotaryEmbedding (ONNX opset 23; half-split form, and interleaved below):
  *
  *   Y = X * C + rotate_half(X) * S,  rotate_half(X) = Concat(-X2, X1, last axis)
  *
@@ -15,7 +15,17 @@
  * constant whose halves are equal. The caches given to the op are C and S
  * without the head axis, [B or 1, Sq, D]: the kernel reads their first
  * D / 2 values per row (cache stride D). Any intermediate also read
- * elsewhere keeps its producer (dead code removes what no one reads). */
+ * elsewhere keeps its producer (dead code removes what no one reads).
+ *
+ * The interleaved form (GPT-J's rotate_every_two, pairs (x0, x1), (x2, x3))
+ * is the same sum with rotate_every_two(X) = Reshape(Concat(Unsqueeze(-X[...,
+ * 1::2], -1), Unsqueeze(X[..., ::2], -1), last axis)) to X's shape, the
+ * Slices of step 2; C and S then repeat each angle twice (each proven made
+ * by a Reshape of [..., D / 2, 2] from Concat(u, u) or an Expand / Tile of
+ * u [..., 1]: repeat_interleave, or a constant with equal pairs). The op
+ * gets interleaved = 1 and caches of one angle per pair, every second value
+ * of C's and S's rows (a Slice of step 2 on the small cache). */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,8 +54,10 @@ static int prod(const kpass *p, int t) {
 
 static bool is_last_axis(int64_t ax, int rank) { return ax == -1 || (rank > 0 && ax == rank - 1); }
 
-/* Slice node i of x along the last axis, step 1, covering [lo, hi) of D. */
-static bool slice_of(const kpass *p, int i, int x, int64_t d, int64_t lo, int64_t hi) {
+/* Slice node i of x along the last axis with step `want`, from lo up to hi
+ * (hi clamped to D). */
+static bool slice_step(const kpass *p, int i, int x, int64_t d, int64_t lo, int64_t hi,
+                       int64_t want) {
     if (i < 0)
         return false;
     const kn_node *n = &p->net->nodes[i];
@@ -58,7 +70,7 @@ static bool slice_of(const kpass *p, int i, int x, int64_t d, int64_t lo, int64_
         return false;
     if (n->n_in > 4 && n->in[4] >= 0 && !int_at(p, n->in[4], &step))
         return false;
-    if (!is_last_axis(ax, 4) || step != 1)
+    if (!is_last_axis(ax, 4) || step != want)
         return false;
     if (st < 0)
         st += d;
@@ -67,6 +79,11 @@ static bool slice_of(const kpass *p, int i, int x, int64_t d, int64_t lo, int64_
     st = st < 0 ? 0 : st > d ? d : st;
     en = en < 0 ? 0 : en > d ? d : en;
     return st == lo && en == hi;
+}
+
+/* Slice node i of x along the last axis, step 1, covering [lo, hi) of D. */
+static bool slice_of(const kpass *p, int i, int x, int64_t d, int64_t lo, int64_t hi) {
+    return slice_step(p, i, x, d, lo, hi, 1);
 }
 
 /* Tensor t is half `which` (0 first, 1 second) of x's last axis (size d). */
@@ -122,6 +139,42 @@ static bool rotate_half(const kpass *p, int t, int x, int64_t d) {
     return negation(p, c->in[0], &x2) && half_of(p, x2, x, d, 1) && half_of(p, c->in[1], x, d, 0);
 }
 
+/* t is u with a new last axis: Unsqueeze(u, [-1] or [rank]); u in *u. */
+static bool unsqueeze_last(const kpass *p, int t, int *u) {
+    int i = prod(p, t);
+    if (i < 0)
+        return false;
+    const kn_node *n = &p->net->nodes[i];
+    int64_t ax;
+    int r = kpass_rank(p, t);
+    if (!kpass_is(n, "Unsqueeze") || n->n_in != 2 || !int_at(p, n->in[1], &ax) ||
+        !is_last_axis(ax, r))
+        return false;
+    *u = n->in[0];
+    return true;
+}
+
+/* t = rotate_every_two(x) (interleaved pairs, GPT-J / NeoX-interleaved):
+ * Reshape(Concat(Unsqueeze(-x[..., 1::2], -1), Unsqueeze(x[..., ::2], -1),
+ * last axis)) to x's shape, i.e. (-x1, x0, -x3, x2, ...). */
+static bool rotate_pairs(const kpass *p, int t, int x, int64_t d) {
+    int i = prod(p, t);
+    if (i < 0 || !kpass_is(&p->net->nodes[i], "Reshape") || !kpass_same_shape(p, t, x))
+        return false;
+    int c = prod(p, p->net->nodes[i].in[0]);
+    if (c < 0)
+        return false;
+    const kn_node *cn = &p->net->nodes[c];
+    if (!kpass_is(cn, "Concat") || cn->n_in != 2 || !is_last_axis(kn_attr_int(cn, "axis", 0), 5) ||
+        kpass_rank(p, cn->out[0]) != 5)
+        return false;
+    int a, b, x2;
+    if (!unsqueeze_last(p, cn->in[0], &a) || !unsqueeze_last(p, cn->in[1], &b) ||
+        !negation(p, a, &x2))
+        return false;
+    return slice_step(p, prod(p, x2), x, d, 1, d, 2) && slice_step(p, prod(p, b), x, d, 0, d, 2);
+}
+
 /* Whether constant v (last dim d) has equal halves along its last axis. */
 static bool const_halves(const kn_tdata *v, int64_t d) {
     if (v->rank < 1 || v->dims[v->rank - 1] != d || d % 2)
@@ -134,14 +187,69 @@ static bool const_halves(const kn_tdata *v, int64_t d) {
     return true;
 }
 
-/* Whether tensor t (last dim d) has equal halves along its last axis, by
- * how it is made. */
-static bool equal_halves(const kpass *p, int t, int64_t d) {
+/* Whether constant v (last dim d) has equal pairs (v[2i] = v[2i + 1]). */
+static bool const_pairs(const kn_tdata *v, int64_t d) {
+    if (v->rank < 1 || v->dims[v->rank - 1] != d || d % 2)
+        return false;
+    for (int64_t k = 0; k + 1 < kpass_numel(v); k += 2)
+        if (kpass_value_at(v, k) != kpass_value_at(v, k + 1))
+            return false;
+    return true;
+}
+
+/* Whether y = Reshape(z) repeats each element twice along the last axis:
+ * z is [..., d / 2, 2] at every point, made by Concat(u, u, last axis) of
+ * two [..., 1] (torch.stack((f, f), -1)), or Expand / Tile of [..., 1] to
+ * 2 (repeat_interleave(f, 2, -1)); y keeps z's leading dims, last d. */
+static bool repeated_pairs(const kpass *p, const kn_node *rs, int64_t d) {
+    int z = rs->in[0], i = prod(p, z);
+    if (i < 0)
+        return false;
+    for (int k = 0; k < p->n_points; k++) {
+        const kn_tinfo *zt = kpass_shape(p, k, z), *yt = kpass_shape(p, k, rs->out[0]);
+        if (!zt || !yt || zt->rank != yt->rank + 1 || zt->dims[zt->rank - 1] != 2 ||
+            zt->dims[zt->rank - 2] * 2 != d || yt->dims[yt->rank - 1] != d)
+            return false;
+        for (int a = 0; a + 1 < yt->rank; a++)
+            if (zt->dims[a] != yt->dims[a])
+                return false;
+    }
+    const kn_node *n = &p->net->nodes[i];
+    int u = -1;
+    if (kpass_is(n, "Concat") && n->n_in == 2 && n->in[0] == n->in[1] &&
+        is_last_axis(kn_attr_int(n, "axis", 0), kpass_rank(p, z)))
+        u = n->in[0];
+    else if ((kpass_is(n, "Expand") || kpass_is(n, "Tile")) && n->n_in == 2)
+        u = n->in[0];
+    if (u < 0)
+        return false;
+    for (int k = 0; k < p->n_points; k++) { /* one value per pair before the repeat */
+        const kn_tinfo *ut = kpass_shape(p, k, u);
+        if (!ut || ut->rank < 1 || ut->dims[ut->rank - 1] != 1)
+            return false;
+    }
+    if (kpass_is(n, "Tile")) { /* repeats 1 but the last, 2 */
+        const kn_net *net = p->net;
+        if (!kpass_is_const(net, n->in[1]))
+            return false;
+        const kn_tdata *r = &net->tensors[n->in[1]].value;
+        int64_t nr = kpass_numel(r);
+        for (int64_t k = 0; k < nr; k++)
+            if (kpass_value_int(r, k) != (k == nr - 1 ? 2 : 1))
+                return false;
+    }
+    return true;
+}
+
+/* Whether tensor t (last dim d) has equal halves (pairs false) or equal
+ * pairs (pairs true) along its last axis, by how it is made. */
+static bool equal_parts(const kpass *p, int t, int64_t d, bool pairs) {
     static const char *const unary[] = {"Cast", "Cos", "Sin", "Identity", "Neg", "Sqrt", "Exp"};
     const kn_net *net = p->net;
     for (int depth = 0; depth < 24 && t >= 0; depth++) {
         if (kpass_is_const(net, t))
-            return const_halves(&net->tensors[t].value, d);
+            return pairs ? const_pairs(&net->tensors[t].value, d)
+                         : const_halves(&net->tensors[t].value, d);
         int i = prod(p, t);
         if (i < 0)
             return false;
@@ -177,6 +285,8 @@ static bool equal_halves(const kpass *p, int t, int64_t d) {
             t = n->in[0];
             continue;
         }
+        if (pairs)
+            return kpass_is(n, "Reshape") && n->n_in == 2 && repeated_pairs(p, n, d);
         if (kpass_is(n, "Concat") && n->n_in == 2 && n->in[0] == n->in[1] && n->in[0] >= 0) {
             int r = kpass_rank(p, n->out[0]);
             return r > 0 && is_last_axis(kn_attr_int(n, "axis", 0), r);
@@ -304,6 +414,7 @@ kiln_status kpass_rotary(kpass *p, int *changed) {
             kpass_rank(p, a->out[0]) != 4)
             continue;
         int x = -1, c = -1, s = -1;
+        bool pairs = false;
         for (int o = 0; o < 2 && x < 0; o++) {
             int mc = prod(p, a->in[o]), ms = prod(p, a->in[1 - o]);
             if (mc < 0 || ms < 0 || !kpass_is(&net->nodes[mc], "Mul") ||
@@ -319,11 +430,13 @@ kiln_status kpass_rotary(kpass *p, int *changed) {
                 if (d < 2 || d % 2 || !mul_with(p, mc, xc, &cc))
                     continue;
                 const kn_node *m = &net->nodes[ms];
+                bool pr = false;
                 for (int r = 0; r < 2 && ss < 0; r++)
-                    if (rotate_half(p, m->in[r], xc, d))
+                    if (rotate_half(p, m->in[r], xc, d) || (pr = rotate_pairs(p, m->in[r], xc, d)))
                         ss = m->in[1 - r];
-                if (ss < 0 || !equal_halves(p, cc, d) || !equal_halves(p, ss, d))
+                if (ss < 0 || !equal_parts(p, cc, d, pr) || !equal_parts(p, ss, d, pr))
                     continue;
+                pairs = pr;
                 x = xc;
                 c = cc;
                 s = ss;
@@ -347,15 +460,29 @@ kiln_status kpass_rotary(kpass *p, int *changed) {
             KN_TRY(kn_net_add_node(net, nm, "Squeeze", "", 13, 2, in2, 1, &y, NULL));
             cache[j] = y;
         }
+        for (int j = 0; j < 2 && pairs; j++) {
+            /* one angle per pair: every second value of the cache's rows */
+            const int64_t lo = 0, hi = INT64_MAX, ax = -1, st = 2;
+            int t0, t1, t2, t3, y, in5[5] = {cache[j], -1, -1, -1, -1};
+            KN_TRY(kpass_add_i64(net, "rotary_pair_lo", &lo, 1, &t0));
+            KN_TRY(kpass_add_i64(net, "rotary_pair_hi", &hi, 1, &t1));
+            KN_TRY(kpass_add_i64(net, "rotary_pair_axis", &ax, 1, &t2));
+            KN_TRY(kpass_add_i64(net, "rotary_pair_step", &st, 1, &t3));
+            in5[1] = t0, in5[2] = t1, in5[3] = t2, in5[4] = t3;
+            KN_TRY(kn_net_new_tensor(net, j ? "rotary_sin_pairs" : "rotary_cos_pairs", &y));
+            snprintf(nm, sizeof nm, "%s %s per pair", net->nodes[i].name, j ? "sin" : "cos");
+            KN_TRY(kn_net_add_node(net, nm, "Slice", "", 13, 5, in5, 1, &y, NULL));
+            cache[j] = y;
+        }
         kn_node *y = &net->nodes[i];
         KN_TRY(kpass_retype(y, "RotaryEmbedding", "", 23));
         y->in[0] = x;
         y->in[1] = cache[0];
         KN_TRY(kpass_set_input(y, 2, cache[1]));
-        KN_TRY(kn_node_set_int(y, "interleaved", 0));
+        KN_TRY(kn_node_set_int(y, "interleaved", pairs ? 1 : 0));
         kpass_touch(p, i);
-        kn_log(KILN_LOG_VERBOSE, "rotary: '%s' is a RotaryEmbedding of '%s'", y->name,
-               net->tensors[x].name);
+        kn_log(KILN_LOG_VERBOSE, "rotary: '%s' is a RotaryEmbedding of '%s' (%s)", y->name,
+               net->tensors[x].name, pairs ? "interleaved pairs" : "halves");
         (*changed)++;
     }
     return KILN_OK;

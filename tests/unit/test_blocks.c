@@ -556,6 +556,81 @@ static void test_rotary_decomposed(void) {
     }
 }
 
+/* Rotary embeddings on interleaved pairs (GPT-J's rotate_every_two):
+ * q * cos + rotate_every_two(q) * sin, rotate_every_two(x) =
+ * Reshape(Concat(Unsqueeze(-x[..., 1::2], -1), Unsqueeze(x[..., ::2], -1)))
+ * and cos = Unsqueeze(Cos(repeat_interleave(f, 2, -1)), 1). Case 0: the
+ * repeat as Concat(u, u) of u = Unsqueeze(f, -1), then Reshape; case 1:
+ * the repeat as Expand of u to [.., 2]: both one RotaryEmbedding with
+ * interleaved = 1; case 2: cos and sin inputs (pairs may differ): not
+ * fused; case 3: the pair rotated the wrong way (x0, -x1): not fused. */
+static void test_rotary_interleaved(void) {
+    for (int c = 0; c < 4; c++) {
+        kiln_network *net;
+        KT_OK(kiln_network_create(&net));
+        KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 3, 5, 8), NULL));
+        iconst(net, "ax1", 1, DIMS(1), DIMS(1));
+        iconst(net, "axl", 1, DIMS(1), DIMS(-1));
+        iconst(net, "rows3", 1, DIMS(3), DIMS(0, 0, 8));
+        if (c == 2) {
+            KT_OK(kiln_network_add_input(net, "cosu", KILN_DTYPE_FLOAT, 4, DIMS(-1, 1, 5, 8), NULL));
+            KT_OK(kiln_network_add_input(net, "sinu", KILN_DTYPE_FLOAT, 4, DIMS(-1, 1, 5, 8), NULL));
+        } else {
+            KT_OK(kiln_network_add_input(net, "f", KILN_DTYPE_FLOAT, 3, DIMS(-1, 5, 4), NULL));
+            node(net, "fu", "Unsqueeze", 2, IN("f", "axl"), "fu"); /* [B, 5, 4, 1] */
+            if (c == 1) {
+                iconst(net, "two", 1, DIMS(4), DIMS(1, 1, 1, 2));
+                node(net, "rep", "Expand", 2, IN("fu", "two"), "f2");
+            } else {
+                KT_OK(kiln_network_set_attr_int(net, node(net, "rep", "Concat", 2, IN("fu", "fu"), "f2"),
+                                                "axis", -1));
+            }
+            node(net, "flat", "Reshape", 2, IN("f2", "rows3"), "emb"); /* [B, 5, 8] */
+            node(net, "cos", "Cos", 1, IN("emb"), "cos0");
+            node(net, "sin", "Sin", 1, IN("emb"), "sin0");
+            node(net, "cu", "Unsqueeze", 2, IN("cos0", "ax1"), "cosu");
+            node(net, "su", "Unsqueeze", 2, IN("sin0", "ax1"), "sinu");
+        }
+        iconst(net, "s0", 1, DIMS(1), DIMS(0));
+        iconst(net, "s1", 1, DIMS(1), DIMS(1));
+        iconst(net, "st2", 1, DIMS(1), DIMS(2));
+        iconst(net, "big", 1, DIMS(1), DIMS(INT64_MAX));
+        node(net, "even", "Slice", 5, IN("x", "s0", "big", "axl", "st2"), "x1");
+        node(net, "odd", "Slice", 5, IN("x", "s1", "big", "axl", "st2"), "x2");
+        node(net, "neg", "Neg", 1, IN(c == 3 ? "x1" : "x2"), "nx2");
+        node(net, "ua", "Unsqueeze", 2, IN("nx2", "axl"), "ua");
+        node(net, "ub", "Unsqueeze", 2, IN(c == 3 ? "x2" : "x1", "axl"), "ub");
+        KT_OK(kiln_network_set_attr_int(net, node(net, "stack", "Concat", 2, IN("ua", "ub"), "st"),
+                                        "axis", -1));
+        iconst(net, "xshape", 1, DIMS(4), DIMS(0, 3, 5, 8));
+        node(net, "rot", "Reshape", 2, IN("st", "xshape"), "rh");
+        node(net, "mc", "Mul", 2, IN("x", "cosu"), "xc");
+        node(net, "ms", "Mul", 2, IN("rh", "sinu"), "xs");
+        node(net, "add", "Add", 2, IN("xc", "xs"), "y");
+        KT_OK(kiln_network_mark_output(net, "y"));
+        kn_net *o = optimized(net, 0, 1, 2, 3);
+        if (o) {
+            bool fused = c < 2;
+            CHECK_OR_DUMP(count_op(o, "", "RotaryEmbedding") == (fused ? 1 : 0), o);
+            const kn_node *r = NULL;
+            for (int i = 0; i < o->n_nodes; i++)
+                if (!strcmp(o->nodes[i].op_type, "RotaryEmbedding"))
+                    r = &o->nodes[i];
+            if (fused) {
+                CHECK_OR_DUMP(r && kn_attr_int(r, "interleaved", 0) == 1, o);
+                /* the pair rotation is gone (a Concat left makes the caches) */
+                CHECK_OR_DUMP(count_op(o, "", "Neg") + count_op(o, "", "Mul") == 0 &&
+                                  count_op(o, "", "Concat") == (c == 0 ? 1 : 0), o);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "rotary interleaved case %d", c);
+            compare(net, o, what, 2);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+}
+
 /* A LayerNorm of a sum also read afterwards (x = a + h; y = LN(x); out =
  * x + f(y): CLIP's embeddings before the first pre-norm block): one
  * kiln::LayerNorm whose second output is the sum; case 1: the sum is a
@@ -633,6 +708,7 @@ int main(void) {
     test_contrib();
     test_hfuse();
     test_rotary_decomposed();
+    test_rotary_interleaved();
     test_layernorm_sum_kept();
     test_norm_weight_fold();
     if (kt_skipped)
