@@ -63,7 +63,7 @@ def graph_inputs(model):
 def input_shapes(model, b, s, p):
     """Each input's shape at batch b, sequence s, past length p, by the
     zoo's conventions (scripts/export_zoo.py): ids and masks [b, s] (masks
-    [b, p + s] beside past inputs), images and features keep their static
+    [b, p + s] beside past inputs, left-padded inside the past there), images and features keep their static
     dims, past key/values [b, heads, p, head_dim]."""
     ins = graph_inputs(model)
     has_past = any(n.startswith("past_") for n, _, _ in ins)
@@ -93,9 +93,14 @@ def make_feeds(model, shapes, rng):
             feeds[name] = rng.integers(3, vocab, shape).astype(np.int64)
         elif name == "attention_mask":
             m = np.ones(shape, np.int64)
-            if not any(n.startswith("past_") for n, _, _ in graph_inputs(model)):
-                # padded rows, none fully masked: row r keeps s - 2r tokens
-                for r in range(1, shape[0]):
+            past = shapes.get(next((n for n in shapes if n.startswith("past_")), ""), [0, 0, 0])[2]
+            for r in range(1, shape[0]):
+                if past:
+                    # left padding inside the past keys (the new tokens are kept, so no
+                    # query row is fully masked): row r drops its first min(2r, past) keys
+                    m[r, :min(2 * r, past)] = 0
+                else:
+                    # padded rows, none fully masked: row r keeps s - 2r tokens
                     m[r, max(1, shape[1] - 2 * r):] = 0
             feeds[name] = m
         elif elem == onnx.TensorProto.FLOAT:
