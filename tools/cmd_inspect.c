@@ -307,14 +307,14 @@ static void free_misses(void) {
     g_miss.n = 0;
 }
 
-/* Whether some layer of the plan is node `name` alone (op Softmax or
- * Attention, the name as it was). */
+/* Whether some layer of the plan is node `name` alone (not a kiln:: fused
+ * op, the name as it was: a Softmax, an attention op, or a mask's Where
+ * the causal rewrite left). */
 static bool still_a_layer(const kiln_engine *eng, const char *name) {
     int n = kiln_engine_num_layers(eng);
     for (int i = 0; i < n; i++) {
         const char *op = kiln_engine_layer_op(eng, i), *ln = kiln_engine_layer_name(eng, i);
-        if (op && ln && (strstr(op, "Softmax") || strstr(op, "Attention")) &&
-            !strstr(op, "kiln") && strcmp(ln, name) == 0)
+        if (op && ln && !strstr(op, "kiln") && strcmp(ln, name) == 0)
             return true;
     }
     return false;

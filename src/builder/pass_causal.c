@@ -432,10 +432,11 @@ kiln_status kpass_attn_causal_mask(kpass *p, int *changed) {
         if (!kpass_const_scalar(net, wn->in[1], &x1) || !kpass_const_scalar(net, wn->in[2], &x2))
             continue;
         bool keep;
-        kiln_dtype mdt0 = kpass_dtype(p, a->in[3]);
-        if (x1 == 0.0 && fill_lowest(x2, mdt0))
+        /* the fill's own type (the constant the exporter wrote) */
+        kiln_dtype dt1 = net->tensors[wn->in[1]].value.dtype, dt2 = net->tensors[wn->in[2]].value.dtype;
+        if (x1 == 0.0 && fill_lowest(x2, dt2))
             keep = true; /* Where(keep, 0, -inf) */
-        else if (x2 == 0.0 && fill_lowest(x1, mdt0))
+        else if (x2 == 0.0 && fill_lowest(x1, dt1))
             keep = false; /* Where(masked, -inf, 0) */
         else
             continue;
@@ -491,10 +492,10 @@ kiln_status kpass_attn_causal_mask(kpass *p, int *changed) {
              * the graph; with the causal term by position it would be
              * uniform over the causal keys only */
             kn_log(KILN_LOG_VERBOSE,
-                   "attention-causal: '%s' keeps its mask: a finite fill (%g) with padding "
-                   "terms gives a fully padded row the average of all values, which a "
-                   "causal flag would change",
-                   a->name, keep ? x2 : x1);
+                   "attention: causal mask '%s' not fused: its fill is finite (%g) and padding "
+                   "terms are left; a fully padded row averages every value there, which a "
+                   "causal flag would change (a -inf fill, or no padding term, would fuse)",
+                   net->nodes[w].name, keep ? x2 : x1);
             continue;
         }
         int mask = -1, hit = -1;

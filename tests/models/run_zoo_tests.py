@@ -14,7 +14,9 @@ Checks, per file:
     kiln::Gemm) as expected.json's "gemms" says (Q, K and V as one GEMM,
     a gated MLP's gate and up as one), and at least as many fused layers of
     each kind "ops" lists (e.g. RotaryEmbedding);
-  - a shape outside the profile is refused.
+  - a shape outside the profile is refused;
+  - where expected.json's "explain" names a file, `kiln inspect` of the
+    model prints that text (which pattern stopped where).
 
 Exit status: 0 pass, 1 fail, 77 skipped (no onnxruntime / onnx / numpy).
 Usage: run_zoo_tests.py --kiln build/kiln --work DIR [--models bert,gpt2]
@@ -181,6 +183,13 @@ def check_file(key, kiln, work, tol, expected, report_only):
                 failures.append("%s: %d %s layers left, expected at most %d" % (key, have, op[1:], n))
         elif not report_only and have < n:
             failures.append("%s: %d %s layers, expected at least %d" % (key, have, op, n))
+
+    why = expected.get("explain", {}).get(key)
+    if why:  # what `kiln inspect` of the model must say stopped a pattern
+        p = run([kiln, "inspect", path, "--minShapes=" + spec(lo), "--optShapes=" + spec(opt),
+                 "--maxShapes=" + spec(hi)], log)
+        if p.returncode != 0 or why not in p.stdout:
+            failures.append("%s: kiln inspect does not explain '%s' (exit %d)" % (key, why, p.returncode))
 
     so = ort.SessionOptions()
     so.log_severity_level = 3
