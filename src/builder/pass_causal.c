@@ -14,13 +14,26 @@
  * padding mask, a constant all-true) anything. The dual form Where(masked_1 Or ..., -inf, 0)
  * with the causal term Greater(k, q) / Less(q, k) is taken as well.
  *
- * A kiln::Attention reading such an M with Sq = Sk at every profile point
- * gets causal = 1 (the kernels mask key j of query i where j > i, by
- * position) and, as its mask, Where(the other terms, 0, -inf) without the
- * Expand: the padding row per batch [B, 1, 1, Sk] instead of a
- * materialized [B, 1, S, S] (or no mask when nothing else is left). The
+ * With a past cache the query positions are Range(0, Sq) + past (the
+ * cache positions): an Add or Sub of one-element values whose value the
+ * shapes decide (computed here per profile point from Shape / Gather /
+ * Cast / + - *); the predicate counts when q_offset - k_offset = Sk - Sq
+ * at every point (key j masked where j > i + Sk - Sq, the kernels' causal
+ * alignment). Trilu and constant masks need Sq = Sk.
+ *
+ * A kiln::Attention reading such an M with Sq <= Sk at every profile point
+ * gets causal = 1 (the kernels mask key j of query i where j > i + Sk - Sq,
+ * by position) and, as its mask, Where(the other terms, 0, -inf) without
+ * the Expand: the padding row per batch [B, 1, 1, Sk] instead of a
+ * materialized [B, 1, Sq, Sk] (or no mask when nothing else is left). The
  * fill must be -inf, so that a row whose every key is masked stays one
- * (zeros, as before): the result is the same in every row, padded or not. */
+ * (zeros, as before): the result is the same in every row, padded or not.
+ * The lowest finite value of the mask's type (finfo.min) is taken as well
+ * when no padding term is left: the causal term alone never masks a whole
+ * row (key 0 is always kept), and a score plus that value underflows exp
+ * to 0 as -inf does. With padding terms it is refused (a fully padded row
+ * is uniform over all keys in the graph, over the causal ones after the
+ * rewrite) and the verbose log, so `kiln inspect`, says why. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -433,7 +446,8 @@ kiln_status kpass_attn_causal_mask(kpass *p, int *changed) {
             continue;
         bool keep;
         /* the fill's own type (the constant the exporter wrote) */
-        kiln_dtype dt1 = net->tensors[wn->in[1]].value.dtype, dt2 = net->tensors[wn->in[2]].value.dtype;
+        kiln_dtype dt1 = net->tensors[wn->in[1]].value.dtype;
+        kiln_dtype dt2 = net->tensors[wn->in[2]].value.dtype;
         if (x1 == 0.0 && fill_lowest(x2, dt2))
             keep = true; /* Where(keep, 0, -inf) */
         else if (x2 == 0.0 && fill_lowest(x1, dt1))
@@ -453,7 +467,8 @@ kiln_status kpass_attn_causal_mask(kpass *p, int *changed) {
         for (int k = 0; k < p->n_points && ok; k++) {
             const kn_tinfo *q = kpass_shape(p, k, a->in[0]);
             const kn_tinfo *kt = packed ? q : (a->in[1] >= 0 ? kpass_shape(p, k, a->in[1]) : NULL);
-            ok = q && kt && q->rank == (packed ? 5 : 4) && kt->rank >= 2 && q->dims[1] <= kt->dims[1];
+            ok = q && kt && q->rank == (packed ? 5 : 4) && kt->rank >= 2 &&
+                 q->dims[1] <= kt->dims[1];
             if (ok) {
                 sq[k] = q->dims[1];
                 sk[k] = kt->dims[1];
