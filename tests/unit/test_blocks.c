@@ -561,11 +561,12 @@ static void test_rotary_decomposed(void) {
  * Reshape(Concat(Unsqueeze(-x[..., 1::2], -1), Unsqueeze(x[..., ::2], -1)))
  * and cos = Unsqueeze(Cos(repeat_interleave(f, 2, -1)), 1). Case 0: the
  * repeat as Concat(u, u) of u = Unsqueeze(f, -1), then Reshape; case 1:
- * the repeat as Expand of u to [.., 2]: both one RotaryEmbedding with
- * interleaved = 1; case 2: cos and sin inputs (pairs may differ): not
- * fused; case 3: the pair rotated the wrong way (x0, -x1): not fused. */
+ * the repeat as Expand of u to [.., 2]; case 4: as Tile of u by [1, 1, 1,
+ * 2]: each one RotaryEmbedding with interleaved = 1; case 2: cos and sin
+ * inputs (pairs may differ): not fused; case 3: the pair rotated the wrong
+ * way (x0, -x1): not fused. */
 static void test_rotary_interleaved(void) {
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 5; c++) {
         kiln_network *net;
         KT_OK(kiln_network_create(&net));
         KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 3, 5, 8), NULL));
@@ -578,9 +579,9 @@ static void test_rotary_interleaved(void) {
         } else {
             KT_OK(kiln_network_add_input(net, "f", KILN_DTYPE_FLOAT, 3, DIMS(-1, 5, 4), NULL));
             node(net, "fu", "Unsqueeze", 2, IN("f", "axl"), "fu"); /* [B, 5, 4, 1] */
-            if (c == 1) {
+            if (c == 1 || c == 4) {
                 iconst(net, "two", 1, DIMS(4), DIMS(1, 1, 1, 2));
-                node(net, "rep", "Expand", 2, IN("fu", "two"), "f2");
+                node(net, "rep", c == 1 ? "Expand" : "Tile", 2, IN("fu", "two"), "f2");
             } else {
                 KT_OK(kiln_network_set_attr_int(net, node(net, "rep", "Concat", 2, IN("fu", "fu"), "f2"),
                                                 "axis", -1));
@@ -610,7 +611,7 @@ static void test_rotary_interleaved(void) {
         KT_OK(kiln_network_mark_output(net, "y"));
         kn_net *o = optimized(net, 0, 1, 2, 3);
         if (o) {
-            bool fused = c < 2;
+            bool fused = c < 2 || c == 4;
             CHECK_OR_DUMP(count_op(o, "", "RotaryEmbedding") == (fused ? 1 : 0), o);
             const kn_node *r = NULL;
             for (int i = 0; i < o->n_nodes; i++)
