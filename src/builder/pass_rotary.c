@@ -434,8 +434,16 @@ kiln_status kpass_rotary(kpass *p, int *changed) {
                 for (int r = 0; r < 2 && ss < 0; r++)
                     if (rotate_half(p, m->in[r], xc, d) || (pr = rotate_pairs(p, m->in[r], xc, d)))
                         ss = m->in[1 - r];
-                if (ss < 0 || !equal_parts(p, cc, d, pr) || !equal_parts(p, ss, d, pr))
+                if (ss < 0)
                     continue;
+                if (!equal_parts(p, cc, d, pr) || !equal_parts(p, ss, d, pr)) {
+                    /* the rotation is there; the caches are not provably the op's */
+                    kn_log(KILN_LOG_VERBOSE,
+                           "attention: rotary '%s' not fused: cos/sin are not proven to hold one "
+                           "angle per pair (%s)",
+                           a->name, pr ? "each repeated twice in a row" : "equal halves");
+                    continue;
+                }
                 pairs = pr;
                 x = xc;
                 c = cc;
