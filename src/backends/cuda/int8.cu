@@ -19,6 +19,30 @@ static __device__ __forceinline__ float q_round(float x, float scale, float zp, 
     return v < hi ? v : hi;
 }
 
+/* One stage (KN_QS_* code) of the epilogue on f; mid: the QDQ stage's
+ * index, cv: C[ch], zv: the dequantized residual. */
+static __device__ __forceinline__ float q_stage(const kc_qlayer &q, uint32_t code, int mid, float f,
+                                                float cv, float zv) {
+    switch (code) {
+    case KN_QS_QDQ: {
+        float ms = q.e.mid_scale[mid], mz = (float)q.e.mid_zp[mid];
+        return __fmul_rn(__fsub_rn(q_round(f, ms, mz, (float)q.e.mid_lo[mid], (float)q.e.mid_hi[mid]), mz), ms);
+    }
+    case KN_QS_BIAS: return __fadd_rn(f, cv);
+    case KN_QS_ADD: return __fadd_rn(f, zv);
+    case KN_QS_RELU: return f > 0.f ? f : 0.f;
+    case KN_QS_CLIP: return f < q.e.clip_lo ? q.e.clip_lo : f > q.e.clip_hi ? q.e.clip_hi : f;
+    default: return f;
+    }
+}
+
+/* Z's element zi dequantized (the ADD stage's addend). */
+static __device__ __forceinline__ float q_zval(const kc_qlayer &q, const void *z, int64_t zi) {
+    if (q.z_dt == KILN_DTYPE_FLOAT)
+        return ((const float *)z)[zi];
+    return __fmul_rn(__fsub_rn((float)ld8(z, q.z_dt, zi), q.zz), q.zs);
+}
+
 /* The epilogue of element yi (channel ch, sum acc + B[ch] = a) into Y. */
 static __device__ void epilogue_a(const kc_qlayer &q, int32_t a, int64_t ch, const void *z,
                                   void *y, int64_t yi) {
@@ -29,27 +53,11 @@ static __device__ void epilogue_a(const kc_qlayer &q, int32_t a, int64_t ch, con
     float f = __fmul_rn((float)a, q.s[ch]);
     int mid = 0;
     for (int st = 0; st < q.e.n_stages; st++) {
-        switch (q.e.stage[st]) {
-        case KN_QS_QDQ: {
-            float ms = q.e.mid_scale[mid], mz = (float)q.e.mid_zp[mid];
-            f = __fmul_rn(__fsub_rn(q_round(f, ms, mz, (float)q.e.mid_lo[mid], (float)q.e.mid_hi[mid]), mz), ms);
-            mid++;
-            break;
-        }
-        case KN_QS_BIAS: f = __fadd_rn(f, q.c[ch]); break;
-        case KN_QS_ADD: {
-            float zv;
-            if (q.z_dt == KILN_DTYPE_FLOAT)
-                zv = ((const float *)z)[yi];
-            else
-                zv = __fmul_rn(__fsub_rn((float)ld8(z, q.z_dt, yi), q.zz), q.zs);
-            f = __fadd_rn(f, zv);
-            break;
-        }
-        case KN_QS_RELU: f = f > 0.f ? f : 0.f; break;
-        case KN_QS_CLIP: f = f < q.e.clip_lo ? q.e.clip_lo : f > q.e.clip_hi ? q.e.clip_hi : f; break;
-        default: break;
-        }
+        int code = q.e.stage[st];
+        float zv = code == KN_QS_ADD ? q_zval(q, z, yi) : 0.f;
+        float cv = code == KN_QS_BIAS ? q.c[ch] : 0.f;
+        f = q_stage(q, (uint32_t)code, mid, f, cv, zv);
+        mid += code == KN_QS_QDQ;
     }
     if (q.y_dt == KILN_DTYPE_FLOAT) {
         ((float *)y)[yi] = f;
@@ -139,31 +147,68 @@ extern "C" cudaError_t kc_qlayer_run(const void *x, const void *w, const void *z
 
 /* ---------------- the GEMM tactics' kernels (kc_qgemm) ---------------- */
 
-/* X as the GEMM's int8 [rows, kp] operand: an im2col row per output pixel
- * (columns (ky, kx, c), c fastest) or X's rows of a QMatMul; uint8 values
- * shifted by -128, a padded pixel the shifted zero point, columns k..kp-1 0. */
-static __global__ void qgemm_pack_kernel(const void *x, int8_t *xp, const kc_qlayer q,
-                                         const kc_qgemm g, int64_t total) {
+/* X as the GEMM's int8 [rows, kp] operand, the NCHW QConv's im2col: a
+ * row per output pixel (columns (ky, kx, c), c fastest), uint8 values
+ * shifted by -128, a padded pixel the shifted zero point, columns k..kp-1
+ * 0. A byte a thread (NCHW gathers no contiguous runs). */
+static __global__ void qgemm_pack_nchw_kernel(const void *x, int8_t *xp, const kc_qlayer q,
+                                              const kc_qgemm g, int64_t total) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= total)
         return;
     int64_t r = i / g.kp, kk = i % g.kp;
     int32_t v = 0;
     if (kk < g.k) {
-        int64_t xi = -1;
-        if (q.conv) {
-            int64_t c = kk % q.cin, t = kk / q.cin, kx = t % q.kw, ky = t / q.kw;
-            int64_t ox = r % q.ow, oy = (r / q.ow) % q.oh, n = r / (q.ow * q.oh);
-            int64_t iy = oy * q.sh - q.ph + ky * q.dh, ix = ox * q.sw - q.pw + kx * q.dw;
-            if (iy >= 0 && iy < q.ih && ix >= 0 && ix < q.iw)
-                xi = q.cl ? ((n * q.ih + iy) * q.iw + ix) * q.cin + c
-                          : ((n * q.cin + c) * q.ih + iy) * q.iw + ix;
-        } else {
-            xi = r * g.k + kk;
-        }
-        v = xi < 0 ? g.xzp : ld8(x, q.x_dt, xi) - (g.shift ? 128 : 0);
+        int64_t c = kk % q.cin, t = kk / q.cin, kx = t % q.kw, ky = t / q.kw;
+        int64_t ox = r % q.ow, oy = (r / q.ow) % q.oh, n = r / (q.ow * q.oh);
+        int64_t iy = oy * q.sh - q.ph + ky * q.dh, ix = ox * q.sw - q.pw + kx * q.dw;
+        if (iy >= 0 && iy < q.ih && ix >= 0 && ix < q.iw)
+            v = ld8(x, q.x_dt, ((n * q.cin + c) * q.ih + iy) * q.iw + ix) - (g.shift ? 128 : 0);
+        else
+            v = g.xzp;
     }
     xp[i] = (int8_t)v;
+}
+
+/* v bytes of X (v = 16, 4, 1) as one word, and the word's bytes XORed. */
+template <int V> struct qchunk;
+template <> struct qchunk<16> {
+    typedef int4 t;
+    static __device__ __forceinline__ t flip(t a, uint32_t m) {
+        a.x ^= (int)m, a.y ^= (int)m, a.z ^= (int)m, a.w ^= (int)m;
+        return a;
+    }
+    static __device__ __forceinline__ t fill(uint32_t m) { return make_int4((int)m, (int)m, (int)m, (int)m); }
+};
+template <> struct qchunk<4> {
+    typedef uint32_t t;
+    static __device__ __forceinline__ t flip(t a, uint32_t m) { return a ^ m; }
+    static __device__ __forceinline__ t fill(uint32_t m) { return m; }
+};
+template <> struct qchunk<1> {
+    typedef uint8_t t;
+    static __device__ __forceinline__ t flip(t a, uint32_t m) { return (uint8_t)(a ^ (uint8_t)m); }
+    static __device__ __forceinline__ t fill(uint32_t m) { return (uint8_t)m; }
+};
+
+/* The channels-last pack: chunk i of X' a thread (int8_geom.h), a run of
+ * V channels of one tap read and written as one word; flip: 0x80 in every
+ * byte for uint8 X (x - 128 = x ^ 0x80 as int8), padv: the shifted zero
+ * point in every byte. */
+template <int V>
+static __global__ void qgemm_pack_kernel(const uint8_t *__restrict__ x, int8_t *__restrict__ xp,
+                                         const kc_qpack_geom pg, uint32_t flip, uint32_t padv,
+                                         uint32_t total) {
+    typedef qchunk<V> C;
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total)
+        return;
+    uint64_t src = 0;
+    int k = kc_qpack_src(&pg, i, &src);
+    typename C::t v = k > 0   ? C::flip(*(const typename C::t *)(x + src), flip)
+                      : k == 0 ? C::fill(padv)
+                               : C::fill(0);
+    *(typename C::t *)(xp + (uint64_t)i * V) = v;
 }
 
 /* The sum of each row of the int8 [rows, kp] operand: one warp a row. */
@@ -183,35 +228,161 @@ static __global__ void qgemm_rowsum_kernel(const int8_t *xp, int32_t *rs, int64_
 }
 
 /* acc + B = D[r, c] - wz'[c] * rowsum[r] + corr[c] (wrapping int32, as the
- * reference's sums), then the direct kernel's epilogue. */
-static __global__ void qgemm_epilogue_kernel(const int32_t *d, const int32_t *rs, const void *z,
-                                             void *y, const kc_qlayer q, const kc_qgemm g,
-                                             int64_t total) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+ * reference's sums), then the direct kernel's epilogue: V channels of a
+ * row a thread (int8_geom.h's kc_qepi_index), the stage list PAT compiled
+ * in (DYN: read from q.e at run time, any list). Every value rounds as
+ * epilogue_a's. */
+template <int V> struct qvec;
+template <> struct qvec<4> {
+    static __device__ __forceinline__ void ld_i32(const int32_t *p, int32_t *o) {
+        int4 a = *(const int4 *)p;
+        o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w;
+    }
+    static __device__ __forceinline__ void ld_f32(const float *p, float *o) {
+        float4 a = *(const float4 *)p;
+        o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w;
+    }
+    static __device__ __forceinline__ void ld_8(const void *p, bool u8, float *o) {
+        uint32_t w = *(const uint32_t *)p;
+        for (int j = 0; j < 4; j++) {
+            uint32_t b = (w >> (8 * j)) & 0xffu;
+            o[j] = u8 ? (float)(int32_t)b : (float)(int32_t)(int8_t)(uint8_t)b;
+        }
+    }
+    static __device__ __forceinline__ void st_8(void *p, const int32_t *v) {
+        uint32_t w = 0;
+        for (int j = 0; j < 4; j++)
+            w |= ((uint32_t)v[j] & 0xffu) << (8 * j);
+        *(uint32_t *)p = w;
+    }
+    static __device__ __forceinline__ void st_f32(float *p, const float *v) {
+        *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+    }
+    static __device__ __forceinline__ void st_i32(int32_t *p, const int32_t *v) {
+        *(int4 *)p = make_int4(v[0], v[1], v[2], v[3]);
+    }
+};
+template <> struct qvec<1> {
+    static __device__ __forceinline__ void ld_i32(const int32_t *p, int32_t *o) { o[0] = *p; }
+    static __device__ __forceinline__ void ld_f32(const float *p, float *o) { o[0] = *p; }
+    static __device__ __forceinline__ void ld_8(const void *p, bool u8, float *o) {
+        o[0] = u8 ? (float)*(const uint8_t *)p : (float)*(const int8_t *)p;
+    }
+    static __device__ __forceinline__ void st_8(void *p, const int32_t *v) { *(uint8_t *)p = (uint8_t)v[0]; }
+    static __device__ __forceinline__ void st_f32(float *p, const float *v) { *p = v[0]; }
+    static __device__ __forceinline__ void st_i32(int32_t *p, const int32_t *v) { *p = v[0]; }
+};
+
+static __device__ __forceinline__ bool pat_has(uint32_t pat, uint32_t code) {
+    for (int st = 0; st < KN_QL_MAX_STAGES; st++)
+        if (((pat >> (3 * st)) & 7u) == code)
+            return true;
+    return false;
+}
+
+template <int V, bool DYN, uint32_t PAT>
+static __global__ void qgemm_epilogue_kernel(const int32_t *__restrict__ d,
+                                             const int32_t *__restrict__ rs, const void *z, void *y,
+                                             const kc_qlayer q, const kc_qgemm g,
+                                             const kc_qepi_geom eg, uint32_t total) {
+    typedef qvec<V> W;
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= total)
         return;
-    int64_t r = i / g.cols, c = i % g.cols;
-    uint32_t a = (uint32_t)d[r * g.np + c] + (uint32_t)g.corr[c];
-    if (g.wzp)
-        a -= (uint32_t)g.wzp[c] * (uint32_t)rs[r];
-    int64_t yi = i;
-    if (q.conv && !q.cl) {
-        int64_t sp = q.oh * q.ow;
-        yi = ((r / sp) * g.cols + c) * sp + r % sp;
+    uint32_t r, c;
+    uint64_t di, yi;
+    kc_qepi_index(&eg, i, &r, &c, &di, &yi);
+    int32_t a[V], corr[V];
+    W::ld_i32(d + di, a);
+    W::ld_i32(g.corr + c, corr);
+    int32_t rsum = g.wzp ? rs[r] : 0;
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        uint32_t u = (uint32_t)a[j] + (uint32_t)corr[j];
+        if (g.wzp)
+            u -= (uint32_t)g.wzp[c + j] * (uint32_t)rsum;
+        a[j] = (int32_t)u;
     }
-    epilogue_a(q, (int32_t)a, c, z, y, yi);
+    if (q.y_dt == KILN_DTYPE_INT32) {
+        W::st_i32((int32_t *)y + yi, a);
+        return;
+    }
+    uint32_t pat = DYN ? g.pat : PAT;
+    float f[V], s[V], cv[V], zv[V];
+    W::ld_f32(q.s + c, s);
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        f[j] = __fmul_rn((float)a[j], s[j]);
+    if (DYN ? pat_has(pat, KN_QS_BIAS) : pat_has(PAT, KN_QS_BIAS))
+        W::ld_f32(q.c + c, cv);
+    else
+        for (int j = 0; j < V; j++)
+            cv[j] = 0.f;
+    if ((DYN ? pat_has(pat, KN_QS_ADD) : pat_has(PAT, KN_QS_ADD)) && z) {
+        if (q.z_dt == KILN_DTYPE_FLOAT) {
+            W::ld_f32((const float *)z + yi, zv);
+        } else {
+            W::ld_8((const uint8_t *)z + yi, q.z_dt == KILN_DTYPE_UINT8, zv);
+#pragma unroll
+            for (int j = 0; j < V; j++)
+                zv[j] = __fmul_rn(__fsub_rn(zv[j], q.zz), q.zs);
+        }
+    } else {
+        for (int j = 0; j < V; j++)
+            zv[j] = 0.f;
+    }
+    int mid = 0;
+#pragma unroll
+    for (int st = 0; st < KN_QL_MAX_STAGES; st++) {
+        uint32_t code = (pat >> (3 * st)) & 7u;
+        if (code == 0)
+            break;
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            f[j] = q_stage(q, code, mid, f[j], cv[j], zv[j]);
+        mid += code == KN_QS_QDQ;
+    }
+    if (q.y_dt == KILN_DTYPE_FLOAT) {
+        W::st_f32((float *)y + yi, f);
+        return;
+    }
+    int32_t o[V];
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        o[j] = (int32_t)q_round(f[j], q.ys, q.yz, q.lo, q.hi);
+    W::st_8((uint8_t *)y + yi, o);
 }
 
 static unsigned blocks_of(int64_t total, int threads) {
     return (unsigned)((total + threads - 1) / threads);
 }
 
+static bool aligned(const void *p, uintptr_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
+
 extern "C" cudaError_t kc_qgemm_pack(const void *x, int8_t *xp, const kc_qlayer *q,
                                      const kc_qgemm *g, cudaStream_t stream) {
-    int64_t total = g->rows * g->kp;
-    if (total <= 0)
+    if (g->rows <= 0 || g->kp <= 0)
         return cudaSuccess;
-    qgemm_pack_kernel<<<blocks_of(total, 256), 256, 0, stream>>>(x, xp, *q, *g, total);
+    uint32_t flip = g->shift ? 0x80808080u : 0u;
+    uint32_t padv = ((uint32_t)(uint8_t)(int8_t)g->xzp) * 0x01010101u;
+    const int vs[3] = {16, 4, 1};
+    for (int w = 0; w < 3; w++) {
+        const kc_qpack_geom *pg = &g->pg[w];
+        if (!pg->v || !aligned(x, (uintptr_t)vs[w]))
+            continue;
+        uint32_t total = (uint32_t)g->rows * pg->kc;
+        unsigned blocks = blocks_of(total, 256);
+        const uint8_t *xb = (const uint8_t *)x;
+        if (vs[w] == 16)
+            qgemm_pack_kernel<16><<<blocks, 256, 0, stream>>>(xb, xp, *pg, flip, padv, total);
+        else if (vs[w] == 4)
+            qgemm_pack_kernel<4><<<blocks, 256, 0, stream>>>(xb, xp, *pg, flip, padv, total);
+        else
+            qgemm_pack_kernel<1><<<blocks, 256, 0, stream>>>(xb, xp, *pg, flip, padv, total);
+        return cudaGetLastError();
+    }
+    int64_t total = g->rows * g->kp;
+    qgemm_pack_nchw_kernel<<<blocks_of(total, 256), 256, 0, stream>>>(x, xp, *q, *g, total);
     return cudaGetLastError();
 }
 
@@ -223,12 +394,48 @@ extern "C" cudaError_t kc_qgemm_rowsum(const int8_t *xp, int32_t *rs, const kc_q
     return cudaGetLastError();
 }
 
+/* The stage lists compiled on their own: those of ResNet-style and
+ * MobileNet-style layers; any other runs the DYN kernel. */
+#define QEPI_PATTERNS(X)                                                                    \
+    X(0) X(KC_QP1(KN_QS_RELU)) X(KC_QP1(KN_QS_ADD)) X(KC_QP2(KN_QS_ADD, KN_QS_RELU))         \
+    X(KC_QP1(KN_QS_QDQ)) X(KC_QP2(KN_QS_QDQ, KN_QS_RELU)) X(KC_QP2(KN_QS_QDQ, KN_QS_ADD))    \
+    X(KC_QP3(KN_QS_QDQ, KN_QS_ADD, KN_QS_RELU)) X(KC_QP1(KN_QS_CLIP))                        \
+    X(KC_QP2(KN_QS_BIAS, KN_QS_RELU)) X(KC_QP3(KN_QS_BIAS, KN_QS_ADD, KN_QS_RELU))
+
+template <int V>
+static void qgemm_epilogue_launch(const int32_t *d, const int32_t *rs, const void *z, void *y,
+                                  const kc_qlayer *q, const kc_qgemm *g, const kc_qepi_geom *eg,
+                                  uint32_t total, cudaStream_t stream) {
+    unsigned blocks = blocks_of(total, 256);
+    switch (g->pat) {
+#define QEPI_CASE(P)                                                                          \
+    case (P):                                                                                 \
+        qgemm_epilogue_kernel<V, false, (P)><<<blocks, 256, 0, stream>>>(d, rs, z, y, *q, *g, *eg, \
+                                                                         total);              \
+        return;
+        QEPI_PATTERNS(QEPI_CASE)
+#undef QEPI_CASE
+    default:
+        qgemm_epilogue_kernel<V, true, 0><<<blocks, 256, 0, stream>>>(d, rs, z, y, *q, *g, *eg, total);
+        return;
+    }
+}
+
 extern "C" cudaError_t kc_qgemm_epilogue(const int32_t *d, const int32_t *rs, const void *z,
                                          void *y, const kc_qlayer *q, const kc_qgemm *g,
                                          cudaStream_t stream) {
-    int64_t total = g->rows * g->cols;
-    if (total <= 0)
+    if (g->rows <= 0 || g->cols <= 0)
         return cudaSuccess;
-    qgemm_epilogue_kernel<<<blocks_of(total, 256), 256, 0, stream>>>(d, rs, z, y, *q, *g, total);
+    /* 4 channels a thread: Y (and Z) rows of 4-aligned groups */
+    size_t ysz = q->y_dt == KILN_DTYPE_UINT8 || q->y_dt == KILN_DTYPE_INT8 ? 1 : 4;
+    size_t zsz = q->z_dt == KILN_DTYPE_FLOAT ? 4 : 1;
+    const kc_qepi_geom *e4 = &g->eg[0], *e1 = &g->eg[1];
+    if (e4->v && !e4->sp && aligned(y, 4 * ysz) && (!z || aligned(z, 4 * zsz))) {
+        qgemm_epilogue_launch<4>(d, rs, z, y, q, g, e4, (uint32_t)g->rows * e4->cv, stream);
+        return cudaGetLastError();
+    }
+    if (!e1->v)
+        return cudaErrorInvalidValue;
+    qgemm_epilogue_launch<1>(d, rs, z, y, q, g, e1, (uint32_t)g->rows * e1->cv, stream);
     return cudaGetLastError();
 }

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "graph/quant.h"
+#include "int8_geom.h"
 #include "kc_types.h"
 
 #ifdef __cplusplus
@@ -52,14 +53,25 @@ typedef struct kc_qgemm {
     int shift;                     /* X is uint8 */
     const int32_t *corr;           /* device, cols entries */
     const int32_t *wzp;            /* device, cols entries; NULL: W' has no zero point */
+    /* the pack of a channels-last X (or a QMatMul's X) in chunks of 16, 4
+     * and 1 bytes (int8_geom.h; v 0: that width does not fit), the NCHW
+     * QConv's im2col (no chunks) when none fits */
+    kc_qpack_geom pg[3];
+    /* the epilogue in groups of 4 and 1 channels (v 0: does not fit) */
+    kc_qepi_geom eg[2];
+    uint32_t pat;                  /* q's stage list (kc_qepi_pattern) */
 } kc_qgemm;
 
-/* X into X' [rows, kp] (an im2col for a QConv). */
+/* X into X' [rows, kp] (an im2col for a QConv): the widest chunks that
+ * g->pg and X's alignment allow, uint8 bytes flipped to int8 (x ^ 0x80 =
+ * x - 128) on the way. */
 cudaError_t kc_qgemm_pack(const void *x, int8_t *xp, const kc_qlayer *q, const kc_qgemm *g,
                           cudaStream_t stream);
 /* rs[r] = the sum of X' row r. */
 cudaError_t kc_qgemm_rowsum(const int8_t *xp, int32_t *rs, const kc_qgemm *g, cudaStream_t stream);
-/* D [rows, np] (rs: row sums, NULL when g->wzp is) into Y through q's epilogue. */
+/* D [rows, np] (rs: row sums, NULL when g->wzp is) into Y through q's
+ * epilogue: 4 channels a thread where g->eg and the pointers allow, the
+ * common stage lists compiled on their own (int8.cu). */
 cudaError_t kc_qgemm_epilogue(const int32_t *d, const int32_t *rs, const void *z, void *y,
                               const kc_qlayer *q, const kc_qgemm *g, cudaStream_t stream);
 

@@ -357,6 +357,32 @@ static kiln_status imma_setup(const kn_node *n, imma_inst *s, int index) {
     return KILN_OK;
 }
 
+/* The pack's and the epilogue's index geometry (int8_geom.h) and the
+ * stage pattern, all fixed at prepare: run() only picks the widest chunks
+ * that the pointers' alignment allows. */
+static kiln_status imma_geometry(const kn_node *n, imma_inst *s) {
+    const kc_qlayer *q = &s->q;
+    kc_qgemm *g = &s->g;
+    static const uint32_t pv[3] = {16, 4, 1};
+    bool rowmajor = !q->conv || q->cl; /* X channels-last (or a QMatMul's rows), Y too */
+    for (int i = 0; i < 3 && rowmajor; i++) {
+        if (q->conv)
+            kc_qpack_init(&g->pg[i], pv[i], g->rows, g->k, g->kp, q->cin, q->kh, q->kw, q->ih,
+                          q->iw, q->oh, q->ow, q->sh, q->sw, q->dh, q->dw, q->ph, q->pw);
+        else
+            kc_qpack_init(&g->pg[i], pv[i], g->rows, g->k, g->kp, g->k, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                          1, 0, 0);
+    }
+    if (rowmajor && !g->pg[2].v)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "the int8 GEMM's operand is too large to pack");
+    if (rowmajor)
+        kc_qepi_init(&g->eg[0], 4, g->rows, g->cols, g->np, 0);
+    if (!kc_qepi_init(&g->eg[1], 1, g->rows, g->cols, g->np, rowmajor ? 0 : q->oh * q->ow))
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "the int8 GEMM's output is too large");
+    g->pat = kc_qepi_pattern(q->e.n_stages, q->e.stage);
+    return KILN_OK;
+}
+
 static kiln_status imma_prepare_n(const kn_node *n, const kb_tensor *in, int n_in,
                                   const kb_tensor *out, int n_out, void **inst, size_t *workspace,
                                   int index) {
@@ -397,6 +423,8 @@ static kiln_status imma_prepare_n(const kn_node *n, const kb_tensor *in, int n_i
         if (g->rows <= 0 || g->cols <= 0 || g->k <= 0 || g->rows > INT32_MAX ||
             g->kp * g->np > INT32_MAX)
             st = kn_node_error(n, KILN_ERR_UNSUPPORTED, "an empty or too large int8 GEMM");
+        else
+            st = imma_geometry(n, s);
     }
     if (st == KILN_OK)
         st = imma_weights(n, in, n_in, s);
