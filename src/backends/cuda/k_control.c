@@ -12,9 +12,38 @@
 #include "kc_common.h"
 #include "runtime/exec.h"
 
+/* A string tensor that a body of g's nodes declares or makes from a
+ * constant, nested bodies included, or NULL. Strings are host pointers and
+ * this backend runs no layer on the host at run time, so such a body is
+ * refused here naming the tensor (the builder does the same for the main
+ * graph). */
+static const char *body_string(const kn_net *g, int depth) {
+    for (int t = 0; g && depth < 64 && t < g->n_tensors; t++)
+        if (g->tensors[t].dtype == KILN_DTYPE_STRING ||
+            ((g->tensors[t].flags & KN_T_CONST) && g->tensors[t].value.dtype == KILN_DTYPE_STRING))
+            return g->tensors[t].name;
+    for (int i = 0; g && depth < 64 && i < g->n_nodes; i++)
+        for (int a = 0; a < g->nodes[i].n_attr; a++) {
+            const kn_attr *at = &g->nodes[i].attrs[a];
+            const char *s = at->type == KN_ATTR_GRAPH ? body_string(at->graph, depth + 1) : NULL;
+            if (s)
+                return s;
+        }
+    return NULL;
+}
+
 static kiln_status ctl_prepare(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
                                const kb_tensor *out, int n_out, void **inst, size_t *workspace) {
     (void)state, (void)out, (void)n_out;
+    for (int a = 0; a < node->n_attr; a++) {
+        const kn_attr *at = &node->attrs[a];
+        const char *s = at->type == KN_ATTR_GRAPH ? body_string(at->graph, 0) : NULL;
+        if (s)
+            return kn_node_error(node, KILN_ERR_UNSUPPORTED,
+                                 "string tensor '%s' in body '%s': strings stay on the host and "
+                                 "the cuda backend places no layer on the host at run time",
+                                 s, at->name);
+    }
     return kx_ctl_prepare(&kb_cuda_backend, node, in, n_in, inst, workspace);
 }
 
