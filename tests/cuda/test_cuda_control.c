@@ -11,6 +11,8 @@
  *   - an If nested in a Loop's body, its condition computed from the
  *     iteration number (a host value of the body);
  *   - Scan over the rows of an input (state and scan output), one reversed.
+ * Each case also runs on a pseudo-device backend (below), so that
+ * control.c's device paths are checked without a GPU.
  * Each CUDA context runs twice (the second run after the first's results,
  * with graphs left on: the plan must not capture). Without a CUDA device it
  * prints "skipped: ..." and exits 77; KILN_TEST_DRY=1 builds the second
@@ -26,6 +28,7 @@
 #include "kiln/kiln_builder.h"
 #include "kiln/kiln_network.h"
 #include "kiln/kiln_runtime.h"
+#include "runtime/exec.h"
 
 #define IN(...) ((const char *const[]){__VA_ARGS__})
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
@@ -169,6 +172,191 @@ static bool run_engine(kiln_engine *e, const tval *in, int n_in, const char *con
     return ok;
 }
 
+
+/* ---------------- a pseudo-device backend ----------------
+ * The CPU's kernels and host memory, but a backend of its own: the executor
+ * and control.c take their device paths (constants and host values copied
+ * to "device" memory, values staged, conditions read back), and every copy
+ * is checked against the places of its source and destination. So the
+ * device paths of control.c run in every build, GPU or not; test_cuda's
+ * CUDA engines then check the CUDA kernels themselves. */
+
+enum { FD_MAX = 1 << 14 };
+static struct {
+    uintptr_t lo, hi;
+} fd_blocks[FD_MAX];
+static int fd_n, fd_bad_copies, fd_copies, fd_syncs;
+
+static bool fd_is_dev(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    for (int i = 0; i < fd_n; i++)
+        if (a >= fd_blocks[i].lo && a < fd_blocks[i].hi)
+            return true;
+    return false;
+}
+
+static kiln_status fd_alloc(size_t bytes, void **out) {
+    if (fd_n == FD_MAX)
+        return KILN_ERR_OUT_OF_MEMORY;
+    void *p = kn_aligned_alloc(bytes ? bytes : 1);
+    if (!p)
+        return KILN_ERR_OUT_OF_MEMORY;
+    fd_blocks[fd_n].lo = (uintptr_t)p;
+    fd_blocks[fd_n].hi = (uintptr_t)p + (bytes ? bytes : 1);
+    fd_n++;
+    *out = p;
+    return KILN_OK;
+}
+
+static void fd_free(void *p) {
+    for (int i = 0; p && i < fd_n; i++)
+        if (fd_blocks[i].lo == (uintptr_t)p) {
+            fd_blocks[i] = fd_blocks[--fd_n];
+            break;
+        }
+    kn_aligned_free(p);
+}
+
+static kiln_status fd_copy(void *dst, const void *src, size_t bytes, kb_copy_kind kind,
+                           void *stream) {
+    (void)stream;
+    if (!bytes)
+        return KILN_OK;
+    bool sd = fd_is_dev(src), dd = fd_is_dev(dst);
+    bool ok = kind == KB_COPY_H2D ? !sd && dd : kind == KB_COPY_D2H ? sd && !dd : sd && dd;
+    fd_copies++;
+    if (!ok) {
+        if (fd_bad_copies++ < 5)
+            printf("FAIL pseudo-device: a %s copy of %zu bytes from %s to %s memory\n",
+                   kind == KB_COPY_H2D ? "H2D" : kind == KB_COPY_D2H ? "D2H" : "D2D", bytes,
+                   sd ? "device" : "host", dd ? "device" : "host");
+    }
+    memmove(dst, src, bytes);
+    return KILN_OK;
+}
+
+static kiln_status fd_zero(void *dst, size_t bytes, void *stream) {
+    (void)stream;
+    if (bytes && !fd_is_dev(dst))
+        fd_bad_copies++;
+    memset(dst, 0, bytes);
+    return KILN_OK;
+}
+
+static kiln_status fd_sync(void *stream) {
+    (void)stream;
+    fd_syncs++;
+    return KILN_OK;
+}
+
+static bool fd_is_device_ptr(const void *p) { return fd_is_dev(p); }
+
+extern const kb_backend fd_backend;
+
+static kiln_status fd_ctl_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                  int n_in, const kb_tensor *out, int n_out, void **inst,
+                                  size_t *workspace) {
+    (void)state, (void)out, (void)n_out;
+    return kx_ctl_prepare(&fd_backend, node, in, n_in, inst, workspace);
+}
+
+static const kb_kernel fd_control[] = {
+    {"If", "", "ref", NULL, NULL, NULL, fd_ctl_prepare, kx_ctl_release, kx_ctl_run_if},
+    {"Loop", "", "ref", NULL, NULL, NULL, fd_ctl_prepare, kx_ctl_release, kx_ctl_run_loop},
+    {"Scan", "", "ref", NULL, NULL, NULL, fd_ctl_prepare, kx_ctl_release, kx_ctl_run_scan},
+};
+
+static const kb_kernel *fd_control_of(const char *domain, const char *op_type) {
+    for (size_t i = 0; !domain[0] && i < KN_ARRAY_LEN(fd_control); i++)
+        if (strcmp(fd_control[i].op_type, op_type) == 0)
+            return &fd_control[i];
+    return NULL;
+}
+
+static int fd_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {
+    const kb_kernel *k = fd_control_of(domain, op_type);
+    if (k) {
+        if (cap > 0)
+            out[0] = k;
+        return 1;
+    }
+    return kb_cpu_backend.kernels_for(domain, op_type, out, cap);
+}
+
+static const kb_kernel *fd_kernel_find(const char *domain, const char *op_type,
+                                       const char *tactic) {
+    const kb_kernel *k = fd_control_of(domain, op_type);
+    return k ? k : kb_cpu_backend.kernel_find(domain, op_type, tactic);
+}
+
+const kb_backend fd_backend = {
+    .name = "pseudo-device",
+    .kernels_for = fd_kernels_for,
+    .kernel_find = fd_kernel_find,
+    .alloc = fd_alloc,
+    .free = fd_free,
+    .copy = fd_copy,
+    .memset_zero = fd_zero,
+    .sync = fd_sync,
+    .is_device_ptr = fd_is_device_ptr,
+};
+
+/* Run net on the pseudo-device: graph inputs in "device" memory (shape
+ * tensors in host memory), outputs read back into out[k] (cap bytes). */
+static bool run_pseudo(kn_net *net, const tval *in, int n_in, void **out, size_t cap, int *rank,
+                       int64_t (*dims)[KILN_MAX_DIMS]) {
+    kx_program p;
+    kx_ctx c;
+    void *din[8] = {0};
+    if (kn_net_toposort(net) != KILN_OK || kx_program_init_on(&p, net, 1, &fd_backend) != KILN_OK) {
+        printf("FAIL pseudo-device program: %s\n", kiln_last_error());
+        kt_fail++;
+        return false;
+    }
+    KT_CHECK(p.no_graphs);
+    bool ok = kx_ctx_init(&c, &p) == KILN_OK;
+    for (int i = 0; ok && i < n_in; i++) {
+        int k = -1;
+        for (int j = 0; j < net->n_inputs; j++)
+            if (strcmp(net->tensors[net->inputs[j]].name, in[i].name) == 0)
+                k = j;
+        ok = k >= 0 && kx_ctx_set_input_shape(&c, k, in[i].rank, in[i].dims) == KILN_OK;
+        int t = ok ? net->inputs[k] : 0;
+        const void *ptr = in[i].data;
+        if (ok && !(net->tensors[t].flags & KN_T_HOST)) {
+            ok = fd_alloc(tv_bytes(&in[i]), &din[i]) == KILN_OK;
+            if (ok)
+                memcpy(din[i], in[i].data, tv_bytes(&in[i]));
+            ptr = din[i];
+        }
+        if (ok)
+            kx_ctx_bind(&c, t, (void *)ptr);
+    }
+    for (int r = 0; ok && r < 2; r++) /* twice: the second on prepared bodies */
+        ok = kx_ctx_run(&c) == KILN_OK;
+    if (!ok) {
+        printf("FAIL pseudo-device run: %s\n", kiln_last_error());
+        kt_fail++;
+    }
+    for (int k = 0; ok && k < net->n_outputs; k++) {
+        int t = net->outputs[k];
+        rank[k] = c.ti[t].rank;
+        memcpy(dims[k], c.ti[t].dims, sizeof dims[k]);
+        size_t bytes = (size_t)kn_numel(c.ti[t].rank, c.ti[t].dims) * kiln_dtype_size(c.ti[t].dtype);
+        if (bytes > cap || !fd_is_dev(c.addr[t]))
+            ok = false;
+        else
+            memcpy(out[k], c.addr[t], bytes);
+    }
+    for (int i = 0; i < 8; i++)
+        if (din[i])
+            fd_free(din[i]);
+    kx_ctx_fini(&c);
+    kx_program_fini(&p);
+    KT_CHECK(ok);
+    return ok;
+}
+
 static int n_cases, n_compared;
 
 /* Build net for the cpu and the second backend, run both on `in`, compare
@@ -208,12 +396,19 @@ static void compare(const char *what, kn_net *net, const char *control, const tv
     bool ok = run_engine(ec, in, n_in, outs, n_out, a, CAP, ra, da, 1) &&
               run_engine(eg, in, n_in, outs, n_out, b, CAP, rb, db, 2);
     KT_CHECK(ok);
+    for (int pass = 0; pass < 2 && ok; pass++) {
+        const char *other = second;
+        if (pass == 1) { /* the same against the pseudo-device */
+            other = "pseudo-device";
+            if (!run_pseudo(net, in, n_in, b, CAP, rb, db))
+                break;
+        }
     for (int k = 0; ok && k < n_out; k++) {
         bool same = ra[k] == rb[k] && ra[k] >= 0 &&
                     memcmp(da[k], db[k], (size_t)ra[k] * sizeof da[k][0]) == 0;
         if (!same) {
             printf("FAIL %s: output '%s' has rank %d on cpu, %d on %s (or dims differ)\n", what,
-                   outs[k], ra[k], rb[k], second);
+                   outs[k], ra[k], rb[k], other);
             kt_fail++;
             continue;
         }
@@ -224,7 +419,7 @@ static void compare(const char *what, kn_net *net, const char *control, const tv
             if (!(fabsf(x - y) <= 1e-5f * (1.f + fabsf(x)))) {
                 if (bad++ < 3)
                     printf("FAIL %s: output '%s'[%lld]: cpu %g, %s %g\n", what, outs[k],
-                           (long long)i, (double)x, second, (double)y);
+                           (long long)i, (double)x, other, (double)y);
             }
         }
         if (bad)
@@ -232,6 +427,7 @@ static void compare(const char *what, kn_net *net, const char *control, const tv
         else
             kt_pass++;
         n_compared += (int)n;
+    }
     }
     for (int k = 0; k < n_out; k++) {
         free(a[k]);
@@ -380,7 +576,10 @@ int main(void) {
     case_loop(4, 2, true);   /* an If in the body, on a host value */
     case_scan(false);
     case_scan(true);
-    printf("cases %d, elements compared %d\n", n_cases, n_compared);
+    printf("cases %d, elements compared %d; pseudo-device: %d copies (%d of the wrong kind), "
+           "%d waits\n",
+           n_cases, n_compared, fd_copies, fd_bad_copies, fd_syncs);
+    KT_CHECK(fd_bad_copies == 0 && fd_copies > 0);
     printf("%d passed, %d failed\n", kt_pass, kt_fail);
     return kt_fail ? 1 : 0;
 }
