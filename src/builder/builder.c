@@ -1083,6 +1083,21 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit, kbld_tcache *cache
             kn_aligned_free(tmp[j]);
             in[j].value = NULL; /* the copies are gone; later users see no value */
         }
+        /* strings are arrays of host pointers: a device backend has no
+         * layer placed on the host at run time, so say which tensor */
+        for (int j = 0; ok == 0 && be != &kb_cpu_backend && j < n->n_in + n->n_out; j++) {
+            int t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+            if (t >= 0 && ti[t].dtype == KILN_DTYPE_STRING) {
+                st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                   "string tensor '%s': strings stay on the host and the %s "
+                                   "backend places no layer on the host at run time (build "
+                                   "for the cpu backend)",
+                                   net->tensors[t].name, be->name);
+                break;
+            }
+        }
+        if (st != KILN_OK)
+            break;
         if (ok == 0) {
             st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
                                "no %s kernel supports this node with these input types",

@@ -1,18 +1,131 @@
-/* control.c - If, Loop and Scan on the CPU: each body is a network of its
- * own, run by kiln's executor (a program and a context per body) from the
- * control-flow node's kernel; and body shape inference for ops_control.c. */
+/* control.c - If, Loop and Scan: each body is a network of its own, run by
+ * kiln's executor (a program and a context per body) from the control-flow
+ * node's kernel, and body shape inference for ops_control.c. The kernels are
+ * written once over the body's backend (kx_ctl_prepare): the CPU's table
+ * below binds bodies to the CPU reference kernels, the CUDA backend's
+ * (src/backends/cuda/k_control.c) to its own, and every copy of a value goes
+ * through that backend (see "values" below). */
 #include <string.h>
 
 #include "exec.h"
 #include "graph/control.h"
 
+/* ---- values: where they are and how they move (backend-neutral) ----
+ * On the CPU every value is host memory. On a GPU backend a tensor's bytes
+ * are device memory, and kiln may also know them on the host (constants and
+ * shape-time values, kb_tensor.host); a body input marked KN_T_HOST (its
+ * value feeds the body's shape inference: an inner If's condition, say)
+ * must be bound to host memory. */
+
+/* A value's places: dev its device bytes (NULL on the CPU or when only the
+ * host has it), host its host bytes (NULL when the host does not know it). */
+typedef struct kx_ref {
+    const void *dev, *host;
+} kx_ref;
+
+/* A growable buffer in device memory (host memory on the CPU) or, with
+ * `host`, in host memory (page-locked where the backend has it). */
+typedef struct kx_buf {
+    void *p;
+    size_t cap;
+} kx_buf;
+
+static bool be_host(const kb_backend *be) { return be == &kb_cpu_backend; }
+
+static void buf_free(const kb_backend *be, kx_buf *b, bool host) {
+    if (b->p) {
+        if (!host || be_host(be))
+            be->free(b->p);
+        else if (be->host_free)
+            be->host_free(b->p);
+        else
+            kn_aligned_free(b->p);
+    }
+    b->p = NULL;
+    b->cap = 0;
+}
+
+static kiln_status buf_fit(const kb_backend *be, kx_buf *b, size_t bytes, bool host) {
+    if (b->p && b->cap >= bytes)
+        return KILN_OK;
+    size_t n = bytes ? bytes : 1;
+    void *p = NULL;
+    if (!host || be_host(be))
+        KN_TRY(be->alloc(n, &p));
+    else if (be->host_alloc)
+        KN_TRY(be->host_alloc(n, &p));
+    else if (!(p = kn_aligned_alloc(n)))
+        return KILN_ERR_OUT_OF_MEMORY;
+    buf_free(be, b, host);
+    b->p = p;
+    b->cap = n;
+    return KILN_OK;
+}
+
+/* A kernel's tensor as a value: on a GPU backend its data is device memory
+ * unless it is the host copy itself (a shape-tensor graph input). */
+static kx_ref ref_of(const kb_backend *be, const kb_tensor *t) {
+    if (be_host(be))
+        return (kx_ref){NULL, t->data};
+    return (kx_ref){t->data == t->host ? NULL : t->data, t->host};
+}
+
+/* Memory of this backend (device; host on the CPU) as a value. */
+static kx_ref ref_dev(const kb_backend *be, const void *p) {
+    return be_host(be) ? (kx_ref){NULL, p} : (kx_ref){p, NULL};
+}
+
+/* Copy `bytes` of v into backend memory dst, enqueued on stream. */
+static kiln_status put_dev(const kb_backend *be, void *dst, kx_ref v, size_t bytes, void *stream) {
+    const void *src = v.dev ? v.dev : v.host;
+    if (!bytes || dst == src)
+        return KILN_OK;
+    if (!src)
+        return kn_error(KILN_ERR_INTERNAL, "control flow: a value of %zu bytes has no address",
+                        bytes);
+    return be->copy(dst, src, bytes, be_host(be) || v.dev ? KB_COPY_D2D : KB_COPY_H2D, stream);
+}
+
+/* v's bytes in host memory: where the host has them, else one copy from the
+ * device into `stage` and a wait for it. */
+static kiln_status get_host(const kb_backend *be, kx_ref v, size_t bytes, kx_buf *stage,
+                            void *stream, const void **out) {
+    if (v.host || !bytes) {
+        *out = v.host;
+        return KILN_OK;
+    }
+    KN_TRY(buf_fit(be, stage, bytes, true));
+    KN_TRY(be->copy(stage->p, v.dev, bytes, KB_COPY_D2H, stream));
+    KN_TRY(be->sync(stream));
+    *out = stage->p;
+    return KILN_OK;
+}
+
+/* v's bytes in backend memory: where they are, else one copy into `stage`. */
+static kiln_status get_dev(const kb_backend *be, kx_ref v, size_t bytes, kx_buf *stage,
+                           void *stream, const void **out) {
+    if (be_host(be) || v.dev || !bytes) {
+        *out = v.dev ? v.dev : v.host;
+        return KILN_OK;
+    }
+    KN_TRY(buf_fit(be, stage, bytes, false));
+    KN_TRY(be->copy(stage->p, v.host, bytes, KB_COPY_H2D, stream));
+    *out = stage->p;
+    return KILN_OK;
+}
+
 /* One body, ready to run: an owned copy of the subgraph with its inputs
- * typed from the node's inputs, bound to the CPU reference kernels. */
+ * typed from the node's inputs, bound to backend be's kernels (host steps
+ * on the CPU reference, as everywhere). hst/dst: per body input, host and
+ * device staging for values bound where they are not. */
 typedef struct kx_body {
     kn_net *net;
     kx_program p;
     kx_ctx c;
     int state; /* 0 closed, 1 program, 2 program and context */
+    const kb_backend *be;
+    int n_in;
+    kx_buf *hst, *dst;
 } kx_body;
 
 static void body_close(kx_body *b) {
@@ -20,14 +133,21 @@ static void body_close(kx_body *b) {
         kx_ctx_fini(&b->c);
     if (b->state >= 1)
         kx_program_fini(&b->p);
+    for (int i = 0; b->hst && i < b->n_in; i++)
+        buf_free(b->be, &b->hst[i], true);
+    for (int i = 0; b->dst && i < b->n_in; i++)
+        buf_free(b->be, &b->dst[i], false);
+    kn_free(b->hst);
+    kn_free(b->dst);
     kn_net_free(b->net);
     memset(b, 0, sizeof *b);
 }
 
 /* in[i]: dtype and rank of body input i (dims stay dynamic). */
 static kiln_status body_open(kx_body *b, const kn_node *node, const kn_net *src, int n,
-                             const kn_tinfo *in) {
+                             const kn_tinfo *in, const kb_backend *be) {
     memset(b, 0, sizeof *b);
+    b->be = be;
     if (src->n_inputs != n)
         return kn_node_error(node, KILN_ERR_INTERNAL, "body has %d inputs, %d given", src->n_inputs,
                              n);
@@ -49,45 +169,69 @@ static kiln_status body_open(kx_body *b, const kn_node *node, const kn_net *src,
         for (int d = 0; d < KILN_MAX_DIMS; d++)
             t->dims[d] = -1;
     }
+    b->hst = kn_calloc((size_t)n + 1, sizeof *b->hst);
+    b->dst = kn_calloc((size_t)n + 1, sizeof *b->dst);
+    if (!b->hst || !b->dst) {
+        body_close(b);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    b->n_in = n;
     kiln_status st = kn_net_toposort(b->net);
     if (st == KILN_OK)
-        st = kx_program_init(&b->p, b->net, 1);
+        st = kx_program_init_on(&b->p, b->net, 1, be);
     if (st == KILN_OK) {
         b->state = 1;
         st = kx_ctx_init(&b->c, &b->p);
     }
-    if (st == KILN_OK)
+    if (st == KILN_OK) {
         b->state = 2;
-    else
+        b->c.use_graphs = false; /* the node's kernel runs it step by step */
+    } else {
         body_close(b);
+    }
     if (st != KILN_OK)
         return kn_error_wrap(st, "in the body of node '%s' (%s)", node->name, node->op_type);
     return KILN_OK;
 }
 
-/* Set input i's shape and bind its data. */
-static kiln_status body_input(kx_body *b, int i, int rank, const int64_t *dims, const void *data) {
-    KN_TRY(kx_ctx_set_input_shape(&b->c, i, rank, dims));
-    kx_ctx_bind(&b->c, b->net->inputs[i], (void *)data);
-    return KILN_OK;
-}
-
-/* Output k of the last run: data and shape. */
-static const void *body_output(const kx_body *b, int k, kn_tinfo *ti) {
-    int t = b->net->outputs[k];
-    *ti = b->c.ti[t];
-    if (b->c.addr[t])
-        return b->c.addr[t];
-    if (b->c.hostval[t])
-        return b->c.hostval[t];
-    if (b->net->tensors[t].flags & KN_T_CONST)
-        return b->net->tensors[t].value.data;
-    return b->c.user[t];
-}
-
 static size_t tbytes(kiln_dtype dt, int rank, const int64_t *dims) {
     int64_t n = kn_numel(rank, dims);
     return n < 0 ? 0 : (size_t)n * kiln_dtype_size(dt);
+}
+
+/* Set input i's shape and bind value v there: host memory for an input
+ * the body reads on the host, backend memory for the others (staged when v
+ * is not already there). stream: the run's (NULL at inference). */
+static kiln_status body_input(kx_body *b, int i, int rank, const int64_t *dims, kx_ref v,
+                              void *stream) {
+    KN_TRY(kx_ctx_set_input_shape(&b->c, i, rank, dims));
+    int t = b->net->inputs[i];
+    size_t bytes = tbytes(b->net->tensors[t].dtype, rank, dims);
+    const void *p = NULL;
+    if (b->net->tensors[t].flags & KN_T_HOST)
+        KN_TRY(get_host(b->be, v, bytes, &b->hst[i], stream, &p));
+    else
+        KN_TRY(get_dev(b->be, v, bytes, &b->dst[i], stream, &p));
+    kx_ctx_bind(&b->c, t, (void *)p);
+    return KILN_OK;
+}
+
+/* Output k of the last run: where it is, and its shape. */
+static kx_ref body_output(const kx_body *b, int k, kn_tinfo *ti) {
+    int t = b->net->outputs[k];
+    const kn_tensor *x = &b->net->tensors[t];
+    *ti = b->c.ti[t];
+    if (be_host(b->be)) {
+        const void *p = b->c.addr[t]                ? b->c.addr[t]
+                        : b->c.hostval[t]           ? b->c.hostval[t]
+                        : (x->flags & KN_T_CONST) ? x->value.data
+                                                    : b->c.user[t];
+        return (kx_ref){NULL, p};
+    }
+    if ((x->flags & KN_T_INPUT) && (x->flags & KN_T_HOST)) /* bound to host memory */
+        return (kx_ref){NULL, b->c.user[t]};
+    const void *host = (x->flags & KN_T_CONST) ? b->c.ti[t].value : b->c.hostval[t];
+    return (kx_ref){b->c.addr[t], host};
 }
 
 kiln_status kx_body_infer(const kn_node *node, const kn_net *body, int n_in, const kn_tinfo *in,
@@ -96,7 +240,7 @@ kiln_status kx_body_infer(const kn_node *node, const kn_net *body, int n_in, con
         return kn_node_error(node, KILN_ERR_PARSE, "body has %d outputs, %d wanted",
                              body->n_outputs, n_out);
     kx_body b;
-    KN_TRY(body_open(&b, node, body, n_in, in));
+    KN_TRY(body_open(&b, node, body, n_in, in, &kb_cpu_backend));
     kiln_status st = KILN_OK;
     for (int i = 0; i < n_in && st == KILN_OK; i++) {
         const kn_tensor *t = &b.net->tensors[b.net->inputs[i]];
@@ -104,7 +248,7 @@ kiln_status kx_body_infer(const kn_node *node, const kn_net *body, int n_in, con
             st = kn_node_error(node, KILN_ERR_SHAPE,
                                "the body needs the value of input '%s' to infer shapes", t->name);
         else
-            st = body_input(&b, i, in[i].rank, in[i].dims, in[i].value);
+            st = body_input(&b, i, in[i].rank, in[i].dims, (kx_ref){NULL, in[i].value}, NULL);
     }
     if (st == KILN_OK)
         st = kx_ctx_infer(&b.c);
@@ -118,17 +262,27 @@ kiln_status kx_body_infer(const kn_node *node, const kn_net *body, int n_in, con
     return KILN_OK;
 }
 
-/* ---- kernels ---- */
+/* ---- kernels ----
+ * One set for every backend: a node's instance holds its bodies, bound to
+ * the backend kx_ctl_prepare was given, and the run functions move values
+ * only through that backend, on the run's stream. A device value is read on
+ * the host (Loop's condition after each iteration, a trip count the host
+ * does not know) by one copy into page-locked memory and a wait; kernels
+ * that do so (kx_ctl_syncs) keep their plan from capturing CUDA graphs. */
 
 typedef struct ctl_inst {
     int n;
     kx_body b[2];
+    const kb_backend *be;
+    kx_buf pin; /* small values read back from the device */
 } ctl_inst;
 
-static void ctl_release(void *p) {
+void kx_ctl_release(void *p) {
     ctl_inst *ci = p;
     for (int i = 0; ci && i < ci->n; i++)
         body_close(&ci->b[i]);
+    if (ci)
+        buf_free(ci->be, &ci->pin, true);
     kn_free(ci);
 }
 
@@ -170,13 +324,13 @@ static kiln_status body_types(const kn_node *n, const kb_tensor *in, int n_in, k
     return KILN_OK;
 }
 
-static kiln_status ctl_prepare(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
-                               const kb_tensor *out, int n_out, void **inst, size_t *workspace) {
-    (void)state, (void)out, (void)n_out;
+kiln_status kx_ctl_prepare(const kb_backend *be, const kn_node *node, const kb_tensor *in,
+                           int n_in, void **inst, size_t *workspace) {
     *workspace = 0;
     ctl_inst *ci = kn_calloc(1, sizeof *ci);
     if (!ci)
         return KILN_ERR_OUT_OF_MEMORY;
+    ci->be = be;
     kn_tinfo bt[64];
     int nb = 0;
     kiln_status st = body_types(node, in, n_in, bt, &nb);
@@ -188,80 +342,107 @@ static kiln_status ctl_prepare(const void *state, const kn_node *node, const kb_
         if (!g)
             st = kn_node_error(node, KILN_ERR_PARSE, "graph attribute '%s' is missing", names[i]);
         else
-            st = body_open(&ci->b[i], node, g, nb, bt);
+            st = body_open(&ci->b[i], node, g, nb, bt, be);
         if (st == KILN_OK)
             ci->n = i + 1;
     }
+    if (st == KILN_OK && !be_host(be))
+        st = buf_fit(be, &ci->pin, 16, true);
     if (st != KILN_OK) {
-        ctl_release(ci);
+        kx_ctl_release(ci);
         return st;
     }
     *inst = ci;
     return KILN_OK;
 }
 
+static kiln_status ctl_prepare(const void *state, const kn_node *node, const kb_tensor *in, int n_in,
+                               const kb_tensor *out, int n_out, void **inst, size_t *workspace) {
+    (void)state, (void)out, (void)n_out;
+    return kx_ctl_prepare(&kb_cpu_backend, node, in, n_in, inst, workspace);
+}
+
 /* Copy a body output into node output o, whose memory holds the inferred
  * (for data-dependent outputs: upper-bound) shape; o gets the true shape. */
-static kiln_status put_output(const kn_node *n, int j, kb_tensor *o, const void *src,
+static kiln_status put_output(const kb_run *r, int j, kb_tensor *o, kx_ref src,
                               const kn_tinfo *ti) {
+    const ctl_inst *ci = r->inst;
     size_t have = tbytes(o->dtype, o->rank, o->dims), need = tbytes(ti->dtype, ti->rank, ti->dims);
     if (ti->dtype != o->dtype || need > have)
-        return kn_node_error(n, KILN_ERR_RUNTIME,
+        return kn_node_error(r->node, KILN_ERR_RUNTIME,
                              "output %d: the body gave %zu bytes of %s, %zu bytes of %s were planned",
                              j, need, kiln_dtype_name(ti->dtype), have, kiln_dtype_name(o->dtype));
-    if (need)
-        memcpy(o->data, src, need);
+    KN_TRY(put_dev(ci->be, o->data, src, need, r->stream));
     o->rank = ti->rank;
     memcpy(o->dims, ti->dims, sizeof o->dims);
     return KILN_OK;
 }
 
-static bool truth(const kb_tensor *t) {
-    size_t es = kiln_dtype_size(t->dtype);
-    const uint8_t *p = t->data;
-    for (size_t i = 0; i < es; i++)
+/* Whether value v of type dt (one element) is true: read on the host. */
+static kiln_status truth(const kb_run *r, kx_ref v, kiln_dtype dt, bool *out) {
+    ctl_inst *ci = r->inst;
+    size_t es = kiln_dtype_size(dt);
+    const uint8_t *p = NULL;
+    if (es > 16)
+        return kn_node_error(r->node, KILN_ERR_RUNTIME, "a condition of type %s",
+                             kiln_dtype_name(dt));
+    KN_TRY(get_host(ci->be, v, es, &ci->pin, r->stream, (const void **)&p));
+    *out = false;
+    for (size_t i = 0; p && i < es; i++)
         if (p[i])
-            return true;
-    return false;
+            *out = true;
+    return KILN_OK;
 }
 
-static kiln_status run_if(const kb_run *r) {
+/* The body's stream is the node's: its steps are enqueued where the plan's
+ * are. */
+static kiln_status body_run(kx_body *b, const kb_run *r) {
+    b->c.stream = r->stream;
+    return kx_ctx_run(&b->c);
+}
+
+kiln_status kx_ctl_run_if(const kb_run *r) {
     ctl_inst *ci = r->inst;
-    kx_body *b = &ci->b[truth(&r->in[0]) ? 0 : 1];
+    bool cond = false;
+    KN_TRY(truth(r, ref_of(ci->be, &r->in[0]), r->in[0].dtype, &cond));
+    kx_body *b = &ci->b[cond ? 0 : 1];
     for (int i = 1; i < r->n_in; i++)
-        KN_TRY(body_input(b, i - 1, r->in[i].rank, r->in[i].dims, r->in[i].data));
-    KN_TRY(kx_ctx_run(&b->c));
+        KN_TRY(body_input(b, i - 1, r->in[i].rank, r->in[i].dims, ref_of(ci->be, &r->in[i]),
+                          r->stream));
+    KN_TRY(body_run(b, r));
     for (int j = 0; j < r->n_out; j++) {
         if (!r->out[j].data)
             continue;
         kn_tinfo ti;
-        const void *src = body_output(b, j, &ti);
-        KN_TRY(put_output(r->node, j, &r->out[j], src, &ti));
+        kx_ref src = body_output(b, j, &ti);
+        KN_TRY(put_output(r, j, &r->out[j], src, &ti));
     }
     return KILN_OK;
 }
 
-/* A value held between iterations. */
+/* A value held between iterations, in backend memory. */
 typedef struct held {
-    void *data;
+    kx_buf buf;
     kiln_dtype dtype;
     int rank;
     int64_t dims[KILN_MAX_DIMS];
 } held;
 
-static kiln_status hold(held *h, const void *src, const kn_tinfo *ti) {
+static kiln_status hold(const kb_run *r, held *h, kx_ref src, const kn_tinfo *ti) {
+    const ctl_inst *ci = r->inst;
     size_t n = tbytes(ti->dtype, ti->rank, ti->dims);
-    void *d = kn_aligned_alloc(n ? n : 1);
-    if (!d)
-        return KILN_ERR_OUT_OF_MEMORY;
-    if (n)
-        memcpy(d, src, n);
-    kn_aligned_free(h->data);
-    h->data = d;
+    KN_TRY(buf_fit(ci->be, &h->buf, n, false));
+    KN_TRY(put_dev(ci->be, h->buf.p, src, n, r->stream));
     h->dtype = ti->dtype;
     h->rank = ti->rank;
     memcpy(h->dims, ti->dims, sizeof h->dims);
     return KILN_OK;
+}
+
+static void held_free(const kb_backend *be, held *h, int n) {
+    for (int j = 0; h && j < n; j++)
+        buf_free(be, &h[j].buf, false);
+    kn_free(h);
 }
 
 static void held_info(const held *h, kn_tinfo *ti) {
@@ -279,72 +460,95 @@ static void tinfo_of_kb(const kb_tensor *t, kn_tinfo *ti) {
 }
 
 /* Copy slice `idx` along `axis` of a tensor of shape dims between the whole
- * tensor `whole` and the slice `part` (into the slice when extract). */
-static void slice_copy(uint8_t *whole, uint8_t *part, int rank, const int64_t *dims, int axis,
-                       int64_t idx, size_t es, bool extract) {
+ * tensor `whole` and the slice `part` (into the slice when extract), in
+ * backend memory; the source may be host memory (src_host). One copy per
+ * row outside the axis. */
+static kiln_status slice_copy(const kb_run *r, uint8_t *whole, uint8_t *part, int rank,
+                              const int64_t *dims, int axis, int64_t idx, size_t es, bool extract,
+                              bool src_host) {
+    const ctl_inst *ci = r->inst;
     int64_t outer = 1, inner = (int64_t)es;
     for (int d = 0; d < axis; d++)
         outer *= dims[d];
     for (int d = axis + 1; d < rank; d++)
         inner *= dims[d];
     int64_t len = dims[axis];
+    kb_copy_kind kind = src_host && !be_host(ci->be) ? KB_COPY_H2D : KB_COPY_D2D;
     for (int64_t o = 0; o < outer; o++) {
         uint8_t *w = whole + (size_t)((o * len + idx) * inner), *p = part + (size_t)(o * inner);
-        if (extract)
-            memcpy(p, w, (size_t)inner);
-        else
-            memcpy(w, p, (size_t)inner);
+        KN_TRY(ci->be->copy(extract ? p : w, extract ? w : p, (size_t)inner, kind, r->stream));
     }
+    return KILN_OK;
 }
 
-static kiln_status run_loop(const kb_run *r) {
+kiln_status kx_ctl_run_loop(const kb_run *r) {
     ctl_inst *ci = r->inst;
+    const kb_backend *be = ci->be;
     kx_body *b = &ci->b[0];
     const kn_node *n = r->node;
     int nc = n_captures(n), nv = r->n_in - 2 - nc, nk = r->n_out - nv;
-    int64_t m = r->in[0].data ? ((const int64_t *)r->in[0].data)[0] : INT64_MAX;
-    bool cond = r->in[1].data ? truth(&r->in[1]) : true;
+    int64_t m = INT64_MAX;
+    bool cond = true;
+    kiln_status st = KILN_OK;
+    if (r->in[0].data) {
+        const void *mp = NULL;
+        KN_TRY(get_host(be, ref_of(be, &r->in[0]), sizeof m, &ci->pin, r->stream, &mp));
+        memcpy(&m, mp, sizeof m);
+    }
+    if (r->in[1].data)
+        KN_TRY(truth(r, ref_of(be, &r->in[1]), r->in[1].dtype, &cond));
+    /* loop-carried values: cur feeds an iteration, nxt takes its outputs */
     held *cur = kn_calloc((size_t)nv + 1, sizeof *cur);
+    held *nxt = kn_calloc((size_t)nv + 1, sizeof *nxt);
     size_t *scan_at = kn_calloc((size_t)nk + 1, sizeof *scan_at);
     kn_tinfo *scan_ti = kn_calloc((size_t)nk + 1, sizeof *scan_ti);
-    kiln_status st = cur && scan_at && scan_ti ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+    if (!cur || !nxt || !scan_at || !scan_ti)
+        st = KILN_ERR_OUT_OF_MEMORY;
     for (int j = 0; j < nv && st == KILN_OK; j++) {
         kn_tinfo ti;
         tinfo_of_kb(&r->in[2 + j], &ti);
-        st = hold(&cur[j], r->in[2 + j].data, &ti);
+        st = hold(r, &cur[j], ref_of(be, &r->in[2 + j]), &ti);
     }
     int64_t it = 0;
     for (; st == KILN_OK && it < m && cond; it++) {
         uint8_t c8 = 1;
-        st = body_input(b, 0, 0, NULL, &it);
+        st = body_input(b, 0, 0, NULL, (kx_ref){NULL, &it}, r->stream);
         if (st == KILN_OK)
-            st = body_input(b, 1, 0, NULL, &c8);
+            st = body_input(b, 1, 0, NULL, (kx_ref){NULL, &c8}, r->stream);
         for (int j = 0; j < nv && st == KILN_OK; j++)
-            st = body_input(b, 2 + j, cur[j].rank, cur[j].dims, cur[j].data);
+            st = body_input(b, 2 + j, cur[j].rank, cur[j].dims, ref_dev(be, cur[j].buf.p),
+                            r->stream);
         for (int k = 0; k < nc && st == KILN_OK; k++) {
             const kb_tensor *x = &r->in[2 + nv + k];
-            st = body_input(b, 2 + nv + k, x->rank, x->dims, x->data);
+            st = body_input(b, 2 + nv + k, x->rank, x->dims, ref_of(be, x), r->stream);
         }
         if (st == KILN_OK)
-            st = kx_ctx_run(&b->c);
+            st = body_run(b, r);
         if (st != KILN_OK)
             break;
         kn_tinfo ti;
-        const void *cp = body_output(b, 0, &ti);
+        kx_ref cp = body_output(b, 0, &ti);
         if (kn_numel(ti.rank, ti.dims) != 1) {
             st = kn_node_error(n, KILN_ERR_RUNTIME, "the body's condition has %lld elements",
                                (long long)kn_numel(ti.rank, ti.dims));
             break;
         }
-        kb_tensor ct = {(void *)cp, ti.dtype, 0, {0}, NULL};
-        cond = truth(&ct);
+        /* the last iteration's condition decides nothing: no read (and, on
+         * a device, no wait) for it */
+        if (it + 1 < m)
+            st = truth(r, cp, ti.dtype, &cond);
         for (int j = 0; j < nv && st == KILN_OK; j++) {
-            const void *src = body_output(b, 1 + j, &ti);
-            st = hold(&cur[j], src, &ti);
+            kx_ref src = body_output(b, 1 + j, &ti);
+            st = hold(r, &nxt[j], src, &ti);
+        }
+        for (int j = 0; j < nv && st == KILN_OK; j++) {
+            held t = cur[j];
+            cur[j] = nxt[j];
+            nxt[j] = t;
         }
         for (int k = 0; k < nk && st == KILN_OK; k++) {
             kb_tensor *o = &r->out[nv + k];
-            const void *src = body_output(b, 1 + nv + k, &ti);
+            kx_ref src = body_output(b, 1 + nv + k, &ti);
             size_t bytes = tbytes(ti.dtype, ti.rank, ti.dims);
             if (it > 0 && (ti.rank != scan_ti[k].rank ||
                            memcmp(ti.dims, scan_ti[k].dims, sizeof ti.dims) != 0)) {
@@ -362,8 +566,7 @@ static kiln_status run_loop(const kb_run *r) {
                                    (long long)o->dims[0]);
                 break;
             }
-            if (bytes)
-                memcpy((uint8_t *)o->data + scan_at[k], src, bytes);
+            st = put_dev(be, (uint8_t *)o->data + scan_at[k], src, bytes, r->stream);
             scan_at[k] += bytes;
         }
     }
@@ -372,7 +575,7 @@ static kiln_status run_loop(const kb_run *r) {
             continue;
         kn_tinfo ti;
         held_info(&cur[j], &ti);
-        st = put_output(n, j, &r->out[j], cur[j].data, &ti);
+        st = put_output(r, j, &r->out[j], ref_dev(be, cur[j].buf.p), &ti);
     }
     for (int k = 0; k < nk && st == KILN_OK; k++) {
         kb_tensor *o = &r->out[nv + k];
@@ -382,9 +585,13 @@ static kiln_status run_loop(const kb_run *r) {
             memcpy(o->dims + 1, scan_ti[k].dims, (size_t)scan_ti[k].rank * sizeof o->dims[0]);
         }
     }
-    for (int j = 0; cur && j < nv; j++)
-        kn_aligned_free(cur[j].data);
-    kn_free(cur);
+    /* the held buffers may still be read by copies in flight */
+    if (!be_host(be) && cur && nxt) {
+        kiln_status ss = be->sync(r->stream);
+        st = st == KILN_OK ? ss : st;
+    }
+    held_free(be, cur, nv);
+    held_free(be, nxt, nv);
     kn_free(scan_at);
     kn_free(scan_ti);
     return st;
@@ -395,8 +602,10 @@ static int norm_axis(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); 
 /* One scan over in (states, scan inputs, captures) into out (states, scan
  * outputs). v8: Scan-8's per-batch form, scan axis 0 of each batch entry,
  * directions from "directions". */
-static kiln_status scan_core(const kn_node *n, kx_body *b, int n_in, const kb_tensor *in, int n_out,
+static kiln_status scan_core(const kb_run *r, kx_body *b, int n_in, const kb_tensor *in, int n_out,
                              kb_tensor *out, bool v8) {
+    const kn_node *n = r->node;
+    const kb_backend *be = ((const ctl_inst *)r->inst)->be;
     int nc = n_captures(n), ns = (int)kn_attr_int(n, "num_scan_inputs", 0);
     int nv = n_in - nc - ns, nk = n_out - nv;
     size_t na = 0, nd = 0, noa = 0, nod = 0;
@@ -405,13 +614,14 @@ static kiln_status scan_core(const kn_node *n, kx_body *b, int n_in, const kb_te
     const int64_t *out_axes = v8 ? NULL : kn_attr_ints(n, "scan_output_axes", &noa);
     const int64_t *out_dirs = v8 ? NULL : kn_attr_ints(n, "scan_output_directions", &nod);
     held *cur = kn_calloc((size_t)nv + 1, sizeof *cur);
+    held *nxt = kn_calloc((size_t)nv + 1, sizeof *nxt);
     held *slice = kn_calloc((size_t)ns + 1, sizeof *slice);
-    kiln_status st = cur && slice ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+    kiln_status st = cur && nxt && slice ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
     int64_t len = 0;
     for (int j = 0; j < nv && st == KILN_OK; j++) {
         kn_tinfo ti;
         tinfo_of_kb(&in[j], &ti);
-        st = hold(&cur[j], in[j].data, &ti);
+        st = hold(r, &cur[j], ref_of(be, &in[j]), &ti);
     }
     for (int k = 0; k < ns && st == KILN_OK; k++) { /* slice buffers */
         const kb_tensor *x = &in[nv + k];
@@ -423,40 +633,45 @@ static kiln_status scan_core(const kn_node *n, kx_body *b, int n_in, const kb_te
         for (int d = 0, s = 0; d < x->rank; d++)
             if (d != ax)
                 ti.dims[s++] = x->dims[d];
-        size_t bytes = tbytes(ti.dtype, ti.rank, ti.dims);
-        if (!(slice[k].data = kn_aligned_alloc(bytes ? bytes : 1)))
-            st = KILN_ERR_OUT_OF_MEMORY;
+        st = buf_fit(be, &slice[k].buf, tbytes(ti.dtype, ti.rank, ti.dims), false);
         slice[k].dtype = ti.dtype;
         slice[k].rank = ti.rank;
         memcpy(slice[k].dims, ti.dims, sizeof ti.dims);
     }
     for (int64_t i = 0; i < len && st == KILN_OK; i++) {
-        for (int k = 0; k < ns; k++) {
+        for (int k = 0; k < ns && st == KILN_OK; k++) {
             const kb_tensor *x = &in[nv + k];
+            kx_ref xr = ref_of(be, x);
             int ax = norm_axis(na ? in_axes[k] : 0, x->rank);
             int64_t at = nd && in_dirs[k] ? len - 1 - i : i;
-            slice_copy(x->data, slice[k].data, x->rank, x->dims, ax, at,
-                       kiln_dtype_size(x->dtype), true);
+            st = slice_copy(r, (uint8_t *)(xr.dev ? xr.dev : xr.host), slice[k].buf.p, x->rank,
+                            x->dims, ax, at, kiln_dtype_size(x->dtype), true, !xr.dev);
         }
         for (int j = 0; j < nv && st == KILN_OK; j++)
-            st = body_input(b, j, cur[j].rank, cur[j].dims, cur[j].data);
+            st = body_input(b, j, cur[j].rank, cur[j].dims, ref_dev(be, cur[j].buf.p), r->stream);
         for (int k = 0; k < ns && st == KILN_OK; k++)
-            st = body_input(b, nv + k, slice[k].rank, slice[k].dims, slice[k].data);
+            st = body_input(b, nv + k, slice[k].rank, slice[k].dims, ref_dev(be, slice[k].buf.p),
+                            r->stream);
         for (int k = 0; k < nc && st == KILN_OK; k++) {
             const kb_tensor *x = &in[nv + ns + k];
-            st = body_input(b, nv + ns + k, x->rank, x->dims, x->data);
+            st = body_input(b, nv + ns + k, x->rank, x->dims, ref_of(be, x), r->stream);
         }
         if (st == KILN_OK)
-            st = kx_ctx_run(&b->c);
+            st = body_run(b, r);
         for (int j = 0; j < nv && st == KILN_OK; j++) {
             kn_tinfo ti;
-            const void *src = body_output(b, j, &ti);
-            st = hold(&cur[j], src, &ti);
+            kx_ref src = body_output(b, j, &ti);
+            st = hold(r, &nxt[j], src, &ti);
+        }
+        for (int j = 0; j < nv && st == KILN_OK; j++) {
+            held t = cur[j];
+            cur[j] = nxt[j];
+            nxt[j] = t;
         }
         for (int k = 0; k < nk && st == KILN_OK; k++) {
             kb_tensor *o = &out[nv + k];
             kn_tinfo ti;
-            const void *src = body_output(b, nv + k, &ti);
+            kx_ref src = body_output(b, nv + k, &ti);
             if (!o->data)
                 continue;
             int ax = norm_axis(noa ? out_axes[k] : 0, o->rank);
@@ -473,8 +688,8 @@ static kiln_status scan_core(const kn_node *n, kx_body *b, int n_in, const kb_te
                 break;
             }
             int64_t at = nod && out_dirs[k] ? len - 1 - i : i;
-            slice_copy(o->data, (uint8_t *)src, o->rank, o->dims, ax, at,
-                       kiln_dtype_size(o->dtype), false);
+            st = slice_copy(r, o->data, (uint8_t *)(src.dev ? src.dev : src.host), o->rank,
+                            o->dims, ax, at, kiln_dtype_size(o->dtype), false, !src.dev);
         }
     }
     for (int j = 0; j < nv && st == KILN_OK; j++) {
@@ -482,14 +697,15 @@ static kiln_status scan_core(const kn_node *n, kx_body *b, int n_in, const kb_te
             continue;
         kn_tinfo ti;
         held_info(&cur[j], &ti);
-        st = put_output(n, j, &out[j], cur[j].data, &ti);
+        st = put_output(r, j, &out[j], ref_dev(be, cur[j].buf.p), &ti);
     }
-    for (int j = 0; cur && j < nv; j++)
-        kn_aligned_free(cur[j].data);
-    for (int k = 0; slice && k < ns; k++)
-        kn_aligned_free(slice[k].data);
-    kn_free(cur);
-    kn_free(slice);
+    if (!be_host(be) && cur && nxt && slice) { /* copies in flight may read the buffers */
+        kiln_status ss = be->sync(r->stream);
+        st = st == KILN_OK ? ss : st;
+    }
+    held_free(be, cur, nv);
+    held_free(be, nxt, nv);
+    held_free(be, slice, ns);
     return st;
 }
 
@@ -504,11 +720,11 @@ static kb_tensor batch_view(const kb_tensor *t, int64_t bi) {
     return v;
 }
 
-static kiln_status run_scan(const kb_run *r) {
+kiln_status kx_ctl_run_scan(const kb_run *r) {
     ctl_inst *ci = r->inst;
     const kn_node *n = r->node;
     if (n->opset <= 0 || n->opset >= 9)
-        return scan_core(n, &ci->b[0], r->n_in, r->in, r->n_out, r->out, false);
+        return scan_core(r, &ci->b[0], r->n_in, r->in, r->n_out, r->out, false);
     /* Scan-8: input 0 is sequence_lens; every state, scan input and output
      * has a batch axis first; captures do not */
     int nc = n_captures(n), ns = (int)kn_attr_int(n, "num_scan_inputs", 0);
@@ -519,9 +735,13 @@ static kiln_status run_scan(const kb_run *r) {
     int64_t nb = x0->dims[0], len = x0->rank > 1 ? x0->dims[1] : 0;
     if (r->in[0].data) {
         const kb_tensor *sl = &r->in[0];
-        for (int64_t i = 0; i < kn_numel(sl->rank, sl->dims); i++) {
-            int64_t v = sl->dtype == KILN_DTYPE_INT32 ? ((const int32_t *)sl->data)[i]
-                                                      : ((const int64_t *)sl->data)[i];
+        int64_t cnt = kn_numel(sl->rank, sl->dims);
+        const void *hp = NULL;
+        KN_TRY(get_host(ci->be, ref_of(ci->be, sl), tbytes(sl->dtype, sl->rank, sl->dims),
+                        &ci->pin, r->stream, &hp));
+        for (int64_t i = 0; i < cnt; i++) {
+            int64_t v = sl->dtype == KILN_DTYPE_INT32 ? ((const int32_t *)hp)[i]
+                                                      : ((const int64_t *)hp)[i];
             if (v != len)
                 return kn_node_error(n, KILN_ERR_UNSUPPORTED,
                                      "sequence_lens[%lld] = %lld is not the full length %lld",
@@ -534,14 +754,18 @@ static kiln_status run_scan(const kb_run *r) {
             vin[k] = k < nv + ns ? batch_view(&r->in[1 + k], bi) : r->in[1 + k];
         for (int j = 0; j < r->n_out; j++)
             vout[j] = batch_view(&r->out[j], bi);
-        KN_TRY(scan_core(n, &ci->b[0], nin, vin, r->n_out, vout, true));
+        KN_TRY(scan_core(r, &ci->b[0], nin, vin, r->n_out, vout, true));
     }
     return KILN_OK;
 }
 
+bool kx_ctl_syncs(const kb_kernel *k) {
+    return k->run == kx_ctl_run_if || k->run == kx_ctl_run_loop || k->run == kx_ctl_run_scan;
+}
+
 const kb_kernel kb_cpu_control[] = {
-    {"If", "", "ref", NULL, NULL, NULL, ctl_prepare, ctl_release, run_if},
-    {"Loop", "", "ref", NULL, NULL, NULL, ctl_prepare, ctl_release, run_loop},
-    {"Scan", "", "ref", NULL, NULL, NULL, ctl_prepare, ctl_release, run_scan},
+    {"If", "", "ref", NULL, NULL, NULL, ctl_prepare, kx_ctl_release, kx_ctl_run_if},
+    {"Loop", "", "ref", NULL, NULL, NULL, ctl_prepare, kx_ctl_release, kx_ctl_run_loop},
+    {"Scan", "", "ref", NULL, NULL, NULL, ctl_prepare, kx_ctl_release, kx_ctl_run_scan},
 };
 const size_t kb_cpu_control_count = KN_ARRAY_LEN(kb_cpu_control);

@@ -225,6 +225,8 @@ kiln_status kx_program_init_on(kx_program *p, kn_net *net, int threads, const kb
             if (kbe->kernels_for(n->domain, n->op_type, any, 1) > 0)
                 s->k = any[0];
         }
+        if (s->k && !s->host && kx_ctl_syncs(s->k))
+            p->no_graphs = true;
         if (!s->k) {
             kx_program_fini(p);
             return kn_node_error(n, KILN_ERR_UNSUPPORTED, "no %s kernel with tactic '%s'",
@@ -1180,7 +1182,7 @@ kiln_status kx_ctx_run(kx_ctx *c) {
         stream = c->own_stream;
     }
     bool graph = c->use_graphs && be->graph_begin && stream && !c->profiling &&
-                 !c->has_data_dependent;
+                 !c->has_data_dependent && !c->p->no_graphs;
     KN_TRY(graph ? run_graph(c, stream) : run_steps(c, stream, false));
     if (!c->stream && stream)
         KN_TRY(be->sync(stream));

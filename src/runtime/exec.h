@@ -25,6 +25,8 @@ typedef struct kx_program {
     kx_step *steps;
     int threads;
     void **dconst;            /* per tensor: device copy of a constant (GPU backends) */
+    bool no_graphs;           /* a device step's kernel waits on the device (kx_ctl_syncs):
+                                 contexts never capture graphs */
 } kx_program;
 
 /* Bind every node to a kernel on the CPU: the tactic named on the node
@@ -108,5 +110,22 @@ KN_HIDDEN void kx_ctx_bind(kx_ctx *c, int tensor, void *data);
 KN_HIDDEN kiln_status kx_ctx_run(kx_ctx *c);
 /* Forget the captured graph (shapes or addresses changed). */
 KN_HIDDEN void kx_ctx_drop_graph(kx_ctx *c);
+
+/* If, Loop and Scan (control.c), written once for every backend: prepare
+ * opens the node's bodies as programs and contexts bound to backend `be`
+ * (its kernels run the bodies' steps on the node's stream); the run
+ * functions read conditions and trip counts on the host (one copy and a
+ * wait where only the device has them) and move every value through `be`.
+ * A backend's kernel table wraps kx_ctl_prepare with its own backend. */
+KN_HIDDEN kiln_status kx_ctl_prepare(const kb_backend *be, const kn_node *node,
+                                     const kb_tensor *in, int n_in, void **inst,
+                                     size_t *workspace);
+KN_HIDDEN void kx_ctl_release(void *inst);
+KN_HIDDEN kiln_status kx_ctl_run_if(const kb_run *r);
+KN_HIDDEN kiln_status kx_ctl_run_loop(const kb_run *r);
+KN_HIDDEN kiln_status kx_ctl_run_scan(const kb_run *r);
+/* Whether kernel k is one of these: it runs a body step by step and may
+ * wait on the device, so a plan holding one never captures CUDA graphs. */
+KN_HIDDEN bool kx_ctl_syncs(const kb_kernel *k);
 
 #endif

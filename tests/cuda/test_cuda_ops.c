@@ -2431,12 +2431,6 @@ static void test_op_coverage(void) {
             (strcmp(s->op_type, "MultiHeadAttention") == 0 || strcmp(s->op_type, "Attention") == 0 ||
              strcmp(s->op_type, "GroupQueryAttention") == 0))
             continue;
-        /* Known gap (issue 32, in progress): If, Loop and Scan run on the
-         * CPU only (src/runtime/control.c); an If on a build-time condition
-         * is inlined for every backend, the others are refused for the GPU. */
-        if (!s->domain[0] && (strcmp(s->op_type, "If") == 0 || strcmp(s->op_type, "Loop") == 0 ||
-                              strcmp(s->op_type, "Scan") == 0))
-            continue;
         /* Known gap (issue 32): ai.onnx.preview.training's optimizers
          * (Adagrad, Momentum, Adam) have the CPU reference only; a CUDA build
          * of such a model is refused for want of a kernel. */

@@ -208,6 +208,7 @@ static const kb_table kc_tables[] = {
     {kb_cuda_spectral, &kb_cuda_spectral_count},
     {kb_cuda_tfidf, &kb_cuda_tfidf_count},
     {kb_cuda_rotary, &kb_cuda_rotary_count},
+    {kb_cuda_control, &kb_cuda_control_count},
 };
 
 int kb_cuda_kernels_for(const char *domain, const char *op_type, const kb_kernel **out, int cap) {

@@ -179,6 +179,8 @@ extern const kb_kernel kb_cuda_rotary[]; /* k_rotary.c */
 extern const size_t kb_cuda_rotary_count;
 extern const kb_kernel kb_cuda_tfidf[]; /* k_tfidf.c */
 extern const size_t kb_cuda_tfidf_count;
+extern const kb_kernel kb_cuda_control[]; /* k_control.c: If, Loop, Scan */
+extern const size_t kb_cuda_control_count;
 
 /* All CUDA kernels for (domain, op_type), fills up to cap; returns the count. */
 KN_HIDDEN int kb_cuda_kernels_for(const char *domain, const char *op_type, const kb_kernel **out,
