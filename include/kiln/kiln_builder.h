@@ -60,7 +60,8 @@ typedef enum kiln_builder_flag {
     KILN_BUILDER_FLAG_INT8 = 1u << 16,
     /* allow FP8 E4M3 layers (trtexec's --fp8): a network with float8e4m3fn
      * Q/DQ builds its FP8 layers (kiln::FP8MatMul, kiln::FP8Conv) on the
-     * CPU with or without the flag, on the GPU (sm_89 and newer) with it;
+     * CPU with or without the flag, on the GPU with it (cuBLASLt FP8 GEMMs
+     * on sm_89 and newer, a direct kernel elsewhere);
      * a float network is quantized to FP8 by calibration
      * (kiln_builder_config_set_calibration: scale = threshold / 448), and
      * without calibration the build fails: FP8 needs scales. Added in 0.2. */
