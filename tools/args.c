@@ -558,6 +558,12 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
         o->flags |= KILN_BUILDER_FLAG_INT8;
         return 1;
     }
+    if (strcmp(name, "--fp8") == 0) { /* FP8 E4M3: Q/DQ in the model, or --calib */
+        if (!cli_no_value(name, value))
+            return -1;
+        o->flags |= KILN_BUILDER_FLAG_FP8;
+        return 1;
+    }
     if (strcmp(name, "--calib") == 0 || strcmp(name, "--calibCache") == 0) {
         if (!cli_need_value(name, value))
             return -1;
@@ -592,7 +598,7 @@ int cli_build_flag(cli_build_opts *o, const char *name, const char *value) {
         o->calib_pct = v;
         return 1;
     }
-    static const char *const lowp[] = {"--fp8", "--int4"};
+    static const char *const lowp[] = {"--int4"};
     for (size_t i = 0; i < sizeof lowp / sizeof lowp[0]; i++)
         if (strcmp(name, lowp[i]) == 0) {
             cli_error("%s: quantized precisions are not supported yet; kiln builds FP32, TF32, FP16 "
@@ -949,8 +955,8 @@ static bool configure_calib(const cli_build_opts *o, const kiln_network *net,
                      "(--calib=DIR|FILE quantizes a float model)");
         return true;
     }
-    if (!(o->flags & KILN_BUILDER_FLAG_INT8)) {
-        cli_error("--calib needs --int8");
+    if (!(o->flags & (KILN_BUILDER_FLAG_INT8 | KILN_BUILDER_FLAG_FP8))) {
+        cli_error("--calib needs --int8 or --fp8");
         return false;
     }
     struct stat sb;

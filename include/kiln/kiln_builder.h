@@ -57,7 +57,15 @@ typedef enum kiln_builder_flag {
      * (explicit quantization). A network without Q/DQ is quantized by
      * calibration (kiln_builder_config_set_calibration) when the flag is
      * set; without calibration the flag changes nothing. Added in 0.2. */
-    KILN_BUILDER_FLAG_INT8 = 1u << 16
+    KILN_BUILDER_FLAG_INT8 = 1u << 16,
+    /* allow FP8 E4M3 layers (trtexec's --fp8): a network with float8e4m3fn
+     * Q/DQ builds its FP8 layers (kiln::FP8MatMul, kiln::FP8Conv) on the
+     * CPU with or without the flag, on the GPU with it (cuBLASLt FP8 GEMMs
+     * on sm_89 and newer, a direct kernel elsewhere);
+     * a float network is quantized to FP8 by calibration
+     * (kiln_builder_config_set_calibration: scale = threshold / 448), and
+     * without calibration the build fails: FP8 needs scales. Added in 0.2. */
+    KILN_BUILDER_FLAG_FP8 = 1u << 17
 } kiln_builder_flag;
 
 /* Added in 0.1. *out set only on success; free with kiln_builder_config_destroy. */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "calib.h"
+#include "core/fp8.h"
 #include "kiln/kiln_runtime.h"
 #include "passes.h"
 
@@ -559,15 +560,19 @@ static const char *algo_name(kiln_calib_algo a) {
     return a == KILN_CALIB_MINMAX ? "minmax" : a == KILN_CALIB_PERCENTILE ? "percentile" : "entropy";
 }
 
+/* The header's mark of a cache of FP8 scales (threshold / 448), which an
+ * INT8 build must not read as its own (threshold / 127), nor the reverse. */
+#define KCAL_FP8_MARK " fp8-e4m3"
+
 static kiln_status write_cache(const char *path, const kcal_cfg *c, const kn_net *net,
-                               const int *acts, int n_acts, const float *scale) {
+                               const int *acts, int n_acts, const float *scale, bool fp8) {
     FILE *f = fopen(path, "w");
     if (!f)
         return kn_error(KILN_ERR_IO, "cannot write calibration cache '%s': %s", path, strerror(errno));
     fprintf(f, "# kiln calibration cache 1: %s", algo_name(c->algo));
     if (c->algo == KILN_CALIB_PERCENTILE)
         fprintf(f, " %g", c->pct);
-    fprintf(f, "\n");
+    fprintf(f, "%s\n", fp8 ? KCAL_FP8_MARK : "");
     for (int a = 0; a < n_acts; a++)
         if (scale[a] > 0)
             fprintf(f, "%s: %.9g\n", net->tensors[acts[a]].name, (double)scale[a]);
@@ -578,7 +583,7 @@ static kiln_status write_cache(const char *path, const kcal_cfg *c, const kn_net
 }
 
 static kiln_status read_cache(const char *path, const kn_net *net, const int *acts, int n_acts,
-                              float *scale) {
+                              float *scale, bool fp8) {
     size_t len = 0;
     uint8_t *raw = NULL;
     kiln_status st = kn_file_read(path, &raw, &len);
@@ -591,6 +596,13 @@ static kiln_status read_cache(const char *path, const kn_net *net, const int *ac
         if (e)
             *e = 0;
         line++;
+        if (line == 1 && strncmp(s, "# kiln calibration cache", 24) == 0 &&
+            (strstr(s, KCAL_FP8_MARK) != NULL) != fp8) {
+            kn_free(text);
+            return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                            "calibration cache '%s' holds %s scales; this build is %s", path,
+                            fp8 ? "INT8" : "FP8", fp8 ? "FP8" : "INT8");
+        }
         size_t l = strlen(s);
         while (l && (s[l - 1] == '\r' || s[l - 1] == ' ' || s[l - 1] == '\t'))
             s[--l] = 0;
@@ -626,29 +638,36 @@ static kiln_status scalar_const(kn_net *net, const char *hint, kiln_dtype dt, do
     return kpass_add_const(net, hint, &d, t);
 }
 
-/* Q -> DQ of tensor x with scale s (int8, zero point 0): the DQ's output. */
-static kiln_status add_qdq(kn_net *net, int x, float s, int *y) {
+/* Q -> DQ of tensor x with scale s (int8 or, fp8, float8e4m3fn; zero
+ * point 0; FP8 saturating, opset 19): the DQ's output. */
+static kiln_status add_qdq(kn_net *net, int x, float s, bool fp8, int *y) {
     char hint[256];
     snprintf(hint, sizeof hint, "%s_calib", net->tensors[x].name);
-    int ts, tz, tq, td;
+    int ts, tz, tq, td, qi;
     KN_TRY(scalar_const(net, hint, KILN_DTYPE_FLOAT, s, &ts));
-    KN_TRY(scalar_const(net, hint, KILN_DTYPE_INT8, 0, &tz));
+    /* int8 0 and float8 +0 are both the byte 0 */
+    KN_TRY(scalar_const(net, hint, fp8 ? KILN_DTYPE_FLOAT8E4M3FN : KILN_DTYPE_INT8, 0, &tz));
     KN_TRY(kn_net_new_tensor(net, hint, &tq));
     KN_TRY(kn_net_new_tensor(net, hint, &td));
     int in[3] = {x, ts, tz};
     char name[300];
     snprintf(name, sizeof name, "%s_q", hint);
-    KN_TRY(kn_net_add_node(net, name, "QuantizeLinear", "", 13, 3, in, 1, &tq, NULL));
+    KN_TRY(kn_net_add_node(net, name, "QuantizeLinear", "", fp8 ? 19 : 13, 3, in, 1, &tq, &qi));
+    if (fp8)
+        KN_TRY(kn_node_set_int(&net->nodes[qi], "saturate", 1));
     int in2[3] = {tq, ts, tz};
     snprintf(name, sizeof name, "%s_dq", hint);
-    KN_TRY(kn_net_add_node(net, name, "DequantizeLinear", "", 13, 3, in2, 1, &td, NULL));
+    KN_TRY(kn_net_add_node(net, name, "DequantizeLinear", "", fp8 ? 19 : 13, 3, in2, 1, &td, NULL));
     *y = td;
     return KILN_OK;
 }
 
 /* The weight w as int8 (symmetric, per output channel along axis, or per
- * tensor) behind a DequantizeLinear: the DQ's output. */
-static kiln_status quant_weight(kn_net *net, int w, int axis, int *y) {
+ * tensor; amax / 127) or, fp8, as float8e4m3fn (amax / 448, rounded to
+ * nearest even) behind a DequantizeLinear: the DQ's output. */
+static kiln_status quant_weight(kn_net *net, int w, int axis, bool fp8, int *y) {
+    const kiln_dtype qt = fp8 ? KILN_DTYPE_FLOAT8E4M3FN : KILN_DTYPE_INT8;
+    const float qmax = fp8 ? 448.0f : 127.0f;
     const kn_tdata *v = &net->tensors[w].value;
     int rank = v->rank;
     int64_t dims[KILN_MAX_DIMS];
@@ -661,12 +680,12 @@ static kiln_status quant_weight(kn_net *net, int w, int axis, int *y) {
     void *tmp = NULL;
     const float *x = kn_tdata_aligned(v, &tmp);
     kn_tdata q = {0}, sc = {0}, zp = {0};
-    kiln_status st = kn_tdata_alloc(&q, KILN_DTYPE_INT8, rank, dims);
+    kiln_status st = kn_tdata_alloc(&q, qt, rank, dims);
     int64_t cd[1] = {nch};
     if (st == KILN_OK)
         st = kn_tdata_alloc(&sc, KILN_DTYPE_FLOAT, axis >= 0 ? 1 : 0, cd);
     if (st == KILN_OK)
-        st = kn_tdata_alloc(&zp, KILN_DTYPE_INT8, axis >= 0 ? 1 : 0, cd);
+        st = kn_tdata_alloc(&zp, qt, axis >= 0 ? 1 : 0, cd);
     if (st != KILN_OK || !x) {
         kn_free(tmp);
         kn_tdata_free(&q);
@@ -685,9 +704,13 @@ static kiln_status quant_weight(kn_net *net, int w, int axis, int *y) {
         s[c] = a > s[c] ? a : s[c];
     }
     for (int64_t c = 0; c < nch; c++)
-        s[c] = s[c] > 0 ? s[c] / 127.0f : 1.0f;
+        s[c] = s[c] > 0 ? s[c] / qmax : 1.0f;
     for (int64_t i = 0; i < n; i++) {
         int64_t c = axis >= 0 ? (i / inner) % nch : 0;
+        if (fp8) {
+            ((uint8_t *)qv)[i] = kn_f8_from_float(x[i] / s[c], KN_F8_E4M3FN, 1);
+            continue;
+        }
         float r = rintf(x[i] / s[c]);
         qv[i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
     }
@@ -702,7 +725,7 @@ static kiln_status quant_weight(kn_net *net, int w, int axis, int *y) {
     int in[3] = {tq, ts, tz}, idx;
     char name[300];
     snprintf(name, sizeof name, "%s_dq", hint);
-    KN_TRY(kn_net_add_node(net, name, "DequantizeLinear", "", 13, 3, in, 1, &td, &idx));
+    KN_TRY(kn_net_add_node(net, name, "DequantizeLinear", "", fp8 ? 19 : 13, 3, in, 1, &td, &idx));
     if (axis >= 0)
         KN_TRY(kn_node_set_int(&net->nodes[idx], "axis", axis));
     *y = td;
@@ -722,7 +745,15 @@ static bool has_qdq(const kn_net *net) {
 kiln_status kcal_apply(const kn_net *net, const kiln_builder_config *cfg, kn_net **out) {
     *out = NULL;
     const kcal_cfg *c = kbld_calib(cfg);
-    if (!c || !(kbld_cfg_flags(cfg) & KILN_BUILDER_FLAG_INT8))
+    uint32_t flags = kbld_cfg_flags(cfg);
+    /* FP8 when asked (FP8 takes precedence when both flags are set) */
+    const bool fp8 = (flags & KILN_BUILDER_FLAG_FP8) != 0;
+    if (fp8 && !c && !has_qdq(net))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "FP8 (KILN_BUILDER_FLAG_FP8, --fp8) needs scales: the network has no "
+                        "Q/DQ and no calibration is configured (give batches or a calibration "
+                        "cache: --calib=DIR|FILE)");
+    if (!c || !(flags & (KILN_BUILDER_FLAG_INT8 | KILN_BUILDER_FLAG_FP8)))
         return KILN_OK;
     if (has_qdq(net)) {
         kn_log(KILN_LOG_WARNING, "calibration: the network is already quantized (Q/DQ); "
@@ -755,11 +786,11 @@ kiln_status kcal_apply(const kn_net *net, const kiln_builder_config *cfg, kn_net
     if (st == KILN_OK && c->n_batches > 0) {
         st = collect(net, cfg, c, acts, n_acts, thr);
         for (int a = 0; a < n_acts && st == KILN_OK; a++)
-            scale[a] = thr[a] > 0 ? (float)(thr[a] / 127.0) : 0;
+            scale[a] = thr[a] > 0 ? (float)(thr[a] / (fp8 ? 448.0 : 127.0)) : 0;
         if (st == KILN_OK && c->cache)
-            st = write_cache(c->cache, c, net, acts, n_acts, scale);
+            st = write_cache(c->cache, c, net, acts, n_acts, scale, fp8);
     } else if (st == KILN_OK) {
-        st = read_cache(c->cache, net, acts, n_acts, scale);
+        st = read_cache(c->cache, net, acts, n_acts, scale, fp8);
     }
     kn_net *q = NULL;
     if (st == KILN_OK)
@@ -790,10 +821,10 @@ kiln_status kcal_apply(const kn_net *net, const kiln_builder_config *cfg, kn_net
             continue;
         for (int k = 0; k < 2 && st == KILN_OK; k++)
             if (ai[k] >= 0 && dq_of[ai[k]] < 0)
-                st = add_qdq(q, acts[ai[k]], scale[ai[k]], &dq_of[ai[k]]);
+                st = add_qdq(q, acts[ai[k]], scale[ai[k]], fp8, &dq_of[ai[k]]);
         int wd = -1;
         if (st == KILN_OK && tg[g].weight >= 0)
-            st = quant_weight(q, tg[g].weight, tg[g].axis, &wd);
+            st = quant_weight(q, tg[g].weight, tg[g].axis, fp8, &wd);
         if (st != KILN_OK)
             break;
         kn_node *n = &q->nodes[tg[g].node];
@@ -804,8 +835,8 @@ kiln_status kcal_apply(const kn_net *net, const kiln_builder_config *cfg, kn_net
     if (st == KILN_OK)
         st = kn_net_toposort(q);
     if (st == KILN_OK)
-        kn_log(KILN_LOG_INFO, "calibration (%s): %d of %d layers get Q/DQ, %d activation scales",
-               algo_name(c->algo), n_q, n_tg, n_acts);
+        kn_log(KILN_LOG_INFO, "calibration (%s, %s): %d of %d layers get Q/DQ, %d activation scales",
+               algo_name(c->algo), fp8 ? "FP8 E4M3" : "INT8", n_q, n_tg, n_acts);
     kn_free(tg);
     kn_free(acts);
     kn_free(scale);

@@ -36,6 +36,20 @@ typedef struct qparam {
 } qparam;
 
 static bool is_8bit(kiln_dtype t) { return t == KILN_DTYPE_UINT8 || t == KILN_DTYPE_INT8; }
+/* FP8 E4M3 (ModelOpt's FP8 form): layers kiln::FP8Conv / kiln::FP8MatMul */
+static bool is_f8(kiln_dtype t) { return t == KILN_DTYPE_FLOAT8E4M3FN; }
+
+/* Whether every value of the float8 zero point t is 0 (or -0). */
+static bool f8_zero(const kn_net *net, int t) {
+    if (t < 0)
+        return true;
+    const kn_tdata *v = &net->tensors[t].value;
+    int64_t n = kpass_numel(v);
+    for (int64_t k = 0; k < n; k++)
+        if ((((const uint8_t *)v->data)[k] & 0x7fu) != 0)
+            return false;
+    return true;
+}
 
 /* Element type of t (constant, input, inferred). */
 static kiln_dtype dtype_of(const kpass *p, int t) {
@@ -84,6 +98,8 @@ static bool dq_of(const kpass *p, int t, qparam *q) {
     q->qt = q->zp >= 0 ? p->net->tensors[q->zp].value.dtype : dtype_of(p, q->x);
     if (dtype_of(p, q->x) != q->qt)
         return false;
+    if (is_f8(q->qt))
+        return f8_zero(p->net, q->zp);
     return is_8bit(q->qt) || q->qt == KILN_DTYPE_INT32;
 }
 
@@ -95,6 +111,8 @@ static bool q_node(const kpass *p, int i, qparam *q) {
     q->node = i;
     q->qt = q->zp >= 0 ? p->net->tensors[q->zp].value.dtype
                        : (kiln_dtype)kn_attr_int(n, "output_dtype", KILN_DTYPE_UINT8);
+    if (is_f8(q->qt))
+        return f8_zero(p->net, q->zp);
     return is_8bit(q->qt);
 }
 
@@ -130,6 +148,7 @@ typedef struct qchain {
     qparam yq;                    /* the final Q (node -1: float output) */
     bool end_q;                   /* the walk stopped at yq */
     int out;                      /* the layer's output tensor */
+    bool f8;                      /* an FP8 layer (X, W float8e4m3fn) */
 } qchain;
 
 /* Float values of constant t or of DQ(constant t) (per tensor, or one
@@ -147,7 +166,7 @@ static float *const_values(const kpass *p, int t, int64_t *count) {
         *count = kpass_numel(v);
         return out;
     }
-    if (!dq_of(p, t, &d) || !kpass_is_const(net, d.x))
+    if (!dq_of(p, t, &d) || !kpass_is_const(net, d.x) || is_f8(d.qt))
         return NULL;
     const kn_tdata *v = &net->tensors[d.x].value;
     int64_t n = kpass_numel(v);
@@ -229,9 +248,13 @@ static bool walk_step(kpass *p, qchain *c, int *cur) {
     const kn_node *n = &net->nodes[r];
     if (kpass_is(n, "QuantizeLinear")) {
         qparam q, d;
-        if (!q_node(p, r, &q) || q.x != *cur)
+        if (!q_node(p, r, &q) || q.x != *cur || is_f8(q.qt) != c->f8)
             return false;
         c->yq = q; /* the end, unless a DQ of the same rounding continues the chain */
+        if (c->f8) { /* an FP8 layer has no QDQ stage: its Q ends it */
+            c->end_q = true;
+            return false;
+        }
         int di = kpass_sole_reader(p, q.y);
         if (di < 0 || !kpass_is(&net->nodes[di], "DequantizeLinear") || !dq_of(p, net->nodes[di].out[0], &d) ||
             d.x != q.y || !same_params(net, &q, &d) || c->n_mid == KN_QL_MAX_STAGES ||
@@ -277,7 +300,7 @@ static bool walk_step(kpass *p, qchain *c, int *cur) {
             if (!v || !take_bias(c, v, cnt))
                 return false;
         } else if (c->z < 0 && kpass_same_shape(p, other, *cur)) {
-            if (dq_of(p, other, &d) && is_8bit(d.qt) && d.n == 1) {
+            if (dq_of(p, other, &d) && (c->f8 ? is_f8(d.qt) : is_8bit(d.qt)) && d.n == 1) {
                 c->z = d.x;
                 c->zs = d.scale;
                 c->zz = d.zp;
@@ -302,7 +325,7 @@ static bool walk_step(kpass *p, qchain *c, int *cur) {
 /* The weights: DQ of an 8-bit tensor, constant (per tensor or per output
  * channel along `axis`) or not (per tensor). */
 static bool weights_ok(const kpass *p, qchain *c, int t, int axis) {
-    if (!dq_of(p, t, &c->w) || !is_8bit(c->w.qt))
+    if (!dq_of(p, t, &c->w) || (c->f8 ? !is_f8(c->w.qt) : !is_8bit(c->w.qt)))
         return false;
     if (!kpass_is_const(p->net, c->w.x))
         return c->w.n == 1;
@@ -318,7 +341,7 @@ static bool weights_ok(const kpass *p, qchain *c, int t, int axis) {
 static bool bias_ok(kpass *p, qchain *c, int t) {
     kn_net *net = p->net;
     qparam d;
-    if (dq_of(p, t, &d) && d.qt == KILN_DTYPE_INT32 && kpass_is_const(net, d.x) &&
+    if (!c->f8 && dq_of(p, t, &d) && d.qt == KILN_DTYPE_INT32 && kpass_is_const(net, d.x) &&
         kpass_numel(&net->tensors[d.x].value) == c->cout) {
         bool match = true;
         for (int64_t k = 0; d.zp >= 0 && k < d.n && match; k++)
@@ -351,7 +374,8 @@ static kiln_status add_floats(kn_net *net, const char *hint, float *v, int64_t n
 }
 
 static const char *short_type(kiln_dtype t) {
-    return t == KILN_DTYPE_UINT8 ? "u8" : t == KILN_DTYPE_INT8 ? "s8" : t == KILN_DTYPE_INT32 ? "s32" : "f32";
+    return t == KILN_DTYPE_UINT8 ? "u8" : t == KILN_DTYPE_INT8 ? "s8" : t == KILN_DTYPE_INT32 ? "s32"
+           : t == KILN_DTYPE_FLOAT8E4M3FN ? "e4m3" : "f32";
 }
 
 static const char *stage_name(int64_t s) {
@@ -419,7 +443,8 @@ static kiln_status build_layer(kpass *p, qchain *c) {
     snprintf(base, sizeof base, "%s", n->op_type);
     bool gemm = strcmp(base, "Gemm") == 0;
     int64_t tb = gemm ? kn_attr_int(n, "transB", 0) : 0;
-    KN_TRY(kpass_retype(n, c->conv ? "QConv" : "QMatMul", KN_DOMAIN_KILN, 1));
+    KN_TRY(kpass_retype(n, c->f8 ? (c->conv ? "FP8Conv" : "FP8MatMul") : c->conv ? "QConv" : "QMatMul",
+                        KN_DOMAIN_KILN, 1));
     n = &net->nodes[i];
     int ins[KN_QL_N_IN];
     for (int k = 0; k < KN_QL_N_IN; k++)
@@ -431,6 +456,8 @@ static kiln_status build_layer(kpass *p, qchain *c) {
     ins[KN_QL_B] = c->bias_i32;
     ins[KN_QL_Z] = c->z, ins[KN_QL_ZS] = c->zs, ins[KN_QL_ZZ] = c->zz;
     ins[KN_QL_C] = cidx;
+    if (c->f8) /* FP8's zero points are 0 (checked): the layer takes none */
+        ins[KN_QL_XZ] = ins[KN_QL_WZ] = ins[KN_QL_YZ] = ins[KN_QL_ZZ] = -1;
     int last = KN_QL_N_IN;
     while (last > 0 && ins[last - 1] < 0)
         last--;
@@ -449,6 +476,8 @@ static kiln_status build_layer(kpass *p, qchain *c) {
         KN_TRY(kn_node_set_ints(n, "mid_zps", c->mid_zp, (size_t)c->n_mid));
         KN_TRY(kn_node_set_ints(n, "mid_types", c->mid_type, (size_t)c->n_mid));
     }
+    if (c->f8 && c->yq.node >= 0)
+        KN_TRY(kn_node_set_int(n, "saturate", kn_attr_int(&net->nodes[c->yq.node], "saturate", 1)));
     if (c->clip) {
         KN_TRY(kn_node_set_float(n, "clip_min", c->clip_lo));
         KN_TRY(kn_node_set_float(n, "clip_max", c->clip_hi));
@@ -467,7 +496,7 @@ static kiln_status build_layer(kpass *p, qchain *c) {
 }
 
 /* DQ -> Conv / MatMul / Gemm -> stages -> Q at node i. */
-static kiln_status try_chain(kpass *p, int i, bool *done) {
+static kiln_status try_chain(kpass *p, int i, bool int8_ok, bool fp8_ok, bool *done) {
     kn_net *net = p->net;
     const kn_node *n = &net->nodes[i];
     *done = false;
@@ -479,7 +508,10 @@ static kiln_status try_chain(kpass *p, int i, bool *done) {
     c.cout = -1;
     c.conv = kpass_is(n, "Conv");
     bool gemm = kpass_is(n, "Gemm");
-    if (n->n_in < 2 || n->n_out < 1 || !dq_of(p, n->in[0], &c.x) || !is_8bit(c.x.qt) || c.x.n != 1)
+    if (n->n_in < 2 || n->n_out < 1 || !dq_of(p, n->in[0], &c.x) || c.x.n != 1)
+        return KILN_OK;
+    c.f8 = is_f8(c.x.qt);
+    if (c.f8 ? !fp8_ok : !is_8bit(c.x.qt) || !int8_ok)
         return KILN_OK;
     if (c.conv) {
         if (!weights_ok(p, &c, n->in[1], 0))
@@ -779,14 +811,22 @@ static kiln_status qdq_nhwc(kpass *p, int *changed) {
  * GPU build makes the layers only when asked with --int8. */
 static bool backend_has(const kpass *p, const char *op) {
     const kb_backend *be = p->b->be ? p->b->be : &kb_cpu_backend;
-    if (be != &kb_cpu_backend && !(p->b->flags & KILN_BUILDER_FLAG_INT8))
+    uint32_t want = strncmp(op, "FP8", 3) == 0 ? KILN_BUILDER_FLAG_FP8 : KILN_BUILDER_FLAG_INT8;
+    if (be != &kb_cpu_backend && !(p->b->flags & want))
         return false;
     const kb_kernel *k[1];
     return be->kernels_for(KN_DOMAIN_KILN, op, k, 1) > 0;
 }
 
 kiln_status kpass_qdq(kpass *p, int *changed) {
-    if (!kpass_any(p, has_dq) || !backend_has(p, "QConv") || !backend_has(p, "QMatMul"))
+    if (!kpass_any(p, has_dq))
+        return KILN_OK;
+    /* INT8 and FP8 layers each where the backend has both of their kernels
+     * (a GPU's FP8 kernels need sm_89+: their supports() refuse elsewhere,
+     * and the build then fails to place the layer, so --fp8 is the ask) */
+    bool int8_ok = backend_has(p, "QConv") && backend_has(p, "QMatMul");
+    bool fp8_ok = backend_has(p, "FP8Conv") && backend_has(p, "FP8MatMul");
+    if (!int8_ok && !fp8_ok)
         return KILN_OK;
     KN_TRY(kpass_need_shapes(p)); /* the types of quantized activations */
     int n0 = p->net->n_nodes, before = *changed;
@@ -796,7 +836,9 @@ kiln_status kpass_qdq(kpass *p, int *changed) {
         bool done = false;
         const kn_node *n = &p->net->nodes[i];
         if (kpass_is(n, "Conv") || kpass_is(n, "MatMul") || kpass_is(n, "Gemm"))
-            KN_TRY(try_chain(p, i, &done));
+            KN_TRY(try_chain(p, i, int8_ok, fp8_ok, &done));
+        else if (!int8_ok)
+            continue;
         else if (moves_values(n))
             KN_TRY(try_pool(p, i, &done));
         else
@@ -805,7 +847,7 @@ kiln_status kpass_qdq(kpass *p, int *changed) {
             (*changed)++;
     }
     /* the layout once the layers are settled (a round that made none) */
-    if (*changed == before)
+    if (*changed == before && int8_ok)
         KN_TRY(qdq_nhwc(p, changed));
     return KILN_OK;
 }

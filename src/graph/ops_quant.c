@@ -170,8 +170,94 @@ static kiln_status infer_qmatmul(kn_infer *c) {
     return check_common(c, y->rank > 0 ? y->dims[y->rank - 1] : 1);
 }
 
+/* ---- kiln::FP8Conv, kiln::FP8MatMul (graph/qlayer.h): X and W
+ * float8e4m3fn, zero points absent (FP8's are 0), Y float or float8e4m3fn
+ * ("to" 1 or 17), a float C and a float or float8 Z; no QDQ stages. ---- */
+bool kn_is_fp8layer(const kn_node *n) {
+    return strcmp(n->domain, KN_DOMAIN_KILN) == 0 &&
+           (strcmp(n->op_type, "FP8Conv") == 0 || strcmp(n->op_type, "FP8MatMul") == 0);
+}
+
+static kiln_status infer_fp8(kn_infer *c, const char *base, bool trans_b) {
+    const kn_node *n = c->node;
+    if (c->n_in <= KN_QL_W || !kn_has_in(c, KN_QL_X) || !kn_has_in(c, KN_QL_W))
+        return kn_node_error(n, KILN_ERR_SHAPE, "needs X and W");
+    if (c->in[KN_QL_X].dtype != KILN_DTYPE_FLOAT8E4M3FN ||
+        c->in[KN_QL_W].dtype != KILN_DTYPE_FLOAT8E4M3FN)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "X and W must be float8e4m3fn (%s, %s)",
+                             kiln_dtype_name(c->in[KN_QL_X].dtype),
+                             kiln_dtype_name(c->in[KN_QL_W].dtype));
+    static const int none[] = {KN_QL_XZ, KN_QL_WZ, KN_QL_YZ, KN_QL_B, KN_QL_ZZ};
+    for (size_t k = 0; k < KN_ARRAY_LEN(none); k++)
+        if (kn_has_in(c, none[k]))
+            return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT,
+                                 "input %d: an FP8 layer takes no zero points and no int32 B",
+                                 none[k]);
+    const kn_op_schema *s = kn_op_find("", base);
+    if (!s)
+        return kn_node_error(n, KILN_ERR_INTERNAL, "no schema for %s", base);
+    kn_tinfo v[2] = {c->in[KN_QL_X], c->in[KN_QL_W]};
+    v[0].dtype = v[1].dtype = KILN_DTYPE_FLOAT;
+    v[0].value = v[1].value = NULL;
+    if (trans_b) {
+        if (v[1].rank != 2)
+            return kn_node_error(n, KILN_ERR_SHAPE, "trans_b needs a 2-D W");
+        int64_t t = v[1].dims[0];
+        v[1].dims[0] = v[1].dims[1];
+        v[1].dims[1] = t;
+    }
+    kn_infer sub = *c;
+    sub.in = v;
+    sub.n_in = 2;
+    sub.n_out = 1;
+    KN_TRY(s->infer(&sub));
+    const kn_tinfo *y = &c->out[0];
+    int64_t cout = strcmp(base, "Conv") == 0 ? c->in[KN_QL_W].dims[0]
+                   : y->rank > 0 ? y->dims[y->rank - 1] : 1;
+    int64_t to = kn_attr_int(n, "to", KILN_DTYPE_FLOAT);
+    if (to != KILN_DTYPE_FLOAT && to != KILN_DTYPE_FLOAT8E4M3FN)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "output type %lld (float or float8e4m3fn)",
+                             (long long)to);
+    if (!kn_has_in(c, KN_QL_XS) || !kn_has_in(c, KN_QL_WS))
+        return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT, "x_scale and w_scale are required");
+    if (to == KILN_DTYPE_FLOAT8E4M3FN && !kn_has_in(c, KN_QL_YS))
+        return kn_node_error(n, KILN_ERR_INVALID_ARGUMENT, "an FP8 output needs y_scale");
+    KN_TRY(check_param(c, KN_QL_XS, 1, "x_scale"));
+    KN_TRY(check_param(c, KN_QL_WS, cout, "w_scale"));
+    KN_TRY(check_param(c, KN_QL_YS, 1, "y_scale"));
+    KN_TRY(check_param(c, KN_QL_ZS, 1, "z_scale"));
+    if (kn_has_in(c, KN_QL_C)) {
+        if (c->in[KN_QL_C].dtype != KILN_DTYPE_FLOAT)
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED, "C must be float");
+        KN_TRY(check_param(c, KN_QL_C, cout, "C"));
+    }
+    if (kn_has_in(c, KN_QL_Z)) {
+        const kn_tinfo *z = &c->in[KN_QL_Z];
+        if (z->rank != y->rank || memcmp(z->dims, y->dims, sizeof(int64_t) * (size_t)y->rank))
+            return kn_node_error(n, KILN_ERR_SHAPE, "the residual Z must have the output's shape");
+        if (z->dtype == KILN_DTYPE_FLOAT8E4M3FN ? !kn_has_in(c, KN_QL_ZS)
+                                                : z->dtype != KILN_DTYPE_FLOAT)
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                 "Z must be float8e4m3fn with z_scale, or float");
+    }
+    kn_qepi e;
+    KN_TRY(kn_qepi_parse(n, &e));
+    for (int i = 0; i < e.n_stages; i++)
+        if (e.stage[i] == KN_QS_QDQ)
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED, "an FP8 layer takes no QDQ stage");
+    c->out[0].dtype = (kiln_dtype)to;
+    return KILN_OK;
+}
+
+static kiln_status infer_fp8conv(kn_infer *c) { return infer_fp8(c, "Conv", false); }
+static kiln_status infer_fp8matmul(kn_infer *c) {
+    return infer_fp8(c, "MatMul", kn_attr_int(c->node, "trans_b", 0) != 0);
+}
+
 const kn_op_schema kn_ops_quant[] = {
     {"QConv", KN_DOMAIN_KILN, infer_qconv, 0},
     {"QMatMul", KN_DOMAIN_KILN, infer_qmatmul, 0},
+    {"FP8Conv", KN_DOMAIN_KILN, infer_fp8conv, 0},
+    {"FP8MatMul", KN_DOMAIN_KILN, infer_fp8matmul, 0},
 };
 const size_t kn_ops_quant_count = KN_ARRAY_LEN(kn_ops_quant);

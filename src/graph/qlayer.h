@@ -21,7 +21,15 @@
  *   (ints), mid_types (ints: 2 or 3) for each QDQ stage, clip_min,
  *   clip_max (floats) for CLIP.
  * The arithmetic is graph/quant.h's kn_q_stages; output channels are W's
- * dim 0 (QConv), the last dim of Y (QMatMul). */
+ * dim 0 (QConv), the last dim of Y (QMatMul).
+ *
+ * kiln::FP8Conv, kiln::FP8MatMul: the same inputs and attributes with X, W
+ * (and an 8-bit Z) float8e4m3fn, no zero points (FP8's are 0), no B, no
+ * QDQ stage; "to" 1 (float) or 17 (float8e4m3fn, quantized with y_scale,
+ * saturating unless "saturate" is 0). The arithmetic (kn_f8_layer_acc's
+ * order in graph/fp8layer.h): each output's sum of the exact FP32 products
+ * of the E4M3 values, added in FP32 in ascending reduction index, then
+ * f = acc * (x_scale * w_scale[c]) and kn_q_stages. */
 #ifndef KILN_QLAYER_H
 #define KILN_QLAYER_H
 
@@ -38,4 +46,6 @@ enum {
 KN_HIDDEN kiln_status kn_qepi_parse(const kn_node *n, kn_qepi *e);
 /* Whether the node is kiln::QConv or kiln::QMatMul. */
 KN_HIDDEN bool kn_is_qlayer(const kn_node *n);
+/* Whether the node is kiln::FP8Conv or kiln::FP8MatMul. */
+KN_HIDDEN bool kn_is_fp8layer(const kn_node *n);
 #endif

@@ -229,7 +229,9 @@ def main():
     check("--device beyond CUDA_VISIBLE_DEVICES", p.returncode != 0
           and "lists no device 1" in p.stderr, p.stdout + p.stderr)
     expect_error(k, "negative device", ["exec", m, "--device=-1"], "--device")
-    expect_error(k, "fp8 refused", ["exec", m, "--fp8"], "not supported yet")
+    # a float model under --fp8 without --calib: FP8 needs scales
+    expect_error(k, "fp8 without scales refused", ["exec", m, "--fp8"], "needs scales")
+    expect_error(k, "int4 refused", ["exec", m, "--int4"], "not supported yet")
     p = subprocess.run([k, "exec", m, "--int8", "--skipInference"], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=240)
     check("--int8 accepted (explicit quantization), --calib pointed to for a float model",

@@ -53,6 +53,10 @@ const kb_kernel *kb_tables_find(const kb_table *tables, size_t n_tables, const c
 extern const kb_kernel kb_cpu_int8[];
 extern const size_t kb_cpu_int8_count;
 
+/* k_fp8.c: kiln::FP8Conv, kiln::FP8MatMul (reference) */
+extern const kb_kernel kb_cpu_fp8[];
+extern const size_t kb_cpu_fp8_count;
+
 /* src/runtime/control.c: If, Loop, Scan (bodies run by the executor) */
 extern const kb_kernel kb_cpu_control[];
 extern const size_t kb_cpu_control_count;
@@ -74,6 +78,7 @@ static const kb_table kb_tables[] = {
     {kb_cpu_tfidf, &kb_cpu_tfidf_count},
     {kb_cpu_fast, &kb_cpu_fast_count},
     {kb_cpu_int8, &kb_cpu_int8_count},
+    {kb_cpu_fp8, &kb_cpu_fp8_count},
     {kb_cpu_control, &kb_cpu_control_count},
     {kb_cpu_train, &kb_cpu_train_count},
     {kb_cpu_string, &kb_cpu_string_count},

@@ -204,6 +204,7 @@ static const kb_table kc_tables[] = {
     {kb_cuda_nn2, &kb_cuda_nn2_count},
     {kb_cuda_seq, &kb_cuda_seq_count},
     {kb_cuda_int8, &kb_cuda_int8_count}, /* k_int8.c: kiln::QConv, kiln::QMatMul */
+    {kb_cuda_fp8, &kb_cuda_fp8_count},   /* k_fp8.c: kiln::FP8Conv, kiln::FP8MatMul */
     {kb_cuda_attn_onnx, &kb_cuda_attn_onnx_count},
     {kb_cuda_spectral, &kb_cuda_spectral_count},
     {kb_cuda_tfidf, &kb_cuda_tfidf_count},

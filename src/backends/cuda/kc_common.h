@@ -169,6 +169,8 @@ extern const kb_kernel kb_cuda_conv_graph[]; /* k_conv_graph.c */
 extern const size_t kb_cuda_conv_graph_count;
 extern const kb_kernel kb_cuda_int8[]; /* k_int8.c */
 extern const size_t kb_cuda_int8_count;
+extern const kb_kernel kb_cuda_fp8[]; /* k_fp8.c: kiln::FP8Conv, kiln::FP8MatMul */
+extern const size_t kb_cuda_fp8_count;
 extern const kb_kernel kb_cuda_seq[]; /* k_seq.c */
 extern const size_t kb_cuda_seq_count;
 extern const kb_kernel kb_cuda_attn_onnx[]; /* k_attention_onnx.c */
