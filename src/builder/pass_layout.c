@@ -11,6 +11,7 @@
  *   GlobalAveragePool / GlobalMaxPool   -> ReduceMean / ReduceMax over H, W
  *   elementwise ops, kiln::ElementwiseChain, Cast: as they are (other
  *   inputs must be single values).
+ *   Concat of NHWC tensors only: its axis moved to the NHWC one.
  * A reformat step (Transpose, or Reshape when H = W = 1) is added where an
  * NCHW tensor enters a region and where an NHWC tensor is read by anything
  * outside it or is a graph output; the original tensor keeps its name and
@@ -27,9 +28,11 @@
  *     outside the region reads it).
  *
  * Runs late (after the precision pass, which decides the types): on the CUDA
- * backend for float16/bfloat16 convolutions unless fusion is off, and on any
+ * backend for float16/bfloat16 convolutions unless fusion is off, on the CPU
+ * backend with oneDNN for float convolutions unless fusion is off, and on any
  * backend for every float convolution with KILN_BUILDER_FLAG_CHANNELS_LAST. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/backend.h"
@@ -38,7 +41,7 @@
 
 typedef struct layout {
     kpass *p;
-    bool force;
+    bool force;   /* every float convolution (the flag, or the CPU's oneDNN) */
     int *nh;      /* per original tensor: its NHWC twin, or -1 */
     int changed;
 } layout;
@@ -323,6 +326,10 @@ static kiln_status convert_follower(layout *l, int i) {
     if (kpass_is(n, "MaxPool") || kpass_is(n, "AveragePool")) {
         KN_TRY(kpass_retype(n, n->op_type, KN_DOMAIN_KILN, 1));
         KN_TRY(kn_node_set_int(&net->nodes[i], "channels_last", 1));
+    } else if (kpass_is(n, "Concat")) {
+        static const int64_t to_last[4] = {0, 3, 1, 2}; /* NCHW axis -> NHWC axis */
+        int64_t axis = kn_attr_int(n, "axis", 0);
+        KN_TRY(kn_node_set_int(n, "axis", to_last[axis < 0 ? axis + 4 : axis]));
     } else if (kpass_is(n, "GlobalAveragePool") || kpass_is(n, "GlobalMaxPool")) {
         bool avg = kpass_is(n, "GlobalAveragePool");
         KN_TRY(kpass_retype(n, avg ? "ReduceMean" : "ReduceMax", "", 13));
@@ -343,11 +350,32 @@ static bool follower_kind(const layout *l, const kn_node *n) {
     if (kpass_is(n, "MaxPool") || kpass_is(n, "AveragePool") || kpass_is(n, "GlobalAveragePool") ||
         kpass_is(n, "GlobalMaxPool"))
         return n->n_in == 1 && is_4d(p, n->in[0]) && twin(l, n->in[0]) >= 0;
+    if (kpass_is(n, "Concat")) { /* every input NHWC already: the axis moves */
+        for (int j = 0; j < n->n_in; j++)
+            if (!is_4d(p, n->in[j]) || twin(l, n->in[j]) < 0)
+                return false;
+        int64_t axis = kn_attr_int(n, "axis", 0);
+        return n->n_in >= 1 && axis >= -4 && axis < 4;
+    }
     if (is_unary(n))
         return inputs_follow(l, n, false);
     if (is_binary(n))
         return inputs_follow(l, n, true);
     return false;
+}
+
+/* The CPU backend with oneDNN's convolution: its brgconv kernels prefer
+ * NHWC (format_tag::any picks acdb for every ResNet-50 shape), so float
+ * convolutions there run in channels-last regions by default.
+ * KILN_CPU_NCHW=1 in the environment keeps the NCHW graph (for A/B runs). */
+static bool cpu_fast_conv(const kpass *p) {
+    const kb_backend *be = p->b->be;
+    if (!be || strcmp(be->name, "cpu") != 0 || !be->kernel_find)
+        return false;
+    const char *off = getenv("KILN_CPU_NCHW");
+    if (off && off[0] && strcmp(off, "0") != 0)
+        return false;
+    return be->kernel_find(KN_DOMAIN_KILN, "Conv", "dnnl") != NULL;
 }
 
 static bool enabled(const kpass *p) {
@@ -356,7 +384,7 @@ static bool enabled(const kpass *p) {
         return true;
     if (f & (KILN_BUILDER_FLAG_NO_FUSION | KILN_BUILDER_FLAG_REF_TACTICS))
         return false;
-    return p->b->be && strcmp(p->b->be->name, "cuda") == 0;
+    return p->b->be && (strcmp(p->b->be->name, "cuda") == 0 || cpu_fast_conv(p));
 }
 
 kiln_status kpass_layout(kpass *p, int *changed) {
@@ -365,7 +393,8 @@ kiln_status kpass_layout(kpass *p, int *changed) {
     KN_TRY(kpass_need_shapes(p));
     if (p->shapes_state != 1)
         return KILN_OK;
-    layout l = {p, (p->b->flags & KILN_BUILDER_FLAG_CHANNELS_LAST) != 0, NULL, 0};
+    bool force = (p->b->flags & KILN_BUILDER_FLAG_CHANNELS_LAST) != 0 || cpu_fast_conv(p);
+    layout l = {p, force, NULL, 0};
     /* twins are looked up by original tensors only; new tensors index past them */
     l.nh = kn_malloc(sizeof(int) * (size_t)(p->n_tensors + 1));
     if (!l.nh)

@@ -42,6 +42,9 @@ const kb_kernel kb_cpu_fast[] = {
          kf_layernorm_prepare),
     FAST("MaxPool", "", "dnnl", kf_pool_supports, NULL, NULL, kf_pool_prepare),
     FAST("AveragePool", "", "dnnl", kf_pool_supports, NULL, NULL, kf_pool_prepare),
+    /* channels-last pools of the layout pass's regions, on NHWC as they are */
+    FAST("MaxPool", "kiln", "dnnl", kf_pool_supports, NULL, NULL, kf_pool_prepare),
+    FAST("AveragePool", "kiln", "dnnl", kf_pool_supports, NULL, NULL, kf_pool_prepare),
     FAST("GlobalAveragePool", "", "dnnl", kf_pool_supports, NULL, NULL, kf_pool_prepare),
     FAST("GlobalMaxPool", "", "dnnl", kf_pool_supports, NULL, NULL, kf_pool_prepare),
     /* the reference's blocked attention on oneDNN's sgemm */

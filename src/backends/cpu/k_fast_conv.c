@@ -1,7 +1,8 @@
 /* k_fast_conv.c - 1-D and 2-D convolution (ONNX Conv and kiln::Conv) through
  * oneDNN: constant weights packed once per shape in prepare (others on every
- * run), bias, residual (sum post-op) and activation (eltwise post-ops) fused
- * into the primitive. */
+ * run), bias, residual (binary add post-op read in place, else a sum
+ * post-op on a copy in dst) and activation (eltwise post-ops) fused into the
+ * primitive. */
 #ifdef KILN_HAVE_DNNL
 #include <string.h>
 
@@ -202,19 +203,41 @@ static kiln_status conv_build(const conv_state *cs, const kn_node *n, const kb_t
     KF_TRY(n, dnnl_dilated_convolution_forward_desc_init(
                   &cd, dnnl_forward_inference, dnnl_convolution_direct, &x_c, &w_any,
                   has_b ? &b_md : NULL, &y_c, strides, dil, pl, pr));
-    dnnl_post_ops_t po;
-    KF_TRY(n, dnnl_post_ops_create(&po));
+    /* The residual: when dst is written in the caller's layout (plain
+     * tactics, and channels-last nodes, whose NHWC oneDNN takes as it
+     * comes), a binary add post-op reads it where it is; otherwise a sum
+     * post-op adds what dst holds, so the residual is first copied there. */
+    bool binary = has_z && (cs->plain || cl);
+    dnnl_primitive_desc_t pd = NULL;
     kiln_status st = KILN_OK;
-    if (has_z)
-        st = kf_check(n, dnnl_post_ops_append_sum(po, 1.f), "adding the residual");
-    if (st == KILN_OK)
-        st = kf_check(n, kf_append_act(po, cs->act, cs->alpha, cs->beta), "adding the activation");
-    if (st != KILN_OK) {
-        dnnl_post_ops_destroy(po);
-        return st;
+    for (;;) {
+        dnnl_post_ops_t po;
+        KF_TRY(n, dnnl_post_ops_create(&po));
+        if (has_z && binary)
+            st = kf_check(n, dnnl_post_ops_append_binary(po, dnnl_binary_add, &y_u),
+                          "adding the residual");
+        else if (has_z)
+            st = kf_check(n, dnnl_post_ops_append_sum(po, 1.f), "adding the residual");
+        if (st == KILN_OK)
+            st = kf_check(n, kf_append_act(po, cs->act, cs->alpha, cs->beta),
+                          "adding the activation");
+        if (st != KILN_OK) {
+            dnnl_post_ops_destroy(po);
+            return st;
+        }
+        st = kf_make_pd(n, &cd, po, "creating the convolution", &pd);
+        if (binary && (st != KILN_OK ||
+                       !dnnl_memory_desc_equal(
+                           dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), &y_u))) {
+            if (pd)
+                dnnl_primitive_desc_destroy(pd);
+            pd = NULL;
+            binary = false, st = KILN_OK; /* no such kernel: the sum form */
+            continue;
+        }
+        KN_TRY(st);
+        break;
     }
-    dnnl_primitive_desc_t pd;
-    KN_TRY(kf_make_pd(n, &cd, po, "creating the convolution", &pd));
     dnnl_memory_desc_t x_p = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     dnnl_memory_desc_t w_p = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     dnnl_memory_desc_t y_p = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
@@ -237,12 +260,11 @@ static kiln_status conv_build(const conv_state *cs, const kn_node *n, const kb_t
     if (st == KILN_OK && !dnnl_memory_desc_equal(&y_p, &y_u))
         st = kf_mem(n, inst, &y_p, KF_WS, 0, kf_ws_reserve(inst, dnnl_memory_desc_get_size(&y_p)),
                     &yc);
-    if (st == KILN_OK && has_z) { /* the sum post-op adds what dst holds */
-        dnnl_memory_t zm;
+    dnnl_memory_t zm = NULL;
+    if (st == KILN_OK && has_z)
         st = kf_mem(n, inst, &y_u, KF_IN, 3, 0, &zm);
-        if (st == KILN_OK)
-            st = kf_reorder_add(n, inst, &y_u, zm, &y_p, yc);
-    }
+    if (st == KILN_OK && has_z && !binary) /* the sum post-op adds what dst holds */
+        st = kf_reorder_add(n, inst, &y_u, zm, &y_p, yc);
     if (st != KILN_OK) {
         dnnl_primitive_desc_destroy(pd);
         return st;
@@ -254,6 +276,8 @@ static kiln_status conv_build(const conv_state *cs, const kn_node *n, const kb_t
     if (bm)
         kf_prim_arg(p, DNNL_ARG_BIAS, bm);
     kf_prim_arg(p, DNNL_ARG_DST, yc);
+    if (binary)
+        kf_prim_arg(p, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, zm);
     if (yc != ym)
         KN_TRY(kf_reorder_add(n, inst, &y_p, yc, &y_u, ym));
     return KILN_OK;

@@ -1,12 +1,14 @@
 /* k_fast_misc.c - the lighter ops where oneDNN's vectorised kernels beat the
  * reference loops: Softmax, LayerNormalization, and pooling (MaxPool,
  * AveragePool, GlobalAveragePool, GlobalMaxPool), all on plain row-major
- * tensors so no reorders are needed. */
+ * tensors so no reorders are needed; kiln::MaxPool / kiln::AveragePool on
+ * NHWC ones (the layout pass's channels-last regions). */
 #ifdef KILN_HAVE_DNNL
 #include <string.h>
 
 #include "backends/cpu/k_fast.h"
 #include "backends/cpu/k_nn.h"
+#include "graph/fused.h"
 
 static int64_t prod(const int64_t *d, int from, int to) {
     int64_t n = 1;
@@ -270,12 +272,29 @@ static bool pool_geom(const kn_node *n, const kn_tinfo *x, const kn_tinfo *y, po
     return true;
 }
 
+/* kiln::MaxPool / kiln::AveragePool (the layout pass's) hold 4-D NHWC
+ * tensors: t seen as NCHW dims, which oneDNN takes with the nhwc tag. */
+static bool pool_cl(const kn_node *n) {
+    return n->domain[0] && kn_attr_int(n, "channels_last", 0) != 0;
+}
+
+static void pool_view(const kn_node *n, const kn_tinfo *t, kn_tinfo *v) {
+    *v = *t;
+    if (pool_cl(n) && t->rank == 4)
+        kn_dims_channels(4, t->dims, v->dims, true);
+}
+
 bool kf_pool_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn_tinfo *out,
                       int n_out) {
+    if (n_in != 1 || n_out < 1 || (pool_cl(n) && in[0].rank != 4))
+        return false;
     pool_geo g;
-    return n_in == 1 && in[0].dtype == KILN_DTYPE_FLOAT && out[0].dtype == KILN_DTYPE_FLOAT &&
+    kn_tinfo x, y;
+    pool_view(n, &in[0], &x);
+    pool_view(n, &out[0], &y);
+    return in[0].dtype == KILN_DTYPE_FLOAT && out[0].dtype == KILN_DTYPE_FLOAT &&
            only_first_output(n) && kn_attr_int(n, "storage_order", 0) == 0 &&
-           pool_geom(n, &in[0], &out[0], &g);
+           pool_geom(n, &x, &y, &g);
 }
 
 kiln_status kf_pool_prepare(const void *state, const kn_node *n, const kb_tensor *in, int n_in,
@@ -286,12 +305,27 @@ kiln_status kf_pool_prepare(const void *state, const kn_node *n, const kb_tensor
     memcpy(x.dims, in[0].dims, sizeof x.dims);
     y.dtype = out[0].dtype, y.rank = out[0].rank;
     memcpy(y.dims, out[0].dims, sizeof y.dims);
+    bool cl = pool_cl(n);
+    if (cl) {
+        if (x.rank != 4 || y.rank != 4)
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED, "channels-last pooling of rank %d",
+                                 x.rank);
+        kn_dims_channels(4, in[0].dims, x.dims, true);
+        kn_dims_channels(4, out[0].dims, y.dims, true);
+    }
     pool_geo g;
     if (!pool_geom(n, &x, &y, &g))
         return kn_node_error(n, KILN_ERR_UNSUPPORTED, "pooling geometry not supported");
     dnnl_memory_desc_t xm, ym;
-    KN_TRY(md_plain(n, &xm, x.rank, x.dims));
-    KN_TRY(md_plain(n, &ym, y.rank, y.dims));
+    if (cl) {
+        dnnl_dims_t xd = {x.dims[0], x.dims[1], x.dims[2], x.dims[3]};
+        dnnl_dims_t yd = {y.dims[0], y.dims[1], y.dims[2], y.dims[3]};
+        KF_TRY(n, dnnl_memory_desc_init_by_tag(&xm, 4, xd, dnnl_f32, dnnl_nhwc));
+        KF_TRY(n, dnnl_memory_desc_init_by_tag(&ym, 4, yd, dnnl_f32, dnnl_nhwc));
+    } else {
+        KN_TRY(md_plain(n, &xm, x.rank, x.dims));
+        KN_TRY(md_plain(n, &ym, y.rank, y.dims));
+    }
     dnnl_pooling_v2_desc_t pdsc;
     KF_TRY(n, dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, g.alg, &xm, &ym,
                                                 g.s, g.k, g.d, g.pb, g.pe));
