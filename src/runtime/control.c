@@ -5,6 +5,7 @@
 
 #include "exec.h"
 #include "graph/control.h"
+#include "graph/seq.h"
 
 /* One body, ready to run: an owned copy of the subgraph with its inputs
  * typed from the node's inputs, bound to the CPU reference kernels. */
@@ -39,7 +40,8 @@ static kiln_status body_open(kx_body *b, const kn_node *node, const kn_net *src,
             return kn_node_error(node, KILN_ERR_UNSUPPORTED,
                                  "body input '%s' has no value (absent optional input)", t->name);
         }
-        if (t->dtype != KILN_DTYPE_UNDEFINED && t->dtype != in[i].dtype) {
+        bool handles = kn_dtype_is_handle((int)t->dtype) && kn_dtype_is_handle((int)in[i].dtype);
+        if (t->dtype != KILN_DTYPE_UNDEFINED && t->dtype != in[i].dtype && !handles) {
             body_close(b);
             return kn_node_error(node, KILN_ERR_SHAPE, "body input '%s' is %s, the value given %s",
                                  t->name, kiln_dtype_name(t->dtype), kiln_dtype_name(in[i].dtype));
@@ -100,7 +102,9 @@ kiln_status kx_body_infer(const kn_node *node, const kn_net *body, int n_in, con
     kiln_status st = KILN_OK;
     for (int i = 0; i < n_in && st == KILN_OK; i++) {
         const kn_tensor *t = &b.net->tensors[b.net->inputs[i]];
-        if ((t->flags & KN_T_HOST) && !in[i].value)
+        if (kn_dtype_is_handle((int)in[i].dtype))
+            kx_ctx_set_input_info(&b.c, i, &in[i]); /* what is known of the list */
+        if ((t->flags & KN_T_HOST) && !in[i].value && !kn_dtype_is_handle((int)in[i].dtype))
             st = kn_node_error(node, KILN_ERR_SHAPE,
                                "the body needs the value of input '%s' to infer shapes", t->name);
         else
@@ -120,16 +124,39 @@ kiln_status kx_body_infer(const kn_node *node, const kn_net *body, int n_in, con
 
 /* ---- kernels ---- */
 
+/* refs: the sequence and optional lists this node's outputs hold after its
+ * last run (a reference each, dropped at the next run or at release). */
 typedef struct ctl_inst {
     int n;
     kx_body b[2];
+    kn_seq *refs[64];
+    int map_ranks[64]; /* SequenceMap: the body input ranks its body was opened for */
 } ctl_inst;
+
+static void drop_refs(ctl_inst *ci) {
+    for (int j = 0; j < 64; j++) {
+        kn_seq_unref(ci->refs[j]);
+        ci->refs[j] = NULL;
+    }
+}
 
 static void ctl_release(void *p) {
     ctl_inst *ci = p;
     for (int i = 0; ci && i < ci->n; i++)
         body_close(&ci->b[i]);
+    if (ci)
+        drop_refs(ci);
     kn_free(ci);
+}
+
+/* Output j of the node holds the list its handle bytes name. */
+static void keep_ref(ctl_inst *ci, int j, const kb_tensor *o) {
+    if (j < 0 || j >= 64 || !kn_dtype_is_handle((int)o->dtype) || !o->data)
+        return;
+    kn_seq *s = kn_handle_get(o->data);
+    kn_seq_ref(s);
+    kn_seq_unref(ci->refs[j]);
+    ci->refs[j] = s;
 }
 
 static const kn_net *graph_attr(const kn_node *n, const char *name) {
@@ -177,6 +204,10 @@ static kiln_status ctl_prepare(const void *state, const kn_node *node, const kb_
     ctl_inst *ci = kn_calloc(1, sizeof *ci);
     if (!ci)
         return KILN_ERR_OUT_OF_MEMORY;
+    if (strcmp(node->op_type, "SequenceMap") == 0) { /* opened per element ranks by run_map */
+        *inst = ci;
+        return KILN_OK;
+    }
     kn_tinfo bt[64];
     int nb = 0;
     kiln_status st = body_types(node, in, n_in, bt, &nb);
@@ -205,7 +236,8 @@ static kiln_status ctl_prepare(const void *state, const kn_node *node, const kb_
 static kiln_status put_output(const kn_node *n, int j, kb_tensor *o, const void *src,
                               const kn_tinfo *ti) {
     size_t have = tbytes(o->dtype, o->rank, o->dims), need = tbytes(ti->dtype, ti->rank, ti->dims);
-    if (ti->dtype != o->dtype || need > have)
+    bool handles = kn_dtype_is_handle((int)ti->dtype) && kn_dtype_is_handle((int)o->dtype);
+    if ((ti->dtype != o->dtype && !handles) || need > have)
         return kn_node_error(n, KILN_ERR_RUNTIME,
                              "output %d: the body gave %zu bytes of %s, %zu bytes of %s were planned",
                              j, need, kiln_dtype_name(ti->dtype), have, kiln_dtype_name(o->dtype));
@@ -228,6 +260,7 @@ static bool truth(const kb_tensor *t) {
 static kiln_status run_if(const kb_run *r) {
     ctl_inst *ci = r->inst;
     kx_body *b = &ci->b[truth(&r->in[0]) ? 0 : 1];
+    drop_refs(ci);
     for (int i = 1; i < r->n_in; i++)
         KN_TRY(body_input(b, i - 1, r->in[i].rank, r->in[i].dims, r->in[i].data));
     KN_TRY(kx_ctx_run(&b->c));
@@ -237,6 +270,7 @@ static kiln_status run_if(const kb_run *r) {
         kn_tinfo ti;
         const void *src = body_output(b, j, &ti);
         KN_TRY(put_output(r->node, j, &r->out[j], src, &ti));
+        keep_ref(ci, j, &r->out[j]);
     }
     return KILN_OK;
 }
@@ -249,6 +283,13 @@ typedef struct held {
     int64_t dims[KILN_MAX_DIMS];
 } held;
 
+static void held_drop(held *h) {
+    if (h->data && kn_dtype_is_handle((int)h->dtype))
+        kn_seq_unref(kn_handle_get(h->data));
+    kn_aligned_free(h->data);
+    h->data = NULL;
+}
+
 static kiln_status hold(held *h, const void *src, const kn_tinfo *ti) {
     size_t n = tbytes(ti->dtype, ti->rank, ti->dims);
     void *d = kn_aligned_alloc(n ? n : 1);
@@ -256,7 +297,9 @@ static kiln_status hold(held *h, const void *src, const kn_tinfo *ti) {
         return KILN_ERR_OUT_OF_MEMORY;
     if (n)
         memcpy(d, src, n);
-    kn_aligned_free(h->data);
+    if (kn_dtype_is_handle((int)ti->dtype)) /* a carried list lives while it is held */
+        kn_seq_ref(kn_handle_get(d));
+    held_drop(h);
     h->data = d;
     h->dtype = ti->dtype;
     h->rank = ti->rank;
@@ -302,6 +345,7 @@ static kiln_status run_loop(const kb_run *r) {
     kx_body *b = &ci->b[0];
     const kn_node *n = r->node;
     int nc = n_captures(n), nv = r->n_in - 2 - nc, nk = r->n_out - nv;
+    drop_refs(ci);
     int64_t m = r->in[0].data ? ((const int64_t *)r->in[0].data)[0] : INT64_MAX;
     bool cond = r->in[1].data ? truth(&r->in[1]) : true;
     held *cur = kn_calloc((size_t)nv + 1, sizeof *cur);
@@ -353,6 +397,11 @@ static kiln_status run_loop(const kb_run *r) {
                 break;
             }
             scan_ti[k] = ti;
+            if (kn_dtype_is_handle((int)ti.dtype)) {
+                st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                   "scan output %d is a sequence or optional (not a tensor)", k);
+                break;
+            }
             if (!o->data)
                 continue;
             if (ti.dtype != o->dtype ||
@@ -373,6 +422,8 @@ static kiln_status run_loop(const kb_run *r) {
         kn_tinfo ti;
         held_info(&cur[j], &ti);
         st = put_output(n, j, &r->out[j], cur[j].data, &ti);
+        if (st == KILN_OK)
+            keep_ref(ci, j, &r->out[j]);
     }
     for (int k = 0; k < nk && st == KILN_OK; k++) {
         kb_tensor *o = &r->out[nv + k];
@@ -383,7 +434,7 @@ static kiln_status run_loop(const kb_run *r) {
         }
     }
     for (int j = 0; cur && j < nv; j++)
-        kn_aligned_free(cur[j].data);
+        held_drop(&cur[j]);
     kn_free(cur);
     kn_free(scan_at);
     kn_free(scan_ti);
@@ -404,6 +455,10 @@ static kiln_status scan_core(const kn_node *n, kx_body *b, int n_in, const kb_te
     const int64_t *in_dirs = kn_attr_ints(n, v8 ? "directions" : "scan_input_directions", &nd);
     const int64_t *out_axes = v8 ? NULL : kn_attr_ints(n, "scan_output_axes", &noa);
     const int64_t *out_dirs = v8 ? NULL : kn_attr_ints(n, "scan_output_directions", &nod);
+    for (int j = 0; j < n_in; j++)
+        if (kn_dtype_is_handle((int)in[j].dtype))
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                 "input %d is a sequence or optional; Scan takes tensors", j);
     held *cur = kn_calloc((size_t)nv + 1, sizeof *cur);
     held *slice = kn_calloc((size_t)ns + 1, sizeof *slice);
     kiln_status st = cur && slice ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
@@ -485,7 +540,7 @@ static kiln_status scan_core(const kn_node *n, kx_body *b, int n_in, const kb_te
         st = put_output(n, j, &out[j], cur[j].data, &ti);
     }
     for (int j = 0; cur && j < nv; j++)
-        kn_aligned_free(cur[j].data);
+        held_drop(&cur[j]);
     for (int k = 0; slice && k < ns; k++)
         kn_aligned_free(slice[k].data);
     kn_free(cur);
@@ -539,9 +594,95 @@ static kiln_status run_scan(const kb_run *r) {
     return KILN_OK;
 }
 
+/* SequenceMap: the body once per element of input 0; a sequence input
+ * gives its element, a tensor input itself; body output j's values make
+ * output sequence j. The body is opened for the element ranks it is given
+ * and again when they change. */
+static kiln_status run_map(const kb_run *r) {
+    ctl_inst *ci = r->inst;
+    const kn_node *n = r->node;
+    drop_refs(ci);
+    if (r->n_in > 64 || r->n_out > 64)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "too many inputs or outputs");
+    const kn_attr *ga = kn_attr_find(n, "body");
+    const kn_net *g = ga && ga->type == KN_ATTR_GRAPH ? ga->graph : NULL;
+    if (!g)
+        return kn_node_error(n, KILN_ERR_PARSE, "graph attribute 'body' is missing");
+    kn_seq *sin[64] = {0};
+    for (int i = 0; i < r->n_in; i++) {
+        if (!kn_dtype_is_handle((int)r->in[i].dtype))
+            continue;
+        sin[i] = kn_handle_get(r->in[i].data);
+        if (!sin[i] || sin[i]->kind != KN_SEQ_KIND_SEQUENCE)
+            return kn_node_error(n, KILN_ERR_RUNTIME, "input %d is not a sequence", i);
+        if (sin[i]->n != sin[0]->n)
+            return kn_node_error(n, KILN_ERR_RUNTIME, "input %d holds %d elements, input 0 %d",
+                                 i, sin[i]->n, sin[0]->n);
+    }
+    if (!sin[0])
+        return kn_node_error(n, KILN_ERR_RUNTIME, "input 0 is not a sequence");
+    int count = sin[0]->n;
+    kn_seq *outs[64] = {0};
+    kiln_status st = KILN_OK;
+    for (int j = 0; j < r->n_out && st == KILN_OK; j++)
+        st = kn_seq_new(KN_SEQ_KIND_SEQUENCE, kn_handle_elem(r->out[j].dtype), count, &outs[j]);
+    for (int e = 0; e < count && st == KILN_OK; e++) {
+        kn_tinfo bt[64];
+        bool reopen = ci->n == 0;
+        for (int i = 0; i < r->n_in; i++) {
+            memset(&bt[i], 0, sizeof bt[i]);
+            if (sin[i]) {
+                const kn_selem *x = sin[i]->items[e];
+                bt[i].dtype = x->dtype;
+                bt[i].rank = x->rank;
+            } else {
+                tinfo_of_kb(&r->in[i], &bt[i]);
+            }
+            reopen |= ci->map_ranks[i] != bt[i].rank;
+            ci->map_ranks[i] = bt[i].rank;
+        }
+        if (reopen) {
+            if (ci->n)
+                body_close(&ci->b[0]);
+            ci->n = 0;
+            st = body_open(&ci->b[0], n, g, r->n_in, bt);
+            if (st != KILN_OK)
+                break;
+            ci->n = 1;
+        }
+        kx_body *b = &ci->b[0];
+        for (int i = 0; i < r->n_in && st == KILN_OK; i++) {
+            const kn_selem *x = sin[i] ? sin[i]->items[e] : NULL;
+            st = x ? body_input(b, i, x->rank, x->dims, x->data)
+                   : body_input(b, i, r->in[i].rank, r->in[i].dims, r->in[i].data);
+        }
+        if (st == KILN_OK)
+            st = kx_ctx_run(&b->c);
+        for (int j = 0; j < r->n_out && st == KILN_OK; j++) {
+            kn_tinfo ti;
+            const void *src = body_output(b, j, &ti);
+            if (kn_dtype_is_handle((int)ti.dtype) || ti.dtype != outs[j]->elem)
+                st = kn_node_error(n, KILN_ERR_RUNTIME, "body output %d is %s, not %s", j,
+                                   kiln_dtype_name(ti.dtype), kiln_dtype_name(outs[j]->elem));
+            else
+                st = kn_selem_new(ti.dtype, ti.rank, ti.dims, src, &outs[j]->items[e]);
+        }
+    }
+    for (int j = 0; j < r->n_out; j++) {
+        if (st == KILN_OK && r->out[j].data) {
+            kn_handle_put(r->out[j].data, outs[j]);
+            ci->refs[j] = outs[j]; /* the reference it was made with */
+        } else {
+            kn_seq_unref(outs[j]);
+        }
+    }
+    return st;
+}
+
 const kb_kernel kb_cpu_control[] = {
     {"If", "", "ref", NULL, NULL, NULL, ctl_prepare, ctl_release, run_if},
     {"Loop", "", "ref", NULL, NULL, NULL, ctl_prepare, ctl_release, run_loop},
     {"Scan", "", "ref", NULL, NULL, NULL, ctl_prepare, ctl_release, run_scan},
+    {"SequenceMap", "", "ref", NULL, NULL, NULL, ctl_prepare, ctl_release, run_map},
 };
 const size_t kb_cpu_control_count = KN_ARRAY_LEN(kb_cpu_control);
