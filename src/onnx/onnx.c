@@ -872,6 +872,12 @@ static kiln_status item_output(kx_onnx *cx, kx_pb_msg *m, kn_net *net, int is_su
         st = kn_net_tensor(net, name, &idx);
     if (st == KILN_OK)
         st = kiln_network_mark_output(net, name);
+    /* the declared type where nothing else gives one yet: a sequence or
+     * optional output (its kind), or a value whose inference waits for a
+     * sequence input to be bound */
+    if (st == KILN_OK && net->tensors[idx].dtype == KILN_DTYPE_UNDEFINED && vi.has_type &&
+        !vi.non_tensor && vi.elem_type > 0 && vi.elem_type <= KILN_DTYPE_FLOAT8E5M2FNUZ)
+        net->tensors[idx].dtype = (kiln_dtype)(vi.handle ? vi.handle : vi.elem_type);
     kn_free(name);
     return st;
 }

@@ -839,7 +839,8 @@ static kiln_status output_list(kiln_context *c, const char *name, kn_seq **out) 
     if (i < 0)
         return kn_error(KILN_ERR_NOT_FOUND, "'%s' is not an input or output of the engine", name);
     int t = c->e->io[i];
-    if (!kn_dtype_is_handle((int)c->e->net->tensors[t].dtype))
+    if (!kn_dtype_is_handle((int)c->e->net->tensors[t].dtype) &&
+        !kn_dtype_is_handle((int)c->c.ti[t].dtype))
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "'%s' is a tensor, not a sequence or optional",
                         name);
     void *a = c->c.user[t] ? c->c.user[t] : c->c.addr[t];
