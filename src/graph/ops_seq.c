@@ -224,6 +224,20 @@ static kiln_status infer_at(kn_infer *c) {
         return kn_node_error(c->node, KILN_ERR_PARSE, "SequenceAt needs a position");
     if (c->in[0].count_known && c->in[0].count == 0)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "the sequence is empty");
+    kn_seq *s = c->in[0].value ? kn_handle_get(c->in[0].value) : NULL;
+    if (s && s->kind == KN_SEQ_KIND_SEQUENCE && c->in[1].value) {
+        /* the list and the position are known: the element's own shape */
+        int64_t p = kn_value_int(&c->in[1], 0), q = p < 0 ? p + s->n : p;
+        if (q < 0 || q >= s->n)
+            return kn_node_error(c->node, KILN_ERR_RUNTIME,
+                                 "position %lld is out of range for a sequence of %d elements",
+                                 (long long)p, s->n);
+        memset(&c->out[0], 0, sizeof c->out[0]);
+        c->out[0].dtype = s->items[q]->dtype;
+        c->out[0].rank = s->items[q]->rank;
+        memcpy(c->out[0].dims, s->items[q]->dims, sizeof c->out[0].dims);
+        return KILN_OK;
+    }
     return elem_out(c, &c->in[0], kn_handle_elem(c->in[0].dtype), &c->out[0]);
 }
 
@@ -452,7 +466,7 @@ const kn_op_schema kn_ops_seq[] = {
     {"SequenceConstruct", "", infer_construct, 0},
     {"SequenceInsert", "", infer_insert, 0},
     {"SequenceErase", "", infer_erase, 0},
-    {"SequenceAt", "", infer_at, 0},
+    {"SequenceAt", "", infer_at, 1u << 1}, /* the position: exact shapes of known lists */
     {"SequenceLength", "", infer_length, 0},
     {"SplitToSequence", "", infer_split, 1u << 1},
     {"ConcatFromSequence", "", infer_concat, 0},

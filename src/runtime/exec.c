@@ -643,6 +643,7 @@ static kiln_status infer_inputs(kx_ctx *c, bool *unknown) {
             kn_seq *sq = c->user[i] ? kn_handle_get(c->user[i]) : NULL;
             if (sq) {
                 kn_seq_tinfo(sq, ti);
+                ti->value = c->user[i]; /* the handle: the list itself is read at shape time */
                 if (!(c->saved[i] = kn_aligned_alloc(sizeof sq->serial)))
                     return KILN_ERR_OUT_OF_MEMORY;
                 memcpy(c->saved[i], &sq->serial, sizeof sq->serial);
