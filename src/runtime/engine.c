@@ -491,6 +491,11 @@ KILN_API kiln_status kiln_context_set_tensor_address(kiln_context *c, const char
     int i = io_index(c->e, name);
     if (i < 0)
         return kn_error(KILN_ERR_NOT_FOUND, "'%s' is not an input or output of the engine", name);
+    if (i < c->e->net->n_inputs && kn_dtype_is_handle((int)c->e->net->tensors[c->e->io[i]].dtype))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "input '%s' is a %s: give it with kiln_context_set_sequence_input or "
+                        "kiln_context_set_optional_none, not an address",
+                        name, kiln_dtype_name(c->e->net->tensors[c->e->io[i]].dtype));
     const kb_backend *be = c->c.p->be;
     if (data && (c->c.p->net->tensors[c->e->io[i]].flags & KN_T_HOST) && be->is_device_ptr &&
         be->is_device_ptr(data))
