@@ -1148,6 +1148,10 @@ static kiln_status after_data_dependent(kx_ctx *c, int si) {
         ti->data_dependent = false;
     }
     kiln_status st = infer_from(c, si + 1, NULL);
+    /* host values made again (a Shape or SequenceLength after the step)
+     * have new buffers: later steps and the caller read those */
+    if (st == KILN_OK && on_cpu(c->p->be))
+        resolve_addresses(c);
     for (size_t i = 0; st == KILN_OK && i < nt; i++)
         if (c->offset[i] != SIZE_MAX && tinfo_bytes(&c->ti[i]) > planned[i])
             st = kn_error(KILN_ERR_RUNTIME,
