@@ -91,6 +91,39 @@ KILN_API KILN_NODISCARD kiln_status kiln_context_set_tensor_address(kiln_context
                                                                     const char *name, void *data);
 KILN_API void *kiln_context_tensor_address(kiln_context *ctx, const char *name);
 
+/* Sequence and optional I/O (CPU engines; added in 0.3). An I/O value is a
+ * tensor, a sequence of tensors, or an optional (of a tensor or of such a
+ * sequence). kiln_engine_tensor_dtype of a sequence or optional answers its
+ * element type. */
+typedef enum kiln_tensor_kind {
+    KILN_TENSOR_KIND_TENSOR = 0,
+    KILN_TENSOR_KIND_SEQUENCE = 1,
+    KILN_TENSOR_KIND_OPTIONAL = 2
+} kiln_tensor_kind;
+/* The kind of an I/O value, or -1 when there is no such tensor. */
+KILN_API int kiln_engine_tensor_kind(const kiln_engine *engine, const char *name);
+/* Give a sequence input `count` tensors of the input's element type (element
+ * i: ranks[i], dims[i], bytes at data[i], copied now), or an optional input
+ * its element: count 1 (a tensor) or, for an optional of a sequence, the
+ * sequence's count tensors. */
+KILN_API KILN_NODISCARD kiln_status kiln_context_set_sequence_input(
+    kiln_context *ctx, const char *name, int count, const int *ranks, const int64_t *const *dims,
+    const void *const *data);
+/* Make an optional input hold no element. */
+KILN_API KILN_NODISCARD kiln_status kiln_context_set_optional_none(kiln_context *ctx,
+                                                                  const char *name);
+/* After a run: the tensors of a sequence output (or of the sequence an
+ * optional output holds), 0 or 1 for an optional of a tensor, -1 with a
+ * message on error. */
+KILN_API int64_t kiln_context_sequence_length(kiln_context *ctx, const char *name);
+/* Element i of a sequence or optional output after a run: its type, shape
+ * (dims: KILN_MAX_DIMS entries) and bytes, valid until the next run. */
+KILN_API KILN_NODISCARD kiln_status kiln_context_sequence_element(kiln_context *ctx,
+                                                                 const char *name, int64_t i,
+                                                                 kiln_dtype *dtype, int *rank,
+                                                                 int64_t *dims,
+                                                                 const void **data);
+
 /* Run the network once. On the CPU this returns when outputs are ready; on a
  * GPU backend it enqueues on `stream` (a cudaStream_t, NULL for the default
  * stream) and returns. Added in 0.1. */

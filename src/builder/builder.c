@@ -1248,7 +1248,9 @@ static kiln_status record_shapes(kbld *b) {
         kn_tensor *t = &net->tensors[i];
         if (t->flags & (KN_T_INPUT | KN_T_CONST))
             continue;
-        t->dtype = base[i].dtype;
+        if (base[i].dtype != KILN_DTYPE_UNDEFINED) /* else (behind a sequence input not
+                                                       bound at build) the declared type */
+            t->dtype = base[i].dtype;
         t->rank = base[i].rank;
         for (int d = 0; d < KILN_MAX_DIMS; d++)
             t->dims[d] = d < base[i].rank ? base[i].dims[d] : 0;

@@ -28,6 +28,12 @@ static bool never_fold(const kn_node *n) {
     for (size_t i = 0; i < KN_ARRAY_LEN(ops); i++)
         if (strcmp(n->op_type, ops[i]) == 0)
             return true;
+    /* sequence and optional values are lists made at run time, never constants */
+    if (!n->domain[0] && (strncmp(n->op_type, "Sequence", 8) == 0 ||
+                          strncmp(n->op_type, "Optional", 8) == 0 ||
+                          strcmp(n->op_type, "SplitToSequence") == 0 ||
+                          strcmp(n->op_type, "ConcatFromSequence") == 0))
+        return true;
     return false;
 }
 

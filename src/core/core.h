@@ -12,6 +12,14 @@
 #include "kiln/kiln.h"
 
 #define KN_HIDDEN __attribute__((visibility("hidden")))
+
+/* Internal dtypes beyond the public enum (src/graph/seq.h): a sequence or
+ * optional value is an 8-byte handle tensor. The code carries the element
+ * type: KN_DTYPE_SEQUENCE | elem, KN_DTYPE_OPTIONAL | elem, and
+ * KN_DTYPE_OPTIONAL | KN_DTYPE_SEQUENCE | elem for an optional sequence. */
+#define KN_DTYPE_SEQUENCE 0x100
+#define KN_DTYPE_OPTIONAL 0x200
+static inline bool kn_dtype_is_handle(int t) { return t > 0x100 && t < 0x400 && (t & 0xff) != 0; }
 #define KN_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define KN_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

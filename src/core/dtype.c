@@ -7,6 +7,8 @@
 #include "fp8.h"
 
 KILN_API size_t kiln_dtype_size(kiln_dtype t) {
+    if (kn_dtype_is_handle((int)t))
+        return sizeof(void *); /* a sequence or optional handle (host only) */
     switch (t) {
     case KILN_DTYPE_FLOAT: case KILN_DTYPE_INT32: case KILN_DTYPE_UINT32: return 4;
     case KILN_DTYPE_UINT8: case KILN_DTYPE_INT8: case KILN_DTYPE_BOOL:
@@ -25,6 +27,8 @@ KILN_API size_t kiln_dtype_size(kiln_dtype t) {
 }
 
 KILN_API const char *kiln_dtype_name(kiln_dtype t) {
+    if (kn_dtype_is_handle((int)t))
+        return ((int)t & 0x300) == KN_DTYPE_SEQUENCE ? "sequence" : "optional";
     switch (t) {
     case KILN_DTYPE_UNDEFINED: return "undefined";
     case KILN_DTYPE_FLOAT: return "float";

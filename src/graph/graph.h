@@ -208,6 +208,13 @@ typedef struct kn_tinfo {
     const void *value;      /* host value (aligned, row-major) when known, else NULL */
     bool data_dependent;    /* output only: dims are an upper bound; the kernel
                                writes the true dims when it runs */
+    /* sequence and optional handles (kn_dtype_is_handle(dtype), rank 0;
+     * src/graph/seq.h): what inference knows of the value held */
+    bool elem_known;        /* elem_rank/elem_dims: the elements' largest shape */
+    bool count_known;       /* count: a sequence's length, an optional's 0 or 1 */
+    int elem_rank;
+    int64_t elem_dims[KILN_MAX_DIMS];
+    int64_t count;
 } kn_tinfo;
 
 typedef struct kn_infer {
@@ -270,6 +277,8 @@ extern const kn_op_schema kn_ops_contrib[]; /* ops_contrib.c */
 extern const size_t kn_ops_contrib_count;
 extern const kn_op_schema kn_ops_control[]; /* ops_control.c: If, Loop, Scan */
 extern const size_t kn_ops_control_count;
+extern const kn_op_schema kn_ops_seq[]; /* ops_seq.c: sequences and optionals */
+extern const size_t kn_ops_seq_count;
 /* ops_string.c: fails naming the node when an op that does not handle
  * string tensors has one as input or output (after its inference). */
 KN_HIDDEN kiln_status kn_check_strings(const kn_infer *c);

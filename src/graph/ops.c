@@ -28,6 +28,7 @@ const kn_op_schema *kn_op_nth(size_t i) {
         {kn_ops_control, &kn_ops_control_count},
         {kn_ops_train, &kn_ops_train_count},
         {kn_ops_string, &kn_ops_string_count},
+        {kn_ops_seq, &kn_ops_seq_count},
     };
     for (size_t k = 0; k < KN_ARRAY_LEN(tables); k++) {
         if (i < *tables[k].n)
@@ -111,4 +112,10 @@ void kn_same_as(kn_tinfo *out, const kn_tinfo *in) {
     out->dtype = in->dtype;
     out->rank = in->rank;
     memcpy(out->dims, in->dims, sizeof out->dims);
+    /* what is known of a sequence or optional value goes with its handle */
+    out->elem_known = in->elem_known;
+    out->count_known = in->count_known;
+    out->elem_rank = in->elem_rank;
+    memcpy(out->elem_dims, in->elem_dims, sizeof out->elem_dims);
+    out->count = in->count;
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "graph/control.h"
+#include "graph/seq.h"
 
 /* ---- captures ---- */
 
@@ -13,7 +14,8 @@ static bool is_free(const kn_net *g, int t) {
 
 static bool is_control(const kn_node *n) {
     return n->domain[0] == 0 && (strcmp(n->op_type, "If") == 0 || strcmp(n->op_type, "Loop") == 0 ||
-                                 strcmp(n->op_type, "Scan") == 0);
+                                 strcmp(n->op_type, "Scan") == 0 ||
+                                 strcmp(n->op_type, "SequenceMap") == 0);
 }
 
 static kiln_status add_body_input(kn_net *g, int t) {
@@ -154,6 +156,13 @@ static kiln_status infer_if(kn_infer *c) {
         st = kx_body_infer(c->node, ge, nc, c->in + 1, c->n_out, o2);
     for (int j = 0; j < c->n_out && st == KILN_OK; j++) {
         kn_tinfo *a = &c->out[j];
+        if (kn_dtype_is_handle((int)a->dtype)) { /* either branch's list */
+            a->count_known &= o2[j].count_known && a->count == o2[j].count;
+            if (a->elem_known && o2[j].elem_known)
+                kn_seq_bound_add(a, o2[j].elem_rank, o2[j].elem_dims, false);
+            else
+                a->elem_known = false;
+        }
         if (a->dtype != o2[j].dtype || a->rank != o2[j].rank)
             st = kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
                                "output %d differs in type or rank between the branches and the "
@@ -311,7 +320,14 @@ static kiln_status infer_loop(kn_infer *c) {
     bool exact = cond_passthrough(g);
     for (int j = 0; j < nv && st == KILN_OK; j++) {
         c->out[j] = bout[1 + j];
-        if (c->out[j].dtype != c->in[2 + j].dtype)
+        if (kn_dtype_is_handle((int)c->out[j].dtype) && trip != 0) {
+            /* a carried list changes in every iteration: its length and
+             * element shapes after the loop are not followed */
+            c->out[j].count_known = false;
+            c->out[j].elem_known = false;
+        }
+        if (c->out[j].dtype != c->in[2 + j].dtype &&
+            !(kn_dtype_is_handle((int)c->out[j].dtype) && kn_dtype_is_handle((int)c->in[2 + j].dtype)))
             st = kn_node_error(c->node, KILN_ERR_SHAPE,
                                "loop-carried value %d changes type in the body", j);
         if (trip == 0)

@@ -111,6 +111,7 @@ typedef struct value_info {
     kx_str name;
     int has_type, non_tensor, has_shape;
     int64_t elem_type;
+    int64_t handle;     /* a sequence or optional: its handle dtype (core.h), else 0 */
     int rank;
     int64_t dims[KILN_MAX_DIMS];
     kx_str dim_names[KILN_MAX_DIMS];
@@ -183,6 +184,45 @@ static kiln_status parse_type_tensor(kx_onnx *cx, kx_pb_msg *m, value_info *vi) 
     }
 }
 
+static kiln_status parse_type(kx_onnx *cx, kx_pb_msg *m, value_info *vi);
+
+/* TypeProto.Sequence / .Optional (seq: which) m: its element type, nested
+ * once at most (an optional of a sequence), into vi->handle. */
+static kiln_status parse_type_wrap(kx_onnx *cx, kx_pb_msg *m, value_info *vi, int seq) {
+    kx_pb_field f;
+    value_info in;
+    memset(&in, 0, sizeof in);
+    in.name = vi->name;
+    in.rank = -1;
+    for (;;) {
+        KN_TRY(kx_pb_next(&cx->pb, m, &f));
+        if (!f.num)
+            break;
+        if (f.num != 1)
+            continue;
+        kx_pb_msg t;
+        size_t saved;
+        KN_TRY(kx_pb_enter(&cx->pb, m, &f, &kx_d_type, &t, &saved));
+        kiln_status st = parse_type(cx, &t, &in);
+        kx_pb_leave(&cx->pb, saved);
+        KN_TRY(st);
+    }
+    int nl = (int)(vi->name.n > 200 ? 200 : vi->name.n);
+    bool inner_seq = in.handle && (in.handle & 0x300) == KN_DTYPE_SEQUENCE;
+    if (in.non_tensor || (in.handle && (seq || !inner_seq)) || in.elem_type <= 0 ||
+        in.elem_type > KILN_DTYPE_FLOAT8E5M2FNUZ)
+        return kx_pb_fail(&cx->pb, m, NULL, KILN_ERR_UNSUPPORTED,
+                          "value '%.*s': kiln holds sequences of tensors and optionals of a "
+                          "tensor or of such a sequence only",
+                          nl, vi->name.p);
+    vi->elem_type = in.elem_type;
+    vi->handle = (seq ? KN_DTYPE_SEQUENCE : KN_DTYPE_OPTIONAL | (inner_seq ? KN_DTYPE_SEQUENCE : 0)) |
+                 in.elem_type;
+    vi->has_shape = 1;
+    vi->rank = 0;
+    return KILN_OK;
+}
+
 static kiln_status parse_type(kx_onnx *cx, kx_pb_msg *m, value_info *vi) {
     kx_pb_field f;
     for (;;) {
@@ -197,7 +237,16 @@ static kiln_status parse_type(kx_onnx *cx, kx_pb_msg *m, value_info *vi) {
             kiln_status st = parse_type_tensor(cx, &t, vi);
             kx_pb_leave(&cx->pb, saved);
             KN_TRY(st);
-        } else if (f.num == 4 || f.num == 5 || f.num == 8 || f.num == 9) {
+        } else if (f.num == 4 || f.num == 9) {
+            vi->has_type = 1;
+            kx_pb_msg t;
+            size_t saved;
+            KN_TRY(kx_pb_enter(&cx->pb, m, &f, f.num == 4 ? &kx_d_type_seq : &kx_d_type_opt, &t,
+                               &saved));
+            kiln_status st = parse_type_wrap(cx, &t, vi, f.num == 4);
+            kx_pb_leave(&cx->pb, saved);
+            KN_TRY(st);
+        } else if (f.num == 5 || f.num == 8) {
             vi->has_type = 1;
             vi->non_tensor = (int)f.num;
         }
@@ -274,7 +323,7 @@ static kiln_status add_input(kx_onnx *cx, kx_pb_msg *m, kn_net *net, const value
     KN_TRY(st);
     kn_tensor *t = &net->tensors[idx];
     t->flags |= KN_T_INPUT;
-    t->dtype = (kiln_dtype)vi->elem_type;
+    t->dtype = (kiln_dtype)(vi->handle ? vi->handle : vi->elem_type);
     t->rank = vi->has_shape ? vi->rank : -1;
     net->inputs[net->n_inputs++] = idx;
     for (int i = 0; i < vi->rank; i++) {
@@ -300,7 +349,7 @@ typedef struct attr_scan {
     int64_t type, i;
     float f;
     int has_name, has_f, has_i, has_s, has_ref;
-    kx_pb_field t, g;       /* num 0 when absent */
+    kx_pb_field t, g, tp;   /* num 0 when absent */
     size_t n_floats, n_ints, n_strings;
     int other;              /* field number of a present field kiln cannot hold */
 } attr_scan;
@@ -343,7 +392,12 @@ static kiln_status scan_attr(kx_onnx *cx, kx_pb_msg *m, attr_scan *a) {
         case A_STRINGS: KN_TRY(kx_pb_rep_count(pb, m, &f, KX_WT_LEN, &a->n_strings)); break;
         case A_TYPE: KN_TRY(kx_pb_int(pb, m, &f, &a->type)); break;
         case A_REF: KN_TRY(kx_pb_bytes(pb, m, &f, &a->ref)); a->has_ref = 1; break;
-        case A_TENSORS: case A_GRAPHS: case A_TP: case A_TYPE_PROTOS: case A_SPARSE:
+        case A_TP:
+            KN_TRY(kx_pb_want(pb, m, &f, KX_WT_LEN));
+            a->tp = f;
+            a->other = (int)f.num;
+            break;
+        case A_TENSORS: case A_GRAPHS: case A_TYPE_PROTOS: case A_SPARSE:
         case A_SPARSES:
             a->other = (int)f.num;
             break;
@@ -485,6 +539,24 @@ static kiln_status parse_attr(kx_onnx *cx, kx_pb_msg *m, kn_net *root, const cha
     if (type == KN_ATTR_UNDEFINED)
         return kx_pb_error(pb, m, NULL, "%s: attribute '%s' has no type and no value",
                            node_label, a->name);
+    if (type == 13 && sc.tp.num) { /* TYPE_PROTO (Optional's type): its dtype code, an INT */
+        value_info vi;
+        memset(&vi, 0, sizeof vi);
+        vi.name = sc.name;
+        kx_pb_msg t;
+        size_t saved;
+        KN_TRY(kx_pb_enter(pb, m, &sc.tp, &kx_d_type, &t, &saved));
+        kiln_status st = parse_type(cx, &t, &vi);
+        kx_pb_leave(pb, saved);
+        KN_TRY(st);
+        if (vi.non_tensor || vi.elem_type <= 0)
+            return kx_pb_fail(pb, m, NULL, KILN_ERR_UNSUPPORTED,
+                              "%s: attribute '%s' names a type kiln does not hold", node_label,
+                              a->name);
+        a->type = KN_ATTR_INT;
+        a->i = vi.handle ? vi.handle : vi.elem_type;
+        return KILN_OK;
+    }
     if (type < 0 || type > KN_ATTR_STRINGS)
         return kx_pb_fail(pb, m, NULL, KILN_ERR_UNSUPPORTED,
                           "%s: attribute '%s' has type %s, which kiln does not support",
@@ -800,6 +872,12 @@ static kiln_status item_output(kx_onnx *cx, kx_pb_msg *m, kn_net *net, int is_su
         st = kn_net_tensor(net, name, &idx);
     if (st == KILN_OK)
         st = kiln_network_mark_output(net, name);
+    /* the declared type where nothing else gives one yet: a sequence or
+     * optional output (its kind), or a value whose inference waits for a
+     * sequence input to be bound */
+    if (st == KILN_OK && net->tensors[idx].dtype == KILN_DTYPE_UNDEFINED && vi.has_type &&
+        !vi.non_tensor && vi.elem_type > 0 && vi.elem_type <= KILN_DTYPE_FLOAT8E5M2FNUZ)
+        net->tensors[idx].dtype = (kiln_dtype)(vi.handle ? vi.handle : vi.elem_type);
     kn_free(name);
     return st;
 }

@@ -42,6 +42,10 @@ KX_DESC(kx_d_type, "TypeProto", [1] = {"tensor_type", 0}, [4] = {"sequence_type"
 
 KX_DESC(kx_d_type_tensor, "TypeProto.Tensor", [1] = {"elem_type", 0}, [2] = {"shape", 0});
 
+KX_DESC(kx_d_type_seq, "TypeProto.Sequence", [1] = {"elem_type", 0});
+
+KX_DESC(kx_d_type_opt, "TypeProto.Optional", [1] = {"elem_type", 0});
+
 KX_DESC(kx_d_shape, "TensorShapeProto", [1] = {"dim", 1});
 
 KX_DESC(kx_d_dim, "TensorShapeProto.Dimension", [1] = {"dim_value", 0}, [2] = {"dim_param", 0},

@@ -38,7 +38,7 @@ typedef struct kx_onnx {
 
 /* Message descriptors (field names for error paths), onnx_desc.c. */
 extern const kx_pb_mdesc kx_d_model, kx_d_graph, kx_d_node, kx_d_attr, kx_d_tensor,
-    kx_d_value_info, kx_d_type, kx_d_type_tensor, kx_d_shape, kx_d_dim, kx_d_opset,
+    kx_d_value_info, kx_d_type, kx_d_type_tensor, kx_d_type_seq, kx_d_type_opt, kx_d_shape, kx_d_dim, kx_d_opset,
     kx_d_entry, kx_d_sequence, kx_d_optional;
 
 /* Decode the TensorProto message m into *out (owned, or borrowed from a

@@ -756,7 +756,11 @@ static kiln_status get_str(const kp_rd *r, kp_cur *c, bool optional, const char 
     return KILN_OK;
 }
 
-static bool dtype_known(uint32_t d) { return d <= KILN_DTYPE_FLOAT8E5M2FNUZ; }
+/* the public types, and the sequence and optional handles (core.h) */
+static bool dtype_known(uint32_t d) {
+    return d <= KILN_DTYPE_FLOAT8E5M2FNUZ ||
+           (kn_dtype_is_handle((int)d) && (d & 0xffu) <= KILN_DTYPE_FLOAT8E5M2FNUZ);
+}
 
 /* A value record: validated against the weights section, then borrowed from
  * the owner (aligned in memory) or copied into aligned memory. */

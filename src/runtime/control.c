@@ -9,6 +9,7 @@
 
 #include "exec.h"
 #include "graph/control.h"
+#include "graph/seq.h"
 
 /* ---- values: where they are and how they move (backend-neutral) ----
  * On the CPU every value is host memory. On a GPU backend a tensor's bytes
@@ -90,7 +91,7 @@ static kiln_status put_dev(const kb_backend *be, void *dst, kx_ref v, size_t byt
  * device into `stage` and a wait for it. */
 static kiln_status get_host(const kb_backend *be, kx_ref v, size_t bytes, kx_buf *stage,
                             void *stream, const void **out) {
-    if (v.host || !bytes) {
+    if (be_host(be) || v.host || !bytes) { /* on the CPU every value is host memory */
         *out = v.host;
         return KILN_OK;
     }
@@ -159,7 +160,8 @@ static kiln_status body_open(kx_body *b, const kn_node *node, const kn_net *src,
             return kn_node_error(node, KILN_ERR_UNSUPPORTED,
                                  "body input '%s' has no value (absent optional input)", t->name);
         }
-        if (t->dtype != KILN_DTYPE_UNDEFINED && t->dtype != in[i].dtype) {
+        bool handles = kn_dtype_is_handle((int)t->dtype) && kn_dtype_is_handle((int)in[i].dtype);
+        if (t->dtype != KILN_DTYPE_UNDEFINED && t->dtype != in[i].dtype && !handles) {
             body_close(b);
             return kn_node_error(node, KILN_ERR_SHAPE, "body input '%s' is %s, the value given %s",
                                  t->name, kiln_dtype_name(t->dtype), kiln_dtype_name(in[i].dtype));
@@ -244,7 +246,9 @@ kiln_status kx_body_infer(const kn_node *node, const kn_net *body, int n_in, con
     kiln_status st = KILN_OK;
     for (int i = 0; i < n_in && st == KILN_OK; i++) {
         const kn_tensor *t = &b.net->tensors[b.net->inputs[i]];
-        if ((t->flags & KN_T_HOST) && !in[i].value)
+        if (kn_dtype_is_handle((int)in[i].dtype))
+            kx_ctx_set_input_info(&b.c, i, &in[i]); /* what is known of the list */
+        if ((t->flags & KN_T_HOST) && !in[i].value && !kn_dtype_is_handle((int)in[i].dtype))
             st = kn_node_error(node, KILN_ERR_SHAPE,
                                "the body needs the value of input '%s' to infer shapes", t->name);
         else
@@ -270,20 +274,43 @@ kiln_status kx_body_infer(const kn_node *node, const kn_net *body, int n_in, con
  * does not know) by one copy into page-locked memory and a wait; kernels
  * that do so (kx_ctl_syncs) keep their plan from capturing CUDA graphs. */
 
+/* refs: the sequence and optional lists this node's outputs hold after its
+ * last run (a reference each, dropped at the next run or at release). */
 typedef struct ctl_inst {
     int n;
     kx_body b[2];
     const kb_backend *be;
     kx_buf pin; /* small values read back from the device */
+    kn_seq *refs[64];
+    int map_ranks[64]; /* SequenceMap: the body input ranks its body was opened for */
 } ctl_inst;
+
+static void drop_refs(ctl_inst *ci) {
+    for (int j = 0; j < 64; j++) {
+        kn_seq_unref(ci->refs[j]);
+        ci->refs[j] = NULL;
+    }
+}
 
 void kx_ctl_release(void *p) {
     ctl_inst *ci = p;
     for (int i = 0; ci && i < ci->n; i++)
         body_close(&ci->b[i]);
-    if (ci)
+    if (ci) {
         buf_free(ci->be, &ci->pin, true);
+        drop_refs(ci);
+    }
     kn_free(ci);
+}
+
+/* Output j of the node holds the list its handle bytes name. */
+static void keep_ref(ctl_inst *ci, int j, const kb_tensor *o) {
+    if (j < 0 || j >= 64 || !kn_dtype_is_handle((int)o->dtype) || !o->data)
+        return;
+    kn_seq *s = kn_handle_get(o->data);
+    kn_seq_ref(s);
+    kn_seq_unref(ci->refs[j]);
+    ci->refs[j] = s;
 }
 
 static const kn_net *graph_attr(const kn_node *n, const char *name) {
@@ -331,6 +358,19 @@ kiln_status kx_ctl_prepare(const kb_backend *be, const kn_node *node, const kb_t
     if (!ci)
         return KILN_ERR_OUT_OF_MEMORY;
     ci->be = be;
+    /* sequences and optionals are host pointers: the CPU backend's only */
+    for (int i = 0; i < n_in && !be_host(be); i++)
+        if (kn_dtype_is_handle((int)in[i].dtype)) {
+            kn_free(ci);
+            return kn_node_error(node, KILN_ERR_UNSUPPORTED,
+                                 "input %d is a sequence or optional (%s); they run on the CPU "
+                                 "backend only",
+                                 i, kiln_dtype_name(in[i].dtype));
+        }
+    if (strcmp(node->op_type, "SequenceMap") == 0) { /* opened per element ranks by run_map */
+        *inst = ci;
+        return KILN_OK;
+    }
     kn_tinfo bt[64];
     int nb = 0;
     kiln_status st = body_types(node, in, n_in, bt, &nb);
@@ -368,7 +408,12 @@ static kiln_status put_output(const kb_run *r, int j, kb_tensor *o, kx_ref src,
                               const kn_tinfo *ti) {
     const ctl_inst *ci = r->inst;
     size_t have = tbytes(o->dtype, o->rank, o->dims), need = tbytes(ti->dtype, ti->rank, ti->dims);
-    if (ti->dtype != o->dtype || need > have)
+    bool handles = kn_dtype_is_handle((int)ti->dtype) && kn_dtype_is_handle((int)o->dtype);
+    if (handles && !be_host(ci->be))
+        return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                             "output %d is a sequence or optional; they run on the CPU backend only",
+                             j);
+    if ((ti->dtype != o->dtype && !handles) || need > have)
         return kn_node_error(r->node, KILN_ERR_RUNTIME,
                              "output %d: the body gave %zu bytes of %s, %zu bytes of %s were planned",
                              j, need, kiln_dtype_name(ti->dtype), have, kiln_dtype_name(o->dtype));
@@ -404,6 +449,7 @@ static kiln_status body_run(kx_body *b, const kb_run *r) {
 kiln_status kx_ctl_run_if(const kb_run *r) {
     ctl_inst *ci = r->inst;
     bool cond = false;
+    drop_refs(ci);
     KN_TRY(truth(r, ref_of(ci->be, &r->in[0]), r->in[0].dtype, &cond));
     kx_body *b = &ci->b[cond ? 0 : 1];
     for (int i = 1; i < r->n_in; i++)
@@ -416,6 +462,7 @@ kiln_status kx_ctl_run_if(const kb_run *r) {
         kn_tinfo ti;
         kx_ref src = body_output(b, j, &ti);
         KN_TRY(put_output(r, j, &r->out[j], src, &ti));
+        keep_ref(ci, j, &r->out[j]);
     }
     return KILN_OK;
 }
@@ -428,20 +475,44 @@ typedef struct held {
     int64_t dims[KILN_MAX_DIMS];
 } held;
 
+/* The list a held value names (NULL for a tensor or an empty buffer). */
+static kn_seq *held_seq(const held *h) {
+    return h->buf.p && kn_dtype_is_handle((int)h->dtype) ? kn_handle_get(h->buf.p) : NULL;
+}
+
+/* Copy src into h, in backend memory. A held handle holds one reference on
+ * its list: the one h held before is dropped once, here, whether the copy
+ * succeeds or not (on failure h holds nothing). */
 static kiln_status hold(const kb_run *r, held *h, kx_ref src, const kn_tinfo *ti) {
     const ctl_inst *ci = r->inst;
     size_t n = tbytes(ti->dtype, ti->rank, ti->dims);
-    KN_TRY(buf_fit(ci->be, &h->buf, n, false));
-    KN_TRY(put_dev(ci->be, h->buf.p, src, n, r->stream));
+    kn_seq *old = held_seq(h);
+    bool handle = kn_dtype_is_handle((int)ti->dtype);
+    h->dtype = KILN_DTYPE_UNDEFINED; /* holds nothing until the copy is done */
+    kiln_status st = KILN_OK;
+    if (handle && !be_host(ci->be))
+        st = kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                           "a sequence or optional carried on a GPU backend (CPU only)");
+    if (st == KILN_OK)
+        st = buf_fit(ci->be, &h->buf, n, false);
+    if (st == KILN_OK)
+        st = put_dev(ci->be, h->buf.p, src, n, r->stream);
+    if (st == KILN_OK && handle) /* a carried list lives while it is held */
+        kn_seq_ref(kn_handle_get(h->buf.p));
+    kn_seq_unref(old);
+    KN_TRY(st);
     h->dtype = ti->dtype;
     h->rank = ti->rank;
     memcpy(h->dims, ti->dims, sizeof h->dims);
     return KILN_OK;
 }
 
+/* Free n held values, dropping the reference each held handle holds. */
 static void held_free(const kb_backend *be, held *h, int n) {
-    for (int j = 0; h && j < n; j++)
+    for (int j = 0; h && j < n; j++) {
+        kn_seq_unref(held_seq(&h[j]));
         buf_free(be, &h[j].buf, false);
+    }
     kn_free(h);
 }
 
@@ -490,6 +561,7 @@ kiln_status kx_ctl_run_loop(const kb_run *r) {
     int64_t m = INT64_MAX;
     bool cond = true;
     kiln_status st = KILN_OK;
+    drop_refs(ci);
     if (r->in[0].data) {
         const void *mp = NULL;
         KN_TRY(get_host(be, ref_of(be, &r->in[0]), sizeof m, &ci->pin, r->stream, &mp));
@@ -557,6 +629,11 @@ kiln_status kx_ctl_run_loop(const kb_run *r) {
                 break;
             }
             scan_ti[k] = ti;
+            if (kn_dtype_is_handle((int)ti.dtype)) {
+                st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                   "scan output %d is a sequence or optional (not a tensor)", k);
+                break;
+            }
             if (!o->data)
                 continue;
             if (ti.dtype != o->dtype ||
@@ -576,6 +653,8 @@ kiln_status kx_ctl_run_loop(const kb_run *r) {
         kn_tinfo ti;
         held_info(&cur[j], &ti);
         st = put_output(r, j, &r->out[j], ref_dev(be, cur[j].buf.p), &ti);
+        if (st == KILN_OK)
+            keep_ref(ci, j, &r->out[j]);
     }
     for (int k = 0; k < nk && st == KILN_OK; k++) {
         kb_tensor *o = &r->out[nv + k];
@@ -613,6 +692,10 @@ static kiln_status scan_core(const kb_run *r, kx_body *b, int n_in, const kb_ten
     const int64_t *in_dirs = kn_attr_ints(n, v8 ? "directions" : "scan_input_directions", &nd);
     const int64_t *out_axes = v8 ? NULL : kn_attr_ints(n, "scan_output_axes", &noa);
     const int64_t *out_dirs = v8 ? NULL : kn_attr_ints(n, "scan_output_directions", &nod);
+    for (int j = 0; j < n_in; j++)
+        if (kn_dtype_is_handle((int)in[j].dtype))
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                 "input %d is a sequence or optional; Scan takes tensors", j);
     held *cur = kn_calloc((size_t)nv + 1, sizeof *cur);
     held *nxt = kn_calloc((size_t)nv + 1, sizeof *nxt);
     held *slice = kn_calloc((size_t)ns + 1, sizeof *slice);
@@ -759,6 +842,92 @@ kiln_status kx_ctl_run_scan(const kb_run *r) {
     return KILN_OK;
 }
 
+/* SequenceMap: the body once per element of input 0; a sequence input
+ * gives its element, a tensor input itself; body output j's values make
+ * output sequence j. The body is opened for the element ranks it is given
+ * and again when they change. */
+static kiln_status run_map(const kb_run *r) {
+    ctl_inst *ci = r->inst;
+    const kn_node *n = r->node;
+    drop_refs(ci);
+    if (r->n_in > 64 || r->n_out > 64)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED, "too many inputs or outputs");
+    const kn_attr *ga = kn_attr_find(n, "body");
+    const kn_net *g = ga && ga->type == KN_ATTR_GRAPH ? ga->graph : NULL;
+    if (!g)
+        return kn_node_error(n, KILN_ERR_PARSE, "graph attribute 'body' is missing");
+    kn_seq *sin[64] = {0};
+    for (int i = 0; i < r->n_in; i++) {
+        if (!kn_dtype_is_handle((int)r->in[i].dtype))
+            continue;
+        sin[i] = kn_handle_get(r->in[i].data);
+        if (!sin[i] || sin[i]->kind != KN_SEQ_KIND_SEQUENCE)
+            return kn_node_error(n, KILN_ERR_RUNTIME, "input %d is not a sequence", i);
+        if (sin[0] && sin[i]->n != sin[0]->n)
+            return kn_node_error(n, KILN_ERR_RUNTIME, "input %d holds %d elements, input 0 %d",
+                                 i, sin[i]->n, sin[0]->n);
+    }
+    if (!sin[0])
+        return kn_node_error(n, KILN_ERR_RUNTIME, "input 0 is not a sequence");
+    int count = sin[0]->n;
+    kn_seq *outs[64] = {0};
+    kiln_status st = KILN_OK;
+    for (int j = 0; j < r->n_out && st == KILN_OK; j++)
+        st = kn_seq_new(KN_SEQ_KIND_SEQUENCE, kn_handle_elem(r->out[j].dtype), count, &outs[j]);
+    for (int e = 0; e < count && st == KILN_OK; e++) {
+        kn_tinfo bt[64];
+        bool reopen = ci->n == 0;
+        for (int i = 0; i < r->n_in; i++) {
+            memset(&bt[i], 0, sizeof bt[i]);
+            if (sin[i]) {
+                const kn_selem *x = sin[i]->items[e];
+                bt[i].dtype = x->dtype;
+                bt[i].rank = x->rank;
+            } else {
+                tinfo_of_kb(&r->in[i], &bt[i]);
+            }
+            reopen |= ci->map_ranks[i] != bt[i].rank;
+            ci->map_ranks[i] = bt[i].rank;
+        }
+        if (reopen) {
+            if (ci->n)
+                body_close(&ci->b[0]);
+            ci->n = 0;
+            st = body_open(&ci->b[0], n, g, r->n_in, bt, ci->be);
+            if (st != KILN_OK)
+                break;
+            ci->n = 1;
+        }
+        kx_body *b = &ci->b[0];
+        for (int i = 0; i < r->n_in && st == KILN_OK; i++) {
+            const kn_selem *x = sin[i] ? sin[i]->items[e] : NULL;
+            st = x ? body_input(b, i, x->rank, x->dims, (kx_ref){NULL, x->data}, r->stream)
+                   : body_input(b, i, r->in[i].rank, r->in[i].dims, ref_of(ci->be, &r->in[i]),
+                                r->stream);
+        }
+        if (st == KILN_OK)
+            st = body_run(b, r);
+        for (int j = 0; j < r->n_out && st == KILN_OK; j++) {
+            kn_tinfo ti;
+            kx_ref src = body_output(b, j, &ti);
+            if (kn_dtype_is_handle((int)ti.dtype) || ti.dtype != outs[j]->elem)
+                st = kn_node_error(n, KILN_ERR_RUNTIME, "body output %d is %s, not %s", j,
+                                   kiln_dtype_name(ti.dtype), kiln_dtype_name(outs[j]->elem));
+            else
+                st = kn_selem_new(ti.dtype, ti.rank, ti.dims, src.host, &outs[j]->items[e]);
+        }
+    }
+    for (int j = 0; j < r->n_out; j++) {
+        if (st == KILN_OK && r->out[j].data) {
+            kn_handle_put(r->out[j].data, outs[j]);
+            ci->refs[j] = outs[j]; /* the reference it was made with */
+        } else {
+            kn_seq_unref(outs[j]);
+        }
+    }
+    return st;
+}
+
 bool kx_ctl_syncs(const kb_kernel *k) {
     return k->run == kx_ctl_run_if || k->run == kx_ctl_run_loop || k->run == kx_ctl_run_scan;
 }
@@ -767,5 +936,6 @@ const kb_kernel kb_cpu_control[] = {
     {"If", "", "ref", NULL, NULL, NULL, ctl_prepare, kx_ctl_release, kx_ctl_run_if},
     {"Loop", "", "ref", NULL, NULL, NULL, ctl_prepare, kx_ctl_release, kx_ctl_run_loop},
     {"Scan", "", "ref", NULL, NULL, NULL, ctl_prepare, kx_ctl_release, kx_ctl_run_scan},
+    {"SequenceMap", "", "ref", NULL, NULL, NULL, ctl_prepare, kx_ctl_release, run_map},
 };
 const size_t kb_cpu_control_count = KN_ARRAY_LEN(kb_cpu_control);

@@ -6,6 +6,7 @@
 
 #include "backends/backend.h"
 #include "exec.h"
+#include "graph/seq.h"
 #include "kiln/kiln_runtime.h"
 #include "plan/plan.h"
 #include "plugin/plugin.h"
@@ -23,6 +24,8 @@ struct kiln_context {
     kiln_engine *e;
     kx_ctx c;
     int profile;
+    kn_seq **inseq;       /* per graph input: the list given (sequence/optional inputs) */
+    void **inhandle;      /* per graph input: the 8 handle bytes bound to it */
 };
 
 /* A private copy of a plan file, shared by the engine's borrowed weights.
@@ -221,7 +224,10 @@ KILN_API kiln_io_mode kiln_engine_tensor_io_mode(const kiln_engine *e, const cha
 
 KILN_API kiln_dtype kiln_engine_tensor_dtype(const kiln_engine *e, const char *name) {
     int i = io_index(e, name);
-    return i < 0 ? KILN_DTYPE_UNDEFINED : e->net->tensors[e->io[i]].dtype;
+    if (i < 0)
+        return KILN_DTYPE_UNDEFINED;
+    kiln_dtype t = e->net->tensors[e->io[i]].dtype;
+    return kn_dtype_is_handle((int)t) ? kn_handle_elem(t) : t;
 }
 
 KILN_API int kiln_engine_tensor_shape(const kiln_engine *e, const char *name, int64_t *dims) {
@@ -406,6 +412,12 @@ KILN_API void kiln_context_destroy(kiln_context *c) {
     if (!c)
         return;
     kx_ctx_fini(&c->c);
+    for (int k = 0; c->inseq && k < c->e->net->n_inputs; k++) {
+        kn_seq_unref(c->inseq[k]);
+        kn_free(c->inhandle[k]);
+    }
+    kn_free(c->inseq);
+    kn_free(c->inhandle);
     kn_free(c);
 }
 
@@ -479,6 +491,11 @@ KILN_API kiln_status kiln_context_set_tensor_address(kiln_context *c, const char
     int i = io_index(c->e, name);
     if (i < 0)
         return kn_error(KILN_ERR_NOT_FOUND, "'%s' is not an input or output of the engine", name);
+    if (i < c->e->net->n_inputs && kn_dtype_is_handle((int)c->e->net->tensors[c->e->io[i]].dtype))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "input '%s' is a %s: give it with kiln_context_set_sequence_input or "
+                        "kiln_context_set_optional_none, not an address",
+                        name, kiln_dtype_name(c->e->net->tensors[c->e->io[i]].dtype));
     const kb_backend *be = c->c.p->be;
     if (data && (c->c.p->net->tensors[c->e->io[i]].flags & KN_T_HOST) && be->is_device_ptr &&
         be->is_device_ptr(data))
@@ -705,5 +722,164 @@ KILN_API kiln_status kiln_context_layer_time(const kiln_context *c, int layer, d
         *total_ms = c->c.step_ms[layer];
     if (runs)
         *runs = c->c.runs;
+    return KILN_OK;
+}
+
+/* ---------------- sequence and optional I/O ---------------- */
+
+KILN_API int kiln_engine_tensor_kind(const kiln_engine *e, const char *name) {
+    int i = io_index(e, name);
+    if (i < 0)
+        return -1;
+    kiln_dtype t = e->net->tensors[e->io[i]].dtype;
+    if (!kn_dtype_is_handle((int)t))
+        return KILN_TENSOR_KIND_TENSOR;
+    return kn_handle_is_opt(t) ? KILN_TENSOR_KIND_OPTIONAL : KILN_TENSOR_KIND_SEQUENCE;
+}
+
+/* Graph input k of a sequence or optional kind named `name`, or an error. */
+static kiln_status handle_input(kiln_context *c, const char *name, const char *fn, int *k) {
+    if (!c || !name)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+    int i = io_index(c->e, name);
+    if (i < 0 || i >= c->e->net->n_inputs)
+        return kn_error(KILN_ERR_NOT_FOUND, "'%s' is not an input of the engine", name);
+    if (!kn_dtype_is_handle((int)c->e->net->tensors[c->e->io[i]].dtype))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "input '%s' is a tensor, not a sequence or optional", name);
+    if (!c->inseq) {
+        int n = c->e->net->n_inputs;
+        c->inseq = kn_calloc((size_t)n + 1, sizeof *c->inseq);
+        c->inhandle = kn_calloc((size_t)n + 1, sizeof *c->inhandle);
+        if (!c->inseq || !c->inhandle) {
+            kn_free(c->inseq);
+            kn_free(c->inhandle);
+            c->inseq = NULL;
+            c->inhandle = NULL;
+            return KILN_ERR_OUT_OF_MEMORY;
+        }
+    }
+    if (!c->inhandle[i] && !(c->inhandle[i] = kn_calloc(1, sizeof(kn_seq *))))
+        return KILN_ERR_OUT_OF_MEMORY;
+    *k = i;
+    return KILN_OK;
+}
+
+static void bind_list(kiln_context *c, int k, kn_seq *s) {
+    kn_seq_unref(c->inseq[k]);
+    c->inseq[k] = s;
+    kn_handle_put(c->inhandle[k], s);
+    kx_ctx_bind(&c->c, c->e->io[k], c->inhandle[k]);
+    c->c.shapes_ok = false; /* a new list: its facts decide shapes */
+    c->c.prepared = false;
+}
+
+KILN_API kiln_status kiln_context_set_sequence_input(kiln_context *c, const char *name, int count,
+                                                     const int *ranks,
+                                                     const int64_t *const *dims,
+                                                     const void *const *data) {
+    int k;
+    KN_TRY(handle_input(c, name, "kiln_context_set_sequence_input", &k));
+    if (count < 0 || (count > 0 && (!ranks || !dims || !data)))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "kiln_context_set_sequence_input: input '%s': a bad count or a NULL array",
+                        name);
+    kiln_dtype code = c->e->net->tensors[c->e->io[k]].dtype, elem = kn_handle_elem(code);
+    bool opt = kn_handle_is_opt(code), opt_seq = opt && ((int)code & KN_DTYPE_SEQUENCE);
+    if (opt && !opt_seq && count != 1)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "input '%s' is an optional of a tensor: give 1 element (or use "
+                        "kiln_context_set_optional_none), not %d", name, count);
+    kn_seq *list = NULL;
+    KN_TRY(kn_seq_new(KN_SEQ_KIND_SEQUENCE, elem, count, &list));
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < count && st == KILN_OK; i++) {
+        if (ranks[i] < 0 || ranks[i] > KILN_MAX_DIMS || (ranks[i] > 0 && !dims[i]) || !data[i])
+            st = kn_error(KILN_ERR_INVALID_ARGUMENT, "input '%s': element %d has rank %d or no data",
+                          name, i, ranks[i]);
+        else
+            st = kn_selem_new(elem, ranks[i], dims[i], data[i], &list->items[i]);
+    }
+    kn_seq *s = NULL;
+    if (st == KILN_OK && opt) {
+        st = kn_seq_new(KN_SEQ_KIND_OPTIONAL, elem, opt_seq ? 0 : 1, &s);
+        if (st == KILN_OK && opt_seq) {
+            s->inner = list;
+            list = NULL;
+        } else if (st == KILN_OK) {
+            s->items[0] = list->items[0];
+            list->items[0] = NULL;
+        }
+    } else if (st == KILN_OK) {
+        s = list;
+        list = NULL;
+    }
+    kn_seq_unref(list);
+    if (st != KILN_OK)
+        return st;
+    bind_list(c, k, s);
+    return KILN_OK;
+}
+
+KILN_API kiln_status kiln_context_set_optional_none(kiln_context *c, const char *name) {
+    int k;
+    KN_TRY(handle_input(c, name, "kiln_context_set_optional_none", &k));
+    kiln_dtype code = c->e->net->tensors[c->e->io[k]].dtype;
+    if (!kn_handle_is_opt(code))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "input '%s' is a sequence, not an optional",
+                        name);
+    kn_seq *s;
+    KN_TRY(kn_seq_new(KN_SEQ_KIND_OPTIONAL, (kiln_dtype)((int)code & 0x1ff), 0, &s));
+    s->none = true;
+    bind_list(c, k, s);
+    return KILN_OK;
+}
+
+/* The list an output holds after a run (an optional's inner sequence
+ * when it has one). */
+static kiln_status output_list(kiln_context *c, const char *name, kn_seq **out) {
+    if (!c || !name)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "sequence output: NULL argument");
+    int i = io_index(c->e, name);
+    if (i < 0)
+        return kn_error(KILN_ERR_NOT_FOUND, "'%s' is not an input or output of the engine", name);
+    int t = c->e->io[i];
+    if (!kn_dtype_is_handle((int)c->e->net->tensors[t].dtype) &&
+        !kn_dtype_is_handle((int)c->c.ti[t].dtype))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "'%s' is a tensor, not a sequence or optional",
+                        name);
+    void *a = c->c.user[t] ? c->c.user[t] : c->c.addr[t];
+    kn_seq *s = kn_handle_get(a);
+    if (!s)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "'%s' holds no value: run the context first",
+                        name);
+    *out = s->inner ? s->inner : s;
+    return KILN_OK;
+}
+
+KILN_API int64_t kiln_context_sequence_length(kiln_context *c, const char *name) {
+    kn_seq *s;
+    if (output_list(c, name, &s) != KILN_OK)
+        return -1;
+    return s->none ? 0 : s->n;
+}
+
+KILN_API kiln_status kiln_context_sequence_element(kiln_context *c, const char *name, int64_t i,
+                                                   kiln_dtype *dtype, int *rank, int64_t *dims,
+                                                   const void **data) {
+    kn_seq *s;
+    KN_TRY(output_list(c, name, &s));
+    if (s->none || i < 0 || i >= s->n)
+        return kn_error(KILN_ERR_INVALID_ARGUMENT, "'%s' has no element %lld (it holds %d)", name,
+                        (long long)i, s->none ? 0 : s->n);
+    const kn_selem *e = s->items[i];
+    if (dtype)
+        *dtype = e->dtype;
+    if (rank)
+        *rank = e->rank;
+    if (dims && e->rank)
+        memcpy(dims, e->dims, (size_t)e->rank * sizeof *dims);
+    if (data)
+        *data = e->data;
     return KILN_OK;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "graph/seq.h"
 #include "plugin/plugin.h"
 
 /* Bytes of a tensor's current type and shape; 0 for one never inferred.
@@ -49,7 +50,28 @@ static bool align_tensor(size_t n, size_t *out) {
 /* Ops that read only their input's shape, never its values: computing them
  * on the host does not pull the input to the host. */
 static bool reads_shape_only(const kn_node *n) {
-    return n->domain[0] == 0 && (strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0);
+    return n->domain[0] == 0 && (strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0 ||
+                                 strcmp(n->op_type, "SequenceLength") == 0 ||
+                                 strcmp(n->op_type, "OptionalHasElement") == 0);
+}
+
+/* SequenceLength / OptionalHasElement at shape time on a list not made yet:
+ * the answer from what inference knows of it (seq.h). True when done. */
+static kiln_status count_from_tinfo(const kn_node *n, const kn_tinfo *in, void *out, bool *done) {
+    *done = false;
+    if (!kn_dtype_is_handle((int)in->dtype) || in->value)
+        return KILN_OK;
+    bool len = strcmp(n->op_type, "SequenceLength") == 0;
+    if (!in->count_known)
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                             "the %s is needed when shapes are inferred, and is not known then",
+                             len ? "sequence's length" : "optional's presence");
+    if (len)
+        memcpy(out, &in->count, sizeof in->count);
+    else
+        *(uint8_t *)out = in->count > 0 || kn_handle_is_seq(in->dtype);
+    *done = true;
+    return KILN_OK;
 }
 
 /* Whether node n's outputs are small values known at shape time: Shape and
@@ -294,7 +316,8 @@ kiln_status kx_ctx_init(kx_ctx *c, const kx_program *p) {
     c->inplace = kn_calloc(ns, sizeof *c->inplace);
     c->saved = kn_calloc(nt, sizeof *c->saved);
     c->dhost = kn_calloc(nt, sizeof *c->dhost);
-    if (!c->saved || !c->dhost || !c->ti || !c->hostval || !c->addr || !c->user || !c->offset || !c->in_dims ||
+    c->in_info = kn_calloc((size_t)net->n_inputs + 1, sizeof *c->in_info);
+    if (!c->in_info || !c->saved || !c->dhost || !c->ti || !c->hostval || !c->addr || !c->user || !c->offset || !c->in_dims ||
         !c->in_rank || !c->inst || !c->ws || !c->views || !c->view_at || !c->step_ms ||
         !c->inplace) {
         kx_ctx_fini(c);
@@ -360,6 +383,7 @@ void kx_ctx_fini(kx_ctx *c) {
     kn_free(c->step_ms);
     kn_free(c->inplace);
     kn_free(c->saved);
+    kn_free(c->in_info);
     kx_ctx_drop_graph(c);
     if (c->own_stream && c->p->be->stream_destroy)
         c->p->be->stream_destroy(c->own_stream);
@@ -370,6 +394,17 @@ void kx_ctx_fini(kx_ctx *c) {
     if (c->workspace)
         c->p->be->free(c->workspace);
     memset(c, 0, sizeof *c);
+}
+
+void kx_ctx_set_input_info(kx_ctx *c, int input, const kn_tinfo *info) {
+    if (input < 0 || input >= c->p->net->n_inputs)
+        return;
+    if (info)
+        c->in_info[input] = *info;
+    else
+        memset(&c->in_info[input], 0, sizeof c->in_info[input]);
+    c->shapes_ok = false;
+    c->prepared = false;
 }
 
 kiln_status kx_ctx_set_input_shape(kx_ctx *c, int input, int rank, const int64_t *dims) {
@@ -451,6 +486,10 @@ static kiln_status run_host_step(kx_ctx *c, int si, kn_tinfo *in, kn_tinfo *out)
         kn_aligned_free(c->hostval[t]);
         KN_TRY(check_tensor(net, n, t, &out[j]));
         size_t bytes = tinfo_bytes(&out[j]);
+        if (kn_dtype_is_handle((int)out[j].dtype))
+            return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                                 "a sequence or optional value cannot be made when shapes are "
+                                 "inferred");
         c->hostval[t] = kn_aligned_alloc(bytes ? bytes : 1);
         if (!c->hostval[t])
             return KILN_ERR_OUT_OF_MEMORY;
@@ -461,12 +500,17 @@ static kiln_status run_host_step(kx_ctx *c, int si, kn_tinfo *in, kn_tinfo *out)
     }
     void *inst = NULL, *ws = NULL;
     size_t wsz = 0;
+    bool done = false;
+    if (reads_shape_only(n) && n->n_in > 0 && n->n_out > 0 && n->out[0] >= 0)
+        KN_TRY(count_from_tinfo(n, &in[0], c->hostval[n->out[0]], &done));
     kiln_status st = KILN_OK;
-    if (s->k->prepare)
+    if (done)
+        ; /* answered from the list's inferred facts */
+    else if (s->k->prepare)
         st = s->k->prepare(s->state, n, kin, n->n_in, kout, n->n_out, &inst, &wsz);
     if (st == KILN_OK && wsz && !(ws = kn_aligned_alloc(wsz)))
         st = KILN_ERR_OUT_OF_MEMORY;
-    if (st == KILN_OK) {
+    if (st == KILN_OK && !done) {
         kb_run r = {n, s->state, inst, n->n_in, kin, n->n_out, kout, ws, wsz, 1, NULL};
         st = s->k->run(&r);
     }
@@ -521,6 +565,7 @@ static kiln_status infer_from(kx_ctx *c, int from, bool *unknown) {
         kn_infer ic = {n, n->n_in, in, n->n_out, out};
         KN_TRY(sch->infer(&ic));
         KN_TRY(kn_check_strings(&ic));
+        KN_TRY(kn_check_handles(&ic));
         for (int j = 0; j < n->n_out; j++) {
             if (n->out[j] < 0)
                 continue;
@@ -553,7 +598,7 @@ static kiln_status infer_from(kx_ctx *c, int from, bool *unknown) {
 
 /* kx_ctx_infer; with `unknown`, a shape-tensor input with no bound value is
  * marked unknown instead of failing. */
-static kiln_status infer_all(kx_ctx *c, bool *unknown) {
+static kiln_status infer_inputs(kx_ctx *c, bool *unknown) {
     const kn_net *net = c->p->net;
     c->shapes_ok = false;
     c->prepared = false;
@@ -593,6 +638,26 @@ static kiln_status infer_all(kx_ctx *c, bool *unknown) {
                                     t->name, d, t->dim_names[d] ? t->dim_names[d] : "unnamed");
         }
         KN_TRY(check_tensor(net, NULL, i, ti));
+        if (kn_dtype_is_handle((int)t->dtype)) {
+            /* a sequence or optional input: the facts of the list bound, or
+             * those given (a body inferred for its node), else unknown:
+             * what reads it is inferred once it is bound */
+            kn_seq *sq = c->user[i] ? kn_handle_get(c->user[i]) : NULL;
+            if (sq) {
+                kn_seq_tinfo(sq, ti);
+                ti->value = c->user[i]; /* the handle: the list itself is read at shape time */
+                if (!(c->saved[i] = kn_aligned_alloc(sizeof sq->serial)))
+                    return KILN_ERR_OUT_OF_MEMORY;
+                memcpy(c->saved[i], &sq->serial, sizeof sq->serial);
+            } else if (c->in_info && c->in_info[k].dtype != KILN_DTYPE_UNDEFINED) {
+                *ti = c->in_info[k];
+                ti->value = NULL;
+                ti->data_dependent = false;
+            } else {
+                unknown[i] = true;
+            }
+            continue;
+        }
         if ((t->flags & KN_T_HOST) && unknown && !c->user[i]) {
             unknown[i] = true;
         } else if (t->flags & KN_T_HOST) {
@@ -613,6 +678,27 @@ static kiln_status infer_all(kx_ctx *c, bool *unknown) {
     KN_TRY(infer_from(c, 0, unknown));
     c->shapes_ok = true;
     return KILN_OK;
+}
+
+/* A sequence or optional input with no list bound and no facts given
+ * leaves what reads it to be inferred when it is bound (an engine's own
+ * inference before the caller binds it; the builder's). */
+static kiln_status infer_all(kx_ctx *c, bool *unknown) {
+    const kn_net *net = c->p->net;
+    bool need = false;
+    for (int k = 0; k < net->n_inputs && !unknown; k++) {
+        int i = net->inputs[k];
+        need |= kn_dtype_is_handle((int)net->tensors[i].dtype) && !kn_handle_get(c->user[i]) &&
+                !(c->in_info && c->in_info[k].dtype != KILN_DTYPE_UNDEFINED);
+    }
+    if (!need)
+        return infer_inputs(c, unknown);
+    bool *own = kn_calloc((size_t)net->n_tensors + 1, sizeof *own);
+    if (!own)
+        return KILN_ERR_OUT_OF_MEMORY;
+    kiln_status st = infer_inputs(c, own);
+    kn_free(own);
+    return st;
 }
 
 kiln_status kx_ctx_infer(kx_ctx *c) { return infer_all(c, NULL); }
@@ -1064,6 +1150,10 @@ static kiln_status after_data_dependent(kx_ctx *c, int si) {
         ti->data_dependent = false;
     }
     kiln_status st = infer_from(c, si + 1, NULL);
+    /* host values made again (a Shape or SequenceLength after the step)
+     * have new buffers: later steps and the caller read those */
+    if (st == KILN_OK && on_cpu(c->p->be))
+        resolve_addresses(c);
     for (size_t i = 0; st == KILN_OK && i < nt; i++)
         if (c->offset[i] != SIZE_MAX && tinfo_bytes(&c->ti[i]) > planned[i])
             st = kn_error(KILN_ERR_RUNTIME,
@@ -1157,8 +1247,12 @@ kiln_status kx_ctx_run(kx_ctx *c) {
     }
     for (int k = 0; c->shapes_ok && k < net->n_inputs; k++) {
         int t = net->inputs[k]; /* shape-tensor inputs whose values changed */
-        if (c->saved[t] && c->user[t] &&
-            memcmp(c->saved[t], c->user[t], tinfo_bytes(&c->ti[t])) != 0) {
+        kn_seq *sq = kn_dtype_is_handle((int)net->tensors[t].dtype) ? kn_handle_get(c->user[t])
+                                                                    : NULL;
+        if (kn_dtype_is_handle((int)net->tensors[t].dtype)
+                ? (!c->saved[t] || !sq || memcmp(c->saved[t], &sq->serial, sizeof sq->serial) != 0)
+                : (c->saved[t] && c->user[t] &&
+                   memcmp(c->saved[t], c->user[t], tinfo_bytes(&c->ti[t])) != 0)) {
             c->shapes_ok = false;
             c->prepared = false;
         }

@@ -86,6 +86,8 @@ typedef struct kx_ctx {
     void **saved;             /* per tensor: copy of a shape-tensor input's values at inference */
     void **dhost;             /* per tensor: device copy of a host value (GPU backends) */
     kx_alloc_info info;
+    kn_tinfo *in_info;        /* per graph input: what is known of a sequence or optional
+                                 input before a list is bound (kx_ctx_set_input_info) */
     /* profiling */
     bool profiling;
     double *step_ms;
@@ -96,6 +98,10 @@ KN_HIDDEN kiln_status kx_ctx_init(kx_ctx *c, const kx_program *p);
 KN_HIDDEN void kx_ctx_fini(kx_ctx *c);
 /* Set the shape of graph input i (index into net->inputs). */
 KN_HIDDEN kiln_status kx_ctx_set_input_shape(kx_ctx *c, int input, int rank, const int64_t *dims);
+/* What is known of sequence or optional input i (a handle: dtype and the
+ * seq fields of kn_tinfo) while no list is bound to it; NULL forgets it.
+ * A bound list's own facts take precedence. */
+KN_HIDDEN void kx_ctx_set_input_info(kx_ctx *c, int input, const kn_tinfo *info);
 /* Infer every tensor's shape for the current input shapes, computing host
  * values on the way. Uses input values bound with kx_ctx_bind when an input
  * itself is a host-value tensor. */

@@ -289,19 +289,54 @@ typedef struct case_data {
     int n_in, n_out;
     kn_tdata in[32], out[32];
     char in_name[32][256], out_name[32][256];
+    /* sequence and optional values (kind set), read with kx_onnx_read_value */
+    kx_onnx_value vin[32], vout[32];
 } case_data;
 
 static void case_data_free(case_data *d) {
-    for (int i = 0; i < d->n_in; i++)
+    for (int i = 0; i < d->n_in; i++) {
         kn_tdata_free(&d->in[i]);
-    for (int i = 0; i < d->n_out; i++)
+        kx_onnx_value_free(&d->vin[i]);
+    }
+    for (int i = 0; i < d->n_out; i++) {
         kn_tdata_free(&d->out[i]);
+        kx_onnx_value_free(&d->vout[i]);
+    }
     d->n_in = d->n_out = 0;
+}
+
+/* The kind of the model's k-th input (out: output) as its value file is
+ * written: 0 a tensor, else KX_VALUE_SEQUENCE / KX_VALUE_OPTIONAL. */
+static int value_kind(const kiln_network *net, int out, int k) {
+    if (!net || k >= (out ? kiln_network_num_outputs(net) : kiln_network_num_inputs(net)))
+        return 0;
+    const char *nm = out ? kiln_network_output_name(net, k) : kiln_network_input_name(net, k);
+    kiln_dtype dt;
+    int rank;
+    int64_t dims[KILN_MAX_DIMS];
+    if (!nm || kiln_network_tensor_info(net, nm, &dt, &rank, dims) != KILN_OK ||
+        !kn_dtype_is_handle((int)dt))
+        return 0;
+    return ((int)dt & KN_DTYPE_OPTIONAL) ? KX_VALUE_OPTIONAL : KX_VALUE_SEQUENCE;
+}
+
+static int read_value_pb(const char *path, int kind, kx_onnx_value *v, char *name, size_t cap) {
+    size_t size = 0;
+    uint8_t *data = NULL;
+    if (kn_file_read(path, &data, &size) != KILN_OK)
+        return -1;
+    kiln_status st = kx_onnx_read_value(data, size, kind, v);
+    kn_free(data);
+    if (st != KILN_OK)
+        return -1;
+    snprintf(name, cap, "%s", v->name);
+    return 0;
 }
 
 /* Read test_data_set_<set>/{input,output}_K.pb; -1 with a reason on failure,
  * 1 when the set does not exist. */
-static int load_set(const char *dir, int set, case_data *d, case_result *r) {
+static int load_set(const char *dir, int set, case_data *d, case_result *r,
+                    const kiln_network *net) {
     char path[4096];
     path_fmt(path, sizeof path, "%s/test_data_set_%d", dir, set);
     if (!file_exists(path))
@@ -311,7 +346,9 @@ static int load_set(const char *dir, int set, case_data *d, case_result *r) {
         path_fmt(path, sizeof path, "%s/test_data_set_%d/input_%d.pb", dir, set, k);
         if (!file_exists(path))
             break;
-        if (read_pb(path, &d->in[k], d->in_name[k], sizeof d->in_name[k]) != 0) {
+        int kind = value_kind(net, 0, k);
+        if (kind ? read_value_pb(path, kind, &d->vin[k], d->in_name[k], sizeof d->in_name[k])
+                 : read_pb(path, &d->in[k], d->in_name[k], sizeof d->in_name[k]) != 0) {
             set_reason(r, OUT_FAILED, "cannot read %s: %s", path, kiln_last_error());
             return -1;
         }
@@ -321,7 +358,9 @@ static int load_set(const char *dir, int set, case_data *d, case_result *r) {
         path_fmt(path, sizeof path, "%s/test_data_set_%d/output_%d.pb", dir, set, k);
         if (!file_exists(path))
             break;
-        if (read_pb(path, &d->out[k], d->out_name[k], sizeof d->out_name[k]) != 0) {
+        int kind = value_kind(net, 1, k);
+        if (kind ? read_value_pb(path, kind, &d->vout[k], d->out_name[k], sizeof d->out_name[k])
+                 : read_pb(path, &d->out[k], d->out_name[k], sizeof d->out_name[k]) != 0) {
             set_reason(r, OUT_FAILED, "cannot read %s: %s", path, kiln_last_error());
             return -1;
         }
@@ -381,7 +420,7 @@ static kiln_status add_profile(kiln_network *net, kiln_builder_config *cfg, cons
                 t = &d->in[k];
         if (!t && i < d->n_in)
             t = &d->in[i];
-        if (!t)
+        if (!t || kn_dtype_is_handle((int)dt))
             continue;
         if (prof < 0)
             KN_TRY(kiln_builder_config_add_profile(cfg, &prof));
@@ -427,7 +466,7 @@ static void run_case(const char *dir, const options *o, case_result *r) {
                    kiln_status_name(st), kiln_last_error());
         return;
     }
-    if (load_set(dir, 0, &d, r) != 0) {
+    if (load_set(dir, 0, &d, r, net) != 0) {
         if (!r->reason[0])
             set_reason(r, OUT_FAILED, "no test_data_set_0");
         /* Data kiln cannot read (string tensors) usually belongs to a model
@@ -470,7 +509,7 @@ static void run_case(const char *dir, const options *o, case_result *r) {
     for (int set = 0;; set++) {
         if (set > 0) {
             case_data_free(&d);
-            int rc = load_set(dir, set, &d, r);
+            int rc = load_set(dir, set, &d, r, net);
             if (rc == 1)
                 break;
             if (rc < 0)
@@ -484,6 +523,27 @@ static void run_case(const char *dir, const options *o, case_result *r) {
                 goto done;
             }
             kiln_dtype dt = kiln_engine_tensor_dtype(eng, nm);
+            if (d.vin[k].kind) { /* a sequence or optional */
+                const kx_onnx_value *v = &d.vin[k];
+                int ranks[64];
+                const int64_t *dp[64];
+                const void *pp[64];
+                for (int i = 0; i < v->n && i < 64; i++) {
+                    ranks[i] = v->items[i].rank;
+                    dp[i] = v->items[i].dims;
+                    pp[i] = v->items[i].data ? v->items[i].data : (const void *)"";
+                }
+                st = v->kind == KX_VALUE_OPTIONAL && v->is_none
+                         ? kiln_context_set_optional_none(ctx, nm)
+                         : kiln_context_set_sequence_input(ctx, nm, v->n < 64 ? v->n : 64, ranks,
+                                                           dp, pp);
+                if (st != KILN_OK) {
+                    set_reason(r, OUT_FAILED, "set %d input '%s': %s: %s", set, nm,
+                               kiln_status_name(st), kiln_last_error());
+                    goto done;
+                }
+                continue;
+            }
             if (bf16_as_u16(dt, d.in[k].dtype))
                 d.in[k].dtype = KILN_DTYPE_BFLOAT16;
             if (dt != d.in[k].dtype) {
@@ -529,6 +589,35 @@ static void run_case(const char *dir, const options *o, case_result *r) {
         }
         for (int k = 0; k < d.n_out; k++) {
             const char *nm = match_io(eng, KILN_IO_OUTPUT, d.out_name[k], k);
+            if (d.vout[k].kind) { /* a sequence or optional: count, then each element */
+                const kx_onnx_value *v = &d.vout[k];
+                int64_t want = v->is_none ? 0 : v->n;
+                int64_t got_n = nm ? kiln_context_sequence_length(ctx, nm) : -1;
+                if (got_n != want) {
+                    set_reason(r, OUT_FAILED, "set %d output '%s': %lld elements, expected %lld%s%s",
+                               set, nm ? nm : d.out_name[k], (long long)got_n, (long long)want,
+                               got_n < 0 ? ": " : "", got_n < 0 ? kiln_last_error() : "");
+                    goto done;
+                }
+                for (int64_t i = 0; i < want; i++) {
+                    kiln_dtype edt;
+                    int erank;
+                    int64_t edims[KILN_MAX_DIMS];
+                    const void *ep;
+                    if (kiln_context_sequence_element(ctx, nm, i, &edt, &erank, edims, &ep) !=
+                        KILN_OK) {
+                        set_reason(r, OUT_FAILED, "set %d output '%s' element %lld: %s", set, nm,
+                                   (long long)i, kiln_last_error());
+                        goto done;
+                    }
+                    kn_tdata *w = &v->items[i];
+                    if (bf16_as_u16(edt, w->dtype))
+                        w->dtype = KILN_DTYPE_BFLOAT16;
+                    if (compare_output(r, set, nm, edt, erank, edims, ep, w) != 0)
+                        goto done;
+                }
+                continue;
+            }
             int64_t dims[KILN_MAX_DIMS];
             int rank = nm ? kiln_context_tensor_shape(ctx, nm, dims) : -1;
             if (rank < 0) {

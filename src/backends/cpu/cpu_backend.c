@@ -64,6 +64,8 @@ extern const size_t kb_cpu_control_count;
 /* k_train.c: ai.onnx.preview.training's Adagrad, Momentum, Adam */
 extern const kb_kernel kb_cpu_train[];
 extern const size_t kb_cpu_train_count;
+extern const kb_kernel kb_cpu_seq[]; /* k_seq.c: sequences and optionals */
+extern const size_t kb_cpu_seq_count;
 
 /* k_string.c: Cast to and from string, StringNormalizer */
 extern const kb_kernel kb_cpu_string[];
@@ -81,6 +83,7 @@ static const kb_table kb_tables[] = {
     {kb_cpu_fp8, &kb_cpu_fp8_count},
     {kb_cpu_control, &kb_cpu_control_count},
     {kb_cpu_train, &kb_cpu_train_count},
+    {kb_cpu_seq, &kb_cpu_seq_count},
     {kb_cpu_string, &kb_cpu_string_count},
 };
 
