@@ -438,12 +438,33 @@ def main():
     return 0 if ok else 1
 
 
-def write_report(a, rows, meta, plan, cfg):
+def source_commit():
+    """The commit of the tree these scripts run from, or "unknown". The
+    device runs a copy of the tree: KILN_COMMIT (set by whoever made the
+    copy) wins; else git, but only when ROOT itself is the top of a git work
+    tree (a copy inside some other checkout would name that checkout's
+    commit) and that tree has no uncommitted changes to tracked files."""
+    env = os.environ.get("KILN_COMMIT", "").strip()
+    if env:
+        return env
     try:
-        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip()
-    except OSError:
-        commit = "?"
+        def git(*args):
+            r = subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True, text=True, timeout=20)
+            return r.returncode, r.stdout.strip()
+        rc, top = git("rev-parse", "--show-toplevel")
+        if rc != 0 or os.path.realpath(top) != os.path.realpath(ROOT):
+            return "unknown"
+        rc, head = git("rev-parse", "--short", "HEAD")
+        if rc != 0 or not head:
+            return "unknown"
+        rc, dirty = git("status", "--porcelain", "--untracked-files=no")
+        return head + ("+uncommitted changes" if rc == 0 and dirty else "") if rc == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def write_report(a, rows, meta, plan, cfg):
+    commit = source_commit()
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
