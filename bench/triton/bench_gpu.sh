@@ -27,15 +27,17 @@ mkdir -p $T
 if command -v xz >/dev/null; then tar xJf $D/triton.txz -C $T
 else python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/triton.txz $T; fi
 tar xzf $D/kiln_triton.tgz -C $T
+# the commit pack_gpu.sh packed (load_test.py prints it; "unknown" without it)
+export KILN_COMMIT=${KILN_COMMIT:-$(cat $T/COMMIT 2>/dev/null || echo unknown)}
 export KILN_TRITONSERVER=$T/pytriton/tritonserver/bin/tritonserver
 export LD_LIBRARY_PATH=$T:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee $OUT/env.txt
 $KILN_TRITONSERVER --help > /dev/null 2>&1 || echo "tritonserver does not start: $($KILN_TRITONSERVER --help 2>&1 | tail -3)"
 BACKEND=${BACKEND:-cuda}
-# each instance keeps a context (and its CUDA graph) for each of 8 batch
-# buckets, so the batches Triton forms replay a graph instead of recapturing
-PARAMS=${PARAMS:-graph_contexts=8,batch_buckets=8;16;24;32;40;48;56;64}
+# the backend's defaults: a context (and its CUDA graph) per batch bucket
+# (1,2,4,8,12,16,24,32,48,64), and the batcher's preferred sizes from them
+PARAMS=${PARAMS:-}
 KIND=${KIND:-KIND_GPU}
 ONNX_DIR=${ONNX_DIR:-$T}
 cp examples/tiny_cnn.onnx $ONNX_DIR/tiny.onnx 2>/dev/null

@@ -40,6 +40,13 @@ if [ -f "$b/libkiln_omp_wait.so" ]; then
     cp "$b/libkiln_omp_wait.so" "$stage/"
     ln -s ../../../libkiln_omp_wait.so "$stage/triton/backends/kiln/libkiln_omp_wait.so"
 fi
+# the commit the build is of, for the reports' commit line (the device runs a
+# copy of the tree where git may name another commit): "unknown" when not known
+c=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || true)
+if [ -n "$c" ] && [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+    c="$c+uncommitted changes"
+fi
+echo "${c:-unknown}" > "$stage/COMMIT"
 tar czf "$dev/kiln_triton.tgz" -C "$stage" .
 n=$(tar tvzf "$dev/kiln_triton.tgz" | awk '$1 !~ /^l/ && $NF ~ /libkiln\.so$/' | wc -l)
 [ "$n" = 1 ] || { echo "pack_gpu.sh: kiln_triton.tgz holds $n copies of libkiln.so (want 1)" >&2; exit 1; }

@@ -171,6 +171,7 @@ typedef struct kt_model {
     int opt_batch;
     int contexts;        /* graph_contexts: execution contexts an instance keeps, one per batch size */
     int n_buckets;       /* batch_buckets: batch sizes a batch is padded up to */
+    int auto_buckets;    /* no batch_buckets parameter: kt_default_buckets */
     int64_t buckets[KT_MAX_BUCKETS];
     int allow_embedded;
     char *embedded_sha;  /* comma-separated allow-list, or NULL */
@@ -526,6 +527,31 @@ static kt_json *kt_io_entry(const kt_io *t, int batching) {
     return o;
 }
 
+/* Without a batch_buckets parameter, the batch sizes an instance keeps a
+ * context for (its prepared kernels, activation memory and CUDA graph):
+ * 1, 2, 4, 8, then steps of 1.5x and 4/3x (12, 16, 24, 32, 48, 64, 96, ...)
+ * up to max_batch_size, which is always one. A batch runs at the smallest
+ * bucket that holds it, so at most a third of its rows are padding above 8,
+ * and a batch size that changes between executions replays a context made
+ * before instead of preparing kernels (and capturing a graph) again. */
+static void kt_default_buckets(kt_model *m, int64_t max_batch) {
+    if (!m->auto_buckets) return;
+    m->n_buckets = 0;
+    if (max_batch < 2) return;
+    for (int64_t b = 1; b < max_batch && m->n_buckets < KT_MAX_CONTEXTS - 1;) {
+        m->buckets[m->n_buckets++] = b;
+        b = b < 8 ? 2 * b : (b & (b - 1)) == 0 ? b + b / 2 : b / 3 * 4;
+    }
+    m->buckets[m->n_buckets++] = max_batch;
+}
+
+/* Contexts an instance keeps: graph_contexts, else one per bucket. */
+static int kt_context_count(const kt_model *m) {
+    if (m->contexts > 0) return m->contexts;
+    if (m->max_batch < 1 || m->n_buckets < 1) return 1;
+    return m->n_buckets < KT_MAX_CONTEXTS ? m->n_buckets : KT_MAX_CONTEXTS;
+}
+
 /* Fill what the configuration leaves out from the plan (inputs, outputs,
  * max_batch_size, a dynamic batcher) and hand it back to Triton. */
 static TRITONSERVER_Error *kt_autocomplete(kt_model *m, kiln_engine *e) {
@@ -555,6 +581,18 @@ static TRITONSERVER_Error *kt_autocomplete(kt_model *m, kiln_engine *e) {
     }
     if (mb > 1 && !kt_json_get(c, "dynamic_batching") && !kt_json_get(c, "sequence_batching")) {
         kt_json_set(c, "dynamic_batching", kt_json_new(KT_JSON_OBJECT));
+        changed = 1;
+    }
+    /* the batcher forms the batch sizes the instances keep contexts for
+     * (the buckets above 1), so that batches need no padding rows */
+    kt_json *db = kt_json_get(c, "dynamic_batching");
+    kt_json *pref = kt_json_get(db, "preferred_batch_size");
+    kt_default_buckets(m, mb);
+    if (db && mb > 1 && m->n_buckets > 1 && (!pref || pref->count == 0)) {
+        pref = kt_json_new(KT_JSON_ARRAY);
+        for (int b = 0; b < m->n_buckets; b++)
+            if (m->buckets[b] > 1 && m->buckets[b] <= mb) kt_json_append(pref, kt_json_new_int(m->buckets[b]));
+        kt_json_set(db, "preferred_batch_size", pref);
         changed = 1;
     }
     if (!changed) return NULL;
@@ -737,12 +775,20 @@ static TRITONSERVER_Error *kt_model_setup(kt_model *m) {
             return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: model '%s': precision '%s' is not fp32, fp16 or bf16", m->name, s);
     }
     if ((s = kt_param(m->config, "opt_batch_size"))) m->opt_batch = atoi(s);
-    m->contexts = 1;
+    m->contexts = 0; /* 0: as many as the batch buckets (kt_default_buckets) */
     if ((s = kt_param(m->config, "graph_contexts"))) m->contexts = atoi(s);
-    if (m->contexts < 1 || m->contexts > KT_MAX_CONTEXTS)
-        return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: model '%s': graph_contexts must be 1 to %d",
-                      m->name, KT_MAX_CONTEXTS);
+    if (m->contexts < 1 || m->contexts > KT_MAX_CONTEXTS) {
+        if (s)
+            return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: model '%s': graph_contexts must be 1 to %d",
+                          m->name, KT_MAX_CONTEXTS);
+        m->contexts = 0;
+    }
+    m->auto_buckets = 1;
     if ((s = kt_param(m->config, "batch_buckets")) && *s) {
+        m->auto_buckets = 0;
+        if (!strcasecmp(s, "none")) s = "";
+    }
+    if (s && *s && !m->auto_buckets) {
         char *list = strdup(s), *sp = NULL;
         for (char *b = strtok_r(list, ",; ", &sp); b; b = strtok_r(NULL, ",; ", &sp)) {
             long v = atol(b);
@@ -820,6 +866,7 @@ static TRITONSERVER_Error *kt_model_setup(kt_model *m) {
     if (!err && autocomplete) err = kt_autocomplete(m, e);
     if (!err) {
         m->max_batch = (int)kt_config_int(m->config, "max_batch_size", 0);
+        kt_default_buckets(m, m->max_batch);
         err = kt_validate(m, e);
     }
     /* On success the model keeps its reference to this first engine, so the
@@ -987,7 +1034,7 @@ static TRITONSERVER_Error *kt_context_for(kt_instance *in, int64_t rows, kt_ctx_
         for (int c = 0; c < in->n_ctxs; c++)
             if (in->ctxs[c].rows < 0) best = &in->ctxs[c];
     }
-    if (!best && in->n_ctxs < in->m->contexts) {
+    if (!best && in->n_ctxs < kt_context_count(in->m)) {
         KT_TRY(kt_new_context(in));
         best = &in->ctxs[in->n_ctxs - 1];
     }
@@ -1197,24 +1244,33 @@ static TRITONSERVER_Error *kt_check_request(kt_instance *in, kt_req *q) {
         if (dt != t->map->t)
             return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: model '%s': input '%s' must be %s", m->name, t->name,
                           t->map->config + 5);
+        /* the shapes as text only for an error message: not per request */
         char got[160], want[160];
-        kt_fmt_dims(got, sizeof got, shape, (int)(rank > KILN_MAX_DIMS ? KILN_MAX_DIMS : rank));
-        kt_fmt_dims(want, sizeof want, t->dims, t->rank);
-        if ((int)rank != t->rank)
+#define KT_SHAPES_TEXT()                                                                           \
+    (kt_fmt_dims(got, sizeof got, shape, (int)(rank > KILN_MAX_DIMS ? KILN_MAX_DIMS : rank)),        \
+     kt_fmt_dims(want, sizeof want, t->dims, t->rank))
+        if ((int)rank != t->rank) {
+            KT_SHAPES_TEXT();
             return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: model '%s': input '%s' has shape %s; the plan takes %s",
                           m->name, t->name, got, want);
+        }
         size_t need = t->elem;
         for (uint32_t k = 0; k < rank; k++) {
             if (shape[k] < 0 || (batching && k == 0 && (shape[0] < 1 || shape[0] > m->max_batch)) ||
-                (!(batching && k == 0) && !kt_dim_ok(in->e, t, (int)k, shape[k])))
+                (!(batching && k == 0) && !kt_dim_ok(in->e, t, (int)k, shape[k]))) {
+                KT_SHAPES_TEXT();
                 return kt_err(TRITONSERVER_ERROR_INVALID_ARG,
                               "kiln: model '%s': input '%s' has shape %s; the plan takes %s (dim %u out of range%s)",
                               m->name, t->name, got, want, k, batching && k == 0 ? " of max_batch_size" : "");
+            }
             need *= (size_t)shape[k];
         }
-        if (bytes != need)
+        if (bytes != need) {
+            KT_SHAPES_TEXT();
             return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: model '%s': input '%s' has %llu bytes; shape %s needs %zu",
                           m->name, t->name, (unsigned long long)bytes, got, need);
+        }
+#undef KT_SHAPES_TEXT
         if (batching) {
             if (ii == 0) q->rows = shape[0];
             else if (shape[0] != q->rows)

@@ -198,6 +198,11 @@ def main():
                  'parameters { key: "graph_contexts" value: { string_value: "3" } }\n'
                  'parameters { key: "batch_buckets" value: { string_value: "4;8;16" } }\n',
                  artifact_name="model.plan")
+    th.add_model(repo, "tiny_auto", tiny, 'backend: "kiln"\n'
+                 'parameters { key: "cpu_threads" value: { string_value: "1" } }\n', artifact_name="model.plan")
+    th.add_model(repo, "tiny_nobuckets", tiny, 'backend: "kiln"\n'
+                 'parameters { key: "batch_buckets" value: { string_value: "none" } }\n'
+                 'parameters { key: "graph_contexts" value: { string_value: "1" } }\n', artifact_name="model.plan")
     th.add_model(repo, "tiny_onnx", tiny_onnx, 'backend: "kiln"\nmax_batch_size: 4\n'
                  'instance_group [ { kind: KIND_CPU } ]\n', artifact_name="model.onnx")
     bad = {
@@ -418,6 +423,30 @@ def run_checks(a, srv, repo, work, rng, tiny, tiny2p, multi, plugin_lib, bad):
         check(close(got, ref), "tiny_buckets batch %d (padded to its bucket, its own context) equals kiln exec" % b,
               maxdiff(got, ref))
     c.http.unload_model("tiny_buckets")
+
+    # ---- default batch buckets (1,2,4,8,12,16 for max_batch_size 16): a
+    # context each, kept across executions whose batch size changes, and the
+    # batcher's preferred sizes from them; "none": one context re-prepared
+    c.http.load_model("tiny_auto")
+    c.http.load_model("tiny_nobuckets")
+    pref = [int(v) for v in config_of(c, "tiny_auto").get("dynamic_batching", {}).get("preferred_batch_size", [])]
+    check(pref == [2, 4, 8, 12, 16], "auto-complete: preferred_batch_size from the default batch buckets", pref)
+    pref = [int(v) for v in config_of(c, "tiny_nobuckets").get("dynamic_batching", {}).get("preferred_batch_size", [])]
+    check(pref in ([], [16]), "batch_buckets none: no preferred_batch_size from the backend (Triton's own: none "
+          "or max_batch_size)", pref)
+    seq = (1, 3, 16, 1, 5, 12, 3, 9, 2, 1, 16, 7)
+    xs = {b: rng.standard_normal((b, 3, 64, 64)).astype(np.float32) for b in set(seq)}
+    refs = {b: th.kiln_exec_outputs(k, tiny, {"input": x}, work)["output"] for b, x in xs.items()}
+    for model in ("tiny_auto", "tiny_nobuckets"):
+        bad_b = []
+        for proto in ("http", "grpc"):
+            for b in seq:  # every request a batch size other than the last one's
+                got = c.infer(model, {"input": xs[b]}, proto=proto).as_numpy("output")
+                if not close(got, refs[b]):
+                    bad_b.append((proto, b, maxdiff(got, refs[b])))
+        check(not bad_b, "%s: a batch size that changes every request (%s) equals kiln exec" % (model, seq), bad_b[:3])
+    c.http.unload_model("tiny_auto")
+    c.http.unload_model("tiny_nobuckets")
 
     # ---- model.onnx built at load, with a timing cache beside it
     t0 = time.time()
