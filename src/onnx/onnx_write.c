@@ -121,12 +121,17 @@ static void write_tensor(wbuf *b, const char *name, const kn_tdata *v) {
  * does not record (UNDEFINED when unknown). */
 static void write_value_info(wbuf *b, const kn_tensor *t, const kn_tinfo *guessed) {
     wb_str(b, 1, t->name);
-    if (t->dtype == KILN_DTYPE_UNDEFINED) {
+    /* a declared type without a rank (a graph output read without its
+     * shape) takes the inferred rank too: ONNX's checker wants a shape on
+     * graph outputs */
+    bool no_rank = t->dtype != KILN_DTYPE_UNDEFINED && t->rank < 0 && guessed &&
+                   guessed->dtype != KILN_DTYPE_UNDEFINED && guessed->rank >= 0;
+    if (t->dtype == KILN_DTYPE_UNDEFINED || no_rank) {
         if (!guessed || guessed->dtype == KILN_DTYPE_UNDEFINED)
             return; /* type unknown: readers infer it */
         /* type and rank; dims unknown (they may depend on dynamic inputs) */
         wbuf tt = {0}, type = {0}, shape = {0};
-        wb_int(&tt, 1, (int64_t)guessed->dtype);
+        wb_int(&tt, 1, (int64_t)(no_rank ? t->dtype : guessed->dtype));
         for (int d = 0; d < guessed->rank; d++) {
             wb_key(&shape, 1, 2);
             wb_varint(&shape, 0);
@@ -374,7 +379,8 @@ static kiln_status write_graph(wbuf *out, const kn_net *net, const char *name, i
     }
     kn_tinfo *guess = NULL;
     for (int k = 0; k < net->n_outputs && !guess; k++)
-        if (net->tensors[net->outputs[k]].dtype == KILN_DTYPE_UNDEFINED)
+        if (net->tensors[net->outputs[k]].dtype == KILN_DTYPE_UNDEFINED ||
+            net->tensors[net->outputs[k]].rank < 0)
             guess = guess_types(net);
     for (int k = 0; k < net->n_outputs; k++) {
         wbuf vb = {0};
