@@ -1114,7 +1114,8 @@ static PyObject *context_sequence_element(PyObject *self, PyObject *args) {
     int64_t dims[KILN_MAX_DIMS];
     const void *data = NULL;
     CHECK(kiln_context_sequence_element(CTX(self), name, (int64_t)i, &dt, &rank, dims, &data));
-    return Py_BuildValue("(iNN)", (int)dt, dims_tuple(dims, rank), PyLong_FromVoidPtr((void *)data));
+    return Py_BuildValue("(iNN)", (int)dt, dims_tuple(dims, rank),
+                         PyLong_FromVoidPtr((void *)data));
 }
 static PyObject *context_set_threads(PyObject *self, PyObject *arg) {
     long v = PyLong_AsLong(arg);

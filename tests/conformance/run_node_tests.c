@@ -5,11 +5,13 @@
  * past it is rerun once alone), and checked against the list of cases
  * expected to pass.
  *
- * Usage: run_node_tests [--data DIR] [--expected FILE] [--results FILE]
+ * Usage: run_node_tests [--data DIR] [--expected FILE] [--known FILE] [--results FILE]
  *                       [--update] [--filter TEXT] [--jobs N] [--timeout S]
  *                       [--timing] [--no-dtype-check] [--verbose]
- * Exit status: 0 when every case in the expected list passes (or the data is
- * missing: "skipped"), 1 when one does not, 2 on a usage or I/O error. */
+ * Exit status: 0 when every case in the expected list passes and (with
+ * --known) every case that does not pass is listed there and no listed one
+ * passes (or the data is missing: "skipped"), 1 when not, 2 on a usage or
+ * I/O error. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -1145,7 +1147,8 @@ static int check_known(const options *o, case_entry *cases, int n) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: run_node_tests [--data DIR] [--expected FILE] [--known FILE] [--results FILE] [--update]\n"
+            "usage: run_node_tests [--data DIR] [--expected FILE] [--known FILE] [--results FILE]\n"
+            "                      [--update]\n"
             "                      [--filter TEXT] [--jobs N] [--timeout S] [--mem-limit-mb M]\n"
             "                      [--timing] [--no-dtype-check] [--verbose] [--backend NAME]\n"
             "Runs every ONNX node test case in DIR (default " DEFAULT_DATA ") through kiln:\n"
