@@ -229,3 +229,27 @@ def test_context_values_and_errors(tmp_path):
                  "opt": None})
     # the engine's infer context stays usable after the error
     assert int(e.infer({"seq": seq, "t": t, "opt": None})["len"]) == 2
+
+
+def test_compare_sequence_outputs(tmp_path):
+    pytest.importorskip("onnxruntime")
+    path = str(tmp_path / "produce.onnx")
+    _produce_model(path)
+    r = kiln.compare(path)   # tensor inputs: random feeds; ONNX Runtime's results
+    assert r.passed, r.table()
+    names = [o.name for o in r.outputs]
+    assert names == ["parts[0]", "parts[1]", "parts[2]", "pair[0]", "pair[1]", "joined", "n",
+                     "opt_y"]
+    # a reference of another length, another element, or None where kiln has a value
+    ref = dict(r.ref_outputs)
+    bad = dict(ref, parts=ref["parts"][:2])
+    assert not kiln.compare(path, inputs=r.inputs, reference=bad).passed
+    bad = dict(ref, pair=[ref["pair"][0], ref["pair"][1] + 1])
+    res = kiln.compare(path, inputs=r.inputs, reference=bad)
+    assert [o.name for o in res.outputs if not o.passed] == ["pair[1]"]
+    assert not kiln.compare(path, inputs=r.inputs, reference=dict(ref, opt_y=None)).passed
+
+    consume = str(tmp_path / "consume.onnx")
+    _consume_model(consume)
+    with pytest.raises(ValueError, match="sequence or optional"):
+        kiln.compare(consume)
