@@ -102,6 +102,11 @@ typedef enum kiln_tensor_kind {
 } kiln_tensor_kind;
 /* The kind of an I/O value, or -1 when there is no such tensor. */
 KILN_API int kiln_engine_tensor_kind(const kiln_engine *engine, const char *name);
+/* What an optional I/O value holds: KILN_TENSOR_KIND_SEQUENCE for an
+ * optional of a sequence, else KILN_TENSOR_KIND_TENSOR (also for a tensor
+ * or a sequence, whose elements are tensors); -1 when there is no such
+ * tensor. Added in 0.3. */
+KILN_API int kiln_engine_tensor_element_kind(const kiln_engine *engine, const char *name);
 /* Give a sequence input `count` tensors of the input's element type (element
  * i: ranks[i], dims[i], bytes at data[i], copied now), or an optional input
  * its element: count 1 (a tensor) or, for an optional of a sequence, the
@@ -116,6 +121,10 @@ KILN_API KILN_NODISCARD kiln_status kiln_context_set_optional_none(kiln_context 
  * optional output holds), 0 or 1 for an optional of a tensor, -1 with a
  * message on error. */
 KILN_API int64_t kiln_context_sequence_length(kiln_context *ctx, const char *name);
+/* After a run: 1 when an optional output holds an element (a tensor or a
+ * sequence, perhaps empty), 0 when it holds none, -1 with a message when
+ * `name` is not an optional or has not run. Added in 0.3. */
+KILN_API int kiln_context_optional_has_element(kiln_context *ctx, const char *name);
 /* Element i of a sequence or optional output after a run: its type, shape
  * (dims: KILN_MAX_DIMS entries) and bytes, valid until the next run. */
 KILN_API KILN_NODISCARD kiln_status kiln_context_sequence_element(kiln_context *ctx,

@@ -28,7 +28,7 @@ import enum
 import os
 import sys
 import threading
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -96,6 +96,23 @@ class TensorIOMode(enum.IntEnum):
     NONE = 0
     INPUT = 1
     OUTPUT = 2
+
+
+from ._seq import TensorKind  # noqa: E402  (kiln_tensor_kind)
+
+
+class IOTensorInfo(NamedTuple):
+    """kiln: one I/O value of an engine (engine.inputs / engine.outputs).
+    `dtype` is the element type of a sequence or optional; `holds` says what
+    an optional holds (TensorKind.TENSOR or SEQUENCE), None for the others;
+    `shape` is the shape as built (-1 dynamic), None for a sequence or
+    optional."""
+    name: str
+    mode: TensorIOMode
+    kind: TensorKind
+    dtype: Union[DataType, int]
+    shape: Optional[Shape]
+    holds: Optional[TensorKind]
 
 
 class BuilderFlag(enum.IntEnum):
@@ -825,6 +842,37 @@ class ICudaEngine:
             self._check(name)
         return s
 
+    def get_tensor_kind(self, name: str) -> TensorKind:
+        """kiln: TENSOR, SEQUENCE (a list of arrays) or OPTIONAL (None, or an
+        array / a list of arrays: get_tensor_info(name).holds says which)."""
+        self._check(name)
+        return TensorKind(self._c.tensor_kind(name))
+
+    def get_tensor_info(self, name: str) -> IOTensorInfo:
+        """kiln: name, mode, kind, element dtype, shape, what an optional holds."""
+        self._check(name)
+        kind = TensorKind(self._c.tensor_kind(name))
+        dt = self._c.tensor_dtype(name)
+        try:
+            dt = DataType(dt)
+        except ValueError:
+            pass
+        shape = self._c.tensor_shape(name) if kind == TensorKind.TENSOR else None
+        holds = (TensorKind(self._c.tensor_element_kind(name))
+                 if kind == TensorKind.OPTIONAL else None)
+        return IOTensorInfo(name, TensorIOMode(self._c.tensor_io_mode(name)), kind, dt, shape,
+                            holds)
+
+    @property
+    def inputs(self) -> List[IOTensorInfo]:
+        """kiln: the inputs' descriptions (get_tensor_info), in order."""
+        return [self.get_tensor_info(n) for n in self.input_names]
+
+    @property
+    def outputs(self) -> List[IOTensorInfo]:
+        """kiln: the outputs' descriptions (get_tensor_info), in order."""
+        return [self.get_tensor_info(n) for n in self.output_names]
+
     def is_shape_inference_io(self, name: str) -> bool:
         return self._c.tensor_is_shape_input(name)
 
@@ -916,8 +964,14 @@ class ICudaEngine:
             return infer(self, self._infer_ctx, feeds, stream)
 
     def __repr__(self) -> str:
-        return (f"ICudaEngine(backend={self.backend!r}, inputs={self.input_names}, "
-                f"outputs={self.output_names})")
+        def desc(names: List[str]) -> List[str]:
+            out = []
+            for n in names:
+                k = self._c.tensor_kind(n)
+                out.append(n if k <= 0 else f"{n}: {TensorKind(k).name.lower()}")
+            return out
+        return (f"ICudaEngine(backend={self.backend!r}, inputs={desc(self.input_names)}, "
+                f"outputs={desc(self.output_names)})")
 
 
 class IExecutionContext:
@@ -975,6 +1029,20 @@ class IExecutionContext:
 
     def get_tensor_address(self, name: str) -> int:
         return self._c.tensor_address(name)
+
+    # sequences and optionals (CPU engines)
+    def set_input_value(self, name: str, value: Any) -> None:
+        """kiln: give a sequence input a list of arrays, an optional input
+        None (no element) or its element (an array; a list of arrays for an
+        optional of a sequence). Converted to the element type and copied now."""
+        from ._seq import set_input_value
+        set_input_value(self.engine._c, self._c, name, value)
+
+    def get_output_value(self, name: str) -> Any:
+        """kiln: after a run, a sequence output as a list of numpy arrays, an
+        optional output as None or its element (an array, or a list)."""
+        from ._seq import get_output_value
+        return get_output_value(self.engine._c, self._c, name)
 
     def execute_async_v3(self, stream_handle: Any = None) -> bool:
         """Run once on a stream (int, torch.cuda.Stream, CuPy stream, None).
@@ -1098,7 +1166,8 @@ __all__ = [
     "Error", "InvalidArgumentError", "ParseError", "UnsupportedError", "ShapeError",
     "OutOfMemoryError", "FileError", "PlanError", "VersionError", "DeviceError", "PluginError",
     "NotFoundError", "ExecutionError", "InternalError",
-    "DataType", "TensorIOMode", "BuilderFlag", "MemoryPoolType", "NetworkDefinitionCreationFlag",
+    "DataType", "TensorIOMode", "TensorKind", "IOTensorInfo", "BuilderFlag", "MemoryPoolType",
+    "NetworkDefinitionCreationFlag",
     "OnnxParserFlag", "TensorFormat", "LayerInformationFormat", "nptype",
     "ILogger", "Logger", "Builder", "INetworkDefinition", "ITensor", "ILayer", "OnnxParser",
     "ParserError", "IBuilderConfig", "IOptimizationProfile", "ITimingCache", "IHostMemory",

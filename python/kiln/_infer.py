@@ -2,7 +2,8 @@
 inputs' kind, binding the arrays in place wherever they already are where
 the engine needs them (numpy on a CPU engine, torch / CuPy CUDA tensors on a
 GPU engine); otherwise it copies (numpy on a GPU engine, through device
-buffers kept on the context)."""
+buffers kept on the context). Sequence inputs and outputs are lists of
+arrays, an optional is None or its element (kiln._seq)."""
 from __future__ import annotations
 
 import sys
@@ -11,6 +12,7 @@ from typing import Any, Dict, Mapping, Optional
 import numpy as np
 
 from . import _kiln
+from ._seq import get_output_value, set_input_value
 from ._tensors import host_array, numpy_dtype, stream_handle
 
 
@@ -78,11 +80,17 @@ def infer(engine, ctx, feeds: Mapping[str, Any], stream: Any = None) -> Dict[str
         cupy = sys.modules["cupy"]
         st = cupy.cuda.get_current_stream().ptr or None
 
+    # sequences and optionals: a list / None / an array, copied in by kiln
+    handles = {n for n in inputs + engine.output_names if engine._c.tensor_kind(n) > 0}
+
     # inputs
     host_copies = []   # (device address, numpy array) to copy in
     for name in inputs:
         dt = engine._c.tensor_dtype(name)
         v = feeds[name]
+        if name in handles:
+            set_input_value(engine._c, c, name, v)
+            continue
         shape_input = engine._c.tensor_is_shape_input(name)
         if kind == "torch" and _kind(v) == "torch":
             tdt = _torch_dtype(torch, dt)
@@ -121,6 +129,8 @@ def infer(engine, ctx, feeds: Mapping[str, Any], stream: Any = None) -> Dict[str
     late = []
     staged = []        # (numpy out, device address) to copy back
     for name in engine.output_names:
+        if name in handles:
+            continue
         dt = engine._c.tensor_dtype(name)
         try:
             shape = c.tensor_shape(name)
@@ -182,9 +192,20 @@ def infer(engine, ctx, feeds: Mapping[str, Any], stream: Any = None) -> Dict[str
             elif kind == "cupy" and gpu:
                 o = sys.modules["cupy"].asarray(o)
             outs[name] = o
+        for name in engine.output_names:
+            if name not in handles:
+                continue
+            v = get_output_value(engine._c, c, name)
+            if kind == "torch":
+                conv = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
+                v = None if v is None else [conv(a) for a in v] if isinstance(v, list) else conv(v)
+            outs[name] = v
+        outs = {n: outs[n] for n in engine.output_names}
     finally:
         # nothing bound here may dangle into a later run of this context
         for name in inputs + engine.output_names:
+            if name in handles:
+                continue
             try:
                 c.set_tensor_address(name, None)
             except Exception:

@@ -186,6 +186,9 @@ def random_inputs(engine, shapes: Optional[Mapping[str, Sequence[int]]] = None,
     rng = np.random.default_rng(seed)
     out = {}
     for name in engine.input_names:
+        if engine._c.tensor_kind(name) > 0:
+            raise ValueError(f"random inputs: input '{name}' is a sequence or optional; "
+                             "give the feeds (inputs=)")
         if shapes and name in shapes:
             shape = tuple(shapes[name])
         else:
@@ -245,6 +248,31 @@ def compare(onnx_path: Union[str, os.PathLike], engine: Any = None, *,
     for name in got:
         if name not in ref:
             raise KeyError(f"compare: the reference has no output '{name}'")
-        results.append(compare_arrays(name, got[name], ref[name], _tol(atol, name, 1e-5),
+        results.extend(_compare_value(name, got[name], ref[name], _tol(atol, name, 1e-5),
                                       _tol(rtol, name, 1e-5), check_error_stat))
     return CompareResult(results, feeds, got, ref)
+
+
+def _compare_value(name: str, got: Any, ref: Any, atol: float, rtol: float,
+                   stat: str) -> List[OutputComparison]:
+    """An output's comparisons: one for a tensor; for a sequence (a list)
+    its length, then element i as `name[i]`; an empty optional (None)
+    matches only None."""
+    def verdict(ok: bool, shape: tuple, ref_shape: tuple) -> OutputComparison:
+        bad = 0.0 if ok else float("inf")
+        return OutputComparison(name, shape, ref_shape, bad, bad, bad, bad, bad, bad,
+                                0 if ok else 1, 0, None, atol, rtol, ok)
+    if got is None or ref is None:
+        return [verdict(got is None and ref is None, () if got is None else ("value",),
+                        () if ref is None else ("value",))]
+    if isinstance(got, (list, tuple)) or isinstance(ref, (list, tuple)):
+        if not isinstance(got, (list, tuple)) or not isinstance(ref, (list, tuple)) or \
+                len(got) != len(ref):
+            n = len(got) if isinstance(got, (list, tuple)) else -1
+            m = len(ref) if isinstance(ref, (list, tuple)) else -1
+            return [verdict(False, (n,), (m,))]
+        out = []
+        for i, (a, b) in enumerate(zip(got, ref)):
+            out.extend(_compare_value(f"{name}[{i}]", a, b, atol, rtol, stat))
+        return out
+    return [compare_arrays(name, got, ref, atol, rtol, stat)]

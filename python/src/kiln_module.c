@@ -13,6 +13,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -775,6 +776,14 @@ static PyObject *engine_tensor_is_shape_input(PyObject *self, PyObject *arg) {
     const char *n = name_arg(arg);
     return n ? PyBool_FromLong(kiln_engine_tensor_is_shape_input(ENG(self), n)) : NULL;
 }
+static PyObject *engine_tensor_kind(PyObject *self, PyObject *arg) {
+    const char *n = name_arg(arg);
+    return n ? PyLong_FromLong(kiln_engine_tensor_kind(ENG(self), n)) : NULL;
+}
+static PyObject *engine_tensor_element_kind(PyObject *self, PyObject *arg) {
+    const char *n = name_arg(arg);
+    return n ? PyLong_FromLong(kiln_engine_tensor_element_kind(ENG(self), n)) : NULL;
+}
 static PyObject *engine_tensor_shape(PyObject *self, PyObject *arg) {
     const char *n = name_arg(arg);
     if (!n)
@@ -892,6 +901,9 @@ static PyMethodDef engine_methods[] = {
     {"tensor_dtype", engine_tensor_dtype, METH_O, NULL},
     {"tensor_is_shape_input", engine_tensor_is_shape_input, METH_O, NULL},
     {"tensor_shape", engine_tensor_shape, METH_O, "shape as built (-1 dynamic) or None"},
+    {"tensor_kind", engine_tensor_kind, METH_O, "0 tensor, 1 sequence, 2 optional, -1 none"},
+    {"tensor_element_kind", engine_tensor_element_kind, METH_O,
+     "what an optional holds: 1 a sequence, else 0; -1 none"},
     {"num_profiles", engine_num_profiles, METH_NOARGS, NULL},
     {"profile_shape", engine_profile_shape, METH_VARARGS, "profile_shape(profile, name) -> (min, opt, max)"},
     {"layers", engine_layers, METH_NOARGS, "[(name, op, tactic)]"},
@@ -1016,6 +1028,95 @@ static PyObject *context_synchronize(PyObject *self, PyObject *arg) {
     Py_END_ALLOW_THREADS CHECK(st);
     Py_RETURN_NONE;
 }
+/* set_sequence_input(name, [(dims, address), ...]): the elements' bytes are
+ * copied by kiln during the call */
+static PyObject *context_set_sequence_input(PyObject *self, PyObject *args) {
+    const char *name;
+    PyObject *items;
+    if (!PyArg_ParseTuple(args, "sO", &name, &items))
+        return NULL;
+    PyObject *t = PySequence_Tuple(items);
+    if (!t)
+        return NULL;
+    Py_ssize_t n = PyTuple_Size(t);
+    if (n > INT_MAX) {
+        Py_DECREF(t);
+        PyErr_Format(PyExc_ValueError, "input '%s': %zd elements, too many", name, n);
+        return NULL;
+    }
+    size_t cap = (size_t)(n ? n : 1);
+    int *ranks = PyMem_Calloc(cap, sizeof *ranks);
+    int64_t *dims = PyMem_Calloc(cap * KILN_MAX_DIMS, sizeof *dims);
+    const int64_t **dimp = PyMem_Calloc(cap, sizeof *dimp);
+    const void **data = PyMem_Calloc(cap, sizeof *data);
+    PyObject *ret = NULL;
+    if (!ranks || !dims || !dimp || !data) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d, *a;
+        void *p;
+        if (!PyArg_ParseTuple(PyTuple_GetItem(t, i), "OO;element (dims, address)", &d, &a))
+            goto done;
+        if (parse_dims(d, dims + i * KILN_MAX_DIMS, &ranks[i], name) < 0 || !ptr_conv(a, &p))
+            goto done;
+        dimp[i] = dims + i * KILN_MAX_DIMS;
+        data[i] = p;
+    }
+    kiln_status st;
+    kiln_context *c = CTX(self);
+    Py_BEGIN_ALLOW_THREADS st = kiln_context_set_sequence_input(c, name, (int)n, ranks, dimp, data);
+    Py_END_ALLOW_THREADS
+    ret = st == KILN_OK ? Py_NewRef(Py_None) : raise_status(st);
+done:
+    PyMem_Free(ranks);
+    PyMem_Free(dims);
+    PyMem_Free(dimp);
+    PyMem_Free(data);
+    Py_DECREF(t);
+    return ret;
+}
+static PyObject *context_set_optional_none(PyObject *self, PyObject *arg) {
+    const char *n = name_arg(arg);
+    if (!n)
+        return NULL;
+    CHECK(kiln_context_set_optional_none(CTX(self), n));
+    Py_RETURN_NONE;
+}
+static PyObject *context_sequence_length(PyObject *self, PyObject *arg) {
+    const char *n = name_arg(arg);
+    if (!n)
+        return NULL;
+    int64_t len = kiln_context_sequence_length(CTX(self), n);
+    if (len < 0)
+        return raise_status(KILN_ERR_INVALID_ARGUMENT);
+    return PyLong_FromLongLong(len);
+}
+static PyObject *context_optional_has_element(PyObject *self, PyObject *arg) {
+    const char *n = name_arg(arg);
+    if (!n)
+        return NULL;
+    int has = kiln_context_optional_has_element(CTX(self), n);
+    if (has < 0)
+        return raise_status(KILN_ERR_INVALID_ARGUMENT);
+    return PyBool_FromLong(has);
+}
+/* sequence_element(name, i) -> (dtype, dims, address): kiln's bytes, valid
+ * until the next run */
+static PyObject *context_sequence_element(PyObject *self, PyObject *args) {
+    const char *name;
+    long long i;
+    if (!PyArg_ParseTuple(args, "sL", &name, &i))
+        return NULL;
+    kiln_dtype dt = KILN_DTYPE_FLOAT;
+    int rank = 0;
+    int64_t dims[KILN_MAX_DIMS];
+    const void *data = NULL;
+    CHECK(kiln_context_sequence_element(CTX(self), name, (int64_t)i, &dt, &rank, dims, &data));
+    return Py_BuildValue("(iNN)", (int)dt, dims_tuple(dims, rank),
+                         PyLong_FromVoidPtr((void *)data));
+}
 static PyObject *context_set_threads(PyObject *self, PyObject *arg) {
     long v = PyLong_AsLong(arg);
     if (v == -1 && PyErr_Occurred())
@@ -1079,6 +1180,13 @@ static PyMethodDef context_methods[] = {
     {"tensor_address", context_tensor_address, METH_O, NULL},
     {"enqueue", context_enqueue, METH_O, "enqueue(stream or None); GIL released"},
     {"synchronize", context_synchronize, METH_O, NULL},
+    {"set_sequence_input", context_set_sequence_input, METH_VARARGS,
+     "set_sequence_input(name, [(dims, address), ...]); the bytes are copied"},
+    {"set_optional_none", context_set_optional_none, METH_O, NULL},
+    {"sequence_length", context_sequence_length, METH_O, NULL},
+    {"optional_has_element", context_optional_has_element, METH_O, NULL},
+    {"sequence_element", context_sequence_element, METH_VARARGS,
+     "sequence_element(name, i) -> (dtype, dims, address)"},
     {"set_threads", context_set_threads, METH_O, NULL},
     {"set_graphs", context_set_graphs, METH_O, NULL},
     {"set_profiling", context_set_profiling, METH_O, NULL},

@@ -737,6 +737,16 @@ KILN_API int kiln_engine_tensor_kind(const kiln_engine *e, const char *name) {
     return kn_handle_is_opt(t) ? KILN_TENSOR_KIND_OPTIONAL : KILN_TENSOR_KIND_SEQUENCE;
 }
 
+KILN_API int kiln_engine_tensor_element_kind(const kiln_engine *e, const char *name) {
+    int i = io_index(e, name);
+    if (i < 0)
+        return -1;
+    int t = (int)e->net->tensors[e->io[i]].dtype;
+    return kn_dtype_is_handle(t) && kn_handle_is_opt((kiln_dtype)t) && (t & KN_DTYPE_SEQUENCE)
+               ? KILN_TENSOR_KIND_SEQUENCE
+               : KILN_TENSOR_KIND_TENSOR;
+}
+
 /* Graph input k of a sequence or optional kind named `name`, or an error. */
 static kiln_status handle_input(kiln_context *c, const char *name, const char *fn, int *k) {
     if (!c || !name)
@@ -862,6 +872,21 @@ KILN_API int64_t kiln_context_sequence_length(kiln_context *c, const char *name)
     if (output_list(c, name, &s) != KILN_OK)
         return -1;
     return s->none ? 0 : s->n;
+}
+
+KILN_API int kiln_context_optional_has_element(kiln_context *c, const char *name) {
+    kn_seq *inner;
+    if (output_list(c, name, &inner) != KILN_OK)
+        return -1;
+    int i = io_index(c->e, name);
+    int t = c->e->io[i];
+    void *a = c->c.user[t] ? c->c.user[t] : c->c.addr[t];
+    kn_seq *s = kn_handle_get(a);
+    if (s->kind != KN_SEQ_KIND_OPTIONAL) {
+        kn_error(KILN_ERR_INVALID_ARGUMENT, "'%s' is a sequence, not an optional", name);
+        return -1;
+    }
+    return s->none ? 0 : 1;
 }
 
 KILN_API kiln_status kiln_context_sequence_element(kiln_context *c, const char *name, int64_t i,

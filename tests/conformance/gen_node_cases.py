@@ -11,7 +11,7 @@ import sys
 import warnings
 
 try:
-    from onnx import numpy_helper
+    from onnx import TensorProto, numpy_helper
     import onnx.backend.test.case.node as node
 except ImportError as e:
     print("skipped: %s" % e)
@@ -42,7 +42,12 @@ def main():
                 for kind, arrs, vis in (("input", ins, c.model.graph.input),
                                         ("output", outs, c.model.graph.output)):
                     for k, a in enumerate(arrs):
-                        t = numpy_helper.from_array(a, vis[k].name)
+                        if isinstance(a, TensorProto):  # cases that give raw protos
+                            t = TensorProto()
+                            t.CopyFrom(a)
+                            t.name = vis[k].name
+                        else:
+                            t = numpy_helper.from_array(a, vis[k].name)
                         with open(os.path.join(d, "%s_%d.pb" % (kind, k)), "wb") as f:
                             f.write(t.SerializeToString())
                 n += 1

@@ -8,7 +8,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 runner=$1 work=$2 expected=$3
 rm -rf "$work" && mkdir -p "$work" || exit 1
-"$here/../models/py.sh" "$here/gen_node_cases.py" "$work/node" RotaryEmbedding RMSNormalization
+"$here/../models/py.sh" "$here/gen_node_cases.py" "$work/node" RotaryEmbedding RMSNormalization CastLike Adam
 rc=$?
 [ $rc -eq 0 ] || exit $rc
 exec "$runner" --data "$work/node" --expected "$expected" --results "$work/results.txt"

@@ -5,11 +5,13 @@
  * past it is rerun once alone), and checked against the list of cases
  * expected to pass.
  *
- * Usage: run_node_tests [--data DIR] [--expected FILE] [--results FILE]
+ * Usage: run_node_tests [--data DIR] [--expected FILE] [--known FILE] [--results FILE]
  *                       [--update] [--filter TEXT] [--jobs N] [--timeout S]
  *                       [--timing] [--no-dtype-check] [--verbose]
- * Exit status: 0 when every case in the expected list passes (or the data is
- * missing: "skipped"), 1 when one does not, 2 on a usage or I/O error. */
+ * Exit status: 0 when every case in the expected list passes and (with
+ * --known) every case that does not pass is listed there and no listed one
+ * passes (or the data is missing: "skipped"), 1 when not, 2 on a usage or
+ * I/O error. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -55,7 +57,7 @@ typedef enum outcome { OUT_PASSED, OUT_FAILED, OUT_UNSUPPORTED } outcome;
 static const char *const outcome_name[] = {"passed", "failed", "unsupported"};
 
 typedef struct options {
-    const char *data, *expected, *results, *filter;
+    const char *data, *expected, *results, *filter, *known;
     int update, jobs, timing, verbose, no_dtype_check;
     double timeout_s;
     long mem_limit_mb;
@@ -1023,9 +1025,130 @@ static int write_list(const char *path, char **old, int n_old, case_entry *cases
     return k;
 }
 
+/* ---- the known failures ----
+ * Each line of the file: BACKEND CASE REASON, BACKEND "all", "cpu" or
+ * "cuda" (the --backend name), REASON the rest of the line; '#' starts a
+ * comment line. Every case of this backend that does not pass must be
+ * listed (else UNEXPLAINED), and every listed case must still fail (else
+ * STALE); either makes the exit status 1. */
+
+typedef struct known_entry {
+    char *name, *reason;
+} known_entry;
+
+static int cmp_known(const void *a, const void *b) {
+    return strcmp(((const known_entry *)a)->name, ((const known_entry *)b)->name);
+}
+
+/* The entries of `path` for `backend`; -1 (with a message) on a bad file. */
+static int read_known(const char *path, const char *backend, known_entry **out) {
+    *out = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "cannot read %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[2048];
+    int n = 0, cap = 0, lineno = 0, bad = 0;
+    known_entry *k = NULL;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = 0;
+        char *p = line + strspn(line, " \t");
+        if (!*p || *p == '#')
+            continue;
+        char *be = p;
+        p += strcspn(p, " \t");
+        if (*p)
+            *p++ = 0;
+        p += strspn(p, " \t");
+        char *name = p;
+        p += strcspn(p, " \t");
+        if (*p)
+            *p++ = 0;
+        p += strspn(p, " \t");
+        if (!*name || !*p) {
+            fprintf(stderr, "%s:%d: want BACKEND CASE REASON\n", path, lineno);
+            bad = 1;
+            continue;
+        }
+        if (strcmp(be, "all") != 0 && strcmp(be, backend) != 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            known_entry *g = realloc(k, (size_t)cap * sizeof *k);
+            if (!g)
+                break;
+            k = g;
+        }
+        k[n].name = strdup(name);
+        k[n].reason = strdup(p);
+        n++;
+    }
+    fclose(f);
+    if (bad) {
+        for (int i = 0; i < n; i++) {
+            free(k[i].name);
+            free(k[i].reason);
+        }
+        free(k);
+        return -1;
+    }
+    if (n)
+        qsort(k, (size_t)n, sizeof *k, cmp_known);
+    *out = k;
+    return n;
+}
+
+/* Check this run's outcomes against the known failures: 0 when they agree,
+ * 1 when a case fails unlisted or a listed case passes, 2 on a bad file. */
+static int check_known(const options *o, case_entry *cases, int n) {
+    const char *backend = o->backend ? o->backend : "cpu";
+    known_entry *k = NULL;
+    int nk = read_known(o->known, backend, &k);
+    if (nk < 0)
+        return 2;
+    int listed = 0, unexplained = 0, stale = 0;
+    for (int i = 0; i < n; i++) {
+        known_entry key = {cases[i].name, NULL};
+        known_entry *e = nk ? bsearch(&key, k, (size_t)nk, sizeof *k, cmp_known) : NULL;
+        if (cases[i].out == OUT_PASSED) {
+            if (e) {
+                stale++;
+                printf("STALE: %s passes on %s; take it off %s\n", cases[i].name, backend,
+                       o->known);
+            }
+            continue;
+        }
+        if (e) {
+            listed++;
+            printf("known failure: %s %s: %s\n    why: %s\n", cases[i].name,
+                   outcome_name[cases[i].out], cases[i].reason ? cases[i].reason : "", e->reason);
+        } else {
+            unexplained++;
+            printf("UNEXPLAINED: %s %s: %s (not in %s for %s)\n", cases[i].name,
+                   outcome_name[cases[i].out], cases[i].reason ? cases[i].reason : "", o->known,
+                   backend);
+        }
+    }
+    for (int j = 0; j < nk && !o->filter; j++) {
+        if (!find_case(cases, n, k[j].name))
+            printf("known failure not in the data: %s\n", k[j].name);
+    }
+    printf("known failures (%s, %s): %d listed, %d fail as listed, %d unexplained, %d stale\n",
+           o->known, backend, nk, listed, unexplained, stale);
+    for (int j = 0; j < nk; j++) {
+        free(k[j].name);
+        free(k[j].reason);
+    }
+    free(k);
+    return unexplained || stale ? 1 : 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: run_node_tests [--data DIR] [--expected FILE] [--results FILE] [--update]\n"
+            "usage: run_node_tests [--data DIR] [--expected FILE] [--known FILE] [--results FILE]\n"
+            "                      [--update]\n"
             "                      [--filter TEXT] [--jobs N] [--timeout S] [--mem-limit-mb M]\n"
             "                      [--timing] [--no-dtype-check] [--verbose] [--backend NAME]\n"
             "Runs every ONNX node test case in DIR (default " DEFAULT_DATA ") through kiln:\n"
@@ -1037,19 +1160,22 @@ static void usage(FILE *f) {
             "load over its CPUs when the case starts (1 to 8); a case that runs past it is\n"
             "run once more alone before it counts as failed.\n"
             "--expected FILE: fail when a listed case does not pass; --update rewrites FILE\n"
-            "with the cases that pass. --no-dtype-check (diagnosis only) compares values\n"
+            "with the cases that pass. --known FILE (lines: BACKEND CASE REASON): fail when a\n"
+            "case of this backend does not pass and is not listed, or passes and is listed.\n"
+            "--no-dtype-check (diagnosis only) compares values\n"
             "even when the engine reports a different output dtype. --backend cuda builds\n"
             "for the GPU (inputs and outputs are copied to and from device memory).\n",
             RTOL, ATOL);
 }
 
 int main(int argc, char **argv) {
-    options o = {DEFAULT_DATA, NULL, NULL, NULL, 0, 0, 0, 0, 0, 20.0, 8192, NULL};
+    options o = {DEFAULT_DATA, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 20.0, 8192, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--data") && v) o.data = argv[++i];
         else if (!strcmp(a, "--expected") && v) o.expected = argv[++i];
+        else if (!strcmp(a, "--known") && v) o.known = argv[++i];
         else if (!strcmp(a, "--results") && v) o.results = argv[++i];
         else if (!strcmp(a, "--filter") && v) o.filter = argv[++i];
         else if (!strcmp(a, "--jobs") && v) o.jobs = atoi(argv[++i]);
@@ -1161,6 +1287,11 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n_exp; i++)
             free(exp[i]);
         free(exp);
+    }
+    if (o.known) {
+        int k = check_known(&o, cases, n);
+        if (k > rc)
+            rc = k;
     }
     printf("passed %d / failed %d / unsupported %d of %d (%.1f s, %d jobs)\n", count[0], count[1],
            count[2], n, total_s, o.jobs);

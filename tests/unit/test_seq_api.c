@@ -44,6 +44,8 @@ static void test_insert(void) {
     KT_CHECK(kiln_engine_tensor_kind(e, "tensor") == KILN_TENSOR_KIND_TENSOR);
     KT_CHECK(kiln_engine_tensor_kind(e, "output_sequence") == KILN_TENSOR_KIND_SEQUENCE);
     KT_CHECK(kiln_engine_tensor_kind(e, "nothing") == -1);
+    KT_CHECK(kiln_engine_tensor_element_kind(e, "sequence") == KILN_TENSOR_KIND_TENSOR);
+    KT_CHECK(kiln_engine_tensor_element_kind(e, "nothing") == -1);
     KT_CHECK(kiln_engine_tensor_dtype(e, "sequence") == KILN_DTYPE_INT64);
     kiln_context *c = NULL;
     KT_OK(kiln_context_create(e, &c));
@@ -85,6 +87,8 @@ static void test_insert(void) {
         }
     }
     KT_CHECK(kiln_context_sequence_length(c, "tensor") == -1);
+    KT_CHECK(kiln_context_optional_has_element(c, "output_sequence") == -1); /* not an optional */
+    KT_CHECK(kiln_context_optional_has_element(c, "tensor") == -1);
     kiln_context_destroy(c);
     kiln_engine_destroy(e);
 }
@@ -94,6 +98,7 @@ static void test_optional(void) {
     if (!e)
         return;
     KT_CHECK(kiln_engine_tensor_kind(e, "optional_input") == KILN_TENSOR_KIND_OPTIONAL);
+    KT_CHECK(kiln_engine_tensor_element_kind(e, "optional_input") == KILN_TENSOR_KIND_TENSOR);
     kiln_context *c = NULL;
     KT_OK(kiln_context_create(e, &c));
     if (!c) {
@@ -114,6 +119,19 @@ static void test_optional(void) {
     KT_OK(kiln_context_set_optional_none(c, "optional_input"));
     KT_FAILS(kiln_context_enqueue(c, NULL), KILN_ERR_RUNTIME, "holds no element");
     kiln_context_destroy(c);
+    kiln_engine_destroy(e);
+}
+
+/* An optional of a sequence: kiln_engine_tensor_element_kind (an empty
+ * optional against one holding an empty sequence, through
+ * kiln_context_optional_has_element: tests/python/test_sequences.py). */
+static void test_optional_sequence(void) {
+    kiln_engine *e = load("test_optional_get_element_sequence");
+    if (!e)
+        return;
+    KT_CHECK(kiln_engine_tensor_kind(e, "optional_input") == KILN_TENSOR_KIND_OPTIONAL);
+    KT_CHECK(kiln_engine_tensor_element_kind(e, "optional_input") == KILN_TENSOR_KIND_SEQUENCE);
+    KT_CHECK(kiln_engine_tensor_element_kind(e, "output") == KILN_TENSOR_KIND_TENSOR);
     kiln_engine_destroy(e);
 }
 
@@ -201,5 +219,6 @@ int main(void) {
     }
     test_insert();
     test_optional();
+    test_optional_sequence();
     return kt_finish();
 }
