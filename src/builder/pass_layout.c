@@ -9,6 +9,8 @@
  * input they read is already available in NHWC:
  *   MaxPool / AveragePool (no Indices)  -> kiln::MaxPool / kiln::AveragePool
  *   GlobalAveragePool / GlobalMaxPool   -> ReduceMean / ReduceMax over H, W
+ *   ReduceMean / ReduceMax over exactly H and W with kept dims (what the
+ *     dynamo exporter writes for adaptive_avg_pool2d(1)): the same
  *   elementwise ops, kiln::ElementwiseChain, Cast: as they are (other
  *   inputs must be single values).
  *   Concat of NHWC tensors only: its axis moved to the NHWC one.
@@ -309,9 +311,46 @@ static bool inputs_follow(const layout *l, const kn_node *n, bool binary) {
     return any;
 }
 
+/* ReduceMean / ReduceMax of a 4-D tensor over exactly its two spatial axes
+ * with kept dims: a global pool, whichever spelling (axes as the attribute
+ * before opset 18, as a constant input from 18; negative or not). */
+static bool spatial_reduce(const kpass *p, const kn_node *n) {
+    if (!(kpass_is(n, "ReduceMean") || kpass_is(n, "ReduceMax")) || n->n_in < 1 ||
+        kn_attr_int(n, "keepdims", 1) != 1 || kn_attr_int(n, "noop_with_empty_axes", 0) != 0)
+        return false;
+    int64_t ax[2];
+    size_t na = 0;
+    if (n->n_in >= 2 && n->in[1] >= 0) {
+        if (!kpass_is_const(p->net, n->in[1]))
+            return false;
+        const kn_tdata *v = &p->net->tensors[n->in[1]].value;
+        if (kpass_numel(v) != 2)
+            return false;
+        ax[0] = kpass_value_int(v, 0);
+        ax[1] = kpass_value_int(v, 1);
+    } else {
+        const int64_t *axes = kn_attr_ints(n, "axes", &na);
+        if (!axes || na != 2)
+            return false;
+        ax[0] = axes[0];
+        ax[1] = axes[1];
+    }
+    bool seen[4] = {false, false, false, false};
+    for (int k = 0; k < 2; k++) {
+        int64_t a = ax[k] < 0 ? ax[k] + 4 : ax[k];
+        if (a < 2 || a > 3 || seen[a])
+            return false;
+        seen[a] = true;
+    }
+    return true;
+}
+
 static kiln_status convert_follower(layout *l, int i) {
     kn_net *net = l->p->net;
     kn_node *n = &net->nodes[i];
+    bool reduce = spatial_reduce(l->p, n);
+    if (reduce)
+        n->n_in = 1; /* the axes become an attribute (opset 13) below */
     for (int j = 0; j < n->n_in; j++) {
         int t = n->in[j];
         if (twin(l, t) >= 0 && !kpass_is_const(net, t)) {
@@ -330,8 +369,8 @@ static kiln_status convert_follower(layout *l, int i) {
         static const int64_t to_last[4] = {0, 3, 1, 2}; /* NCHW axis -> NHWC axis */
         int64_t axis = kn_attr_int(n, "axis", 0);
         KN_TRY(kn_node_set_int(n, "axis", to_last[axis < 0 ? axis + 4 : axis]));
-    } else if (kpass_is(n, "GlobalAveragePool") || kpass_is(n, "GlobalMaxPool")) {
-        bool avg = kpass_is(n, "GlobalAveragePool");
+    } else if (kpass_is(n, "GlobalAveragePool") || kpass_is(n, "GlobalMaxPool") || reduce) {
+        bool avg = kpass_is(n, "GlobalAveragePool") || kpass_is(n, "ReduceMean");
         KN_TRY(kpass_retype(n, avg ? "ReduceMean" : "ReduceMax", "", 13));
         static const int64_t axes[2] = {1, 2};
         KN_TRY(kn_node_set_ints(&net->nodes[i], "axes", axes, 2));
@@ -350,6 +389,8 @@ static bool follower_kind(const layout *l, const kn_node *n) {
     if (kpass_is(n, "MaxPool") || kpass_is(n, "AveragePool") || kpass_is(n, "GlobalAveragePool") ||
         kpass_is(n, "GlobalMaxPool"))
         return n->n_in == 1 && is_4d(p, n->in[0]) && twin(l, n->in[0]) >= 0;
+    if (spatial_reduce(p, n))
+        return is_4d(p, n->in[0]) && twin(l, n->in[0]) >= 0;
     if (kpass_is(n, "Concat")) { /* every input NHWC already: the axis moves */
         for (int j = 0; j < n->n_in; j++)
             if (!is_4d(p, n->in[j]) || twin(l, n->in[j]) < 0)

@@ -558,6 +558,46 @@ static void test_channels_last_permutes(void) {
     kiln_network_destroy(net);
 }
 
+/* Global pools as the dynamo exporter writes them: ReduceMean over axes
+ * [-1, -2] given as a constant input (opset 18+) and ReduceMax over [2, 3]
+ * as the attribute (opset 13), both with kept dims, stay inside the region
+ * (a squeeze-excitation gate and a max-pooled head); a ReduceMean over
+ * [1, 2] (channels and height) is no global pool and leaves the region. */
+static void test_channels_last_spatial_reduce(void) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 4, DIMS(-1, 6, 5, 7), NULL));
+    add_conv(net, "stem", "x", "r", 6, 6, 3, true);
+    iconst(net, "hw", 1, DIMS(2), (const int64_t[]){-1, -2});
+    node(net, "mean", "ReduceMean", 2, IN("r", "hw"), "g");
+    add_conv(net, "fc1", "g", "f1", 6, 3, 1, true);
+    node(net, "relu", "Relu", 1, IN("f1"), "f1r");
+    add_conv(net, "fc2", "f1r", "f2", 3, 6, 1, true);
+    node(net, "sig", "Sigmoid", 1, IN("f2"), "s");
+    node(net, "gate", "Mul", 2, IN("r", "s"), "e");
+    add_conv(net, "head", "e", "h", 6, 4, 1, true);
+    int idx = -1;
+    const char *mx_out[1] = {"m"};
+    KT_OK(kiln_network_add_node(net, "max", "ReduceMax", "", 13, 1, IN("h"), 1, mx_out, &idx));
+    KT_OK(kiln_network_set_attr_ints(net, idx, "axes", (const int64_t[]){2, 3}, 2));
+    node(net, "flat", "Flatten", 1, IN("m"), "y");
+    iconst(net, "ch", 1, DIMS(2), (const int64_t[]){1, 2});
+    node(net, "side", "ReduceMean", 2, IN("h", "ch"), "z");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    KT_OK(kiln_network_mark_output(net, "z"));
+    kn_net *o = optimized(net, KILN_BUILDER_FLAG_CHANNELS_LAST, 1, 2, 3);
+    if (o) {
+        CHECK_OR_DUMP(count_cl(o, "Conv") == 4, o);
+        /* x in, h out for the [1, 2] mean; the gate reads the pooled twin
+         * without a reformat; the max-pooled [N, 4, 1, 1] leaves as a Reshape */
+        CHECK_OR_DUMP(count_op(o, "", "Transpose") == 2 && count_op(o, "", "Reshape") <= 1, o);
+        compare(net, o, "channels-last spatial reduce", 2);
+        compare(net, o, "channels-last spatial reduce batch 3", 3);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* Default token-type ids (a constant row expanded to the batch, then looked
  * up in an embedding table) added to the word embeddings: the Add reads the
  * lookup of the constant row, which folds to a constant; no Expand or
@@ -1794,6 +1834,7 @@ int main(int argc, char **argv) {
     test_identity_io();
     test_input_alias();
     test_layout_merges();
+    test_channels_last_spatial_reduce();
     test_dead_code();
     test_constant_fold();
     test_shape_fold_static();
