@@ -22,6 +22,7 @@ inputs come from another seed.
 """
 
 import argparse
+import logging
 import os
 
 import numpy as np
@@ -87,6 +88,7 @@ def _preprocess(name, out_dir):
 def quantize(name, variant, out):
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
     out_dir = os.path.dirname(out)
+    logging.getLogger().setLevel(logging.ERROR)  # quantize_*'s per-tensor advice
     if variant == "fp8":
         onnx.save(fp8_model(name), out)
         return
