@@ -818,6 +818,57 @@ static bool backend_has(const kpass *p, const char *op) {
     return be->kernels_for(KN_DOMAIN_KILN, op, k, 1) > 0;
 }
 
+/* Q(float constant W) -> DQ: the form ModelOpt writes its weights in (the
+ * float weights stored, quantized in the graph). The Q is evaluated here
+ * into the 8-bit (or float8) constant, so the DQ reads a quantized
+ * constant as quantize_static writes it; the folding pass would instead
+ * fold the DQ too, into float weights. Only a Q every reader of which is
+ * a DequantizeLinear folds. */
+static kiln_status fold_weight_q(kpass *p, int *changed) {
+    kn_net *net = p->net;
+    for (int i = 0; i < p->n_nodes; i++) {
+        if (!kpass_free(p, i))
+            continue;
+        const kn_node *n = &net->nodes[i];
+        if (!kpass_is(n, "QuantizeLinear") || n->n_out != 1 || n->out[0] < 0)
+            continue;
+        bool consts = n->n_in >= 2;
+        for (int k = 0; k < n->n_in && consts; k++)
+            consts = n->in[k] < 0 || kpass_is_const(net, n->in[k]);
+        if (!consts || kpass_is_const(net, n->out[0]))
+            continue;
+        int t = n->out[0], readers = 0;
+        bool only_dq = true;
+        for (int j = 0; j < net->n_nodes && only_dq; j++) {
+            const kn_node *r = &net->nodes[j];
+            if (r->dead)
+                continue;
+            for (int k = 0; k < r->n_in; k++)
+                if (r->in[k] == t) {
+                    readers++;
+                    only_dq = only_dq && k == 0 && kpass_is(r, "DequantizeLinear");
+                }
+        }
+        for (int k = 0; k < net->n_outputs && only_dq; k++)
+            only_dq = net->outputs[k] != t;
+        if (!only_dq || readers == 0)
+            continue;
+        kiln_status st = kbld_fold_node(p->b, i);
+        if (st == KILN_ERR_OUT_OF_MEMORY)
+            return st;
+        if (st != KILN_OK) {
+            kn_log(KILN_LOG_VERBOSE, "qdq: kept the weight QuantizeLinear '%s': %s",
+                   net->nodes[i].name, kiln_last_error());
+            kn_error_clear();
+            continue;
+        }
+        kn_log(KILN_LOG_VERBOSE, "qdq: weight QuantizeLinear '%s' -> constant", net->nodes[i].name);
+        kpass_kill(p, i);
+        (*changed)++;
+    }
+    return KILN_OK;
+}
+
 kiln_status kpass_qdq(kpass *p, int *changed) {
     if (!kpass_any(p, has_dq))
         return KILN_OK;
@@ -829,7 +880,9 @@ kiln_status kpass_qdq(kpass *p, int *changed) {
     if (!int8_ok && !fp8_ok)
         return KILN_OK;
     KN_TRY(kpass_need_shapes(p)); /* the types of quantized activations */
-    int n0 = p->net->n_nodes, before = *changed;
+    int before = *changed;
+    KN_TRY(fold_weight_q(p, changed));
+    int n0 = p->net->n_nodes;
     for (int i = 0; i < n0; i++) {
         if (!kpass_free(p, i) || !candidate(&p->net->nodes[i]))
             continue;

@@ -42,13 +42,15 @@ KN_Q_FN int64_t kn_q_param_index(int64_t i, int64_t channels, int64_t inner, int
     return (outer * blocks + j / block) * inner + k;
 }
 
-/* round(x / scale) + zero_point, saturated to [lo, hi]; NaN gives the zero
- * point. */
+/* round(x / scale) + zero_point, saturated to [lo, hi]; a NaN x / scale
+ * gives lo, as ONNX Runtime and the ONNX reference implementation do (it
+ * arises from -inf / inf where quantize_static calibrated a -inf attention
+ * mask into an infinite scale, and lo is then the mask's meaning). */
 KN_Q_FN double kn_q_quantize(float x, float scale, double zp, double lo, double hi) {
     float v = x / scale;
     double q = (double)rintf(v);
     if (q != q)
-        q = 0.0;
+        return lo;
     q += zp;
     return q < lo ? lo : q > hi ? hi : q;
 }
@@ -57,11 +59,11 @@ KN_Q_FN double kn_q_quantize(float x, float scale, double zp, double lo, double 
  * (there is no vector rintf before SSE4.1): for |v| <= 2^22,
  * (v + 1.5 * 2^23) - 1.5 * 2^23 is v rounded in the current mode (half to
  * even), as rintf; a larger |v| is clamped to 2^22 first, which the final
- * clamp to an 8- or 16-bit range treats alike; NaN gives the zero point.
+ * clamp to an 8- or 16-bit range treats alike; NaN gives lo.
  * The same value as kn_q_quantize for every x (lo, hi, zp within 2^16). */
 KN_Q_FN float kn_q_quantize_f(float x, float scale, float zp, float lo, float hi) {
     float v = x / scale;
-    v = v == v ? v : 0.f;
+    v = v == v ? v : -8388608.f;
     v = v > -4194304.f ? v : -4194304.f;
     v = v < 4194304.f ? v : 4194304.f;
     v = (v + 12582912.f) - 12582912.f;
