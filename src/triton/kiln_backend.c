@@ -1440,11 +1440,14 @@ static void kt_fail_group(kt_req *qs, int n, TRITONSERVER_Error *err) {
  * engine; the instance's GPU for a GPU engine, and only without CUDA graphs
  * (a graph is captured for the addresses it ran with, so a new address each
  * request would capture again, which costs more than the copy it saves).
- * Aligned as kiln's own activations are for a CPU engine (64 bytes) or as
- * the CUDA allocator aligns them (256). */
+ * Aligned to 16 bytes for a CPU engine: kiln's CPU kernels load and store
+ * unaligned vectors, but C code may assume the element's own alignment, and
+ * 16 covers every type (the HTTP and gRPC front ends' output buffers come
+ * from malloc, 16-aligned; their inputs sit in the request's bytes, often
+ * not). 256 for a GPU engine, as the CUDA allocator aligns. */
 static int kt_mem_usable(const kt_instance *in, const void *p, TRITONSERVER_MemoryType mt, int64_t mid) {
     if (!in->m->zero_copy || !p) return 0;
-    if (!in->gpu) return mt != TRITONSERVER_MEMORY_GPU && ((uintptr_t)p & 63) == 0;
+    if (!in->gpu) return mt != TRITONSERVER_MEMORY_GPU && ((uintptr_t)p & 15) == 0;
     return !in->m->graphs && mt == TRITONSERVER_MEMORY_GPU && mid == in->device && ((uintptr_t)p & 255) == 0;
 }
 
