@@ -258,7 +258,7 @@ def raw_worker(args):
                         n = o["parameters"]["binary_data_size"]
                         got = np.frombuffer(data[off:off + n], ref.dtype).reshape(o["shape"])
                         off += n
-                    d, ok = compare(got, ref, tols[name])
+                    d, ok = compare(got, ref, tols[o["name"]])
                     with lock:
                         maxd[0] = max(maxd[0], d)
                         bad[0] += 0 if ok else 1
