@@ -18,7 +18,8 @@
 # load; PARAMS the backend's parameters (key=value,...). Then
 # bench/triton/overhead.py (OVERHEAD=0 leaves it out) measures the backend's
 # time per request at batch 1 against kiln exec.
-# Results land in $OUT: triton_<model>.md/.json, the server logs, build logs.
+# Results land in $OUT: triton_<model>.md/.json, triton_<model>.server.log (the
+# backend's warm-up line among it), overhead.md, build logs.
 set -u
 D=${KILN_DIR:-.device}
 OUT=${OUT:-/tmp/kiln_triton_out}
