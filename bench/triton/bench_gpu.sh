@@ -15,8 +15,11 @@
 # seconds); BACKEND=cpu KIND=KIND_CPU runs the same steps on a machine without
 # a GPU; ONNX_DIR holds resnet50.onnx / bert.onnx already exported (else
 # torch exports them); LEVELS, DURATION, PROCS, INSTANCES, QUEUE_US tune the
-# load; PARAMS the backend's parameters (key=value,...).
-# Results land in $OUT: triton_<model>.md/.json, the server logs, build logs.
+# load; PARAMS the backend's parameters (key=value,...). Then
+# bench/triton/overhead.py (OVERHEAD=0 leaves it out) measures the backend's
+# time per request at batch 1 against kiln exec.
+# Results land in $OUT: triton_<model>.md/.json, triton_<model>.server.log (the
+# backend's warm-up line among it), overhead.md, build logs.
 set -u
 D=${KILN_DIR:-.device}
 OUT=${OUT:-/tmp/kiln_triton_out}
@@ -76,4 +79,11 @@ for model in ${MODELS:-resnet50 bert}; do
         --title "kiln Triton backend, $model FP16 on $(head -1 $OUT/env.txt | cut -d, -f1)" \
         --out $OUT/triton_$model.md 2>&1 | tee $OUT/load_$model.log | tail -6
 done
+# the backend's own time per request at batch 1 (an almost empty plan and
+# tiny_cnn, one client in a loop, zero_copy on and off) against kiln exec
+if [ "${OVERHEAD:-1}" = 1 ]; then
+    echo "== overhead per request at batch 1 ($KIND)"
+    timeout 300 $PY bench/triton/overhead.py --kiln $T/kiln --build $T --backends $T/triton/backends \
+        --kind $KIND --protos raw --requests ${REQUESTS:-2000} --out $OUT/overhead.md 2>&1 | tee $OUT/overhead.log | tail -5
+fi
 ls $OUT

@@ -25,6 +25,7 @@ import multiprocessing as mp
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -258,7 +259,7 @@ def raw_worker(args):
                         n = o["parameters"]["binary_data_size"]
                         got = np.frombuffer(data[off:off + n], ref.dtype).reshape(o["shape"])
                         off += n
-                    d, ok = compare(got, ref, tols[name])
+                    d, ok = compare(got, ref, tols[o["name"]])
                     with lock:
                         maxd[0] = max(maxd[0], d)
                         bad[0] += 0 if ok else 1
@@ -448,9 +449,15 @@ def main():
                 print("  e.g.", fails[0])
     finally:
         srv.stop()
+    # the backend's load lines (its warm-up among them) in the run's output,
+    # and the whole server log beside the report
+    for ln in srv.log().splitlines():
+        if "warm-up ran" in ln or "failed to load" in ln:
+            print("server: " + ln.split("] ", 1)[-1].strip('"'))
     ok = fails_all == 0 and mism_all == 0 and all(r["requests"] > 0 for r in rows)
     if a.out:
         write_report(a, rows, meta, plan, cfg)
+        shutil.copy(srv.log_path, os.path.splitext(a.out)[0] + ".server.log")
     print("load test: %s (%d failed, %d mismatched)" % ("passed" if ok else "FAILED", fails_all, mism_all))
     return 0 if ok else 1
 

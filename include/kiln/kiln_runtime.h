@@ -84,6 +84,13 @@ KILN_API KILN_NODISCARD kiln_status kiln_context_set_input_shape(kiln_context *c
  * depends on data, valid after execution. Returns the rank, or -1 with a
  * message when it cannot be known (an input shape is unset). Added in 0.1. */
 KILN_API int kiln_context_tensor_shape(kiln_context *ctx, const char *name, int64_t *dims);
+/* 1 when, for the current input shapes, every output's shape that
+ * kiln_context_tensor_shape gives before a run is the one the run makes (so
+ * caller memory of that size can be bound to the outputs first); 0 when some
+ * layer's output shape depends on data (NonZero, ...), so shapes before a
+ * run are upper bounds; -1 with a message when an input shape is unset.
+ * Added in 0.3. */
+KILN_API int kiln_context_output_shapes_exact(kiln_context *ctx);
 /* Bind caller memory to an I/O tensor (borrowed until rebound or the context
  * is destroyed). An output left unbound is allocated by the context; find it
  * with kiln_context_tensor_address after execution. Added in 0.1. */

@@ -484,6 +484,17 @@ KILN_API int kiln_context_tensor_shape(kiln_context *c, const char *name, int64_
     return t->rank;
 }
 
+KILN_API int kiln_context_output_shapes_exact(kiln_context *c) {
+    if (!c) {
+        kn_error(KILN_ERR_INVALID_ARGUMENT, "kiln_context_output_shapes_exact: NULL argument");
+        return -1;
+    }
+    if (!c->c.shapes_ok && kx_ctx_infer(&c->c) != KILN_OK)
+        return -1;
+    /* a data-dependent shape changes what comes after it as well */
+    return c->c.has_data_dependent ? 0 : 1;
+}
+
 KILN_API kiln_status kiln_context_set_tensor_address(kiln_context *c, const char *name,
                                                      void *data) {
     if (!c || !name)

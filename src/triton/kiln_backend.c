@@ -173,6 +173,8 @@ typedef struct kt_model {
     int n_buckets;       /* batch_buckets: batch sizes a batch is padded up to */
     int auto_buckets;    /* no batch_buckets parameter: kt_default_buckets */
     int64_t buckets[KT_MAX_BUCKETS];
+    int warmup;          /* bucket_warmup: one enqueue per batch bucket's context at load */
+    int zero_copy;       /* zero_copy: bind Triton's buffers in place when they fit */
     int allow_embedded;
     char *embedded_sha;  /* comma-separated allow-list, or NULL */
     int n_libs;
@@ -707,6 +709,87 @@ static TRITONSERVER_Error *kt_validate(kt_model *m, kiln_engine *e) {
     return NULL;
 }
 
+/* Triton runs the configuration's model_warmup samples itself, through this
+ * backend, after the instances are made (and counts them in the model's
+ * statistics). A sample the plan cannot take would fail there with a
+ * request's error; check each one here first, so that the load fails naming
+ * the sample, the tensor and what the plan takes. */
+static TRITONSERVER_Error *kt_check_model_warmup(kt_model *m, kiln_engine *e) {
+    kt_json *list = kt_json_get(m->config, "model_warmup");
+    int off = m->max_batch > 0 ? 1 : 0;
+    for (size_t w = 0; list && w < list->count; w++) {
+        kt_json *smp = list->items[w];
+        const char *sname = kt_json_str(kt_json_get(smp, "name"));
+        char what[256];
+        snprintf(what, sizeof what, "kiln: model '%s': model_warmup sample '%s'", m->name, sname ? sname : "");
+        int64_t bs = 0;
+        if (kt_json_get(smp, "batch_size") && (kt_json_int(kt_json_get(smp, "batch_size"), &bs) || bs < 0))
+            return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "%s: batch_size is not a count", what);
+        kt_json *inputs = kt_json_get(smp, "inputs");
+        for (size_t j = 0; inputs && j < inputs->count; j++) {
+            kt_json *v = inputs->items[j];
+            const char *name = v->key;
+            kt_io *t = name ? kt_find_io(m, name) : NULL;
+            if (!t || !t->is_input)
+                return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "%s: '%s' is not an input of the plan %s", what,
+                              name ? name : "", m->artifact);
+            const char *dt = kt_json_str(kt_json_get(v, "data_type"));
+            const kt_dtype_map *cm = kt_dtype_of_config(dt);
+            if (!cm || cm->k != t->dtype)
+                return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "%s: input '%s' is given as %s but the plan takes %s",
+                              what, name, dt ? dt : "(no data_type)", t->map->config);
+            kt_json *dims = kt_json_get(v, "dims");
+            int n = dims ? (int)dims->count : 0;
+            int64_t d[KILN_MAX_DIMS + 1];
+            for (int k = 0; k < n && k <= KILN_MAX_DIMS; k++)
+                if (kt_json_int(dims->items[k], &d[k]))
+                    return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "%s: input '%s': dims are not integers", what, name);
+            char want[160], got[160];
+            kt_fmt_dims(want, sizeof want, t->dims + off, t->rank - off);
+            kt_fmt_dims(got, sizeof got, d, n > KILN_MAX_DIMS ? KILN_MAX_DIMS : n);
+            if (n != t->rank - off)
+                return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "%s: input '%s' has dims %s (%d dims%s) but the plan takes %s",
+                              what, name, got, n, off ? " after the batch dim" : "", want);
+            size_t bytes = t->elem;
+            for (int k = 0; k < n; k++) {
+                if (d[k] < 0 || !kt_dim_ok(e, t, k + off, d[k]))
+                    return kt_err(TRITONSERVER_ERROR_INVALID_ARG,
+                                  "%s: input '%s' has dims %s but the plan takes %s (dim %d: %lld is not in any "
+                                  "optimization profile)",
+                                  what, name, got, want, k, (long long)d[k]);
+                bytes *= (size_t)d[k];
+            }
+            if (!off && kt_json_get(smp, "batch_size") && bs > 1)
+                return kt_err(TRITONSERVER_ERROR_INVALID_ARG,
+                              "%s: batch_size %lld for a model without batching (max_batch_size 0): give the "
+                              "whole shape in dims", what, (long long)bs);
+            const char *file = kt_json_str(kt_json_get(v, "input_data_file"));
+            if (file) {
+                char path[4096];
+                struct stat st;
+                snprintf(path, sizeof path, "%s/warmup/%s", m->dir, file);
+                if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+                    return kt_err(TRITONSERVER_ERROR_NOT_FOUND, "%s: input '%s': input_data_file %s does not exist",
+                                  what, name, path);
+                if ((size_t)st.st_size != bytes)
+                    return kt_err(TRITONSERVER_ERROR_INVALID_ARG,
+                                  "%s: input '%s': input_data_file %s has %lld bytes; dims %s of %s need %zu",
+                                  what, name, path, (long long)st.st_size, got, t->map->config + 5, bytes);
+            }
+        }
+        for (int i = 0; i < m->n_io; i++) {
+            if (!m->io[i].is_input) continue;
+            int found = 0;
+            for (size_t j = 0; inputs && j < inputs->count; j++)
+                found |= inputs->items[j]->key && !strcmp(inputs->items[j]->key, m->io[i].name);
+            if (!found)
+                return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "%s: the plan's input '%s' is not given", what,
+                              m->io[i].name);
+        }
+    }
+    return NULL;
+}
+
 /* The device of the first GPU instance group, -1 for a CPU one. ONNX
  * models and CUDA plans load their first engine there. */
 static int kt_first_device(const kt_json *config, int gpu_usable) {
@@ -766,6 +849,8 @@ static TRITONSERVER_Error *kt_model_setup(kt_model *m) {
     const char *s;
     if ((s = kt_param(m->config, "cpu_threads"))) m->threads = atoi(s);
     m->graphs = kt_param_bool(m->config, "cuda_graphs", 1);
+    m->warmup = kt_param_bool(m->config, "bucket_warmup", 1);
+    m->zero_copy = kt_param_bool(m->config, "zero_copy", 1);
     m->allow_embedded = kt_param_bool(m->config, "allow_embedded_plugins", 0);
     if ((s = kt_param(m->config, "embedded_plugin_sha256")) && *s) m->embedded_sha = strdup(s);
     if ((s = kt_param(m->config, "precision"))) {
@@ -869,6 +954,7 @@ static TRITONSERVER_Error *kt_model_setup(kt_model *m) {
         kt_default_buckets(m, m->max_batch);
         err = kt_validate(m, e);
     }
+    if (!err) err = kt_check_model_warmup(m, e);
     /* On success the model keeps its reference to this first engine, so the
      * instances on that device share it instead of loading it again; the
      * engines go with the model (kt_model_free). */
@@ -946,6 +1032,16 @@ typedef struct kt_obatch {
     int to_host;     /* some response takes it in host memory */
 } kt_obatch;
 
+/* An output of a one-request batch made before the enqueue, so that kiln
+ * can write into the response's buffer (zero copy). */
+typedef struct kt_preout {
+    int made;       /* the response has this output, with buffer dst */
+    int direct;     /* dst is bound to the context: kiln writes it */
+    void *dst;
+    TRITONSERVER_MemoryType mt;
+    size_t bytes;
+} kt_preout;
+
 /* One execution context of an instance. A context keeps one CUDA graph (for
  * its last shapes), so an instance that keeps several (graph_contexts) runs
  * each batch size on its own context and replays its graph. */
@@ -976,6 +1072,7 @@ typedef struct kt_instance {
     uint32_t cap_reqs;
     kiln_event *ev[4];  /* GPU engines: before copy-in, after it, after compute, after copy-out */
     kt_obatch *ob;      /* one per m->io */
+    kt_preout *pre;     /* one per m->io */
     kt_scatter *sc;     /* a batch's responses' output rows (grown once to the largest batch) */
     size_t n_sc, cap_sc;
 } kt_instance;
@@ -999,6 +1096,7 @@ static void kt_instance_free(kt_instance *in) {
     }
     free(in->bufs);
     free(in->ob);
+    free(in->pre);
     free(in->sc);
     free(in->reqs);
     free(in->name);
@@ -1097,7 +1195,8 @@ static TRITONSERVER_Error *kt_instance_setup(kt_instance *in) {
     if (m->max_batch > 0 && kt_plan_batch_range(m, e, &lo, &hi) && hi > in->max_rows) in->max_rows = (int)hi;
     in->bufs = calloc((size_t)m->n_io, sizeof *in->bufs);
     in->ob = calloc((size_t)m->n_io, sizeof *in->ob);
-    if (!in->bufs || !in->ob) return kt_err(TRITONSERVER_ERROR_INTERNAL, "kiln: out of memory");
+    in->pre = calloc((size_t)m->n_io, sizeof *in->pre);
+    if (!in->bufs || !in->ob || !in->pre) return kt_err(TRITONSERVER_ERROR_INTERNAL, "kiln: out of memory");
     for (int k = 0; in->gpu && k < 4; k++)
         if ((st = kiln_event_create(e, &in->ev[k])) != KILN_OK) return kt_kerr(st, "creating an event for", in->name);
     for (int i = 0; i < m->n_io; i++) {
@@ -1117,6 +1216,8 @@ static TRITONSERVER_Error *kt_instance_setup(kt_instance *in) {
     return NULL;
 }
 
+static TRITONSERVER_Error *kt_instance_warmup(kt_instance *in);
+
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance) {
     TRITONBACKEND_Model *tm = NULL;
     void *ms = NULL;
@@ -1131,6 +1232,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
     in->name = strdup(name);
     in->device = -1;
     TRITONSERVER_Error *err = kt_instance_setup(in);
+    if (!err) err = kt_instance_warmup(in);
     if (!err) err = TRITONBACKEND_ModelInstanceSetState(instance, in);
     if (err) kt_instance_free(in);
     return err;
@@ -1334,6 +1436,90 @@ static void kt_fail_group(kt_req *qs, int n, TRITONSERVER_Error *err) {
     TRITONSERVER_ErrorDelete(err);
 }
 
+/* Memory the instance's engine can use in place: host memory for a CPU
+ * engine; the instance's GPU for a GPU engine, and only without CUDA graphs
+ * (a graph is captured for the addresses it ran with, so a new address each
+ * request would capture again, which costs more than the copy it saves).
+ * Aligned to 16 bytes for a CPU engine: kiln's CPU kernels load and store
+ * unaligned vectors, but C code may assume the element's own alignment, and
+ * 16 covers every type (the HTTP and gRPC front ends' output buffers come
+ * from malloc, 16-aligned; their inputs sit in the request's bytes, often
+ * not). 256 for a GPU engine, as the CUDA allocator aligns. */
+static int kt_mem_usable(const kt_instance *in, const void *p, TRITONSERVER_MemoryType mt, int64_t mid) {
+    if (!in->m->zero_copy || !p) return 0;
+    if (!in->gpu) return mt != TRITONSERVER_MEMORY_GPU && ((uintptr_t)p & 15) == 0;
+    return !in->m->graphs && mt == TRITONSERVER_MEMORY_GPU && mid == in->device && ((uintptr_t)p & 255) == 0;
+}
+
+/* Whether input ii of requests qs[0..n) lies in one piece of memory the
+ * engine can use in place, in batch order: every request's buffers, one
+ * after the other (one request with one buffer, or a batch whose buffers
+ * Triton or the clients' shared memory laid end to end), `need` bytes in
+ * all. *addr is its start then. */
+static int kt_direct_input(kt_instance *in, kt_req *qs, int n, int ii, size_t need, void **addr) {
+    if (!in->m->zero_copy || (in->gpu && in->m->graphs) || need == 0) return 0;
+    const char *first = NULL, *next = NULL;
+    size_t total = 0;
+    for (int r = 0; r < n; r++) {
+        uint32_t nbuf = 0;
+        TRITONSERVER_Error *e = TRITONBACKEND_InputProperties(qs[r].inputs[ii], NULL, NULL, NULL, NULL, NULL, &nbuf);
+        for (uint32_t k = 0; !e && k < nbuf; k++) {
+            const void *src = NULL;
+            uint64_t sz = 0;
+            TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+            int64_t mid = 0;
+            if ((e = TRITONBACKEND_InputBuffer(qs[r].inputs[ii], k, &src, &sz, &mt, &mid))) break;
+            if (sz == 0) continue;
+            if (first ? (const char *)src != next || (mt == TRITONSERVER_MEMORY_GPU) != in->gpu
+                      : !kt_mem_usable(in, src, mt, mid))
+                return 0;
+            if (!first) first = src;
+            next = (const char *)src + sz;
+            total += sz;
+        }
+        if (e) {
+            TRITONSERVER_ErrorDelete(e);
+            return 0;
+        }
+    }
+    if (!first || total != need) return 0;
+    *addr = (void *)first;
+    return 1;
+}
+
+/* A one-request batch: make the response's outputs before the enqueue
+ * (their shapes are known: kiln_context_output_shapes_exact) and mark those
+ * whose buffers the engine can write in place. */
+static TRITONSERVER_Error *kt_premake_outputs(kt_instance *in, kiln_context *ctx, kt_req *q, int batching) {
+    kt_model *m = in->m;
+    uint32_t n_out = 0;
+    KT_TRY(TRITONBACKEND_RequestOutputCount(q->r, &n_out));
+    for (uint32_t o = 0; o < n_out; o++) {
+        const char *oname = NULL;
+        KT_TRY(TRITONBACKEND_RequestOutputName(q->r, o, &oname));
+        kt_io *t = kt_find_io(m, oname);
+        if (!t || t->is_input)
+            return kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: model '%s' has no output '%s'", m->name, oname);
+        kt_preout *p = &in->pre[t - m->io];
+        if (p->made) continue;
+        int64_t dims[KILN_MAX_DIMS];
+        int rank = kiln_context_tensor_shape(ctx, t->name, dims);
+        if (rank < 0) return kt_err(TRITONSERVER_ERROR_INTERNAL, "kiln: output '%s': %s", t->name, kiln_last_error());
+        size_t bytes = t->elem;
+        for (int k = 0; k < rank; k++) bytes *= (size_t)dims[k];
+        if (batching && rank > 0) dims[0] = q->rows;
+        TRITONBACKEND_Output *out = NULL;
+        KT_TRY(TRITONBACKEND_ResponseOutput(q->resp, &out, t->name, t->map->t, dims, (uint32_t)rank));
+        p->mt = TRITONSERVER_MEMORY_CPU;
+        int64_t mid = 0;
+        KT_TRY(TRITONBACKEND_OutputBuffer(out, &p->dst, bytes, &p->mt, &mid));
+        p->made = 1;
+        p->bytes = bytes;
+        p->direct = bytes > 0 && kt_mem_usable(in, p->dst, p->mt, mid);
+    }
+    return NULL;
+}
+
 /* Run requests qs[0..n) (same sample shapes, rows within the limit) as one
  * enqueue and fill their responses. */
 static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_start, uint64_t *compute_end) {
@@ -1370,6 +1556,7 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
         cs->profile = p;
     }
     /* inputs: shapes, then the data (gathered, padded) */
+    int n_direct_in = 0, n_direct_out = 0;
     uint64_t t_in = kt_now_ns();
     if (in->gpu && (st = kiln_event_record(in->ev[0], in->stream)) != KILN_OK) {
         kt_fail_group(qs, n, kt_kerr(st, "recording an event for", in->name));
@@ -1390,22 +1577,11 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
         for (int k = batching ? 1 : 0; k < t->rank; k++) row_bytes *= (size_t)dims[k];
         kt_buf *b = &in->bufs[i];
         void *addr = b->dev;
-        /* zero copy: one request, one aligned host buffer, a CPU engine */
-        TRITONBACKEND_Input *inp0 = qs[0].inputs[ii];
         uint32_t nbuf = 0;
-        (void)TRITONBACKEND_InputProperties(inp0, NULL, NULL, NULL, NULL, NULL, &nbuf);
-        int direct = 0;
-        if (!in->gpu && n == 1 && run_rows == rows && nbuf == 1) {
-            const void *src;
-            uint64_t sz;
-            TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
-            int64_t mid = 0;
-            if (!TRITONBACKEND_InputBuffer(inp0, 0, &src, &sz, &mt, &mid) && mt != TRITONSERVER_MEMORY_GPU &&
-                ((uintptr_t)src & 63) == 0) {
-                addr = (void *)src;
-                direct = 1;
-            }
-        }
+        /* zero copy: the batch's bytes already lie in one piece of memory
+         * the engine reads, in batch order, without padding rows */
+        int direct = run_rows == rows && kt_direct_input(in, qs, n, ii, row_bytes * (size_t)rows, &addr);
+        n_direct_in += direct;
         if (!direct) {
             /* Every request's rows land in one staging buffer, in batch order;
              * a GPU engine gathers host inputs into its pinned twin and sends
@@ -1421,7 +1597,11 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
             for (int r = 0; r < n; r++) {
                 TRITONBACKEND_Input *inp = qs[r].inputs[ii];
                 size_t off = (size_t)qs[r].row0 * row_bytes;
-                (void)TRITONBACKEND_InputProperties(inp, NULL, NULL, NULL, NULL, NULL, &nbuf);
+                TRITONSERVER_Error *pe = TRITONBACKEND_InputProperties(inp, NULL, NULL, NULL, NULL, NULL, &nbuf);
+                if (pe) {
+                    kt_fail_group(qs, n, pe);
+                    return;
+                }
                 for (uint32_t k = 0; k < nbuf; k++) {
                     const void *src;
                     uint64_t sz;
@@ -1484,6 +1664,29 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
         }
         ii++;
     }
+    /* outputs of a one-request batch: the response's buffers are made now,
+     * and those in memory the engine writes are bound, so kiln writes the
+     * response in place. Every output is bound afresh each batch (to NULL,
+     * the context's own memory, when not in place). */
+    int pre = m->zero_copy && n == 1 && run_rows == rows && (!in->gpu || !m->graphs);
+    for (int i = 0; i < m->n_io; i++) in->pre[i].made = in->pre[i].direct = 0;
+    if (pre && kiln_context_output_shapes_exact(ctx) == 1) {
+        kt_req *q = &qs[0];
+        if ((q->err = kt_premake_outputs(in, ctx, q, batching))) return;
+    }
+    for (int i = 0; i < m->n_io; i++) {
+        kt_io *t = &m->io[i];
+        if (t->is_input) continue;
+        void *want_addr = in->pre[i].direct ? in->pre[i].dst : NULL;
+        n_direct_out += in->pre[i].direct;
+        if (want_addr != cs->bound[i]) {
+            if ((st = kiln_context_set_tensor_address(ctx, t->name, want_addr)) != KILN_OK) {
+                kt_fail_group(qs, n, kt_kerr(st, "binding output", t->name));
+                return;
+            }
+            cs->bound[i] = want_addr;
+        }
+    }
     /* compute: a GPU engine's times come from events around the copies and
      * the enqueue, so that compute is the plan's work alone */
     uint64_t t_c0 = kt_now_ns();
@@ -1530,14 +1733,27 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
             size_t row_bytes = t->elem;
             for (int k = batching ? 1 : 0; k < rank; k++) row_bytes *= (size_t)dims[k];
             if (batching) dims[0] = q->rows;
-            TRITONBACKEND_Output *out = NULL;
-            if ((q->err = TRITONBACKEND_ResponseOutput(q->resp, &out, t->name, t->map->t, dims, (uint32_t)rank))) break;
             size_t bytes = row_bytes * (size_t)(batching ? q->rows : 1);
             size_t off = (size_t)q->row0 * row_bytes;
             void *dst = NULL;
             TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
             int64_t mid = 0;
-            if ((q->err = TRITONBACKEND_OutputBuffer(out, &dst, bytes, &mt, &mid))) break;
+            if (in->pre[io].made) { /* made before the enqueue (one request) */
+                dst = in->pre[io].dst;
+                mt = in->pre[io].mt;
+                if (in->pre[io].bytes != bytes) {
+                    q->err = kt_err(TRITONSERVER_ERROR_INTERNAL,
+                                    "kiln: output '%s' has %zu bytes after the run, %zu before", t->name, bytes,
+                                    in->pre[io].bytes);
+                    break;
+                }
+                if (dst == src) continue; /* kiln wrote the response in place */
+            } else {
+                TRITONBACKEND_Output *out = NULL;
+                if ((q->err = TRITONBACKEND_ResponseOutput(q->resp, &out, t->name, t->map->t, dims, (uint32_t)rank)))
+                    break;
+                if ((q->err = TRITONBACKEND_OutputBuffer(out, &dst, bytes, &mt, &mid))) break;
+            }
             if (!in->gpu || mt == TRITONSERVER_MEMORY_GPU) {
                 q->err = kt_copy_out(in, dst, mt, (char *)src + off, bytes);
                 continue;
@@ -1563,9 +1779,11 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
         uint64_t t_end = kt_now_ns();
         *compute_start = t_c0;
         *compute_end = t_c1;
-        kt_log(TRITONSERVER_LOG_VERBOSE, "kiln: '%s' batch of %lld: copy-in %.1f us, compute %.1f us, copy-out %.1f us",
+        kt_log(TRITONSERVER_LOG_VERBOSE,
+               "kiln: '%s' batch of %lld: copy-in %.1f us, compute %.1f us, copy-out %.1f us; in place: %d of %d "
+               "inputs, %d of %d outputs",
                in->name, (long long)rows, (double)(t_c0 - t_in) / 1e3, (double)(t_c1 - t_c0) / 1e3,
-               (double)(t_end - t_c1) / 1e3);
+               (double)(t_end - t_c1) / 1e3, n_direct_in, m->n_in, n_direct_out, m->n_io - m->n_in);
         return;
     }
     TRITONSERVER_Error *oe = NULL;
@@ -1606,8 +1824,148 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
     if (ce < c0) ce = c0;
     *compute_start = c0;
     *compute_end = ce;
-    kt_log(TRITONSERVER_LOG_VERBOSE, "kiln: '%s' batch of %lld: copy-in %.1f us, compute %.1f us, copy-out %.1f us",
-           in->name, (long long)rows, ms_in * 1e3, ms_c * 1e3, ms_out * 1e3);
+    kt_log(TRITONSERVER_LOG_VERBOSE,
+           "kiln: '%s' batch of %lld: copy-in %.1f us, compute %.1f us, copy-out %.1f us; in place: %d of %d "
+           "inputs, %d of %d outputs",
+           in->name, (long long)rows, ms_in * 1e3, ms_c * 1e3, ms_out * 1e3, n_direct_in, m->n_in, n_direct_out,
+           m->n_io - m->n_in);
+}
+
+/* One warm-up enqueue on zeros: sample shapes q->shapes, profile p, batch
+ * run_rows, on the context that batch size runs on. */
+static TRITONSERVER_Error *kt_warm_one(kt_instance *in, const kt_req *q, int p, int64_t run_rows) {
+    kt_model *m = in->m;
+    kt_ctx_slot *cs = NULL;
+    kiln_status st;
+    KT_TRY(kt_context_for(in, run_rows, &cs));
+    kiln_context *ctx = cs->ctx;
+    if (p != cs->profile) {
+        if ((st = kiln_context_set_profile(ctx, p)) != KILN_OK) return kt_kerr(st, "choosing optimization profile for", in->name);
+        cs->profile = p;
+    }
+    int ii = 0;
+    for (int i = 0; i < m->n_io; i++) {
+        kt_io *t = &m->io[i];
+        if (t->is_input) {
+            int64_t dims[KILN_MAX_DIMS];
+            memcpy(dims, q->shapes[ii], (size_t)t->rank * sizeof(int64_t));
+            if (m->max_batch > 0) dims[0] = run_rows;
+            if ((st = kiln_context_set_input_shape(ctx, t->name, t->rank, dims)) != KILN_OK)
+                return kt_kerr(st, "setting the shape of input", t->name);
+            size_t bytes = t->elem;
+            for (int k = 0; k < t->rank; k++) bytes *= (size_t)dims[k];
+            kt_buf *b = &in->bufs[i];
+            KT_TRY(kt_reserve(in, b, bytes, 1, in->gpu, t->name));
+            if (!in->gpu) {
+                memset(b->dev, 0, bytes);
+            } else {
+                memset(b->host, 0, bytes);
+                if (bytes && (st = kiln_engine_copy_async(in->e, b->dev, b->host, bytes, KILN_COPY_TO_DEVICE,
+                                                          in->stream)) != KILN_OK)
+                    return kt_kerr(st, "copying an input for", in->name);
+            }
+            if ((st = kiln_context_set_tensor_address(ctx, t->name, b->dev)) != KILN_OK)
+                return kt_kerr(st, "binding input", t->name);
+            cs->bound[i] = b->dev;
+            ii++;
+        } else if (cs->bound[i]) {
+            if ((st = kiln_context_set_tensor_address(ctx, t->name, NULL)) != KILN_OK)
+                return kt_kerr(st, "binding output", t->name);
+            cs->bound[i] = NULL;
+        }
+    }
+    if ((st = kiln_context_enqueue(ctx, in->stream)) != KILN_OK) return kt_kerr(st, "running", m->name);
+    if ((st = kiln_context_synchronize(ctx, in->stream)) != KILN_OK) return kt_kerr(st, "running", m->name);
+    return NULL;
+}
+
+/* bucket_warmup (on by default): at load, one enqueue on zeros for each
+ * batch bucket, on the context that bucket runs on, so that the kernels of
+ * each batch size are made (oneDNN primitives on the CPU), its activation
+ * memory planned and, on a GPU, its CUDA graph captured before the first
+ * request, which would otherwise pay for all of it. Dynamic dims other than
+ * the batch take the profile's opt sizes. As many buckets as the instance
+ * keeps contexts (graph_contexts), smallest first; without batching one run
+ * at the profile's opt shape. A failure fails the load. */
+static TRITONSERVER_Error *kt_instance_warmup(kt_instance *in) {
+    kt_model *m = in->m;
+    if (!m->warmup) return NULL;
+    int batching = m->max_batch > 0;
+    int n_try = batching && m->n_buckets > 0 ? m->n_buckets : 1;
+    int limit = kt_context_count(m);
+    int64_t done[KT_MAX_CONTEXTS];
+    int n_done = 0;
+    char list[256];
+    size_t lo = 0;
+    list[0] = 0;
+    uint64_t t0 = kt_now_ns();
+    kt_req *q = calloc(1, sizeof *q);
+    int64_t(*shp)[KILN_MAX_DIMS] = calloc(64, sizeof *shp);
+    if (!q || !shp) {
+        free(q);
+        free(shp);
+        return kt_err(TRITONSERVER_ERROR_INTERNAL, "kiln: out of memory");
+    }
+    TRITONSERVER_Error *err = NULL;
+    for (int b = 0; b < n_try && n_done < limit && !err; b++) {
+        int64_t want = batching && m->n_buckets > 0 ? m->buckets[b] : 1;
+        if (want > in->max_rows) continue;
+        /* the opt sizes of the first profile whose batch range takes `want` */
+        int dp = 0;
+        for (int p = 0; batching && p < kiln_engine_num_profiles(in->e); p++) {
+            int ok = 1;
+            for (int i = 0; i < m->n_io && ok; i++) {
+                int r = 0;
+                int64_t mn[KILN_MAX_DIMS], mx[KILN_MAX_DIMS];
+                if (m->io[i].is_input &&
+                    kiln_engine_profile_shape(in->e, p, m->io[i].name, &r, mn, NULL, mx) == KILN_OK && r > 0)
+                    ok = want >= mn[0] && want <= mx[0];
+            }
+            if (ok) {
+                dp = p;
+                break;
+            }
+        }
+        int ii = 0;
+        for (int i = 0; i < m->n_io && ii < 64; i++) {
+            kt_io *t = &m->io[i];
+            if (!t->is_input) continue;
+            int r = 0;
+            int64_t opt[KILN_MAX_DIMS];
+            int have = kiln_engine_profile_shape(in->e, dp, t->name, &r, NULL, opt, NULL) == KILN_OK && r == t->rank;
+            for (int k = 0; k < t->rank; k++) shp[ii][k] = t->dims[k] >= 0 ? t->dims[k] : have ? opt[k] : 1;
+            if (batching) shp[ii][0] = want;
+            q->shapes[ii] = shp[ii];
+            q->ranks[ii] = (uint32_t)t->rank;
+            ii++;
+        }
+        int64_t run_rows = want;
+        int p = kt_pick_profile(in, q, batching ? want : 1, &run_rows);
+        if (p < 0) continue; /* a bucket no profile serves: the batches of that size pad past it */
+        if (!batching) run_rows = 1;
+        int seen = 0;
+        for (int k = 0; k < n_done; k++) seen |= done[k] == run_rows;
+        if (seen) continue;
+        err = kt_warm_one(in, q, p, run_rows);
+        if (err) {
+            TRITONSERVER_Error *e2 = kt_err(TRITONSERVER_ERROR_INTERNAL,
+                                            "kiln: instance '%s': warm-up at batch %lld failed "
+                                            "(parameter bucket_warmup: false turns it off): %s",
+                                            in->name, (long long)run_rows, TRITONSERVER_ErrorMessage(err));
+            TRITONSERVER_ErrorDelete(err);
+            err = e2;
+            break;
+        }
+        done[n_done++] = run_rows;
+        if (lo < sizeof list)
+            lo += (size_t)snprintf(list + lo, sizeof list - lo, "%s%lld", n_done > 1 ? ", " : "", (long long)run_rows);
+    }
+    free(q);
+    free(shp);
+    if (!err)
+        kt_log(TRITONSERVER_LOG_INFO, "kiln: instance '%s': warm-up ran %d context%s (batch %s) in %.1f ms", in->name,
+               n_done, n_done == 1 ? "" : "s", n_done ? list : "-", (double)(kt_now_ns() - t0) / 1e6);
+    return err;
 }
 
 static void kt_send(kt_req *q) {

@@ -83,6 +83,21 @@ def make_act_onnx(path):
     onnx.save(m, path)
 
 
+def make_nonzero_onnx(path):
+    """y = the count of nonzeros of x, through NonZero: a layer whose output
+    shape depends on the data (kiln plans do not record the rank of such an
+    output itself, so the backend cannot serve it as an output)."""
+    import onnx
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])
+    y = helper.make_tensor_value_info("y", TensorProto.INT64, [1])
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="nz"),
+             helper.make_node("Shape", ["nz"], ["y"], name="count", start=1, end=2)]
+    m = helper.make_model(helper.make_graph(nodes, "nz", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+
+
 def act_ref(x):
     return x * 0.5 * (1.0 + np.tanh(0.8 * (x + 0.044715 * x ** 3))) + x
 
@@ -203,6 +218,55 @@ def main():
     th.add_model(repo, "tiny_nobuckets", tiny, 'backend: "kiln"\n'
                  'parameters { key: "batch_buckets" value: { string_value: "none" } }\n'
                  'parameters { key: "graph_contexts" value: { string_value: "1" } }\n', artifact_name="model.plan")
+    # warm-up: the backend's own (a context per bucket, on by default; off),
+    # Triton's model_warmup samples (checked against the plan at load)
+    th.add_model(repo, "tiny_nowarm", tiny, 'backend: "kiln"\n'
+                 'parameters { key: "bucket_warmup" value: { string_value: "false" } }\n'
+                 'parameters { key: "cpu_threads" value: { string_value: "1" } }\n', artifact_name="model.plan")
+    th.add_model(repo, "tiny_warm", tiny, 'backend: "kiln"\n'
+                 'parameters { key: "cpu_threads" value: { string_value: "1" } }\n', artifact_name="model.plan")
+    wdir = os.path.join(repo, "tiny_mwarm", "warmup")
+    os.makedirs(wdir)
+    rng0 = np.random.RandomState(5)
+    rng0.standard_normal((3, 64, 64)).astype(np.float32).tofile(os.path.join(wdir, "sample.bin"))
+    rng0.standard_normal((3, 64, 32)).astype(np.float32).tofile(os.path.join(wdir, "short.bin"))
+
+    def warm(name, bs, key, dt, dims, src, count=1):
+        return ('{ name: "%s" batch_size: %d inputs { key: "%s" value: { data_type: %s dims: %s %s } } count: %d }'
+                % (name, bs, key, dt, dims, src, count))
+    good = [warm("zeros", 4, "input", "TYPE_FP32", "[ 3, 64, 64 ]", "zero_data: true", 2),
+            warm("random", 1, "input", "TYPE_FP32", "[ 3, 64, 64 ]", "random_data: true"),
+            warm("file", 2, "input", "TYPE_FP32", "[ 3, 64, 64 ]", 'input_data_file: "sample.bin"')]
+    th.add_model(repo, "tiny_mwarm", tiny, 'backend: "kiln"\nmodel_warmup [ %s ]\n' % ", ".join(good),
+                 artifact_name="model.plan")
+    bad_warm = {
+        "bw_dims": (warm("s1", 1, "input", "TYPE_FP32", "[ 3, 64, 32 ]", "zero_data: true"),
+                    ["model_warmup sample 's1'", "'input'", "[3,64,32]", "[3,64,64]"]),
+        "bw_rank": (warm("s2", 1, "input", "TYPE_FP32", "[ 64, 64 ]", "zero_data: true"),
+                    ["model_warmup sample 's2'", "'input'", "2 dims"]),
+        "bw_name": (warm("s3", 1, "image", "TYPE_FP32", "[ 3, 64, 64 ]", "zero_data: true"),
+                    ["model_warmup sample 's3'", "'image'", "not an input"]),
+        "bw_type": (warm("s4", 1, "input", "TYPE_FP16", "[ 3, 64, 64 ]", "zero_data: true"),
+                    ["model_warmup sample 's4'", "'input'", "TYPE_FP16", "TYPE_FP32"]),
+        "bw_nofile": (warm("s5", 1, "input", "TYPE_FP32", "[ 3, 64, 64 ]", 'input_data_file: "none.bin"'),
+                      ["model_warmup sample 's5'", "none.bin", "does not exist"]),
+        "bw_size": (warm("s6", 1, "input", "TYPE_FP32", "[ 3, 64, 64 ]", 'input_data_file: "short.bin"'),
+                    ["model_warmup sample 's6'", "short.bin", "24576 bytes", "49152"]),
+    }
+    for name, (w, _) in bad_warm.items():
+        d = th.add_model(repo, name, tiny, 'backend: "kiln"\nmodel_warmup [ %s ]\n' % w, artifact_name="model.plan")
+        shutil.copytree(wdir, os.path.join(d, "warmup"))
+    # zero copy (the default) against the gather/scatter path, one kiln thread each
+    one = 'parameters { key: "cpu_threads" value: { string_value: "1" } }\n'
+    th.add_model(repo, "tiny_zc", tiny, 'backend: "kiln"\nmax_batch_size: 16\ndynamic_batching { max_queue_delay_microseconds: 200000 '
+                 'preferred_batch_size: [ 4 ] }\n' + one, artifact_name="model.plan")
+    th.add_model(repo, "tiny_gather", tiny, 'backend: "kiln"\n' + one +
+                 'parameters { key: "zero_copy" value: { string_value: "false" } }\n', artifact_name="model.plan")
+    nz_onnx = os.path.join(work, "nz.onnx")
+    make_nonzero_onnx(nz_onnx)
+    nz = os.path.join(work, "nz.plan")
+    th.build_plan(k, nz_onnx, nz, [])
+    th.add_model(repo, "nonzero", nz, 'backend: "kiln"\nmax_batch_size: 0\n', artifact_name="model.plan")
     th.add_model(repo, "tiny_onnx", tiny_onnx, 'backend: "kiln"\nmax_batch_size: 4\n'
                  'instance_group [ { kind: KIND_CPU } ]\n', artifact_name="model.onnx")
     bad = {
@@ -264,6 +328,8 @@ def main():
         return 77
     try:
         run_checks(a, srv, repo, work, rng, tiny, tiny2p, multi, plugin_lib, bad)
+        run_warmup_checks(a, srv, repo, work, rng, tiny, bad_warm)
+        run_zero_copy_checks(a, srv, repo, work, rng, tiny, multi)
     finally:
         srv.stop()
         log = srv.log()
@@ -551,6 +617,213 @@ def run_checks(a, srv, repo, work, rng, tiny, tiny2p, multi, plugin_lib, bad):
     ref = th.kiln_exec_outputs(k, tiny2p, {"input": np.concatenate([x, np.zeros((2, 3, 64, 64), np.float32)])},
                                work, profile=1)["output"][:6]
     check(close(got, ref), "tiny (version 2) after unload and load equals kiln exec", maxdiff(got, ref))
+
+
+def log_lines(srv, start, model, needle):
+    """Lines of the server log after line `start` of an instance of `model` holding `needle`."""
+    return [ln for ln in srv.log().splitlines()[start:] if ("'%s_" % model) in ln and needle in ln]
+
+
+def log_len(srv):
+    return len(srv.log().splitlines())
+
+
+def run_warmup_checks(a, srv, repo, work, rng, tiny, bad_warm):
+    k = a.kiln
+    c = Clients(srv)
+    x1 = rng.standard_normal((1, 3, 64, 64)).astype(np.float32)
+    x8 = rng.standard_normal((8, 3, 64, 64)).astype(np.float32)
+    ref1 = th.kiln_exec_outputs(k, tiny, {"input": x1}, work)["output"]
+    ref8 = th.kiln_exec_outputs(k, tiny, {"input": x8}, work)["output"]
+    report = []
+    c.grpc.is_server_ready()  # the client's connection is made before the timings
+    # ---- the backend's warm-up: one enqueue per batch bucket's context at load
+    for model in ("tiny_warm", "tiny_nowarm"):
+        n0 = log_len(srv)
+        c.http.load_model(model)
+        lines = log_lines(srv, n0, model, "warm-up ran")
+        if model == "tiny_warm":
+            check(len(lines) == 1 and "6 contexts (batch 1, 2, 4, 8, 12, 16)" in lines[0],
+                  "bucket_warmup (default): one warm-up enqueue per batch bucket at load", lines or srv.tail(10))
+        else:
+            check(not lines, "bucket_warmup false: no warm-up at load", lines)
+        st = c.http.get_inference_statistics(model)["model_stats"][0]
+        check(int(st.get("inference_count", 0)) == 0,
+              "%s: the backend's warm-up is not counted as inferences in the statistics" % model, st)
+        # the first request of two batch sizes after load, against the steady
+        # state: the server's compute_infer (the plan's run through the
+        # backend) and the client's latency; a report, not a check
+        def infer_ns():
+            s = c.http.get_inference_statistics(model)["model_stats"][0]["inference_stats"]["compute_infer"]
+            return int(s.get("ns", 0)), int(s.get("count", 0))
+        for b, x, ref in ((1, x1, ref1), (8, x8, ref8)):
+            n0, k0 = infer_ns()
+            t0 = time.perf_counter()
+            got = c.infer(model, {"input": x}, proto="grpc").as_numpy("output")
+            first = time.perf_counter() - t0
+            n1, k1 = infer_ns()
+            check(close(got, ref), "%s: the first request of batch %d after load equals kiln exec" % (model, b),
+                  maxdiff(got, ref))
+            lat = []
+            for _ in range(15):
+                t0 = time.perf_counter()
+                c.infer(model, {"input": x}, proto="grpc")
+                lat.append(time.perf_counter() - t0)
+            n2, k2 = infer_ns()
+            fc, sc = (n1 - n0) / max(1, k1 - k0) / 1e3, (n2 - n1) / max(1, k2 - k1) / 1e3
+            report.append("%s batch %d: first request compute_infer %.0f us (client %.2f ms), steady mean %.0f us "
+                          "(client median %.2f ms): %.1fx" % (model, b, fc, first * 1e3, sc, np.median(lat) * 1e3,
+                                                              fc / max(sc, 1e-9)))
+        c.http.unload_model(model)
+    for ln in report:
+        print("note: " + ln)
+
+    # ---- Triton's model_warmup: its samples run through the backend at load
+    # (Triton counts them as inferences); a sample the plan cannot take is
+    # refused at load naming the sample and the tensor
+    c.http.load_model("tiny_mwarm")
+    st = c.http.get_inference_statistics("tiny_mwarm")["model_stats"][0]
+    check(int(st.get("inference_count", 0)) == 4 * 2 + 1 + 2 and int(st.get("execution_count", 0)) >= 3,
+          "model_warmup: Triton ran the zero, random and file samples through the backend at load (11 inferences)",
+          json.dumps(st)[:600])
+    got = c.infer("tiny_mwarm", {"input": x8}).as_numpy("output")
+    check(close(got, ref8), "model_warmup: the model serves after its warm-up", maxdiff(got, ref8))
+    c.http.unload_model("tiny_mwarm")
+    for name, (_, needles) in bad_warm.items():
+        expect_load_error(c, name, needles, "%s: a bad model_warmup sample refused at load naming it" % name)
+
+
+def run_zero_copy_checks(a, srv, repo, work, rng, tiny, multi):
+    """zero_copy (the default) binds Triton's buffers in place; the same
+    requests through the gather/scatter path (zero_copy false) and through
+    kiln exec give the same outputs."""
+    import tritonclient.grpc as tg
+    import tritonclient.utils.shared_memory as sm
+    k = a.kiln
+    c = Clients(srv)
+    c.http.load_model("tiny_zc")
+    c.http.load_model("tiny_gather")
+    c.http.update_log_settings({"log_verbose_level": 1})
+    regions = []
+
+    def shm_infer(model, x, out_bytes):
+        tag = "kz%d" % len(regions)
+        hi = sm.create_shared_memory_region(tag + "i", "/" + tag + "i", x.nbytes)
+        ho = sm.create_shared_memory_region(tag + "o", "/" + tag + "o", out_bytes)
+        regions.append((tag, hi, ho))
+        sm.set_shared_memory_region(hi, [x])
+        c.grpc.register_system_shared_memory(tag + "i", "/" + tag + "i", x.nbytes)
+        c.grpc.register_system_shared_memory(tag + "o", "/" + tag + "o", out_bytes)
+        i = tg.InferInput("input", list(x.shape), "FP32")
+        i.set_shared_memory(tag + "i", x.nbytes)
+        o = tg.InferRequestedOutput("output")
+        o.set_shared_memory(tag + "o", out_bytes)
+        c.grpc.infer(model, [i], outputs=[o])
+        return sm.get_contents_as_numpy(ho, np.float32, [x.shape[0], 10]).copy()
+    try:
+        for proto in ("http", "grpc", "shm"):
+            for b in (1, 3):
+                x = rng.standard_normal((b, 3, 64, 64)).astype(np.float32)
+                ref = th.kiln_exec_outputs(k, tiny, {"input": x}, work)["output"]
+                got, lines = {}, {}
+                for model in ("tiny_zc", "tiny_gather"):
+                    n0 = log_len(srv)
+                    if proto == "shm":
+                        got[model] = shm_infer(model, x, b * 40)
+                    else:
+                        got[model] = c.infer(model, {"input": x}, proto=proto).as_numpy("output")
+                    lines[model] = log_lines(srv, n0, model, "in place:")
+                check(close(got["tiny_zc"], ref) and close(got["tiny_gather"], ref) and
+                      close(got["tiny_zc"], got["tiny_gather"], rtol=1e-6, atol=1e-7),
+                      "%s batch %d: in place and gathered outputs equal each other and kiln exec" % (proto, b),
+                      (maxdiff(got["tiny_zc"], ref), maxdiff(got["tiny_gather"], ref)))
+                g = lines["tiny_gather"]
+                check(len(g) == 1 and "in place: 0 of 1 inputs, 0 of 1 outputs" in g[0],
+                      "%s batch %d: zero_copy false gathers and scatters" % (proto, b), g)
+                z = lines["tiny_zc"]
+                if b == 3:  # padded to the bucket of 4: the batch is not the request's bytes
+                    want = "in place: 0 of 1 inputs, 0 of 1 outputs"
+                elif proto == "shm":
+                    want = "in place: 1 of 1 inputs, 1 of 1 outputs"
+                else:  # the front ends' output buffers are malloc'ed; where their inputs lie varies
+                    want = "1 of 1 outputs"
+                check(len(z) == 1 and want in z[0], "%s batch %d: zero copy binds what fits (%s)" % (proto, b, want), z)
+
+        # a dynamic batch of four requests whose inputs lie end to end in one
+        # shared memory region: right outputs, in place when they arrive in order
+        x = rng.standard_normal((4, 3, 64, 64)).astype(np.float32)
+        ref = th.kiln_exec_outputs(k, tiny, {"input": x}, work)["output"]
+        one = x[0:1].nbytes
+        hi = sm.create_shared_memory_region("kzbi", "/kzbi", 4 * one)
+        ho = sm.create_shared_memory_region("kzbo", "/kzbo", 4 * 40)
+        regions.append(("kzb", hi, ho))
+        sm.set_shared_memory_region(hi, [x])
+        c.grpc.register_system_shared_memory("kzbi", "/kzbi", 4 * one)
+        c.grpc.register_system_shared_memory("kzbo", "/kzbo", 4 * 40)
+        bar = threading.Barrier(4)
+        errs = []
+
+        def send(r):
+            try:
+                cli = tg.InferenceServerClient(c.url_grpc)
+                i = tg.InferInput("input", [1, 3, 64, 64], "FP32")
+                i.set_shared_memory("kzbi", one, offset=r * one)
+                o = tg.InferRequestedOutput("output")
+                o.set_shared_memory("kzbo", 40, offset=r * 40)
+                bar.wait(60)
+                time.sleep(0.02 * r)  # arrival in row order, most of the time
+                cli.infer("tiny_zc", [i], outputs=[o])
+            except Exception as e:
+                errs.append(str(e))
+        n0 = log_len(srv)
+        ts = [threading.Thread(target=send, args=(r,)) for r in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        got = sm.get_contents_as_numpy(ho, np.float32, [4, 10]).copy()
+        check(not errs and close(got, ref), "a batch of four shared-memory requests equals kiln exec", errs or maxdiff(got, ref))
+        lines = log_lines(srv, n0, "tiny_zc", "in place:")
+        print("note: batch of four requests laid end to end in shared memory: %s" % "; ".join(
+            ln.split("kiln: ")[-1].rstrip('"') for ln in lines))
+
+        # two inputs of two types, two outputs; one output asked for, then both again
+        xv = rng.standard_normal((2, 4)).astype(np.float32)
+        kv = rng.randint(-50, 50, (2, 4)).astype(np.int64)
+        ref = th.kiln_exec_outputs(k, multi, {"x": xv, "k": kv}, work)
+        c.http.load_model("multi")
+        ok = True
+        for outs in (None, ["z"], ["y"], None):
+            r = c.infer("multi", {"x": xv, "k": kv}, proto="grpc", outputs=outs)
+            if outs in (None, ["y"]):
+                ok = ok and close(r.as_numpy("y"), ref["y"])
+            if outs in (None, ["z"]):
+                ok = ok and np.array_equal(r.as_numpy("z"), ref["z"])
+        check(ok, "multi: outputs in place with one or both outputs asked for, in turn, equal kiln exec")
+        c.http.unload_model("multi")
+
+        # an output whose shape depends on the data: never bound before the run
+        c.http.load_model("nonzero")
+        for xs in ([0, 1, 0, 2, 0, 3], [1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0]):
+            xnz = np.array(xs, np.float32)
+            n0 = log_len(srv)
+            got = c.infer("nonzero", {"x": xnz}, proto="grpc").as_numpy("y")
+            want = np.array([np.count_nonzero(xnz)], np.int64)
+            lines = log_lines(srv, n0, "nonzero", "in place:")
+            check(got is not None and np.array_equal(got, want) and len(lines) == 1 and "0 of 1 outputs" in lines[0],
+                  "NonZero %s: outputs after a data-dependent shape are not bound in place, and are right" % xs, (got, lines))
+        c.http.unload_model("nonzero")
+    finally:
+        c.http.update_log_settings({"log_verbose_level": 0})
+        try:
+            c.grpc.unregister_system_shared_memory()
+        except Exception:
+            pass
+        for _, hi, ho in regions:
+            sm.destroy_shared_memory_region(hi)
+            sm.destroy_shared_memory_region(ho)
+        c.http.unload_model("tiny_zc")
+        c.http.unload_model("tiny_gather")
 
 
 if __name__ == "__main__":

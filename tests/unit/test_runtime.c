@@ -1,7 +1,8 @@
 /* test_runtime.c - builder + runtime through the public API: profiles and
  * dynamic batch, shape errors, missing addresses, plan files, data-dependent
- * outputs, input/output types, several contexts on one engine in parallel
- * threads, and streams and events. */
+ * outputs (and whether output shapes are known before a run), input/output
+ * types, several contexts on one engine in parallel threads, and streams and
+ * events. */
 #include <pthread.h>
 #include <unistd.h>
 
@@ -530,6 +531,55 @@ static void test_io_types(void) {
     kiln_builder_config_destroy(cfg);
 }
 
+/* kiln_context_output_shapes_exact: 1 when the shapes before a run are the
+ * run's, 0 after a data-dependent layer (NonZero), -1 without input shapes. */
+static void test_output_shapes_exact(kiln_engine *mlp) {
+    kiln_context *ctx = NULL;
+    KT_OK(kiln_context_create(mlp, &ctx));
+    KT_CHECK(kiln_context_output_shapes_exact(NULL) == -1);
+    KT_CHECK(kiln_context_output_shapes_exact(ctx) == -1); /* the batch is not set */
+    int64_t two[2] = {2, 4};
+    KT_OK(kiln_context_set_input_shape(ctx, "x", 2, two));
+    KT_CHECK(kiln_context_output_shapes_exact(ctx) == 1);
+    kiln_context_destroy(ctx);
+
+    kiln_network *net = NULL;
+    KT_OK(kiln_network_create(&net));
+    if (!net)
+        return;
+    int64_t xd[1] = {6};
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 1, xd, NULL));
+    KT_OK(kiln_network_add_node(net, "nz", "NonZero", "", 13, 1, (const char *[]){"x"}, 1,
+                                (const char *[]){"idx"}, NULL));
+    KT_OK(kiln_network_add_node(net, "count", "Shape", "", 13, 1, (const char *[]){"idx"}, 1,
+                                (const char *[]){"y"}, NULL));
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kiln_builder_config *cfg = NULL;
+    void *plan = NULL;
+    size_t size = 0;
+    KT_OK(kiln_builder_config_create(&cfg));
+    KT_OK(kiln_build_serialized(net, cfg, &plan, &size));
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(net);
+    kiln_engine *eng = NULL;
+    if (plan)
+        KT_OK(kiln_engine_load(plan, size, &eng));
+    kiln_free(plan);
+    if (!eng)
+        return;
+    KT_OK(kiln_context_create(eng, &ctx));
+    const float x[6] = {0, 1, 0, 2, 0, 3};
+    int64_t y[2] = {0, 0};
+    KT_OK(kiln_context_set_tensor_address(ctx, "x", (void *)x));
+    KT_CHECK(kiln_context_output_shapes_exact(ctx) == 0); /* Shape of a data-dependent tensor */
+    KT_OK(kiln_context_set_tensor_address(ctx, "y", y));
+    KT_OK(kiln_context_enqueue(ctx, NULL));
+    KT_CHECK(y[0] == 1 && y[1] == 3);
+    KT_CHECK(kiln_context_output_shapes_exact(ctx) == 0);
+    kiln_context_destroy(ctx);
+    kiln_engine_destroy(eng);
+}
+
 int main(void) {
     kiln_set_logger(NULL, NULL, KILN_LOG_ERROR);
     void *plan = NULL;
@@ -543,6 +593,7 @@ int main(void) {
         test_dynamic_batch(eng);
         test_threads(eng);
         test_streams_events(eng);
+        test_output_shapes_exact(eng);
         kiln_engine_destroy(eng);
     }
     test_plan_file(plan, size);
