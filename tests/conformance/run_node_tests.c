@@ -1079,6 +1079,11 @@ int main(int argc, char **argv) {
     no_dtype_check = o.no_dtype_check;
     if (o.backend && strcmp(o.backend, pd_backend.name) == 0)
         kb_test_backend = &pd_backend;
+    char tgt[64], libs[128];
+    if (o.backend && kiln_backend_describe(o.backend, tgt, sizeof tgt, libs, sizeof libs) != KILN_OK) {
+        printf("skipped: backend '%s': %s\n", o.backend, kiln_last_error());
+        return 0;
+    }
     struct stat sb;
     if (stat(o.data, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
         printf("skipped: ONNX node test data directory %s not found\n", o.data);
