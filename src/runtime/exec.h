@@ -161,6 +161,15 @@ KN_HIDDEN void kx_ctl_release(void *inst);
 KN_HIDDEN kiln_status kx_ctl_run_if(const kb_run *r);
 KN_HIDDEN kiln_status kx_ctl_run_loop(const kb_run *r);
 KN_HIDDEN kiln_status kx_ctl_run_scan(const kb_run *r);
+/* Whether If/Loop/Scan node `node` must run on the host on device backend
+ * `be`: an input or output (in/out may be NULL) or a tensor of a body
+ * (nested bodies included) of a type only the host holds (a string, a
+ * sequence, an optional; declared, a constant or a Cast to string), or a
+ * body node that `be` has no kernel for (Shape and Size aside). A device
+ * backend's control kernels decline such a node, so the builder places it
+ * on the host whole (src/builder/place.c). */
+KN_HIDDEN bool kx_ctl_needs_host(const kb_backend *be, const kn_node *node, const kn_tinfo *in,
+                                 int n_in, const kn_tinfo *out, int n_out);
 /* Whether kernel k is one of these: it runs a body step by step and may
  * wait on the device, so a plan holding one never captures CUDA graphs. */
 KN_HIDDEN bool kx_ctl_syncs(const kb_kernel *k);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "runtime/exec.h"
 
 enum { PD_MAX = 4096, PD_WRAP = 256 };
 static struct {
@@ -113,6 +114,8 @@ static kiln_status pd_describe(char *target, size_t tcap, char *libs, size_t lca
 static const char *const pd_missing_none[] = {NULL};
 static const char *const *pd_missing = pd_missing_none;
 
+static const kb_backend pd_backend;
+
 typedef struct pd_box {
     const kb_kernel *k;
     void *p;
@@ -136,6 +139,8 @@ static bool pd_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn
         if (host_type(out[j].dtype))
             return false;
     const kb_kernel *k = pd_ref(n);
+    if (k && kx_ctl_syncs(k) && kx_ctl_needs_host(&pd_backend, n, in, n_in, out, n_out))
+        return false; /* as the CUDA control kernels decline it */
     return k && (!k->supports || k->supports(n, in, n_in, out, n_out));
 }
 
@@ -222,6 +227,12 @@ static const kb_kernel *pd_kernel(const char *domain, const char *op_type) {
     for (size_t i = 0; pd_missing[i]; i++)
         if (!domain[0] && strcmp(op_type, pd_missing[i]) == 0)
             return NULL;
+    /* the ops of host-only values have no device kernel (as on CUDA) */
+    if (!domain[0] && (strncmp(op_type, "Sequence", 8) == 0 || strncmp(op_type, "Optional", 8) == 0 ||
+                       strcmp(op_type, "SplitToSequence") == 0 ||
+                       strcmp(op_type, "ConcatFromSequence") == 0 ||
+                       strcmp(op_type, "StringNormalizer") == 0))
+        return NULL;
     const kb_kernel *any;
     if (kb_cpu_backend.kernels_for(domain, op_type, &any, 1) < 1)
         return NULL;

@@ -4,7 +4,9 @@
  * run on the same inputs, outputs compared exactly. The device plan must
  * place those layers on the host (tactic host:...), put kiln::ToHost /
  * kiln::ToDevice reformats where values cross, and never let a host layer
- * touch device memory or a device layer host memory.
+ * touch device memory or a device layer host memory. A second network has
+ * an If on a run-time condition whose branch holds a sequence: the whole If
+ * is placed on the host (the device's If declines it), both conditions.
  *
  * The device is first a pseudo-device (pseudo_device.h: the CPU's reference
  * kernels, but its memory is kept unreadable, mprotect PROT_NONE, except
@@ -18,6 +20,7 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
+#include "graph/control.h"
 #include "kiln/kiln_builder.h"
 #include "kiln/kiln_network.h"
 #include "kiln/kiln_runtime.h"
@@ -181,6 +184,133 @@ static void compare(const char *backend, const result *want) {
     KT_CHECK(got.to_device == 2);
 }
 
+/* ---------------- an If whose branch holds a sequence ----------------
+ * Y = If(C, then: ConcatFromSequence(SequenceConstruct(X, X)), else:
+ * Concat(Neg(X), X)) + 1, X [2, 3] on the device, C a run-time condition
+ * (a shape tensor, host memory): the device cannot run the branch, so the
+ * whole If goes to the host, X crossing over and the If's output back. */
+
+static void attach(kn_net *g, int nd, const char *name, kn_net *body) {
+    kn_node *n = &g->nodes[nd];
+    kn_attr *a = kn_realloc(n->attrs, (size_t)(n->n_attr + 1) * sizeof *a);
+    KT_CHECK(a != NULL);
+    if (!a)
+        return;
+    n->attrs = a;
+    memset(&a[n->n_attr], 0, sizeof *a);
+    a[n->n_attr].name = kn_strdup(name);
+    a[n->n_attr].type = KN_ATTR_GRAPH;
+    a[n->n_attr].graph = body;
+    n->n_attr++;
+}
+
+static kiln_network *make_if_net(void) {
+    kiln_network *g = NULL, *t = NULL, *e = NULL;
+    KT_OK(kiln_network_create(&g));
+    KT_OK(kiln_network_create(&t));
+    KT_OK(kiln_network_create(&e));
+    if (!g || !t || !e)
+        return NULL;
+    KT_OK(kiln_network_add_input(g, "C", KILN_DTYPE_BOOL, 0, NULL, NULL));
+    KT_OK(kiln_network_add_input(g, "X", KILN_DTYPE_FLOAT, 2, DIMS(2, 3), NULL));
+    const float one = 1.f;
+    KT_OK(kiln_network_add_constant(g, "one", KILN_DTYPE_FLOAT, 0, NULL, &one, sizeof one));
+    int nf = -1;
+    KT_OK(kiln_network_add_node(g, "if", "If", "", 17, 1, IN("C"), 1, IN("r"), &nf));
+    KT_OK(kiln_network_add_node(g, "plus", "Add", "", 17, 2, IN("r", "one"), 1, IN("Y"), NULL));
+    int idx = -1;
+    KT_OK(kiln_network_add_node(t, "pair", "SequenceConstruct", "", 17, 2, IN("X", "X"), 1,
+                                IN("pair_seq"), NULL));
+    KT_OK(kiln_network_add_node(t, "join", "ConcatFromSequence", "", 17, 1, IN("pair_seq"), 1,
+                                IN("rt"), &idx));
+    KT_OK(kiln_network_set_attr_int(t, idx, "axis", 0));
+    KT_OK(kiln_network_mark_output(t, "rt"));
+    KT_OK(kiln_network_add_node(e, "neg", "Neg", "", 17, 1, IN("X"), 1, IN("nx"), NULL));
+    KT_OK(kiln_network_add_node(e, "cat", "Concat", "", 17, 2, IN("nx", "X"), 1, IN("re"), &idx));
+    KT_OK(kiln_network_set_attr_int(e, idx, "axis", 0));
+    KT_OK(kiln_network_mark_output(e, "re"));
+    attach(g, nf, "then_branch", t);
+    attach(g, nf, "else_branch", e);
+    KT_OK(kiln_network_mark_output(g, "Y"));
+    KT_OK(kn_net_resolve_captures(g, 0));
+    return g;
+}
+
+/* Y for condition c on backend; the layer counts into res. */
+static bool run_if(const char *backend, uint8_t c, float *y, result *res) {
+    memset(res, 0, sizeof *res);
+    kiln_network *g = make_if_net();
+    kiln_builder_config *cfg = NULL;
+    void *plan = NULL, *dx = NULL, *dy = NULL;
+    size_t size = 0;
+    kiln_engine *e = NULL;
+    kiln_context *ctx = NULL;
+    KT_OK(kiln_builder_config_create(&cfg));
+    KT_OK(kiln_builder_config_set_backend(cfg, backend));
+    kiln_builder_config_set_flags(cfg, KILN_BUILDER_FLAG_NO_TIMING);
+    int prof = 0;
+    const uint8_t lo = 0, hi = 1;
+    KT_OK(kiln_builder_config_add_profile(cfg, &prof));
+    KT_OK(kiln_builder_config_set_input_values(cfg, prof, "C", KILN_DTYPE_BOOL, 1, &lo, &c, &hi));
+    kiln_status st = g && cfg ? kiln_build_serialized(g, cfg, &plan, &size) : KILN_ERR_INTERNAL;
+    KT_OK(st);
+    if (st == KILN_OK)
+        KT_OK(st = kiln_engine_load(plan, size, &e));
+    if (st == KILN_OK)
+        KT_OK(st = kiln_context_create(e, &ctx));
+    bool dev = on_device(backend);
+    for (int i = 0; st == KILN_OK && i < kiln_engine_num_layers(e); i++) {
+        const char *op = kiln_engine_layer_op(e, i), *tac = kiln_engine_layer_tactic(e, i);
+        res->host_layers += tac && strncmp(tac, "host:", 5) == 0;
+        res->to_host += strstr(op, "ToHost") != NULL;
+        res->to_device += strstr(op, "ToDevice") != NULL;
+    }
+    float x[6] = {-1.5f, 0.25f, 2.0f, -0.75f, 3.0f, 0.5f};
+    if (st == KILN_OK && dev) {
+        KT_OK(st = kiln_engine_alloc(e, sizeof x, &dx));
+        if (st == KILN_OK)
+            KT_OK(st = kiln_engine_copy(e, dx, x, sizeof x, KILN_COPY_TO_DEVICE));
+        if (st == KILN_OK)
+            KT_OK(st = kiln_engine_alloc(e, 12 * sizeof(float), &dy));
+    }
+    if (st == KILN_OK) {
+        KT_OK(kiln_context_set_tensor_address(ctx, "C", &c));
+        KT_OK(kiln_context_set_tensor_address(ctx, "X", dev ? dx : x));
+        KT_OK(kiln_context_set_tensor_address(ctx, "Y", dev ? dy : y));
+    }
+    for (int r = 0; st == KILN_OK && r < 2; r++)
+        KT_OK(st = kiln_context_enqueue(ctx, NULL));
+    if (st == KILN_OK && dev)
+        KT_OK(kiln_engine_copy(e, y, dy, 12 * sizeof(float), KILN_COPY_TO_HOST));
+    if (dx)
+        kiln_engine_free(e, dx);
+    if (dy)
+        kiln_engine_free(e, dy);
+    kiln_context_destroy(ctx);
+    kiln_engine_destroy(e);
+    kiln_free(plan);
+    kiln_builder_config_destroy(cfg);
+    kiln_network_destroy(g);
+    return st == KILN_OK;
+}
+
+static void compare_if(const char *backend) {
+    for (uint8_t c = 0; c < 2; c++) {
+        float want[12], got[12];
+        result rw, rg;
+        KT_CHECK(run_if("cpu", c, want, &rw));
+        if (!run_if(backend, c, got, &rg))
+            continue;
+        for (int i = 0; i < 12; i++)
+            KT_CHECK(got[i] == want[i]);
+        printf("%s: If(%d) with a sequence in a branch: %d layer(s) on the host, %d ToHost, %d "
+               "ToDevice\n",
+               backend, c, rg.host_layers, rg.to_host, rg.to_device);
+        KT_CHECK(rg.host_layers == 1 && rg.to_host == 1 && rg.to_device == 1);
+        KT_CHECK(want[0] == (c ? -0.5f : 2.5f));
+    }
+}
+
 int main(void) {
     result want;
     printf("cpu:\n");
@@ -191,6 +321,7 @@ int main(void) {
     pd_missing = missing;
     kb_test_backend = &pd_backend;
     compare("pseudo-device", &want);
+    compare_if("pseudo-device");
     printf("pseudo-device: %d copies, %d waits, %d device layer runs, %d wrong places\n",
            pd_copies, pd_syncs, pd_dev_runs, pd_bad);
     KT_CHECK(pd_bad == 0 && pd_copies > 0 && pd_dev_runs > 0);
@@ -200,6 +331,7 @@ int main(void) {
     if (kb_cuda_backend.describe(target, sizeof target, libs, sizeof libs) == KILN_OK) {
         printf("device %s, %s\n", target, libs);
         compare("cuda", &want);
+        compare_if("cuda");
     } else {
         printf("cuda: skipped, no CUDA device (%s)\n", kiln_last_error());
     }
