@@ -168,6 +168,9 @@ KN_HIDDEN const kb_kernel *kb_tables_find(const kb_table *tables, size_t n_table
 
 /* The backend of that name compiled into this build, or NULL. */
 KN_HIDDEN const kb_backend *kb_backend_get(const char *name);
+/* Tests: one more backend that kb_backend_get finds by its name (NULL:
+ * none), so that a device backend's paths run without the device. */
+KN_HIDDEN extern const kb_backend *kb_test_backend;
 extern const kb_backend kb_cpu_backend;
 #ifdef KILN_HAVE_CUDA
 extern const kb_backend kb_cuda_backend;

@@ -201,7 +201,8 @@ KILN_API void kiln_builder_config_set_threads(kiln_builder_config *cfg, int thre
 KILN_API kiln_status kiln_builder_config_set_backend(kiln_builder_config *cfg, const char *backend) {
     if (!cfg || !backend)
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "builder config or backend name is NULL");
-    if (strcmp(backend, "cpu") != 0 && strcmp(backend, "cuda") != 0)
+    if (strcmp(backend, "cpu") != 0 && strcmp(backend, "cuda") != 0 &&
+        !(kb_test_backend && strcmp(backend, kb_test_backend->name) == 0))
         return kn_error(KILN_ERR_INVALID_ARGUMENT, "unknown backend '%s' (expected cpu or cuda)",
                         backend);
     snprintf(cfg->backend, sizeof cfg->backend, "%s", backend);
@@ -1022,6 +1023,24 @@ int kbld_tactic_pick(int n, int rounds, const double *ms, int dflt, double margi
     return best;
 }
 
+/* The CPU kernel that a layer placed on the host runs: by the CPU's rule
+ * (the library tactic registered last; the reference with
+ * KILN_BUILDER_FLAG_REF_TACTICS), among those that take it. NULL: none. */
+static const kb_kernel *host_kernel(const kbld *b, const kn_node *n, const kn_tinfo *in,
+                                    const kn_tinfo *out) {
+    const kb_kernel *cand[KB_MAX_CANDIDATES];
+    int nc = kb_cpu_backend.kernels_for(n->domain, n->op_type, cand, KB_MAX_CANDIDATES);
+    if (nc > KB_MAX_CANDIDATES)
+        nc = KB_MAX_CANDIDATES;
+    int ok = 0;
+    for (int c = 0; c < nc; c++)
+        if (!cand[c]->supports || cand[c]->supports(n, in, n->n_in, out, n->n_out))
+            cand[ok++] = cand[c];
+    if (ok == 0)
+        return NULL;
+    return (b->flags & KILN_BUILDER_FLAG_REF_TACTICS) ? cand[0] : cand[ok - 1];
+}
+
 /* Pick each layer's tactic: the only candidate, the cached winner, or the
  * fastest when timed. `cache` holds winners by layer signature (loaded from
  * the timing-cache file when there is one). */
@@ -1075,29 +1094,41 @@ static kiln_status choose_tactics(kbld *b, uint64_t ws_limit, kbld_tcache *cache
             if (n->out[j] >= 0)
                 out[j] = ti[n->out[j]];
         }
+        /* a layer on a value only the host holds (strings, sequences,
+         * optionals) runs there; so does one no device kernel takes */
+        int host_t = be != &kb_cpu_backend ? kbld_host_only_tensor(net, n, ti) : -1;
         int ok = 0;
-        for (int c = 0; c < nc; c++)
+        for (int c = 0; c < nc && host_t < 0; c++)
             if (!cand[c]->supports || cand[c]->supports(n, in, n->n_in, out, n->n_out))
                 cand[ok++] = cand[c];
+        const kb_kernel *on_host = NULL;
+        if (ok == 0 && be != &kb_cpu_backend && !kpl_is_node(n))
+            on_host = host_kernel(b, n, in, out);
         for (int j = 0; j < n->n_in; j++) {
             kn_aligned_free(tmp[j]);
             in[j].value = NULL; /* the copies are gone; later users see no value */
         }
-        /* strings are arrays of host pointers: a device backend has no
-         * layer placed on the host at run time, so say which tensor */
-        for (int j = 0; ok == 0 && be != &kb_cpu_backend && j < n->n_in + n->n_out; j++) {
-            int t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
-            if (t >= 0 && ti[t].dtype == KILN_DTYPE_STRING) {
-                st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
-                                   "string tensor '%s': strings stay on the host and the %s "
-                                   "backend places no layer on the host at run time (build "
-                                   "for the cpu backend)",
-                                   net->tensors[t].name, be->name);
+        if (on_host) {
+            char name[128];
+            snprintf(name, sizeof name, "%s%s", KX_HOST_TACTIC, on_host->tactic);
+            kn_free(n->tactic);
+            if (!(n->tactic = kn_strdup(name))) {
+                st = KILN_ERR_OUT_OF_MEMORY;
                 break;
             }
+            kn_log(KILN_LOG_VERBOSE, "layer '%s' (%s): on the host (%s), %s", n->name,
+                   n->op_type, name,
+                   host_t >= 0 ? "it reads or makes a value only the host holds"
+                               : "no device kernel takes it");
+            continue;
         }
-        if (st != KILN_OK)
+        if (ok == 0 && host_t >= 0) {
+            st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                               "tensor '%s' (%s) lives on the host and no CPU kernel takes "
+                               "this layer",
+                               net->tensors[host_t].name, kiln_dtype_name(ti[host_t].dtype));
             break;
+        }
         if (ok == 0) {
             st = kn_node_error(n, KILN_ERR_UNSUPPORTED,
                                "no %s kernel supports this node with these input types",
@@ -1453,6 +1484,8 @@ static kiln_status build(const kn_net *src, const kiln_builder_config *cfg, void
         st = record_shapes(&b);
     if (st == KILN_OK)
         st = choose_tactics(&b, cfg->workspace_limit, &cache);
+    if (st == KILN_OK)
+        st = kbld_place_reformats(&b);
     if (st == KILN_OK && cfg->timing_cache) /* written even when nothing was timed */
         st = kbld_tcache_save(&cache, cfg->timing_cache);
     kbld_tcache_free(&cache);

@@ -108,4 +108,16 @@ KN_HIDDEN bool kbld_no_timing(const kbld *b);
  * KILN_BUILDER_FLAG_NO_FUSION is set. Logs what each pass changed (verbose). */
 KN_HIDDEN kiln_status kbld_optimize(kbld *b);
 
+/* Placement on a device backend (place.c). The first input or output of
+ * node n whose type only the host holds (a string, a sequence or an
+ * optional; types from ti when given, else the net's), or -1: such a layer
+ * runs on the host. */
+KN_HIDDEN int kbld_host_only_tensor(const kn_net *net, const kn_node *n, const kn_tinfo *ti);
+/* After the tactics are chosen: around every layer placed on the host
+ * (tactic KX_HOST_TACTIC...), a kiln::ToHost for each input that lives on
+ * the device and a kiln::ToDevice for each output that a device layer or
+ * the caller reads (a graph output of a device type keeps its name). No-op
+ * on the CPU backend. */
+KN_HIDDEN kiln_status kbld_place_reformats(kbld *b);
+
 #endif

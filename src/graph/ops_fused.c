@@ -337,7 +337,20 @@ static kiln_status infer_pool_cl(kn_infer *c) {
     return infer_channels_last(c, c->node->op_type, 1, 0x1u);
 }
 
+/* kiln::ToHost / kiln::ToDevice: the reformat layers of a device plan
+ * around a layer placed on the host (src/builder/place.c); Y is X. */
+static kiln_status infer_reformat(kn_infer *c) {
+    if (c->n_in != 1 || c->n_out != 1 || !kn_has_in(c, 0))
+        return kn_node_error(c->node, KILN_ERR_INVALID_ARGUMENT, "a reformat takes one input");
+    c->out[0] = c->in[0];
+    c->out[0].value = NULL;
+    c->out[0].data_dependent = false;
+    return KILN_OK;
+}
+
 const kn_op_schema kn_ops_fused[] = {
+    {"ToHost", KN_DOMAIN_KILN, infer_reformat, 0},
+    {"ToDevice", KN_DOMAIN_KILN, infer_reformat, 0},
     {"Conv", KN_DOMAIN_KILN, infer_fused_conv, 0},
     {"Gemm", KN_DOMAIN_KILN, infer_fused_gemm, 0},
     {"MatMul", KN_DOMAIN_KILN, infer_fused_matmul, 0},

@@ -928,6 +928,49 @@ static kiln_status run_map(const kb_run *r) {
     return st;
 }
 
+static bool host_only_type(kiln_dtype t) {
+    return t == KILN_DTYPE_STRING || kn_dtype_is_handle((int)t);
+}
+
+static bool body_needs_host(const kb_backend *be, const kn_net *g, int depth) {
+    if (!g || depth >= 64)
+        return true;
+    for (int t = 0; t < g->n_tensors; t++)
+        if (host_only_type(g->tensors[t].dtype) ||
+            ((g->tensors[t].flags & KN_T_CONST) && host_only_type(g->tensors[t].value.dtype)))
+            return true;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kn_node *n = &g->nodes[i];
+        const kb_kernel *k[1];
+        bool shape_only = !n->domain[0] && (strcmp(n->op_type, "Shape") == 0 ||
+                                            strcmp(n->op_type, "Size") == 0);
+        if (!shape_only && be->kernels_for(n->domain, n->op_type, k, 1) < 1)
+            return true; /* Shape and Size run at shape time on every backend */
+        if (!n->domain[0] && strcmp(n->op_type, "Cast") == 0 &&
+            kn_attr_int(n, "to", 0) == KILN_DTYPE_STRING)
+            return true;
+        for (int a = 0; a < n->n_attr; a++)
+            if (n->attrs[a].type == KN_ATTR_GRAPH &&
+                body_needs_host(be, n->attrs[a].graph, depth + 1))
+                return true;
+    }
+    return false;
+}
+
+bool kx_ctl_needs_host(const kb_backend *be, const kn_node *node, const kn_tinfo *in, int n_in,
+                       const kn_tinfo *out, int n_out) {
+    for (int j = 0; in && j < n_in; j++)
+        if (host_only_type(in[j].dtype))
+            return true;
+    for (int j = 0; out && j < n_out; j++)
+        if (host_only_type(out[j].dtype))
+            return true;
+    for (int a = 0; a < node->n_attr; a++)
+        if (node->attrs[a].type == KN_ATTR_GRAPH && body_needs_host(be, node->attrs[a].graph, 0))
+            return true;
+    return false;
+}
+
 bool kx_ctl_syncs(const kb_kernel *k) {
     return k->run == kx_ctl_run_if || k->run == kx_ctl_run_loop || k->run == kx_ctl_run_scan;
 }

@@ -284,6 +284,8 @@ KILN_API const char *kiln_engine_layer_tactic(const kiln_engine *e, int layer) {
         return "host";
     if (e->prog.steps[layer].alias)
         return "alias"; /* shares its input's memory; nothing runs */
+    if (e->prog.steps[layer].on_host) /* "host:<cpu tactic>": placed on the host */
+        return e->net->nodes[e->prog.steps[layer].node].tactic;
     return e->prog.steps[layer].k->tactic;
 }
 
@@ -514,6 +516,13 @@ KILN_API kiln_status kiln_context_set_tensor_address(kiln_context *c, const char
                         "input '%s' is a shape tensor: its values are read on the host, so its "
                         "address must be host memory, not %s device memory "
                         "(kiln_engine_tensor_is_shape_input)", name, be->name);
+    if (data && c->c.p->net->tensors[c->e->io[i]].dtype == KILN_DTYPE_STRING &&
+        be->is_device_ptr && be->is_device_ptr(data))
+        return kn_error(KILN_ERR_INVALID_ARGUMENT,
+                        "'%s' is a string tensor: strings are host pointers and stay on the "
+                        "host on every backend, so its address must be host memory, not %s "
+                        "device memory",
+                        name, be->name);
     kx_ctx_bind(&c->c, c->e->io[i], data);
     return KILN_OK;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "graph/fused.h"
 #include "graph/seq.h"
 #include "plugin/plugin.h"
 
@@ -159,6 +160,56 @@ static kiln_status mark_host(kn_net *net) {
 
 static bool on_cpu(const kb_backend *be) { return be == &kb_cpu_backend; }
 
+bool kx_is_reformat(const kn_node *n) {
+    return strcmp(n->domain, KN_DOMAIN_KILN) == 0 &&
+           (strcmp(n->op_type, "ToHost") == 0 || strcmp(n->op_type, "ToDevice") == 0);
+}
+
+/* kiln::ToHost / kiln::ToDevice: one copy on the step's stream through the
+ * program's backend (the step's state). A host step after a ToHost waits
+ * for the stream before it reads (run_steps). */
+static kiln_status reformat_run(const kb_run *r) {
+    const kb_backend *be = r->state;
+    const kb_tensor *x = &r->in[0];
+    size_t bytes;
+    if (!kn_shape_fits(x->dtype, x->rank, x->dims, &bytes))
+        return kn_node_error(r->node, KILN_ERR_INTERNAL, "reformat of an unplanned size");
+    if (!bytes || r->out[0].data == x->data)
+        return KILN_OK;
+    kb_copy_kind kind = strcmp(r->node->op_type, "ToHost") == 0 ? KB_COPY_D2H : KB_COPY_H2D;
+    return be->copy(r->out[0].data, x->data, bytes, kind, r->stream);
+}
+
+static const kb_kernel reformat_kernel = {"", KN_DOMAIN_KILN, "copy", NULL, NULL, NULL,
+                                          NULL, NULL, reformat_run};
+
+/* Whether tensor t lives in host memory at run time (device backends). */
+static bool host_tensor(const kx_program *p, int t) { return p->on_host_t && p->on_host_t[t]; }
+
+/* Where each tensor lives on a device backend: the outputs of host-placed
+ * steps and of ToHost, and graph inputs of the types that only the host
+ * holds (strings are host pointers, sequences and optionals host lists). */
+static kiln_status mark_host_tensors(kx_program *p) {
+    const kn_net *net = p->net;
+    p->on_host_t = kn_calloc((size_t)net->n_tensors + 1, sizeof *p->on_host_t);
+    if (!p->on_host_t)
+        return KILN_ERR_OUT_OF_MEMORY;
+    for (int k = 0; k < net->n_inputs; k++) {
+        kiln_dtype t = net->tensors[net->inputs[k]].dtype;
+        if (t == KILN_DTYPE_STRING || kn_dtype_is_handle((int)t))
+            p->on_host_t[net->inputs[k]] = true;
+    }
+    for (int si = 0; si < p->n_steps; si++) {
+        const kn_node *n = &net->nodes[p->steps[si].node];
+        bool h = p->steps[si].on_host ||
+                 (kx_is_reformat(n) && strcmp(n->op_type, "ToHost") == 0);
+        for (int j = 0; h && j < n->n_out; j++)
+            if (n->out[j] >= 0 && !(net->tensors[n->out[j]].flags & KN_T_HOST))
+                p->on_host_t[n->out[j]] = true;
+    }
+    return KILN_OK;
+}
+
 kiln_status kx_program_init(kx_program *p, kn_net *net, int threads) {
     return kx_program_init_on(p, net, threads, &kb_cpu_backend);
 }
@@ -170,7 +221,7 @@ static kiln_status upload_constants(kx_program *p) {
     if (!p->dconst)
         return KILN_ERR_OUT_OF_MEMORY;
     for (int si = 0; si < p->n_steps; si++) {
-        if (p->steps[si].host)
+        if (p->steps[si].host || p->steps[si].on_host) /* these read the host value */
             continue;
         const kn_node *n = &net->nodes[p->steps[si].node];
         for (int j = 0; j < n->n_in; j++) {
@@ -215,7 +266,8 @@ static void mark_aliases(kx_program *p) {
             continue;
         uint32_t fi = net->tensors[n->in[0]].flags, fo = net->tensors[n->out[0]].flags;
         const uint32_t away = KN_T_CONST | KN_T_HOST | KN_T_OUTPUT;
-        s->alias = !(fi & away) && !(fo & (away | KN_T_INPUT));
+        s->alias = !(fi & away) && !(fo & (away | KN_T_INPUT)) &&
+                   host_tensor(p, n->in[0]) == host_tensor(p, n->out[0]);
     }
 }
 
@@ -237,9 +289,18 @@ kiln_status kx_program_init_on(kx_program *p, kn_net *net, int threads, const kb
         for (int j = 0; j < n->n_out; j++)
             if (n->out[j] >= 0 && (net->tensors[n->out[j]].flags & KN_T_HOST))
                 s->host = true;
-        /* host steps compute shape values with the CPU reference kernels */
-        const kb_backend *kbe = s->host ? &kb_cpu_backend : be;
-        const char *tactic = (!s->host && n->tactic) ? n->tactic : "ref";
+        /* host steps compute shape values with the CPU reference kernels;
+         * layers placed on the host run the CPU kernel the plan names */
+        const char *htac = kx_host_tactic(n->tactic);
+        s->on_host = !s->host && htac && !on_cpu(be);
+        const kb_backend *kbe = s->host || s->on_host ? &kb_cpu_backend : be;
+        const char *tactic = s->host ? "ref" : htac ? htac : n->tactic ? n->tactic : "ref";
+        if (kx_is_reformat(n)) {
+            s->k = &reformat_kernel;
+            s->state = (void *)be;
+            p->n_steps = i + 1;
+            continue;
+        }
         s->k = kpl_is_node(n) ? &kpl_kernel /* plugins run on every backend */
                               : kbe->kernel_find(n->domain, n->op_type, tactic);
         if (!s->k && !(n->tactic && !s->host)) { /* no reference kernel: take any */
@@ -249,6 +310,10 @@ kiln_status kx_program_init_on(kx_program *p, kn_net *net, int threads, const kb
         }
         if (s->k && !s->host && kx_ctl_syncs(s->k))
             p->no_graphs = true;
+        if (s->on_host) { /* the stream is waited for before each host step */
+            p->no_graphs = true;
+            p->n_host_steps++;
+        }
         if (!s->k) {
             kx_program_fini(p);
             return kn_node_error(n, KILN_ERR_UNSUPPORTED, "no %s kernel with tactic '%s'",
@@ -263,6 +328,13 @@ kiln_status kx_program_init_on(kx_program *p, kn_net *net, int threads, const kb
             }
         }
         p->n_steps = i + 1;
+    }
+    if (!on_cpu(be)) {
+        kiln_status st = mark_host_tensors(p);
+        if (st != KILN_OK) {
+            kx_program_fini(p);
+            return st;
+        }
     }
     mark_aliases(p);
     if (!on_cpu(be)) {
@@ -279,6 +351,7 @@ void kx_program_fini(kx_program *p) {
     for (int i = 0; i < p->n_steps; i++)
         if (p->steps[i].k && p->steps[i].k->fini && p->steps[i].state)
             p->steps[i].k->fini(p->steps[i].state);
+    kn_free(p->on_host_t);
     if (p->dconst) {
         for (int i = 0; i < p->net->n_tensors; i++)
             if (p->dconst[i])
@@ -333,6 +406,24 @@ kiln_status kx_ctx_init(kx_ctx *c, const kx_program *p) {
         v += n->n_in + n->n_out;
     }
     return KILN_OK;
+}
+
+/* Host memory for the host arena: page-locked where the backend has it, so
+ * the reformats' copies run at the device's speed. */
+static kiln_status host_alloc(const kb_backend *be, size_t bytes, void **out) {
+    if (be->host_alloc)
+        return be->host_alloc(bytes, out);
+    *out = kn_aligned_alloc(bytes);
+    return *out ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+}
+
+static void host_free(const kb_backend *be, void *p) {
+    if (!p)
+        return;
+    if (be->host_alloc && be->host_free)
+        be->host_free(p);
+    else
+        kn_aligned_free(p);
 }
 
 static void release_instances(kx_ctx *c) {
@@ -393,6 +484,8 @@ void kx_ctx_fini(kx_ctx *c) {
         c->p->be->free(c->arena);
     if (c->workspace)
         c->p->be->free(c->workspace);
+    host_free(c->p->be, c->harena);
+    kn_aligned_free(c->hworkspace);
     memset(c, 0, sizeof *c);
 }
 
@@ -757,6 +850,7 @@ typedef struct live {
     int t;
     int first, last;
     size_t size;
+    bool host;                /* in the host arena (device backends) */
 } live;
 
 static int by_size_desc(const void *a, const void *b) {
@@ -851,7 +945,8 @@ static bool concat_in_place(kx_ctx *c, int si, int *root, size_t *roff) {
 
 /* Greedy by size: place each tensor at the lowest offset where it overlaps
  * no already-placed tensor whose lifetime overlaps its own. */
-static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes) {
+static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *host_bytes,
+                               size_t *sum_bytes) {
     const kn_net *net = c->p->net;
     int nt = net->n_tensors;
     live *lv = kn_calloc((size_t)nt + 1, sizeof *lv);
@@ -951,18 +1046,22 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes
         lv[n].first = first[i];
         lv[n].last = last[i] < first[i] ? first[i] : last[i];
         lv[n].size = size;
+        lv[n].host = host_tensor(c->p, i);
         n++;
     }
     if (st == KILN_OK)
         qsort(lv, (size_t)n, sizeof *lv, by_size_desc);
-    size_t total = 0; /* every offset + size below is at most sum, which did not overflow */
+    /* every offset + size below is at most sum, which did not overflow; the
+     * host arena's tensors are placed apart from the device arena's */
+    size_t total = 0, htotal = 0;
     for (int a = 0; st == KILN_OK && a < n; a++) {
         size_t off = 0;
         bool moved = true;
         while (moved) { /* first fit among conflicts, rescanning after each move */
             moved = false;
             for (int b = 0; b < a; b++) {
-                if (lv[b].last < lv[a].first || lv[a].last < lv[b].first)
+                if (lv[b].host != lv[a].host || lv[b].last < lv[a].first ||
+                    lv[a].last < lv[b].first)
                     continue;
                 size_t bo = placed_off[b];
                 if (off < bo + lv[b].size && bo < off + lv[a].size) {
@@ -973,14 +1072,16 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes
         }
         placed_off[a] = off;
         c->offset[lv[a].t] = off;
-        if (off + lv[a].size > total)
-            total = off + lv[a].size;
+        size_t *tot = lv[a].host ? &htotal : &total;
+        if (off + lv[a].size > *tot)
+            *tot = off + lv[a].size;
     }
     for (int i = 0; st == KILN_OK && i < nt; i++)
         if (root[i] != i)
             c->offset[i] = c->offset[root[i]] == SIZE_MAX ? SIZE_MAX : c->offset[root[i]] + roff[i];
     if (st == KILN_OK) {
         *arena_bytes = total;
+        *host_bytes = htotal;
         *sum_bytes = sum;
     }
     kn_free(roff);
@@ -993,16 +1094,28 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *sum_bytes
     return st;
 }
 
+/* Tensor t's bytes in host memory, for a step placed on the host: host
+ * values and constants where kiln keeps them, else its address (the host
+ * arena or the caller's memory: the builder put a ToHost before any other). */
+static void *host_addr(const kx_ctx *c, int t) {
+    if (c->hostval[t])
+        return c->hostval[t];
+    if (c->p->net->tensors[t].flags & KN_T_CONST)
+        return (void *)c->ti[t].value;
+    return c->addr[t];
+}
+
 static void fill_views(kx_ctx *c, int si) {
     const kn_net *net = c->p->net;
-    const kn_node *n = &net->nodes[c->p->steps[si].node];
+    const kx_step *s = &c->p->steps[si];
+    const kn_node *n = &net->nodes[s->node];
     kb_tensor *v = &c->views[c->view_at[si]];
     for (int j = 0; j < n->n_in + n->n_out; j++) {
         int t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
         memset(&v[j], 0, sizeof v[j]);
         if (t < 0)
             continue;
-        v[j].data = c->addr[t];
+        v[j].data = s->on_host ? host_addr(c, t) : c->addr[t];
         v[j].host = c->hostval[t] ? c->hostval[t] : c->ti[t].value;
         v[j].dtype = c->ti[t].dtype;
         v[j].rank = c->ti[t].rank;
@@ -1017,8 +1130,9 @@ static void resolve_addresses(kx_ctx *c) {
     for (int i = 0; i < net->n_tensors; i++) {
         void *a;
         if (c->offset[i] != SIZE_MAX)
-            a = (c->user[i] && (net->tensors[i].flags & KN_T_OUTPUT)) ? c->user[i]
-                                                                      : c->arena + c->offset[i];
+            a = (c->user[i] && (net->tensors[i].flags & KN_T_OUTPUT))
+                    ? c->user[i]
+                    : (host_tensor(c->p, i) ? c->harena : c->arena) + c->offset[i];
         else if (c->hostval[i] && !(net->tensors[i].flags & KN_T_CONST))
             a = cpu ? c->hostval[i] : c->dhost[i];
         else if (net->tensors[i].flags & KN_T_CONST)
@@ -1046,7 +1160,7 @@ static kiln_status upload_host_values(kx_ctx *c) {
     free_dhost(c);
     for (int si = 0; si <= p->n_steps; si++) {
         const kn_node *n = si < p->n_steps ? &net->nodes[p->steps[si].node] : NULL;
-        if (n && p->steps[si].host)
+        if (n && (p->steps[si].host || p->steps[si].on_host))
             continue;
         int cnt = n ? n->n_in : net->n_outputs;
         for (int j = 0; j < cnt; j++) {
@@ -1065,9 +1179,10 @@ static kiln_status upload_host_values(kx_ctx *c) {
 static int ctx_threads(const kx_ctx *c) { return c->threads > 0 ? c->threads : c->p->threads; }
 
 /* Prepare every device step's kernel for the current shapes. */
-static kiln_status prepare_steps(kx_ctx *c, size_t *ws_max) {
+static kiln_status prepare_steps(kx_ctx *c, size_t *ws_max, size_t *hws_max) {
     const kn_net *net = c->p->net;
     *ws_max = 0;
+    *hws_max = 0;
     for (int si = 0; si < c->p->n_steps; si++) {
         const kx_step *s = &c->p->steps[si];
         c->ws[si] = 0;
@@ -1080,8 +1195,9 @@ static kiln_status prepare_steps(kx_ctx *c, size_t *ws_max) {
             KN_TRY(s->k->prepare(s->state, n, v, n->n_in, v + n->n_in, n->n_out, &c->inst[si],
                                  &c->ws[si]));
         }
-        if (c->ws[si] > *ws_max)
-            *ws_max = c->ws[si];
+        size_t *m = s->on_host ? hws_max : ws_max;
+        if (c->ws[si] > *m)
+            *m = c->ws[si];
     }
     return KILN_OK;
 }
@@ -1092,8 +1208,8 @@ kiln_status kx_ctx_prepare(kx_ctx *c) {
     if (c->prepared)
         return KILN_OK;
     const kb_backend *be = c->p->be;
-    size_t arena = 0, sum = 0;
-    KN_TRY(plan_memory(c, &arena, &sum));
+    size_t arena = 0, harena = 0, sum = 0;
+    KN_TRY(plan_memory(c, &arena, &harena, &sum));
     if (arena > c->arena_cap) {
         void *na = NULL;
         KN_TRY(be->alloc(arena, &na));
@@ -1101,6 +1217,13 @@ kiln_status kx_ctx_prepare(kx_ctx *c) {
             be->free(c->arena);
         c->arena = na;
         c->arena_cap = arena;
+    }
+    if (harena > c->harena_cap) {
+        void *na = NULL;
+        KN_TRY(host_alloc(be, harena, &na));
+        host_free(be, c->harena);
+        c->harena = na;
+        c->harena_cap = harena;
     }
     if (!on_cpu(be))
         KN_TRY(upload_host_values(c));
@@ -1110,10 +1233,18 @@ kiln_status kx_ctx_prepare(kx_ctx *c) {
      * must see the engine's count here, not the machine's */
     int omp_before = omp_get_max_threads();
     omp_set_num_threads(ctx_threads(c));
-    size_t ws_max = 0;
-    kiln_status pst = prepare_steps(c, &ws_max);
+    size_t ws_max = 0, hws_max = 0;
+    kiln_status pst = prepare_steps(c, &ws_max, &hws_max);
     omp_set_num_threads(omp_before);
     KN_TRY(pst);
+    if (hws_max > c->hworkspace_cap) {
+        void *w = kn_aligned_alloc(hws_max);
+        if (!w)
+            return KILN_ERR_OUT_OF_MEMORY;
+        kn_aligned_free(c->hworkspace);
+        c->hworkspace = w;
+        c->hworkspace_cap = hws_max;
+    }
     if (ws_max > c->workspace_cap) {
         void *w = NULL;
         KN_TRY(be->alloc(ws_max, &w));
@@ -1123,6 +1254,7 @@ kiln_status kx_ctx_prepare(kx_ctx *c) {
         c->workspace_cap = ws_max;
     }
     c->info.arena_bytes = arena;
+    c->info.host_arena_bytes = harena;
     c->info.sum_bytes = sum;
     c->info.workspace_bytes = ws_max;
     c->prepared = true;
@@ -1167,6 +1299,10 @@ static kiln_status after_data_dependent(kx_ctx *c, int si) {
  * `stream`; `capture`: into the graph being captured there. */
 static kiln_status run_steps(kx_ctx *c, void *stream, bool capture) {
     const kn_net *net = c->p->net;
+    /* a host step waits for the device work enqueued before it: the copies
+     * of its inputs (ToHost), and the copies out of host memory it is about
+     * to overwrite (ToDevice of an earlier host step, this run or the last) */
+    bool pending = true;
     for (int si = 0; si < c->p->n_steps; si++) {
         const kx_step *s = &c->p->steps[si];
         if (s->host || s->alias || c->inplace[si])
@@ -1176,6 +1312,15 @@ static kiln_status run_steps(kx_ctx *c, void *stream, bool capture) {
         kb_tensor *v = &c->views[c->view_at[si]];
         kb_run r = {n, s->state, c->inst[si], n->n_in, v, n->n_out, v + n->n_in,
                     c->workspace, c->ws[si], ctx_threads(c), stream};
+        if (s->on_host) {
+            if (pending)
+                KN_TRY(c->p->be->sync(stream));
+            pending = false;
+            r.workspace = c->hworkspace;
+            r.stream = NULL;
+        } else {
+            pending = true;
+        }
         double t0 = c->profiling ? kn_now_ms() : 0;
         kiln_status st = s->k->run(&r);
         if (c->profiling) { /* per-layer times need the device to finish each layer */

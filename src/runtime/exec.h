@@ -16,7 +16,28 @@ typedef struct kx_step {
     bool data_dependent;      /* may produce data-dependent output shapes */
     bool alias;               /* a reshape-like step whose output shares its input's
                                  memory: planned together, never run */
+    bool on_host;             /* placed on the host at run time on a device backend
+                                 (tactic KX_HOST_TACTIC "<cpu tactic>"): the CPU
+                                 backend's kernel, on host memory, after a wait for
+                                 the device work before it */
 } kx_step;
+
+/* A layer's tactic "host:<tactic>" places it on the host: on a device
+ * backend it runs the CPU backend's kernel of that tactic on host memory
+ * (strings, sequences and optionals live there; ops without a kernel of the
+ * device go there), its device inputs and outputs crossing through
+ * kiln::ToHost / kiln::ToDevice reformat layers that the builder inserts
+ * (src/builder/place.c). On the CPU backend the prefix means nothing. */
+#define KX_HOST_TACTIC "host:"
+/* The CPU tactic of a host-placed tactic name, or NULL when it is not one. */
+static inline const char *kx_host_tactic(const char *tactic) {
+    size_t n = sizeof KX_HOST_TACTIC - 1;
+    return tactic && strncmp(tactic, KX_HOST_TACTIC, n) == 0 ? tactic + n : NULL;
+}
+/* Whether node n is a reformat layer (kiln::ToHost / kiln::ToDevice): a
+ * copy between device and host memory, bound by the executor to the
+ * backend's copies. */
+KN_HIDDEN bool kx_is_reformat(const kn_node *n);
 
 typedef struct kx_program {
     const kn_net *net;        /* borrowed; nodes in topological order */
@@ -25,8 +46,12 @@ typedef struct kx_program {
     kx_step *steps;
     int threads;
     void **dconst;            /* per tensor: device copy of a constant (GPU backends) */
-    bool no_graphs;           /* a device step's kernel waits on the device (kx_ctl_syncs):
-                                 contexts never capture graphs */
+    bool no_graphs;           /* a device step's kernel waits on the device (kx_ctl_syncs),
+                                 or a step runs on the host: contexts never capture graphs */
+    bool *on_host_t;          /* per tensor: lives in host memory at run time (outputs of
+                                 host-placed steps and of kiln::ToHost, string, sequence
+                                 and optional graph inputs); NULL on the CPU backend */
+    int n_host_steps;         /* steps placed on the host at run time */
 } kx_program;
 
 /* Bind every node to a kernel on the CPU: the tactic named on the node
@@ -50,6 +75,7 @@ KN_HIDDEN kiln_status kx_program_check(const kx_program *p, const int *rank,
 
 typedef struct kx_alloc_info {
     size_t arena_bytes;       /* packed activation arena */
+    size_t host_arena_bytes;  /* device backends: the host tensors' arena */
     size_t sum_bytes;         /* all activations side by side */
     size_t workspace_bytes;   /* largest per-step workspace */
 } kx_alloc_info;
@@ -73,6 +99,11 @@ typedef struct kx_ctx {
     size_t arena_cap;
     void *workspace;
     size_t workspace_cap;
+    uint8_t *harena;          /* device backends: host memory of the tensors that live
+                                 there (p->on_host_t), planned like the arena */
+    size_t harena_cap;
+    void *hworkspace;         /* host workspace of the host-placed steps */
+    size_t hworkspace_cap;
     bool shapes_ok;           /* shapes inferred for the current inputs */
     bool prepared;            /* memory planned and kernels prepared */
     bool has_data_dependent;
@@ -130,6 +161,15 @@ KN_HIDDEN void kx_ctl_release(void *inst);
 KN_HIDDEN kiln_status kx_ctl_run_if(const kb_run *r);
 KN_HIDDEN kiln_status kx_ctl_run_loop(const kb_run *r);
 KN_HIDDEN kiln_status kx_ctl_run_scan(const kb_run *r);
+/* Whether If/Loop/Scan node `node` must run on the host on device backend
+ * `be`: an input or output (in/out may be NULL) or a tensor of a body
+ * (nested bodies included) of a type only the host holds (a string, a
+ * sequence, an optional; declared, a constant or a Cast to string), or a
+ * body node that `be` has no kernel for (Shape and Size aside). A device
+ * backend's control kernels decline such a node, so the builder places it
+ * on the host whole (src/builder/place.c). */
+KN_HIDDEN bool kx_ctl_needs_host(const kb_backend *be, const kn_node *node, const kn_tinfo *in,
+                                 int n_in, const kn_tinfo *out, int n_out);
 /* Whether kernel k is one of these: it runs a body step by step and may
  * wait on the device, so a plan holding one never captures CUDA graphs. */
 KN_HIDDEN bool kx_ctl_syncs(const kb_kernel *k);

@@ -35,6 +35,7 @@
 #include "kiln/kiln_onnx.h"
 #include "kiln/kiln_runtime.h"
 #include "onnx/onnx.h"
+#include "../cuda/pseudo_device.h"
 
 /* A sanitizer build (gcc says so with __SANITIZE_*__, clang with
  * __has_feature): slower, and it reserves address space a memory limit
@@ -450,7 +451,8 @@ static void run_case(const char *dir, const options *o, case_result *r) {
     case_data d;
     memset(&d, 0, sizeof d);
     /* a GPU engine reads and writes device memory: inputs are copied there,
-     * outputs back into host buffers */
+     * outputs back into host buffers (string tensors, host pointers, stay
+     * on the host) */
     void *dev_in[32] = {0}, *host_out = NULL;
     bool on_device = false;
     r->out = OUT_PASSED;
@@ -554,7 +556,9 @@ static void run_case(const char *dir, const options *o, case_result *r) {
                 goto done;
             }
             void *addr = d.in[k].data;
-            if (on_device && !kiln_engine_tensor_is_shape_input(eng, nm)) {
+            /* strings are host pointers on every backend: bound as they are */
+            if (on_device && !kiln_engine_tensor_is_shape_input(eng, nm) &&
+                dt != KILN_DTYPE_STRING) {
                 kiln_engine_free(eng, dev_in[k]);
                 dev_in[k] = NULL;
                 size_t nb = d.in[k].nbytes ? d.in[k].nbytes : 1;
@@ -631,7 +635,7 @@ static void run_case(const char *dir, const options *o, case_result *r) {
             if (bf16_as_u16(odt, d.out[k].dtype))
                 d.out[k].dtype = KILN_DTYPE_BFLOAT16;
             const void *got = kiln_context_tensor_address(ctx, nm);
-            if (on_device && got) {
+            if (on_device && got && odt != KILN_DTYPE_STRING) {
                 size_t nb = kiln_dtype_size(odt);
                 for (int i = 0; i < rank; i++)
                     nb *= (size_t)dims[i];
@@ -650,6 +654,9 @@ static void run_case(const char *dir, const options *o, case_result *r) {
         }
     }
 done:
+    if (r->out == OUT_PASSED && pd_bad)
+        set_reason(r, OUT_FAILED, "pseudo-device: %d copies or layers on the wrong memory",
+                   pd_bad);
     case_data_free(&d);
     for (int k = 0; k < 32; k++)
         if (dev_in[k])
@@ -1164,7 +1171,9 @@ static void usage(FILE *f) {
             "case of this backend does not pass and is not listed, or passes and is listed.\n"
             "--no-dtype-check (diagnosis only) compares values\n"
             "even when the engine reports a different output dtype. --backend cuda builds\n"
-            "for the GPU (inputs and outputs are copied to and from device memory).\n",
+            "for the GPU (inputs and outputs are copied to and from device memory);\n"
+            "--backend pseudo-device for a device of the CPU's reference kernels whose\n"
+            "memory the host cannot read (tests/cuda/pseudo_device.h: placement checks).\n",
             RTOL, ATOL);
 }
 
@@ -1194,6 +1203,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     no_dtype_check = o.no_dtype_check;
+    if (o.backend && strcmp(o.backend, pd_backend.name) == 0)
+        kb_test_backend = &pd_backend;
+    char tgt[64], libs[128];
+    if (o.backend && kiln_backend_describe(o.backend, tgt, sizeof tgt, libs, sizeof libs) != KILN_OK) {
+        printf("skipped: backend '%s': %s\n", o.backend, kiln_last_error());
+        return 0;
+    }
     struct stat sb;
     if (stat(o.data, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
         printf("skipped: ONNX node test data directory %s not found\n", o.data);

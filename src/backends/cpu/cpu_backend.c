@@ -290,9 +290,13 @@ const kb_backend kb_cpu_backend = {
     /* no streams, graphs, device pointers, pinned memory or events */
 };
 
+const kb_backend *kb_test_backend = NULL;
+
 const kb_backend *kb_backend_get(const char *name) {
     if (!name || strcmp(name, "cpu") == 0)
         return &kb_cpu_backend;
+    if (kb_test_backend && strcmp(name, kb_test_backend->name) == 0)
+        return kb_test_backend;
 #ifdef KILN_HAVE_CUDA
     if (strcmp(name, "cuda") == 0)
         return &kb_cuda_backend;

@@ -6,6 +6,7 @@
 
 #include "graph/ops_tensor.h"
 #include "kc_common.h"
+#include "random.cuh"
 #include "tensor.cuh"
 
 static size_t esize(const kb_tensor *t) { return kiln_dtype_size(t->dtype); }
@@ -287,22 +288,94 @@ static kiln_status k_constant_of_shape(const kb_run *r) {
     return KILN_OK;
 }
 
-/* Dropout at inference: Y = X, mask all true. */
+/* Dropout. At inference (training_mode absent or false, or a ratio of 0):
+ * Y = X, the mask all true. In training mode: the CPU reference's draws
+ * (random.cu), key from the seed attribute, else one per context, and a
+ * run counter of the context's own in device memory, so that a captured
+ * graph draws anew on every replay. */
+typedef struct dropout_inst {
+    uint64_t key;
+    unsigned long long *run; /* device memory */
+} dropout_inst;
+
+static void dropout_release(void *inst) {
+    dropout_inst *s = inst;
+    if (!s)
+        return;
+    if (s->run)
+        cudaFree(s->run);
+    kn_free(s);
+}
+
+static kiln_status dropout_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                   int n_in, const kb_tensor *out, int n_out, void **inst,
+                                   size_t *workspace) {
+    (void)state, (void)in, (void)n_in, (void)out, (void)n_out;
+    *workspace = 0;
+    dropout_inst *s = kn_calloc(1, sizeof *s);
+    if (!s)
+        return KILN_ERR_OUT_OF_MEMORY;
+    cudaError_t e = cudaMalloc((void **)&s->run, sizeof *s->run);
+    if (e == cudaSuccess)
+        e = cudaMemset(s->run, 0, sizeof *s->run);
+    if (e != cudaSuccess) {
+        dropout_release(s);
+        return kn_node_error(node, KILN_ERR_DEVICE, "the run counter: %s", cudaGetErrorString(e));
+    }
+    kn_random p;
+    memset(&p, 0, sizeof p);
+    p.has_seed = kn_attr_find(node, "seed") != NULL;
+    p.seed = (double)kn_attr_int(node, "seed", 0);
+    s->key = kn_random_key(&p);
+    *inst = s;
+    return KILN_OK;
+}
+
+static double host_scalar(const kb_tensor *t, double dflt) {
+    if (!t->host)
+        return dflt;
+    switch (t->dtype) {
+    case KILN_DTYPE_DOUBLE: return *(const double *)t->host;
+    case KILN_DTYPE_FLOAT: return *(const float *)t->host;
+    case KILN_DTYPE_FLOAT16: return kn_half_to_float(*(const uint16_t *)t->host);
+    case KILN_DTYPE_BFLOAT16: return kn_bf16_to_float(*(const uint16_t *)t->host);
+    default: return dflt;
+    }
+}
+
 static kiln_status k_dropout(const kb_run *r) {
+    bool training = false;
+    double ratio = 0.5;
     if (kc_present(r->in, r->n_in, 2)) {
         const kb_tensor *tm = &r->in[2];
         if (!tm->host)
-            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "training_mode must be known on the host");
-        if (*(const uint8_t *)tm->host) {
-            double ratio = 0.5;
-            if (kc_present(r->in, r->n_in, 1) && r->in[1].host)
-                ratio = r->in[1].dtype == KILN_DTYPE_DOUBLE ? *(const double *)r->in[1].host
-                        : r->in[1].dtype == KILN_DTYPE_FLOAT ? *(const float *)r->in[1].host
-                                                               : 0.5;
-            if (ratio != 0.0)
-                return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
-                                     "training_mode with a non-zero ratio is not supported");
-        }
+            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED,
+                                 "training_mode must be known on the host");
+        training = *(const uint8_t *)tm->host != 0;
+    }
+    if (training && kc_present(r->in, r->n_in, 1)) {
+        if (!r->in[1].host)
+            return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "ratio must be known on the host");
+        ratio = host_scalar(&r->in[1], 0.5);
+    }
+    if (training && !(ratio >= 0.0 && ratio < 1.0))
+        return kn_node_error(r->node, KILN_ERR_RUNTIME, "ratio %g is not in [0, 1)", ratio);
+    if (training && ratio != 0.0) {
+        const dropout_inst *s = r->inst;
+        if (!s)
+            return kn_node_error(r->node, KILN_ERR_INTERNAL, "Dropout was not prepared");
+        kc_dropout p;
+        memset(&p, 0, sizeof p);
+        p.key = s->key;
+        p.ratio = ratio;
+        p.scale = 1.0 / (1.0 - ratio);
+        p.count = kc_numel(&r->in[0]);
+        p.x_dt = r->in[0].dtype;
+        bool mask = r->n_out > 1 && r->out[1].data;
+        p.mask_dt = mask ? r->out[1].dtype : KILN_DTYPE_BOOL;
+        KC_CUDA(r->node, kc_dropout_run(r->in[0].data, r->out[0].data,
+                                        mask ? r->out[1].data : NULL, s->run, &p, kc_stream(r)));
+        return KILN_OK;
     }
     KN_TRY(k_copy(r));
     if (r->n_out > 1 && r->out[1].data)
@@ -322,6 +395,7 @@ const kb_kernel kb_cuda_tensor[] = {
     {"Tile", "", "cuda", tile_supports, NULL, NULL, NULL, NULL, k_tile},
     {"Pad", "", "cuda", pad_supports, NULL, NULL, NULL, NULL, k_pad},
     {"ConstantOfShape", "", "cuda", cos_supports, NULL, NULL, NULL, NULL, k_constant_of_shape},
-    K("Dropout", k_dropout),
+    {"Dropout", "", "cuda", layout_supports, NULL, NULL, dropout_prepare, dropout_release,
+     k_dropout},
 };
 const size_t kb_cuda_tensor_count = KN_ARRAY_LEN(kb_cuda_tensor);

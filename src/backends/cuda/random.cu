@@ -64,6 +64,32 @@ __global__ void multinomial_kernel(const void *x, void *y, const unsigned long l
 
 __global__ void random_advance_kernel(unsigned long long *run) { *run += 1; }
 
+__global__ void dropout_kernel(const void *x, void *y, void *mask, const unsigned long long *run,
+                               kc_dropout p) {
+    const unsigned long long r = *run;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < p.count;
+         i += (long long)gridDim.x * blockDim.x) {
+        const bool keep = kn_rand_uniform(p.key, (uint64_t)i, r) >= p.ratio;
+        kc_st_d(y, p.x_dt, i, keep ? kc_ld_d(x, p.x_dt, i) * p.scale : 0.0);
+        if (mask)
+            kc_st_d(mask, p.mask_dt, i, keep ? 1.0 : 0.0);
+    }
+}
+
+extern "C" cudaError_t kc_dropout_run(const void *x, void *y, void *mask, unsigned long long *run,
+                                      const kc_dropout *p, cudaStream_t stream) {
+    if (!run || p->count < 0)
+        return cudaErrorInvalidValue;
+    if (p->count > 0) {
+        dropout_kernel<<<kc_blocks(p->count, KC_THREADS), KC_THREADS, 0, stream>>>(x, y, mask, run, *p);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return e;
+    }
+    random_advance_kernel<<<1, 1, 0, stream>>>(run);
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t kc_random_run(const void *x, void *y, unsigned long long *run, double *stats,
                                      const kc_random *p, cudaStream_t stream) {
     if (!run || p->count < 0 || (p->kind == KN_RAND_MULTINOMIAL && p->count > 0 && !stats))

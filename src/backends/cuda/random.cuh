@@ -29,6 +29,20 @@ typedef struct kc_random {
 cudaError_t kc_random_run(const void *x, void *y, unsigned long long *run, double *stats,
                           const kc_random *p, cudaStream_t stream);
 
+/* Dropout in training mode (glue in k_tensor.c): element i of run *run is
+ * kept when draw i (graph/random.h, the CPU reference's) is >= ratio, and
+ * then scaled by 1 / (1 - ratio), else 0; mask (may be NULL) gets 1 or 0.
+ * Then adds 1 to *run. */
+typedef struct kc_dropout {
+    unsigned long long key;
+    double ratio, scale;
+    long long count;
+    kiln_dtype x_dt, mask_dt;
+} kc_dropout;
+
+cudaError_t kc_dropout_run(const void *x, void *y, void *mask, unsigned long long *run,
+                           const kc_dropout *p, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif
