@@ -24,6 +24,23 @@
 __device__ __forceinline__ int64_t att_kvh(const kc_attn &a, int64_t h) {
     return a.group > 1 ? h / a.group : h;
 }
+
+/* Batch and head strides of Q, K, V (attention.cuh: 0 is the [B, S, H, D]
+ * rows' own). */
+__host__ __device__ __forceinline__ int64_t att_qb(const kc_attn &a) { return a.qbatch ? a.qbatch : a.sq * a.qrow; }
+__host__ __device__ __forceinline__ int64_t att_kb(const kc_attn &a) { return a.kbatch ? a.kbatch : a.sk * a.krow; }
+__host__ __device__ __forceinline__ int64_t att_vb(const kc_attn &a) { return a.vbatch ? a.vbatch : a.sk * a.vrow; }
+__host__ __device__ __forceinline__ int64_t att_qh(const kc_attn &a) { return a.qhead ? a.qhead : a.d; }
+__host__ __device__ __forceinline__ int64_t att_kh(const kc_attn &a) { return a.khead ? a.khead : a.d; }
+__host__ __device__ __forceinline__ int64_t att_vh(const kc_attn &a) { return a.vhead ? a.vhead : a.dv; }
+
+/* Whether Q, K and V are [B, S, H, D] rows (any row stride), the layout
+ * every kernel but the general one addresses. */
+static bool att_rows_plain(const kc_attn *a) {
+    return att_qb(*a) == a->sq * a->qrow && att_kb(*a) == a->sk * a->krow &&
+           att_vb(*a) == a->sk * a->vrow && att_qh(*a) == a->d && att_kh(*a) == a->d &&
+           att_vh(*a) == a->dv;
+}
 #include "kc_dev.cuh"
 
 using namespace nvcuda;
@@ -321,8 +338,9 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     if (row >= rows)
         return;
     const int64_t b = row / (a.h * a.sq), h = row / a.sq % a.h, i = row % a.sq;
+    const int64_t kvh = att_kvh(a, h);
     for (int64_t dd = lane; dd < a.d; dd += 32)
-        qs[w][dd] = kc_ld_f(q, a.dt, (b * a.sq + i) * a.qrow + h * a.d + dd);
+        qs[w][dd] = kc_ld_f(q, a.dt, b * att_qb(a) + i * a.qrow + h * att_qh(a) + dd);
     __syncwarp();
     float o[ATT_SIMT_REGS];
 #pragma unroll
@@ -334,7 +352,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         const int64_t j = j0 + lane;
         float s = -INFINITY;
         if (j < a.sk) {
-            const int64_t kb = (b * a.sk + j) * a.krow + att_kvh(a, h) * a.d;
+            const int64_t kb = b * att_kb(a) + j * a.krow + kvh * att_kh(a);
             float dot = 0.f;
             for (int64_t dd = 0; dd < a.d; dd++)
                 dot += qs[w][dd] * kc_ld_f(k, a.dt, kb + dd);
@@ -358,7 +376,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         const int n = a.sk - j0 < 32 ? (int)(a.sk - j0) : 32;
         for (int jj = 0; jj < n; jj++) {
             const float pj = __shfl_sync(0xffffffffu, p, jj);
-            const int64_t vb = (b * a.sk + j0 + jj) * a.vrow + att_kvh(a, h) * a.dv;
+            const int64_t vb = b * att_vb(a) + (j0 + jj) * a.vrow + kvh * att_vh(a);
 #pragma unroll
             for (int t = 0; t < ATT_SIMT_REGS; t++) {
                 int64_t dd = lane + 32 * t;
@@ -979,7 +997,8 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
         simt = getenv("KILN_ATTENTION_GENERIC") && atoi(getenv("KILN_ATTENTION_GENERIC")) == 1;
         staged = getenv("KILN_ATTENTION_STAGED") && atoi(getenv("KILN_ATTENTION_STAGED")) == 1;
     }
-    bool general = simt || a->kernel == KC_ATT_GENERAL || a->softcap != 0.f; /* softcap: simt only */
+    /* softcap and strides other than [B, S, H, D] rows (heads-first K/V): simt only */
+    bool general = simt || a->kernel == KC_ATT_GENERAL || a->softcap != 0.f || !att_rows_plain(a);
     if (!general && !staged &&
         (a->kernel == KC_ATT_WGMMA || a->kernel == KC_ATT_WGMMA_WIDE || a->kernel == KC_ATT_WGMMA_PIPE)) {
         const bool causal = a->causal != 0;
