@@ -296,3 +296,66 @@ kiln_status kpass_attn_views(kpass *p, int *changed) {
     }
     return KILN_OK;
 }
+
+/* A Split of which one part alone is read (what the views above leave of a
+ * packed projection when a past cache still needs V copied heads-first) is
+ * a Slice of that part: the other parts are not written at all. The part's
+ * offset and size along the axis are the same at every profile point. */
+kiln_status kpass_split_part(kpass *p, int *changed) {
+    kn_net *net = p->net;
+    for (int i = 0; i < p->n_nodes; i++) {
+        const kn_node *n = &net->nodes[i];
+        if (!kpass_free(p, i) || !kpass_is(n, "Split") || n->n_in < 1 || n->in[0] < 0 || n->n_out < 2)
+            continue;
+        int live = -1, n_live = 0;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0 && n->out[j] < p->n_tensors && p->uses[n->out[j]] > 0) {
+                live = j;
+                n_live++;
+            }
+        if (n_live != 1)
+            continue;
+        KN_TRY(kpass_need_shapes(p));
+        if (p->shapes_state != 1)
+            return KILN_OK;
+        n = &net->nodes[i];
+        int rank = kpass_rank(p, n->in[0]);
+        int64_t axis = kn_attr_int(n, "axis", 0);
+        if (rank < 1 || axis < -rank || axis >= rank)
+            continue;
+        if (axis < 0)
+            axis += rank;
+        int64_t off = -1, len = -1;
+        bool ok = true;
+        for (int k = 0; k < p->n_points && ok; k++) {
+            int64_t o = 0;
+            for (int j = 0; j < live && ok; j++) {
+                const kn_tinfo *t = n->out[j] >= 0 ? kpass_shape(p, k, n->out[j]) : NULL;
+                ok = t && t->rank == rank;
+                if (ok)
+                    o += t->dims[axis];
+            }
+            const kn_tinfo *t = kpass_shape(p, k, n->out[live]);
+            ok = ok && t && t->rank == rank && (off < 0 || (o == off && t->dims[axis] == len));
+            if (ok)
+                off = o, len = t->dims[axis];
+        }
+        if (!ok || off < 0 || len < 1)
+            continue;
+        const int64_t starts[1] = {off}, ends[1] = {off + len}, axes[1] = {axis};
+        int st, en, ax, node;
+        KN_TRY(kpass_add_i64(net, "part_start", starts, 1, &st));
+        KN_TRY(kpass_add_i64(net, "part_end", ends, 1, &en));
+        KN_TRY(kpass_add_i64(net, "part_axis", axes, 1, &ax));
+        int x = net->nodes[i].in[0], y = net->nodes[i].out[live];
+        char nm[300];
+        snprintf(nm, sizeof nm, "%s part %d", net->nodes[i].name, live);
+        int in4[4] = {x, st, en, ax};
+        kpass_kill(p, i);
+        KN_TRY(kn_net_add_node(net, nm, "Slice", "", 13, 4, in4, 1, &y, &node));
+        kpass_touch(p, node);
+        kn_log(KILN_LOG_VERBOSE, "views: Split '%s' has one part read, a Slice of it", nm);
+        (*changed)++;
+    }
+    return KILN_OK;
+}
