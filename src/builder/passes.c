@@ -775,6 +775,9 @@ static const pass_entry kpass_final[] = {
     {"attention-uniform-mask", kpass_attn_uniform_mask, true},
     {"attention-causal-mask", kpass_attn_causal_mask, true}, /* run-time causal masks */
     {"attention-causal", kpass_attn_causal, true},
+    {"attention-views", kpass_attn_views, true}, /* after the passes that read K's [B, S, H, D] */
+    {"dead-code", kpass_dead_code, false},       /* the layout chains the views left unread */
+    {"split-part", kpass_split_part, true},      /* what the views leave of a Split */
     {"elementwise-chain", kpass_chain, true},
     {"layernorm", kpass_layernorm, true},
     {"dead-code", kpass_dead_code, false},

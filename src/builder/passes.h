@@ -109,6 +109,11 @@ KN_HIDDEN kiln_status kpass_attn_uniform_mask(kpass *p, int *changed);
 /* kiln::Attention whose mask is a run-time causal predicate And the
  * padding terms gets causal=1 and the padding terms alone (pass_causal.c). */
 KN_HIDDEN kiln_status kpass_attn_causal_mask(kpass *p, int *changed);
+/* kiln::Attention and RotaryEmbedding read a Split part or a heads-first
+ * Transpose's input in place, through their operand views (pass_views.c). */
+KN_HIDDEN kiln_status kpass_attn_views(kpass *p, int *changed);
+/* A Split with one part read -> a Slice of that part (pass_views.c). */
+KN_HIDDEN kiln_status kpass_split_part(kpass *p, int *changed);
 /* A patch-embedding Conv (kernel = stride) as a GEMM over the patches
  * (pass_patchify.c). */
 KN_HIDDEN kiln_status kpass_patchify(kpass *p, int *changed);

@@ -37,6 +37,14 @@
  *               softcap (float, default 0): > 0 turns the scaled scores s
  *               into softcap * tanh(s / softcap) before M is added (ONNX
  *               Attention's softcap; the CUDA general kernel alone).
+ *               Operand views (ints of 3, Q K V; absent: every operand a
+ *               whole [B, S, H, D] input): layouts 0 for an input
+ *               [B, S, Hx, D], 1 for a heads-first [B, Hx, S, D] (a past
+ *               cache's Concat read in place); head_offsets and heads: the
+ *               operand is heads [off, off + heads) of the input's Hx
+ *               (heads 0: all of them), so Q, K and V may be one packed
+ *               [B, S, Hq + 2 Hkv, D] tensor read through three views
+ *               (kn_attention_views; not with qkv_packed).
  * kiln::Gemm    inputs A, B, C?       attributes: those of ONNX Gemm, plus
  *               activation, alpha_act, beta_act.
  *               Y = act(alpha * A' B' + beta * C)
@@ -85,6 +93,19 @@
 /* Element strides of a kiln::Attention mask (rank <= 4, row-major) over
  * [B, H, Sq, Sk], right-aligned; broadcast dims (size 1 or missing) get 0. */
 KN_HIDDEN void kn_mask_strides(int rank, const int64_t *dims, int64_t strides[4]);
+/* One kiln::Attention operand as the kernels read it: element (b, s, h, d)
+ * of the [B, S, H, D] operand lies at off + b * sb + s * ss + h * sh + d of
+ * its input tensor (d contiguous). */
+typedef struct kn_att_view {
+    int64_t b, s, h, d;
+    int64_t off, sb, ss, sh;
+} kn_att_view;
+struct kn_node;
+/* The Q, K and V views of kiln::Attention node n over its inputs' ranks
+ * and dims (rank[i] -1: input i absent), from qkv_packed or the layouts /
+ * head_offsets / heads attributes. Errors name the node. */
+KN_HIDDEN kiln_status kn_attention_views(const struct kn_node *n, int n_in, const int *rank,
+                                         const int64_t (*dims)[KILN_MAX_DIMS], kn_att_view v[3]);
 /* Whether r broadcasts to y as a suffix: r's dims past its leading ones are
  * y's trailing dims, the last of them included (so r repeats whole rows of
  * y's last dim): what a kiln::LayerNorm addend must be. */

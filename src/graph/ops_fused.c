@@ -133,33 +133,78 @@ static kiln_status infer_fused_matmul(kn_infer *c) {
     return check_residual(c);
 }
 
+kiln_status kn_attention_views(const kn_node *n, int n_in, const int *rank,
+                               const int64_t (*dims)[KILN_MAX_DIMS], kn_att_view v[3]) {
+    memset(v, 0, 3 * sizeof *v);
+    if (kn_attr_int(n, "qkv_packed", 0)) { /* X [B, S, 3, H, D]: Q, K, V interleaved */
+        if (n_in < 1 || rank[0] != 5 || dims[0][2] != 3 || (n_in > 1 && rank[1] >= 0) ||
+            (n_in > 2 && rank[2] >= 0))
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "qkv_packed takes one [B, S, 3, H, D] input (K and V absent)");
+        const int64_t *x = dims[0];
+        for (int i = 0; i < 3; i++)
+            v[i] = (kn_att_view){x[0], x[1], x[3], x[4], i * x[3] * x[4], x[1] * 3 * x[3] * x[4],
+                                 3 * x[3] * x[4], x[4]};
+        return KILN_OK;
+    }
+    if (n_in < 3 || rank[0] < 0 || rank[1] < 0 || rank[2] < 0)
+        return kn_node_error(n, KILN_ERR_SHAPE, "needs Q, K and V");
+    size_t nl = 0, no = 0, nh = 0;
+    const int64_t *lay = kn_attr_ints(n, "layouts", &nl);
+    const int64_t *off = kn_attr_ints(n, "head_offsets", &no);
+    const int64_t *hs = kn_attr_ints(n, "heads", &nh);
+    if ((lay && nl != 3) || (off && no != 3) || (hs && nh != 3))
+        return kn_node_error(n, KILN_ERR_SHAPE, "layouts, head_offsets and heads take 3 values");
+    for (int i = 0; i < 3; i++) {
+        if (rank[i] != 4)
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "Q, K, V must be [B, S, H, D] (ranks %d, %d, %d)", rank[0],
+                                 rank[1], rank[2]);
+        const int64_t *x = dims[i];
+        int64_t l = lay ? lay[i] : 0, h0 = off ? off[i] : 0;
+        if (l != 0 && l != 1)
+            return kn_node_error(n, KILN_ERR_SHAPE, "layout %lld of input %d is not 0 or 1",
+                                 (long long)l, i);
+        int64_t hx = l ? x[1] : x[2], s = l ? x[2] : x[1], d = x[3];
+        int64_t h = hs && hs[i] > 0 ? hs[i] : hx - h0;
+        if (h0 < 0 || h < 1 || h0 + h > hx)
+            return kn_node_error(n, KILN_ERR_SHAPE,
+                                 "input %d: heads [%lld, %lld) outside its %lld heads", i,
+                                 (long long)h0, (long long)(h0 + h), (long long)hx);
+        if (l)
+            v[i] = (kn_att_view){x[0], s, h, d, h0 * s * d, hx * s * d, d, s * d};
+        else
+            v[i] = (kn_att_view){x[0], s, h, d, h0 * d, s * hx * d, hx * d, d};
+    }
+    return KILN_OK;
+}
+
 /* kiln::Attention: Q [B, Sq, H, D], K [B, Sk, Hkv, D], V [B, Sk, Hkv, Dv]
- * (Hkv dividing H), an optional additive mask broadcastable to
- * [B, H, Sq, Sk] -> Y [B, Sq, H, Dv]. */
+ * (Hkv dividing H; each a view of its input, kn_attention_views), an
+ * optional additive mask broadcastable to [B, H, Sq, Sk] -> Y [B, Sq, H, Dv]. */
 static kiln_status infer_attention(kn_infer *c) {
     KN_TRY(need_real(c));
-    kn_tinfo qkv[3];
-    const kn_tinfo *q, *k, *v;
-    if (kn_attr_int(c->node, "qkv_packed", 0)) { /* X [B, S, 3, H, D]: Q, K, V interleaved */
-        if (c->n_in < 1 || !kn_has_in(c, 0) || c->in[0].rank != 5 || c->in[0].dims[2] != 3 ||
-            (c->n_in > 1 && kn_has_in(c, 1)) || (c->n_in > 2 && kn_has_in(c, 2)))
-            return kn_node_error(c->node, KILN_ERR_SHAPE,
-                                 "qkv_packed takes one [B, S, 3, H, D] input (K and V absent)");
-        for (int i = 0; i < 3; i++) {
-            qkv[i] = c->in[0];
-            qkv[i].rank = 4;
-            qkv[i].dims[2] = c->in[0].dims[3];
-            qkv[i].dims[3] = c->in[0].dims[4];
-        }
-        q = &qkv[0], k = &qkv[1], v = &qkv[2];
-    } else {
-        if (c->n_in < 3 || !kn_has_in(c, 0) || !kn_has_in(c, 1) || !kn_has_in(c, 2))
-            return kn_node_error(c->node, KILN_ERR_SHAPE, "needs Q, K and V");
-        q = &c->in[0], k = &c->in[1], v = &c->in[2];
+    int rank[3];
+    int64_t dims[3][KILN_MAX_DIMS];
+    memset(dims, 0, sizeof dims);
+    for (int i = 0; i < 3; i++) {
+        rank[i] = i < c->n_in && kn_has_in(c, i) ? c->in[i].rank : -1;
+        if (rank[i] >= 0)
+            memcpy(dims[i], c->in[i].dims, sizeof dims[i]);
     }
-    if (q->rank != 4 || k->rank != 4 || v->rank != 4)
-        return kn_node_error(c->node, KILN_ERR_SHAPE, "Q, K, V must be [B, S, H, D] (ranks %d, %d, %d)",
-                             q->rank, k->rank, v->rank);
+    kn_att_view vw[3];
+    KN_TRY(kn_attention_views(c->node, c->n_in < 3 ? c->n_in : 3, rank,
+                              (const int64_t (*)[KILN_MAX_DIMS])dims, vw));
+    kn_tinfo qkv[3];
+    for (int i = 0; i < 3; i++) {
+        qkv[i] = c->in[rank[i] >= 0 ? i : 0];
+        qkv[i].rank = 4;
+        qkv[i].dims[0] = vw[i].b;
+        qkv[i].dims[1] = vw[i].s;
+        qkv[i].dims[2] = vw[i].h;
+        qkv[i].dims[3] = vw[i].d;
+    }
+    const kn_tinfo *q = &qkv[0], *k = &qkv[1], *v = &qkv[2];
     if (k->dtype != q->dtype || v->dtype != q->dtype)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "Q, K, V types differ");
     if (k->dims[0] != q->dims[0] || v->dims[0] != q->dims[0] || v->dims[2] != k->dims[2] ||

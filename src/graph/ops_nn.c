@@ -1107,25 +1107,54 @@ kiln_status kn_rotary_geometry(const kn_node *n, int n_in, const int *rank,
         return kn_node_error(n, KILN_ERR_SHAPE, "the caches must have rank 2 or 3, have rank %d",
                              cr);
     g->cache_stride = cd[cr - 1];
+    int64_t row_heads = kn_attr_int(n, "kiln_row_heads", 0);
+    int64_t h0 = kn_attr_int(n, "kiln_head_offset", 0);
+    bool y_first = kn_attr_int(n, "kiln_heads_first_out", 0) != 0;
     if (rank[g->x] == 4) {
+        if (row_heads || h0 || y_first)
+            return kn_node_error(n, KILN_ERR_SHAPE, "kiln's row views need a 3-D X");
         g->heads_first = true;
         g->batch = xd[0];
         g->heads = xd[1];
         g->seq = xd[2];
         g->head = xd[3];
+        g->x_sh = g->seq * g->head;
+        g->x_ss = g->head;
+        g->x_sb = g->heads * g->x_sh;
     } else if (rank[g->x] == 3) {
         g->batch = xd[0];
         g->seq = xd[1];
+        if (heads <= 0 && (row_heads || h0 || y_first))
+            return kn_node_error(n, KILN_ERR_SHAPE, "kiln's row views need num_heads");
         if (heads <= 0) /* the head size from the caches (com.microsoft's rule) */
             heads = rot > 0 ? 0 : xd[2] / (2 * g->cache_stride);
-        if (heads <= 0 || xd[2] % heads != 0)
+        if (row_heads <= 0)
+            row_heads = heads;
+        if (heads <= 0 || xd[2] % row_heads != 0 || h0 < 0 || h0 + heads > row_heads)
             return kn_node_error(n, KILN_ERR_SHAPE,
-                                 "num_heads %lld does not divide the hidden size %lld",
-                                 (long long)heads, (long long)xd[2]);
+                                 "num_heads %lld (from head %lld of %lld) does not fit the "
+                                 "hidden size %lld",
+                                 (long long)heads, (long long)h0, (long long)row_heads,
+                                 (long long)xd[2]);
         g->heads = heads;
-        g->head = xd[2] / heads;
+        g->head = xd[2] / row_heads;
+        g->x_off = h0 * g->head;
+        g->x_sh = g->head;
+        g->x_ss = xd[2];
+        g->x_sb = g->seq * xd[2];
     } else {
         return kn_node_error(n, KILN_ERR_SHAPE, "X must have rank 3 or 4, has %d", rank[g->x]);
+    }
+    if (y_first) { /* [B, H, S, D] */
+        g->y_ss = g->head;
+        g->y_sh = g->seq * g->head;
+        g->y_sb = g->heads * g->y_sh;
+    } else if (g->heads_first) {
+        g->y_sb = g->x_sb, g->y_ss = g->x_ss, g->y_sh = g->x_sh;
+    } else { /* [B, S, H * D] */
+        g->y_sh = g->head;
+        g->y_ss = g->heads * g->head;
+        g->y_sb = g->seq * g->y_ss;
     }
     g->rot = rot > 0 ? rot : g->head;
     if (g->rot % 2 != 0 || g->rot > g->head || g->rot / 2 > g->cache_stride)
@@ -1180,6 +1209,15 @@ static kiln_status infer_rotary(kn_infer *c) {
         c->in[g.pos].dtype != KILN_DTYPE_INT32)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "position_ids must be int64 or int32");
     kn_same_as(&c->out[0], &c->in[g.x]);
+    if (kn_attr_int(c->node, "kiln_heads_first_out", 0)) { /* a view's Y: [B, H, S, D] */
+        c->out[0].rank = 4;
+        c->out[0].dims[0] = g.batch;
+        c->out[0].dims[1] = g.heads;
+        c->out[0].dims[2] = g.seq;
+        c->out[0].dims[3] = g.head;
+    } else if (!g.heads_first) {
+        c->out[0].dims[2] = g.heads * g.head;
+    }
     return KILN_OK;
 }
 

@@ -1046,6 +1046,22 @@ static void test_rotary(void) {
         a_int("interleaved", 1);
         a_int("rotary_embedding_dim", 8);
         tc_run();
+        /* kiln's row views (pass_views.c): heads [3, 5) of packed rows of 8
+         * heads, Y as rows and heads-first */
+        for (int first = 0; first < 2; first++) {
+            tc_begin("RotaryEmbedding", "", 23, tol_for(dt, 1e-5),
+                     first ? "packed rows, heads 3..4 of 8, Y [B,H,S,D]"
+                           : "packed rows, heads 3..4 of 8, Y [B,S,H*D]");
+            tc_rand(dt, 3, D(2, 7, 8 * 16), -2, 2);
+            tc_rand(dt, 3, D(1, 7, 8), -1, 1);
+            tc_rand(dt, 3, D(1, 7, 8), -1, 1);
+            tc_node(1);
+            a_int("num_heads", 2);
+            a_int("kiln_row_heads", 8);
+            a_int("kiln_head_offset", 3);
+            a_int("kiln_heads_first_out", first);
+            tc_run();
+        }
     }
     tc_begin("RotaryEmbedding", KN_MS_DOMAIN, 1, 1e-5, "com.microsoft, one position offset");
     tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 6, 96), -2, 2);
@@ -1991,7 +2007,57 @@ static void attention_causal_pad_case(kiln_dtype dt, const char *label, int64_t 
     tc_run();
 }
 
+/* Operand views (graph/fused.h): Q, K, V each heads of a packed
+ * [B, S, hq + 2 hkv, D] projection (three inputs of that shape, read at
+ * head offsets 0, hq, hq + hkv), or packed Q with heads-first K/V
+ * [B, hkv, Sk, D] (a past cache's Concat), causal with a padding row. */
+static void attention_views_case(kiln_dtype dt, const char *label, int64_t b, int64_t sq,
+                                 int64_t sk, int64_t hq, int64_t hkv, int64_t d, bool heads_first) {
+    tc_begin("Attention", KN_DOMAIN_KILN, 1, dt == KILN_DTYPE_FLOAT ? 1e-4 : 2e-2, label);
+    int64_t hx = hq + 2 * hkv;
+    tc_rand(dt, 4, D(b, sq, hx, d), -1, 1);
+    if (heads_first) {
+        tc_rand(dt, 4, D(b, hkv, sk, d), -1, 1);
+        tc_rand(dt, 4, D(b, hkv, sk, d), -1, 1);
+    } else {
+        sk = sq;
+        tc_rand(dt, 4, D(b, sq, hx, d), -1, 1);
+        tc_rand(dt, 4, D(b, sq, hx, d), -1, 1);
+    }
+    float *m = malloc(sizeof(float) * (size_t)(b * sk));
+    for (int64_t i = 0; i < b; i++)
+        for (int64_t j = 0; j < sk; j++)
+            m[i * sk + j] = j < i ? -INFINITY : 0.f;
+    tc_vals(KILN_DTYPE_FLOAT, 4, D(b, 1, 1, sk), m, false);
+    free(m);
+    tc_node(1);
+    a_float("scale", 0.125f);
+    a_int("causal", heads_first);
+    a_ints("layouts", heads_first ? D(0, 1, 1) : D(0, 0, 0), 3);
+    a_ints("head_offsets", heads_first ? D(0, 0, 0) : D(0, hq, hq + hkv), 3);
+    a_ints("heads", heads_first ? D(hq, 0, 0) : D(hq, hkv, hkv), 3);
+    tc_run();
+}
+
 static void test_attention(void) {
+    for (int t = 0; t < 3; t++) { /* strided operand views: every kernel but wgmma's reads them */
+        kiln_dtype dt = real_types[t];
+        char l[128];
+        static const int64_t dims[] = {64, 32, 128, 40};
+        for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) {
+            snprintf(l, sizeof l, "%s views: packed GQA 8 + 2 + 2 heads, head dim %lld, S 100",
+                     kiln_dtype_name(dt), (long long)dims[k]);
+            attention_views_case(dt, l, 2, 100, 100, 8, 2, dims[k], false);
+            snprintf(l, sizeof l, "%s views: heads-first K/V, head dim %lld, Sq 9 Sk 120",
+                     kiln_dtype_name(dt), (long long)dims[k]);
+            attention_views_case(dt, l, 3, 9, 120, 4, 2, dims[k], true);
+        }
+        snprintf(l, sizeof l, "%s views: heads-first K/V, head dim 64, Sq 64 Sk 64",
+                 kiln_dtype_name(dt));
+        attention_views_case(dt, l, 2, 64, 64, 4, 4, 64, true);
+        snprintf(l, sizeof l, "%s views: heads-first K/V, head dim 64, 600 keys", kiln_dtype_name(dt));
+        attention_views_case(dt, l, 1, 20, 600, 4, 1, 64, true);
+    }
     for (int t = 0; t < 3; t++) { /* causal by position with a padding row; past offset; softcap */
         kiln_dtype dt = real_types[t];
         char l[128];

@@ -357,7 +357,7 @@ bool kf_attention_supports(const kn_node *n, const kn_tinfo *in, int n_in, const
 kiln_status kf_attention_prepare(const void *state, const kn_node *n, const kb_tensor *in,
                                  int n_in, const kb_tensor *out, int n_out, void **inst,
                                  size_t *workspace) {
-    *workspace = kb_attention_workspace(in, n_in, out);
+    *workspace = kb_attention_workspace(n, in, n_in, out);
     return KILN_OK;
 }
 

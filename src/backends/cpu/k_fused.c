@@ -164,10 +164,26 @@ static kiln_status fused_matmul_run(const kb_run *r) {
 
 static int64_t att_threads(void) { return kb_cpu_default_threads(); }
 
-size_t kb_attention_workspace(const kb_tensor *in, int n_in, const kb_tensor *out) {
+/* The Q, K, V views of r's inputs (graph/fused.h). */
+static kiln_status att_views(const kn_node *node, const kb_tensor *in, int n_in, kn_att_view v[3]) {
+    int rank[3];
+    int64_t dims[3][KILN_MAX_DIMS];
+    memset(dims, 0, sizeof dims);
+    for (int i = 0; i < 3; i++) {
+        rank[i] = i < n_in && (in[i].data || in[i].dtype != KILN_DTYPE_UNDEFINED) ? in[i].rank : -1;
+        if (rank[i] >= 0)
+            memcpy(dims[i], in[i].dims, sizeof dims[i]);
+    }
+    return kn_attention_views(node, n_in < 3 ? n_in : 3, rank,
+                              (const int64_t (*)[KILN_MAX_DIMS])dims, v);
+}
+
+size_t kb_attention_workspace(const kn_node *node, const kb_tensor *in, int n_in,
+                              const kb_tensor *out) {
+    kn_att_view v[3];
     int64_t sk = in[0].dims[1] > 0 ? in[0].dims[1] : 1; /* self-attention: Sq */
-    if (n_in > 1 && in[1].data && in[1].rank == 4)
-        sk = in[1].dims[1] > 0 ? in[1].dims[1] : 1;
+    if (att_views(node, in, n_in, v) == KILN_OK)
+        sk = v[1].s > 0 ? v[1].s : 1;
     return ((kb_stage_bytes(in, n_in, &out[0]) + 63u) & ~(size_t)63u) +
            (size_t)sk * KB_ATT_ROWS * sizeof(float) * (size_t)att_threads();
 }
@@ -181,9 +197,7 @@ typedef struct attention_jobs_ctx {
     int64_t Sq;
     int64_t Sk;
     int64_t blocks;
-    int64_t qrow;
-    int64_t krow;
-    int64_t vrow;
+    kn_att_view q, k, v; /* element strides of Q, K, V (offsets applied to the pointers) */
     float scale;
     const float *Q;
     const float *K;
@@ -206,9 +220,7 @@ static void attention_jobs(void *vc, int64_t lo_, int64_t hi_, int tid) {
     int64_t Sq = c_->Sq;
     int64_t Sk = c_->Sk;
     int64_t blocks = c_->blocks;
-    int64_t qrow = c_->qrow;
-    int64_t krow = c_->krow;
-    int64_t vrow = c_->vrow;
+    const kn_att_view *qv = &c_->q, *kv = &c_->k, *vv = &c_->v;
     float scale = c_->scale;
     const float *Q = c_->Q;
     const float *K = c_->K;
@@ -225,9 +237,9 @@ static void attention_jobs(void *vc, int64_t lo_, int64_t hi_, int tid) {
         int64_t hk = h / (H / Hkv); /* the K/V head of query head h */
         int64_t rows = Sq - i0 < KB_ATT_ROWS ? Sq - i0 : KB_ATT_ROWS;
         float *sc = scratch + (size_t)Sk * KB_ATT_ROWS * (size_t)tid;
-        const float *qb = Q + (b * Sq + i0) * qrow + h * D;
-        gemm(false, true, rows, Sk, D, scale, qb, qrow, K + b * Sk * krow + hk * D, krow, 0.f, sc,
-             Sk, 1);
+        const float *qb = Q + b * qv->sb + i0 * qv->ss + h * qv->sh;
+        gemm(false, true, rows, Sk, D, scale, qb, qv->ss, K + b * kv->sb + hk * kv->sh, kv->ss, 0.f,
+             sc, Sk, 1);
         for (int64_t i = 0; i < rows; i++) {
             float *row = sc + i * Sk, mx = -INFINITY, sum = 0.f;
             if (softcap > 0.f) /* before the mask, as ONNX Attention's */
@@ -253,7 +265,7 @@ static void attention_jobs(void *vc, int64_t lo_, int64_t hi_, int tid) {
             for (int64_t j = 0; j < Sk; j++)
                 row[j] *= inv;
         }
-        gemm(false, false, rows, Dv, Sk, 1.f, sc, Sk, V + b * Sk * vrow + hk * Dv, vrow, 0.f,
+        gemm(false, false, rows, Dv, Sk, 1.f, sc, Sk, V + b * vv->sb + hk * vv->sh, vv->ss, 0.f,
              Y + ((b * Sq + i0) * H + h) * Dv, H * Dv, 1);
     }
 }
@@ -263,25 +275,14 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
     kb_staged st;
     KN_TRY(stage(r, 0, &st));
     const kb_tensor *m = present(r, 3) ? &st.in[3] : NULL;
-    bool packed = kn_attr_int(r->node, "qkv_packed", 0) != 0;
-    const kb_tensor *q = &st.in[0];
-    int64_t B = q->dims[0], Sq = q->dims[1], H, Hkv, D, Sk, Dv, qrow, krow, vrow;
-    const float *Q = q->data, *K, *V;
-    if (packed) { /* [B, S, 3, H, D] */
-        H = Hkv = q->dims[3], D = Dv = q->dims[4], Sk = Sq;
-        qrow = krow = vrow = 3 * H * D;
-        K = Q + H * D;
-        V = Q + 2 * H * D;
-    } else {
-        const kb_tensor *k = &st.in[1], *v = &st.in[2];
-        H = q->dims[2], D = q->dims[3], Sk = k->dims[1], Dv = v->dims[3];
-        Hkv = k->dims[2];
-        qrow = H * D;
-        krow = Hkv * D;
-        vrow = Hkv * Dv;
-        K = k->data;
-        V = v->data;
-    }
+    kn_att_view vw[3];
+    KN_TRY(att_views(r->node, st.in, r->n_in, vw));
+    const kb_tensor *kt = present(r, 1) ? &st.in[1] : &st.in[0];
+    const kb_tensor *vt = present(r, 2) ? &st.in[2] : &st.in[0];
+    int64_t B = vw[0].b, Sq = vw[0].s, H = vw[0].h, D = vw[0].d;
+    int64_t Hkv = vw[1].h, Sk = vw[1].s, Dv = vw[2].d;
+    const float *Q = (const float *)st.in[0].data + vw[0].off;
+    const float *K = (const float *)kt->data + vw[1].off, *V = (const float *)vt->data + vw[2].off;
     float scale = kn_attr_float(r->node, "scale", 1.f);
     bool causal = kn_attr_int(r->node, "causal", 0) != 0;
     float softcap = kn_attr_float(r->node, "softcap", 0.f);
@@ -298,7 +299,7 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
     const float *M = m ? m->data : NULL;
     float *Y = st.out.data;
     {
-        attention_jobs_ctx c_ = {gemm, H, Hkv, D, Dv, Sq, Sk, blocks, qrow, krow, vrow, scale, Q, K, V, M, ms, scratch, Y, causal, softcap};
+        attention_jobs_ctx c_ = {gemm, H, Hkv, D, Dv, Sq, Sk, blocks, vw[0], vw[1], vw[2], scale, Q, K, V, M, ms, scratch, Y, causal, softcap};
         kn_parallel_for(nth, jobs, 1, attention_jobs, &c_);
     }
     kb_stage_out(&st, &r->out[0]);
@@ -308,7 +309,7 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
 static kiln_status attention_prepare(const void *state, const kn_node *node, const kb_tensor *in,
                                      int n_in, const kb_tensor *out, int n_out, void **inst,
                                      size_t *workspace) {
-    *workspace = kb_attention_workspace(in, n_in, out);
+    *workspace = kb_attention_workspace(node, in, n_in, out);
     return KILN_OK;
 }
 

@@ -86,7 +86,8 @@ typedef void (*kb_gemm_fn)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, fl
 
 /* kiln::Attention on the CPU (k_fused.c): workspace, and the run with a
  * float GEMM of kb_sgemm's signature (the reference's or a library's). */
-KN_HIDDEN size_t kb_attention_workspace(const kb_tensor *in, int n_in, const kb_tensor *out);
+KN_HIDDEN size_t kb_attention_workspace(const kn_node *node, const kb_tensor *in, int n_in,
+                                        const kb_tensor *out);
 KN_HIDDEN kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm);
 
 /* ---- what a fused kernel adds after the main op ---- */

@@ -1,7 +1,9 @@
 /* k_nn_rotary.c - reference RotaryEmbedding (ONNX opset 23 and
  * com.microsoft): each head's first R dims rotate by the cached angle of the
  * token's position, as halves or as interleaved pairs; the rest pass
- * through. Geometry from graph/rotary.h, shared with the CUDA kernel. */
+ * through. Geometry from graph/rotary.h, shared with the CUDA kernel: X and
+ * Y are read and written through its strides (a view of a packed
+ * projection, a heads-first Y). */
 #include <string.h>
 
 #include "graph/rotary.h"
@@ -53,18 +55,18 @@ static void rotary_tokens(void *vc, int64_t lo_, int64_t hi_, int tid) {
     for (int64_t t = lo_; t < hi_; t++) {
         int64_t b = t / g.seq, s = t % g.seq, row = cache_row(&g, pos, b, s) * g.cache_stride;
         for (int64_t h = 0; h < g.heads; h++) {
-            int64_t base = kn_rotary_at(&g, b, s, h, 0);
+            int64_t base = kn_rotary_at(&g, b, s, h, 0), yb = kn_rotary_y_at(&g, b, s, h, 0);
             for (int64_t i = 0; i < half; i++) {
                 int64_t i1 = g.interleaved ? 2 * i : i, i2 = g.interleaved ? 2 * i + 1 : i + half;
                 double c = kb_ld(cs->data, cs->dtype, (size_t)(row + i));
                 double sv = kb_ld(sn->data, sn->dtype, (size_t)(row + i));
                 double x1 = kb_ld(x->data, x->dtype, (size_t)(base + i1));
                 double x2 = kb_ld(x->data, x->dtype, (size_t)(base + i2));
-                kb_st(y->data, y->dtype, (size_t)(base + i1), c * x1 - sv * x2);
-                kb_st(y->data, y->dtype, (size_t)(base + i2), sv * x1 + c * x2);
+                kb_st(y->data, y->dtype, (size_t)(yb + i1), c * x1 - sv * x2);
+                kb_st(y->data, y->dtype, (size_t)(yb + i2), sv * x1 + c * x2);
             }
             for (int64_t d = g.rot; d < g.head; d++)
-                kb_st(y->data, y->dtype, (size_t)(base + d),
+                kb_st(y->data, y->dtype, (size_t)(yb + d),
                       kb_ld(x->data, x->dtype, (size_t)(base + d)));
         }
     }
@@ -84,7 +86,7 @@ kiln_status kb_nn_rotary_run(const kb_run *r) {
                                      "rows",
                                      (long long)b, (long long)s, (long long)g.cache_rows);
     int64_t half = g.rot / 2, tokens = g.batch * g.seq;
-    int nth = r->threads > 1 && kb_numel(x) > 32768 ? r->threads : 1;
+    int nth = r->threads > 1 && kb_numel(y) > 32768 ? r->threads : 1;
     {
         rotary_tokens_ctx c_ = {g, x, cs, sn, pos, y, half};
         kn_parallel_for(nth, tokens, 0, rotary_tokens, &c_);

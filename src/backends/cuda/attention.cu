@@ -24,6 +24,30 @@
 __device__ __forceinline__ int64_t att_kvh(const kc_attn &a, int64_t h) {
     return a.group > 1 ? h / a.group : h;
 }
+
+/* Batch and head strides of Q, K, V (attention.cuh: 0 is the [B, S, H, D]
+ * rows' own). */
+__host__ __device__ __forceinline__ int64_t att_qb(const kc_attn &a) { return a.qbatch ? a.qbatch : a.sq * a.qrow; }
+__host__ __device__ __forceinline__ int64_t att_kb(const kc_attn &a) { return a.kbatch ? a.kbatch : a.sk * a.krow; }
+__host__ __device__ __forceinline__ int64_t att_vb(const kc_attn &a) { return a.vbatch ? a.vbatch : a.sk * a.vrow; }
+__host__ __device__ __forceinline__ int64_t att_qh(const kc_attn &a) { return a.qhead ? a.qhead : a.d; }
+__host__ __device__ __forceinline__ int64_t att_kh(const kc_attn &a) { return a.khead ? a.khead : a.d; }
+__host__ __device__ __forceinline__ int64_t att_vh(const kc_attn &a) { return a.vhead ? a.vhead : a.dv; }
+
+/* Whether every batch and head stride is a multiple of m elements (the
+ * vector loads' alignment, as the row strides'). */
+static bool att_strides_mult(const kc_attn *a, int64_t m) {
+    return att_qb(*a) % m == 0 && att_kb(*a) % m == 0 && att_vb(*a) % m == 0 &&
+           att_qh(*a) % m == 0 && att_kh(*a) % m == 0 && att_vh(*a) % m == 0;
+}
+
+/* Whether Q, K and V are [B, S, H, D] rows (any row stride), the layout
+ * every kernel but the general one addresses. */
+static bool att_rows_plain(const kc_attn *a) {
+    return att_qb(*a) == a->sq * a->qrow && att_kb(*a) == a->sk * a->krow &&
+           att_vb(*a) == a->sk * a->vrow && att_qh(*a) == a->d && att_kh(*a) == a->d &&
+           att_vh(*a) == a->dv;
+}
 #include "kc_dev.cuh"
 
 using namespace nvcuda;
@@ -173,7 +197,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         int j = idx / kv8, c = idx % kv8;
         T *dst = Ks + j * L.ldk + c * 8;
         if (j < sk)
-            __pipeline_memcpy_async(dst, k + (b * a.sk + j) * a.krow + att_kvh(a, h) * d + c * 8, 16);
+            __pipeline_memcpy_async(dst, k + b * att_kb(a) + j * a.krow + att_kvh(a, h) * att_kh(a) + c * 8, 16);
         else
             *reinterpret_cast<uint4 *>(dst) = zero;
     }
@@ -181,7 +205,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         int j = idx / vv8, c = idx % vv8;
         T *dst = Vs + j * L.ldv + c * 8;
         if (j < sk)
-            __pipeline_memcpy_async(dst, v + (b * a.sk + j) * a.vrow + att_kvh(a, h) * dv + c * 8, 16);
+            __pipeline_memcpy_async(dst, v + b * att_vb(a) + j * a.vrow + att_kvh(a, h) * att_vh(a) + c * 8, 16);
         else
             *reinterpret_cast<uint4 *>(dst) = zero;
     }
@@ -196,7 +220,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
             int r = idx / kv8, c = idx % kv8;
             T *dst = Qs + r * L.ldq + c * 8;
             if (r0 + r < a.sq)
-                __pipeline_memcpy_async(dst, q + (b * a.sq + r0 + r) * a.qrow + h * d + c * 8, 16);
+                __pipeline_memcpy_async(dst, q + b * att_qb(a) + (r0 + r) * a.qrow + h * att_qh(a) + c * 8, 16);
             else
                 *reinterpret_cast<uint4 *>(dst) = zero;
         }
@@ -265,9 +289,9 @@ __global__ void __launch_bounds__(ATT_DIRECT_WARPS * 32)
     T *Ps = reinterpret_cast<T *>(wbase + att_align((size_t)16 * lds * 4));
     float *Ms = reinterpret_cast<float *>((unsigned char *)Ps + att_align((size_t)16 * ldp * 2));
     float *rinv = reinterpret_cast<float *>((unsigned char *)Ms + att_align((size_t)sk * 4));
-    const T *qb = q + (b * a.sq + r0) * a.qrow + h * d;
-    const T *kb = k + b * a.sk * a.krow + att_kvh(a, h) * d;
-    const T *vb = v + b * a.sk * a.vrow + att_kvh(a, h) * dv;
+    const T *qb = q + b * att_qb(a) + r0 * a.qrow + h * att_qh(a);
+    const T *kb = k + b * att_kb(a) + att_kvh(a, h) * att_kh(a);
+    const T *vb = v + b * att_vb(a) + att_kvh(a, h) * att_vh(a);
     /* S = Q K^T; Q's fragments stay in registers (head dims up to 128) */
     wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fq[8];
 #pragma unroll
@@ -321,8 +345,9 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     if (row >= rows)
         return;
     const int64_t b = row / (a.h * a.sq), h = row / a.sq % a.h, i = row % a.sq;
+    const int64_t kvh = att_kvh(a, h);
     for (int64_t dd = lane; dd < a.d; dd += 32)
-        qs[w][dd] = kc_ld_f(q, a.dt, (b * a.sq + i) * a.qrow + h * a.d + dd);
+        qs[w][dd] = kc_ld_f(q, a.dt, b * att_qb(a) + i * a.qrow + h * att_qh(a) + dd);
     __syncwarp();
     float o[ATT_SIMT_REGS];
 #pragma unroll
@@ -334,7 +359,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         const int64_t j = j0 + lane;
         float s = -INFINITY;
         if (j < a.sk) {
-            const int64_t kb = (b * a.sk + j) * a.krow + att_kvh(a, h) * a.d;
+            const int64_t kb = b * att_kb(a) + j * a.krow + kvh * att_kh(a);
             float dot = 0.f;
             for (int64_t dd = 0; dd < a.d; dd++)
                 dot += qs[w][dd] * kc_ld_f(k, a.dt, kb + dd);
@@ -358,7 +383,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         const int n = a.sk - j0 < 32 ? (int)(a.sk - j0) : 32;
         for (int jj = 0; jj < n; jj++) {
             const float pj = __shfl_sync(0xffffffffu, p, jj);
-            const int64_t vb = (b * a.sk + j0 + jj) * a.vrow + att_kvh(a, h) * a.dv;
+            const int64_t vb = b * att_vb(a) + (j0 + jj) * a.vrow + kvh * att_vh(a);
 #pragma unroll
             for (int t = 0; t < ATT_SIMT_REGS; t++) {
                 int64_t dd = lane + 32 * t;
@@ -553,8 +578,8 @@ __device__ __forceinline__ void mma_load_chunk(T *Ks, T *Vs, float *Ms, const T 
         const int64_t j = j0 + r;
         T *kd = Ks + (buf * MMA_KB + r) * LD + cc * 8, *vd = Vs + (buf * MMA_KB + r) * LD + cc * 8;
         if (j < a.sk) {
-            __pipeline_memcpy_async(kd, k + (b * a.sk + j) * a.krow + att_kvh(a, h) * HD + cc * 8, 16);
-            __pipeline_memcpy_async(vd, v + (b * a.sk + j) * a.vrow + att_kvh(a, h) * HD + cc * 8, 16);
+            __pipeline_memcpy_async(kd, k + b * att_kb(a) + j * a.krow + att_kvh(a, h) * att_kh(a) + cc * 8, 16);
+            __pipeline_memcpy_async(vd, v + b * att_vb(a) + j * a.vrow + att_kvh(a, h) * att_vh(a) + cc * 8, 16);
         } else {
             *reinterpret_cast<uint4 *>(kd) = zero;
             *reinterpret_cast<uint4 *>(vd) = zero;
@@ -592,7 +617,7 @@ __global__ void __launch_bounds__(MMA_MAX_WARPS * 32)
         const int r = idx / C8, cc = idx % C8;
         T *dst = Qs + r * LD + cc * 8;
         if (q0 + r < a.sq)
-            __pipeline_memcpy_async(dst, q + (b * a.sq + q0 + r) * a.qrow + h * HD + cc * 8, 16);
+            __pipeline_memcpy_async(dst, q + b * att_qb(a) + (q0 + r) * a.qrow + h * att_qh(a) + cc * 8, 16);
         else
             *reinterpret_cast<uint4 *>(dst) = zero;
     }
@@ -694,7 +719,7 @@ static bool mma_ok(const void *q, const void *k, const void *v, const void *y, c
         return false;
     if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)y) % 16)
         return false;
-    return a->qrow % 8 == 0 && a->krow % 8 == 0 && a->vrow % 8 == 0;
+    return a->qrow % 8 == 0 && a->krow % 8 == 0 && a->vrow % 8 == 0 && att_strides_mult(a, 8);
 }
 
 template <typename T, int HD>
@@ -765,9 +790,9 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     const int sq = (int)a.sq, sk = (int)a.sk;
     const int skp = (sk + 15) / 16 * 16; /* keys in whole 16-key tiles */
     const uint4 zero = make_uint4(0, 0, 0, 0);
-    const T *qb = q + (b * a.sq + q0) * a.qrow + h * HD;
-    const T *kb = k + b * a.sk * a.krow + att_kvh(a, h) * HD;
-    const T *vb = v + b * a.sk * a.vrow + att_kvh(a, h) * HD;
+    const T *qb = q + b * att_qb(a) + q0 * a.qrow + h * att_qh(a);
+    const T *kb = k + b * att_kb(a) + att_kvh(a, h) * att_kh(a);
+    const T *vb = v + b * att_vb(a) + att_kvh(a, h) * att_vh(a);
     /* the key rows of K or V into shared memory; zero rows past Sk */
     auto load_keys = [&](T *dst0, const T *src, int64_t stride) {
         for (int idx = threadIdx.x; idx < skp * C8; idx += NW * 32) {
@@ -960,7 +985,7 @@ static bool direct_ok(const void *q, const void *k, const void *v, const void *y
     if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)y) % 32)
         return false;
     /* every row start (and head offset) a multiple of 16 elements = 32 bytes */
-    if (a->qrow % 16 || a->krow % 16 || a->vrow % 16)
+    if (a->qrow % 16 || a->krow % 16 || a->vrow % 16 || !att_strides_mult(a, 16))
         return false;
     return (size_t)ATT_DIRECT_WARPS * att_direct_warp_bytes((int)a->sk, (int)a->dv) <= ATT_TC_MAX_SMEM;
 }
@@ -985,7 +1010,8 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
         const bool causal = a->causal != 0;
         const bool rowmask = !mask || (a->mstride[1] == 0 && a->mstride[2] == 0);
         /* the wgmma kernels' tensor maps take one head layout for Q, K, V */
-        if (rowmask && a->group <= 1 && mma_ok(q, k, v, y, a) && kc_attn_wgmma_shapes(a) && kc_attn_wgmma_device()) {
+        if (rowmask && a->group <= 1 && att_rows_plain(a) && mma_ok(q, k, v, y, a) &&
+            kc_attn_wgmma_shapes(a) && kc_attn_wgmma_device()) {
             const int kind = a->kernel == KC_ATT_WGMMA_PIPE ? 2 : a->kernel == KC_ATT_WGMMA_WIDE ? 1 : 0;
             kc_attn ca = *a; /* causal: by position, beside the row mask */
             ca.causal = causal;
@@ -993,7 +1019,8 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
             if (e != cudaErrorNotSupported)
                 return e;
         }
-        kc_attn fb = *a; /* another mask, shape, layout or device: the single-pass mma.sync kernel */
+        kc_attn fb = *a; /* another mask, shape, layout (heads-first K/V) or device: the
+                            single-pass mma.sync kernel */
         fb.kernel = KC_ATT_MMA1_WIDE;
         return kc_attention(q, k, v, mask, y, &fb, stream);
     }
@@ -1018,7 +1045,7 @@ extern "C" cudaError_t kc_attention(const void *q, const void *k, const void *v,
             return launch_direct<__half>(q, k, v, mask, y, a, stream);
         return launch_direct<__nv_bfloat16>(q, k, v, mask, y, a, stream);
     }
-    if (aligned && !general && kc_attn_uses_tensor_cores(a)) {
+    if (aligned && !general && kc_attn_uses_tensor_cores(a) && att_strides_mult(a, 8)) {
         if (a->dt == KILN_DTYPE_FLOAT16)
             return launch_tc<__half>(q, k, v, mask, y, a, stream);
         return launch_tc<__nv_bfloat16>(q, k, v, mask, y, a, stream);

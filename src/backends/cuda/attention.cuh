@@ -19,6 +19,10 @@ typedef struct kc_attn {
     kiln_dtype mask_dt;     /* UNDEFINED: no mask */
     int64_t mstride[4];     /* mask element strides over [B, H, Sq, Sk], 0 = broadcast */
     int64_t qrow, krow, vrow; /* elements between tokens: H*D, or 3*H*D when packed */
+    int64_t qbatch, kbatch, vbatch; /* elements between batches; 0: sq (sk) rows */
+    int64_t qhead, khead, vhead;    /* elements between heads; 0: d (dv), a head's row beside
+                                       the next (heads-first K/V: sk * d; every kernel but
+                                       wgmma's reads them, which falls back to mma1's) */
     int64_t group;          /* query heads per K/V head (grouped-query attention; 0 or 1:
                                none): query head h reads K/V head h / group */
     int kernel;             /* KC_ATT_*: which kernel (falls back when shapes refuse) */

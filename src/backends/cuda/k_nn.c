@@ -385,26 +385,37 @@ static kiln_status global_pool_run(const kb_run *r) {
 
 /* ---------------- attention ---------------- */
 
+/* The Q, K, V views of kiln::Attention's inputs (graph/fused.h), from
+ * ranks and dims as shape inference and the kernels see them. */
+static bool attention_views(const kn_node *node, const kn_tinfo *in, int n_in, kn_att_view v[3]) {
+    int rank[3];
+    int64_t dims[3][KILN_MAX_DIMS];
+    memset(dims, 0, sizeof dims);
+    for (int i = 0; i < 3; i++) {
+        rank[i] = i < n_in && in[i].dtype != KILN_DTYPE_UNDEFINED ? in[i].rank : -1;
+        if (rank[i] >= 0)
+            memcpy(dims[i], in[i].dims, sizeof dims[i]);
+    }
+    return kn_attention_views(node, n_in < 3 ? n_in : 3, rank,
+                              (const int64_t (*)[KILN_MAX_DIMS])dims, v) == KILN_OK;
+}
+
 static bool attention_supports(const kn_node *node, const kn_tinfo *in, int n_in,
                                const kn_tinfo *out, int n_out) {
     if (n_out < 1 || n_in < 1 || !kc_is_float(in[0].dtype))
         return false;
-    if (kn_attr_int(node, "qkv_packed", 0)) /* [B, S, 3, H, D] */
-        return in[0].rank == 5 && out[0].dtype == in[0].dtype && in[0].dims[4] <= 256 &&
-               (n_in < 4 || in[3].dtype == KILN_DTYPE_UNDEFINED || kc_is_float(in[3].dtype));
-    if (n_in < 3)
-        return false;
-    for (int i = 1; i < 3; i++)
-        if (in[i].dtype != in[0].dtype || in[i].rank != 4)
+    for (int i = 1; i < 3 && i < n_in; i++)
+        if (in[i].dtype != KILN_DTYPE_UNDEFINED && in[i].dtype != in[0].dtype)
             return false;
     if (n_in > 3 && in[3].dtype != KILN_DTYPE_UNDEFINED && !kc_is_float(in[3].dtype))
         return false;
-    /* grouped-query K/V: their heads divide Q's */
-    if (in[0].rank == 4 && (in[1].dims[2] < 1 || in[0].dims[2] % in[1].dims[2] != 0 ||
-                            in[2].dims[2] != in[1].dims[2]))
+    kn_att_view v[3];
+    if (!attention_views(node, in, n_in, v))
         return false;
-    return in[0].rank == 4 && out[0].dtype == in[0].dtype && in[0].dims[3] <= 256 &&
-           in[2].dims[3] <= 256;
+    /* grouped-query K/V: their heads divide Q's */
+    if (v[1].h < 1 || v[0].h % v[1].h != 0 || v[2].h != v[1].h)
+        return false;
+    return out[0].dtype == in[0].dtype && v[0].d <= 256 && v[2].d <= 256;
 }
 
 static kiln_status attention_prepare(const void *state, const kn_node *node, const kb_tensor *in,
@@ -418,12 +429,13 @@ static kiln_status attention_prepare(const void *state, const kn_node *node, con
 /* The tensor-core tactics: float16 / bfloat16 with head dims that are
  * multiples of 16 up to 128 (the direct one also wants Sq, Sk multiples of
  * 16; the staged one at most 512 keys). */
-static bool attention_tc_shapes(const kn_node *node, const kn_tinfo *in, bool direct) {
+static bool attention_tc_shapes(const kn_node *node, const kn_tinfo *in, int n_in, bool direct) {
     if (in[0].dtype != KILN_DTYPE_FLOAT16 && in[0].dtype != KILN_DTYPE_BFLOAT16)
         return false;
-    bool packed = kn_attr_int(node, "qkv_packed", 0) != 0;
-    int64_t sq = in[0].dims[1], d = packed ? in[0].dims[4] : in[0].dims[3];
-    int64_t sk = packed ? sq : in[1].dims[1], dv = packed ? d : in[2].dims[3];
+    kn_att_view v[3];
+    if (!attention_views(node, in, n_in, v))
+        return false;
+    int64_t sq = v[0].s, d = v[0].d, sk = v[1].s, dv = v[2].d;
     if (d % 16 || dv % 16 || d > 128 || dv > 128)
         return false;
     return direct ? sq % 16 == 0 && sk % 16 == 0 : sk <= 512;
@@ -435,13 +447,13 @@ static bool no_softcap(const kn_node *node) { return kn_attr_float(node, "softca
 static bool attention_supports_direct(const kn_node *node, const kn_tinfo *in, int n_in,
                                       const kn_tinfo *out, int n_out) {
     return attention_supports(node, in, n_in, out, n_out) && no_softcap(node) &&
-           attention_tc_shapes(node, in, true);
+           attention_tc_shapes(node, in, n_in, true);
 }
 
 static bool attention_supports_staged(const kn_node *node, const kn_tinfo *in, int n_in,
                                       const kn_tinfo *out, int n_out) {
     return attention_supports(node, in, n_in, out, n_out) && no_softcap(node) &&
-           attention_tc_shapes(node, in, false);
+           attention_tc_shapes(node, in, n_in, false);
 }
 
 /* The mma.sync tactic: float16 / bfloat16, d = dv in {32, 64, 128}, any
@@ -451,8 +463,10 @@ static bool attention_supports_mma(const kn_node *node, const kn_tinfo *in, int 
     if (!attention_supports(node, in, n_in, out, n_out) || !no_softcap(node) ||
         (in[0].dtype != KILN_DTYPE_FLOAT16 && in[0].dtype != KILN_DTYPE_BFLOAT16))
         return false;
-    bool packed = kn_attr_int(node, "qkv_packed", 0) != 0;
-    int64_t d = packed ? in[0].dims[4] : in[0].dims[3], dv = packed ? d : in[2].dims[3];
+    kn_att_view v[3];
+    if (!attention_views(node, in, n_in, v))
+        return false;
+    int64_t d = v[0].d, dv = v[2].d;
     return d == dv && (d == 32 || d == 64 || d == 128);
 }
 
@@ -462,9 +476,10 @@ static bool attention_supports_mma1(const kn_node *node, const kn_tinfo *in, int
                                     const kn_tinfo *out, int n_out) {
     if (!attention_supports_mma(node, in, n_in, out, n_out))
         return false;
-    bool packed = kn_attr_int(node, "qkv_packed", 0) != 0;
-    int64_t d = packed ? in[0].dims[4] : in[0].dims[3], sk = packed ? in[0].dims[1] : in[1].dims[1];
-    return d <= 64 && sk <= 128;
+    kn_att_view v[3];
+    if (!attention_views(node, in, n_in, v))
+        return false;
+    return v[0].d <= 64 && v[1].s <= 128;
 }
 
 /* The wgmma tactics: float16 / bfloat16, d = dv = 64, at most 128 keys,
@@ -474,8 +489,8 @@ static bool attention_supports_wgmma(const kn_node *node, const kn_tinfo *in, in
                                      const kn_tinfo *out, int n_out) {
     if (!attention_supports_mma1(node, in, n_in, out, n_out) || !kc_attn_wgmma_device())
         return false;
-    bool packed = kn_attr_int(node, "qkv_packed", 0) != 0;
-    return (packed ? in[0].dims[4] : in[0].dims[3]) == 64;
+    kn_att_view v[3];
+    return attention_views(node, in, n_in, v) && v[0].d == 64;
 }
 
 static kiln_status attention_go(const kb_run *r, int kernel);
@@ -495,24 +510,28 @@ static kiln_status attention_go(const kb_run *r, int kernel) {
     const kb_tensor *m = kc_present(r->in, r->n_in, 3) ? &r->in[3] : NULL;
     kc_attn a;
     memset(&a, 0, sizeof a);
-    const void *qp = q->data, *kp, *vp;
-    if (kn_attr_int(r->node, "qkv_packed", 0)) { /* [B, S, 3, H, D] */
-        a.b = q->dims[0], a.sq = a.sk = q->dims[1], a.h = q->dims[3], a.d = a.dv = q->dims[4];
-        a.qrow = a.krow = a.vrow = 3 * a.h * a.d;
-        size_t es = kiln_dtype_size(q->dtype);
-        kp = (const uint8_t *)qp + (size_t)(a.h * a.d) * es;
-        vp = (const uint8_t *)qp + (size_t)(2 * a.h * a.d) * es;
-    } else {
-        a.b = q->dims[0], a.sq = q->dims[1], a.h = q->dims[2], a.d = q->dims[3];
-        a.sk = r->in[1].dims[1], a.dv = r->in[2].dims[3];
-        int64_t hkv = r->in[1].dims[2] > 0 ? r->in[1].dims[2] : 1;
-        a.group = a.h / hkv;
-        a.qrow = a.h * a.d;
-        a.krow = hkv * a.d;
-        a.vrow = hkv * a.dv;
-        kp = r->in[1].data;
-        vp = r->in[2].data;
+    kn_tinfo ti[3];
+    memset(ti, 0, sizeof ti);
+    for (int i = 0; i < 3 && i < r->n_in; i++) {
+        ti[i].dtype = r->in[i].data ? r->in[i].dtype : KILN_DTYPE_UNDEFINED;
+        ti[i].rank = r->in[i].rank;
+        memcpy(ti[i].dims, r->in[i].dims, sizeof ti[i].dims);
     }
+    kn_att_view v[3];
+    if (!attention_views(r->node, ti, r->n_in < 3 ? r->n_in : 3, v))
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "Q, K, V do not fit their views");
+    a.b = v[0].b, a.sq = v[0].s, a.h = v[0].h, a.d = v[0].d;
+    a.sk = v[1].s, a.dv = v[2].d;
+    a.group = a.h / (v[1].h > 0 ? v[1].h : 1);
+    a.qrow = v[0].ss, a.krow = v[1].ss, a.vrow = v[2].ss;
+    a.qbatch = v[0].sb, a.kbatch = v[1].sb, a.vbatch = v[2].sb;
+    a.qhead = v[0].sh, a.khead = v[1].sh, a.vhead = v[2].sh;
+    size_t es = kiln_dtype_size(q->dtype);
+    const void *kt = kc_present(r->in, r->n_in, 1) ? r->in[1].data : q->data;
+    const void *vt = kc_present(r->in, r->n_in, 2) ? r->in[2].data : q->data;
+    const void *qp = (const uint8_t *)q->data + (size_t)v[0].off * es;
+    const void *kp = (const uint8_t *)kt + (size_t)v[1].off * es;
+    const void *vp = (const uint8_t *)vt + (size_t)v[2].off * es;
     a.scale = kn_attr_float(r->node, "scale", 1.f);
     a.causal = kn_attr_int(r->node, "causal", 0) != 0;
     a.softcap = kn_attr_float(r->node, "softcap", 0.f);

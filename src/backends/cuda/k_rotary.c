@@ -49,6 +49,8 @@ static kiln_status rotary_run(const kb_run *r) {
     k.pos_mode = g.pos_mode;
     k.interleaved = g.interleaved;
     k.heads_first = g.heads_first;
+    k.x_off = g.x_off, k.x_sb = g.x_sb, k.x_ss = g.x_ss, k.x_sh = g.x_sh;
+    k.y_sb = g.y_sb, k.y_ss = g.y_ss, k.y_sh = g.y_sh;
     const kb_tensor *pos = g.pos >= 0 ? &r->in[g.pos] : NULL;
     KC_CUDA(r->node, kc_rotary_run(&k, r->in[0].dtype, r->in[0].data, r->in[g.cos].data,
                                    r->in[g.sin].data, pos ? pos->data : NULL,

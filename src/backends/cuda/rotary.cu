@@ -4,8 +4,11 @@
 #include "rotary.cuh"
 
 __device__ __forceinline__ int64_t rot_at(const kc_rotary &g, int64_t b, int64_t s, int64_t h) {
-    return g.heads_first ? ((b * g.heads + h) * g.seq + s) * g.head
-                         : ((b * g.seq + s) * g.heads + h) * g.head;
+    return g.x_off + b * g.x_sb + s * g.x_ss + h * g.x_sh;
+}
+
+__device__ __forceinline__ int64_t rot_y_at(const kc_rotary &g, int64_t b, int64_t s, int64_t h) {
+    return b * g.y_sb + s * g.y_ss + h * g.y_sh;
 }
 
 __global__ void rotary_kernel(const kc_rotary g, kiln_dtype dt, const void *x, const void *cs,
@@ -16,10 +19,10 @@ __global__ void rotary_kernel(const kc_rotary g, kiln_dtype dt, const void *x, c
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t j = i % per_head, t = i / per_head;
         int64_t h = t % g.heads, bs = t / g.heads, s = bs % g.seq, b = bs / g.seq;
-        int64_t base = rot_at(g, b, s, h);
+        int64_t base = rot_at(g, b, s, h), yb = rot_y_at(g, b, s, h);
         if (j >= half) { /* a dim past the rotated ones */
             int64_t d = g.rot + (j - half);
-            kc_st_f(y, dt, base + d, kc_ld_f(x, dt, base + d));
+            kc_st_f(y, dt, yb + d, kc_ld_f(x, dt, base + d));
             continue;
         }
         int64_t row = g.pos_mode == 0   ? (g.cache_batch == 1 ? 0 : b) * g.seq + s
@@ -31,8 +34,8 @@ __global__ void rotary_kernel(const kc_rotary g, kiln_dtype dt, const void *x, c
             c = kc_ld_f(cs, dt, row * g.cache_stride + j);
             sv = kc_ld_f(sn, dt, row * g.cache_stride + j);
         }
-        kc_st_f(y, dt, base + i1, c * x1 - sv * x2);
-        kc_st_f(y, dt, base + i2, sv * x1 + c * x2);
+        kc_st_f(y, dt, yb + i1, c * x1 - sv * x2);
+        kc_st_f(y, dt, yb + i2, sv * x1 + c * x2);
     }
 }
 

@@ -20,6 +20,9 @@ typedef struct kc_rotary {
     int pos_mode;     /* 0 none, 1 ids [B, S], 2 one offset */
     int interleaved;
     int heads_first;  /* X [B, H, S, D]; else [B, S, H * D] */
+    /* element strides (graph/rotary.h): (b, s, h, d) of X at
+     * x_off + b * x_sb + s * x_ss + h * x_sh + d, of Y at b * y_sb + s * y_ss + h * y_sh + d */
+    int64_t x_off, x_sb, x_ss, x_sh, y_sb, y_ss, y_sh;
 } kc_rotary;
 
 /* y = rotary(x) with the caches (dt each) and positions (pt: int32/int64;
