@@ -377,6 +377,8 @@ extern "C" cudaError_t kc_qgemm_pack(const void *x, int8_t *xp, const kc_qlayer 
             qgemm_pack_kernel<16><<<blocks, 256, 0, stream>>>(xb, xp, *pg, flip, padv, total);
         else if (vs[w] == 4)
             qgemm_pack_kernel<4><<<blocks, 256, 0, stream>>>(xb, xp, *pg, flip, padv, total);
+        else if (pg->kc % 16u == 0 && aligned(xp, 16) && total % 16u == 0)
+            return kc_qgemm_pack_gather(x, xp, g, stream);
         else
             qgemm_pack_kernel<1><<<blocks, 256, 0, stream>>>(xb, xp, *pg, flip, padv, total);
         return cudaGetLastError();
@@ -437,5 +439,140 @@ extern "C" cudaError_t kc_qgemm_epilogue(const int32_t *d, const int32_t *rs, co
     if (!e1->v)
         return cudaErrorInvalidValue;
     qgemm_epilogue_launch<1>(d, rs, z, y, q, g, e1, (uint32_t)g->rows * e1->cv, stream);
+    return cudaGetLastError();
+}
+
+/* ---------------- the gathered pack (any C: the stem's C = 3) ---------------- */
+
+/* 16 bytes of X' a thread (int8_geom.h's kc_qpack_gather16 on the v = 1
+ * geometry), gathered from X byte by byte (the taps' few input pixels stay
+ * in L1) and written as one 16-byte store: the v = 1 pack wrote a byte a
+ * thread with every index divided out again. */
+static __global__ void qgemm_pack_gather_kernel(const uint8_t *__restrict__ x,
+                                                int8_t *__restrict__ xp, const kc_qpack_geom pg,
+                                                uint32_t flip, uint32_t padv, uint32_t total) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total)
+        return;
+    uint64_t src[16];
+    int kind[16];
+    kc_qpack_gather16(&pg, i, src, kind);
+    uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int b = 0; b < 16; b++) {
+        uint32_t v = kind[b] > 0 ? (uint32_t)__ldg(x + src[b]) ^ (flip & 0xffu)
+                     : kind[b] == 0 ? (padv & 0xffu)
+                                    : 0u;
+        w[b / 4] |= v << (8 * (b % 4));
+    }
+    *(int4 *)(xp + (uint64_t)i * 16u) = make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
+}
+
+extern "C" cudaError_t kc_qgemm_pack_gather(const void *x, int8_t *xp, const kc_qgemm *g,
+                                            cudaStream_t stream) {
+    const kc_qpack_geom *pg = &g->pg[2];
+    if (g->rows <= 0 || g->kp <= 0)
+        return cudaSuccess;
+    if (!pg->v || pg->v != 1 || pg->kc % 16u || !aligned(xp, 16) ||
+        (uint64_t)g->rows * (pg->kc / 16u) > UINT32_MAX)
+        return cudaErrorInvalidValue;
+    uint32_t flip = g->shift ? 0x80u : 0u;
+    uint32_t padv = (uint32_t)(uint8_t)(int8_t)g->xzp;
+    uint32_t total = (uint32_t)g->rows * (pg->kc / 16u);
+    qgemm_pack_gather_kernel<<<blocks_of(total, 256), 256, 0, stream>>>((const uint8_t *)x, xp,
+                                                                       *pg, flip, padv, total);
+    return cudaGetLastError();
+}
+
+/* ---------------- 8-bit channels-last MaxPool ---------------- */
+
+/* The bytewise max of V bytes (signed or unsigned) as words: 4 bytes at
+ * once with the SIMD video instructions. */
+template <int V, bool S> struct qmax;
+template <bool S> struct qmax<16, S> {
+    typedef uint4 t;
+    static __device__ __forceinline__ t init() {
+        uint32_t m = S ? 0x80808080u : 0u;
+        return make_uint4(m, m, m, m);
+    }
+    static __device__ __forceinline__ uint32_t mx(uint32_t a, uint32_t b) {
+        return S ? __vmaxs4(a, b) : __vmaxu4(a, b);
+    }
+    static __device__ __forceinline__ t max(t a, t b) {
+        return make_uint4(mx(a.x, b.x), mx(a.y, b.y), mx(a.z, b.z), mx(a.w, b.w));
+    }
+};
+template <bool S> struct qmax<4, S> {
+    typedef uint32_t t;
+    static __device__ __forceinline__ t init() { return S ? 0x80808080u : 0u; }
+    static __device__ __forceinline__ t max(t a, t b) { return S ? __vmaxs4(a, b) : __vmaxu4(a, b); }
+};
+template <bool S> struct qmax<1, S> {
+    typedef uint8_t t;
+    static __device__ __forceinline__ t init() { return S ? (uint8_t)0x80u : (uint8_t)0u; }
+    static __device__ __forceinline__ t max(t a, t b) {
+        if (S)
+            return (int8_t)a > (int8_t)b ? a : b;
+        return a > b ? a : b;
+    }
+};
+
+/* A thread a group of V channels of one output pixel (int8_geom.h's
+ * kc_qpool_index): the window's pixels read as whole V-byte words (the
+ * group is contiguous in NHWC), maxed bytewise, stored as one word. */
+template <int V, bool S>
+static __global__ void qpool_max_kernel(const uint8_t *__restrict__ x, uint8_t *__restrict__ y,
+                                        const kc_qpool_geom g, uint32_t total) {
+    typedef qmax<V, S> M;
+    typedef typename M::t W;
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total)
+        return;
+    uint64_t yo;
+    uint32_t co, base;
+    int32_t y0, x0;
+    kc_qpool_index(&g, i, &yo, &co, &base, &y0, &x0);
+    W acc = M::init();
+    for (uint32_t ky = 0; ky < g.kh; ky++) {
+        int32_t iy = y0 + (int32_t)ky * g.dh;
+        if (iy < 0 || iy >= (int32_t)g.ih)
+            continue;
+        uint32_t row = base + (uint32_t)iy * g.iw;
+        for (uint32_t kx = 0; kx < g.kw; kx++) {
+            int32_t ix = x0 + (int32_t)kx * g.dw;
+            if (ix < 0 || ix >= (int32_t)g.iw)
+                continue;
+            W v = __ldg((const W *)(x + (uint64_t)(row + (uint32_t)ix) * g.c + co));
+            acc = M::max(acc, v);
+        }
+    }
+    *(W *)(y + yo) = acc;
+}
+
+template <bool S>
+static void qpool_launch(const uint8_t *x, uint8_t *y, const kc_qpool_geom *g, uint32_t total,
+                         cudaStream_t stream) {
+    unsigned blocks = blocks_of(total, 256);
+    if (g->v == 16)
+        qpool_max_kernel<16, S><<<blocks, 256, 0, stream>>>(x, y, *g, total);
+    else if (g->v == 4)
+        qpool_max_kernel<4, S><<<blocks, 256, 0, stream>>>(x, y, *g, total);
+    else
+        qpool_max_kernel<1, S><<<blocks, 256, 0, stream>>>(x, y, *g, total);
+}
+
+extern "C" cudaError_t kc_qpool_max(const void *x, void *y, int sgn, const kc_qpool_geom *g,
+                                    int64_t batch, cudaStream_t stream) {
+    if (!g->v || batch <= 0)
+        return cudaErrorInvalidValue;
+    if (!aligned(x, g->v) || !aligned(y, g->v))
+        return cudaErrorMisalignedAddress;
+    uint64_t total = (uint64_t)batch * g->oh * g->ow * g->cv;
+    if (total > UINT32_MAX)
+        return cudaErrorInvalidValue;
+    if (sgn)
+        qpool_launch<true>((const uint8_t *)x, (uint8_t *)y, g, (uint32_t)total, stream);
+    else
+        qpool_launch<false>((const uint8_t *)x, (uint8_t *)y, g, (uint32_t)total, stream);
     return cudaGetLastError();
 }
