@@ -103,6 +103,16 @@ def main():
         f.write(p.stdout + p.stderr)
     qlayers = sum(1 for line in p.stdout.splitlines() if "kiln::Q" in line)
     bm.log(f"kiln int8 plan: {qlayers} lines naming kiln::Q* layers (inspect in {a.work})")
+    # which tactics the build kept for the quantized layers and the pool (the
+    # fused qmma / qmma128 GEMMs, cuBLASLt's imma*, the q8pool MaxPool)
+    tally = {}
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if len(f) >= 3 and f[0].isdigit() and f[1] in ("kiln::QConv", "kiln::QMatMul",
+                                                        "kiln::MaxPool"):
+            key = f"{f[1][6:]}:{f[2]}"
+            tally[key] = tally.get(key, 0) + 1
+    bm.log("kiln int8 tactics: " + ", ".join(f"{k} x{v}" for k, v in sorted(tally.items())))
 
     k = bm.Kiln(a.kiln)
     torch_fp16 = model.half().cuda().to(memory_format=torch.channels_last)

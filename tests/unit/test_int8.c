@@ -469,7 +469,118 @@ static void test_pass_qlinear(void) {
     kiln_network_destroy(net);
 }
 
+/* ---------------- kiln::MaxPool on 8-bit NHWC ---------------- */
+
+/* The pool through the reference and the q8 tactic, each against a naive
+ * max written here, bit for bit. */
+static void pool_case(const char *what, kiln_dtype t, int64_t n, int64_t h, int64_t w, int64_t c,
+                      int64_t k, int64_t st, int64_t pad, int64_t dil) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    int64_t ext = dil * (k - 1) + 1;
+    int64_t oh = (h + 2 * pad - ext) / st + 1, ow = (w + 2 * pad - ext) / st + 1;
+    KT_OK(kiln_network_add_input(net, "x", t, 4, DIMS(n, h, w, c), NULL));
+    const char *ins[1] = {"x"}, *outs[1] = {"y"};
+    int idx = -1;
+    KT_OK(kiln_network_add_node(net, "pool", "MaxPool", KN_DOMAIN_KILN, 1, 1, ins, 1, outs, &idx));
+    KT_OK(kiln_network_set_attr_int(net, idx, "channels_last", 1));
+    KT_OK(kiln_network_set_attr_ints(net, idx, "kernel_shape", DIMS(k, k), 2));
+    KT_OK(kiln_network_set_attr_ints(net, idx, "strides", DIMS(st, st), 2));
+    KT_OK(kiln_network_set_attr_ints(net, idx, "pads", DIMS(pad, pad, pad, pad), 4));
+    KT_OK(kiln_network_set_attr_ints(net, idx, "dilations", DIMS(dil, dil), 2));
+    KT_OK(kiln_network_mark_output(net, "y"));
+    int64_t nx = n * h * w * c, ny = n * oh * ow * c;
+    uint8_t *xv = malloc((size_t)nx), *want = malloc((size_t)ny);
+    for (int64_t i = 0; i < nx; i++)
+        xv[i] = t == KILN_DTYPE_UINT8 ? (uint8_t)rnd(0, 255) : (uint8_t)(int8_t)rnd(-128, 127);
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++)
+                for (int64_t ch = 0; ch < c; ch++) {
+                    int best = 1000;
+                    for (int64_t ky = 0; ky < k; ky++)
+                        for (int64_t kx = 0; kx < k; kx++) {
+                            int64_t iy = oy * st - pad + ky * dil, ix = ox * st - pad + kx * dil;
+                            if (iy < 0 || iy >= h || ix < 0 || ix >= w)
+                                continue;
+                            int v = ld8(xv, t, ((b * h + iy) * w + ix) * c + ch);
+                            best = best == 1000 || v > best ? v : best;
+                        }
+                    want[((b * oh + oy) * ow + ox) * c + ch] = (uint8_t)best;
+                }
+    const void *data[1] = {xv};
+    int rank[1] = {4};
+    int64_t dims[1][KILN_MAX_DIMS] = {{n, h, w, c}};
+    for (int pass = 0; pass < 2; pass++) {
+        const char *tactic = pass == 0 ? "ref" : "q8";
+        kn_net *kn = net;
+        kn_free(kn->nodes[0].tactic);
+        kn->nodes[0].tactic = kn_strdup(tactic);
+        kt_exec ex;
+        kiln_status st2 = kt_exec_run(&ex, net, data, rank, (const int64_t (*)[KILN_MAX_DIMS])dims);
+        if (st2 != KILN_OK) {
+            kt_fail++;
+            fprintf(stderr, "  %s (%s): run failed: %s\n", what, tactic, kiln_last_error());
+            kt_exec_free(&ex);
+            continue;
+        }
+        kn_tinfo ti;
+        const uint8_t *got = kt_exec_output(&ex, 0, &ti);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < ny; i++)
+            bad += got[i] != want[i];
+        if (bad || ti.dims[1] != oh || ti.dims[2] != ow) {
+            kt_fail++;
+            fprintf(stderr, "  %s (%s): %lld of %lld bytes differ\n", what, tactic, (long long)bad,
+                    (long long)ny);
+        } else {
+            kt_pass++;
+            fprintf(stderr, "  %s (%s): %lld bytes exact\n", what, tactic, (long long)ny);
+        }
+        kt_exec_free(&ex);
+    }
+    free(xv);
+    free(want);
+    kiln_network_destroy(net);
+}
+
+static void test_pool(void) {
+    const kiln_dtype U8 = KILN_DTYPE_UINT8, S8 = KILN_DTYPE_INT8;
+    pool_case("maxpool u8 NHWC 3x3 s2 p1 (the ResNet stem's)", U8, 2, 28, 27, 64, 3, 2, 1, 1);
+    pool_case("maxpool s8 NHWC 3x3 s2 p1, C 12", S8, 1, 9, 10, 12, 3, 2, 1, 1);
+    pool_case("maxpool s8 NHWC 2x2 dilation 2, C 5", S8, 2, 7, 6, 5, 2, 1, 0, 2);
+    pool_case("maxpool u8 NHWC 3x3 s1 p2, C 3", U8, 1, 6, 7, 3, 3, 1, 2, 1);
+    /* the q8 tactic takes 8-bit NHWC MaxPool, not float or NCHW */
+    const kb_kernel *k = kb_cpu_kernel_find(KN_DOMAIN_KILN, "MaxPool", "q8");
+    KT_CHECK(k != NULL);
+    if (k) {
+        kn_net *net = NULL;
+        KT_OK(kn_net_new(&net));
+        int ti = -1, to = -1, ni = -1;
+        if (net) {
+            KT_OK(kn_net_new_tensor(net, "x", &ti));
+            KT_OK(kn_net_new_tensor(net, "y", &to));
+            KT_OK(kn_net_add_node(net, "p", "MaxPool", KN_DOMAIN_KILN, 1, 1, &ti, 1, &to, &ni));
+        }
+        if (net && ni >= 0) {
+            kn_node *nd = &net->nodes[ni];
+            KT_OK(kn_node_set_ints(nd, "kernel_shape", DIMS(3, 3), 2));
+            kn_tinfo in = {.dtype = U8, .rank = 4, .dims = {1, 8, 8, 16}}, out = in;
+            out.dims[1] = out.dims[2] = 6;
+            KT_CHECK(!k->supports(nd, &in, 1, &out, 1)); /* no channels_last */
+            KT_OK(kn_node_set_int(nd, "channels_last", 1));
+            KT_CHECK(k->supports(nd, &in, 1, &out, 1));
+            in.dims[0] = -1; /* a dynamic batch */
+            KT_CHECK(k->supports(nd, &in, 1, &out, 1));
+            in.dtype = out.dtype = KILN_DTYPE_FLOAT;
+            KT_CHECK(!k->supports(nd, &in, 1, &out, 1));
+        }
+        kn_net_free(net);
+    }
+}
+
 int main(void) {
+    test_pool();
     test_kernels();
     test_pass_chain();
     test_pass_qlinear();

@@ -81,6 +81,32 @@ static int check_pack(const conv_case *c) {
         KT_CHECK(!bad);
     }
     KT_CHECK(tried >= 1); /* width 1 always fits */
+    /* the gathered pack (16 bytes a thread from the v = 1 geometry): every
+     * byte the naive im2col's */
+    kc_qpack_geom g1 = {0};
+    int ok1 = kc_qpack_init(&g1, 1, rows, k, kp, c->cin, c->kh, c->kw, c->ih, c->iw, oh, ow, c->sh,
+                            c->sw, c->dh, c->dw, c->ph, c->pw);
+    KT_CHECK(ok1);
+    uint32_t chunks = ok1 ? (uint32_t)rows * (uint32_t)(kp / 16) : 0;
+    int gbad = 0;
+    for (uint32_t i = 0; i < chunks && !gbad; i++) {
+        uint64_t src[16];
+        int kind[16];
+        kc_qpack_gather16(&g1, i, src, kind);
+        int64_t r = (int64_t)i / (kp / 16), kk0 = ((int64_t)i % (kp / 16)) * 16;
+        for (int b = 0; b < 16; b++) {
+            int64_t want = naive_src(c, oh, ow, k, r, kk0 + b);
+            int64_t got = kind[b] < 0 ? -2 : kind[b] == 0 ? -1 : (int64_t)src[b];
+            if (want != got) {
+                printf("gather n%lld c%lld %lldx%lld k%lldx%lld: chunk %u byte %d: %lld, naive %lld\n",
+                       (long long)c->n, (long long)c->cin, (long long)c->ih, (long long)c->iw,
+                       (long long)c->kh, (long long)c->kw, i, b, (long long)got, (long long)want);
+                gbad = 1;
+                break;
+            }
+        }
+    }
+    KT_CHECK(!gbad);
     return tried;
 }
 
@@ -193,7 +219,73 @@ static void test_pattern(void) {
         KT_CHECK(((q >> (3 * i)) & 7u) == (uint32_t)all[i]);
 }
 
+/* The 8-bit MaxPool's threads: every output byte once, each thread's
+ * window the naive one (the X bytes at (n, iy, ix, c..c+v-1)). */
+static int check_qpool(uint32_t v, int64_t n, int64_t c, int64_t ih, int64_t iw, int64_t k,
+                       int64_t s, int64_t d, int64_t p) {
+    int64_t oh = (ih + 2 * p - d * (k - 1) - 1) / s + 1, ow = (iw + 2 * p - d * (k - 1) - 1) / s + 1;
+    if (oh <= 0 || ow <= 0)
+        return 0;
+    kc_qpool_geom g;
+    int full = kc_qpool_full(ih, oh, k, s, d, p) && kc_qpool_full(iw, ow, k, s, d, p);
+    int ok = kc_qpool_init(&g, v, n, c, ih, iw, oh, ow, k, k, s, s, d, d, p, p);
+    KT_CHECK(ok == (c % v == 0 && full));
+    if (!ok)
+        return 0;
+    uint8_t *seen = calloc((size_t)(n * oh * ow * c), 1);
+    int bad = 0;
+    uint32_t total = (uint32_t)(n * oh * ow * (c / v));
+    for (uint32_t i = 0; i < total && !bad; i++) {
+        uint64_t yo;
+        uint32_t co, base;
+        int32_t y0, x0;
+        kc_qpool_index(&g, i, &yo, &co, &base, &y0, &x0);
+        int64_t cg = i % (c / v), pix = i / (c / v), ox = pix % ow, oy = (pix / ow) % oh,
+                nn = pix / (ow * oh);
+        if ((int64_t)yo != pix * c + cg * v || (int64_t)co != cg * v ||
+            (int64_t)base != nn * ih * iw || y0 != oy * s - p || x0 != ox * s - p)
+            bad = 1;
+        for (uint32_t j = 0; j < v && !bad; j++)
+            bad = seen[yo + j]++ != 0;
+        /* the window's X byte of (iy, ix) as the kernel forms it */
+        int64_t iy = y0 + (k - 1) * d, ix = x0;
+        if (!bad && iy >= 0 && iy < ih && ix >= 0 && ix < iw)
+            bad = (int64_t)(((uint64_t)base + (uint64_t)iy * g.iw + (uint64_t)ix) * g.c + co) !=
+                  ((nn * ih + iy) * iw + ix) * c + cg * v;
+    }
+    for (int64_t i = 0; i < n * oh * ow * c && !bad; i++)
+        bad = seen[i] != 1;
+    if (bad)
+        printf("qpool v=%u n%lld c%lld %lldx%lld k%lld s%lld d%lld p%lld wrong\n", v, (long long)n,
+               (long long)c, (long long)ih, (long long)iw, (long long)k, (long long)s, (long long)d,
+               (long long)p);
+    KT_CHECK(!bad);
+    free(seen);
+    return 1;
+}
+
+static void test_qpool(void) {
+    int done = 0;
+    done += check_qpool(16, 2, 64, 12, 11, 3, 2, 1, 1); /* the ResNet stem's pool */
+    done += check_qpool(4, 1, 12, 7, 9, 3, 2, 1, 1);
+    done += check_qpool(1, 3, 5, 6, 6, 2, 1, 2, 1);
+    KT_CHECK(done == 3);
+    /* a window of padding only: refused (the general kernel runs it) */
+    KT_CHECK(!kc_qpool_full(4, 5, 2, 1, 1, 2));
+    KT_CHECK(kc_qpool_full(4, 3, 3, 1, 1, 1));
+    kc_qpool_geom g;
+    KT_CHECK(!kc_qpool_init(&g, 16, 2, 24, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1)); /* 24 % 16 */
+    KT_CHECK(kc_qpool_init(&g, 4, 2, 24, 8, 8, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1));
+    for (int t = 0; t < 100; t++) {
+        static const uint32_t vs[3] = {16, 4, 1};
+        static const int64_t chans[] = {1, 3, 4, 8, 16, 32, 48, 64};
+        check_qpool(vs[rnd(0, 2)], rnd(1, 3), chans[rnd(0, 7)], rnd(1, 9), rnd(1, 9), rnd(1, 3),
+                    rnd(1, 2), rnd(1, 2), rnd(0, 2));
+    }
+}
+
 int main(void) {
+    test_qpool();
     test_pack();
     test_too_large();
     test_epi();

@@ -167,14 +167,19 @@ epi_run(const kq_epi *q, const int32_t *acc, int64_t as, int64_t n, int64_t c0, 
         if (q->to == KILN_DTYPE_UINT8 || q->to == KILN_DTYPE_INT8)
             quant_block(f, m, q->ys, (float)q->yz, (float)q->lo, (float)q->hi);
         switch (q->to) {
+        /* f holds whole numbers in the type's range (quant_block): the
+         * conversions are exact, and vectorize (a scalar convert-and-store
+         * loop took half of the epilogue's time) */
         case KILN_DTYPE_UINT8: {
             uint8_t *yo = (uint8_t *)y + yb;
+#pragma omp simd
             for (int64_t i = 0; i < m; i++)
                 yo[i * ystr] = (uint8_t)(int32_t)f[i];
             break;
         }
         case KILN_DTYPE_INT8: {
             int8_t *yo = (int8_t *)y + yb;
+#pragma omp simd
             for (int64_t i = 0; i < m; i++)
                 yo[i * ystr] = (int8_t)(int32_t)f[i];
             break;
@@ -451,11 +456,138 @@ kiln_status kq_qmatmul_run(const kb_run *r) {
     return KILN_OK;
 }
 
+/* ---------------- kiln::MaxPool on 8-bit NHWC: q8 ----------------
+ *
+ * The INT8 region's MaxPool (builder/pass_qdq.c: X and Y [N, H, W, C] of
+ * one scale and zero point, so the max of the codes is the code of the
+ * max). Each output pixel starts as a copy of its window's first X pixel
+ * and takes the bytewise max of the others, C contiguous bytes at a time
+ * (a loop the compiler vectorizes); rows of output pixels are split over
+ * the threads. The reference ran it through an NCHW copy and a double a
+ * value. A window of padding only (declined at build; possible at run
+ * only for other shapes of a dynamic profile) gets the byte the
+ * reference stores for its -inf. */
+static bool q8pool_window(const kn_node *n, const int64_t *nhwc, kn_window *w, bool full) {
+    size_t nk;
+    const int64_t *ks = kn_attr_ints(n, "kernel_shape", &nk);
+    if (!ks || nk != 2)
+        return false;
+    int64_t sp[2] = {nhwc[1], nhwc[2]};
+    if (kn_window_forward(n, 2, sp, ks, kn_attr_int(n, "ceil_mode", 0) != 0, w) != KILN_OK)
+        return false;
+    for (int d = 0; d < 2 && full; d++)
+        for (int64_t o = 0; o < w->out[d]; o++) {
+            bool hit = false;
+            for (int64_t t = 0; t < w->kernel[d] && !hit; t++) {
+                int64_t pos = o * w->stride[d] - w->pad0[d] + t * w->dil[d];
+                hit = pos >= 0 && pos < w->in[d];
+            }
+            if (!hit)
+                return false;
+        }
+    return true;
+}
+
+static bool q8pool_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                            int n_out) {
+    if (n_in < 1 || n_out < 1 || (n_out > 1 && out[1].dtype != KILN_DTYPE_UNDEFINED))
+        return false;
+    kiln_dtype t = in[0].dtype;
+    if ((t != KILN_DTYPE_UINT8 && t != KILN_DTYPE_INT8) || out[0].dtype != t || in[0].rank != 4 ||
+        !kn_attr_int(n, "channels_last", 0) || kn_attr_int(n, "storage_order", 0) != 0)
+        return false;
+    for (int d = 1; d < 4; d++) /* the batch may be dynamic */
+        if (in[0].dims[d] <= 0)
+            return false;
+    kn_window w;
+    return q8pool_window(n, in[0].dims, &w, true);
+}
+
+typedef struct q8pool_ctx {
+    const uint8_t *x;
+    uint8_t *y;
+    kn_window w;
+    int64_t c, oh, ow, ih, iw;
+    bool sgn;
+    uint8_t empty; /* the reference's byte for a window of padding only */
+} q8pool_ctx;
+
+static void q8pool_max_u8(uint8_t *restrict a, const uint8_t *restrict b, int64_t c) {
+    for (int64_t i = 0; i < c; i++)
+        a[i] = b[i] > a[i] ? b[i] : a[i];
+}
+
+static void q8pool_max_s8(int8_t *restrict a, const int8_t *restrict b, int64_t c) {
+    for (int64_t i = 0; i < c; i++)
+        a[i] = b[i] > a[i] ? b[i] : a[i];
+}
+
+/* rows [lo, hi) of n * OH output rows */
+static void q8pool_rows(void *vc, int64_t lo, int64_t hi, int tid) {
+    const q8pool_ctx *p = vc;
+    const kn_window *w = &p->w;
+    (void)tid;
+    for (int64_t row = lo; row < hi; row++) {
+        int64_t n = row / p->oh, oy = row % p->oh;
+        const uint8_t *img = p->x + n * p->ih * p->iw * p->c;
+        for (int64_t ox = 0; ox < p->ow; ox++) {
+            uint8_t *o = p->y + (row * p->ow + ox) * p->c;
+            bool first = true;
+            for (int64_t ky = 0; ky < w->kernel[0]; ky++) {
+                int64_t iy = oy * w->stride[0] - w->pad0[0] + ky * w->dil[0];
+                if (iy < 0 || iy >= p->ih)
+                    continue;
+                for (int64_t kx = 0; kx < w->kernel[1]; kx++) {
+                    int64_t ix = ox * w->stride[1] - w->pad0[1] + kx * w->dil[1];
+                    if (ix < 0 || ix >= p->iw)
+                        continue;
+                    const uint8_t *src = img + (iy * p->iw + ix) * p->c;
+                    if (first)
+                        memcpy(o, src, (size_t)p->c);
+                    else if (p->sgn)
+                        q8pool_max_s8((int8_t *)o, (const int8_t *)src, p->c);
+                    else
+                        q8pool_max_u8(o, src, p->c);
+                    first = false;
+                }
+            }
+            if (first)
+                memset(o, p->empty, (size_t)p->c);
+        }
+    }
+}
+
+static kiln_status q8pool_run(const kb_run *r) {
+    const kb_tensor *x = &r->in[0];
+    kb_tensor *y = &r->out[0];
+    q8pool_ctx p;
+    memset(&p, 0, sizeof p);
+    if (x->rank != 4 || !q8pool_window(r->node, x->dims, &p.w, false))
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "the 8-bit MaxPool's window does not fit X");
+    uint64_t e8 = 0; /* kb_st may write up to 8 bytes for other types */
+    kb_st(&e8, x->dtype, 0, -INFINITY);
+    memcpy(&p.empty, &e8, 1);
+    p.x = x->data;
+    p.y = y->data;
+    p.c = x->dims[3];
+    p.ih = x->dims[1], p.iw = x->dims[2];
+    p.oh = p.w.out[0], p.ow = p.w.out[1];
+    p.sgn = x->dtype == KILN_DTYPE_INT8;
+    if (y->rank != 4 || y->dims[0] != x->dims[0] || y->dims[1] != p.oh || y->dims[2] != p.ow ||
+        y->dims[3] != p.c)
+        return kn_node_error(r->node, KILN_ERR_SHAPE, "Y's dims are not the window's");
+    int64_t rows = x->dims[0] * p.oh;
+    int64_t work = rows * p.ow * p.c * p.w.kernel[0] * p.w.kernel[1];
+    kn_parallel_for(r->threads > 1 && work > 65536 ? r->threads : 1, rows, 0, q8pool_rows, &p);
+    return KILN_OK;
+}
+
 /* ---------------- the table ---------------- */
 
 const kb_kernel kb_cpu_int8[] = {
     {"QConv", KN_DOMAIN_KILN, "ref", NULL, NULL, NULL, kq_qconv_prepare, NULL, kq_qconv_run},
     {"QMatMul", KN_DOMAIN_KILN, "ref", NULL, NULL, NULL, kq_qmatmul_prepare, NULL, kq_qmatmul_run},
+    {"MaxPool", KN_DOMAIN_KILN, "q8", q8pool_supports, NULL, NULL, NULL, NULL, q8pool_run},
 #ifdef KILN_HAVE_DNNL
     {"QConv", KN_DOMAIN_KILN, "dnnl_int8", kq_dnnl_conv_supports, NULL, NULL, kq_dnnl_conv_prepare,
      kq_dnnl_release, kq_dnnl_conv_run},

@@ -377,6 +377,8 @@ extern "C" cudaError_t kc_qgemm_pack(const void *x, int8_t *xp, const kc_qlayer 
             qgemm_pack_kernel<16><<<blocks, 256, 0, stream>>>(xb, xp, *pg, flip, padv, total);
         else if (vs[w] == 4)
             qgemm_pack_kernel<4><<<blocks, 256, 0, stream>>>(xb, xp, *pg, flip, padv, total);
+        else if (pg->kc % 16u == 0 && aligned(xp, 16) && total % 16u == 0)
+            return kc_qgemm_pack_gather(x, xp, g, stream);
         else
             qgemm_pack_kernel<1><<<blocks, 256, 0, stream>>>(xb, xp, *pg, flip, padv, total);
         return cudaGetLastError();
@@ -437,5 +439,351 @@ extern "C" cudaError_t kc_qgemm_epilogue(const int32_t *d, const int32_t *rs, co
     if (!e1->v)
         return cudaErrorInvalidValue;
     qgemm_epilogue_launch<1>(d, rs, z, y, q, g, e1, (uint32_t)g->rows * e1->cv, stream);
+    return cudaGetLastError();
+}
+
+/* ---------------- the gathered pack (any C: the stem's C = 3) ---------------- */
+
+/* 16 bytes of X' a thread (int8_geom.h's kc_qpack_gather16 on the v = 1
+ * geometry), gathered from X byte by byte (the taps' few input pixels stay
+ * in L1) and written as one 16-byte store: the v = 1 pack wrote a byte a
+ * thread with every index divided out again. */
+static __global__ void qgemm_pack_gather_kernel(const uint8_t *__restrict__ x,
+                                                int8_t *__restrict__ xp, const kc_qpack_geom pg,
+                                                uint32_t flip, uint32_t padv, uint32_t total) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total)
+        return;
+    uint64_t src[16];
+    int kind[16];
+    kc_qpack_gather16(&pg, i, src, kind);
+    uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int b = 0; b < 16; b++) {
+        uint32_t v = kind[b] > 0 ? (uint32_t)__ldg(x + src[b]) ^ (flip & 0xffu)
+                     : kind[b] == 0 ? (padv & 0xffu)
+                                    : 0u;
+        w[b / 4] |= v << (8 * (b % 4));
+    }
+    *(int4 *)(xp + (uint64_t)i * 16u) = make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
+}
+
+extern "C" cudaError_t kc_qgemm_pack_gather(const void *x, int8_t *xp, const kc_qgemm *g,
+                                            cudaStream_t stream) {
+    const kc_qpack_geom *pg = &g->pg[2];
+    if (g->rows <= 0 || g->kp <= 0)
+        return cudaSuccess;
+    if (!pg->v || pg->v != 1 || pg->kc % 16u || !aligned(xp, 16) ||
+        (uint64_t)g->rows * (pg->kc / 16u) > UINT32_MAX)
+        return cudaErrorInvalidValue;
+    uint32_t flip = g->shift ? 0x80u : 0u;
+    uint32_t padv = (uint32_t)(uint8_t)(int8_t)g->xzp;
+    uint32_t total = (uint32_t)g->rows * (pg->kc / 16u);
+    qgemm_pack_gather_kernel<<<blocks_of(total, 256), 256, 0, stream>>>((const uint8_t *)x, xp,
+                                                                       *pg, flip, padv, total);
+    return cudaGetLastError();
+}
+
+/* ---------------- 8-bit channels-last MaxPool ---------------- */
+
+/* The bytewise max of V bytes (signed or unsigned) as words: 4 bytes at
+ * once with the SIMD video instructions. */
+template <int V, bool S> struct qmax;
+template <bool S> struct qmax<16, S> {
+    typedef uint4 t;
+    static __device__ __forceinline__ t init() {
+        uint32_t m = S ? 0x80808080u : 0u;
+        return make_uint4(m, m, m, m);
+    }
+    static __device__ __forceinline__ uint32_t mx(uint32_t a, uint32_t b) {
+        return S ? __vmaxs4(a, b) : __vmaxu4(a, b);
+    }
+    static __device__ __forceinline__ t max(t a, t b) {
+        return make_uint4(mx(a.x, b.x), mx(a.y, b.y), mx(a.z, b.z), mx(a.w, b.w));
+    }
+};
+template <bool S> struct qmax<4, S> {
+    typedef uint32_t t;
+    static __device__ __forceinline__ t init() { return S ? 0x80808080u : 0u; }
+    static __device__ __forceinline__ t max(t a, t b) { return S ? __vmaxs4(a, b) : __vmaxu4(a, b); }
+};
+template <bool S> struct qmax<1, S> {
+    typedef uint8_t t;
+    static __device__ __forceinline__ t init() { return S ? (uint8_t)0x80u : (uint8_t)0u; }
+    static __device__ __forceinline__ t max(t a, t b) {
+        if (S)
+            return (int8_t)a > (int8_t)b ? a : b;
+        return a > b ? a : b;
+    }
+};
+
+/* A thread a group of V channels of one output pixel (int8_geom.h's
+ * kc_qpool_index): the window's pixels read as whole V-byte words (the
+ * group is contiguous in NHWC), maxed bytewise, stored as one word. */
+template <int V, bool S>
+static __global__ void qpool_max_kernel(const uint8_t *__restrict__ x, uint8_t *__restrict__ y,
+                                        const kc_qpool_geom g, uint32_t total) {
+    typedef qmax<V, S> M;
+    typedef typename M::t W;
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total)
+        return;
+    uint64_t yo;
+    uint32_t co, base;
+    int32_t y0, x0;
+    kc_qpool_index(&g, i, &yo, &co, &base, &y0, &x0);
+    W acc = M::init();
+    for (uint32_t ky = 0; ky < g.kh; ky++) {
+        int32_t iy = y0 + (int32_t)ky * g.dh;
+        if (iy < 0 || iy >= (int32_t)g.ih)
+            continue;
+        uint32_t row = base + (uint32_t)iy * g.iw;
+        for (uint32_t kx = 0; kx < g.kw; kx++) {
+            int32_t ix = x0 + (int32_t)kx * g.dw;
+            if (ix < 0 || ix >= (int32_t)g.iw)
+                continue;
+            W v = __ldg((const W *)(x + (uint64_t)(row + (uint32_t)ix) * g.c + co));
+            acc = M::max(acc, v);
+        }
+    }
+    *(W *)(y + yo) = acc;
+}
+
+template <bool S>
+static void qpool_launch(const uint8_t *x, uint8_t *y, const kc_qpool_geom *g, uint32_t total,
+                         cudaStream_t stream) {
+    unsigned blocks = blocks_of(total, 256);
+    if (g->v == 16)
+        qpool_max_kernel<16, S><<<blocks, 256, 0, stream>>>(x, y, *g, total);
+    else if (g->v == 4)
+        qpool_max_kernel<4, S><<<blocks, 256, 0, stream>>>(x, y, *g, total);
+    else
+        qpool_max_kernel<1, S><<<blocks, 256, 0, stream>>>(x, y, *g, total);
+}
+
+extern "C" cudaError_t kc_qpool_max(const void *x, void *y, int sgn, const kc_qpool_geom *g,
+                                    int64_t batch, cudaStream_t stream) {
+    if (!g->v || batch <= 0)
+        return cudaErrorInvalidValue;
+    if (!aligned(x, g->v) || !aligned(y, g->v))
+        return cudaErrorMisalignedAddress;
+    uint64_t total = (uint64_t)batch * g->oh * g->ow * g->cv;
+    if (total > UINT32_MAX)
+        return cudaErrorInvalidValue;
+    if (sgn)
+        qpool_launch<true>((const uint8_t *)x, (uint8_t *)y, g, (uint32_t)total, stream);
+    else
+        qpool_launch<false>((const uint8_t *)x, (uint8_t *)y, g, (uint32_t)total, stream);
+    return cudaGetLastError();
+}
+
+/* ---------------- the fused GEMM (kc_qgemm_mma): epilogue in registers ----------------
+ *
+ * D = X' W'^T with mma.sync m16n8k32 (s8 x s8 -> s32) on 128 x BN tiles
+ * (BN 64: 4 warps along M; 128: 4 x 2 warps), K in steps of 64 bytes
+ * staged in shared memory by cp.async, two stages. Each warp owns 32 rows
+ * x 64 columns: 2 x 8 fragments of 16 x 8 int32 sums in registers. Then
+ * each sum goes through the epilogue of kc_qgemm_epilogue (the same
+ * operations in the same order, so the same bits) and only Y is written:
+ * no int32 D in memory. Rows of shared memory are padded by 16 bytes so
+ * that a warp's fragment loads hit 32 distinct banks. */
+#define QMMA_BM 128
+#define QMMA_BK 64
+#define QMMA_LD (QMMA_BK + 16)
+
+static __device__ __forceinline__ void qmma_cp16(void *smem, const void *gmem, bool valid) {
+    uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+    int n = valid ? 16 : 0; /* 0: the 16 bytes are zero-filled, nothing is read */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+
+static __device__ __forceinline__ void qmma_s8(int32_t *c, const uint32_t *a, const uint32_t *b) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* One K step's tiles: A = X' rows m0.., B = W' rows n0.., 16-byte chunks,
+ * the ones past rows / np / kp zero-filled. */
+template <int BN, int NT>
+static __device__ __forceinline__ void qmma_load(int8_t *as, int8_t *bs, const int8_t *xp,
+                                                 const int8_t *wp, uint32_t m0, uint32_t n0,
+                                                 uint32_t k0, uint32_t rows, uint32_t np,
+                                                 uint32_t kp, int tid) {
+#pragma unroll
+    for (int it = 0; it < QMMA_BM * 4 / NT; it++) {
+        int i = tid + it * NT;
+        uint32_t r = (uint32_t)i >> 2, kc = ((uint32_t)i & 3u) * 16u;
+        bool ok = m0 + r < rows && k0 + kc < kp;
+        const int8_t *src = ok ? xp + (uint64_t)(m0 + r) * kp + k0 + kc : xp;
+        qmma_cp16(as + r * QMMA_LD + kc, src, ok);
+    }
+#pragma unroll
+    for (int it = 0; it < BN * 4 / NT; it++) {
+        int i = tid + it * NT;
+        uint32_t r = (uint32_t)i >> 2, kc = ((uint32_t)i & 3u) * 16u;
+        bool ok = n0 + r < np && k0 + kc < kp;
+        const int8_t *src = ok ? wp + (uint64_t)(n0 + r) * kp + k0 + kc : wp;
+        qmma_cp16(bs + r * QMMA_LD + kc, src, ok);
+    }
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+/* The epilogue of one sum d of D[r, c] (rsum: X' row r's sum), as
+ * qgemm_epilogue_kernel's lanes compute it, into row-major Y. */
+template <bool DYN, uint32_t PAT>
+static __device__ __forceinline__ void qmma_epi1(const kc_qlayer &q, const kc_qgemm &g, uint32_t r,
+                                                 uint32_t c, int32_t d, int32_t rsum, const void *z,
+                                                 void *y) {
+    uint32_t u = (uint32_t)d + (uint32_t)g.corr[c];
+    if (g.wzp)
+        u -= (uint32_t)g.wzp[c] * (uint32_t)rsum;
+    int32_t a = (int32_t)u;
+    uint64_t yi = (uint64_t)r * (uint64_t)g.cols + c;
+    if (q.y_dt == KILN_DTYPE_INT32) {
+        ((int32_t *)y)[yi] = a;
+        return;
+    }
+    uint32_t pat = DYN ? g.pat : PAT;
+    float f = __fmul_rn((float)a, q.s[c]);
+    float cv = (DYN ? pat_has(pat, KN_QS_BIAS) : pat_has(PAT, KN_QS_BIAS)) ? q.c[c] : 0.f;
+    float zv = 0.f;
+    if ((DYN ? pat_has(pat, KN_QS_ADD) : pat_has(PAT, KN_QS_ADD)) && z) {
+        if (q.z_dt == KILN_DTYPE_FLOAT) {
+            zv = ((const float *)z)[yi];
+        } else {
+            uint8_t b = ((const uint8_t *)z)[yi];
+            zv = q.z_dt == KILN_DTYPE_UINT8 ? (float)(int32_t)b : (float)(int32_t)(int8_t)b;
+            zv = __fmul_rn(__fsub_rn(zv, q.zz), q.zs);
+        }
+    }
+    int mid = 0;
+#pragma unroll
+    for (int st = 0; st < KN_QL_MAX_STAGES; st++) {
+        uint32_t code = (pat >> (3 * st)) & 7u;
+        if (code == 0)
+            break;
+        f = q_stage(q, code, mid, f, cv, zv);
+        mid += code == KN_QS_QDQ;
+    }
+    if (q.y_dt == KILN_DTYPE_FLOAT) {
+        ((float *)y)[yi] = f;
+        return;
+    }
+    int32_t o = (int32_t)q_round(f, q.ys, q.yz, q.lo, q.hi);
+    ((uint8_t *)y)[yi] = (uint8_t)(uint32_t)o;
+}
+
+template <int BN, bool DYN, uint32_t PAT>
+static __global__ void __launch_bounds__(BN * 2)
+    qmma_kernel(const int8_t *__restrict__ xp, const int8_t *__restrict__ wp,
+                const int32_t *__restrict__ rs, const void *z, void *y, const kc_qlayer q,
+                const kc_qgemm g) {
+    constexpr int NT = BN * 2, WN = BN / 64;
+    __shared__ __align__(16) int8_t as[2][QMMA_BM * QMMA_LD];
+    __shared__ __align__(16) int8_t bs[2][BN * QMMA_LD];
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int wm = warp / WN, wn = warp % WN, gid = lane >> 2, t4 = lane & 3;
+    const uint32_t m0 = blockIdx.x * QMMA_BM, n0 = blockIdx.y * BN;
+    const uint32_t rows = (uint32_t)g.rows, kp = (uint32_t)g.kp, np = (uint32_t)g.np;
+    int32_t acc[2][8][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[i][j][e] = 0;
+    const uint32_t nk = (kp + QMMA_BK - 1) / QMMA_BK;
+    qmma_load<BN, NT>(as[0], bs[0], xp, wp, m0, n0, 0, rows, np, kp, tid);
+    for (uint32_t kt = 0; kt < nk; kt++) {
+        const int st = (int)(kt & 1u);
+        if (kt + 1 < nk) {
+            qmma_load<BN, NT>(as[st ^ 1], bs[st ^ 1], xp, wp, m0, n0, (kt + 1) * QMMA_BK, rows, np,
+                              kp, tid);
+            asm volatile("cp.async.wait_group 1;\n" ::);
+        } else {
+            asm volatile("cp.async.wait_group 0;\n" ::);
+        }
+        __syncthreads();
+        const int8_t *a_s = as[st], *b_s = bs[st];
+#pragma unroll
+        for (int ks = 0; ks < QMMA_BK; ks += 32) {
+            uint32_t af[2][4], bf[8][2];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) {
+                const int8_t *pa = a_s + (wm * 32 + mi * 16 + gid) * QMMA_LD + ks + t4 * 4;
+                af[mi][0] = *(const uint32_t *)pa;
+                af[mi][1] = *(const uint32_t *)(pa + 8 * QMMA_LD);
+                af[mi][2] = *(const uint32_t *)(pa + 16);
+                af[mi][3] = *(const uint32_t *)(pa + 8 * QMMA_LD + 16);
+            }
+#pragma unroll
+            for (int ni = 0; ni < 8; ni++) {
+                const int8_t *pb = b_s + (wn * 64 + ni * 8 + gid) * QMMA_LD + ks + t4 * 4;
+                bf[ni][0] = *(const uint32_t *)pb;
+                bf[ni][1] = *(const uint32_t *)(pb + 16);
+            }
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 8; ni++)
+                    qmma_s8(acc[mi][ni], af[mi], bf[ni]);
+        }
+        __syncthreads();
+    }
+    const uint32_t cols = (uint32_t)g.cols;
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            uint32_t r = m0 + (uint32_t)(wm * 32 + mi * 16 + gid + h * 8);
+            if (r >= rows)
+                continue;
+            int32_t rsum = g.wzp ? rs[r] : 0;
+#pragma unroll
+            for (int ni = 0; ni < 8; ni++) {
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    uint32_t c = n0 + (uint32_t)(wn * 64 + ni * 8 + t4 * 2 + j);
+                    if (c < cols)
+                        qmma_epi1<DYN, PAT>(q, g, r, c, acc[mi][ni][h * 2 + j], rsum, z, y);
+                }
+            }
+        }
+    }
+}
+
+template <int BN>
+static void qmma_launch(const int8_t *xp, const int8_t *wp, const int32_t *rs, const void *z,
+                        void *y, const kc_qlayer *q, const kc_qgemm *g, cudaStream_t stream) {
+    dim3 grid((unsigned)((g->rows + QMMA_BM - 1) / QMMA_BM), (unsigned)((g->np + BN - 1) / BN));
+    switch (g->pat) {
+#define QMMA_CASE(P)                                                                           \
+    case (P):                                                                                  \
+        qmma_kernel<BN, false, (P)><<<grid, BN * 2, 0, stream>>>(xp, wp, rs, z, y, *q, *g);     \
+        return;
+        QEPI_PATTERNS(QMMA_CASE)
+#undef QMMA_CASE
+    default:
+        qmma_kernel<BN, true, 0><<<grid, BN * 2, 0, stream>>>(xp, wp, rs, z, y, *q, *g);
+        return;
+    }
+}
+
+extern "C" cudaError_t kc_qgemm_mma(const int8_t *xp, const int8_t *wp, const int32_t *rs,
+                                    const void *z, void *y, const kc_qlayer *q, const kc_qgemm *g,
+                                    int bn, cudaStream_t stream) {
+    if (g->rows <= 0 || g->cols <= 0)
+        return cudaSuccess;
+    if (g->kp % 16 || g->np % 16 || g->rows > INT32_MAX || g->np > INT32_MAX ||
+        (g->rows + QMMA_BM - 1) / QMMA_BM > INT32_MAX || !aligned(xp, 16) || !aligned(wp, 16) ||
+        (g->wzp && !rs) || (bn != 64 && bn != 128))
+        return cudaErrorInvalidValue;
+    if (bn == 64)
+        qmma_launch<64>(xp, wp, rs, z, y, q, g, stream);
+    else
+        qmma_launch<128>(xp, wp, rs, z, y, q, g, stream);
     return cudaGetLastError();
 }

@@ -75,6 +75,29 @@ cudaError_t kc_qgemm_rowsum(const int8_t *xp, int32_t *rs, const kc_qgemm *g, cu
 cudaError_t kc_qgemm_epilogue(const int32_t *d, const int32_t *rs, const void *z, void *y,
                               const kc_qlayer *q, const kc_qgemm *g, cudaStream_t stream);
 
+/* X into X' as kc_qgemm_pack's 1-byte chunks, but 16 bytes of X' a
+ * thread (int8_geom.h's kc_qpack_gather16 on g->pg[2]): the pack of a
+ * channel count that no wider chunk divides (the stem's C = 3). xp
+ * 16-byte aligned. kc_qgemm_pack takes it on its own where it fits. */
+cudaError_t kc_qgemm_pack_gather(const void *x, int8_t *xp, const kc_qgemm *g,
+                                 cudaStream_t stream);
+
+/* The fused GEMM tactics (k_int8.c's "qmma", "qmma128"): D = X' W'^T
+ * (X' [rows, kp] packed or X as it is, W' [np, kp] as the IMMA tactics
+ * pack it, both 16-byte aligned) on kiln's own mma.sync kernel, 128 x bn
+ * tiles (bn 64 or 128), with kc_qgemm_epilogue's epilogue applied to the
+ * sums in registers: Y (row-major: a QMatMul's or a channels-last QConv's)
+ * is written, no int32 D. rs: X' row sums (NULL when g->wzp is). */
+cudaError_t kc_qgemm_mma(const int8_t *xp, const int8_t *wp, const int32_t *rs, const void *z,
+                         void *y, const kc_qlayer *q, const kc_qgemm *g, int bn,
+                         cudaStream_t stream);
+
+/* An 8-bit channels-last 2-D MaxPool (int8_geom.h's kc_qpool_geom, v bytes
+ * a thread; X and Y v-byte aligned) over batch images: sgn 1 int8, 0
+ * uint8. */
+cudaError_t kc_qpool_max(const void *x, void *y, int sgn, const kc_qpool_geom *g, int64_t batch,
+                         cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,7 @@
 #include "graph/qlayer.h"
 #include "int8.cuh"
 #include "kc_common.h"
+#include "nn.cuh"
 
 static bool is_8bit(kiln_dtype t) { return t == KILN_DTYPE_UINT8 || t == KILN_DTYPE_INT8; }
 
@@ -221,6 +222,8 @@ typedef struct imma_inst {
     kc_qgemm g;
     void *dev;                    /* W' [np, kp], corr [cols], wzp [cols] */
     bool direct;                  /* X is the B operand as it is (when 16-byte aligned) */
+    int mma_bn;                   /* qmma tactics: kiln's fused kernel, tiles 128 x mma_bn;
+                                   * 0: cuBLASLt and the epilogue kernel */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
@@ -428,8 +431,13 @@ static kiln_status imma_prepare_n(const kn_node *n, const kb_tensor *in, int n_i
     }
     if (st == KILN_OK)
         st = imma_weights(n, in, n_in, s);
-    if (st == KILN_OK)
+    if (st == KILN_OK && index >= 0)
         st = imma_setup(n, s, index);
+    if (st == KILN_OK && index < 0) {
+        s->mma_bn = index == -1 ? 64 : 128;
+        if (s->q.conv && !s->q.cl)
+            st = kn_node_error(n, KILN_ERR_UNSUPPORTED, "the fused int8 GEMM writes NHWC Y only");
+    }
     if (st != KILN_OK) {
         imma_release(s);
         return st;
@@ -439,7 +447,8 @@ static kiln_status imma_prepare_n(const kn_node *n, const kb_tensor *in, int n_i
      * misaligned X is packed), D, the row sums */
     s->off_x = up256(s->lt_ws);
     s->off_d = s->off_x + up256((size_t)(g->rows * g->kp));
-    s->off_rs = s->off_d + up256((size_t)(g->rows * g->np) * 4);
+    /* the fused kernel keeps D in registers */
+    s->off_rs = s->off_d + (s->mma_bn ? 0 : up256((size_t)(g->rows * g->np) * 4));
     s->total_ws = s->off_rs + up256((size_t)g->rows * 4);
     *inst = s;
     *workspace = s->total_ws;
@@ -471,6 +480,11 @@ static kiln_status imma_run(const kb_run *r) {
         rs = (int32_t *)(ws + s->off_rs);
         KC_CUDA(n, kc_qgemm_rowsum(xp, rs, &s->g, stream));
     }
+    if (s->mma_bn) {
+        KC_CUDA(n, kc_qgemm_mma(xp, (const int8_t *)s->dev, rs, z ? z->data : NULL, y->data, &q,
+                                &s->g, s->mma_bn, stream));
+        return KILN_OK;
+    }
     cublasLtHandle_t h;
     KN_TRY(kc_cublaslt_handle(n, &h));
     int32_t alpha = 1, beta = 0;
@@ -493,14 +507,89 @@ IMMA_PREPARE(1)
 IMMA_PREPARE(2)
 IMMA_PREPARE(3)
 
-/* best heuristic last: the tactic an untimed build keeps (builder.h) */
+/* kiln's fused GEMM (int8.cu's kc_qgemm_mma): the IMMA tactics' packed
+ * operands and their epilogue, but applied to the sums in registers, so
+ * no int32 D goes through memory; NHWC (or a QMatMul's row-major) Y. */
+static bool qmma_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                          int n_out) {
+    if (!imma_supports(n, in, n_in, out, n_out))
+        return false;
+    return strcmp(n->op_type, "QConv") != 0 || kn_attr_int(n, "channels_last", 0) != 0;
+}
+
+static kiln_status qmma_prepare_64(const void *state, const kn_node *n, const kb_tensor *in,
+                                   int n_in, const kb_tensor *out, int n_out, void **inst,
+                                   size_t *workspace) {
+    (void)state;
+    return imma_prepare_n(n, in, n_in, out, n_out, inst, workspace, -1);
+}
+
+static kiln_status qmma_prepare_128(const void *state, const kn_node *n, const kb_tensor *in,
+                                    int n_in, const kb_tensor *out, int n_out, void **inst,
+                                    size_t *workspace) {
+    (void)state;
+    return imma_prepare_n(n, in, n_in, out, n_out, inst, workspace, -2);
+}
+
+/* best heuristic last: the tactic an untimed build keeps (builder.h); the
+ * fused qmma tactics before them, taken when they time faster */
 #define IMMA_KERNELS(op)                                                                        \
+    {op, KN_DOMAIN_KILN, "qmma128", qmma_supports, NULL, NULL, qmma_prepare_128, imma_release, imma_run}, \
+    {op, KN_DOMAIN_KILN, "qmma", qmma_supports, NULL, NULL, qmma_prepare_64, imma_release, imma_run}, \
     {op, KN_DOMAIN_KILN, "imma4", imma_supports, NULL, NULL, imma_prepare_3, imma_release, imma_run}, \
     {op, KN_DOMAIN_KILN, "imma3", imma_supports, NULL, NULL, imma_prepare_2, imma_release, imma_run}, \
     {op, KN_DOMAIN_KILN, "imma2", imma_supports, NULL, NULL, imma_prepare_1, imma_release, imma_run}, \
     {op, KN_DOMAIN_KILN, "imma", imma_supports, NULL, NULL, imma_prepare_0, imma_release, imma_run}
 
+/* ---------------- kiln::MaxPool on 8-bit channels-last X: q8pool ----------------
+ *
+ * The INT8 region's MaxPool (builder/pass_qdq.c: X and Y [N, H, W, C] of
+ * one scale and zero point): int8.cu's kc_qpool_max, a thread a group of
+ * 16 (or 4, or 1) channels of one output pixel, bytewise max in 32-bit
+ * words. Registered after k_nn.c's general pool, so an untimed build keeps
+ * it. A window of padding only (whose output the general kernel defines)
+ * or an X too large for its 32-bit index math runs the general kernel. */
+static bool q8pool_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn_tinfo *out,
+                            int n_out) {
+    return n_in >= 1 && n_out >= 1 && (n_out < 2 || out[1].dtype == KILN_DTYPE_UNDEFINED) &&
+           is_8bit(in[0].dtype) && out[0].dtype == in[0].dtype && in[0].rank == 4 &&
+           kn_attr_int(n, "channels_last", 0) != 0 && kn_attr_int(n, "storage_order", 0) == 0;
+}
+
+static kiln_status q8pool_run(const kb_run *r) {
+    const kn_node *n = r->node;
+    kb_tensor xv = r->in[0];
+    kn_dims_channels(xv.rank, r->in[0].dims, xv.dims, true); /* the window's NCHW view */
+    kn_window w;
+    KN_TRY(kc_pool_window(n, &xv, &w));
+    int64_t batch = xv.dims[0], c = xv.dims[1];
+    static const uint32_t vs[3] = {16, 4, 1};
+    for (int i = 0; i < 3; i++) {
+        kc_qpool_geom g;
+        if (((uintptr_t)xv.data | (uintptr_t)r->out[0].data) & (vs[i] - 1u))
+            continue;
+        if (!kc_qpool_init(&g, vs[i], batch, c, w.in[0], w.in[1], w.out[0], w.out[1], w.kernel[0],
+                           w.kernel[1], w.stride[0], w.stride[1], w.dil[0], w.dil[1], w.pad0[0],
+                           w.pad0[1]))
+            continue;
+        KC_CUDA(n, kc_qpool_max(xv.data, r->out[0].data, xv.dtype == KILN_DTYPE_INT8, &g, batch,
+                                kc_stream(r)));
+        return KILN_OK;
+    }
+    /* the general kernel (k_nn.c's channels-last path) */
+    kc_pool p;
+    memset(&p, 0, sizeof p);
+    p.max = 1;
+    p.nsp = 2;
+    p.planes = batch;
+    p.channels = c;
+    kc_window3(&w, 2, p.in, p.out, p.kernel, p.stride, p.dil, p.pad0, p.pad1);
+    KC_CUDA(n, kc_pool_run(xv.data, r->out[0].data, xv.dtype, NULL, &p, kc_stream(r)));
+    return KILN_OK;
+}
+
 const kb_kernel kb_cuda_int8[] = {
+    {"MaxPool", KN_DOMAIN_KILN, "q8pool", q8pool_supports, NULL, NULL, NULL, NULL, q8pool_run},
     {"QConv", KN_DOMAIN_KILN, "cuda", supports, NULL, NULL, prepare, release, run},
     {"QMatMul", KN_DOMAIN_KILN, "cuda", supports, NULL, NULL, prepare, release, run},
     IMMA_KERNELS("QConv"),
