@@ -1205,10 +1205,32 @@ int main(int argc, char **argv) {
     no_dtype_check = o.no_dtype_check;
     if (o.backend && strcmp(o.backend, pd_backend.name) == 0)
         kb_test_backend = &pd_backend;
-    char tgt[64], libs[128];
-    if (o.backend && kiln_backend_describe(o.backend, tgt, sizeof tgt, libs, sizeof libs) != KILN_OK) {
-        printf("skipped: backend '%s': %s\n", o.backend, kiln_last_error());
-        return 0;
+    if (o.backend) {
+        /* whether the backend's device is there, asked in a child: a CUDA
+         * context made in this process would not survive the forks below
+         * (every case would fail with "initialization error") */
+        fflush(stdout);
+        pid_t probe = fork();
+        if (probe == 0) {
+            char tgt[64], libs[128];
+            if (kiln_backend_describe(o.backend, tgt, sizeof tgt, libs, sizeof libs) != KILN_OK) {
+                printf("skipped: backend '%s': %s\n", o.backend, kiln_last_error());
+                fflush(stdout);
+                _exit(3);
+            }
+            _exit(0);
+        }
+        int ws = 0;
+        if (probe < 0 || waitpid(probe, &ws, 0) != probe) {
+            fprintf(stderr, "run_node_tests: cannot probe backend '%s'\n", o.backend);
+            return 2;
+        }
+        if (WIFEXITED(ws) && WEXITSTATUS(ws) == 3)
+            return 0;
+        if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+            fprintf(stderr, "run_node_tests: probing backend '%s' crashed\n", o.backend);
+            return 2;
+        }
     }
     struct stat sb;
     if (stat(o.data, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
