@@ -451,7 +451,7 @@ static kiln_status infer_scan(kn_infer *c) {
 /* If reads its condition on the host (the branch decides the shapes), Loop
  * its trip count and first condition. */
 const kn_op_schema kn_ops_control[] = {
-    {"If", "", infer_if, 1u << 0},
+    {"If", "", infer_if, 0},
     {"Loop", "", infer_loop, (1u << 0) | (1u << 1)},
     {"Scan", "", infer_scan, 0},
 };
