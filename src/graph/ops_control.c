@@ -179,8 +179,10 @@ static kiln_status infer_if(kn_infer *c) {
 }
 
 /* Whether body output 0 (the loop condition) is the condition input passed
- * through, so that the loop runs exactly its trip count. */
-static bool cond_passthrough(const kn_net *g) {
+ * through, or a true constant (the body's own, or an outer one read as a
+ * capture: TorchScript's exports), so that the loop runs exactly its trip
+ * count. nv: the loop-carried values (captures follow them). */
+static bool cond_passthrough(const kn_infer *c, const kn_net *g, int nv) {
     int t = g->outputs[0], cin = g->inputs[1];
     for (int guard = 0; guard < 64; guard++) {
         if (t == cin)
@@ -188,6 +190,10 @@ static bool cond_passthrough(const kn_net *g) {
         const kn_tensor *x = &g->tensors[t];
         if (x->flags & KN_T_CONST)
             return x->value.nbytes >= 1 && ((const uint8_t *)x->value.data)[0] != 0;
+        for (int k = 2 + nv; k < g->n_inputs && k < c->n_in; k++)
+            if (g->inputs[k] == t) /* a capture: the outer value, when known */
+                return c->in[k].value && kn_numel(c->in[k].rank, c->in[k].dims) == 1 &&
+                       kn_value_double(&c->in[k], 0) != 0;
         if (x->producer < 0)
             return false;
         const kn_node *p = &g->nodes[x->producer];
@@ -202,6 +208,21 @@ static bool same_shape(const kn_tinfo *a, const kn_tinfo *b) {
     return a->rank == b->rank && memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]) == 0;
 }
 
+/* Whether a carried value's facts are the same after an iteration: its
+ * shape, and for a list its length and element bound. */
+static bool same_facts(const kn_tinfo *a, const kn_tinfo *b) {
+    if (!same_shape(a, b))
+        return false;
+    if (!kn_dtype_is_handle((int)a->dtype))
+        return true;
+    if (a->count_known != b->count_known || (a->count_known && a->count != b->count) ||
+        a->elem_known != b->elem_known)
+        return false;
+    return !a->elem_known ||
+           (a->elem_rank == b->elem_rank &&
+            memcmp(a->elem_dims, b->elem_dims, (size_t)a->elem_rank * sizeof a->elem_dims[0]) == 0);
+}
+
 /* The most iterations whose shapes inference follows one by one. */
 #define LOOP_INFER_MAX 1024
 
@@ -211,18 +232,25 @@ static bool same_shape(const kn_tinfo *a, const kn_tinfo *b) {
  * number given, as a shape may follow it);
  * the outputs get the last shapes, or, when the condition may end the loop
  * earlier, the largest shape of any iteration as a data-dependent upper
- * bound (the kernel writes the true one). A changing shape with the trip
- * count unknown, a rank that changes, or a scan output that changes shape
- * is refused naming the node. bin/bout: iteration 0's body inputs and
+ * bound (the kernel writes the true one). A carried list is followed the
+ * same way (its length and largest element: a list grown by SequenceInsert
+ * and read by ConcatFromSequence after an exact loop has known facts). A
+ * changing shape with the trip count unknown, a rank that changes, or a
+ * scan output that changes shape is refused naming the node. bin/bout: iteration 0's body inputs and
  * outputs; c->out[0..nv) already hold iteration 0's loop-carried shapes. */
 static kiln_status loop_shapes(kn_infer *c, const kn_net *g, int nv, int nc, int nk, int64_t trip,
                                bool exact, kn_tinfo *bin, kn_tinfo *bout) {
     int changed = -1;
-    for (int j = 0; j < nv && changed < 0; j++)
-        if (!same_shape(&bout[1 + j], &c->in[2 + j]))
-            changed = j;
+    bool tensors = false; /* a tensor (not a list) changes shape */
+    for (int j = 0; j < nv; j++)
+        if (!same_facts(&bout[1 + j], &c->in[2 + j])) {
+            changed = changed < 0 ? j : changed;
+            tensors |= !kn_dtype_is_handle((int)c->in[2 + j].dtype);
+        }
     if (changed < 0)
         return KILN_OK; /* a fixed point from the start */
+    if (!tensors && (trip < 0 || trip > LOOP_INFER_MAX))
+        return KILN_OK; /* only lists grow: their length stays unknown (infer_loop) */
     if (trip < 0 || trip > LOOP_INFER_MAX)
         return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
                              "loop-carried value %d changes shape between iterations and the trip "
@@ -256,6 +284,13 @@ static kiln_status loop_shapes(kn_infer *c, const kn_net *g, int nv, int nc, int
         itv = it;
         st = kx_body_infer(c->node, g, 2 + nv + nc, bin, g->n_outputs, bout);
         for (int j = 0; j < nv && st == KILN_OK; j++) {
+            if (kn_dtype_is_handle((int)hi[j].dtype)) { /* a list: the largest element */
+                if (hi[j].elem_known && bout[1 + j].elem_known)
+                    kn_seq_bound_add(&hi[j], bout[1 + j].elem_rank, bout[1 + j].elem_dims, false);
+                else
+                    hi[j].elem_known = false;
+                continue;
+            }
             if (bout[1 + j].rank != hi[j].rank)
                 st = kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
                                    "loop-carried value %d changes rank between iterations", j);
@@ -272,6 +307,10 @@ static kiln_status loop_shapes(kn_infer *c, const kn_net *g, int nv, int nc, int
         c->out[j] = exact ? bout[1 + j] : hi[j];
         c->out[j].value = NULL;
         c->out[j].data_dependent = !exact;
+        if (!exact && kn_dtype_is_handle((int)c->out[j].dtype)) {
+            c->out[j].count_known = false; /* the loop may stop after any iteration */
+            c->out[j].data_dependent = false;
+        }
     }
     kn_free(hi);
     kn_free(scan0);
@@ -317,7 +356,7 @@ static kiln_status infer_loop(kn_infer *c) {
         bin[2 + k].data_dependent = false;
     }
     kiln_status st = kx_body_infer(c->node, g, 2 + nv + nc, bin, g->n_outputs, bout);
-    bool exact = cond_passthrough(g);
+    bool exact = cond_passthrough(c, g, nv);
     for (int j = 0; j < nv && st == KILN_OK; j++) {
         c->out[j] = bout[1 + j];
         if (kn_dtype_is_handle((int)c->out[j].dtype) && trip != 0) {

@@ -118,13 +118,18 @@ def strip(model, seed=0, min_elems=MIN_ELEMS):
         t.data_type = dtype
         t.doc_string = TAG + json.dumps(stats, sort_keys=True)
         stripped += 1
+    strip_seed(model, seed)
+    return stripped
+
+
+def strip_seed(model, seed):
+    """Record the seed a skeleton is to be refilled with."""
     for p in list(model.metadata_props):
         if p.key == META:
             model.metadata_props.remove(p)
     p = model.metadata_props.add()
     p.key = META
     p.value = json.dumps({"seed": int(seed)})
-    return stripped
 
 
 def skeleton_seed(model):
@@ -150,7 +155,9 @@ def fill(model, seed=None):
         rng = np.random.Generator(np.random.PCG64([int(seed), key]))
         dims = list(t.dims)
         a = rng.standard_normal(int(np.prod(dims)) if dims else 1)
-        if "fan_in" in s:  # a layer's weight: He's scale
+        if "scale" in s:  # a layer's weight, its scale calibrated (calibrate)
+            a = (a * s["scale"]).reshape(dims)
+        elif "fan_in" in s:  # a layer's weight: He's scale
             a = (a * np.sqrt(2.0 / max(s["fan_in"], 1))).reshape(dims)
         else:
             a = np.clip(a * s["std"] + s["mean"], s["min"], s["max"]).reshape(dims)
@@ -163,6 +170,89 @@ def fill(model, seed=None):
         t.CopyFrom(filled_t)
         filled += 1
     return filled
+
+
+def _weight_uses(graph):
+    """weight name -> [(input, output)] of the main graph's Conv / Gemm /
+    MatMul nodes that read it as input 1."""
+    uses = {}
+    for n in graph.node:
+        if n.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul") and len(n.input) > 1:
+            uses.setdefault(n.input[1], []).append((n.input[0], n.output[0]))
+    return uses
+
+
+def calibrate(model, feeds, seed, tol=0.2, max_runs=400):
+    """Set the scale each layer weight of skeleton `model` is refilled with
+    so that every layer's output has a standard deviation near one
+    (layer-sequential unit variance: in graph order, the first layer whose
+    output is off by more than tol is rescaled and the model run again), by
+    running the refilled model with ONNX Runtime on `feeds`. The scales are
+    graph inputs of the model run here (weight = unit draw * scale), so one
+    session serves every run. They are written into the tensors' records,
+    so a later fill(seed) reproduces them. Returns the number of runs."""
+    import onnxruntime as ort
+    uses = _weight_uses(model.graph)
+    recs = {}
+    for t in model.graph.initializer:
+        if t.doc_string.startswith(TAG) and t.name in uses:
+            r = json.loads(t.doc_string[len(TAG):])
+            if "fan_in" in r:
+                r.pop("scale", None)
+                recs[t.name] = (t, r)
+    if not recs:
+        return 0
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for t in m.graph.initializer:
+        if t.name in recs:  # the unit draw: scale 1
+            r = dict(recs[t.name][1], scale=1.0)
+            t.doc_string = TAG + json.dumps(r, sort_keys=True)
+            t.name = t.name + "__unit"
+    fill(m, seed)
+    muls = []
+    for w in recs:
+        m.graph.input.append(onnx.helper.make_tensor_value_info(w + "__scale", onnx.TensorProto.FLOAT, []))
+        muls.append(onnx.helper.make_node("Mul", [w + "__unit", w + "__scale"], [w]))
+    nodes = muls + list(m.graph.node)
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    order = []  # the layers in graph order: (weight, output)
+    for n in model.graph.node:
+        if n.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul") and len(n.input) > 1 and n.input[1] in recs:
+            order.append((n.input[1], n.output[0]))
+    have = {o.name for o in m.graph.output}
+    outs = sorted({y for _, y in order})
+    for y in outs:
+        if y not in have:
+            m.graph.output.append(onnx.helper.make_empty_tensor_value_info(y))
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    scale = {w: float(np.sqrt(2.0 / max(r["fan_in"], 1))) for w, (t, r) in recs.items()}
+    runs = 0
+    start = 0
+    while runs < max_runs:
+        f = dict(feeds)
+        f.update({w + "__scale": np.array(v, np.float32) for w, v in scale.items()})
+        vals = dict(zip(outs, sess.run(outs, f)))
+        runs += 1
+        fixed = False
+        for k in range(start, len(order)):
+            w, y = order[k]
+            sy = float(np.std(vals[y])) if vals[y].size else 1.0
+            if not np.isfinite(sy) or sy == 0 or abs(sy - 1.0) <= tol:
+                continue
+            scale[w] /= sy
+            start = k
+            fixed = True
+            break
+        if not fixed:
+            break
+    for w, (t, r) in recs.items():
+        r["scale"] = scale[w]
+        t.doc_string = TAG + json.dumps(r, sort_keys=True)
+    return runs
 
 
 def load_filled(path, seed=None):
