@@ -317,6 +317,158 @@ static kiln_status loop_shapes(kn_infer *c, const kn_net *g, int nv, int nc, int
     return st;
 }
 
+/* ---- a trip bound from the condition ----
+ * A loop that stops on a counter often has no usable M: TorchScript writes
+ * M = INT64_MAX for a `for` with a `break` and puts `i + 1 < n` into the
+ * body's condition, next to the data-dependent stop (`&& not done`). When
+ * the condition is a comparison of an affine function of the iteration
+ * (the iteration number, or a carried integer that the body steps by a
+ * constant from a known start) with a known value, possibly under And,
+ * the iteration after which it is false bounds the trip count. */
+
+typedef struct kn_affine {
+    int64_t base, step; /* value at iteration i: base + step * i */
+} kn_affine;
+
+#define AFFINE_MAX ((int64_t)1 << 40)
+
+/* A known integer scalar: a body constant, or a capture whose outer value
+ * is known. */
+static bool known_int(const kn_infer *c, const kn_net *g, int nv, int t, int64_t *v) {
+    const kn_tensor *x = &g->tensors[t];
+    if (x->flags & KN_T_CONST) {
+        if (kn_numel(x->value.rank, x->value.dims) != 1 || !x->value.data)
+            return false;
+        if (x->value.dtype == KILN_DTYPE_INT64) {
+            memcpy(v, x->value.data, sizeof *v);
+            return true;
+        }
+        if (x->value.dtype == KILN_DTYPE_INT32) {
+            int32_t w;
+            memcpy(&w, x->value.data, sizeof w);
+            *v = w;
+            return true;
+        }
+        return false;
+    }
+    for (int k = 2 + nv; k < g->n_inputs && k < c->n_in; k++)
+        if (g->inputs[k] == t)
+            return c->in[k].value && kn_numel(c->in[k].rank, c->in[k].dims) == 1 &&
+                   (c->in[k].dtype == KILN_DTYPE_INT64 || c->in[k].dtype == KILN_DTYPE_INT32) &&
+                   (*v = kn_value_int(&c->in[k], 0), true);
+    return false;
+}
+
+static bool affine_of(const kn_infer *c, const kn_net *g, int nv, int t, int depth, kn_affine *a);
+
+/* Carried value j's step: its body output is the input plus a constant. */
+static bool carried_step(const kn_infer *c, const kn_net *g, int nv, int j, int64_t *step) {
+    int in = g->inputs[2 + j], out = g->outputs[1 + j];
+    int pr = g->tensors[out].producer;
+    if (pr < 0)
+        return false;
+    const kn_node *p = &g->nodes[pr];
+    if (p->domain[0] || p->n_in != 2 || p->in[0] < 0 || p->in[1] < 0)
+        return false;
+    bool add = strcmp(p->op_type, "Add") == 0, sub = strcmp(p->op_type, "Sub") == 0;
+    if (add && p->in[1] == in && known_int(c, g, nv, p->in[0], step))
+        return true;
+    if ((add || sub) && p->in[0] == in && known_int(c, g, nv, p->in[1], step)) {
+        if (sub)
+            *step = -*step;
+        return true;
+    }
+    return false;
+}
+
+static bool affine_of(const kn_infer *c, const kn_net *g, int nv, int t, int depth, kn_affine *a) {
+    int64_t v;
+    if (depth > 16)
+        return false;
+    if (known_int(c, g, nv, t, &v)) {
+        *a = (kn_affine){v, 0};
+        return v > -AFFINE_MAX && v < AFFINE_MAX;
+    }
+    if (t == g->inputs[0]) { /* the iteration number */
+        *a = (kn_affine){0, 1};
+        return true;
+    }
+    for (int j = 0; j < nv; j++)
+        if (t == g->inputs[2 + j]) {
+            const kn_tinfo *x0 = &c->in[2 + j];
+            int64_t step;
+            if (!x0->value || kn_numel(x0->rank, x0->dims) != 1 ||
+                (x0->dtype != KILN_DTYPE_INT64 && x0->dtype != KILN_DTYPE_INT32) ||
+                !carried_step(c, g, nv, j, &step))
+                return false;
+            *a = (kn_affine){kn_value_int(x0, 0), step};
+            return a->base > -AFFINE_MAX && a->base < AFFINE_MAX && step > -AFFINE_MAX &&
+                   step < AFFINE_MAX;
+        }
+    int pr = g->tensors[t].producer;
+    if (pr < 0)
+        return false;
+    const kn_node *p = &g->nodes[pr];
+    if (p->domain[0] || p->n_in < 1 || p->in[0] < 0)
+        return false;
+    if (strcmp(p->op_type, "Identity") == 0 ||
+        (strcmp(p->op_type, "Cast") == 0 && kn_attr_int(p, "to", 0) == KILN_DTYPE_INT64))
+        return affine_of(c, g, nv, p->in[0], depth + 1, a);
+    bool add = strcmp(p->op_type, "Add") == 0, sub = strcmp(p->op_type, "Sub") == 0;
+    kn_affine x, y;
+    if ((add || sub) && p->n_in == 2 && p->in[1] >= 0 && affine_of(c, g, nv, p->in[0], depth + 1, &x) &&
+        affine_of(c, g, nv, p->in[1], depth + 1, &y)) {
+        *a = add ? (kn_affine){x.base + y.base, x.step + y.step}
+                 : (kn_affine){x.base - y.base, x.step - y.step};
+        return a->base > -AFFINE_MAX && a->base < AFFINE_MAX && a->step > -AFFINE_MAX &&
+               a->step < AFFINE_MAX;
+    }
+    return false;
+}
+
+/* The first iteration at whose end condition tensor t is false (so that
+ * the loop runs at most that many plus one), or -1 when not known. *exact:
+ * t is that comparison alone (it is false nowhere before). */
+static int64_t cond_bound(const kn_infer *c, const kn_net *g, int nv, int t, int depth, bool *exact) {
+    *exact = false;
+    if (depth > 16 || t < 0)
+        return -1;
+    int pr = g->tensors[t].producer;
+    if (pr < 0)
+        return -1;
+    const kn_node *p = &g->nodes[pr];
+    if (p->domain[0] || p->n_in < 1 || p->in[0] < 0)
+        return -1;
+    if (strcmp(p->op_type, "Identity") == 0 ||
+        (strcmp(p->op_type, "Cast") == 0 && kn_attr_int(p, "to", 0) == KILN_DTYPE_BOOL))
+        return cond_bound(c, g, nv, p->in[0], depth + 1, exact);
+    if (strcmp(p->op_type, "And") == 0 && p->n_in == 2) {
+        bool e;
+        int64_t a = cond_bound(c, g, nv, p->in[0], depth + 1, &e);
+        int64_t b = cond_bound(c, g, nv, p->in[1], depth + 1, &e);
+        return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+    }
+    bool lt = strcmp(p->op_type, "Less") == 0, le = strcmp(p->op_type, "LessOrEqual") == 0;
+    bool gt = strcmp(p->op_type, "Greater") == 0, ge = strcmp(p->op_type, "GreaterOrEqual") == 0;
+    kn_affine x, y;
+    if (!(lt || le || gt || ge) || p->n_in != 2 || p->in[1] < 0 ||
+        !affine_of(c, g, nv, p->in[0], depth + 1, &x) || !affine_of(c, g, nv, p->in[1], depth + 1, &y))
+        return -1;
+    /* d(i) = lhs - rhs of "d(i) < 0" */
+    kn_affine d = (lt || le) ? (kn_affine){x.base - y.base, x.step - y.step}
+                             : (kn_affine){y.base - x.base, y.step - x.step};
+    if (le || ge)
+        d.base -= 1; /* integers: d <= 0 is d - 1 < 0 */
+    if (d.base >= 0) {
+        *exact = true;
+        return 0;
+    }
+    if (d.step <= 0)
+        return -1; /* true at every iteration */
+    *exact = true;
+    return (-d.base + d.step - 1) / d.step; /* the first i with d(i) >= 0 */
+}
+
 static kiln_status infer_loop(kn_infer *c) {
     int nc = captures(c), nv = c->n_in - 2 - nc;
     if (nv < 0)
@@ -335,6 +487,16 @@ static kiln_status infer_loop(kn_infer *c) {
         return kn_node_error(c->node, KILN_ERR_SHAPE, "the trip count M is not known on the host");
     if (has_cond && c->in[1].value && kn_value_double(&c->in[1], 0) == 0)
         trip = 0;
+    bool bound_exact = false;
+    int64_t bound = trip < 0 || trip > LOOP_INFER_MAX
+                        ? cond_bound(c, g, nv, g->outputs[0], 0, &bound_exact)
+                        : -1;
+    if (bound >= 0 && (trip < 0 || bound + 1 < trip)) {
+        trip = bound + 1; /* the condition stops it by then */
+        bound_exact &= !has_cond || (c->in[1].value && kn_value_double(&c->in[1], 0) != 0);
+    } else {
+        bound_exact = false;
+    }
     if (trip < 0 && !has_m && nk > 0)
         return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
                              "a Loop without trip count M cannot have scan outputs here");
@@ -356,7 +518,7 @@ static kiln_status infer_loop(kn_infer *c) {
         bin[2 + k].data_dependent = false;
     }
     kiln_status st = kx_body_infer(c->node, g, 2 + nv + nc, bin, g->n_outputs, bout);
-    bool exact = cond_passthrough(c, g, nv);
+    bool exact = bound_exact || cond_passthrough(c, g, nv);
     for (int j = 0; j < nv && st == KILN_OK; j++) {
         c->out[j] = bout[1 + j];
         if (kn_dtype_is_handle((int)c->out[j].dtype) && trip != 0) {

@@ -54,8 +54,8 @@ import onnx_skeleton  # noqa: E402
 
 SEED = 2026
 # values of the decoders' max_len input: its profile, and the runs
-MAX_LEN_PROFILE = (1, 8, 16)
-MAX_LEN_RUNS = (12, 3)
+MAX_LEN_PROFILE = (1, 8, 24)
+MAX_LEN_RUNS = (16, 3)
 IOU_MIN, SCORE_TOL = 0.98, 1e-3
 MASK_MEAN_TOL, MASK_MAX_TOL = 1e-2, 0.25
 
