@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "models"))
 import onnx_skeleton  # noqa: E402
 
 SEED = 20261203
-SEEDS = range(1, 20)
+SEEDS = range(1, 6)
 IMAGE = 256
 VOCAB, HIDDEN, EOS, MAX_LEN = 6, 8, 1, 16
 
@@ -268,7 +268,11 @@ def pick_seed(full_path, kind, feeds, names):
     for seed in SEEDS:
         skel = onnx.ModelProto()
         skel.CopyFrom(base)
-        runs = onnx_skeleton.calibrate(skel, feeds, seed)
+        try:
+            runs = onnx_skeleton.calibrate(skel, feeds, seed)
+        except Exception as e:  # noqa: BLE001 - e.g. no proposals left: a Reshape of 0 rows
+            print("  seed %d: calibration fails: %s" % (seed, short(e)[:200]))
+            continue
         onnx_skeleton.strip_seed(skel, seed)
         m = onnx.ModelProto()
         m.CopyFrom(skel)
@@ -304,7 +308,7 @@ def vision(out_dir, manifest, only, dynamo):
             inputs = {"image": (3, IMAGE, IMAGE)}
             feeds = {"image": x.numpy()}
         else:
-            mod, args, outs = SegOut(m), (x[None],), ["out"]
+            mod, args, outs = SegOut(m).eval(), (x[None],), ["out"]  # eval: Dropout off in dynamo too
             inputs = {"image": (1, 3, IMAGE, IMAGE)}
             feeds = {"image": x[None].numpy()}
         exports = [("torchscript17", dict(dynamo=False, opset_version=17))]

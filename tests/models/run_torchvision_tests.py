@@ -23,8 +23,9 @@ Checks, per file:
     (FP32), integers and bools equal;
   - a file kiln refuses is a failure unless expected.json's "unsupported"
     (or "unsupported_cuda" with --backend cuda) lists it, with the text the
-    refusal must contain; a listed file that builds is a failure too (the
-    list must shrink as kiln learns).
+    refusal must contain, and one whose run fails unless "run_fails" (or
+    "run_fails_cuda") lists it with the text; a listed file that builds or
+    runs is a failure too (the lists must shrink as kiln learns).
 
 Exit status: 0 pass, 1 fail, 77 skipped (no onnxruntime / onnx / numpy).
 Usage: run_torchvision_tests.py --kiln build/kiln --work DIR [--set torchvision]
@@ -227,6 +228,10 @@ def check_file(key, path, a, expected):
     if a.backend == "cuda":
         gaps.update(expected.get("unsupported_cuda", {}))
     known = gaps.get(key)
+    run_gaps = dict(expected.get("run_fails", {}))
+    if a.backend == "cuda":
+        run_gaps.update(expected.get("run_fails_cuda", {}))
+    known_run = run_gaps.get(key)
     if p.returncode != 0:
         if known and known in p.stdout:
             print("%-30s known gap, refused as expected: %s" % (key, known))
@@ -262,7 +267,14 @@ def check_file(key, path, a, expected):
         p = run(cmd, log)
         tag = "%s run %d" % (key, r) if max_len is None else "%s (max_len %d)" % (key, max_len)
         if p.returncode != 0:
+            if known_run and known_run in p.stdout:
+                print("%-30s known gap, the run fails as expected: %s" % (tag, known_run))
+                return failures
             failures.append("%s: kiln exec failed (exit %d):\n%s" % (tag, p.returncode, p.stdout[-2000:]))
+            continue
+        if known_run:
+            failures.append("%s: ran, but expected.json lists it as failing at run time (%s): update it"
+                            % (tag, known_run))
             continue
         with np.load(out) as z:
             got = {n: z[n] for n in z.files}
