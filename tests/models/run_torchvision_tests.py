@@ -293,7 +293,8 @@ def main():
     ap.add_argument("--set", default="torchvision", choices=("torchvision", "control_flow"))
     ap.add_argument("--models", default="", help="model names (all exports of each)")
     ap.add_argument("--files", default="", help="file keys, e.g. ssdlite.torchscript17")
-    ap.add_argument("--backend", default="", help="kiln exec --backend (cpu or cuda)")
+    ap.add_argument("--backend", "--device", dest="backend", default="",
+                    help="kiln exec --backend (cpu or cuda; the GPU run: --device cuda)")
     ap.add_argument("--build-args", default="", help="more kiln exec build flags")
     ap.add_argument("--tol", type=float, default=1e-3)
     a = ap.parse_args()
