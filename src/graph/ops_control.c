@@ -303,6 +303,14 @@ static kiln_status loop_shapes(kn_infer *c, const kn_net *g, int nv, int nc, int
                 st = kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
                                    "scan output %d changes shape between iterations", k);
     }
+    if (st != KILN_OK && st != KILN_ERR_OUT_OF_MEMORY && !tensors) {
+        /* only lists change and a later iteration's facts cannot be
+         * inferred (an optional's presence, say): they stay unknown */
+        kn_error_clear();
+        kn_free(hi);
+        kn_free(scan0);
+        return KILN_OK;
+    }
     for (int j = 0; j < nv && st == KILN_OK; j++) {
         c->out[j] = exact ? bout[1 + j] : hi[j];
         c->out[j].value = NULL;
