@@ -424,7 +424,8 @@ static bool affine_of(const kn_infer *c, const kn_net *g, int nv, int t, int dep
         return affine_of(c, g, nv, p->in[0], depth + 1, a);
     bool add = strcmp(p->op_type, "Add") == 0, sub = strcmp(p->op_type, "Sub") == 0;
     kn_affine x, y;
-    if ((add || sub) && p->n_in == 2 && p->in[1] >= 0 && affine_of(c, g, nv, p->in[0], depth + 1, &x) &&
+    if ((add || sub) && p->n_in == 2 && p->in[1] >= 0 &&
+        affine_of(c, g, nv, p->in[0], depth + 1, &x) &&
         affine_of(c, g, nv, p->in[1], depth + 1, &y)) {
         *a = add ? (kn_affine){x.base + y.base, x.step + y.step}
                  : (kn_affine){x.base - y.base, x.step - y.step};
@@ -437,7 +438,8 @@ static bool affine_of(const kn_infer *c, const kn_net *g, int nv, int t, int dep
 /* The first iteration at whose end condition tensor t is false (so that
  * the loop runs at most that many plus one), or -1 when not known. *exact:
  * t is that comparison alone (it is false nowhere before). */
-static int64_t cond_bound(const kn_infer *c, const kn_net *g, int nv, int t, int depth, bool *exact) {
+static int64_t cond_bound(const kn_infer *c, const kn_net *g, int nv, int t, int depth,
+                          bool *exact) {
     *exact = false;
     if (depth > 16 || t < 0)
         return -1;
@@ -460,7 +462,8 @@ static int64_t cond_bound(const kn_infer *c, const kn_net *g, int nv, int t, int
     bool gt = strcmp(p->op_type, "Greater") == 0, ge = strcmp(p->op_type, "GreaterOrEqual") == 0;
     kn_affine x, y;
     if (!(lt || le || gt || ge) || p->n_in != 2 || p->in[1] < 0 ||
-        !affine_of(c, g, nv, p->in[0], depth + 1, &x) || !affine_of(c, g, nv, p->in[1], depth + 1, &y))
+        !affine_of(c, g, nv, p->in[0], depth + 1, &x) ||
+        !affine_of(c, g, nv, p->in[1], depth + 1, &y))
         return -1;
     /* d(i) = lhs - rhs of "d(i) < 0" */
     kn_affine d = (lt || le) ? (kn_affine){x.base - y.base, x.step - y.step}

@@ -182,9 +182,10 @@ def _weight_uses(graph):
     return uses
 
 
-def calibrate(model, feeds, seed, tol=0.2, max_runs=400):
+def calibrate(model, feeds, seed, tol=0.2, max_runs=400, gain=2.0):
     """Set the scale each layer weight of skeleton `model` is refilled with
     so that every layer's output has a standard deviation near one
+    (starting from sqrt(gain / fan_in), He's for gain 2)
     (layer-sequential unit variance: in graph order, the first layer whose
     output is off by more than tol is rescaled and the model run again), by
     running the refilled model with ONNX Runtime on `feeds`. The scales are
@@ -229,7 +230,7 @@ def calibrate(model, feeds, seed, tol=0.2, max_runs=400):
     so = ort.SessionOptions()
     so.log_severity_level = 3
     sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    scale = {w: float(np.sqrt(2.0 / max(r["fan_in"], 1))) for w, (t, r) in recs.items()}
+    scale = {w: float(np.sqrt(gain / max(r["fan_in"], 1))) for w, (t, r) in recs.items()}
     runs = 0
     start = 0
     while runs < max_runs:
