@@ -1300,6 +1300,10 @@ kiln_status kpass_view_chains(kpass *p, int *changed) {
         const kn_tinfo *t0 = kpass_shape(p, 0, w.t), *b0 = kpass_shape(p, 0, w.base);
         if (!t0 || !b0 || t0->rank < 1)
             continue;
+        /* a data-dependent dim is an upper bound at every profile point: it
+         * would look fixed and be written into the Reshape's shape */
+        if (p->dd[w.t] || p->dd[w.base])
+            continue;
         bool ok = true;
         for (int k = 0; k < p->n_points && ok; k++) {
             mv_atoms v;

@@ -179,8 +179,10 @@ static kiln_status infer_if(kn_infer *c) {
 }
 
 /* Whether body output 0 (the loop condition) is the condition input passed
- * through, so that the loop runs exactly its trip count. */
-static bool cond_passthrough(const kn_net *g) {
+ * through, or a true constant (the body's own, or an outer one read as a
+ * capture: TorchScript's exports), so that the loop runs exactly its trip
+ * count. nv: the loop-carried values (captures follow them). */
+static bool cond_passthrough(const kn_infer *c, const kn_net *g, int nv) {
     int t = g->outputs[0], cin = g->inputs[1];
     for (int guard = 0; guard < 64; guard++) {
         if (t == cin)
@@ -188,6 +190,10 @@ static bool cond_passthrough(const kn_net *g) {
         const kn_tensor *x = &g->tensors[t];
         if (x->flags & KN_T_CONST)
             return x->value.nbytes >= 1 && ((const uint8_t *)x->value.data)[0] != 0;
+        for (int k = 2 + nv; k < g->n_inputs && k < c->n_in; k++)
+            if (g->inputs[k] == t) /* a capture: the outer value, when known */
+                return c->in[k].value && kn_numel(c->in[k].rank, c->in[k].dims) == 1 &&
+                       kn_value_double(&c->in[k], 0) != 0;
         if (x->producer < 0)
             return false;
         const kn_node *p = &g->nodes[x->producer];
@@ -202,6 +208,21 @@ static bool same_shape(const kn_tinfo *a, const kn_tinfo *b) {
     return a->rank == b->rank && memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]) == 0;
 }
 
+/* Whether a carried value's facts are the same after an iteration: its
+ * shape, and for a list its length and element bound. */
+static bool same_facts(const kn_tinfo *a, const kn_tinfo *b) {
+    if (!same_shape(a, b))
+        return false;
+    if (!kn_dtype_is_handle((int)a->dtype))
+        return true;
+    if (a->count_known != b->count_known || (a->count_known && a->count != b->count) ||
+        a->elem_known != b->elem_known)
+        return false;
+    return !a->elem_known ||
+           (a->elem_rank == b->elem_rank &&
+            memcmp(a->elem_dims, b->elem_dims, (size_t)a->elem_rank * sizeof a->elem_dims[0]) == 0);
+}
+
 /* The most iterations whose shapes inference follows one by one. */
 #define LOOP_INFER_MAX 1024
 
@@ -211,18 +232,25 @@ static bool same_shape(const kn_tinfo *a, const kn_tinfo *b) {
  * number given, as a shape may follow it);
  * the outputs get the last shapes, or, when the condition may end the loop
  * earlier, the largest shape of any iteration as a data-dependent upper
- * bound (the kernel writes the true one). A changing shape with the trip
- * count unknown, a rank that changes, or a scan output that changes shape
- * is refused naming the node. bin/bout: iteration 0's body inputs and
+ * bound (the kernel writes the true one). A carried list is followed the
+ * same way (its length and largest element: a list grown by SequenceInsert
+ * and read by ConcatFromSequence after an exact loop has known facts). A
+ * changing shape with the trip count unknown, a rank that changes, or a
+ * scan output that changes shape is refused naming the node. bin/bout: iteration 0's body inputs and
  * outputs; c->out[0..nv) already hold iteration 0's loop-carried shapes. */
 static kiln_status loop_shapes(kn_infer *c, const kn_net *g, int nv, int nc, int nk, int64_t trip,
                                bool exact, kn_tinfo *bin, kn_tinfo *bout) {
     int changed = -1;
-    for (int j = 0; j < nv && changed < 0; j++)
-        if (!same_shape(&bout[1 + j], &c->in[2 + j]))
-            changed = j;
+    bool tensors = false; /* a tensor (not a list) changes shape */
+    for (int j = 0; j < nv; j++)
+        if (!same_facts(&bout[1 + j], &c->in[2 + j])) {
+            changed = changed < 0 ? j : changed;
+            tensors |= !kn_dtype_is_handle((int)c->in[2 + j].dtype);
+        }
     if (changed < 0)
         return KILN_OK; /* a fixed point from the start */
+    if (!tensors && (trip < 0 || trip > LOOP_INFER_MAX))
+        return KILN_OK; /* only lists grow: their length stays unknown (infer_loop) */
     if (trip < 0 || trip > LOOP_INFER_MAX)
         return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
                              "loop-carried value %d changes shape between iterations and the trip "
@@ -256,6 +284,13 @@ static kiln_status loop_shapes(kn_infer *c, const kn_net *g, int nv, int nc, int
         itv = it;
         st = kx_body_infer(c->node, g, 2 + nv + nc, bin, g->n_outputs, bout);
         for (int j = 0; j < nv && st == KILN_OK; j++) {
+            if (kn_dtype_is_handle((int)hi[j].dtype)) { /* a list: the largest element */
+                if (hi[j].elem_known && bout[1 + j].elem_known)
+                    kn_seq_bound_add(&hi[j], bout[1 + j].elem_rank, bout[1 + j].elem_dims, false);
+                else
+                    hi[j].elem_known = false;
+                continue;
+            }
             if (bout[1 + j].rank != hi[j].rank)
                 st = kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
                                    "loop-carried value %d changes rank between iterations", j);
@@ -268,14 +303,181 @@ static kiln_status loop_shapes(kn_infer *c, const kn_net *g, int nv, int nc, int
                 st = kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
                                    "scan output %d changes shape between iterations", k);
     }
+    if (st != KILN_OK && st != KILN_ERR_OUT_OF_MEMORY && !tensors) {
+        /* only lists change and a later iteration's facts cannot be
+         * inferred (an optional's presence, say): they stay unknown */
+        kn_error_clear();
+        kn_free(hi);
+        kn_free(scan0);
+        return KILN_OK;
+    }
     for (int j = 0; j < nv && st == KILN_OK; j++) {
         c->out[j] = exact ? bout[1 + j] : hi[j];
         c->out[j].value = NULL;
         c->out[j].data_dependent = !exact;
+        if (!exact && kn_dtype_is_handle((int)c->out[j].dtype)) {
+            c->out[j].count_known = false; /* the loop may stop after any iteration */
+            c->out[j].data_dependent = false;
+        }
     }
     kn_free(hi);
     kn_free(scan0);
     return st;
+}
+
+/* ---- a trip bound from the condition ----
+ * A loop that stops on a counter often has no usable M: TorchScript writes
+ * M = INT64_MAX for a `for` with a `break` and puts `i + 1 < n` into the
+ * body's condition, next to the data-dependent stop (`&& not done`). When
+ * the condition is a comparison of an affine function of the iteration
+ * (the iteration number, or a carried integer that the body steps by a
+ * constant from a known start) with a known value, possibly under And,
+ * the iteration after which it is false bounds the trip count. */
+
+typedef struct kn_affine {
+    int64_t base, step; /* value at iteration i: base + step * i */
+} kn_affine;
+
+#define AFFINE_MAX ((int64_t)1 << 40)
+
+/* A known integer scalar: a body constant, or a capture whose outer value
+ * is known. */
+static bool known_int(const kn_infer *c, const kn_net *g, int nv, int t, int64_t *v) {
+    const kn_tensor *x = &g->tensors[t];
+    if (x->flags & KN_T_CONST) {
+        if (kn_numel(x->value.rank, x->value.dims) != 1 || !x->value.data)
+            return false;
+        if (x->value.dtype == KILN_DTYPE_INT64) {
+            memcpy(v, x->value.data, sizeof *v);
+            return true;
+        }
+        if (x->value.dtype == KILN_DTYPE_INT32) {
+            int32_t w;
+            memcpy(&w, x->value.data, sizeof w);
+            *v = w;
+            return true;
+        }
+        return false;
+    }
+    for (int k = 2 + nv; k < g->n_inputs && k < c->n_in; k++)
+        if (g->inputs[k] == t)
+            return c->in[k].value && kn_numel(c->in[k].rank, c->in[k].dims) == 1 &&
+                   (c->in[k].dtype == KILN_DTYPE_INT64 || c->in[k].dtype == KILN_DTYPE_INT32) &&
+                   (*v = kn_value_int(&c->in[k], 0), true);
+    return false;
+}
+
+static bool affine_of(const kn_infer *c, const kn_net *g, int nv, int t, int depth, kn_affine *a);
+
+/* Carried value j's step: its body output is the input plus a constant. */
+static bool carried_step(const kn_infer *c, const kn_net *g, int nv, int j, int64_t *step) {
+    int in = g->inputs[2 + j], out = g->outputs[1 + j];
+    int pr = g->tensors[out].producer;
+    if (pr < 0)
+        return false;
+    const kn_node *p = &g->nodes[pr];
+    if (p->domain[0] || p->n_in != 2 || p->in[0] < 0 || p->in[1] < 0)
+        return false;
+    bool add = strcmp(p->op_type, "Add") == 0, sub = strcmp(p->op_type, "Sub") == 0;
+    if (add && p->in[1] == in && known_int(c, g, nv, p->in[0], step))
+        return true;
+    if ((add || sub) && p->in[0] == in && known_int(c, g, nv, p->in[1], step)) {
+        if (sub)
+            *step = -*step;
+        return true;
+    }
+    return false;
+}
+
+static bool affine_of(const kn_infer *c, const kn_net *g, int nv, int t, int depth, kn_affine *a) {
+    int64_t v;
+    if (depth > 16)
+        return false;
+    if (known_int(c, g, nv, t, &v)) {
+        *a = (kn_affine){v, 0};
+        return v > -AFFINE_MAX && v < AFFINE_MAX;
+    }
+    if (t == g->inputs[0]) { /* the iteration number */
+        *a = (kn_affine){0, 1};
+        return true;
+    }
+    for (int j = 0; j < nv; j++)
+        if (t == g->inputs[2 + j]) {
+            const kn_tinfo *x0 = &c->in[2 + j];
+            int64_t step;
+            if (!x0->value || kn_numel(x0->rank, x0->dims) != 1 ||
+                (x0->dtype != KILN_DTYPE_INT64 && x0->dtype != KILN_DTYPE_INT32) ||
+                !carried_step(c, g, nv, j, &step))
+                return false;
+            *a = (kn_affine){kn_value_int(x0, 0), step};
+            return a->base > -AFFINE_MAX && a->base < AFFINE_MAX && step > -AFFINE_MAX &&
+                   step < AFFINE_MAX;
+        }
+    int pr = g->tensors[t].producer;
+    if (pr < 0)
+        return false;
+    const kn_node *p = &g->nodes[pr];
+    if (p->domain[0] || p->n_in < 1 || p->in[0] < 0)
+        return false;
+    if (strcmp(p->op_type, "Identity") == 0 ||
+        (strcmp(p->op_type, "Cast") == 0 && kn_attr_int(p, "to", 0) == KILN_DTYPE_INT64))
+        return affine_of(c, g, nv, p->in[0], depth + 1, a);
+    bool add = strcmp(p->op_type, "Add") == 0, sub = strcmp(p->op_type, "Sub") == 0;
+    kn_affine x, y;
+    if ((add || sub) && p->n_in == 2 && p->in[1] >= 0 &&
+        affine_of(c, g, nv, p->in[0], depth + 1, &x) &&
+        affine_of(c, g, nv, p->in[1], depth + 1, &y)) {
+        *a = add ? (kn_affine){x.base + y.base, x.step + y.step}
+                 : (kn_affine){x.base - y.base, x.step - y.step};
+        return a->base > -AFFINE_MAX && a->base < AFFINE_MAX && a->step > -AFFINE_MAX &&
+               a->step < AFFINE_MAX;
+    }
+    return false;
+}
+
+/* The first iteration at whose end condition tensor t is false (so that
+ * the loop runs at most that many plus one), or -1 when not known. *exact:
+ * t is that comparison alone (it is false nowhere before). */
+static int64_t cond_bound(const kn_infer *c, const kn_net *g, int nv, int t, int depth,
+                          bool *exact) {
+    *exact = false;
+    if (depth > 16 || t < 0)
+        return -1;
+    int pr = g->tensors[t].producer;
+    if (pr < 0)
+        return -1;
+    const kn_node *p = &g->nodes[pr];
+    if (p->domain[0] || p->n_in < 1 || p->in[0] < 0)
+        return -1;
+    if (strcmp(p->op_type, "Identity") == 0 ||
+        (strcmp(p->op_type, "Cast") == 0 && kn_attr_int(p, "to", 0) == KILN_DTYPE_BOOL))
+        return cond_bound(c, g, nv, p->in[0], depth + 1, exact);
+    if (strcmp(p->op_type, "And") == 0 && p->n_in == 2) {
+        bool e;
+        int64_t a = cond_bound(c, g, nv, p->in[0], depth + 1, &e);
+        int64_t b = cond_bound(c, g, nv, p->in[1], depth + 1, &e);
+        return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+    }
+    bool lt = strcmp(p->op_type, "Less") == 0, le = strcmp(p->op_type, "LessOrEqual") == 0;
+    bool gt = strcmp(p->op_type, "Greater") == 0, ge = strcmp(p->op_type, "GreaterOrEqual") == 0;
+    kn_affine x, y;
+    if (!(lt || le || gt || ge) || p->n_in != 2 || p->in[1] < 0 ||
+        !affine_of(c, g, nv, p->in[0], depth + 1, &x) ||
+        !affine_of(c, g, nv, p->in[1], depth + 1, &y))
+        return -1;
+    /* d(i) = lhs - rhs of "d(i) < 0" */
+    kn_affine d = (lt || le) ? (kn_affine){x.base - y.base, x.step - y.step}
+                             : (kn_affine){y.base - x.base, y.step - x.step};
+    if (le || ge)
+        d.base -= 1; /* integers: d <= 0 is d - 1 < 0 */
+    if (d.base >= 0) {
+        *exact = true;
+        return 0;
+    }
+    if (d.step <= 0)
+        return -1; /* true at every iteration */
+    *exact = true;
+    return (-d.base + d.step - 1) / d.step; /* the first i with d(i) >= 0 */
 }
 
 static kiln_status infer_loop(kn_infer *c) {
@@ -296,6 +498,16 @@ static kiln_status infer_loop(kn_infer *c) {
         return kn_node_error(c->node, KILN_ERR_SHAPE, "the trip count M is not known on the host");
     if (has_cond && c->in[1].value && kn_value_double(&c->in[1], 0) == 0)
         trip = 0;
+    bool bound_exact = false;
+    int64_t bound = trip < 0 || trip > LOOP_INFER_MAX
+                        ? cond_bound(c, g, nv, g->outputs[0], 0, &bound_exact)
+                        : -1;
+    if (bound >= 0 && (trip < 0 || bound + 1 < trip)) {
+        trip = bound + 1; /* the condition stops it by then */
+        bound_exact &= !has_cond || (c->in[1].value && kn_value_double(&c->in[1], 0) != 0);
+    } else {
+        bound_exact = false;
+    }
     if (trip < 0 && !has_m && nk > 0)
         return kn_node_error(c->node, KILN_ERR_UNSUPPORTED,
                              "a Loop without trip count M cannot have scan outputs here");
@@ -317,7 +529,7 @@ static kiln_status infer_loop(kn_infer *c) {
         bin[2 + k].data_dependent = false;
     }
     kiln_status st = kx_body_infer(c->node, g, 2 + nv + nc, bin, g->n_outputs, bout);
-    bool exact = cond_passthrough(g);
+    bool exact = bound_exact || cond_passthrough(c, g, nv);
     for (int j = 0; j < nv && st == KILN_OK; j++) {
         c->out[j] = bout[1 + j];
         if (kn_dtype_is_handle((int)c->out[j].dtype) && trip != 0) {
@@ -451,7 +663,7 @@ static kiln_status infer_scan(kn_infer *c) {
 /* If reads its condition on the host (the branch decides the shapes), Loop
  * its trip count and first condition. */
 const kn_op_schema kn_ops_control[] = {
-    {"If", "", infer_if, 1u << 0},
+    {"If", "", infer_if, 0},
     {"Loop", "", infer_loop, (1u << 0) | (1u << 1)},
     {"Scan", "", infer_scan, 0},
 };

@@ -291,8 +291,10 @@ static void test_unresolved(void) {
  * from outside): the loop-carried value grows by 2 each iteration. mode 0:
  * the condition passes through (exact shapes, M iterations); 1: cond_out =
  * i < 1 (two iterations, the output planned at its largest shape and
- * written at its true one); 2: the while form (no M), refused by shape
- * inference since the shape cannot be followed. */
+ * written at its true one); 2: the while form (no M) with cond_out = i < 1:
+ * the condition bounds the trip count (two iterations, exact); 3: the
+ * while form with the condition passed through, refused by shape inference
+ * since nothing bounds the growing shape. */
 static void test_loop_growing(int mode, int64_t m) {
     kn_net *net = new_net();
     KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 1, DIMS(2), NULL));
@@ -304,12 +306,12 @@ static void test_loop_growing(int mode, int64_t m) {
     const char *outs[1] = {"y_final"};
     int nl = -1;
     KT_OK(kiln_network_add_node(net, "loop", "Loop", "", 16, 3,
-                                IN(mode == 2 ? "" : "M", "cond0", "y0"), 1, outs, &nl));
+                                IN(mode >= 2 ? "" : "M", "cond0", "y0"), 1, outs, &nl));
     kn_net *b = new_net();
     KT_OK(kiln_network_add_input(b, "i", KILN_DTYPE_INT64, 0, NULL, NULL));
     KT_OK(kiln_network_add_input(b, "c_in", KILN_DTYPE_BOOL, 0, NULL, NULL));
     KT_OK(kiln_network_add_input(b, "y_in", KILN_DTYPE_FLOAT, 1, DIMS(-1), NULL));
-    if (mode == 0) {
+    if (mode == 0 || mode == 3) {
         node(b, "cid", "Identity", 1, IN("c_in"), "c_out");
     } else {
         int64_t one = 1;
@@ -333,7 +335,7 @@ static void test_loop_growing(int mode, int64_t m) {
     int rank[1] = {1};
     int64_t dims[1][KILN_MAX_DIMS] = {{2}};
     kt_exec e;
-    if (mode == 2) { /* shape inference refuses it, naming the node */
+    if (mode == 3) { /* shape inference refuses it, naming the node */
         KT_FAILS(kt_exec_run(&e, o, data, rank, (const int64_t (*)[KILN_MAX_DIMS])dims),
                  KILN_ERR_UNSUPPORTED, "changes shape between iterations and the trip count");
         kt_exec_free(&e);
@@ -414,7 +416,8 @@ int main(void) {
     test_loop_growing(0, 4); /* exact: 4 iterations, y grows to 9 values */
     test_loop_growing(0, 0); /* no iteration: y0 */
     test_loop_growing(1, 5); /* early exit after 2: planned at 11, 5 written */
-    test_loop_growing(2, 4); /* while form, growing: refused when built */
+    test_loop_growing(2, 4); /* while form, bounded by i < 1: 2 iterations */
+    test_loop_growing(3, 4); /* while form, unbounded, growing: refused when built */
     test_loop_while();
     printf("%d passed, %d failed, %d skipped\n", kt_pass, kt_fail, kt_skipped);
     return kt_fail ? 1 : 0;
