@@ -305,6 +305,29 @@ static void reduce_vec_units(void *vc, int64_t lo_, int64_t hi_, int tid) {
             continue;
         }
         double init = op == R_PROD ? 1.0 : op == R_MAX ? -INFINITY : op == R_MIN ? INFINITY : 0.0;
+        if (x->dtype == KILN_DTYPE_FLOAT && y->dtype == KILN_DTYPE_FLOAT &&
+            (op == R_SUM || op == R_MEAN || op == R_MAX || op == R_MIN)) {
+            /* float in and out (an NHWC global pool): the same folds in the
+             * same order, read straight from the floats */
+            for (int64_t i = 0; i < m; i++)
+                acc[i] = init;
+            for (int64_t t = 0; t < g->R; t++) {
+                const float *src = (const float *)x->data + base + red_offset_all(g, t);
+                if (op == R_SUM || op == R_MEAN)
+                    for (int64_t i = 0; i < m; i++)
+                        acc[i] += (double)src[i];
+                else if (op == R_MAX)
+                    for (int64_t i = 0; i < m; i++)
+                        acc[i] = (src[i] > acc[i] || src[i] != src[i]) ? (double)src[i] : acc[i];
+                else
+                    for (int64_t i = 0; i < m; i++)
+                        acc[i] = (src[i] < acc[i] || src[i] != src[i]) ? (double)src[i] : acc[i];
+            }
+            float *yf = (float *)(void *)dst;
+            for (int64_t i = 0; i < m; i++)
+                yf[i] = (float)(op == R_MEAN ? (g->R ? acc[i] / (double)g->R : NAN) : acc[i]);
+            continue;
+        }
         int passes = op == R_LOGSUMEXP ? 2 : 1;
         for (int pass = 0; pass < passes; pass++) {
             for (int64_t i = 0; i < m; i++)
