@@ -311,6 +311,40 @@ static void reduce_vec_units(void *vc, int64_t lo_, int64_t hi_, int tid) {
              * same order, read straight from the floats */
             for (int64_t i = 0; i < m; i++)
                 acc[i] = init;
+            if (g->nr == 1) { /* one reduced run (H, W merged): rows at a fixed stride */
+                const float *src = (const float *)x->data + base;
+                float part[KB_EW_CHUNK];
+                if (op == R_SUM || op == R_MEAN) {
+                    /* float sums over blocks of 32 rows, the blocks added in
+                     * double: the vector width of float, the drift of 32 terms */
+                    for (int64_t t0 = 0; t0 < g->R; t0 += 32) {
+                        int64_t t1 = t0 + 32 < g->R ? t0 + 32 : g->R;
+                        for (int64_t i = 0; i < m; i++)
+                            part[i] = 0.f;
+                        for (int64_t t = t0; t < t1; t++) {
+                            const float *row = src + t * g->rs;
+                            for (int64_t i = 0; i < m; i++)
+                                part[i] += row[i];
+                        }
+                        for (int64_t i = 0; i < m; i++)
+                            acc[i] += (double)part[i];
+                    }
+                } else { /* max / min are exact in float */
+                    for (int64_t i = 0; i < m; i++)
+                        part[i] = (float)init;
+                    for (int64_t t = 0; t < g->R; t++) {
+                        const float *row = src + t * g->rs;
+                        if (op == R_MAX)
+                            for (int64_t i = 0; i < m; i++)
+                                part[i] = (row[i] > part[i] || row[i] != row[i]) ? row[i] : part[i];
+                        else
+                            for (int64_t i = 0; i < m; i++)
+                                part[i] = (row[i] < part[i] || row[i] != row[i]) ? row[i] : part[i];
+                    }
+                    for (int64_t i = 0; i < m; i++)
+                        acc[i] = part[i];
+                }
+            } else
             for (int64_t t = 0; t < g->R; t++) {
                 const float *src = (const float *)x->data + base + red_offset_all(g, t);
                 if (op == R_SUM || op == R_MEAN)
