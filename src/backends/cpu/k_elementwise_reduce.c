@@ -317,18 +317,27 @@ static void reduce_vec_units(void *vc, int64_t lo_, int64_t hi_, int tid) {
                 if (op == R_SUM || op == R_MEAN) {
                     /* float sums over blocks of 32 rows, the blocks added in
                      * double: the vector width of float, the drift of 32 terms */
-                    for (int64_t t0 = 0; t0 < g->R; t0 += 32) {
-                        int64_t t1 = t0 + 32 < g->R ? t0 + 32 : g->R;
-                        for (int64_t i = 0; i < m; i++)
-                            part[i] = 0.f;
-                        for (int64_t t = t0; t < t1; t++) {
-                            const float *row = src + t * g->rs;
-                            for (int64_t i = 0; i < m; i++)
-                                part[i] += row[i];
+                    int64_t i = 0;
+                    for (; i + 16 <= m; i += 16) /* 16 channels in registers */
+                        for (int64_t t0 = 0; t0 < g->R; t0 += 32) {
+                            int64_t t1 = t0 + 32 < g->R ? t0 + 32 : g->R;
+                            float blk[16] = {0};
+                            for (int64_t t = t0; t < t1; t++) {
+                                const float *row = src + t * g->rs + i;
+                                for (int j = 0; j < 16; j++)
+                                    blk[j] += row[j];
+                            }
+                            for (int j = 0; j < 16; j++)
+                                acc[i + j] += (double)blk[j];
                         }
-                        for (int64_t i = 0; i < m; i++)
-                            acc[i] += (double)part[i];
-                    }
+                    for (; i < m; i++)
+                        for (int64_t t0 = 0; t0 < g->R; t0 += 32) {
+                            int64_t t1 = t0 + 32 < g->R ? t0 + 32 : g->R;
+                            float one = 0.f;
+                            for (int64_t t = t0; t < t1; t++)
+                                one += src[t * g->rs + i];
+                            acc[i] += (double)one;
+                        }
                 } else { /* max / min are exact in float */
                     for (int64_t i = 0; i < m; i++)
                         part[i] = (float)init;
