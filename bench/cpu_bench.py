@@ -239,6 +239,30 @@ def make_inputs(model, batch, rng, path=None):
         return feeds
     if model == "resnet50":
         return {"input": rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
+    if path and model not in ("bert",):
+        # any other model: its own inputs, the batch as dim 0; float inputs
+        # get noise, int64 token ids (names with "ids") random ids, other
+        # int64 inputs (masks) ones with the tail padded as in bert's
+        import onnx
+        m = onnx.load(path, load_external_data=False)
+        inits = set(i.name for i in m.graph.initializer)
+        feeds = {}
+        for i in m.graph.input:
+            if i.name in inits:
+                continue
+            dims = i.type.tensor_type.shape.dim
+            shape = [batch if k == 0 else (d.dim_value if d.dim_value > 0 else 128)
+                     for k, d in enumerate(dims)]
+            if i.type.tensor_type.elem_type == onnx.TensorProto.FLOAT:
+                feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+            elif "ids" in i.name:
+                feeds[i.name] = rng.integers(0, 30522, shape, dtype=np.int64)
+            else:
+                v = np.ones(shape, np.int64)
+                if len(shape) == 2:
+                    v[:, 100:] = 0
+                feeds[i.name] = v
+        return feeds
     ids = rng.integers(0, 30522, (batch, 128), dtype=np.int64)
     mask = np.ones((batch, 128), np.int64)
     mask[:, 100:] = 0  # some padding, as real batches have

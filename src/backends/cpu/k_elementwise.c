@@ -498,6 +498,59 @@ static void binary_units(void *vc, int64_t lo_, int64_t hi_, int tid) {
     }
 }
 
+/* b is one row of `inner` values repeated over every row of a (an NHWC
+ * per-channel scale, SE's excite Mul): runs of whole rows go to fn at once
+ * against b repeated to the run's length, with no broadcast arithmetic per
+ * row of a few dozen elements. */
+typedef struct rows_ctx {
+    kb_binary_fn fn;
+    const uint8_t *a;
+    uint8_t *y;
+    const void *brep;
+    size_t es;
+    int64_t run, total;
+} rows_ctx;
+
+static void binary_rows(void *vc, int64_t lo, int64_t hi, int tid) {
+    const rows_ctx *c = vc;
+    (void)tid;
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t i0 = u * c->run, m = c->total - i0 < c->run ? c->total - i0 : c->run;
+        c->fn(c->a + (size_t)i0 * c->es, 1, c->brep, 1, c->y + (size_t)i0 * c->es, m);
+    }
+}
+
+static bool binary_repeated_row(kb_binary_fn fn, const kb_tensor *a, const kb_tensor *b,
+                                kb_tensor *y, int threads) {
+    int64_t total = numel_of(y), inner = numel_of(b);
+    size_t es = kiln_dtype_size(y->dtype);
+    if (a->rank != y->rank || memcmp(a->dims, y->dims, sizeof(int64_t) * (size_t)y->rank) != 0 ||
+        inner < 1 || inner > KB_EW_CHUNK / 4 || es > sizeof(uint64_t) || total % inner != 0)
+        return false;
+    /* b's non-1 dims are y's trailing ones */
+    for (int d = 1; d <= b->rank; d++) {
+        int64_t bd = b->dims[b->rank - d], yd = y->rank - d >= 0 ? y->dims[y->rank - d] : 1;
+        if (bd != 1 && bd != yd)
+            return false;
+    }
+    int64_t prod = 1, d = y->rank - 1;
+    for (; d >= 0 && prod < inner; d--)
+        prod *= y->dims[d];
+    if (prod != inner)
+        return false;
+    for (int k = 1; k <= b->rank && y->rank - k > d; k++)
+        if (b->dims[b->rank - k] != y->dims[y->rank - k])
+            return false;
+    uint64_t rep[KB_EW_CHUNK];
+    int64_t run = KB_EW_CHUNK / inner * inner;
+    for (int64_t i = 0; i < run; i += inner)
+        memcpy((uint8_t *)rep + (size_t)i * es, b->data, (size_t)inner * es);
+    rows_ctx c = {fn, a->data, y->data, rep, es, run, total};
+    kn_parallel_for(total >= KB_EW_PAR_MIN ? threads : 1, (total + run - 1) / run, 0, binary_rows,
+                    &c);
+    return true;
+}
+
 /* y = fn(a, b) with broadcasting, computing in ct; y has the output shape. y
  * may be a (same shape). */
 static void binary_apply(kb_binary_fn fn, bool bool_out, kb_ctype ct, const kb_tensor *a,
@@ -513,6 +566,9 @@ static void binary_apply(kb_binary_fn fn, bool bool_out, kb_ctype ct, const kb_t
     bool anat = kb_ew_native(a->dtype, ct), bnat = kb_ew_native(b->dtype, ct),
          ynat = bool_out || kb_ew_native(y->dtype, ct);
     int64_t sa = bc.stride[0][bc.rank - 1], sb = bc.stride[1][bc.rank - 1];
+    if (anat && bnat && ynat && !bool_out && a->dtype == y->dtype && b->dtype == y->dtype &&
+        bc.rows > 1 && binary_repeated_row(fn, a, b, y, threads))
+        return;
     {
         binary_units_ctx c_ = {fn, ct, a, b, y, bc, segs, as, bs, ys, anat, bnat, ynat, sa, sb};
         kn_parallel_for(bc.total >= KB_EW_PAR_MIN ? threads : 1, units, 0, binary_units, &c_);

@@ -305,6 +305,72 @@ static void reduce_vec_units(void *vc, int64_t lo_, int64_t hi_, int tid) {
             continue;
         }
         double init = op == R_PROD ? 1.0 : op == R_MAX ? -INFINITY : op == R_MIN ? INFINITY : 0.0;
+        if (x->dtype == KILN_DTYPE_FLOAT && y->dtype == KILN_DTYPE_FLOAT &&
+            (op == R_SUM || op == R_MEAN || op == R_MAX || op == R_MIN)) {
+            /* float in and out (an NHWC global pool): the same folds in the
+             * same order, read straight from the floats */
+            for (int64_t i = 0; i < m; i++)
+                acc[i] = init;
+            if (g->nr == 1) { /* one reduced run (H, W merged): rows at a fixed stride */
+                const float *src = (const float *)x->data + base;
+                float part[KB_EW_CHUNK];
+                if (op == R_SUM || op == R_MEAN) {
+                    /* float sums over blocks of 32 rows, the blocks added in
+                     * double: the vector width of float, the drift of 32 terms */
+                    int64_t i = 0;
+                    for (; i + 16 <= m; i += 16) /* 16 channels in registers */
+                        for (int64_t t0 = 0; t0 < g->R; t0 += 32) {
+                            int64_t t1 = t0 + 32 < g->R ? t0 + 32 : g->R;
+                            float blk[16] = {0};
+                            for (int64_t t = t0; t < t1; t++) {
+                                const float *row = src + t * g->rs + i;
+                                for (int j = 0; j < 16; j++)
+                                    blk[j] += row[j];
+                            }
+                            for (int j = 0; j < 16; j++)
+                                acc[i + j] += (double)blk[j];
+                        }
+                    for (; i < m; i++)
+                        for (int64_t t0 = 0; t0 < g->R; t0 += 32) {
+                            int64_t t1 = t0 + 32 < g->R ? t0 + 32 : g->R;
+                            float one = 0.f;
+                            for (int64_t t = t0; t < t1; t++)
+                                one += src[t * g->rs + i];
+                            acc[i] += (double)one;
+                        }
+                } else { /* max / min are exact in float */
+                    for (int64_t i = 0; i < m; i++)
+                        part[i] = (float)init;
+                    for (int64_t t = 0; t < g->R; t++) {
+                        const float *row = src + t * g->rs;
+                        if (op == R_MAX)
+                            for (int64_t i = 0; i < m; i++)
+                                part[i] = (row[i] > part[i] || row[i] != row[i]) ? row[i] : part[i];
+                        else
+                            for (int64_t i = 0; i < m; i++)
+                                part[i] = (row[i] < part[i] || row[i] != row[i]) ? row[i] : part[i];
+                    }
+                    for (int64_t i = 0; i < m; i++)
+                        acc[i] = part[i];
+                }
+            } else
+            for (int64_t t = 0; t < g->R; t++) {
+                const float *src = (const float *)x->data + base + red_offset_all(g, t);
+                if (op == R_SUM || op == R_MEAN)
+                    for (int64_t i = 0; i < m; i++)
+                        acc[i] += (double)src[i];
+                else if (op == R_MAX)
+                    for (int64_t i = 0; i < m; i++)
+                        acc[i] = (src[i] > acc[i] || src[i] != src[i]) ? (double)src[i] : acc[i];
+                else
+                    for (int64_t i = 0; i < m; i++)
+                        acc[i] = (src[i] < acc[i] || src[i] != src[i]) ? (double)src[i] : acc[i];
+            }
+            float *yf = (float *)(void *)dst;
+            for (int64_t i = 0; i < m; i++)
+                yf[i] = (float)(op == R_MEAN ? (g->R ? acc[i] / (double)g->R : NAN) : acc[i]);
+            continue;
+        }
         int passes = op == R_LOGSUMEXP ? 2 : 1;
         for (int pass = 0; pass < passes; pass++) {
             for (int64_t i = 0; i < m; i++)

@@ -4,6 +4,7 @@
  * tensors so no reorders are needed; kiln::MaxPool / kiln::AveragePool on
  * NHWC ones (the layout pass's channels-last regions). */
 #ifdef KILN_HAVE_DNNL
+#include <omp.h>
 #include <string.h>
 
 #include "backends/cpu/k_fast.h"
@@ -339,8 +340,17 @@ kiln_status kf_pool_prepare(const void *state, const kn_node *n, const kb_tensor
 static void att_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                       float *c, int64_t ldc, int threads) {
-    (void)threads; /* one call per job; jobs run in parallel */
+    (void)threads; /* one call per job; jobs run in parallel on kiln's pool */
+    /* dnnl_sgemm forks an OpenMP team of the calling thread's count (the
+     * machine's, on a pool thread or outside prepare): a job is one thread's
+     * work, so the call runs in this thread alone, without waking a team
+     * whose spin and join cost more than these small GEMMs. */
+    int prev = omp_get_max_threads();
+    if (prev != 1)
+        omp_set_num_threads(1);
     dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (prev != 1)
+        omp_set_num_threads(prev);
 }
 
 bool kf_attention_supports(const kn_node *n, const kn_tinfo *in, int n_in, const kn_tinfo *out,

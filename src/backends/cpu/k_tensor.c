@@ -189,6 +189,53 @@ static void tiled_transpose(uint8_t *o, const uint8_t *s, size_t es, int r, cons
     }
 }
 
+/* The last merged dim is short (fewer than 16) and strided while the one
+ * before it is contiguous in the source: an interleave of `B` planes (an
+ * NCHW -> NHWC reformat of an image's 3 channels). Each output row of B is
+ * gathered from the planes; the source planes are read in order, so a
+ * block of A positions streams through the cache once. */
+typedef struct interleave_ctx {
+    uint8_t *o;
+    const uint8_t *s;
+    size_t es;
+    int r;
+    const int64_t *d;
+    const int64_t *st;
+    int64_t A, B, bs, ablocks;
+} interleave_ctx;
+
+enum { KBT_IL_BLOCK = 1024 };
+
+static void interleave_blocks(void *vc, int64_t lo_, int64_t hi_, int tid) {
+    const interleave_ctx *c_ = vc;
+    int64_t A = c_->A, B = c_->B, bs = c_->bs;
+    size_t es = c_->es;
+    (void)tid;
+    for (int64_t k = lo_; k < hi_; k++) {
+        int64_t ob = k / c_->ablocks, a0 = (k % c_->ablocks) * KBT_IL_BLOCK, rem = ob, so = 0;
+        for (int i = c_->r - 3; i >= 0; i--) {
+            so += (rem % c_->d[i]) * c_->st[i];
+            rem /= c_->d[i];
+        }
+        int64_t a1 = a0 + KBT_IL_BLOCK < A ? a0 + KBT_IL_BLOCK : A;
+        uint8_t *op = c_->o + (size_t)((ob * A + a0) * B) * es;
+        const uint8_t *sp = c_->s + (size_t)(so + a0) * es;
+        if (es == 4) {
+            uint32_t *o4 = (uint32_t *)(void *)op;
+            const uint32_t *s4 = (const uint32_t *)(const void *)sp;
+            for (int64_t b = 0; b < B; b++) {
+                const uint32_t *pl = s4 + b * bs;
+                for (int64_t a = 0; a < a1 - a0; a++)
+                    o4[a * B + b] = pl[a];
+            }
+            continue;
+        }
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t a = 0; a < a1 - a0; a++)
+                kbt_copy1(op + (size_t)(a * B + b) * es, sp + (size_t)(b * bs + a) * es, es);
+    }
+}
+
 typedef struct strided_rows_ctx {
     const uint8_t *s;
     uint8_t *o;
@@ -261,6 +308,12 @@ void kbt_strided_copy(void *dst, const void *src, size_t es, int rank, const int
         tiled_transpose(o, s, es, r, d, st, nt);
         return;
     }
+    if (r >= 2 && st[r - 2] == 1 && ist != 1 && inner < 16 && d[r - 2] >= 64) {
+        int64_t A = d[r - 2], ob = outer / A, ablocks = (A + KBT_IL_BLOCK - 1) / KBT_IL_BLOCK;
+        interleave_ctx c_ = {o, s, es, r, d, st, A, inner, ist, ablocks};
+        kn_parallel_for(nt, ob * ablocks, 0, interleave_blocks, &c_);
+        return;
+    }
     {
         strided_rows_ctx c_ = {s, o, es, r, d, st, inner, ist};
         kn_parallel_for(nt, outer, 0, strided_rows, &c_);
@@ -318,43 +371,88 @@ static kiln_status k_transpose(const kb_run *r) {
 /* Concat (the parts into `whole`) and Split (`whole` into the parts) along
  * one axis: per outer index, each part's share of the axis is one run of
  * bytes, the parts' runs side by side in the whole's row. Absent parts
- * (type undefined) take no share; parts without storage keep theirs. */
+ * (type undefined) take no share; parts without storage keep theirs, and so
+ * does a part whose bytes already are its share of the whole (a producer
+ * that wrote there: nothing to move). Rows go in order, every part's run of
+ * a row before the next row, so the whole is written (or read) front to back
+ * while each part streams alongside (an NHWC channel concat has thousands of
+ * short rows); many rows are split over the threads. */
+typedef struct axis_copy_ctx {
+    uint8_t *whole;
+    size_t row;
+    int n;               /* parts that move */
+    uint8_t *part[32];   /* their bytes */
+    size_t chunk[32];    /* their run a row */
+    size_t at[32];       /* where it starts in the whole's row */
+    bool into_whole;
+} axis_copy_ctx;
+
+static void axis_copy_rows(void *vc, int64_t lo, int64_t hi, int tid) {
+    const axis_copy_ctx *c = vc;
+    (void)tid;
+    for (int64_t k = lo; k < hi; k++)
+        for (int i = 0; i < c->n; i++) {
+            uint8_t *w = c->whole + (size_t)k * c->row + c->at[i];
+            uint8_t *p = c->part[i] + (size_t)k * c->chunk[i];
+            if (c->into_whole)
+                memcpy(w, p, c->chunk[i]);
+            else
+                memcpy(p, w, c->chunk[i]);
+        }
+}
+
 static void axis_copy(const kb_tensor *whole, const kb_tensor *parts, int n, int64_t axis,
-                      bool into_whole) {
+                      bool into_whole, int threads) {
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < axis; d++)
         outer *= whole->dims[d];
     for (int d = (int)axis + 1; d < whole->rank; d++)
         inner *= whole->dims[d];
     size_t es = esize(whole), row = (size_t)(whole->dims[axis] * inner) * es;
-    size_t at = 0;
+    axis_copy_ctx c;
+    c.whole = whole->data;
+    c.row = row;
+    c.n = 0;
+    c.into_whole = into_whole;
+    size_t at = 0, moved = 0;
     for (int i = 0; i < n; i++) {
         const kb_tensor *t = &parts[i];
         if (t->dtype == KILN_DTYPE_UNDEFINED)
             continue;
         size_t chunk = (size_t)(t->dims[axis] * inner) * es;
-        if (t->data && chunk)
-            for (int64_t k = 0; k < outer; k++) {
-                uint8_t *w = (uint8_t *)whole->data + (size_t)k * row + at;
-                uint8_t *p = (uint8_t *)t->data + (size_t)k * chunk;
-                if (into_whole)
-                    memcpy(w, p, chunk);
-                else
-                    memcpy(p, w, chunk);
+        /* already in its share: one contiguous slice written there */
+        bool in_place = (outer == 1 || chunk == row) && t->data == c.whole + at;
+        if (t->data && chunk && !in_place) {
+            if (c.n == (int)KN_ARRAY_LEN(c.part)) { /* full: move what is gathered */
+                int nt = threads > 1 && (size_t)outer * moved > ((size_t)1 << 18) ? threads : 1;
+                kn_parallel_for(nt, outer, 0, axis_copy_rows, &c);
+                c.n = 0, moved = 0;
             }
+            c.part[c.n] = t->data;
+            c.chunk[c.n] = chunk;
+            c.at[c.n] = at;
+            c.n++;
+            moved += chunk;
+        }
         at += chunk;
+    }
+    if (c.n) {
+        int nt = threads > 1 && (size_t)outer * moved > ((size_t)1 << 18) ? threads : 1;
+        kn_parallel_for(nt, outer, 0, axis_copy_rows, &c);
     }
 }
 
 static kiln_status k_concat(const kb_run *r) {
     int64_t axis = kn_attr_int(r->node, "axis", 1);
-    axis_copy(&r->out[0], r->in, r->n_in, axis < 0 ? axis + r->out[0].rank : axis, true);
+    axis_copy(&r->out[0], r->in, r->n_in, axis < 0 ? axis + r->out[0].rank : axis, true,
+              r->threads);
     return KILN_OK;
 }
 
 static kiln_status k_split(const kb_run *r) {
     int64_t axis = kn_attr_int(r->node, "axis", 0);
-    axis_copy(&r->in[0], r->out, r->n_out, axis < 0 ? axis + r->in[0].rank : axis, false);
+    axis_copy(&r->in[0], r->out, r->n_out, axis < 0 ? axis + r->in[0].rank : axis, false,
+              r->threads);
     return KILN_OK;
 }
 
