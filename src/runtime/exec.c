@@ -635,10 +635,16 @@ static bool reads_unknown(const kn_node *n, bool *unknown) {
     return any;
 }
 
-/* Infer shapes of steps [from, n_steps). `unknown` (NULL in every run; set
- * by kx_program_check) marks tensors whose shapes or values cannot be known
- * yet: the steps that read them are skipped. */
-static kiln_status infer_from(kx_ctx *c, int from, bool *unknown) {
+/* Infer shapes of steps [from, n_steps). `unknown` (NULL at a context's
+ * inference; set by kx_program_check and after a data-dependent step)
+ * marks tensors whose shapes or values cannot be known yet: the steps that
+ * read them are skipped. With `defer_dd`, the outputs of a later
+ * data-dependent step are marked too: its readers keep their planned
+ * (upper-bound) shapes until it has run and reported its true dims, so no
+ * reader sees one data-dependent count already true and another still at
+ * its bound (two NonZero of one mask: a TopK's K from one, its input from
+ * the other). */
+static kiln_status infer_from(kx_ctx *c, int from, bool *unknown, bool defer_dd) {
     const kn_net *net = c->p->net;
     kn_tinfo in[64], out[16];
     for (int si = from; si < c->p->n_steps; si++) {
@@ -674,8 +680,11 @@ static kiln_status infer_from(kx_ctx *c, int from, bool *unknown) {
             /* at build (every profile point) and at run alike: a shape
              * that overflows, or that no memory can hold, stops here */
             KN_TRY(check_tensor(net, n, n->out[j], &out[j]));
-            if (out[j].data_dependent)
+            if (out[j].data_dependent) {
                 c->has_data_dependent = true;
+                if (defer_dd && unknown && !s->host)
+                    unknown[n->out[j]] = true;
+            }
         }
         if (s->host)
             KN_TRY(run_host_step(c, si, in, out));
@@ -768,7 +777,7 @@ static kiln_status infer_inputs(kx_ctx *c, bool *unknown) {
                 memcpy(c->saved[i], c->user[i], bytes);
         }
     }
-    KN_TRY(infer_from(c, 0, unknown));
+    KN_TRY(infer_from(c, 0, unknown, false));
     c->shapes_ok = true;
     return KILN_OK;
 }
@@ -1281,7 +1290,13 @@ static kiln_status after_data_dependent(kx_ctx *c, int si) {
         memcpy(ti->dims, v[j].dims, sizeof ti->dims);
         ti->data_dependent = false;
     }
-    kiln_status st = infer_from(c, si + 1, NULL);
+    bool *later = kn_calloc(nt + 1, sizeof *later);
+    if (!later) {
+        kn_free(planned);
+        return KILN_ERR_OUT_OF_MEMORY;
+    }
+    kiln_status st = infer_from(c, si + 1, later, true);
+    kn_free(later);
     /* host values made again (a Shape or SequenceLength after the step)
      * have new buffers: later steps and the caller read those */
     if (st == KILN_OK && on_cpu(c->p->be))
