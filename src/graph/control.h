@@ -24,5 +24,16 @@ KN_HIDDEN kiln_status kn_net_resolve_captures(kn_net *net, int is_sub);
  * NULL). Runs kiln's executor's inference on a copy (src/runtime/control.c). */
 KN_HIDDEN kiln_status kx_body_infer(const kn_node *node, const kn_net *body, int n_in,
                                     const kn_tinfo *in, int n_out, kn_tinfo *out);
+/* The same where a body input whose value its shapes need is not known
+ * when shapes are inferred (a capture computed by the network: the boxes
+ * Mask R-CNN pastes its masks into): zeros stand in for its value, the
+ * outputs are marked data-dependent (the node's kernel reports the true
+ * shapes) and *estimated is set. The shapes are then an estimate that the
+ * run checks: an output that outgrows it fails the run naming the node.
+ * With estimated NULL, or an input of over 64 MiB, it fails as
+ * kx_body_infer does. */
+KN_HIDDEN kiln_status kx_body_infer_est(const kn_node *node, const kn_net *body, int n_in,
+                                        const kn_tinfo *in, int n_out, kn_tinfo *out,
+                                        bool *estimated);
 
 #endif

@@ -143,17 +143,18 @@ static kiln_status infer_if(kn_infer *c) {
     if (kn_numel(c->in[0].rank, c->in[0].dims) != 1)
         return kn_node_error(c->node, KILN_ERR_SHAPE, "the condition has %lld elements, not 1",
                              (long long)kn_numel(c->in[0].rank, c->in[0].dims));
+    bool est = false; /* a branch's shapes need a value known only at run time */
     if (c->in[0].value) {
         bool cond = kn_value_double(&c->in[0], 0) != 0;
-        return kx_body_infer(c->node, cond ? gt : ge, nc, c->in + 1, c->n_out, c->out);
+        return kx_body_infer_est(c->node, cond ? gt : ge, nc, c->in + 1, c->n_out, c->out, &est);
     }
     /* the condition is not known: both branches, the larger where they differ */
     kn_tinfo *o2 = kn_calloc((size_t)c->n_out + 1, sizeof *o2);
     if (!o2)
         return KILN_ERR_OUT_OF_MEMORY;
-    kiln_status st = kx_body_infer(c->node, gt, nc, c->in + 1, c->n_out, c->out);
+    kiln_status st = kx_body_infer_est(c->node, gt, nc, c->in + 1, c->n_out, c->out, &est);
     if (st == KILN_OK)
-        st = kx_body_infer(c->node, ge, nc, c->in + 1, c->n_out, o2);
+        st = kx_body_infer_est(c->node, ge, nc, c->in + 1, c->n_out, o2, &est);
     for (int j = 0; j < c->n_out && st == KILN_OK; j++) {
         kn_tinfo *a = &c->out[j];
         if (kn_dtype_is_handle((int)a->dtype)) { /* either branch's list */
@@ -282,7 +283,8 @@ static kiln_status loop_shapes(kn_infer *c, const kn_net *g, int nv, int nc, int
             bin[2 + j].data_dependent = false;
         }
         itv = it;
-        st = kx_body_infer(c->node, g, 2 + nv + nc, bin, g->n_outputs, bout);
+        bool est = false;
+        st = kx_body_infer_est(c->node, g, 2 + nv + nc, bin, g->n_outputs, bout, &est);
         for (int j = 0; j < nv && st == KILN_OK; j++) {
             if (kn_dtype_is_handle((int)hi[j].dtype)) { /* a list: the largest element */
                 if (hi[j].elem_known && bout[1 + j].elem_known)
@@ -528,8 +530,12 @@ static kiln_status infer_loop(kn_infer *c) {
         bin[2 + k] = c->in[2 + k];
         bin[2 + k].data_dependent = false;
     }
-    kiln_status st = kx_body_infer(c->node, g, 2 + nv + nc, bin, g->n_outputs, bout);
-    bool exact = bound_exact || cond_passthrough(c, g, nv);
+    /* a body whose shapes need a value known only at run time (a capture
+     * the network computes) is inferred on an estimate: the outputs are
+     * data-dependent, their planned size that estimate's */
+    bool est = false;
+    kiln_status st = kx_body_infer_est(c->node, g, 2 + nv + nc, bin, g->n_outputs, bout, &est);
+    bool exact = (bound_exact || cond_passthrough(c, g, nv)) && !est;
     for (int j = 0; j < nv && st == KILN_OK; j++) {
         c->out[j] = bout[1 + j];
         if (kn_dtype_is_handle((int)c->out[j].dtype) && trip != 0) {
@@ -595,6 +601,7 @@ static kiln_status infer_scan(kn_infer *c) {
         return KILN_ERR_OUT_OF_MEMORY;
     }
     kiln_status st = KILN_OK;
+    bool est = false; /* the body's shapes need a value known only at run time */
     int64_t len = -1, batch = -1;
     for (int k = 0; k < nin && st == KILN_OK; k++) {
         const kn_tinfo *x = &c->in[off + k];
@@ -631,7 +638,7 @@ static kiln_status infer_scan(kn_infer *c) {
                 bin[k].dims[s++] = x->dims[d];
     }
     if (st == KILN_OK)
-        st = kx_body_infer(c->node, g, nin, bin, g->n_outputs, bout);
+        st = kx_body_infer_est(c->node, g, nin, bin, g->n_outputs, bout, &est);
     for (int j = 0; j < nv && st == KILN_OK; j++) {
         c->out[j] = bout[j];
         if (v8) {
@@ -654,6 +661,7 @@ static kiln_status infer_scan(kn_infer *c) {
             st = kn_axis(c, noa ? out_axes[j] : 0, o->rank, &ax);
         for (int d = 0, s = 0; st == KILN_OK && d < o->rank; d++)
             o->dims[d] = d == ax ? len : (v8 && d == 0) ? batch : b->dims[s++];
+        o->data_dependent = est;
     }
     kn_free(bin);
     kn_free(bout);

@@ -236,34 +236,66 @@ static kx_ref body_output(const kx_body *b, int k, kn_tinfo *ti) {
     return (kx_ref){b->c.addr[t], host};
 }
 
-kiln_status kx_body_infer(const kn_node *node, const kn_net *body, int n_in, const kn_tinfo *in,
-                          int n_out, kn_tinfo *out) {
+/* The most bytes of zeros an estimate binds to one body input. */
+#define ESTIMATE_MAX_BYTES ((size_t)1 << 26)
+
+kiln_status kx_body_infer_est(const kn_node *node, const kn_net *body, int n_in,
+                              const kn_tinfo *in, int n_out, kn_tinfo *out, bool *estimated) {
     if (body->n_outputs < n_out)
         return kn_node_error(node, KILN_ERR_PARSE, "body has %d outputs, %d wanted",
                              body->n_outputs, n_out);
     kx_body b;
     KN_TRY(body_open(&b, node, body, n_in, in, &kb_cpu_backend));
-    kiln_status st = KILN_OK;
+    void **zeros = kn_calloc((size_t)n_in + 1, sizeof *zeros);
+    kiln_status st = zeros ? KILN_OK : KILN_ERR_OUT_OF_MEMORY;
+    bool est = false;
     for (int i = 0; i < n_in && st == KILN_OK; i++) {
         const kn_tensor *t = &b.net->tensors[b.net->inputs[i]];
+        kx_ref v = {NULL, in[i].value};
         if (kn_dtype_is_handle((int)in[i].dtype))
             kx_ctx_set_input_info(&b.c, i, &in[i]); /* what is known of the list */
-        if ((t->flags & KN_T_HOST) && !in[i].value && !kn_dtype_is_handle((int)in[i].dtype))
-            st = kn_node_error(node, KILN_ERR_SHAPE,
-                               "the body needs the value of input '%s' to infer shapes", t->name);
-        else
-            st = body_input(&b, i, in[i].rank, in[i].dims, (kx_ref){NULL, in[i].value}, NULL);
+        if ((t->flags & KN_T_HOST) && !in[i].value && !kn_dtype_is_handle((int)in[i].dtype)) {
+            size_t bytes = tbytes(in[i].dtype, in[i].rank, in[i].dims);
+            if (!estimated || bytes > ESTIMATE_MAX_BYTES) {
+                st = kn_node_error(node, KILN_ERR_SHAPE,
+                                   "the body needs the value of input '%s' to infer shapes",
+                                   t->name);
+                break;
+            }
+            /* known only when the node runs: zeros stand in for it, and
+             * the shapes they give are an estimate */
+            if (!(zeros[i] = kn_aligned_alloc(bytes ? bytes : 1))) {
+                st = KILN_ERR_OUT_OF_MEMORY;
+                break;
+            }
+            memset(zeros[i], 0, bytes ? bytes : 1);
+            v.host = zeros[i];
+            est = true;
+        }
+        st = body_input(&b, i, in[i].rank, in[i].dims, v, NULL);
     }
     if (st == KILN_OK)
         st = kx_ctx_infer(&b.c);
     for (int k = 0; k < n_out && st == KILN_OK; k++) {
         out[k] = b.c.ti[b.net->outputs[k]];
         out[k].value = NULL;
+        if (est && !kn_dtype_is_handle((int)out[k].dtype))
+            out[k].data_dependent = true;
     }
     body_close(&b);
+    for (int i = 0; zeros && i < n_in; i++)
+        kn_aligned_free(zeros[i]);
+    kn_free(zeros);
     if (st != KILN_OK)
         return kn_error_wrap(st, "inferring the body of node '%s' (%s)", node->name, node->op_type);
+    if (estimated)
+        *estimated |= est;
     return KILN_OK;
+}
+
+kiln_status kx_body_infer(const kn_node *node, const kn_net *body, int n_in, const kn_tinfo *in,
+                          int n_out, kn_tinfo *out) {
+    return kx_body_infer_est(node, body, n_in, in, n_out, out, NULL);
 }
 
 /* ---- kernels ----
