@@ -9,7 +9,9 @@ tests/models/run_torchvision_tests.py.
     (GRU + Linear decoder, argmax token fed back, early stop on EOS -> Loop
     with a trip count and a condition, a growing token row as loop state),
     a data-dependent branch (If on a tensor's value), a recurrence with
-    loop-carried state and stacked per-step outputs (scan-like Loop).
+    loop-carried state and stacked per-step outputs (scan-like Loop), a
+    paste loop whose body's shapes follow values of the data (Mask R-CNN's
+    paste_masks_in_image in small).
   torchvision (tests/models/torchvision/, as skeletons: tests/models/
     onnx_skeleton.py strips the large float tensors; the test refills them
     from the seed recorded in the file):
@@ -147,6 +149,36 @@ class Recurrence(nn.Module):
         return torch.stack(outs, 0), h, acc
 
 
+class Paste(nn.Module):
+    """Mask pasting as torchvision's paste_masks_in_image does it: per row,
+    a piece whose length is a value of the data (not a shape), padded and
+    cut back to a fixed width and stacked onto a growing carried tensor; the
+    shapes inside the body are known only when it runs."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        starts = (x[:, 0].abs() * 3).long()
+        lens = (x[:, 1].abs() * 3).long() + 1
+        res = torch.zeros(0, 8)
+        for i in range(x.shape[0]):
+            piece = torch.ones(int(lens[i])) * x[i, 2]
+            row = torch.cat([torch.zeros(int(starts[i])), piece, torch.zeros(8)])[:8]
+            res = torch.cat([res, row.unsqueeze(0)], 0)
+        return res
+
+
+class PasteGrow(Paste):
+    """The pieces concatenated without the cut: the result's length is the
+    sum of values of the data, which no shape inference knows (kiln plans
+    it from an estimate and its run fails naming the Loop; expected.json)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lens = (x[:, 1].abs() * 3).long() + 1
+        res = torch.zeros(0)
+        for i in range(x.shape[0]):
+            res = torch.cat([res, torch.ones(int(lens[i])) * x[i, 2]])
+        return res
+
+
 def with_eos(m):
     """The decoder scripted with an EOS token that its random weights
     produce in some row after a few steps (not at the first), over draws of
@@ -179,6 +211,8 @@ def control_flow(out_dir, manifest, only):
         ("branch", lambda: torch.jit.script(Branch()), {"x": (4, 8)}, ["y"]),
         ("recurrence", lambda: torch.jit.script(Recurrence()), {"x": (5, 2, 6), "h": (2, 8)},
          ["states", "h_out", "acc"]),
+        ("paste", lambda: torch.jit.script(Paste()), {"x": (6, 3)}, ["rows"]),
+        ("paste_grow", lambda: torch.jit.script(PasteGrow()), {"x": (6, 3)}, ["row"]),
     ]
     for name, make, inputs, outputs in items:
         if only and name not in only:
