@@ -1334,6 +1334,8 @@ static TRITONSERVER_Error *kt_flush_in(kt_instance *in, kt_buf *b, size_t *lo, s
  * and 0.1 ms of transfer, which would otherwise follow each other). Smaller
  * batches go with one copy, as before. */
 #define KT_FLUSH_CHUNK ((size_t)1 << 20)
+/* A pinned input piece at least this large goes to the device directly. */
+#define KT_PINNED_DIRECT ((size_t)64 << 10)
 
 /* GPU engines: append n host bytes at *hi of b's pinned staging, sending
  * each full chunk to the device as it fills. */
@@ -1638,11 +1640,14 @@ static void kt_run_group(kt_instance *in, kt_req *qs, int n, uint64_t *compute_s
                         e = kt_err(TRITONSERVER_ERROR_INVALID_ARG, "kiln: input '%s' overruns its staging buffer", t->name);
                     if (!e && !in->gpu) {
                         e = kt_copy_in(in, (char *)b->dev + off, src, mt, sz);
-                    } else if (!e && (mt == TRITONSERVER_MEMORY_GPU || mt == TRITONSERVER_MEMORY_CPU_PINNED)) {
-                        /* device memory: a copy on the device; pinned host
-                         * memory (Triton's pinned pool): sent as it is, with
-                         * no gather into the staging (the buffer lives until
-                         * the request is released, after the batch's sync) */
+                    } else if (!e && (mt == TRITONSERVER_MEMORY_GPU ||
+                                      (mt == TRITONSERVER_MEMORY_CPU_PINNED && sz >= KT_PINNED_DIRECT))) {
+                        /* device memory: a copy on the device; a large piece
+                         * of pinned host memory (Triton's pinned pool): sent
+                         * as it is, without the memcpy into the staging (the
+                         * buffer lives until the request is released, after
+                         * the batch's sync); small pieces are gathered, as a
+                         * copy each would cost more than the memcpy */
                         e = kt_flush_in(in, b, &lo, &hi);
                         if (!e && mt == TRITONSERVER_MEMORY_GPU) e = kt_copy_in(in, (char *)b->dev + off, src, mt, sz);
                         else if (!e && sz &&
