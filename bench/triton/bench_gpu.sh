@@ -15,11 +15,18 @@
 # seconds); BACKEND=cpu KIND=KIND_CPU runs the same steps on a machine without
 # a GPU; ONNX_DIR holds resnet50.onnx / bert.onnx already exported (else
 # torch exports them); LEVELS, DURATION, PROCS, INSTANCES, QUEUE_US tune the
-# load; PARAMS the backend's parameters (key=value,...). Then
+# load; PARAMS the backend's parameters (key=value,...); PREFERRED the
+# batcher's preferred sizes (buckets | triton | 4,8,16). Per model, also
+# triton_exec_bench (EXEC_BENCH=0 leaves it out): the backend's own time per
+# execution with no server, 1 and EXEC_REQUESTS ("13 64") requests an
+# execution, against kiln's API doing the same work; and, when pack_gpu.sh
+# packed perf_analyzer.txz, bench/triton/pa_bench.py (PERF_ANALYZER=0 leaves
+# it out) at PA_LEVELS (1,64,128) with perf_analyzer as the client. Then
 # bench/triton/overhead.py (OVERHEAD=0 leaves it out) measures the backend's
 # time per request at batch 1 against kiln exec.
 # Results land in $OUT: triton_<model>.md/.json, triton_<model>.server.log (the
-# backend's warm-up line among it), overhead.md, build logs.
+# backend's warm-up line among it), exec_bench_<model>.md/_<k>.json,
+# pa_<model>.md/.json, overhead.md, build logs.
 set -u
 D=${KILN_DIR:-.device}
 OUT=${OUT:-/tmp/kiln_triton_out}
@@ -30,10 +37,18 @@ mkdir -p $T
 if command -v xz >/dev/null; then tar xJf $D/triton.txz -C $T
 else python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/triton.txz $T; fi
 tar xzf $D/kiln_triton.tgz -C $T
+# perf_analyzer (pack_gpu.sh's perf_analyzer.txz: the binary, libcudart.so.12, libb64.so.0d)
+PA=""
+if [ -f $D/perf_analyzer.txz ]; then
+    mkdir -p $T/pa
+    if command -v xz >/dev/null; then tar xJf $D/perf_analyzer.txz -C $T/pa
+    else python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $D/perf_analyzer.txz $T/pa; fi
+    PA=$T/pa/perf_analyzer
+fi
 # the commit pack_gpu.sh packed (load_test.py prints it; "unknown" without it)
 export KILN_COMMIT=${KILN_COMMIT:-$(cat $T/COMMIT 2>/dev/null || echo unknown)}
 export KILN_TRITONSERVER=$T/pytriton/tritonserver/bin/tritonserver
-export LD_LIBRARY_PATH=$T:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$T:$T/pa:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee $OUT/env.txt
 $KILN_TRITONSERVER --help > /dev/null 2>&1 || echo "tritonserver does not start: $($KILN_TRITONSERVER --help 2>&1 | tail -3)"
@@ -41,6 +56,10 @@ BACKEND=${BACKEND:-cuda}
 # the backend's defaults: a context (and its CUDA graph) per batch bucket
 # (1,2,4,8,12,16,24,32,48,64), and the batcher's preferred sizes from them
 PARAMS=${PARAMS:-}
+# the batcher's preferred sizes: "buckets" (the backend's, so no batch needs
+# padding rows), "triton" (none given: Triton fills in [64] since the
+# configuration has a dynamic_batching block; session 24 ran so), or a list
+PREFERRED=${PREFERRED:-buckets}
 KIND=${KIND:-KIND_GPU}
 ONNX_DIR=${ONNX_DIR:-$T}
 cp examples/tiny_cnn.onnx $ONNX_DIR/tiny.onnx 2>/dev/null
@@ -75,9 +94,28 @@ for model in ${MODELS:-resnet50 bert}; do
     timeout 420 $PY bench/triton/load_test.py --kiln $T/kiln --build $T --backends $T/triton/backends \
         --plan $plan --name $model --max-batch 64 --kind $KIND --instances ${INSTANCES:-2} \
         --proto raw-shm --procs ${PROCS:-16} --levels ${LEVELS:-1,64} --duration ${DURATION:-10} \
-        --rtol 5e-2 --atol 5e-2 --queue-delay-us ${QUEUE_US:-100} --params "$PARAMS" \
+        --rtol 5e-2 --atol 5e-2 --queue-delay-us ${QUEUE_US:-100} --params "$PARAMS" --preferred $PREFERRED \
         --title "kiln Triton backend, $model FP16 on $(head -1 $OUT/env.txt | cut -d, -f1)" \
         --out $OUT/triton_$model.md 2>&1 | tee $OUT/load_$model.log | tail -6
+    # the backend's own time per execution, no server (bench/triton/exec_bench.c):
+    # 1 request (the batch-1 target) and EXEC_REQUESTS requests an execution
+    if [ "${EXEC_BENCH:-1}" = 1 ] && [ -x $T/triton_exec_bench ]; then
+        for k in 1 ${EXEC_REQUESTS:-13 64}; do
+            echo "== $model: backend per execution, $k request(s), no server"
+            timeout 120 $T/triton_exec_bench --backend $T/triton/backends/kiln/libtriton_kiln.so --plan $plan \
+                --requests $k --iters ${EXEC_ITERS:-1000} --json $OUT/exec_bench_${model}_$k.json \
+                $(for kv in ${PARAMS//,/ }; do echo --param $kv; done) 2>> $OUT/exec_bench_$model.log |
+                tee -a $OUT/exec_bench_$model.md | tail -4
+        done
+    fi
+    # perf_analyzer (C++ client: no Python client limit) at PA_LEVELS
+    if [ "${PERF_ANALYZER:-1}" = 1 ] && [ -n "$PA" ]; then
+        echo "== $model: perf_analyzer, $KIND x ${INSTANCES:-2}, preferred sizes $PREFERRED"
+        timeout 420 $PY bench/triton/pa_bench.py --kiln $T/kiln --backends $T/triton/backends --plan $plan \
+            --name $model --kind $KIND --instances ${INSTANCES:-2} --levels ${PA_LEVELS:-1,64,128} --max-batch 64 \
+            --queue-delay-us ${QUEUE_US:-100} --preferred $PREFERRED --params "$PARAMS" --perf-analyzer $PA \
+            --window-ms ${PA_WINDOW_MS:-3000} --stability ${PA_STABILITY:-25} --out $OUT/pa_$model.md 2>&1 | tee $OUT/pa_$model.log | grep -v "^  " | tail -5
+    fi
 done
 # the backend's own time per request at batch 1 (an almost empty plan and
 # tiny_cnn, one client in a loop, zero_copy on and off) against kiln exec

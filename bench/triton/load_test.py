@@ -294,6 +294,28 @@ def rest(port, path, body=None):
         return json.loads(r.read() or b"{}")
 
 
+def bucket_sizes(max_batch):
+    """The backend's default batch buckets (kt_default_buckets): 1, 2, 4, 8,
+    then 1.5x and 4/3x steps, and max_batch."""
+    out, b = [], 1
+    while b < max_batch:
+        out.append(b)
+        b = 2 * b if b < 8 else (b + b // 2 if b & (b - 1) == 0 else b // 3 * 4)
+    return out + [max_batch]
+
+
+def preferred_clause(spec, max_batch):
+    """The dynamic_batching block's preferred_batch_size for `spec`:
+    "buckets" (the default) the backend's buckets above 1, "triton" none
+    (Triton then fills in [max_batch_size] itself, since the block is given:
+    the backend's auto-complete never sees it empty), else a list "4,8,16".
+    Batches of the preferred sizes need no padding rows."""
+    if spec == "triton":
+        return ""
+    sizes = [b for b in bucket_sizes(max_batch) if b > 1] if spec == "buckets" else [int(v) for v in spec.split(",")]
+    return " preferred_batch_size: [ %s ]" % ", ".join(str(v) for v in sizes)
+
+
 def stats(port, model):
     s = rest(port, "/v2/models/%s/stats" % model)["model_stats"]
     s = s[0] if s else {}
@@ -346,6 +368,8 @@ def main():
     ap.add_argument("--kind", default="KIND_CPU")
     ap.add_argument("--instances", type=int, default=1)
     ap.add_argument("--queue-delay-us", type=int, default=0)
+    ap.add_argument("--preferred", default="buckets",
+                    help="preferred_batch_size: buckets (the backend's), triton (Triton's own), or a list 4,8,16")
     ap.add_argument("--params", default="", help="backend parameters key=value,key=value")
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--atol", type=float, default=1e-5)
@@ -379,8 +403,9 @@ def main():
     params = "".join('parameters { key: "%s" value: { string_value: "%s" } }\n' % tuple(kv.split("=", 1))
                      for kv in a.params.split(",") if kv)
     th.add_model(repo, a.name, plan, 'backend: "kiln"\nmax_batch_size: %d\n'
-                 "dynamic_batching { max_queue_delay_microseconds: %d }\n"
-                 "instance_group [ { kind: %s count: %d } ]\n%s" % (a.max_batch, a.queue_delay_us, a.kind,
+                 "dynamic_batching { max_queue_delay_microseconds: %d%s }\n"
+                 "instance_group [ { kind: %s count: %d } ]\n%s" % (a.max_batch, a.queue_delay_us,
+                                                                   preferred_clause(a.preferred, a.max_batch), a.kind,
                                                                    a.instances, params),
                  artifact_name="model.plan")
     srv = th.Server(repo, backends)
@@ -502,11 +527,11 @@ def write_report(a, rows, meta, plan, cfg):
                  os.cpu_count() or 0, " ".join("%.1f" % v for v in os.getloadavg())),
              "",
              "Plan `%s` (%s), inputs %s; served with `max_batch_size: %d`, dynamic batching (max queue delay "
-             "%d us), %d x %s instance(s); clients: %s%s, closed loop, %g s a level, requests of "
+             "%d us, preferred sizes: %s), %d x %s instance(s); clients: %s%s, closed loop, %g s a level, requests of "
              "batch 1, every response checked against `kiln exec` on the same input (rtol %g, atol %g)." % (
                  os.path.basename(a.onnx if not a.plan else a.plan), a.build_args or "fp32",
                  ", ".join("%s %s %s" % (i["name"], i["data_type"], i["dims"]) for i in cfg["input"]),
-                 a.max_batch, a.queue_delay_us, a.instances, a.kind,
+                 a.max_batch, a.queue_delay_us, a.preferred, a.instances, a.kind,
                  ("tritonclient " + a.proto) if not a.proto.startswith("raw") else "Python's http.client (KServe v2, binary tensors)",
                  " through system shared memory" if (a.shm or a.proto == "raw-shm") else "", a.duration, a.rtol, a.atol),
              "",
