@@ -9,7 +9,7 @@ around the N timed runs only, so build-time noise stays out. Meant for one
 thread (with more, spinning threads add to both).
 
   bench/cpu/instr_count.py --lib build/libkiln.so --models /tmp/m \
-      --which zoo_resnet50,zoo_squeezenet --runs 30 [--env KILN_CPU_NCHW=1]
+      --which zoo_resnet50,zoo_squeezenet --runs 30 [--batch 8] [--env KILN_CPU_NCHW=1]
 
 Prints a Markdown table: model, kiln and ORT instructions (10^9) and task
 clock (ms) per run, and the ratios kiln/ORT.
@@ -31,7 +31,7 @@ def child(args):
     model = args.which
     path = cb.zoo_model(model[4:], args.models) if model.startswith("zoo_") else \
         os.path.join(args.models, model + ".onnx")
-    feeds = cb.make_inputs(model, 1, np.random.default_rng(0), path)
+    feeds = cb.make_inputs(model, args.batch, np.random.default_rng(0), path)
     if args.side == "kiln":
         km = cb.KilnModel(cb.Kiln(args.lib), path, feeds, args.threads)
         run = km.run
@@ -56,7 +56,7 @@ def perf(args, side, runs, env):
     cmd = ["perf", "stat", "-x,", "-e", "instructions:u,task-clock", sys.executable,
            os.path.abspath(__file__), "--child", "--side", side, "--runs", str(runs),
            "--which", args.which, "--lib", args.lib, "--models", args.models,
-           "--threads", str(args.threads)]
+           "--threads", str(args.threads), "--batch", str(args.batch)]
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, check=True)
     vals = {}
@@ -76,6 +76,7 @@ def main():
     ap.add_argument("--which", default="zoo_resnet50")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=1, help="batch of the inputs (dynamic-batch models)")
     ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for kiln's process")
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--side", choices=["kiln", "ort"])

@@ -396,6 +396,31 @@ static void test_matmul(void) {
     }
 }
 
+/* The sgemm tactics (k_fast_sgemm.c: one library call, kiln's epilogue):
+ * B without batch dims only; 2 threads, so the larger products run in
+ * column slabs (widths not a multiple of 16 at the edge). */
+static void test_sgemm_tactics(void) {
+    const char *tactics[] = {"sgemm", "blas"};
+    for (int t = 0; t < 2; t++) {
+        const char *tac = tactics[t];
+        if (!kb_cpu_kernel_find("", "MatMul", tac)) /* "blas": built without OpenBLAS */
+            continue;
+        int64_t a1[] = {5, 7}, b1[] = {7, 3};
+        matmul_check(2, a1, 2, b1, false, 0, tac);
+        int64_t a2[] = {2, 3, 5, 7}, b2[] = {7, 4};
+        matmul_check(4, a2, 2, b2, false, 0, tac);
+        int64_t a5[] = {1, 130, 96}, b5[] = {96, 200};
+        matmul_check(3, a5, 2, b5, true, 0, tac);
+        int64_t a6[] = {2, 64, 96}, b6[] = {1, 96, 301};
+        matmul_check(3, a6, 3, b6, true, 8 /* Gelu */, tac);
+        matmul_check(3, a6, 3, b6, true, 9 /* GeluTanh */, tac);
+        for (int act = 1; act < (int)KN_ARRAY_LEN(act_names); act++) {
+            int64_t a7[] = {2, 6, 24}, b7[] = {24, 10};
+            matmul_check(3, a7, 2, b7, act % 2 == 1, act, tac);
+        }
+    }
+}
+
 typedef struct gemm_case {
     int64_t m, k, n;
     int ta, tb;
@@ -910,6 +935,7 @@ int main(void) {
     }
     test_conv();
     test_matmul();
+    test_sgemm_tactics();
     test_gemm();
     lazy_weights = true; /* weights packed at the first run instead */
     test_conv();

@@ -26,6 +26,18 @@ const kb_kernel kb_cpu_fast[] = {
          kf_conv_prepare),
     FAST("Conv", "kiln", "dnnl_nchw", kf_conv_supports, kf_conv_init_nchw, kf_conv_fini,
          kf_conv_prepare),
+    /* one sgemm call and kiln's epilogue (k_fast_sgemm.c); before the
+     * primitive's entries, so that dnnl_packed stays the default */
+    {"MatMul", "", "sgemm", kf_sgemm_supports, NULL, NULL, kf_sgemm_prepare, kf_sgemm_release,
+     kf_sgemm_run},
+    {"MatMul", "kiln", "sgemm", kf_sgemm_supports, NULL, NULL, kf_sgemm_prepare,
+     kf_sgemm_release, kf_sgemm_run},
+#ifdef KILN_HAVE_OPENBLAS
+    {"MatMul", "", "blas", kf_sgemm_supports, NULL, NULL, kf_blas_prepare, kf_sgemm_release,
+     kf_sgemm_run},
+    {"MatMul", "kiln", "blas", kf_sgemm_supports, NULL, NULL, kf_blas_prepare, kf_sgemm_release,
+     kf_sgemm_run},
+#endif
     FAST("MatMul", "", "dnnl", kf_matmul_supports, NULL, NULL, kf_matmul_prepare),
     FAST("MatMul", "kiln", "dnnl", kf_matmul_supports, NULL, NULL, kf_matmul_prepare),
     FAST("MatMul", "", "dnnl_packed", kf_matmul_supports, NULL, NULL,

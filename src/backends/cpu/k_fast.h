@@ -68,7 +68,16 @@ typedef struct kf_inst {
     kf_prefill prefill;
     int prefill_in;
     int64_t pm, pn, cm, cn;
+    /* After the primitives: out[0] (post_n floats) = post_act(out[0]) with
+     * kiln's vector loops (k_vec.h), for an activation whose oneDNN post-op
+     * is slow on this CPU (GELU on AVX2's gemm:jit: see kf_defer_act). */
+    kb_act post_act;
+    int64_t post_n;
 } kf_inst;
+
+/* Whether act is left out of oneDNN's post-ops and applied by kf_run after
+ * the primitives (GELU, both forms, where kiln's AVX2 loop runs). */
+KN_HIDDEN bool kf_defer_act(kb_act act);
 
 KN_HIDDEN kiln_status kf_inst_new(const kn_node *n, kf_inst **out);
 KN_HIDDEN void kf_inst_free(void *inst);
@@ -145,6 +154,18 @@ KN_HIDDEN kiln_status kf_gemm_prepare(const void *state, const kn_node *node, co
 KN_HIDDEN kiln_status kf_gemm_prepare_packed(const void *state, const kn_node *node,
                                              const kb_tensor *in, int n_in, const kb_tensor *out,
                                              int n_out, void **inst, size_t *workspace);
+/* k_fast_sgemm.c: MatMul, kiln::MatMul as one sgemm call and kiln's
+ * epilogue ("sgemm": dnnl_sgemm; "blas": OpenBLAS). */
+KN_HIDDEN bool kf_sgemm_supports(const kn_node *node, const kn_tinfo *in, int n_in,
+                                 const kn_tinfo *out, int n_out);
+KN_HIDDEN kiln_status kf_sgemm_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                       int n_in, const kb_tensor *out, int n_out, void **inst,
+                                       size_t *workspace);
+KN_HIDDEN kiln_status kf_blas_prepare(const void *state, const kn_node *node, const kb_tensor *in,
+                                      int n_in, const kb_tensor *out, int n_out, void **inst,
+                                      size_t *workspace);
+KN_HIDDEN void kf_sgemm_release(void *inst);
+KN_HIDDEN kiln_status kf_sgemm_run(const kb_run *r);
 /* k_fast_misc.c: Softmax, LayerNormalization, MaxPool, AveragePool,
  * GlobalAveragePool, GlobalMaxPool on plain tensors ("dnnl"). */
 KN_HIDDEN bool kf_softmax_supports(const kn_node *node, const kn_tinfo *in, int n_in,

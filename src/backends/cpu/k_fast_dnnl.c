@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backends/cpu/k_fast.h"
+#include "backends/cpu/k_vec.h"
 
 kiln_status kf_check(const kn_node *n, dnnl_status_t s, const char *what) {
     if (s == dnnl_success)
@@ -306,6 +307,25 @@ static void broadcast2d(const kf_inst *in, const float *c, float *y) {
     }
 }
 
+bool kf_defer_act(kb_act act) {
+    return (act == KB_ACT_GELU || act == KB_ACT_GELU_TANH) && kv_have_avx2();
+}
+
+typedef struct post_ctx {
+    float *y;
+    kb_act act;
+    int64_t n;
+} post_ctx;
+
+/* Blocks [lo, hi) of 1024 floats of the deferred activation. */
+static void post_rows(void *vc, int64_t lo, int64_t hi, int tid) {
+    const post_ctx *c = vc;
+    (void)tid;
+    int64_t a = lo * 1024, b = hi * 1024 < c->n ? hi * 1024 : c->n;
+    if (b > a)
+        kv_gelu(c->y + a, (size_t)(b - a), c->act == KB_ACT_GELU_TANH);
+}
+
 kiln_status kf_run(const kb_run *r) {
     kf_inst *in = r->inst;
     if (!in)
@@ -342,6 +362,11 @@ kiln_status kf_run(const kb_run *r) {
         st = kf_check(r->node, dnnl_stream_wait(in->stream), "waiting for the stream");
     if (prev != in->nthr)
         omp_set_num_threads(prev);
+    if (st == KILN_OK && in->post_act != KB_ACT_NONE) {
+        post_ctx c = {r->out[0].data, in->post_act, in->post_n};
+        int nth = r->threads > 1 && in->post_n > 32768 ? r->threads : 1;
+        kn_parallel_for(nth, (in->post_n + 1023) / 1024, 0, post_rows, &c);
+    }
     return st;
 }
 #endif /* KILN_HAVE_DNNL */

@@ -131,6 +131,11 @@ static kiln_status matmul_build(const kn_node *n, const kb_tensor *in, int n_in,
     kiln_status st = KILN_OK;
     if (has_z) /* the residual: Z is copied into Y, which the sum post-op adds */
         st = kf_check(n, dnnl_post_ops_append_sum(po, 1.f), "adding the residual");
+    if (kf_defer_act(act)) { /* after the primitive, in kiln's vector loop */
+        inst->post_act = act;
+        inst->post_n = numel(nd, y->dims);
+        act = KB_ACT_NONE;
+    }
     if (st == KILN_OK)
         st = kf_check(n, kf_append_act(po, act, al, be), "adding the activation");
     if (st != KILN_OK) {
@@ -282,6 +287,11 @@ static kiln_status gemm_build(const kn_node *n, const kb_tensor *in, int n_in,
                       "scaling by alpha");
     if (st == KILN_OK && mode == GEMM_C_SUM) /* Y was filled with C before the product */
         st = kf_check(n, dnnl_post_ops_append_sum(po, beta), "adding beta * C");
+    if (kf_defer_act(act)) { /* after the primitive, in kiln's vector loop */
+        inst->post_act = act;
+        inst->post_n = m * nn;
+        act = KB_ACT_NONE;
+    }
     if (st == KILN_OK)
         st = kf_check(n, kf_append_act(po, act, al, be), "adding the activation");
     if (st != KILN_OK) {

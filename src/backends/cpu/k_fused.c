@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backends/cpu/k_vec.h"
 #include "graph/fused.h"
 #include "k_nn.h"
 
@@ -210,6 +211,15 @@ typedef struct attention_jobs_ctx {
     float softcap;
 } attention_jobs_ctx;
 
+/* row[j] += the mask's value at (b, h, query q, key j), j < Sk: the only
+ * place that reads the mask (ms: its strides over [B, H, Sq, Sk]). */
+static void att_mask_add(float *row, const float *M, const int64_t *ms, int64_t b, int64_t h,
+                         int64_t q, int64_t Sk) {
+    const float *mr = M + b * ms[0] + h * ms[1] + q * ms[2];
+    for (int64_t j = 0; j < Sk; j++)
+        row[j] += mr[j * ms[3]];
+}
+
 static void attention_jobs(void *vc, int64_t lo_, int64_t hi_, int tid) {
     const attention_jobs_ctx *c_ = vc;
     kb_gemm_fn gemm = c_->gemm;
@@ -246,24 +256,17 @@ static void attention_jobs(void *vc, int64_t lo_, int64_t hi_, int tid) {
                 for (int64_t j = 0; j < Sk; j++)
                     row[j] = softcap * tanhf(row[j] / softcap);
             if (M)
-                for (int64_t j = 0; j < Sk; j++)
-                    row[j] += M[b * ms[0] + h * ms[1] + (i0 + i) * ms[2] + j * ms[3]];
+                att_mask_add(row, M, ms, b, h, i0 + i, Sk);
             if (causal) /* keys after the query, aligned to the last key */
                 for (int64_t j = i0 + i + 1 + Sk - Sq > 0 ? i0 + i + 1 + Sk - Sq : 0; j < Sk; j++)
                     row[j] = -INFINITY;
-            for (int64_t j = 0; j < Sk; j++)
-                mx = row[j] > mx ? row[j] : mx;
+            mx = kv_max(row, (size_t)Sk);
             if (mx == -INFINITY) { /* every key masked: the row gives zeros */
                 memset(row, 0, sizeof(float) * (size_t)Sk);
                 continue;
             }
-            for (int64_t j = 0; j < Sk; j++) {
-                row[j] = expf(row[j] - mx);
-                sum += row[j];
-            }
-            float inv = 1.f / sum;
-            for (int64_t j = 0; j < Sk; j++)
-                row[j] *= inv;
+            sum = kv_exp_shift_sum(row, (size_t)Sk, mx);
+            kv_scale(row, (size_t)Sk, 1.f / sum);
         }
         gemm(false, false, rows, Dv, Sk, 1.f, sc, Sk, V + b * vv->sb + hk * vv->sh, vv->ss, 0.f,
              Y + ((b * Sq + i0) * H + h) * Dv, H * Dv, 1);
