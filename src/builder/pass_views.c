@@ -218,18 +218,22 @@ static void cv_walk_back(const kpass *p, int t, cv_walk *w) {
     w->base = cur;
 }
 
-/* Atoms of dims[] (rank r) with the given strides, one a dim. */
-static void cv_init(cv_atoms *v, int r, const int64_t *dims, const int64_t *strides) {
+/* Atoms of dims[] (rank r) with the given strides, one a dim (false for
+ * an empty dim). */
+static bool cv_init(cv_atoms *v, int r, const int64_t *dims, const int64_t *strides) {
     memset(v, 0, sizeof *v);
     v->rank = r;
     for (int d = 0; d < r; d++) {
         v->first[d] = v->n;
+        if (dims[d] < 1)
+            return false;
         if (dims[d] != 1) {
             v->size[v->n] = dims[d];
             v->stride[v->n++] = strides[d];
         }
     }
     v->first[r] = v->n;
+    return true;
 }
 
 /* The same atoms regrouped into dims[] (rank r), splitting an atom where a
@@ -387,7 +391,8 @@ static bool cv_base_at(const kpass *p, int k, int base, const int64_t *perm, cv_
 static bool cv_heads_at(const kpass *p, int k, const cv_walk *w, const cv_base *b, int64_t d,
                         int64_t *h0, int64_t *hx) {
     cv_atoms v;
-    cv_init(&v, b->rank, b->dims, b->strides);
+    if (!cv_init(&v, b->rank, b->dims, b->strides))
+        return false;
     for (int s = w->n - 1; s >= 0; s--)
         if (!cv_apply(p, k, &p->net->nodes[w->node[s]], w->out[s], &v))
             return false;
