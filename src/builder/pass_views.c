@@ -660,6 +660,83 @@ static kiln_status rotary_views(kpass *p, int i, int *changed) {
     return KILN_OK;
 }
 
+/* The part of a Split along the last axis that tensor t is, when the Split
+ * input X has t's dims but the last at every profile point and the part's
+ * offset and width are the same at each: gives X, the offset and width. */
+static bool last_axis_part(const kpass *p, int t, int *x, int64_t *off, int64_t *width) {
+    const kn_net *net = p->net;
+    int pr = prod(p, t);
+    if (pr < 0 || !kpass_is(&net->nodes[pr], "Split") || net->nodes[pr].n_in < 1 ||
+        net->nodes[pr].in[0] < 0)
+        return false;
+    const kn_node *n = &net->nodes[pr];
+    int j = -1;
+    for (int o = 0; o < n->n_out; o++)
+        if (n->out[o] == t)
+            j = o;
+    int r = kpass_rank(p, n->in[0]);
+    int64_t axis = kn_attr_int(n, "axis", 0);
+    if (j < 0 || r < 1 || (axis != r - 1 && axis != -1))
+        return false;
+    *off = *width = -1;
+    for (int k = 0; k < p->n_points; k++) {
+        const kn_tinfo *a = kpass_shape(p, k, t), *xi = kpass_shape(p, k, n->in[0]);
+        if (!a || !xi || a->rank != r || xi->rank != r)
+            return false;
+        for (int d = 0; d + 1 < r; d++)
+            if (a->dims[d] != xi->dims[d])
+                return false;
+        int64_t o = 0;
+        for (int q = 0; q < j; q++) {
+            const kn_tinfo *po = n->out[q] >= 0 ? kpass_shape(p, k, n->out[q]) : NULL;
+            if (!po || po->rank != r)
+                return false;
+            o += po->dims[r - 1];
+        }
+        if (*off >= 0 && (o != *off || a->dims[r - 1] != *width))
+            return false;
+        *off = o;
+        *width = a->dims[r - 1];
+    }
+    *x = n->in[0];
+    return *width > 1;
+}
+
+/* A kiln::ElementwiseChain reading parts of a Split along the last axis
+ * (a gated MLP's gate and up halves of one packed GEMM) reads them as
+ * column views of the Split's input; the Split then goes when nothing
+ * else reads its parts. */
+static kiln_status ew_chain_views(kpass *p, int i, int *changed) {
+    kn_net *net = p->net;
+    const kn_node *n = &net->nodes[i];
+    if (kn_attr_find(n, "views") || n->n_in < 1 || n->n_in > 16 || n->n_out != 1)
+        return KILN_OK;
+    int64_t v[32] = {0};
+    int in[16];
+    bool any = false;
+    for (int k = 0; k < n->n_in; k++) {
+        in[k] = n->in[k];
+        int x;
+        int64_t off, w;
+        if (in[k] >= 0 && last_axis_part(p, in[k], &x, &off, &w)) {
+            in[k] = x;
+            v[2 * k] = off;
+            v[2 * k + 1] = w;
+            any = true;
+        }
+    }
+    if (!any)
+        return KILN_OK;
+    kn_node *cn = &net->nodes[i];
+    for (int k = 0; k < cn->n_in; k++)
+        KN_TRY(kpass_set_input(cn, k, in[k]));
+    KN_TRY(kn_node_set_ints(cn, "views", v, (size_t)(2 * cn->n_in)));
+    kpass_touch(p, i);
+    kn_log(KILN_LOG_VERBOSE, "views: ElementwiseChain '%s' reads Split parts in place", cn->name);
+    (*changed)++;
+    return KILN_OK;
+}
+
 static bool is_view_reader(const kn_node *n) {
     return kpass_is_kiln(n, "Attention") || kpass_is(n, "RotaryEmbedding") ||
            (strcmp(n->domain, KN_MS_DOMAIN) == 0 && strcmp(n->op_type, "RotaryEmbedding") == 0);
@@ -682,6 +759,20 @@ kiln_status kpass_attn_views(kpass *p, int *changed) {
         else if (is_view_reader(n))
             KN_TRY(rotary_views(p, i, changed));
     }
+    return KILN_OK;
+}
+
+static bool is_chain(const kn_node *n) { return kpass_is_kiln(n, "ElementwiseChain"); }
+
+/* Elementwise chains read Split parts in place (after the chains are made). */
+kiln_status kpass_chain_views(kpass *p, int *changed) {
+    bool ready;
+    KN_TRY(kpass_shapes_if(p, is_chain, &ready));
+    if (!ready)
+        return KILN_OK;
+    for (int i = 0; i < p->n_nodes; i++)
+        if (kpass_free(p, i) && is_chain(&p->net->nodes[i]))
+            KN_TRY(ew_chain_views(p, i, changed));
     return KILN_OK;
 }
 
