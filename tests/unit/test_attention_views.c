@@ -323,6 +323,38 @@ static void test_views_select_chain(void) {
     kiln_network_destroy(net);
 }
 
+/* A gated MLP: one packed GEMM, Split into gate and up, SiLU(gate) * up.
+ * The elementwise chain reads both halves as column views of the product:
+ * no Split stays, and the outputs do not change. */
+static void test_chain_views(void) {
+    enum { E = 16, F = 24 };
+    rng_state = 11u;
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, SQ, E), NULL));
+    fconst(net, "w", 2, DIMS(E, 2 * F), -0.5f, 1.f);
+    iconst(net, "halves", 1, DIMS(2), DIMS(F, F));
+    node(net, "gate_up", "MatMul", 2, IN("x", "w"), "gu");
+    const char *parts[2] = {"g", "u"};
+    int sp = -1;
+    KT_OK(kiln_network_add_node(net, "split", "Split", "", 18, 2, IN("gu", "halves"), 2, parts, &sp));
+    KT_OK(kiln_network_set_attr_int(net, sp, "axis", -1));
+    node(net, "sig", "Sigmoid", 1, IN("g"), "sg");
+    node(net, "silu", "Mul", 2, IN("g", "sg"), "act");
+    node(net, "gated", "Mul", 2, IN("act", "u"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 2, 4);
+    if (o) {
+        const kn_node *c = find_op(o, KN_DOMAIN_KILN, "ElementwiseChain");
+        KT_CHECK(c && kn_attr_find(c, "views"));
+        CHECK_OR_DUMP(count_op(o, "", "Split") == 0, o);
+        CHECK_OR_DUMP(count_op(o, "", "Slice") == 0, o);
+        compare(net, o, "views, gated MLP chain", 3);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* Views that do not fit the inputs are refused with the node named. */
 static void test_views_bad(void) {
     kiln_network *net;
@@ -349,6 +381,7 @@ int main(void) {
     test_rotary_kernel();
     test_views_pass();
     test_views_select_chain();
+    test_chain_views();
     test_views_bad();
     return kt_finish();
 }
