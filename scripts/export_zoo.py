@@ -179,6 +179,21 @@ def make(name, small):
                 dyn[f"past_{kv}_{i}"] = {0: "batch", 2: "past"}
                 outs.append(f"present_{kv}_{i}")
         return LlamaWithPast(m, cfg.num_hidden_layers), ins, dyn, outs
+    if name == "tvs_vit":
+        # torchvision's own VisionTransformer (nn.MultiheadAttention inside:
+        # sequence-first packed in_proj, Q/K/V taken by select), small config
+        import torchvision
+        kw = dict(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=64,
+                  mlp_dim=128, num_classes=10) if small else \
+            dict(image_size=224, patch_size=16, num_layers=12, num_heads=12, hidden_dim=768,
+                 mlp_dim=3072)
+        m = torchvision.models.VisionTransformer(**kw)
+        # its classifier starts at zero (a constant output checks nothing)
+        torch.nn.init.normal_(m.heads.head.weight, std=0.5)
+        torch.nn.init.normal_(m.heads.head.bias, std=0.5)
+        img = kw["image_size"]
+        x = torch.randn(B, 3, img, img, generator=torch.Generator().manual_seed(SEED))
+        return m, {"input": x}, {"input": {0: "batch"}}, ["output"]
     if name.startswith("tv_"):
         import torchvision
         m = getattr(torchvision.models, name[3:])(weights=None)
@@ -189,6 +204,7 @@ def make(name, small):
 
 TEXT = ["bert", "roberta", "distilbert", "gpt2", "t5_encoder", "vit", "clip_text", "clip_vision",
         "whisper_encoder", "llama", "llama_past"]
+TEXT += ["tvs_vit"]  # torchvision's ViT class at a small config
 VISION = ["tv_resnet50", "tv_mobilenet_v3_large", "tv_efficientnet_b0", "tv_convnext_tiny",
           "tv_regnet_y_800mf", "tv_swin_t", "tv_vit_b_16"]
 # (exporter, opset): 17 and the newest each writes

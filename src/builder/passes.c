@@ -779,6 +779,7 @@ static const pass_entry kpass_final[] = {
     {"dead-code", kpass_dead_code, false},       /* the layout chains the views left unread */
     {"split-part", kpass_split_part, true},      /* what the views leave of a Split */
     {"elementwise-chain", kpass_chain, true},
+    {"chain-views", kpass_chain_views, true}, /* chains read Split parts in place */
     {"layernorm", kpass_layernorm, true},
     {"dead-code", kpass_dead_code, false},
 };

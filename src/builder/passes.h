@@ -112,6 +112,7 @@ KN_HIDDEN kiln_status kpass_attn_causal_mask(kpass *p, int *changed);
 /* kiln::Attention and RotaryEmbedding read a Split part or a heads-first
  * Transpose's input in place, through their operand views (pass_views.c). */
 KN_HIDDEN kiln_status kpass_attn_views(kpass *p, int *changed);
+KN_HIDDEN kiln_status kpass_chain_views(kpass *p, int *changed);
 /* A Split with one part read -> a Slice of that part (pass_views.c). */
 KN_HIDDEN kiln_status kpass_split_part(kpass *p, int *changed);
 /* A patch-embedding Conv (kernel = stride) as a GEMM over the patches

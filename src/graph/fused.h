@@ -78,6 +78,10 @@
  *               operand, for Sub/Div/Pow), alphas, betas (floats per op).
  *               acc = X0; for each op i: acc = op_i(acc, X[operand[i]])
  *               (or op_i(X[operand[i]], acc) when swap[i]).
+ *               Optional views (ints, 2 per input: offset, n): input k
+ *               with n > 0 is columns [offset, offset + n) of its rows
+ *               (its last dim; the other dims as they are), read in place:
+ *               a part of a packed GEMM product (a gated MLP's gate/up).
  *
  * Activation names the epilogues accept (kb_act_parse in backends/cpu/act.h):
  * Relu, LeakyRelu(alpha), Sigmoid, Tanh, Clip(alpha=min, beta=max),

@@ -355,6 +355,8 @@ static kiln_status infer_cumsum(kn_infer *c) {
 
 /* ---------------- kiln::ElementwiseChain ---------------- */
 
+#define KN_CHAIN_MAX_IN 16
+
 static kiln_status infer_chain(kn_infer *c) {
     if (c->n_in < 1)
         return kn_node_error(c->node, KILN_ERR_INVALID_ARGUMENT, "needs at least one input");
@@ -371,10 +373,34 @@ static kiln_status infer_chain(kn_infer *c) {
             return kn_node_error(c->node, KILN_ERR_INVALID_ARGUMENT,
                                  "op %zu names operand %lld but the node has %d inputs", i,
                                  (long long)operand[i], c->n_in);
-    kn_tinfo acc = c->in[0];
+    /* views: 2 per input, (offset, n): input i is columns [offset,
+     * offset + n) of its rows (n 0: the whole input) */
+    size_t nv = 0;
+    const int64_t *views = kn_attr_ints(c->node, "views", &nv);
+    if (views && nv != 2 * (size_t)c->n_in)
+        return kn_node_error(c->node, KILN_ERR_INVALID_ARGUMENT,
+                             "'views' has %zu values, 2 per input (%d inputs)", nv, c->n_in);
+    kn_tinfo lin[KN_CHAIN_MAX_IN];
+    if (c->n_in > KN_CHAIN_MAX_IN && views)
+        return kn_node_error(c->node, KILN_ERR_UNSUPPORTED, "views on more than %d inputs",
+                             KN_CHAIN_MAX_IN);
+    for (int i = 0; views && i < c->n_in; i++) {
+        lin[i] = c->in[i];
+        if (views[2 * i + 1] <= 0)
+            continue;
+        int r = lin[i].rank;
+        if (r < 1 || views[2 * i] < 0 ||
+            (lin[i].dims[r - 1] >= 0 && views[2 * i] + views[2 * i + 1] > lin[i].dims[r - 1]))
+            return kn_node_error(c->node, KILN_ERR_SHAPE,
+                                 "input %d's view [%lld, %lld) is outside its rows", i,
+                                 (long long)views[2 * i], (long long)(views[2 * i] + views[2 * i + 1]));
+        lin[i].dims[r - 1] = views[2 * i + 1];
+    }
+    const kn_tinfo *in = views ? lin : c->in;
+    kn_tinfo acc = in[0];
     for (int i = 1; i < c->n_in; i++) {
         KN_TRY(check_type(c, i, T_NUM));
-        KN_TRY(kn_broadcast(c, &acc, &c->in[i], &acc));
+        KN_TRY(kn_broadcast(c, &acc, &in[i], &acc));
     }
     c->out[0].dtype = c->in[0].dtype;
     c->out[0].rank = acc.rank;

@@ -706,6 +706,16 @@ static void test_chain(void) {
     a_floats("alphas", (const float[]){0, 0, 0, -0.5f, 0}, 5);
     a_floats("betas", (const float[]){0, 0, 0, 0.7f, 0}, 5);
     tc_run();
+    /* a gated MLP: SiLU(gate) * up, both halves column views of one packed
+     * [B, S, 2F] product (the views attribute) */
+    tc_begin("ElementwiseChain", KN_DOMAIN_KILN, 1, 1e-5, "gate/up column views");
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 5, 48), -3, 3);
+    tc_rand(KILN_DTYPE_FLOAT, 3, D(2, 5, 48), -3, 3);
+    tc_node(1);
+    a_strs("ops", S("Sigmoid", "Mul", "Mul"), 3);
+    a_ints("operand", D(-1, 0, 1), 3);
+    a_ints("views", D(0, 24, 24, 24), 4);
+    tc_run();
 }
 
 static void test_where_cast(void) {

@@ -264,6 +264,97 @@ static void test_views_pass(void) {
     }
 }
 
+/* torch's MultiheadAttention: the input transposed sequence-first, one
+ * packed projection [S, B, 3E], unflattened, unsqueezed, transposed so the
+ * 3 leads, squeezed, and Q, K, V taken by Gathers of indices 0, 1, 2 (the
+ * select), each reshaped to [S, B*H, D], transposed and reshaped to
+ * [B, H, S, D]. The views pass reads all three from the projection, which
+ * reads its input untransposed: no Gather and no Transpose stays. */
+static void test_views_select_chain(void) {
+    enum { E = 16, H = 2, HD = E / H };
+    rng_state = 7u;
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, SQ, E), NULL));
+    fconst(net, "w", 2, DIMS(E, 3 * E), -0.5f, 1.f);
+    iconst(net, "unflat", 1, DIMS(4), DIMS(0, 0, 3, E));
+    iconst(net, "ax0", 1, DIMS(1), DIMS(0));
+    iconst(net, "ax3", 1, DIMS(1), DIMS(3));
+    iconst(net, "rows", 1, DIMS(3), DIMS(SQ, -1, HD));
+    iconst(net, "bhsd", 1, DIMS(4), DIMS(-1, H, SQ, HD));
+    int t = node(net, "seq_first", "Transpose", 1, IN("x"), "xt");
+    KT_OK(kiln_network_set_attr_ints(net, t, "perm", DIMS(1, 0, 2), 3));
+    node(net, "in_proj", "MatMul", 2, IN("xt", "w"), "proj");
+    node(net, "unflatten", "Reshape", 2, IN("proj", "unflat"), "p4");
+    node(net, "unsq", "Unsqueeze", 2, IN("p4", "ax0"), "p5");
+    t = node(net, "lead3", "Transpose", 1, IN("p5"), "p5t");
+    KT_OK(kiln_network_set_attr_ints(net, t, "perm", DIMS(3, 1, 2, 0, 4), 5));
+    node(net, "sq", "Squeeze", 2, IN("p5t", "ax3"), "p4t");
+    static const char *const idx[3] = {"i0", "i1", "i2"}, *const nm[3] = {"q", "k", "v"};
+    for (int j = 0; j < 3; j++) {
+        int64_t v = j;
+        iconst(net, idx[j], 0, NULL, &v);
+        char a[32], b[32], c[32], d[32], e[32];
+        snprintf(a, sizeof a, "%s_sel", nm[j]);
+        snprintf(b, sizeof b, "%s_rows", nm[j]);
+        snprintf(c, sizeof c, "%s_bh", nm[j]);
+        snprintf(d, sizeof d, "%s_bhsd", nm[j]);
+        snprintf(e, sizeof e, "%s", nm[j]);
+        node(net, a, "Gather", 2, IN("p4t", idx[j]), a);
+        node(net, b, "Reshape", 2, IN(a, "rows"), b);
+        t = node(net, c, "Transpose", 1, IN(b), c);
+        KT_OK(kiln_network_set_attr_ints(net, t, "perm", DIMS(1, 0, 2), 3));
+        node(net, d, "Reshape", 2, IN(c, "bhsd"), d);
+        t = node(net, e, "Transpose", 1, IN(d), e);
+        KT_OK(kiln_network_set_attr_ints(net, t, "perm", DIMS(0, 2, 1, 3), 4));
+    }
+    int a = add_node(net, "att", "Attention", KN_DOMAIN_KILN, 1, 3, IN("q", "k", "v"), "y");
+    KT_OK(kiln_network_set_attr_float(net, a, "scale", 0.35f));
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 2, 4);
+    if (o) {
+        const kn_node *at = find_op(o, KN_DOMAIN_KILN, "Attention");
+        KT_CHECK(at && kn_attr_find(at, "head_offsets"));
+        CHECK_OR_DUMP(count_op(o, "", "Gather") == 0, o);
+        CHECK_OR_DUMP(count_op(o, "", "Transpose") == 0, o);
+        compare(net, o, "views, select chain", 3);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
+/* A gated MLP: one packed GEMM, Split into gate and up, SiLU(gate) * up.
+ * The elementwise chain reads both halves as column views of the product:
+ * no Split stays, and the outputs do not change. */
+static void test_chain_views(void) {
+    enum { E = 16, F = 24 };
+    rng_state = 11u;
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "x", KILN_DTYPE_FLOAT, 3, DIMS(-1, SQ, E), NULL));
+    fconst(net, "w", 2, DIMS(E, 2 * F), -0.5f, 1.f);
+    iconst(net, "halves", 1, DIMS(2), DIMS(F, F));
+    node(net, "gate_up", "MatMul", 2, IN("x", "w"), "gu");
+    const char *parts[2] = {"g", "u"};
+    int sp = -1;
+    KT_OK(kiln_network_add_node(net, "split", "Split", "", 18, 2, IN("gu", "halves"), 2, parts, &sp));
+    KT_OK(kiln_network_set_attr_int(net, sp, "axis", -1));
+    node(net, "sig", "Sigmoid", 1, IN("g"), "sg");
+    node(net, "silu", "Mul", 2, IN("g", "sg"), "act");
+    node(net, "gated", "Mul", 2, IN("act", "u"), "y");
+    KT_OK(kiln_network_mark_output(net, "y"));
+    kn_net *o = optimized(net, 0, 1, 2, 4);
+    if (o) {
+        const kn_node *c = find_op(o, KN_DOMAIN_KILN, "ElementwiseChain");
+        KT_CHECK(c && kn_attr_find(c, "views"));
+        CHECK_OR_DUMP(count_op(o, "", "Split") == 0, o);
+        CHECK_OR_DUMP(count_op(o, "", "Slice") == 0, o);
+        compare(net, o, "views, gated MLP chain", 3);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 /* Views that do not fit the inputs are refused with the node named. */
 static void test_views_bad(void) {
     kiln_network *net;
@@ -289,6 +380,8 @@ int main(void) {
     test_attention_kernel();
     test_rotary_kernel();
     test_views_pass();
+    test_views_select_chain();
+    test_chain_views();
     test_views_bad();
     return kt_finish();
 }

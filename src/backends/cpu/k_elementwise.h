@@ -45,6 +45,11 @@ typedef struct kb_bcast {
 /* Shapes of the inputs are assumed to broadcast to out (the schema checked). */
 KN_HIDDEN void kb_bcast_init(kb_bcast *b, int n_in, const kb_tensor *const *in,
                              const kb_tensor *out);
+/* The same where input k (rows[k] > 0) is a column range of rows rows[k]
+ * wide: its data points at the range's first column, its dims are the
+ * range's (the last dim the range's width). */
+KN_HIDDEN void kb_bcast_init_rows(kb_bcast *b, int n_in, const kb_tensor *const *in,
+                                  const kb_tensor *out, const int64_t *rows);
 /* Element offset of each input at the start of row `row`. */
 KN_HIDDEN void kb_bcast_row(const kb_bcast *b, int64_t row, int64_t *off);
 

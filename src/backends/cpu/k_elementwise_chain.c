@@ -178,10 +178,29 @@ kiln_status kb_ew_run_chain(const kb_run *r) {
             return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "op %d has no %s loop", i,
                                  kiln_dtype_name(y->dtype));
     const kb_tensor *ins[KB_EW_MAX_IN];
-    for (int k = 0; k < r->n_in; k++)
+    kb_tensor vin[KB_EW_MAX_IN];
+    int64_t rows[KB_EW_MAX_IN];
+    size_t nv = 0;
+    const int64_t *views = kn_attr_ints(r->node, "views", &nv);
+    for (int k = 0; k < r->n_in; k++) {
         ins[k] = &r->in[k];
+        rows[k] = 0;
+        if (!views || nv != 2 * (size_t)r->n_in || views[2 * k + 1] <= 0)
+            continue;
+        /* input k is columns [off, off + n) of its rows (graph/fused.h) */
+        const kb_tensor *t = &r->in[k];
+        int64_t off = views[2 * k], n = views[2 * k + 1];
+        if (t->rank < 1 || off < 0 || off + n > t->dims[t->rank - 1])
+            return kn_node_error(r->node, KILN_ERR_SHAPE, "input %d's view [%lld, %lld) is "
+                                 "outside its rows", k, (long long)off, (long long)(off + n));
+        vin[k] = *t;
+        vin[k].data = (uint8_t *)t->data + (size_t)off * kiln_dtype_size(t->dtype);
+        vin[k].dims[t->rank - 1] = n;
+        rows[k] = t->dims[t->rank - 1];
+        ins[k] = &vin[k];
+    }
     kb_bcast bc;
-    kb_bcast_init(&bc, r->n_in, ins, y);
+    kb_bcast_init_rows(&bc, r->n_in, ins, y, rows);
     if (bc.total <= 0)
         return KILN_OK;
     int64_t segs = (bc.inner + KB_EW_CHUNK - 1) / KB_EW_CHUNK, units = bc.rows * segs;

@@ -181,6 +181,11 @@ void kb_ew_store(kiln_dtype dt, void *dst, int64_t n, kb_ctype ct, const void *s
 /* ---- broadcast iterator ---- */
 
 void kb_bcast_init(kb_bcast *b, int n_in, const kb_tensor *const *in, const kb_tensor *out) {
+    kb_bcast_init_rows(b, n_in, in, out, NULL);
+}
+
+void kb_bcast_init_rows(kb_bcast *b, int n_in, const kb_tensor *const *in, const kb_tensor *out,
+                        const int64_t *rows) {
     memset(b, 0, sizeof *b);
     b->n_in = n_in;
     int r = out->rank;
@@ -191,7 +196,8 @@ void kb_bcast_init(kb_bcast *b, int n_in, const kb_tensor *const *in, const kb_t
             int id = d - (r - in[k]->rank);
             int64_t dim = id >= 0 ? in[k]->dims[id] : 1;
             full[k][d] = (dim == 1 && out->dims[d] != 1) ? 0 : s;
-            s *= dim;
+            /* a column range of wider rows: the row stride is the row's */
+            s *= id == in[k]->rank - 1 && rows && rows[k] > 0 ? rows[k] : dim;
         }
     }
     int n = 0;

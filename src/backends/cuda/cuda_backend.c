@@ -133,6 +133,12 @@ void kc_strides(int rank, const int64_t *dims, int64_t *strides) {
 
 kiln_status kc_bcast_init(const kn_node *node, kc_bcast *bc, int n_in, const kb_tensor *const *in,
                           const kb_tensor *out) {
+    return kc_bcast_init_rows(node, bc, n_in, in, out, NULL);
+}
+
+kiln_status kc_bcast_init_rows(const kn_node *node, kc_bcast *bc, int n_in,
+                               const kb_tensor *const *in, const kb_tensor *out,
+                               const int64_t *rows) {
     memset(bc, 0, sizeof *bc);
     if (n_in < 1 || n_in > KC_EW_MAX_IN)
         return kn_node_error(node, KILN_ERR_UNSUPPORTED, "%d inputs (the CUDA kernel takes 1 to %d)",
@@ -154,7 +160,8 @@ kiln_status kc_bcast_init(const kn_node *node, kc_bcast *bc, int n_in, const kb_
                 return kn_node_error(node, KILN_ERR_SHAPE,
                                      "input %d does not broadcast to the output in dim %d", k, d);
             st[k][d] = n == 1 ? 0 : s;
-            s *= n;
+            /* a column range of wider rows: the row stride is the row's */
+            s *= td == t->rank - 1 && rows && rows[k] > 0 ? rows[k] : n;
         }
     }
     /* drop dims of size 1, merge a dim into the next inner one when every

@@ -313,16 +313,35 @@ static kiln_status chain_run(const kb_run *r) {
     if (r->n_in > KC_EW_MAX_IN)
         return kn_node_error(r->node, KILN_ERR_UNSUPPORTED, "more than %d inputs", KC_EW_MAX_IN);
     const kb_tensor *ins[KC_EW_MAX_IN];
+    kb_tensor vin[KC_EW_MAX_IN];
+    int64_t rows[KC_EW_MAX_IN];
+    size_t nv = 0;
+    const int64_t *views = kn_attr_ints(r->node, "views", &nv);
     for (int k = 0; k < r->n_in; k++) {
         ins[k] = &r->in[k];
         p.in[k] = r->in[k].data;
         p.in_dt[k] = r->in[k].dtype;
+        rows[k] = 0;
+        if (!views || nv != 2 * (size_t)r->n_in || views[2 * k + 1] <= 0)
+            continue;
+        /* input k is columns [off, off + n) of its rows (graph/fused.h) */
+        const kb_tensor *t = &r->in[k];
+        int64_t off = views[2 * k], n = views[2 * k + 1];
+        if (t->rank < 1 || off < 0 || off + n > t->dims[t->rank - 1])
+            return kn_node_error(r->node, KILN_ERR_SHAPE, "input %d's view [%lld, %lld) is "
+                                 "outside its rows", k, (long long)off, (long long)(off + n));
+        vin[k] = *t;
+        vin[k].data = (uint8_t *)t->data + (size_t)off * kiln_dtype_size(t->dtype);
+        vin[k].dims[t->rank - 1] = n;
+        rows[k] = t->dims[t->rank - 1];
+        ins[k] = &vin[k];
+        p.in[k] = vin[k].data;
     }
     p.n_steps = s->n;
     memcpy(p.steps, s->steps, sizeof p.steps);
     p.out = r->out[0].data;
     p.out_dt = r->out[0].dtype;
-    KN_TRY(kc_bcast_init(r->node, &p.bc, r->n_in, ins, &r->out[0]));
+    KN_TRY(kc_bcast_init_rows(r->node, &p.bc, r->n_in, ins, &r->out[0], rows));
     KC_CUDA(r->node, kc_ew_run(&p, kc_stream(r)));
     return KILN_OK;
 }

@@ -85,6 +85,11 @@ static inline kiln_status kc_norm_axis(const kn_node *n, int64_t axis, int rank,
  * too many inputs. */
 KN_HIDDEN kiln_status kc_bcast_init(const kn_node *node, kc_bcast *bc, int n_in,
                                     const kb_tensor *const *in, const kb_tensor *out);
+/* The same where input k (rows[k] > 0) is a column range of rows rows[k]
+ * wide (its data at the range's first column, its dims the range's). */
+KN_HIDDEN kiln_status kc_bcast_init_rows(const kn_node *node, kc_bcast *bc, int n_in,
+                                         const kb_tensor *const *in, const kb_tensor *out,
+                                         const int64_t *rows);
 /* Row-major element strides. */
 KN_HIDDEN void kc_strides(int rank, const int64_t *dims, int64_t *strides);
 
