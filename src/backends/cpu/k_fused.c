@@ -204,6 +204,7 @@ typedef struct attention_jobs_ctx {
     const float *V;
     const float *M;
     const int64_t *ms;
+    int64_t mb; /* mask batches: batch b reads mask batch b % mb */
     float *scratch;
     float *Y;
     bool causal;
@@ -227,6 +228,7 @@ static void attention_jobs(void *vc, int64_t lo_, int64_t hi_, int tid) {
     const float *V = c_->V;
     const float *M = c_->M;
     const int64_t *ms = c_->ms;
+    int64_t mb = c_->mb;
     float *scratch = c_->scratch;
     float *Y = c_->Y;
     bool causal = c_->causal;
@@ -245,9 +247,11 @@ static void attention_jobs(void *vc, int64_t lo_, int64_t hi_, int tid) {
             if (softcap > 0.f) /* before the mask, as ONNX Attention's */
                 for (int64_t j = 0; j < Sk; j++)
                     row[j] = softcap * tanhf(row[j] / softcap);
-            if (M)
+            if (M) {
+                const float *mrow = M + b % mb * ms[0] + h * ms[1] + (i0 + i) * ms[2];
                 for (int64_t j = 0; j < Sk; j++)
-                    row[j] += M[b * ms[0] + h * ms[1] + (i0 + i) * ms[2] + j * ms[3]];
+                    row[j] += mrow[j * ms[3]];
+            }
             if (causal) /* keys after the query, aligned to the last key */
                 for (int64_t j = i0 + i + 1 + Sk - Sq > 0 ? i0 + i + 1 + Sk - Sq : 0; j < Sk; j++)
                     row[j] = -INFINITY;
@@ -287,8 +291,14 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
     bool causal = kn_attr_int(r->node, "causal", 0) != 0;
     float softcap = kn_attr_float(r->node, "softcap", 0.f);
     int64_t ms[4] = {0, 0, 0, 0}; /* mask strides over [B, H, Sq, Sk], 0 where broadcast */
-    if (m)
+    int64_t mb = 1;               /* mask batches (mask_batch_mod: a divisor of B) */
+    if (m) {
         kn_mask_strides(m->rank, m->dims, ms);
+        mb = kn_mask_batches(m->rank, m->dims);
+        if (B % mb != 0)
+            return kn_node_error(r->node, KILN_ERR_SHAPE, "mask batch %lld does not divide %lld",
+                                 (long long)mb, (long long)B);
+    }
     int64_t blocks = (Sq + KB_ATT_ROWS - 1) / KB_ATT_ROWS, jobs = B * H * blocks;
     int nth = r->threads > 1 && B * H * Sq * Sk * (D + Dv) > 65536 ? r->threads : 1;
     if (nth > att_threads())
@@ -299,7 +309,7 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
     const float *M = m ? m->data : NULL;
     float *Y = st.out.data;
     {
-        attention_jobs_ctx c_ = {gemm, H, Hkv, D, Dv, Sq, Sk, blocks, vw[0], vw[1], vw[2], scale, Q, K, V, M, ms, scratch, Y, causal, softcap};
+        attention_jobs_ctx c_ = {gemm, H, Hkv, D, Dv, Sq, Sk, blocks, vw[0], vw[1], vw[2], scale, Q, K, V, M, ms, mb, scratch, Y, causal, softcap};
         kn_parallel_for(nth, jobs, 1, attention_jobs, &c_);
     }
     kb_stage_out(&st, &r->out[0]);
