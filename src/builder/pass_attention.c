@@ -7,7 +7,11 @@
  * scale c a constant scalar Mul or Div (optional), M and M2 additive masks
  * or biases (optional), and fill a Where that replaces masked scores by a
  * large negative constant (masked_fill; optional), which becomes one more
- * additive mask. It also holds the rewrite into kiln::Attention, the QKV
+ * additive mask. Some of the Adds may sit inside a view that splits the
+ * scores' batch, [B, H, Sq, Sk] -> [B / G, G, H, Sq, Sk] and back (Swin's
+ * shifted windows, B = images x G windows): a mask added there is one mask
+ * per window, which kiln::Attention reads at batch b % G (mask_batch_mod).
+ * It also holds the rewrite into kiln::Attention, the QKV
  * packing that runs on the fused layer, and the sinking of a Gather through
  * a Transpose that exposes packed heads. */
 #include <math.h>
