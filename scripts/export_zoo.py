@@ -194,6 +194,18 @@ def make(name, small):
         img = kw["image_size"]
         x = torch.randn(B, 3, img, img, generator=torch.Generator().manual_seed(SEED))
         return m, {"input": x}, {"input": {0: "batch"}}, ["output"]
+    if name == "tvs_swin":
+        # torchvision's own Swin class, small: 64x64 images give 16x16 then
+        # 8x8 feature maps over 4x4 windows, so both stages have shifted
+        # windows (16 and 4 of them): 4 attention layers, 2 with window masks
+        from torchvision.models.swin_transformer import SwinTransformer
+        img = 64 if small else 224
+        m = SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4],
+                            window_size=[4, 4], num_classes=10) if small else \
+            SwinTransformer(patch_size=[4, 4], embed_dim=96, depths=[2, 2, 6, 2],
+                            num_heads=[3, 6, 12, 24], window_size=[7, 7])
+        x = torch.randn(B, 3, img, img, generator=torch.Generator().manual_seed(SEED))
+        return m, {"input": x}, {"input": {0: "batch"}}, ["output"]
     if name.startswith("tv_"):
         import torchvision
         m = getattr(torchvision.models, name[3:])(weights=None)
@@ -205,6 +217,7 @@ def make(name, small):
 TEXT = ["bert", "roberta", "distilbert", "gpt2", "t5_encoder", "vit", "clip_text", "clip_vision",
         "whisper_encoder", "llama", "llama_past"]
 TEXT += ["tvs_vit"]  # torchvision's ViT class at a small config
+TEXT.append("tvs_swin")  # torchvision's Swin at a small config (shifted-window masks)
 VISION = ["tv_resnet50", "tv_mobilenet_v3_large", "tv_efficientnet_b0", "tv_convnext_tiny",
           "tv_regnet_y_800mf", "tv_swin_t", "tv_vit_b_16"]
 # (exporter, opset): 17 and the newest each writes

@@ -7,7 +7,11 @@
  * scale c a constant scalar Mul or Div (optional), M and M2 additive masks
  * or biases (optional), and fill a Where that replaces masked scores by a
  * large negative constant (masked_fill; optional), which becomes one more
- * additive mask. It also holds the rewrite into kiln::Attention, the QKV
+ * additive mask. Some of the Adds may sit inside a view that splits the
+ * scores' batch, [B, H, Sq, Sk] -> [B / G, G, H, Sq, Sk] and back (Swin's
+ * shifted windows, B = images x G windows): a mask added there is one mask
+ * per window, which kiln::Attention reads at batch b % G (mask_batch_mod).
+ * It also holds the rewrite into kiln::Attention, the QKV
  * packing that runs on the fused layer, and the sinking of a Gather through
  * a Transpose that exposes packed heads. */
 #include <math.h>
@@ -16,24 +20,57 @@
 
 #include "passes.h"
 
-/* Whether tensor t comes from the score MatMul, maybe through one scalar
- * Mul or Div (the scale): the Add's scores side. */
-static bool scores_side(const kpass *p, int t) {
+/* Steps from tensor t back to the score MatMul through Adds (either
+ * side), Reshapes and scalar Mul / Div (the scale), or -1 when it does not
+ * get there within `depth` steps: which side of an Add is the scores. */
+static int score_steps(const kpass *p, int t, int depth) {
     int pr = kpass_producer(p, t);
-    if (pr < 0)
-        return false;
+    if (pr < 0 || depth < 0)
+        return -1;
     const kn_node *n = &p->net->nodes[pr];
     if (kpass_is(n, "MatMul"))
-        return true;
+        return 0;
+    int best = -1;
     double c;
     if ((kpass_is(n, "Mul") || kpass_is(n, "Div")) && n->n_in == 2) {
         int other = kpass_const_scalar(p->net, n->in[1], &c)                        ? n->in[0]
                     : kpass_is(n, "Mul") && kpass_const_scalar(p->net, n->in[0], &c) ? n->in[1]
                                                                                      : -1;
-        int q = other >= 0 ? kpass_producer(p, other) : -1;
-        return q >= 0 && kpass_is(&p->net->nodes[q], "MatMul");
+        best = other >= 0 ? score_steps(p, other, depth - 1) : -1;
+    } else if (kpass_is(n, "Reshape") && n->n_in >= 1) {
+        best = score_steps(p, n->in[0], depth - 1);
+    } else if (kpass_is(n, "Add") && n->n_in == 2) {
+        int a = score_steps(p, n->in[0], depth - 1), b = score_steps(p, n->in[1], depth - 1);
+        best = a < 0 || (b >= 0 && b < a) ? b : a;
     }
-    return false;
+    return best < 0 ? -1 : best + 1;
+}
+
+/* Whether y [B / G, G, H, Sq, Sk] splits the batch of x [B, H, Sq, Sk]
+ * (and nothing else) at every profile point. */
+static bool batch_split(const kpass *p, int x, int y) {
+    for (int k = 0; k < p->n_points; k++) {
+        const kn_tinfo *a = kpass_shape(p, k, x), *b = kpass_shape(p, k, y);
+        if (!a || !b || a->rank != 4 || b->rank != 5 || b->dims[0] < 1 || b->dims[1] < 1 ||
+            b->dims[0] * b->dims[1] != a->dims[0])
+            return false;
+        for (int d = 1; d < 4; d++)
+            if (b->dims[d + 1] != a->dims[d])
+                return false;
+    }
+    return true;
+}
+
+/* Dim d of tensor t's shape at every profile point is 1 (or t has fewer
+ * than d + 1 of the `rank` dims it is right-aligned to). */
+static bool dim_one(const kpass *p, int t, int rank, int d) {
+    for (int k = 0; k < p->n_points; k++) {
+        const kn_tinfo *m = kpass_shape(p, k, t);
+        int at = m ? d - (rank - m->rank) : -1;
+        if (!m || (at >= 0 && m->dims[at] != 1))
+            return false;
+    }
+    return true;
 }
 
 #define WHY(s)                                                                                     \
@@ -48,6 +85,7 @@ bool kpass_attn_scores(const kpass *p, int si, kpass_scores *sc) {
     memset(sc, 0, sizeof *sc);
     sc->softmax = si;
     sc->add = sc->add2 = sc->scale_node = sc->scores = sc->mask = sc->mask2 = -1;
+    sc->split = sc->merge = -1;
     sc->fill = sc->fill_cond = -1;
     sc->scale = 1.f;
     if (!kpass_is(sm, "Softmax") || sm->n_in != 1 || sm->n_out != 1)
@@ -83,39 +121,75 @@ bool kpass_attn_scores(const kpass *p, int si, kpass_scores *sc) {
             WHY("the masked_fill Where broadcasts the scores");
         pr = kpass_producer(p, t);
     }
-    /* S + M (+ M2), right below the Softmax: additive masks and biases */
-    for (int round = 0; round < 2; round++) {
-        if (pr < 0 || !kpass_is(&net->nodes[pr], "Add") || kpass_sole_reader(p, t) != reader)
+    /* S + M (+ M2), right below the Softmax: additive masks and biases,
+     * maybe some of them added through a view that splits the batch into
+     * [B / G, G] (Swin's shifted windows: the mask is per window, b % G) */
+    bool inside = false;
+    for (int step = 0; step < 6; step++) {
+        if (pr < 0 || kpass_sole_reader(p, t) != reader)
             break;
-        const kn_node *add = &net->nodes[pr];
-        if (add->n_in != 2)
-            WHY("an Add of the scores does not have two inputs");
-        int side = scores_side(p, add->in[0]) ? 0 : scores_side(p, add->in[1]) ? 1 : -1;
-        if (side < 0 && round == 0) { /* (S + M) + M2: the scores are deeper on one side */
-            for (int j = 0; j < 2 && side < 0; j++) {
-                int pj = kpass_producer(p, add->in[j]);
-                if (pj >= 0 && kpass_is(&net->nodes[pj], "Add") &&
-                    (scores_side(p, net->nodes[pj].in[0]) || scores_side(p, net->nodes[pj].in[1])))
-                    side = j;
+        const kn_node *n = &net->nodes[pr];
+        if (kpass_is(n, "Reshape") && n->n_in >= 1 && sc->split < 0) {
+            int x = n->in[0], xr = kpass_rank(p, x), yr = kpass_rank(p, t);
+            if (!inside && sc->merge < 0 && xr == 5 && yr == 4) {
+                sc->merge = pr;
+                inside = true;
+            } else if (inside && xr == 4 && yr == 5) {
+                if (!batch_split(p, x, t))
+                    WHY("a rank-5 view of the scores does not split their batch into [B / G, G]");
+                if (!kpass_same_shape(p, x, net->nodes[sc->merge].out[0]))
+                    WHY("the rank-5 view of the scores is not reshaped back to their shape");
+                sc->split = pr;
+                inside = false;
+            } else {
+                break;
             }
+            reader = pr;
+            t = x;
+            pr = kpass_producer(p, t);
+            continue;
         }
+        if (!kpass_is(n, "Add") || sc->add2 >= 0)
+            break;
+        if (n->n_in != 2)
+            WHY("an Add of the scores does not have two inputs");
+        int s0 = score_steps(p, n->in[0], 8), s1 = score_steps(p, n->in[1], 8);
+        int side = s0 >= 0 && (s1 < 0 || s0 <= s1) ? 0 : s1 >= 0 ? 1 : -1;
         if (side < 0)
             WHY("no side of the Add before the Softmax comes from the score MatMul");
-        if (!kpass_same_shape(p, add->out[0], add->in[side]))
+        if (!kpass_same_shape(p, n->out[0], n->in[side]))
             WHY("the mask broadcasts the scores to a larger shape");
-        int mr = kpass_rank(p, add->in[1 - side]);
-        if (mr < 0 || mr > 4)
-            WHY("the mask's rank is unknown or above 4");
-        if (round == 0) {
+        int mr = kpass_rank(p, n->in[1 - side]);
+        if (mr < 0 || mr > (inside ? 5 : 4))
+            WHY("the mask's rank is unknown or above the scores'");
+        if (inside && mr == 5 && !dim_one(p, n->in[1 - side], 5, 0))
+            WHY("a mask added through the batch-split view of the scores varies with B / G "
+                "(it is no mask of window b % G)");
+        if (sc->add < 0) {
             sc->add = pr;
-            sc->mask = add->in[1 - side];
+            sc->mask = n->in[1 - side];
+            sc->mask_split = inside;
         } else {
             sc->add2 = pr;
-            sc->mask2 = add->in[1 - side];
+            sc->mask2 = n->in[1 - side];
+            sc->mask2_split = inside;
         }
         reader = pr;
-        t = add->in[side];
+        t = n->in[side];
         pr = kpass_producer(p, t);
+    }
+    if (inside)
+        WHY("the scores are viewed at rank 5 but not through a batch split of theirs");
+    if (sc->split >= 0) {
+        /* a per-window mask (G > 1) joins whole-batch terms only where
+         * those broadcast over the batch */
+        bool windowed = (sc->mask_split && !dim_one(p, sc->mask, 5, 1)) ||
+                        (sc->mask2_split && !dim_one(p, sc->mask2, 5, 1));
+        bool whole = (sc->mask >= 0 && !sc->mask_split && !dim_one(p, sc->mask, 4, 0)) ||
+                     (sc->mask2 >= 0 && !sc->mask2_split && !dim_one(p, sc->mask2, 4, 0)) ||
+                     (sc->fill >= 0 && !dim_one(p, sc->fill_cond, 4, 0));
+        if (windowed && whole)
+            WHY("a mask over the whole batch beside one per window of the batch-split view");
     }
     /* S * c or S / c */
     if (pr >= 0 && (kpass_is(&net->nodes[pr], "Mul") || kpass_is(&net->nodes[pr], "Div")) &&
@@ -165,12 +239,35 @@ static kiln_status scalar_const(kn_net *net, const char *hint, kiln_dtype dt, do
     return kpass_add_const(net, hint, &z, out);
 }
 
+/* A mask added through the batch-split view, as kiln::Attention reads it:
+ * [1, G, H, Sq, Sk] loses its leading 1 (a rank-4 one already is
+ * [G, H, Sq, Sk], right-aligned). */
+static kiln_status window_mask(kpass *p, int m, const char *name, int *out) {
+    kn_net *net = p->net;
+    *out = m;
+    if (kpass_rank(p, m) != 5)
+        return KILN_OK;
+    char nm[600];
+    int ax, sq, node;
+    KN_TRY(kpass_add_i64(net, "window_mask_axes", (const int64_t[]){0}, 1, &ax));
+    KN_TRY(kn_net_new_tensor(net, "window_mask", &sq));
+    int in2[2] = {m, ax};
+    snprintf(nm, sizeof nm, "%s window mask", name);
+    KN_TRY(kn_net_add_node(net, nm, "Squeeze", "", 13, 2, in2, 1, &sq, &node));
+    *out = sq;
+    return KILN_OK;
+}
+
 kiln_status kpass_scores_mask(kpass *p, const kpass_scores *sc, const char *name, int *mask) {
     kn_net *net = p->net;
     char nm[600];
-    int m = sc->mask, node;
-    if (sc->mask2 >= 0) {
-        int sum, in2[2] = {sc->mask2, sc->mask};
+    int m = sc->mask, m2 = sc->mask2, node;
+    if (m >= 0 && sc->mask_split)
+        KN_TRY(window_mask(p, m, name, &m));
+    if (m2 >= 0 && sc->mask2_split)
+        KN_TRY(window_mask(p, m2, name, &m2));
+    if (m2 >= 0) {
+        int sum, in2[2] = {m2, m};
         KN_TRY(kn_net_new_tensor(net, "attn_mask_sum", &sum));
         snprintf(nm, sizeof nm, "%s mask terms", name);
         KN_TRY(kn_net_add_node(net, nm, "Add", "", 14, 2, in2, 1, &sum, &node));

@@ -767,7 +767,8 @@ static const char *match_packed(const kpass *p, int si, mha *m, int *set, int *n
               add_unique(set, &n, MHA_SET, m->sc.add) && add_unique(set, &n, MHA_SET, m->sc.add2) &&
               add_unique(set, &n, MHA_SET, m->sc.scale_node) &&
               add_unique(set, &n, MHA_SET, m->sc.fill) && add_unique(set, &n, MHA_SET, m->guard[0]) &&
-              add_unique(set, &n, MHA_SET, m->guard[1]);
+              add_unique(set, &n, MHA_SET, m->guard[1]) && add_unique(set, &n, MHA_SET, m->sc.split) &&
+              add_unique(set, &n, MHA_SET, m->sc.merge);
     const mv_path *paths[3] = {&m->q, &m->k, &m->v};
     for (int j = 0; j < 3 && ok; j++)
         for (int i = 0; i < paths[j]->n && ok; i++)
@@ -846,7 +847,8 @@ static const char *match(const kpass *p, int si, mha *m, int *set, int *n_set) {
               add_unique(set, &n, MHA_SET, m->sc.add) && add_unique(set, &n, MHA_SET, m->sc.add2) &&
               add_unique(set, &n, MHA_SET, m->sc.scale_node) &&
               add_unique(set, &n, MHA_SET, m->sc.fill) && add_unique(set, &n, MHA_SET, m->guard[0]) &&
-              add_unique(set, &n, MHA_SET, m->guard[1]);
+              add_unique(set, &n, MHA_SET, m->guard[1]) && add_unique(set, &n, MHA_SET, m->sc.split) &&
+              add_unique(set, &n, MHA_SET, m->sc.merge);
     if (!ok || !closed(p, set, n, m->ctx))
         return "an intermediate of the scores is read outside the attention";
     *n_set = n;
@@ -938,6 +940,8 @@ static kiln_status fuse(kpass *p, int si, mha *m, const int *set, int n_set) {
     KN_TRY(kpass_to_attention(p, m->ctx, m->sc.scores, si, ins, mask, (float)scale));
     if (m->packed)
         KN_TRY(kn_node_set_int(&net->nodes[m->ctx], "qkv_packed", 1));
+    if (mask >= 0 && m->sc.split >= 0) /* a per-window mask: batch b reads mask batch b % G */
+        KN_TRY(kn_node_set_int(&net->nodes[m->ctx], "mask_batch_mod", 1));
     snprintf(name, sizeof name, "%s_bshd", net->tensors[o].name);
     KN_TRY(kn_net_new_tensor(net, name, &yt));
     kpass_set_output(net, m->ctx, 0, yt);
@@ -954,7 +958,7 @@ static kiln_status fuse(kpass *p, int si, mha *m, const int *set, int n_set) {
                  m->o[1].group > 1 ? ", grouped K/V heads" : "");
     kn_log(KILN_LOG_VERBOSE, "attention: '%s' is one layer (scale %g, %s, %s mask%s%s)", an->name,
            (double)kn_attr_float(an, "scale", 1.f), m->packed ? "packed Q, K, V" : layout,
-           mask >= 0 ? "with" : "no", m->guard[0] >= 0 ? ", NaN guard kept" : "",
+           mask < 0 ? "no" : m->sc.split >= 0 ? "with a per-window" : "with", m->guard[0] >= 0 ? ", NaN guard kept" : "",
            m->sunk ? ", projection reads its input untransposed" : "");
     return KILN_OK;
 }

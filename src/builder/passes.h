@@ -72,6 +72,12 @@ KN_HIDDEN kiln_status kpass_gather_transpose(kpass *p, int *changed);
 typedef struct kpass_scores {
     int softmax, add, add2, scale_node, scores; /* nodes; -1 when absent */
     int mask, mask2;                            /* M, M2, or -1 */
+    /* a batch-split view around some of the Adds: split Reshapes the
+     * scores [B, H, Sq, Sk] to [B / G, G, H, Sq, Sk], merge back (both -1
+     * when absent); a mask added inside it (mask_split, mask2_split) is
+     * right-aligned to [B / G, G, H, Sq, Sk] and reads window b % G */
+    int split, merge;
+    bool mask_split, mask2_split;
     int fill, fill_cond;   /* the masked_fill Where and its condition, or -1 */
     bool fill_keep;        /* the condition keeps the score (else it masks it) */
     double fill_value;     /* what the fill writes */

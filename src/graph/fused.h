@@ -45,6 +45,11 @@
  *               (heads 0: all of them), so Q, K and V may be one packed
  *               [B, S, Hq + 2 Hkv, D] tensor read through three views
  *               (kn_attention_views; not with qkv_packed).
+ *               mask_batch_mod (int, default 0): 1 lets M's batch dim be
+ *               any divisor G of B: batch b reads mask batch b % G (Swin's
+ *               shifted windows: B = images * G windows, one mask per
+ *               window). Every kernel indexes the mask batch as b % G, so
+ *               a mask of batch 1 or B reads the same either way.
  * kiln::Gemm    inputs A, B, C?       attributes: those of ONNX Gemm, plus
  *               activation, alpha_act, beta_act.
  *               Y = act(alpha * A' B' + beta * C)
@@ -97,6 +102,10 @@
 /* Element strides of a kiln::Attention mask (rank <= 4, row-major) over
  * [B, H, Sq, Sk], right-aligned; broadcast dims (size 1 or missing) get 0. */
 KN_HIDDEN void kn_mask_strides(int rank, const int64_t *dims, int64_t strides[4]);
+/* The batches of a kiln::Attention mask (its dim 0 at rank 4, else 1):
+ * batch b of the attention reads mask batch b % this (b itself, or 0 under
+ * a broadcast, unless mask_batch_mod). */
+KN_HIDDEN int64_t kn_mask_batches(int rank, const int64_t *dims);
 /* One kiln::Attention operand as the kernels read it: element (b, s, h, d)
  * of the [B, S, H, D] operand lies at off + b * sb + s * ss + h * sh + d of
  * its input tensor (d contiguous). */

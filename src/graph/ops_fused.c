@@ -54,6 +54,10 @@ void kn_mask_strides(int rank, const int64_t *dims, int64_t strides[4]) {
     }
 }
 
+int64_t kn_mask_batches(int rank, const int64_t *dims) {
+    return rank >= 4 && dims[rank - 4] > 1 ? dims[rank - 4] : 1;
+}
+
 /* [N, S..., C] <-> [N, C, S...]: to_first moves the last dim to 1, else
  * dim 1 to the end. */
 void kn_dims_channels(int rank, const int64_t *in, int64_t *out, bool to_first) {
@@ -218,13 +222,18 @@ static kiln_status infer_attention(kn_infer *c) {
     if (kn_has_in(c, 3)) {
         const kn_tinfo *m = &c->in[3];
         int64_t full[4] = {q->dims[0], q->dims[2], q->dims[1], k->dims[1]};
+        bool mod = kn_attr_int(c->node, "mask_batch_mod", 0) != 0;
         if (m->rank > 4)
             return kn_node_error(c->node, KILN_ERR_SHAPE, "mask rank %d > 4", m->rank);
         for (int i = 1; i <= m->rank; i++) {
             int64_t d = m->dims[m->rank - i];
+            if (i == 4 && mod && d >= 1 && full[0] % d == 0)
+                continue; /* batch b reads mask batch b % d */
             if (d != 1 && d != full[4 - i])
                 return kn_node_error(c->node, KILN_ERR_SHAPE,
-                                     "mask does not broadcast to [B, H, Sq, Sk]");
+                                     mod ? "mask does not broadcast to [B, H, Sq, Sk] (its batch "
+                                           "dim dividing B)"
+                                         : "mask does not broadcast to [B, H, Sq, Sk]");
         }
     }
     c->out[0].dtype = q->dtype;

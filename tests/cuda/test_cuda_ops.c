@@ -2049,6 +2049,32 @@ static void attention_views_case(kiln_dtype dt, const char *label, int64_t b, in
     tc_run();
 }
 
+/* mask_batch_mod = 1: a per-window mask [G, 1, Sq, Sk] (Swin's shifted
+ * windows; rowmask: [G, 1, 1, Sk], the row-mask paths of the mma1 / wgmma
+ * kernels) over B = images * G batches, batch b reading mask batch b % G;
+ * 0 / -100 as torchvision's mask, with -inf on a few keys. */
+static void attention_window_case(kiln_dtype dt, const char *label, int64_t images, int64_t g,
+                                  int64_t s, int64_t h, int64_t d, bool rowmask) {
+    tc_begin("Attention", KN_DOMAIN_KILN, 1, dt == KILN_DTYPE_FLOAT ? 1e-4 : 2e-2, label);
+    int64_t b = images * g, rows = rowmask ? 1 : s;
+    tc_rand(dt, 4, D(b, s, h, d), -1, 1);
+    tc_rand(dt, 4, D(b, s, h, d), -1, 1);
+    tc_rand(dt, 4, D(b, s, h, d), -1, 1);
+    float *m = malloc(sizeof(float) * (size_t)(g * rows * s));
+    for (int64_t w = 0; w < g; w++)
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t j = 0; j < s; j++)
+                m[(w * rows + i) * s + j] = j == (w * 7 + 3) % s       ? -INFINITY
+                                            : (i + j + w) % (w % 3 + 2) ? -100.f
+                                                                        : 0.f;
+    tc_vals(KILN_DTYPE_FLOAT, 4, D(g, 1, rows, s), m, false);
+    free(m);
+    tc_node(1);
+    a_float("scale", 0.17f);
+    a_int("mask_batch_mod", 1);
+    tc_run();
+}
+
 static void test_attention(void) {
     for (int t = 0; t < 3; t++) { /* strided operand views: every kernel but wgmma's reads them */
         kiln_dtype dt = real_types[t];
@@ -2165,6 +2191,19 @@ static void test_attention(void) {
         attention_case(dt, l, 3, 150, 100, 4, 64, 64, 1, 0.125f);
         snprintf(l, sizeof l, "%s Sq 77, Sk 9, head dim 64, no mask", kiln_dtype_name(dt));
         attention_case(dt, l, 2, 77, 9, 3, 64, 64, 0, 0.3f);
+        /* per-window masks, batch b reading window b % G (mask_batch_mod) */
+        snprintf(l, sizeof l, "%s Swin-T windows: 2 images x 64 windows of 49, head dim 32, "
+                 "window mask b %% 64", kiln_dtype_name(dt));
+        attention_window_case(dt, l, 2, 64, 49, 3, 32, false);
+        snprintf(l, sizeof l, "%s 3 images x 4 windows, S 100, head dim 64, window mask b %% 4",
+                 kiln_dtype_name(dt));
+        attention_window_case(dt, l, 3, 4, 100, 4, 64, false);
+        snprintf(l, sizeof l, "%s 3 images x 4 windows, S 100, head dim 64, row mask b %% 4",
+                 kiln_dtype_name(dt));
+        attention_window_case(dt, l, 3, 4, 100, 4, 64, true);
+        snprintf(l, sizeof l, "%s 2 images x 5 windows, S 300, head dim 64, window mask b %% 5",
+                 kiln_dtype_name(dt));
+        attention_window_case(dt, l, 2, 5, 300, 2, 64, false);
     }
 }
 

@@ -855,6 +855,83 @@ static void test_onnx_attention_repeat_kv(void) {
     kiln_network_destroy(net);
 }
 
+/* Swin's shifted windows: the scores of B images x G windows, [B G, H, S, S],
+ * plus a bias, are viewed as [B, G, H, S, S] for a per-window mask and
+ * viewed back before the Softmax. mode 0: a [1, G, 1, S, S] mask (fuses,
+ * mask batch b % G); 1: a [G, 1, S, S] one (fuses); 2: a whole-batch
+ * [B G, 1, 1, S] padding mask beside it (cannot be one mask read b % G:
+ * stays unfused, and stays right). */
+enum { G = 2 };
+static kiln_network *window_net(int mode) {
+    kiln_network *net;
+    KT_OK(kiln_network_create(&net));
+    KT_OK(kiln_network_add_input(net, "xw", KILN_DTYPE_FLOAT, 4, DIMS(-1, G, S, E), NULL));
+    if (mode == 2)
+        KT_OK(kiln_network_add_input(net, "keepw", KILN_DTYPE_BOOL, 3, DIMS(-1, G, S), NULL));
+    iconst(net, "shape4", 4, (const int64_t[]){0, 0, H, D});
+    iconst(net, "shape3", 3, (const int64_t[]){0, 0, E});
+    iconst(net, "rows", 3, (const int64_t[]){-1, S, E});
+    node(net, "windows", "Reshape", 2, IN("xw", "rows"), "x");
+    fscalar(net, "qs", 0.35f);
+    heads(net, "x", "q", DIMS(0, 2, 1, 3), "qs");
+    heads(net, "x", "kt", DIMS(0, 2, 3, 1), NULL);
+    heads(net, "x", "v", DIMS(0, 2, 1, 3), NULL);
+    node(net, "scores", "MatMul", 2, IN("q", "kt"), "s");
+    fconst(net, "bias", 3, DIMS(H, S, S));
+    node(net, "add_bias", "Add", 2, IN("s", "bias"), "sb");
+    iconst(net, "split5", 5, (const int64_t[]){-1, G, H, S, S});
+    node(net, "split", "Reshape", 2, IN("sb", "split5"), "s5");
+    /* the window mask: 0 or -100 per window, so the windows differ */
+    int64_t n = G * S * S;
+    float *wm = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        wm[i] = (i / (S * S) + i % S + i / S % S) % 3 == 0 ? -100.f : 0.f;
+    if (mode == 1)
+        KT_OK(kiln_network_add_constant(net, "wmask", KILN_DTYPE_FLOAT, 4, DIMS(G, 1, S, S), wm,
+                                        (size_t)n * sizeof(float)));
+    else
+        KT_OK(kiln_network_add_constant(net, "wmask", KILN_DTYPE_FLOAT, 5, DIMS(1, G, 1, S, S), wm,
+                                        (size_t)n * sizeof(float)));
+    free(wm);
+    node(net, "add_window", "Add", 2, IN("s5", "wmask"), "s5m");
+    iconst(net, "merge4", 4, (const int64_t[]){-1, H, S, S});
+    node(net, "merge_windows", "Reshape", 2, IN("s5m", "merge4"), "sw");
+    const char *sm = "sw";
+    if (mode == 2) {
+        iconst(net, "keeprows", 2, (const int64_t[]){-1, S});
+        node(net, "keep_rows", "Reshape", 2, IN("keepw", "keeprows"), "keep");
+        where_mask(net, -1e4f);
+        node(net, "add_pad", "Add", 2, IN("sw", "am"), "swp");
+        sm = "swp";
+    }
+    KT_OK(kiln_network_set_attr_int(net, node(net, "softmax", "Softmax", 1, IN(sm), "p"), "axis", -1));
+    tail(net, "p", "v");
+    return net;
+}
+
+static void test_window_mask(void) {
+    static const char *const what[2] = {"Swin: [1, G, 1, S, S] window mask through a batch split",
+                                        "Swin: [G, 1, S, S] window mask through a batch split"};
+    for (int mode = 0; mode < 2; mode++) {
+        kiln_network *net = window_net(mode);
+        kn_net *o = check_fused(net, what[mode]);
+        if (o) {
+            const kn_node *a = find_op(o, KN_DOMAIN_KILN, "Attention");
+            KT_CHECK(a && kn_attr_int(a, "mask_batch_mod", 0) == 1 && a->n_in > 3 && a->in[3] >= 0);
+            kn_net_free(o);
+        }
+        kiln_network_destroy(net);
+    }
+    kiln_network *net = window_net(2);
+    kn_net *o = optimized(net);
+    if (o) {
+        KT_CHECK(count_op(o, KN_DOMAIN_KILN, "Attention") == 0 && count_op(o, "", "Softmax") == 1);
+        compare(net, o, "Swin window mask beside a whole-batch mask (unfused)", 3);
+        kn_net_free(o);
+    }
+    kiln_network_destroy(net);
+}
+
 int main(void) {
     printf("seed %u\n", seed);
     rng = seed;
@@ -869,5 +946,6 @@ int main(void) {
     test_onnx_attention_past();
     test_onnx_attention_repeat_kv();
     test_ms_mha();
+    test_window_mask();
     return kt_finish();
 }

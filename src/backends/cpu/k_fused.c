@@ -205,6 +205,7 @@ typedef struct attention_jobs_ctx {
     const float *V;
     const float *M;
     const int64_t *ms;
+    int64_t mb; /* mask batches: batch b reads mask batch b % mb */
     float *scratch;
     float *Y;
     bool causal;
@@ -237,6 +238,7 @@ static void attention_jobs(void *vc, int64_t lo_, int64_t hi_, int tid) {
     const float *V = c_->V;
     const float *M = c_->M;
     const int64_t *ms = c_->ms;
+    int64_t mb = c_->mb;
     float *scratch = c_->scratch;
     float *Y = c_->Y;
     bool causal = c_->causal;
@@ -256,7 +258,7 @@ static void attention_jobs(void *vc, int64_t lo_, int64_t hi_, int tid) {
                 for (int64_t j = 0; j < Sk; j++)
                     row[j] = softcap * tanhf(row[j] / softcap);
             if (M)
-                att_mask_add(row, M, ms, b, h, i0 + i, Sk);
+                att_mask_add(row, M, ms, b % mb, h, i0 + i, Sk);
             if (causal) /* keys after the query, aligned to the last key */
                 for (int64_t j = i0 + i + 1 + Sk - Sq > 0 ? i0 + i + 1 + Sk - Sq : 0; j < Sk; j++)
                     row[j] = -INFINITY;
@@ -290,8 +292,14 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
     bool causal = kn_attr_int(r->node, "causal", 0) != 0;
     float softcap = kn_attr_float(r->node, "softcap", 0.f);
     int64_t ms[4] = {0, 0, 0, 0}; /* mask strides over [B, H, Sq, Sk], 0 where broadcast */
-    if (m)
+    int64_t mb = 1;               /* mask batches (mask_batch_mod: a divisor of B) */
+    if (m) {
         kn_mask_strides(m->rank, m->dims, ms);
+        mb = kn_mask_batches(m->rank, m->dims);
+        if (B % mb != 0)
+            return kn_node_error(r->node, KILN_ERR_SHAPE, "mask batch %lld does not divide %lld",
+                                 (long long)mb, (long long)B);
+    }
     int64_t blocks = (Sq + KB_ATT_ROWS - 1) / KB_ATT_ROWS, jobs = B * H * blocks;
     int nth = r->threads > 1 && B * H * Sq * Sk * (D + Dv) > 65536 ? r->threads : 1;
     if (nth > att_threads())
@@ -302,7 +310,7 @@ kiln_status kb_attention_run(const kb_run *r, kb_gemm_fn gemm) {
     const float *M = m ? m->data : NULL;
     float *Y = st.out.data;
     {
-        attention_jobs_ctx c_ = {gemm, H, Hkv, D, Dv, Sq, Sk, blocks, vw[0], vw[1], vw[2], scale, Q, K, V, M, ms, scratch, Y, causal, softcap};
+        attention_jobs_ctx c_ = {gemm, H, Hkv, D, Dv, Sq, Sk, blocks, vw[0], vw[1], vw[2], scale, Q, K, V, M, ms, mb, scratch, Y, causal, softcap};
         kn_parallel_for(nth, jobs, 1, attention_jobs, &c_);
     }
     kb_stage_out(&st, &r->out[0]);

@@ -114,7 +114,7 @@ __device__ __forceinline__ void att_softmax16(float *Ss, int lds, T *Ps, int ldp
             mx = fmaxf(mx, s);
         }
     } else if (mask && live) { /* rows past Sq have no mask row */
-        const int64_t mbase = b * a.mstride[0] + h * a.mstride[1] + qi * a.mstride[2];
+        const int64_t mbase = kc_attn_mask_b(a, b) + h * a.mstride[1] + qi * a.mstride[2];
 #pragma unroll 4
         for (int j = half; j < sk; j += 2) {
             float s = srow[j] * a.scale + kc_ld_f(mask, a.mask_dt, mbase + j * a.mstride[3]);
@@ -172,7 +172,7 @@ __device__ __forceinline__ const float *att_mask_row(float *dst, const void *mas
     if (!mask || a.mstride[1] != 0 || a.mstride[2] != 0)
         return NULL;
     for (int j = lane; j < a.sk; j += 32)
-        dst[j] = kc_ld_f(mask, a.mask_dt, b * a.mstride[0] + j * a.mstride[3]);
+        dst[j] = kc_ld_f(mask, a.mask_dt, kc_attn_mask_b(a, b) + j * a.mstride[3]);
     __syncwarp();
     return dst;
 }
@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     for (int t = 0; t < ATT_SIMT_REGS; t++)
         o[t] = 0.f;
     float m = -INFINITY, l = 0.f;
-    const int64_t mrow = b * a.mstride[0] + h * a.mstride[1] + i * a.mstride[2];
+    const int64_t mrow = kc_attn_mask_b(a, b) + h * a.mstride[1] + i * a.mstride[2];
     for (int64_t j0 = 0; j0 < a.sk; j0 += 32) {
         const int64_t j = j0 + lane;
         float s = -INFINITY;
@@ -589,7 +589,7 @@ __device__ __forceinline__ void mma_load_chunk(T *Ks, T *Vs, float *Ms, const T 
         for (int idx = threadIdx.x; idx < MMA_KB; idx += blockDim.x) {
             const int64_t j = j0 + idx;
             Ms[buf * MMA_KB + idx] =
-                j < a.sk ? kc_ld_f(mask, a.mask_dt, b * a.mstride[0] + j * a.mstride[3]) * MMA_LOG2E
+                j < a.sk ? kc_ld_f(mask, a.mask_dt, kc_attn_mask_b(a, b) + j * a.mstride[3]) * MMA_LOG2E
                          : 0.f;
         }
 }
@@ -663,7 +663,7 @@ __global__ void __launch_bounds__(MMA_MAX_WARPS * 32)
                     x += Ms[buf * MMA_KB + col];
                 else if (mask && row < a.sq)
                     x += kc_ld_f(mask, a.mask_dt,
-                                 b * a.mstride[0] + h * a.mstride[1] + row * a.mstride[2] +
+                                 kc_attn_mask_b(a, b) + h * a.mstride[1] + row * a.mstride[2] +
                                      j * a.mstride[3]) *
                          MMA_LOG2E;
                 if (a.causal && j > row + (a.sk - a.sq)) /* key after the query */
@@ -819,7 +819,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     /* per key: -inf past Sk, else the row mask in base 2 (0 without one) */
     for (int j = threadIdx.x; j < MMA1_KEYS; j += NW * 32)
         Ms[j] = j >= sk ? -INFINITY
-                        : (!GENERAL && mask ? kc_ld_f(mask, a.mask_dt, b * a.mstride[0] + j * a.mstride[3]) *
+                        : (!GENERAL && mask ? kc_ld_f(mask, a.mask_dt, kc_attn_mask_b(a, b) + j * a.mstride[3]) *
                                                   MMA_LOG2E
                                             : 0.f);
     __pipeline_wait_prior(1); /* Q and K */
@@ -845,7 +845,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
                 const int col = nt * 8 + 2 * t + (e & 1), row = e < 2 ? rlo : rhi;
                 if (row < sq && col < sk)
                     x += kc_ld_f(mask, a.mask_dt,
-                                 b * a.mstride[0] + h * a.mstride[1] + row * a.mstride[2] +
+                                 kc_attn_mask_b(a, b) + h * a.mstride[1] + row * a.mstride[2] +
                                      col * a.mstride[3]) *
                          MMA_LOG2E;
             }

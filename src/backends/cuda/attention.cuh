@@ -18,6 +18,8 @@ typedef struct kc_attn {
     kiln_dtype dt;          /* Q, K, V and Y */
     kiln_dtype mask_dt;     /* UNDEFINED: no mask */
     int64_t mstride[4];     /* mask element strides over [B, H, Sq, Sk], 0 = broadcast */
+    int64_t mbatch;         /* mask batches (mask_batch_mod: a divisor of b); batch b
+                               reads mask batch b % mbatch (0 or 1: b itself) */
     int64_t qrow, krow, vrow; /* elements between tokens: H*D, or 3*H*D when packed */
     int64_t qbatch, kbatch, vbatch; /* elements between batches; 0: sq (sk) rows */
     int64_t qhead, khead, vhead;    /* elements between heads; 0: d (dv), a head's row beside
@@ -72,6 +74,13 @@ cudaError_t kc_attention(const void *q, const void *k, const void *v, const void
                          const kc_attn *a, cudaStream_t stream);
 
 #ifdef __cplusplus
+}
+#endif
+
+#ifdef __CUDACC__
+/* The mask's element offset of batch b (mask batch b % mbatch). */
+__device__ __forceinline__ int64_t kc_attn_mask_b(const kc_attn &a, int64_t b) {
+    return (a.mbatch > 1 ? b % a.mbatch : b) * a.mstride[0];
 }
 #endif
 #endif

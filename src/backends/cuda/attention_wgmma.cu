@@ -168,7 +168,7 @@ WGA_MMA(__nv_bfloat16, "bf16")
  * batch b (0 without one). */
 __device__ __forceinline__ float wga_mask_at(const void *mask, const kc_attn &a, int64_t b, int j) {
     return j >= (int)a.sk ? -INFINITY
-                          : (mask ? kc_ld_f(mask, a.mask_dt, b * a.mstride[0] + j * a.mstride[3]) * WGA_LOG2E : 0.f);
+                          : (mask ? kc_ld_f(mask, a.mask_dt, kc_attn_mask_b(a, b) + j * a.mstride[3]) * WGA_LOG2E : 0.f);
 }
 
 /* The barriers' first use, and the three boxes of one tile issued by one

@@ -538,8 +538,13 @@ static kiln_status attention_go(const kb_run *r, int kernel) {
     a.kernel = kernel;
     a.dt = q->dtype;
     a.mask_dt = m ? m->dtype : KILN_DTYPE_UNDEFINED;
-    if (m) /* right-aligned against [B, H, Sq, Sk]; broadcast dims get stride 0 */
+    if (m) { /* right-aligned against [B, H, Sq, Sk]; broadcast dims get stride 0 */
         kn_mask_strides(m->rank, m->dims, a.mstride);
+        a.mbatch = kn_mask_batches(m->rank, m->dims);
+        if (a.b % a.mbatch != 0)
+            return kn_node_error(r->node, KILN_ERR_SHAPE, "mask batch %lld does not divide %lld",
+                                 (long long)a.mbatch, (long long)a.b);
+    }
     KC_CUDA(r->node, kc_attention(qp, kp, vp, m ? m->data : NULL, r->out[0].data, &a, kc_stream(r)));
     return KILN_OK;
 }
