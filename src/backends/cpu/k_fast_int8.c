@@ -3,7 +3,12 @@
  * its zero point, s8 W packed once, an s32 result in the workspace) and
  * kq_epi_apply the epilogue, so the output has the reference's bits.
  * Convolutions run on an NHWC copy of X (a byte reorder); the epilogue
- * reads the NHWC sums and writes NCHW Y. */
+ * reads the NHWC sums and writes NCHW Y.
+ *
+ * The sums are exact only where oneDNN's int8 kernels multiply-add in 32
+ * bits (VNNI or AMX). On an AVX2 (or plain AVX-512) CPU its u8 x s8 kernels
+ * sum pairs of products in 16 bits with saturation, so 255 * 127 * 2
+ * overflows: there the tactic refuses every layer and the reference runs. */
 #ifdef KILN_HAVE_DNNL
 #include <string.h>
 
@@ -50,8 +55,17 @@ static bool zp_ok(const kn_tinfo *in, int n_in, int i, bool zero) {
     return true;
 }
 
+/* oneDNN's effective ISA (after DNNL_MAX_CPU_ISA) has a 32-bit int8
+ * multiply-add: the VNNI bit of AVX-512 (0x40) or AVX2 (0x400). */
+bool kq_dnnl_exact(void) {
+    static int exact = -1;
+    if (exact < 0)
+        exact = ((unsigned)dnnl_get_effective_cpu_isa() & 0x440u) != 0;
+    return exact;
+}
+
 static bool common_ok(const kn_tinfo *in, int n_in) {
-    if (n_in <= KN_QL_W)
+    if (n_in <= KN_QL_W || !kq_dnnl_exact())
         return false;
     kiln_dtype xt = in[KN_QL_X].dtype;
     return (xt == KILN_DTYPE_UINT8 || xt == KILN_DTYPE_INT8) && in[KN_QL_W].dtype == KILN_DTYPE_INT8 &&
@@ -213,6 +227,11 @@ static kiln_status prep_check(const kn_node *n, const kb_tensor *in, int n_in) {
     kn_tinfo ti[KN_QL_N_IN];
     int k = n_in < KN_QL_N_IN ? n_in : KN_QL_N_IN;
     kb_tinfo_types(in, k, ti);
+    if (!kq_dnnl_exact())
+        return kn_node_error(n, KILN_ERR_UNSUPPORTED,
+                             "tactic dnnl_int8 needs a CPU with VNNI or AMX (this one's oneDNN "
+                             "ISA 0x%x sums int8 products in 16 bits); rebuild the plan here",
+                             (unsigned)dnnl_get_effective_cpu_isa());
     if (!common_ok(ti, k))
         return kn_node_error(n, KILN_ERR_UNSUPPORTED,
                              "oneDNN INT8 needs int8 W without zero points and a constant X zero "
@@ -371,5 +390,10 @@ kiln_status kq_dnnl_matmul_run(const kb_run *r) {
     int64_t rows = q->spatial, nn = q->cout;
     kq_epi_apply(&e, acc, 1, nn, 0, nn, rows, r->out[0].data, 0, 1, nn, r->threads);
     return KILN_OK;
+}
+#else
+#include "k_int8.h"
+bool kq_dnnl_exact(void) {
+    return false;
 }
 #endif /* KILN_HAVE_DNNL */

@@ -84,4 +84,7 @@ KN_HIDDEN kiln_status kq_dnnl_matmul_prepare(const void *state, const kn_node *n
 KN_HIDDEN kiln_status kq_dnnl_matmul_run(const kb_run *r);
 KN_HIDDEN void kq_dnnl_release(void *inst);
 #endif
+/* oneDNN's int8 sums are exact on this CPU (VNNI or AMX): the dnnl_int8
+ * tactic runs (false in a build without oneDNN) */
+KN_HIDDEN bool kq_dnnl_exact(void);
 #endif
