@@ -303,10 +303,17 @@ kiln_status kx_program_init_on(kx_program *p, kn_net *net, int threads, const kb
         }
         s->k = kpl_is_node(n) ? &kpl_kernel /* plugins run on every backend */
                               : kbe->kernel_find(n->domain, n->op_type, tactic);
-        if (!s->k && !(n->tactic && !s->host)) { /* no reference kernel: take any */
-            const kb_kernel *any[1];
-            if (kbe->kernels_for(n->domain, n->op_type, any, 1) > 0)
-                s->k = any[0];
+        if (!s->k && !(n->tactic && !s->host)) {
+            /* no reference kernel (a body's layer on the GPU, which no
+             * build timed): the one registered last, as an untimed build
+             * takes (the library's default: cuBLASLt's "lt", float
+             * accumulation, not a float16-accumulation variant) */
+            const kb_kernel *any[KB_MAX_CANDIDATES];
+            int na = kbe->kernels_for(n->domain, n->op_type, any, KB_MAX_CANDIDATES);
+            if (na > KB_MAX_CANDIDATES)
+                na = KB_MAX_CANDIDATES;
+            if (na > 0)
+                s->k = any[na - 1];
         }
         if (s->k && !s->host && kx_ctl_syncs(s->k))
             p->no_graphs = true;
@@ -1109,8 +1116,11 @@ static kiln_status plan_memory(kx_ctx *c, size_t *arena_bytes, size_t *host_byte
 static void *host_addr(const kx_ctx *c, int t) {
     if (c->hostval[t])
         return c->hostval[t];
-    if (c->p->net->tensors[t].flags & KN_T_CONST)
+    uint32_t f = c->p->net->tensors[t].flags;
+    if (f & KN_T_CONST)
         return (void *)c->ti[t].value;
+    if ((f & KN_T_HOST) && (f & KN_T_INPUT) && c->user[t])
+        return c->user[t]; /* a shape-value input: the caller's host bytes */
     return c->addr[t];
 }
 
@@ -1146,6 +1156,8 @@ static void resolve_addresses(kx_ctx *c) {
             a = cpu ? c->hostval[i] : c->dhost[i];
         else if (net->tensors[i].flags & KN_T_CONST)
             a = cpu ? (void *)c->ti[i].value : c->p->dconst[i];
+        else if (!cpu && c->dhost[i])
+            a = c->dhost[i]; /* a shape-value input device steps read */
         else
             a = c->user[i];
         c->addr[i] = a;
@@ -1162,7 +1174,10 @@ static void resolve_addresses(kx_ctx *c) {
 }
 
 /* GPU backends: device copies of the host values that device steps read or
- * that are graph outputs. Made once per shape change. */
+ * that are graph outputs, and of the inputs bound in host memory because
+ * their values feed shapes (KN_T_HOST inputs: a Loop body's iteration
+ * number, a shape tensor) where a device step reads them too. Made once
+ * per shape change (a host input's new value is one). */
 static kiln_status upload_host_values(kx_ctx *c) {
     const kx_program *p = c->p;
     const kn_net *net = p->net;
@@ -1174,12 +1189,19 @@ static kiln_status upload_host_values(kx_ctx *c) {
         int cnt = n ? n->n_in : net->n_outputs;
         for (int j = 0; j < cnt; j++) {
             int t = n ? n->in[j] : net->outputs[j];
-            if (t < 0 || !c->hostval[t] || (net->tensors[t].flags & KN_T_CONST) || c->dhost[t])
+            if (t < 0 || (net->tensors[t].flags & KN_T_CONST) || c->dhost[t])
+                continue;
+            uint32_t f = net->tensors[t].flags;
+            const void *src = c->hostval[t];
+            if (!src && n && (f & KN_T_HOST) && (f & KN_T_INPUT) && !host_tensor(p, t) &&
+                !kn_dtype_is_handle((int)c->ti[t].dtype) && c->ti[t].dtype != KILN_DTYPE_STRING)
+                src = c->user[t];
+            if (!src)
                 continue;
             size_t bytes = tinfo_bytes(&c->ti[t]);
             KN_TRY(p->be->alloc(bytes ? bytes : 1, &c->dhost[t]));
             if (bytes)
-                KN_TRY(p->be->copy(c->dhost[t], c->hostval[t], bytes, KB_COPY_H2D, c->stream));
+                KN_TRY(p->be->copy(c->dhost[t], src, bytes, KB_COPY_H2D, c->stream));
         }
     }
     return p->be->sync(c->stream);

@@ -155,6 +155,11 @@ def compare_detections(key, got, ref):
                             "Runtime's" % (key, j, int(gl[j]), float(gs[j]), np.round(gb[j], 2).tolist()))
     if len(pairs) < 0.9 * len(rs):
         failures.append("%s: only %d of ONNX Runtime's %d detections matched" % (key, len(pairs), len(rs)))
+        for who, b, l, sc in (("ONNX Runtime", rb, rl, rs), ("kiln", gb, gl, gs)):
+            top = np.argsort(-sc, kind="stable")[:5]
+            print("  %s's first: %s" % (who, "; ".join(
+                "label %d score %.4f box %s" % (int(l[k]), float(sc[k]), np.round(b[k], 1).tolist())
+                for k in top)))
     print("  matched %d/%d (%d unmatched at the cut): worst IoU %.5f, worst |score diff| %.2e"
           % (len(pairs), len(rs), borderline, worst_iou, worst_score))
     if "masks" in ref:
