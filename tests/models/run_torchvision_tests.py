@@ -291,6 +291,16 @@ def check_file(key, path, a, expected):
     return failures
 
 
+def cuda_device():
+    """Whether a CUDA device is visible (nvidia-smi -L names one)."""
+    try:
+        p = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return p.returncode == 0 and "GPU" in p.stdout
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kiln", required=True)
@@ -303,6 +313,9 @@ def main():
     ap.add_argument("--build-args", default="", help="more kiln exec build flags")
     ap.add_argument("--tol", type=float, default=1e-3)
     a = ap.parse_args()
+    if a.backend == "cuda" and not cuda_device():
+        print("skipped: --backend cuda and no CUDA device here (nvidia-smi -L lists none)")
+        return SKIP
     folder = os.path.join(HERE, a.set)
     with open(os.path.join(folder, "expected.json")) as f:
         expected = json.load(f)
